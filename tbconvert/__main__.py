@@ -1,0 +1,5 @@
+import sys
+
+from tbconvert.cli import main
+
+sys.exit(main())

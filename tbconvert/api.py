@@ -1,0 +1,142 @@
+"""The one copy loop, and the Python entry points built on it.
+
+Every conversion (the command line, :func:`convert`, the tests) goes through
+:func:`copy`: reader -> optional run/tag selection -> writer, one run at a
+time, counting what passes and reporting what does not.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tbconvert import registry
+from tbconvert.errors import UsageError
+from tbconvert.formats.base import Options, Reader, Writer
+from tbconvert.model import Experiment, Run, Series, concat
+from tbconvert.report import Report
+
+
+def make_options(*, runs=None, tags=None, **kw) -> Options:
+    """Options from plain values; regex strings are compiled with a clear error."""
+    def compile_(what, value):
+        if value is None or isinstance(value, re.Pattern):
+            return value
+        try:
+            return re.compile(value)
+        except re.error as exc:
+            raise UsageError(f"--{what} {value!r} is not a valid regular expression: {exc}") from None
+    return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
+
+
+def open_reader(path, *, format: str | None = None, options: Options | None = None,
+                report: Report | None = None) -> Reader:
+    """A reader for ``path``; the format is told from the suffix or content unless given."""
+    path = Path(path)
+    fmt = registry.get(format) if format else registry.detect_source(path)
+    if fmt.reader is None:
+        raise UsageError(f"the {fmt.name} format can be written but not read")
+    if not path.exists():
+        from tbconvert.errors import FormatError
+        raise FormatError(f"{path}: no such file or directory")
+    return fmt.reader(path, options or Options(), report if report is not None else Report())
+
+
+def open_writer(path, *, format: str | None = None, options: Options | None = None,
+                report: Report | None = None) -> Writer:
+    """A writer for ``path``; directories need ``format``. Refuses existing output without force."""
+    path = Path(path)
+    fmt = registry.get(format) if format else registry.detect_destination(path)
+    if fmt.writer is None:
+        raise UsageError(f"the {fmt.name} format can be read but not written")
+    return fmt.writer(path, options or Options(), report if report is not None else Report())
+
+
+def _selected(series: Iterable[Series], options: Options, report: Report,
+              keeps_hidden: bool) -> Iterator[Series]:
+    seen: set[str] = set()
+    for chunk in series:
+        if not options.wants_tag(chunk.tag):
+            continue
+        if chunk.hidden is not None and not keeps_hidden and options.restarts != "keep-all":
+            report.add("hidden_points_left_out",
+                       f"{chunk.run}/{chunk.tag}: {chunk.hidden_count} points TensorBoard's restart "
+                       "rule hides were left out (--restarts keep-all writes them)",
+                       run=chunk.run, tag=chunk.tag, count=chunk.hidden_count, lost=False)
+            chunk = chunk.visible()
+        if chunk.tag not in seen:
+            seen.add(chunk.tag)
+            report.series += 1
+        report.points[chunk.data_class.name.lower()] += len(chunk)
+        yield chunk
+
+
+def copy(reader: Reader, writer: Writer, report: Report) -> None:
+    """Stream everything ``reader`` yields into ``writer``, one run at a time."""
+    options = reader.options
+    keeps_hidden = getattr(writer, "keeps_hidden", False)
+    writer.write_experiment(reader.experiment())
+    for run_data in reader.iter_runs():
+        if not options.wants_run(run_data.run.name):
+            for _ in run_data.series:
+                pass
+            continue
+        report.runs += 1
+        if options.progress:
+            options.progress(run_data.run.name)
+        writer.write_run(run_data.run, _selected(run_data.series, options, report, keeps_hidden))
+
+
+def convert(src, dst, *, from_format: str | None = None, to_format: str | None = None,
+            report: Report | None = None, **options) -> Report:
+    """Convert ``src`` to ``dst``; returns the :class:`Report` of what happened.
+
+    Example::
+
+        report = tbconvert.convert("logs/", "logs.parquet")
+        assert not report.lost
+
+    Keyword options are those of :class:`~tbconvert.formats.base.Options`
+    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``).
+    """
+    report = report if report is not None else Report()
+    opts = options if isinstance(options, Options) else make_options(**options)
+    reader = open_reader(src, format=from_format, options=opts, report=report)
+    with reader:
+        writer = open_writer(dst, format=to_format, options=opts, report=report)
+        with writer:
+            copy(reader, writer, report)
+    report.outputs.append(str(dst))
+    return report
+
+
+@dataclass
+class Loaded:
+    """A whole source in memory (small data, tests): experiment, runs, and
+    ``series[run][tag]`` with chunks joined."""
+
+    experiment: Experiment
+    runs: dict[str, Run] = field(default_factory=dict)
+    series: dict[str, dict[str, Series]] = field(default_factory=dict)
+    report: Report = field(default_factory=Report)
+
+
+def load(path, *, format: str | None = None, **options) -> Loaded:
+    """Read all of ``path`` into memory. Meant for data that fits; see :func:`convert`."""
+    report = Report()
+    opts = make_options(**options)
+    with open_reader(path, format=format, options=opts, report=report) as reader:
+        out = Loaded(experiment=reader.experiment(), report=report)
+        for run_data in reader.iter_runs():
+            name = run_data.run.name
+            chunks: dict[str, list[Series]] = {}
+            for chunk in run_data.series:
+                if opts.wants_tag(chunk.tag):
+                    chunks.setdefault(chunk.tag, []).append(chunk)
+            if not opts.wants_run(name):
+                continue
+            out.runs[name] = run_data.run
+            out.series[name] = {tag: concat(c) for tag, c in chunks.items()}
+    return out

@@ -1,0 +1,61 @@
+"""Expected failures. Each carries the exit code the command line returns for it.
+
+Messages are one line, complete without a traceback, and name the file (and
+record or line) involved and what to do.
+"""
+
+from __future__ import annotations
+
+
+class TbconvertError(Exception):
+    """An expected failure whose message is complete and safe to show."""
+
+    exit_code = 1
+
+
+class UsageError(TbconvertError):
+    """Bad arguments (a regex that does not compile, a missing option...)."""
+
+    exit_code = 2
+
+
+class FormatError(TbconvertError):
+    """Unknown format name, input not found, or a format that cannot be told."""
+
+    exit_code = 3
+
+
+class CorruptDataError(TbconvertError):
+    """Input that is damaged beyond what can be skipped, or a file that is not ours."""
+
+    exit_code = 4
+
+
+class UnsupportedError(TbconvertError):
+    """A conversion that would lose data and was refused (e.g. pickled input)."""
+
+    exit_code = 5
+
+
+class OutputExistsError(TbconvertError, FileExistsError):
+    """The destination exists and ``--force`` was not given."""
+
+    exit_code = 6
+
+
+class MissingDependencyError(TbconvertError, ImportError):
+    """An optional package is needed (the message names the extra to install)."""
+
+    exit_code = 7
+
+
+class DataLossError(TbconvertError):
+    """``--strict``: data was skipped or could not be written."""
+
+    exit_code = 8
+
+
+class OutputError(TbconvertError):
+    """Writing failed (disk full, file-size limit, permission); partial output removed."""
+
+    exit_code = 9

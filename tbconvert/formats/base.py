@@ -1,0 +1,148 @@
+"""The contract between the copy loop and each format's reader and writer.
+
+A format lives in ``tbconvert/formats/<name>/`` and exposes one
+:class:`Format` subclass. Its reader hands over one run at a time
+(:class:`~tbconvert.model.RunData`: the run, then all of its series chunks),
+so peak memory is bounded by a run, not by the whole source. Its writer takes
+runs in that order, writes to a temporary name, and only :meth:`Writer.close`
+makes the output appear under its final name; :meth:`Writer.abort` removes
+every partial file.
+
+Readers and writers never print and never exit: they raise
+:class:`~tbconvert.errors.TbconvertError` subclasses for failures and record
+:class:`~tbconvert.report.Issue` objects for everything they skip or change.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ClassVar, Iterable, Iterator
+
+from tbconvert.model import Experiment, Run, RunData, Series
+from tbconvert.report import Report
+
+
+@dataclass
+class Options:
+    """Choices that readers and writers honour.
+
+    Attributes:
+      runs, tags: keep only runs / tags matching these regexes (``re.search``).
+      allow_pickle: let readers unpickle input (TensorBoard 2.3 exports). Off:
+        pickled data is refused with a message naming ``--allow-pickle``.
+      force: replace an existing destination (only once the new output is complete).
+      restarts: ``"visible"`` writes what TensorBoard shows (points its restart
+        rule hides are left out and counted); ``"keep-all"`` keeps them.
+        Archives (Parquet, HDF5) always keep them, marked.
+      progress: called with a short label as work advances (the CLI draws a bar).
+    """
+
+    runs: re.Pattern | None = None
+    tags: re.Pattern | None = None
+    allow_pickle: bool = False
+    force: bool = False
+    restarts: str = "visible"
+    progress: Callable[[str], None] | None = None
+
+    def wants_run(self, run: str) -> bool:
+        return self.runs is None or self.runs.search(run) is not None
+
+    def wants_tag(self, tag: str) -> bool:
+        return self.tags is None or self.tags.search(tag) is not None
+
+
+class Reader(abc.ABC):
+    """Reads one source. Use as a context manager."""
+
+    def __init__(self, path: Path, options: Options, report: Report) -> None:
+        self.path = Path(path)
+        self.options = options
+        self.report = report
+
+    def experiment(self) -> Experiment:
+        """Experiment facts the source holds (empty for event files)."""
+        return Experiment()
+
+    @abc.abstractmethod
+    def iter_runs(self) -> Iterator[RunData]:
+        """Yield each run with its series chunks, one run at a time.
+
+        Chunks of one (run, tag) come in point order with equal metadata.
+        Runs filtered out by ``options.runs`` may be skipped without reading.
+        """
+
+    def close(self) -> None:
+        """Release open files."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Writer(abc.ABC):
+    """Writes one destination atomically. Use as a context manager.
+
+    Leaving the ``with`` block normally calls :meth:`close`; leaving it by an
+    exception calls :meth:`abort`.
+    """
+
+    def __init__(self, path: Path, options: Options, report: Report) -> None:
+        self.path = Path(path)
+        self.options = options
+        self.report = report
+
+    def write_experiment(self, experiment: Experiment) -> None:
+        """Record experiment facts; formats that cannot hold them report it."""
+        if not experiment.is_empty():
+            self.report.add("experiment_facts_dropped",
+                            f"{self.path}: this format cannot hold the experiment's name, "
+                            "description and times", count=1)
+
+    @abc.abstractmethod
+    def write_run(self, run: Run, series: Iterable[Series]) -> None:
+        """Write one run and all of its chunks (consumed here, in order)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Finish and move the output to its final name."""
+
+    @abc.abstractmethod
+    def abort(self) -> None:
+        """Remove all partial output."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class Format:
+    """A format: its name, how to recognise it, and its reader and writer.
+
+    ``directory`` says whether the format is a directory layout (then the
+    destination needs ``--to`` unless it is named by the format's suffix).
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    suffixes: ClassVar[tuple[str, ...]] = ()
+    directory: ClassVar[bool] = False
+    reader: ClassVar[type[Reader] | None] = None
+    writer: ClassVar[type[Writer] | None] = None
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        """Cheap and side-effect free: does ``path`` look like this format?
+
+        Returns False for foreign input; never raises.
+        """
+        return False

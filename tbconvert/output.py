@@ -1,0 +1,108 @@
+"""Atomic outputs: write under a temporary name beside the destination, rename at the end.
+
+An existing destination is refused unless ``force`` is given, and even then it
+is only replaced once the new output is complete. A conversion killed at any
+moment leaves the old destination (or none), plus at most a hidden temporary
+``.<name>.tbconvert-tmp-*`` entry, never a partial file under the final name.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from tbconvert.errors import OutputError, OutputExistsError
+
+TMP_MARK = ".tbconvert-tmp-"
+
+
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
+class AtomicOutput:
+    """A file or directory that appears under ``final`` only on :meth:`commit`.
+
+    Usage::
+
+        out = AtomicOutput(dst, force=False, directory=True)   # checks dst now
+        write_everything_into(out.tmp)
+        out.commit()       # or out.abort() on failure
+    """
+
+    def __init__(self, final: Path, *, force: bool, directory: bool) -> None:
+        self.final = Path(final)
+        self.directory = directory
+        self.force = force
+        if _exists(self.final) and not (directory and _is_empty_dir(self.final)):
+            if not force:
+                raise OutputExistsError(
+                    f"{self.final} already exists; pass --force to replace it "
+                    "(it is only replaced once the new output is complete)")
+            if directory != self.final.is_dir():
+                kind = "directory" if self.final.is_dir() else "file"
+                raise OutputExistsError(
+                    f"{self.final} exists and is a {kind}; refusing to replace it with a "
+                    f"{'directory' if directory else 'file'}; remove it first")
+        parent = self.final.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create {parent}: {exc.strerror or exc}") from None
+        self.tmp = parent / f".{self.final.name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        if directory:
+            try:
+                self.tmp.mkdir()
+            except OSError as exc:
+                raise OutputError(f"cannot write in {parent}: {exc.strerror or exc}") from None
+        self._done = False
+
+    def commit(self) -> None:
+        """Move the finished output to its final name (replacing the old one if forced)."""
+        if self._done:
+            return
+        old = None
+        if _exists(self.final):
+            if _is_empty_dir(self.final):
+                self.final.rmdir()
+            else:
+                old = self.final.parent / f".{self.final.name}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
+                os.replace(self.final, old)
+        os.replace(self.tmp, self.final)
+        self._done = True
+        if old is not None:
+            _remove(old)
+
+    def abort(self) -> None:
+        """Remove whatever was written; the destination is left as it was."""
+        if not self._done:
+            _remove(self.tmp)
+            self._done = True
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif _exists(path):
+            path.unlink()
+    except OSError:
+        pass
+
+
+def describe_os_error(exc: OSError, path) -> str:
+    """A one-line message for a write failure, with advice for the common ones."""
+    if exc.errno == errno.ENOSPC:
+        return f"{path}: the disk is full; partial output was removed"
+    if exc.errno == errno.EFBIG:
+        return f"{path}: file-size limit reached; partial output was removed"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{path}: permission denied; choose a destination you can write to"
+    return f"{path}: {exc.strerror or exc}; partial output was removed"

@@ -1,0 +1,83 @@
+"""Which formats exist, loaded by name on first use, and how a path's format is told."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from pathlib import Path
+
+from tbconvert.errors import FormatError
+from tbconvert.formats.base import Format
+
+# name -> "module:Class"; kept alphabetical. Formats import nothing until asked for.
+_BUILTIN: dict[str, str] = {
+    "csv": "tbconvert.formats.tables:CsvFormat",
+    "hdf5": "tbconvert.formats.hdf5:Hdf5Format",
+    "parquet": "tbconvert.formats.parquet:ParquetFormat",
+    "tbdev": "tbconvert.formats.tbdev:TbdevFormat",
+    "tfevents": "tbconvert.formats.tfevents:TfeventsFormat",
+}
+
+# Directory layouts are sniffed in this order (an export also holds no event files).
+_SNIFF_ORDER = ("tbdev", "parquet", "tfevents")
+
+
+def names() -> list[str]:
+    """Names of the formats this installation knows."""
+    return [name for name in _BUILTIN if _loadable(name)]
+
+
+def _loadable(name: str) -> bool:
+    module = _BUILTIN[name].split(":")[0]
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def get(name: str) -> type[Format]:
+    """The format called ``name``; a did-you-mean error for unknown names."""
+    if name not in _BUILTIN or not _loadable(name):
+        close = difflib.get_close_matches(name, names(), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise FormatError(f"unknown format {name!r}.{hint} Known: {', '.join(names())}")
+    module, cls = _BUILTIN[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def all_formats() -> list[type[Format]]:
+    return [get(name) for name in names()]
+
+
+def _by_suffix(path: Path) -> type[Format] | None:
+    name = path.name.lower()
+    for fmt in all_formats():
+        if any(name.endswith(s) for s in fmt.suffixes):
+            return fmt
+    return None
+
+
+def detect_source(path: Path) -> type[Format]:
+    """Tell the format of an existing source from its suffix or its content."""
+    if not path.exists():
+        raise FormatError(f"{path}: no such file or directory")
+    fmt = _by_suffix(path)
+    if fmt is not None and fmt.reader is not None:
+        return fmt
+    for name in _SNIFF_ORDER:
+        if name in _BUILTIN and _loadable(name) and get(name).sniff(path):
+            return get(name)
+    what = "directory" if path.is_dir() else "file"
+    raise FormatError(
+        f"{path}: cannot tell the format of this {what} (no event files, export or archive "
+        f"found); pass --from with one of: {', '.join(n for n in names() if get(n).reader)}")
+
+
+def detect_destination(path: Path) -> type[Format]:
+    """Tell the destination format from its suffix; directories need ``--to``."""
+    fmt = _by_suffix(path)
+    if fmt is not None and fmt.writer is not None:
+        return fmt
+    raise FormatError(
+        f"{path}: cannot tell which format to write from the name; pass --to with one of: "
+        f"{', '.join(n for n in names() if get(n).writer)}")
