@@ -90,7 +90,8 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
 
 
 def convert(src, dst, *, from_format: str | None = None, to_format: str | None = None,
-            report: Report | None = None, **options) -> Report:
+            report: Report | None = None, options: Options | None = None,
+            **kwargs) -> Report:
     """Convert ``src`` to ``dst``; returns the :class:`Report` of what happened.
 
     Example::
@@ -98,11 +99,12 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
         report = tbconvert.convert("logs/", "logs.parquet")
         assert not report.lost
 
-    Keyword options are those of :class:`~tbconvert.formats.base.Options`
-    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``).
+    Keyword arguments are those of :class:`~tbconvert.formats.base.Options`
+    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``), or pass
+    a ready ``options`` object.
     """
     report = report if report is not None else Report()
-    opts = options if isinstance(options, Options) else make_options(**options)
+    opts = options if options is not None else make_options(**kwargs)
     reader = open_reader(src, format=from_format, options=opts, report=report)
     with reader:
         writer = open_writer(dst, format=to_format, options=opts, report=report)

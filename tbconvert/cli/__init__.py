@@ -1,0 +1,102 @@
+"""The ``tbconvert`` command. The only place that prints or exits.
+
+Each subcommand is a module in this package with ``NAME``, ``HELP``,
+``add_arguments(parser)`` and ``run(args, ui) -> int``; :data:`COMMANDS`
+lists them in the order ``--help`` shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from typing import Sequence
+
+from tbconvert.cli.ui import UI
+from tbconvert.errors import TbconvertError
+
+COMMANDS = (
+    "convert",
+    "tbdev_export",
+    "info",
+    "formats",
+    "hparams",
+    "histograms",
+    "media",
+    "verify",
+)
+
+EXIT_CODES = """exit codes:
+  0  success (warnings, if any, are summarised on stderr)
+  1  internal error (a bug: please report it with the traceback from --debug)
+  2  usage error
+  3  input not found, or its format unknown or not recognised
+  4  corrupt input that could not be read at all
+  5  refused: the conversion would need an explicit opt-in (e.g. --allow-pickle)
+  6  destination exists (pass --force to replace it)
+  7  a required package is missing
+  8  --strict: data was skipped or could not be written
+  9  writing failed (disk full, permission, file-size limit); partial output removed
+"""
+
+
+def _modules():
+    for name in COMMANDS:
+        try:
+            yield importlib.import_module(f"tbconvert.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"tbconvert.cli.{name}":
+                raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tbconvert",
+        description="Move TensorBoard data between event files, TensorBoard.dev exports, "
+                    "Parquet, HDF5 and tables without losing anything.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from tbconvert import __version__
+    parser.add_argument("--version", action="version", version=f"tbconvert {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in _modules():
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP,
+                           epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        add_common(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    g.add_argument("-v", "--verbose", action="store_true", help="list every warning")
+    g.add_argument("--debug", action="store_true", help="show tracebacks for every error")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or usage error (2)
+        return int(exc.code or 0)
+    ui = UI(quiet=args.quiet, verbose=args.verbose)
+    try:
+        return int(args._run(args, ui) or 0)
+    except TbconvertError as exc:
+        if args.debug:
+            traceback.print_exc()
+        ui.error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        ui.error("interrupted; partial output was removed")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception:  # a bug: say so plainly
+        traceback.print_exc()
+        ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
+        return 1

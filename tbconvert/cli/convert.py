@@ -1,0 +1,27 @@
+"""``tbconvert convert SRC DST``: any format to any other."""
+
+from __future__ import annotations
+
+from tbconvert import api
+from tbconvert.cli.common import add_reading, add_selection, add_writing, finish, options_from
+from tbconvert.report import Report
+
+NAME = "convert"
+HELP = "convert SRC to DST (formats from suffix or content; a directory DST needs --to)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("src", metavar="SRC", help="event-file logdir, export, archive...")
+    p.add_argument("dst", metavar="DST", help="destination file or directory")
+    p.add_argument("--from", dest="from_format", metavar="FORMAT", help="source format")
+    p.add_argument("--to", dest="to_format", metavar="FORMAT", help="destination format")
+    add_selection(p)
+    add_reading(p)
+    add_writing(p)
+
+
+def run(args, ui) -> int:
+    report = Report()
+    api.convert(args.src, args.dst, from_format=args.from_format, to_format=args.to_format,
+                report=report, options=options_from(args, ui))
+    return finish(args, ui, report)
