@@ -33,7 +33,8 @@ def options_from(args, ui):
     return make_options(
         runs=getattr(args, "runs", None), tags=getattr(args, "tags", None),
         allow_pickle=getattr(args, "allow_pickle", False), force=getattr(args, "force", False),
-        restarts=getattr(args, "restarts", "visible"), progress=ui.progress)
+        restarts=getattr(args, "restarts", "visible"), wide=getattr(args, "wide", False),
+        progress=ui.progress)
 
 
 def finish(args, ui, report: Report) -> int:

@@ -15,6 +15,8 @@ def add_arguments(p) -> None:
     p.add_argument("dst", metavar="DST", help="destination file or directory")
     p.add_argument("--from", dest="from_format", metavar="FORMAT", help="source format")
     p.add_argument("--to", dest="to_format", metavar="FORMAT", help="destination format")
+    p.add_argument("--wide", action="store_true",
+                   help="CSV only: one row per (run, step), one column per tag")
     add_selection(p)
     add_reading(p)
     add_writing(p)

@@ -37,6 +37,7 @@ class Options:
       restarts: ``"visible"`` writes what TensorBoard shows (points its restart
         rule hides are left out and counted); ``"keep-all"`` keeps them.
         Archives (Parquet, HDF5) always keep them, marked.
+      wide: tables only: one row per (run, step), one column per tag.
       progress: called with a short label as work advances (the CLI draws a bar).
     """
 
@@ -45,6 +46,7 @@ class Options:
     allow_pickle: bool = False
     force: bool = False
     restarts: str = "visible"
+    wide: bool = False
     progress: Callable[[str], None] | None = None
 
     def wants_run(self, run: str) -> bool:
