@@ -46,7 +46,14 @@ def get(name: str) -> type[Format]:
 
 
 def all_formats() -> list[type[Format]]:
-    return [get(name) for name in names()]
+    """Every format that loads; one that fails to import is left out, not fatal."""
+    out = []
+    for name in names():
+        try:
+            out.append(get(name))
+        except (ImportError, AttributeError):
+            continue
+    return out
 
 
 def _by_suffix(path: Path) -> type[Format] | None:
@@ -64,13 +71,14 @@ def detect_source(path: Path) -> type[Format]:
     fmt = _by_suffix(path)
     if fmt is not None and fmt.reader is not None:
         return fmt
+    sniffable = {fmt.name: fmt for fmt in all_formats()}
     for name in _SNIFF_ORDER:
-        if name in _BUILTIN and _loadable(name) and get(name).sniff(path):
-            return get(name)
+        if name in sniffable and sniffable[name].sniff(path):
+            return sniffable[name]
     what = "directory" if path.is_dir() else "file"
     raise FormatError(
         f"{path}: cannot tell the format of this {what} (no event files, export or archive "
-        f"found); pass --from with one of: {', '.join(n for n in names() if get(n).reader)}")
+        f"found); pass --from with one of: {', '.join(f.name for f in all_formats() if f.reader)}")
 
 
 def detect_destination(path: Path) -> type[Format]:
@@ -80,4 +88,4 @@ def detect_destination(path: Path) -> type[Format]:
         return fmt
     raise FormatError(
         f"{path}: cannot tell which format to write from the name; pass --to with one of: "
-        f"{', '.join(n for n in names() if get(n).writer)}")
+        f"{', '.join(f.name for f in all_formats() if f.writer)}")

@@ -1,0 +1,58 @@
+"""Where event files are and what they are called (spec sections 1.2 and 4.1)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+EVENT_MARK = "tfevents"
+PROFILE_EMPTY = ".profile-empty"
+FILE_VERSION = "brain.Event:2"
+WRITER_SUFFIX = ".tbconvert"
+# Experiment facts (name, description, times) ride beside the logdir, where TensorBoard ignores them.
+EXPERIMENT_SIDECAR = "tbconvert-experiment.json"
+
+
+def is_event_file(name: str) -> bool:
+    return EVENT_MARK in name
+
+
+def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
+    """Runs under ``root`` as TensorBoard finds them: ``[(run name, event files sorted)]``.
+
+    A run is every directory that directly holds a file with ``tfevents`` in
+    its name; its name is the path relative to ``root`` (``"."`` for the
+    root). Symbolic links to directories are not followed (as TensorBoard's
+    Python loader does); unreadable directories are reported and skipped.
+    """
+    if root.is_file():
+        return [(".", [root])]
+    runs = []
+
+    def onerror(exc: OSError) -> None:
+        on_problem("unreadable_directory", f"{exc.filename}: cannot be read ({exc.strerror}); skipped")
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
+        dirnames.sort()
+        for d in dirnames:
+            if os.path.islink(os.path.join(dirpath, d)):
+                on_problem("symlink_not_followed",
+                           f"{os.path.join(dirpath, d)}: symbolic link to a directory not followed")
+        files = sorted(os.path.join(dirpath, f) for f in filenames if is_event_file(f))
+        if files:
+            rel = os.path.relpath(dirpath, root)
+            name = "." if rel == "." else rel.replace(os.sep, "/")
+            runs.append((name, [Path(f) for f in files]))
+    return runs
+
+
+def host_name() -> str:
+    host = socket.gethostname() or "localhost"
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in host)[:64] or "localhost"
+
+
+def event_file_name(first_wall_time: float, counter: int) -> str:
+    secs = int(first_wall_time) if first_wall_time == first_wall_time and abs(first_wall_time) < 1e11 else 0
+    return (f"events.out.{EVENT_MARK}.{max(secs, 0):010d}.{host_name()}.{os.getpid()}."
+            f"{counter}{WRITER_SUFFIX}")

@@ -1,0 +1,124 @@
+"""TensorBoard's migration of legacy summaries to the data-class form (spec section 3).
+
+``simple_value``, ``histo``, ``image`` and ``audio`` values become tensors with
+fresh metadata exactly as TensorBoard's ``data_compat`` does; the data class
+of a tag follows its plugin as in ``dataclass_compat``. Reproducing this
+byte for byte is what makes our view of a logdir equal TensorBoard's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tbconvert import dtypes as dt
+from tbconvert.model import DataClass, Metadata
+
+# plugin name -> data class, for metadata that does not say (dataclass_compat's table)
+PLUGIN_DATA_CLASS: dict[str, DataClass] = {
+    "scalars": DataClass.SCALAR,
+    "histograms": DataClass.TENSOR,
+    "text": DataClass.TENSOR,
+    "pr_curves": DataClass.TENSOR,
+    "mesh": DataClass.TENSOR,
+    "custom_scalars": DataClass.TENSOR,
+    "hparams": DataClass.TENSOR,
+    "images": DataClass.BLOB_SEQUENCE,
+    "audio": DataClass.BLOB_SEQUENCE,
+    "graph_run_metadata": DataClass.BLOB_SEQUENCE,
+    "graph_run_metadata_graph": DataClass.BLOB_SEQUENCE,
+    "graph_keras_model": DataClass.BLOB_SEQUENCE,
+}
+GRAPH_SUB_PLUGINS = frozenset({"graph_run_metadata", "graph_run_metadata_graph", "graph_keras_model"})
+
+RUN_GRAPH_TAG = "__run_graph__"
+GRAPHS_PLUGIN = "graphs"
+TAGGED_RUN_METADATA_PLUGIN = "graph_tagged_run_metadata"
+
+# Serialized plugin data TensorBoard attaches to migrated legacy values.
+_IMAGE_CONTENT = b"\x10\x01"              # ImagePluginData{converted_to_tensor: true}
+_AUDIO_CONTENT = b"\x10\x0b\x18\x01"      # AudioPluginData{encoding: WAV, converted_to_tensor: true}
+
+NULL_TENSOR = (dt.DT_FLOAT, np.zeros((0,), dtype=np.float32))  # hparams values without a tensor
+
+
+def metadata_from_proto(md) -> Metadata:
+    return Metadata(plugin_name=md.plugin_data.plugin_name,
+                    plugin_content=bytes(md.plugin_data.content),
+                    display_name=md.display_name, description=md.summary_description,
+                    data_class=DataClass(md.data_class) if md.data_class in (0, 1, 2, 3)
+                    else DataClass.UNKNOWN)
+
+
+def legacy_metadata(plugin: str, value, content: bytes = b"") -> Metadata:
+    """Fresh metadata of a migrated legacy value (data class set as the loader does)."""
+    return Metadata(plugin_name=plugin, plugin_content=content,
+                    display_name=value.metadata.display_name or value.tag,
+                    description=value.metadata.summary_description,
+                    data_class=PLUGIN_DATA_CLASS[plugin])
+
+
+def migrate_histogram(histo) -> np.ndarray:
+    """A legacy ``HistogramProto`` as TensorBoard's trimmed float32 ``[k, 3]`` tensor."""
+    counts = np.asarray(histo.bucket, dtype=np.float64)
+    nonzero = np.flatnonzero(counts > 0)
+    if not len(nonzero):
+        return np.zeros((0, 3), dtype=np.float32)
+    start, end = int(nonzero[0]), int(nonzero[-1])
+    limits = list(histo.bucket_limit)
+    inner = limits[start:end]
+    lefts = [histo.min] + inner
+    rights = inner + [histo.max]
+    kept = list(histo.bucket)[start:end + 1]
+    return np.array([lefts, rights, kept], dtype=np.float32).transpose()
+
+
+def migrate_value(value):
+    """A ``Summary.Value`` as ``(metadata or None, (code, array) or None)``.
+
+    Legacy values get TensorBoard's fresh metadata; tensor values keep theirs
+    (``None`` when the value carries none).
+    """
+    kind = value.WhichOneof("value")
+    if kind == "tensor":
+        md = metadata_from_proto(value.metadata) if value.HasField("metadata") else None
+        return md, dt.proto_to_array(value.tensor)
+    if kind == "simple_value":
+        return (legacy_metadata("scalars", value),
+                (dt.DT_FLOAT, np.array(value.simple_value, dtype=np.float32)))
+    if kind == "histo":
+        return legacy_metadata("histograms", value), (dt.DT_FLOAT, migrate_histogram(value.histo))
+    if kind == "image":
+        img = value.image
+        data = dt.string_array([str(img.width).encode(), str(img.height).encode(),
+                                img.encoded_image_string])
+        return legacy_metadata("images", value, _IMAGE_CONTENT), (dt.DT_STRING, data)
+    if kind == "audio":
+        # TensorBoard stores [[clip, label]] and then drops the label (rank > 1 is strided).
+        return (legacy_metadata("audio", value, _AUDIO_CONTENT),
+                (dt.DT_STRING, dt.string_array([value.audio.encoded_audio_string])))
+    md = metadata_from_proto(value.metadata) if value.HasField("metadata") else None
+    return md, None
+
+
+def with_data_class(md: Metadata) -> Metadata:
+    """Metadata as the loader stores it: the data class filled in from the plugin."""
+    if md.data_class != DataClass.UNKNOWN:
+        return md
+    dc = PLUGIN_DATA_CLASS.get(md.plugin_name)
+    if dc is None:
+        return md
+    return Metadata(md.plugin_name, md.plugin_content, md.display_name, md.description, dc)
+
+
+def fix_point(plugin: str, point):
+    """Shape fix-ups TensorBoard applies to values of tags whose metadata lacked a data class."""
+    if point is None:
+        return NULL_TENSOR if plugin == "hparams" else None
+    code, arr = point
+    if plugin == "audio" and arr.ndim > 1:
+        stride = int(np.prod(arr.shape[1:]))
+        flat = arr.reshape(-1)[::stride] if stride else arr.reshape(-1)[:0]
+        return code, flat.reshape(arr.shape[:1])
+    if plugin in GRAPH_SUB_PLUGINS and arr.ndim == 0:
+        return code, arr.reshape((1,))
+    return point
