@@ -1,0 +1,98 @@
+"""The command line: exit codes, one-line errors, no tracebacks."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES
+from oracle import assert_same_view, tb_view
+
+from tbconvert.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_convert_and_info(tmp_path, capsys):
+    out = tmp_path / "logs"
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", out, "--to", "tfevents")
+    assert code == 0, err
+    assert_same_view(tb_view(out), tb_view(FIXTURES / "tf2_logdir"))
+    code, text, _ = run_cli(capsys, "info", out)
+    assert code == 0
+    assert "hparams/trial_0" in text and "6 runs" in text
+
+
+def test_missing_source_exit_3(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "convert", tmp_path / "nope", tmp_path / "o", "--to", "tfevents")
+    assert code == 3 and err.startswith("tbconvert: error:") and "nope" in err
+
+
+def test_directory_destination_needs_to(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", tmp_path / "o")
+    assert code == 3 and "--to" in err
+
+
+def test_unknown_format_suggests(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", tmp_path / "o", "--to", "tfevent")
+    assert code == 3 and "Did you mean 'tfevents'" in err
+
+
+def test_existing_output_exit_6_then_force(tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "x").write_text("x")
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", out, "--to", "tfevents")
+    assert code == 6 and "--force" in err and (out / "x").exists()
+    code, _, _ = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", out, "--to", "tfevents", "--force")
+    assert code == 0 and not (out / "x").exists()
+
+
+def test_bad_regex_exit_2(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", tmp_path / "o", "--to",
+                           "tfevents", "--runs", "(")
+    assert code == 2 and "--runs" in err
+
+
+def test_strict_turns_skipped_data_into_exit_8(tmp_path, capsys):
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURES / "tensorboardx_logdir" / "run_b", src)
+    f = next(p for p in src.iterdir() if "tfevents" in p.name)
+    f.write_bytes(f.read_bytes()[:-5])
+    code, _, err = run_cli(capsys, "convert", src, tmp_path / "o", "--to", "tfevents")
+    assert code == 0 and "truncated record" in err
+    code, _, err = run_cli(capsys, "convert", src, tmp_path / "o2", "--to", "tfevents", "--strict")
+    assert code == 8 and "--strict" in err
+
+
+def test_selection_by_run_and_tag(tmp_path, capsys):
+    out = tmp_path / "o"
+    code, _, _ = run_cli(capsys, "convert", FIXTURES / "torch_logdir", out, "--to", "tfevents",
+                         "--runs", "^train$", "--tags", "^loss")
+    assert code == 0
+    view = tb_view(out)
+    assert list(view) == ["train"]
+    assert sorted(view["train"]["tags"]) == ["loss", "loss_hi", "loss_lo"]
+
+
+def test_garbage_source_is_a_clear_error(tmp_path, capsys):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00\x01garbage" * 100)
+    code, _, err = run_cli(capsys, "info", junk)
+    assert code == 3 and "cannot tell the format" in err
+
+
+def test_formats_lists_tfevents(capsys):
+    code, out, _ = run_cli(capsys, "formats")
+    assert code == 0 and "tfevents" in out
+
+
+def test_python_dash_m_entry_point(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tbconvert", "info", str(FIXTURES / "tf2_logdir")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "legacy_raw_pb" in proc.stdout

@@ -1,0 +1,205 @@
+"""Event files in and out, proven against TensorBoard's own reading."""
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, LOGDIRS
+from oracle import assert_same_view, tb_view
+
+import tbconvert
+from tbconvert import dtypes as dt
+from tbconvert.formats.tfevents import legacy, records
+from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+from tbconvert.report import Report
+
+
+def _roundtrip(src, tmp_path, **kw):
+    out = tmp_path / "out"
+    report = tbconvert.convert(src, out, to_format="tfevents", **kw)
+    return out, report
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_fixture_roundtrip_equals_tensorboard_view(name, tmp_path):
+    out, report = _roundtrip(FIXTURES / name, tmp_path)
+    assert_same_view(tb_view(out), tb_view(FIXTURES / name))
+    assert not report.lost
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_reader_matches_expected_reading(name):
+    expected = json.loads((FIXTURES / "expected" / f"{name}.json").read_text())
+    data = tbconvert.load(FIXTURES / name)
+    runs = expected["runs"]
+    assert sorted(data.runs) == sorted(runs)
+    for run, info in runs.items():
+        tags = info["tags"]
+        assert sorted(data.series[run]) == sorted(tags), run
+        for tag, exp in tags.items():
+            s = data.series[run][tag].visible()
+            assert s.metadata.plugin_name == exp["plugin_name"]
+            assert len(s) == exp["num_points"], (run, tag)
+            assert s.steps.tolist() == exp["steps"]
+            assert s.wall_times.tolist() == exp["wall_times"]
+            if "values" in exp and isinstance(s, ScalarSeries):
+                want = [float(v) for v in exp["values"]]
+                got = s.values.astype(np.float64).tolist()
+                assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, want))
+
+
+def test_restart_rule_marks_instead_of_dropping():
+    data = tbconvert.load(FIXTURES / "torch_logdir")
+    resumed = data.series["resumed"]["loss"]
+    purged = data.series["resumed_purged"]["loss"]
+    assert len(resumed) == 50 and resumed.hidden_count == 0
+    assert len(purged) == 50 and purged.hidden_count == 10
+    hidden_steps = purged.steps[purged.hidden]
+    assert hidden_steps.tolist() == list(range(20, 30))
+    assert len(purged.visible()) == 40
+
+
+def test_keep_all_writes_hidden_points(tmp_path):
+    out, report = _roundtrip(FIXTURES / "torch_logdir", tmp_path, restarts="keep-all", runs="^resumed_purged$")
+    view = tb_view(out)
+    assert len(view["resumed_purged"]["tags"]["loss"]["points"]) == 50
+
+
+def test_histogram_migration_matches_spec_example():
+    from tensorboard.compat.proto import summary_pb2
+    h = summary_pb2.HistogramProto(min=0.5, max=2.5, bucket_limit=[0, 1, 2, 3, 1.7976931348623157e308],
+                                   bucket=[0, 2, 3, 1, 0])
+    got = legacy.migrate_histogram(h)
+    assert got.dtype == np.float32
+    assert got.tolist() == [[0.5, 1, 2], [1, 2, 3], [2, 2.5, 1]]
+    assert legacy.migrate_histogram(summary_pb2.HistogramProto(bucket=[0, 0])).shape == (0, 3)
+
+
+def test_legacy_image_audio_scalar_migration():
+    from tensorboard.compat.proto import summary_pb2
+    v = summary_pb2.Summary.Value(tag="img")
+    v.image.width, v.image.height, v.image.encoded_image_string = 640, 480, b"PNGDATA"
+    md, (code, arr) = legacy.migrate_value(v)
+    assert code == dt.DT_STRING and arr.tolist() == [b"640", b"480", b"PNGDATA"]
+    assert md.plugin_content == b"\x10\x01" and md.data_class == DataClass.BLOB_SEQUENCE
+    assert md.display_name == "img"
+    a = summary_pb2.Summary.Value(tag="snd")
+    a.audio.encoded_audio_string = b"RIFF"
+    md, (code, arr) = legacy.migrate_value(a)
+    assert arr.tolist() == [b"RIFF"] and md.plugin_content == b"\x10\x0b\x18\x01"
+    s = summary_pb2.Summary.Value(tag="x", simple_value=0.1)
+    s.metadata.display_name = "X"
+    md, (code, arr) = legacy.migrate_value(s)
+    assert arr.dtype == np.float32 and arr == np.float32(0.1) and md.display_name == "X"
+    assert md.plugin_name == "scalars" and md.data_class == DataClass.SCALAR
+
+
+def _copy(tmp_path, name="tensorboardx_logdir"):
+    dst = tmp_path / "src"
+    shutil.copytree(FIXTURES / name, dst)
+    return dst
+
+
+def _event_file(run_dir):
+    return sorted(p for p in run_dir.iterdir() if "tfevents" in p.name)[0]
+
+
+def test_corrupt_middle_record_costs_only_that_record(tmp_path):
+    src = _copy(tmp_path)
+    f = _event_file(src / "run_b")
+    buf = bytearray(f.read_bytes())
+    starts, lengths, _ = records.scan(bytes(buf))
+    victim = len(starts) // 2
+    buf[int(starts[victim]) + 2] ^= 0x40   # payload bit flip: bad data CRC
+    f.write_bytes(bytes(buf))
+    data = tbconvert.load(src, runs="^run_b$")
+    loss = data.series["run_b"]["loss"]
+    assert len(loss) == 24  # 25 points, one lost: TensorBoard would keep only those before it
+    kinds = [i.kind for i in data.report.issues]
+    assert kinds == ["corrupt_record"]
+    assert str(f) in data.report.issues[0].message
+
+
+def test_truncated_last_record(tmp_path):
+    src = _copy(tmp_path)
+    f = _event_file(src / "run_b")
+    f.write_bytes(f.read_bytes()[:-7])
+    data = tbconvert.load(src, runs="^run_b$")
+    assert len(data.series["run_b"]["loss"]) == 24
+    assert [i.kind for i in data.report.issues] == ["truncated_record"]
+
+
+def test_not_an_event_file_is_reported_and_others_kept(tmp_path):
+    src = _copy(tmp_path)
+    (src / "run_b" / "zz.tfevents.notes").write_text("hello, I am not an event file\n" * 3)
+    data = tbconvert.load(src)
+    assert len(data.series["run_b"]["loss"]) == 25
+    assert any(i.kind == "not_an_event_file" and "zz.tfevents.notes" in i.message
+               for i in data.report.issues)
+
+
+def _write(tmp_path, runs, name="out"):
+    """Write model runs with the event-file writer."""
+    from tbconvert.api import open_writer
+    out = tmp_path / name
+    report = Report()
+    with open_writer(out, format="tfevents", report=report) as w:
+        for run, series in runs:
+            w.write_run(run, series)
+    return out, report
+
+
+def _scalar(run, tag, steps, values, dtype=np.float32, walls=None):
+    steps = np.asarray(steps)
+    walls = np.asarray(walls if walls is not None else 1.7e9 + steps * 0.5, dtype=np.float64)
+    md = Metadata("scalars", b"", tag, "", DataClass.SCALAR)
+    return ScalarSeries(run=run, tag=tag, metadata=md, steps=steps, wall_times=walls, hidden=None,
+                        values=np.asarray(values, dtype=dtype))
+
+
+@pytest.mark.parametrize("run_name", ["../evil", "/abs/path", "a/../../b", "nul\x00byte", "x" * 400,
+                                      "C:\\windows", "."])
+def test_run_names_never_escape_destination(tmp_path, run_name):
+    out, report = _write(tmp_path, [(Run(run_name), [_scalar(run_name, "t", [1, 2], [1, 2])])])
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) == 1
+    assert files[0].resolve().is_relative_to(out.resolve())
+    assert not (tmp_path / "evil").exists() and not (tmp_path.parent / "evil").exists()
+    if run_name != ".":
+        assert any(i.kind == "run_renamed" for i in report.issues)
+
+
+def test_bulk_scalar_path_equals_protobuf(tmp_path):
+    """Many points go through the numpy encoder and decoder; TensorBoard must agree."""
+    n = 3000
+    steps = np.arange(n, dtype=np.int64) * 7 - 5  # negative, 1-, 2- and 3-byte varints
+    vals = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    vals[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    s32 = _scalar("r", "f32", steps, vals)
+    s64 = _scalar("r", "f64", steps, vals.astype(np.float64) / 3, dtype=np.float64)
+    out, _ = _write(tmp_path, [(Run("r", start_time=1.0), [s32, s64])])
+    view = tb_view(out)["r"]["tags"]
+    for s in (s32, s64):
+        pts = view[s.tag]["points"]
+        assert [p[0] for p in pts] == s.steps.tolist()
+        assert [p[1] for p in pts] == s.wall_times.tolist()
+        assert b"".join(p[2][2] for p in pts) == s.values.tobytes()
+    back = tbconvert.load(out).series["r"]
+    assert back["f32"].values.tobytes() == s32.values.tobytes()
+    assert back["f64"].values.dtype == np.float64
+    assert back["f64"].values.tobytes() == s64.values.tobytes()
+    assert tb_view(out)["r"]["first_event"] == 1.0
+
+
+def test_existing_destination_needs_force(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(tbconvert.errors.OutputExistsError):
+        tbconvert.convert(FIXTURES / "tf2_logdir", out, to_format="tfevents")
+    assert (out / "keep.txt").read_text() == "mine"
+    tbconvert.convert(FIXTURES / "tf2_logdir", out, to_format="tfevents", force=True)
+    assert not (out / "keep.txt").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
