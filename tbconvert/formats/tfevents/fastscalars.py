@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
 
@@ -177,7 +178,8 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
         if counts[gi] < MIN_GROUP:
             rest.append(members)
             continue
-        rows = data[starts[members][:, None] + np.arange(int(length))]
+        # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
+        rows = sliding_window_view(data, int(length))[starts[members]]
         pending = np.ones(len(members), dtype=bool)
         for _ in range(MAX_TEMPLATES):
             todo = np.flatnonzero(pending)

@@ -15,6 +15,7 @@ import json
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
 from tbconvert.errors import OutputError
@@ -261,7 +262,7 @@ class _RunEncoder:
             mine = np.flatnonzero(block_of == k) if len(self.blocks) > 1 else np.arange(len(order))
             offs = offsets[mine][np.argsort(row_of[mine])]
             if kind == "mat":
-                buf[offs[:, None] + np.arange(block.shape[1])] = block
+                sliding_window_view(buf, block.shape[1], writeable=True)[offs] = block
             else:
                 for off, rec in zip(offs.tolist(), block):
                     buf[off:off + len(rec)] = np.frombuffer(rec, np.uint8)

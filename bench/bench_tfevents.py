@@ -1,0 +1,137 @@
+"""Event-file speed and memory, tbconvert beside TensorBoard's own classes, in one run.
+
+    python bench/bench_tfevents.py [--points 1000000]
+
+Prints a markdown table (copy it into bench/RESULTS.md). Reading is compared
+with TensorBoard's EventAccumulator with every size guidance 0 (keep all);
+writing with TensorBoard's EventFileWriter; memory with peak RSS of a
+subprocess converting 1 run versus 4 runs of the same size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tbconvert.api import load, open_writer
+from tbconvert.formats.tfevents import records
+from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+from tbconvert.report import Report
+
+
+def scalar_series(n: int, run: str = ".", tag: str = "loss") -> ScalarSeries:
+    steps = np.arange(n, dtype=np.int64)
+    return ScalarSeries(run=run, tag=tag, metadata=Metadata("scalars", b"", tag, "", DataClass.SCALAR),
+                        steps=steps, wall_times=1.7e9 + steps * 0.01, hidden=None,
+                        values=np.random.default_rng(0).random(n).astype(np.float32))
+
+
+def write_tensor_form(logdir: Path, n: int, runs=(".",)) -> None:
+    with open_writer(logdir, format="tfevents", report=Report()) as w:
+        for run in runs:
+            w.write_run(Run(run), [scalar_series(n, run)])
+
+
+def write_simple_value_form(logdir: Path, n: int) -> None:
+    """Events as PyTorch writes them: one simple_value per event."""
+    from tensorboard.compat.proto import event_pb2
+    logdir.mkdir(parents=True)
+    vals = np.random.default_rng(0).random(n).astype(np.float32)
+    with open(logdir / "events.out.tfevents.1700000000.bench", "wb") as f:
+        f.write(records.frame(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")
+                              .SerializeToString()))
+        ev = event_pb2.Event()
+        value = ev.summary.value.add(tag="loss")
+        chunk = []
+        for i in range(n):
+            ev.step, ev.wall_time = i, 1.7e9 + i * 0.01
+            value.simple_value = float(vals[i])
+            chunk.append(records.frame(ev.SerializeToString()))
+            if len(chunk) == 100000:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+
+
+def tb_read(logdir: Path) -> int:
+    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
+    acc = pea.EventAccumulator(str(logdir), size_guidance={"tensors": 0, "scalars": 0})
+    acc.Reload()
+    return sum(len(acc.Tensors(t)) for t in acc.Tags()["tensors"])
+
+
+def our_read(logdir: Path) -> int:
+    data = load(logdir)
+    return sum(len(s) for tags in data.series.values() for s in tags.values())
+
+
+def tb_write(logdir: Path, n: int) -> None:
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    vals = np.random.default_rng(0).random(n).astype(np.float32)
+    w = EventFileWriter(str(logdir), max_queue_size=1000)
+    for i in range(n):
+        ev = event_pb2.Event(step=i, wall_time=1.7e9 + i * 0.01)
+        ev.summary.value.add(tag="loss", simple_value=float(vals[i]))
+        w.add_event(ev)
+    w.close()
+
+
+def timed(fn, *args):
+    t = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - t, result
+
+
+def peak_rss_mib(src: Path, dst: Path) -> float:
+    code = ("import resource, tbconvert, sys; tbconvert.convert(sys.argv[1], sys.argv[2], "
+            "to_format='tfevents'); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, str(src), str(dst)], check=True,
+                         capture_output=True, text=True).stdout
+    return int(out.strip()) / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--skip-tensorboard", action="store_true", help="only time tbconvert")
+    n = ap.parse_args().points
+    skip_tb = ap.parse_args().skip_tensorboard
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        simple, tensor = tmp / "simple", tmp / "tensor"
+        write_simple_value_form(simple, n)
+        write_tensor_form(tensor, n)
+        for label, logdir in (("simple_value form", simple), ("TF2 tensor form", tensor)):
+            ours, count = timed(our_read, logdir)
+            assert count == n, count
+            theirs = timed(tb_read, logdir)[0] if not skip_tb else float("nan")
+            rows.append((f"read {n:,} scalars ({label})", theirs, ours))
+        ours = timed(write_tensor_form, tmp / "w_ours", n)[0]
+        theirs = timed(tb_write, tmp / "w_tb", n)[0] if not skip_tb else float("nan")
+        rows.append((f"write {n:,} scalars", theirs, ours))
+        one, four = tmp / "one", tmp / "four"
+        write_tensor_form(one, n, runs=("r0",))
+        write_tensor_form(four, n, runs=("r0", "r1", "r2", "r3"))
+        rss1 = peak_rss_mib(one, tmp / "one_out")
+        rss4 = peak_rss_mib(four, tmp / "four_out")
+    print("| task | TensorBoard (s) | tbconvert (s) | speed-up |")
+    print("| --- | ---: | ---: | ---: |")
+    for label, theirs, ours in rows:
+        print(f"| {label} | {theirs:.2f} | {ours:.2f} | {theirs / ours:.1f}x |")
+    print()
+    print(f"Peak RSS converting event files to event files: 1 run x {n:,} points: {rss1:.0f} MiB; "
+          f"4 runs x {n:,} points: {rss4:.0f} MiB.")
+
+
+if __name__ == "__main__":
+    main()
