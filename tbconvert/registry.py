@@ -6,7 +6,7 @@ import difflib
 import importlib
 from pathlib import Path
 
-from tbconvert.errors import FormatError
+from tbconvert.errors import FormatError, TbconvertError
 from tbconvert.formats.base import Format
 
 # name -> "module:Class"; kept alphabetical. Formats import nothing until asked for.
@@ -16,6 +16,12 @@ _BUILTIN: dict[str, str] = {
     "parquet": "tbconvert.formats.parquet:ParquetFormat",
     "tbdev": "tbconvert.formats.tbdev:TbdevFormat",
     "tfevents": "tbconvert.formats.tfevents:TfeventsFormat",
+}
+# Suffixes that name a format, so telling one does not import every format's libraries.
+_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "csv": (".csv",),
+    "hdf5": (".h5", ".hdf5"),
+    "parquet": (".parquet", ".pq"),
 }
 
 # Directory layouts are sniffed in this order (an export also holds no event files).
@@ -58,9 +64,12 @@ def all_formats() -> list[type[Format]]:
 
 def _by_suffix(path: Path) -> type[Format] | None:
     name = path.name.lower()
-    for fmt in all_formats():
-        if any(name.endswith(s) for s in fmt.suffixes):
-            return fmt
+    for fmt_name, suffixes in _SUFFIXES.items():
+        if any(name.endswith(s) for s in suffixes) and _loadable(fmt_name):
+            try:
+                return get(fmt_name)
+            except (ImportError, AttributeError):
+                return None
     return None
 
 
@@ -71,10 +80,13 @@ def detect_source(path: Path) -> type[Format]:
     fmt = _by_suffix(path)
     if fmt is not None and fmt.reader is not None:
         return fmt
-    sniffable = {fmt.name: fmt for fmt in all_formats()}
     for name in _SNIFF_ORDER:
-        if name in sniffable and sniffable[name].sniff(path):
-            return sniffable[name]
+        try:
+            fmt = get(name)
+        except (TbconvertError, ImportError, AttributeError):
+            continue
+        if fmt.sniff(path):
+            return fmt
     what = "directory" if path.is_dir() else "file"
     raise FormatError(
         f"{path}: cannot tell the format of this {what} (no event files, export or archive "
