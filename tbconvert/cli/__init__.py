@@ -38,6 +38,7 @@ EXIT_CODES = """exit codes:
   7  a required package is missing
   8  --strict: data was skipped or could not be written
   9  writing failed (disk full, permission, file-size limit); partial output removed
+ 10  verify: the two sources differ
 """
 
 

@@ -1,0 +1,47 @@
+"""``tbconvert verify A B``: do two sources hold the same data?"""
+
+from __future__ import annotations
+
+from tbconvert import verify
+from tbconvert.cli.common import add_reading, add_selection, finish, options_from
+from tbconvert.errors import TbconvertError
+from tbconvert.report import Report
+
+NAME = "verify"
+HELP = ("compare two sources (any formats) point for point: steps, wall times, values, "
+        "tensor and blob bytes, metadata; exit 10 if they differ")
+
+
+class SourcesDiffer(TbconvertError):
+    exit_code = 10
+
+
+def add_arguments(p) -> None:
+    p.add_argument("a", metavar="A", help="first source")
+    p.add_argument("b", metavar="B", help="second source")
+    p.add_argument("--from-a", metavar="FORMAT", help="format of A")
+    p.add_argument("--from-b", metavar="FORMAT", help="format of B")
+    p.add_argument("--wall-time-tolerance", type=float, default=0.0, metavar="SECONDS",
+                   help="allow wall times to differ this much (TensorBoard.dev exports keep "
+                        "about a microsecond; try 1e-6)")
+    p.add_argument("--restarts", choices=("visible", "keep-all"), default="visible",
+                   help="visible (default): compare what TensorBoard shows; keep-all: also the "
+                        "points its restart rule hides")
+    add_selection(p)
+    add_reading(p)
+
+
+def run(args, ui) -> int:
+    report = Report()
+    diffs = verify.compare(args.a, args.b, from_a=args.from_a, from_b=args.from_b,
+                           options=options_from(args, ui),
+                           wall_time_tolerance=args.wall_time_tolerance, report=report)
+    finish(args, ui, report)
+    if diffs:
+        for line in diffs[:200]:
+            print(line)
+        if len(diffs) > 200:
+            print(f"... and {len(diffs) - 200} more differences")
+        raise SourcesDiffer(f"{args.a} and {args.b} differ ({len(diffs)} differences listed above)")
+    print(f"same data: {args.a} and {args.b}")
+    return 0

@@ -1,0 +1,156 @@
+"""Compare two sources (any formats) through the model, series by series.
+
+Each series is reduced to a fingerprint as it streams past (point count,
+metadata, and SHA-256 digests of steps, wall times and values, independent of
+how the points were chunked), so two sources of any size compare with memory
+bounded by one run. Users run this after archiving and before deleting the
+originals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tbconvert import api
+from tbconvert.formats.base import Options
+from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
+from tbconvert.report import Report
+
+
+@dataclass
+class _Fingerprint:
+    metadata: tuple
+    points: int = 0
+    hidden: int = 0
+    step_range: tuple | None = None
+    steps: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    walls: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    values: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    wall_list: list = field(default_factory=list)
+
+    def add(self, s: Series, keep_walls: bool) -> None:
+        self.points += len(s)
+        self.hidden += s.hidden_count
+        if len(s):
+            lo, hi = int(s.steps.min()), int(s.steps.max())
+            self.step_range = (lo, hi) if self.step_range is None else (
+                min(lo, self.step_range[0]), max(hi, self.step_range[1]))
+        self.steps.update(s.steps.astype("<i8").tobytes())
+        if keep_walls:
+            self.wall_list.append(s.wall_times.copy())
+        else:
+            self.walls.update(s.wall_times.astype("<f8").tobytes())
+        _hash_values(self.values, s)
+
+
+def _hash_values(h, s: Series) -> None:
+    if isinstance(s, ScalarSeries):
+        # Scalars compare by value: a float32 read back from a float64 archive is the same point.
+        h.update(s.values.astype("<f8").tobytes())
+    elif isinstance(s, BlobSequenceSeries):
+        for seq in s.sequences():
+            h.update(len(seq).to_bytes(8, "little"))
+            for blob in seq:
+                h.update(b"\x00" if blob is None else b"\x01" + len(blob).to_bytes(8, "little") + blob)
+    elif isinstance(s, TensorSeries):
+        for code, arr in zip(s.dtypes.tolist(), s.tensors):
+            arr = np.asarray(arr)
+            h.update(code.to_bytes(4, "little", signed=True) + repr(arr.shape).encode())
+            if arr.dtype == object:
+                for x in arr.reshape(-1):
+                    h.update(len(x).to_bytes(8, "little") + bytes(x))
+            else:
+                h.update(np.ascontiguousarray(arr).tobytes())
+
+
+def _metadata_key(s: Series) -> tuple:
+    md = s.metadata
+    return (md.plugin_name, md.plugin_content, md.display_name, md.description, int(md.data_class))
+
+
+def fingerprints(path, *, fmt: str | None, options: Options, report: Report, keep_walls: bool):
+    """``({run: {tag: fingerprint}}, experiment)`` of a source, streaming."""
+    out: dict[str, dict[str, _Fingerprint]] = {}
+    with api.open_reader(path, format=fmt, options=options, report=report) as reader:
+        experiment = reader.experiment()
+        for run_data in reader.iter_runs():
+            tags = out.setdefault(run_data.run.name, {})
+            for s in run_data.series:
+                if not options.wants_tag(s.tag) or not options.wants_run(s.run):
+                    continue
+                if options.restarts != "keep-all":
+                    s = s.visible()
+                fp = tags.get(s.tag)
+                if fp is None:
+                    fp = tags[s.tag] = _Fingerprint(_metadata_key(s))
+                fp.add(s, keep_walls)
+            if not options.wants_run(run_data.run.name):
+                out.pop(run_data.run.name, None)
+    return out, experiment
+
+
+_MD_FIELDS = ("plugin name", "plugin content", "display name", "description", "data class")
+
+
+def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
+            wall_time_tolerance: float = 0.0, report: Report | None = None) -> list[str]:
+    """Differences between sources ``a`` and ``b``; an empty list means they hold the same data.
+
+    Runs with no series are ignored (formats differ in whether they keep empty runs).
+    ``wall_time_tolerance`` (seconds) allows for TensorBoard.dev exports, which store wall times
+    to about a microsecond.
+    """
+    options = options or Options()
+    report = report if report is not None else Report()
+    keep = wall_time_tolerance > 0
+    fa, ea = fingerprints(a, fmt=from_a, options=options, report=report, keep_walls=keep)
+    fb, eb = fingerprints(b, fmt=from_b, options=options, report=report, keep_walls=keep)
+    diffs = []
+    if not ea.is_empty() and not eb.is_empty():
+        for name in ("name", "description"):
+            if getattr(ea, name) != getattr(eb, name):
+                diffs.append(f"experiment {name}: {getattr(ea, name)!r} != {getattr(eb, name)!r}")
+    runs_a = {r for r, t in fa.items() if t}
+    runs_b = {r for r, t in fb.items() if t}
+    for run in sorted(runs_a - runs_b):
+        diffs.append(f"run {run!r}: only in A ({len(fa[run])} series)")
+    for run in sorted(runs_b - runs_a):
+        diffs.append(f"run {run!r}: only in B ({len(fb[run])} series)")
+    for run in sorted(runs_a & runs_b):
+        ta, tb = fa[run], fb[run]
+        for tag in sorted(set(ta) - set(tb)):
+            diffs.append(f"{run}/{tag}: only in A ({ta[tag].points} points)")
+        for tag in sorted(set(tb) - set(ta)):
+            diffs.append(f"{run}/{tag}: only in B ({tb[tag].points} points)")
+        for tag in sorted(set(ta) & set(tb)):
+            diffs.extend(_compare_series(f"{run}/{tag}", ta[tag], tb[tag], wall_time_tolerance))
+    return diffs
+
+
+def _compare_series(where: str, x: _Fingerprint, y: _Fingerprint, tol: float) -> list[str]:
+    out = []
+    for name, u, v in zip(_MD_FIELDS, x.metadata, y.metadata):
+        if u != v:
+            out.append(f"{where}: {name} differs: {u!r} != {v!r}")
+    if x.points != y.points:
+        out.append(f"{where}: {x.points} points != {y.points} points "
+                   f"(steps {x.step_range} vs {y.step_range})")
+        return out
+    if x.steps.digest() != y.steps.digest():
+        out.append(f"{where}: steps differ (ranges {x.step_range} vs {y.step_range})")
+    if tol > 0:
+        wa = np.concatenate(x.wall_list) if x.wall_list else np.zeros(0)
+        wb = np.concatenate(y.wall_list) if y.wall_list else np.zeros(0)
+        worst = float(np.nanmax(np.abs(wa - wb))) if len(wa) else 0.0
+        if worst > tol:
+            out.append(f"{where}: wall times differ by up to {worst:.3g} s")
+    elif x.walls.digest() != y.walls.digest():
+        out.append(f"{where}: wall times differ")
+    if x.values.digest() != y.values.digest():
+        out.append(f"{where}: values differ")
+    if x.hidden != y.hidden:
+        out.append(f"{where}: {x.hidden} hidden points != {y.hidden}")
+    return out
