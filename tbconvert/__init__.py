@@ -9,6 +9,9 @@ from tbconvert.errors import TbconvertError
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              ScalarSeries, TensorSeries)
 from tbconvert.report import Issue, Report
+from tbconvert.tables import (Data, audio, audio_table, extract_media, hparams, hparams_table,
+                              histograms, histograms_table, images, images_table, open_image,
+                              read, scalars, scalars_table, text, text_table)
 
 __version__ = "0.1.0"
 
@@ -16,4 +19,7 @@ __all__ = [
     "convert", "load", "open_reader", "open_writer", "TbconvertError", "BlobSequenceSeries",
     "DataClass", "Experiment", "Metadata", "Run", "ScalarSeries", "TensorSeries", "Issue",
     "Report", "__version__",
+    "read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
+    "histograms_table", "text", "text_table", "images", "images_table", "audio", "audio_table",
+    "open_image", "extract_media",
 ]

@@ -54,8 +54,9 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     return fmt.writer(path, options or Options(), report if report is not None else Report())
 
 
-def _selected(series: Iterable[Series], options: Options, report: Report,
-              keeps_hidden: bool) -> Iterator[Series]:
+def select(series: Iterable[Series], options: Options, report: Report,
+           keeps_hidden: bool = False) -> Iterator[Series]:
+    """Chunks of one run filtered by tag; hidden points dropped (and counted) unless kept."""
     seen: set[str] = set()
     for chunk in series:
         if not options.wants_tag(chunk.tag):
@@ -86,7 +87,7 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
         report.runs += 1
         if options.progress:
             options.progress(run_data.run.name)
-        writer.write_run(run_data.run, _selected(run_data.series, options, report, keeps_hidden))
+        writer.write_run(run_data.run, select(run_data.series, options, report, keeps_hidden))
 
 
 def convert(src, dst, *, from_format: str | None = None, to_format: str | None = None,

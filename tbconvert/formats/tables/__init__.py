@@ -1,0 +1,25 @@
+"""Analysis tables as a conversion destination: CSV (write-only).
+
+``tbconvert convert SRC out.csv`` writes every scalar point in long form
+(``run,tag,step,wall_time,value``); ``--wide`` writes one row per (run, step)
+and one column per tag. Other data (histograms, images, text...) is counted
+and reported; the ``histograms``, ``media`` and ``hparams`` commands and the
+:mod:`tbconvert.tables` API cover it.
+"""
+
+from __future__ import annotations
+
+from tbconvert.formats.base import Format
+from tbconvert.formats.tables.csv_writer import CsvWriter
+
+
+class CsvFormat(Format):
+    name = "csv"
+    description = "scalars as a CSV table (long, or --wide); write-only"
+    suffixes = (".csv",)
+    directory = False
+    reader = None
+    writer = CsvWriter
+
+
+__all__ = ["CsvFormat", "CsvWriter"]

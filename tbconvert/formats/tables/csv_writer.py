@@ -1,0 +1,88 @@
+"""The CSV writer: scalars in long form, or wide with ``Options.wide``.
+
+Long form is written run by run (memory bounded by one run's scalars); wide
+form needs every run's columns before the header is known, so it buffers the
+scalar columns (only scalars) and writes at :meth:`CsvWriter.close`.
+Everything that is not a scalar series is counted and reported, per run and
+tag. With ``restarts="keep-all"`` a ``hidden`` column marks the points
+TensorBoard's restart rule hides.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from tbconvert.errors import OutputError, UsageError
+from tbconvert.formats.base import Options, Writer
+from tbconvert.model import Run, Series
+from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.report import Report
+from tbconvert.tables import _csv
+from tbconvert.tables._scalars import LONG_COLUMNS, ScalarColumns
+
+_OTHER_TOOLS = {"histograms": "tbconvert histograms", "images": "tbconvert media",
+                "audio": "tbconvert media", "text": "tbconvert media or tbconvert.text()",
+                "hparams": "tbconvert hparams"}
+
+
+class CsvWriter(Writer):
+    keeps_hidden = False  # hidden points arrive only with restarts="keep-all", then marked
+
+    def __init__(self, path, options: Options, report: Report) -> None:
+        super().__init__(path, options, report)
+        self.keep_hidden = options.restarts == "keep-all"
+        if options.wide and self.keep_hidden:
+            raise UsageError("--wide cannot mark the points TensorBoard's restart rule hides; "
+                             "use the long form with --restarts keep-all")
+        self._out = AtomicOutput(self.path, force=options.force, directory=False)
+        self._wide = ScalarColumns(False, report) if options.wide else None
+        try:
+            self._file = open(self._out.tmp, "wb")
+            if not options.wide:
+                names = LONG_COLUMNS + (("hidden",) if self.keep_hidden else ())
+                self._file.write(_csv.header(names))
+        except OSError as exc:
+            self._out.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
+
+    def write_run(self, run: Run, series: Iterable[Series]) -> None:
+        cols = self._wide if self._wide is not None else ScalarColumns(self.keep_hidden,
+                                                                       self.report)
+        others: dict[str, list] = {}
+        for chunk in series:
+            if not cols.add_chunk(chunk):
+                entry = others.setdefault(chunk.tag, [chunk, 0])
+                entry[1] += len(chunk)
+        for tag, (chunk, n) in others.items():
+            what = chunk.metadata.plugin_name or chunk.data_class.name.lower()
+            hint = _OTHER_TOOLS.get(chunk.metadata.plugin_name)
+            self.report.add("not_in_table",
+                            f"{run.name}/{tag}: {n} {what} points are not scalars and are not in "
+                            f"the CSV" + (f" (see {hint})" if hint else ""),
+                            run=run.name, tag=tag, count=n)
+        if self._wide is None:
+            self._write(lambda f: _csv.write(cols.long_table(), f, with_header=False))
+
+    def _write(self, fn) -> None:
+        try:
+            fn(self._file)
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
+
+    def close(self) -> None:
+        if self._wide is not None:
+            self._write(lambda f: _csv.write(self._wide.wide_table(), f))
+        try:
+            self._file.close()
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
+        self._out.commit()
+
+    def abort(self) -> None:
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        self._out.abort()

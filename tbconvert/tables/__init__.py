@@ -1,0 +1,387 @@
+"""Analysis tables: every point of every run as pandas DataFrames or Arrow tables.
+
+Each function takes a *source*: a path in any format tbconvert reads (an
+event-file logdir, a TensorBoard.dev export, a Parquet or HDF5 archive), or
+what :func:`read` returned. ``runs`` and ``tags`` are regular expressions
+(``re.search``). Nothing is sampled. By default the tables hold what
+TensorBoard shows; ``restarts="keep-all"`` also keeps the points its restart
+rule hides, marked in a boolean ``hidden`` column.
+
+The ``*_table`` variants (or ``as_arrow=True``) return a ``pyarrow.Table``
+for Polars, DuckDB and friends; the others a pandas DataFrame (pandas is the
+optional extra ``tbconvert[pandas]``). ``run`` and ``tag`` are dictionary
+(categorical) columns; values are float64, exact for float32 sources.
+
+Example::
+
+    >>> import tbconvert
+    >>> df = tbconvert.scalars("fixtures/torch_logdir", runs="^train$", tags="^loss$")
+    >>> list(df.columns)
+    ['run', 'tag', 'step', 'wall_time', 'value']
+    >>> len(df)
+    50
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+from tbconvert import api
+from tbconvert.errors import MissingDependencyError, UsageError
+from tbconvert.model import ScalarSeries, Series
+from tbconvert.report import Report
+from tbconvert.tables._source import iter_source, make_options
+
+__all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
+           "histograms_table", "text", "text_table", "images", "images_table", "audio",
+           "audio_table", "open_image", "extract_media", "save_table", "check_table_path"]
+
+
+def _pandas(table):
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            "DataFrames need pandas: pip install 'tbconvert[pandas]' "
+            "(or use the *_table functions for Arrow tables)") from None
+    return table.to_pandas()
+
+
+def _finish(table, as_arrow: bool):
+    return table if as_arrow else _pandas(table)
+
+
+# --------------------------------------------------------------------------- read()
+
+class Data:
+    """A whole source in memory, with short ways in. Made by :func:`read`.
+
+    Example::
+
+        >>> data = tbconvert.read("fixtures/torch_logdir")
+        >>> "train" in data.runs
+        True
+        >>> loss = data.scalars("train", "loss")     # a ScalarSeries
+        >>> loss.steps[:3], loss.values[:3]          # numpy arrays   # doctest: +SKIP
+        >>> import numpy as np
+        >>> np.column_stack((loss.steps, loss.values)).shape      # (step, value) pairs
+        (50, 2)
+    """
+
+    def __init__(self, loaded: api.Loaded, restarts: str = "visible") -> None:
+        self.loaded = loaded
+        self.restarts = restarts
+
+    @property
+    def experiment(self):
+        return self.loaded.experiment
+
+    @property
+    def report(self) -> Report:
+        return self.loaded.report
+
+    @property
+    def runs(self) -> list[str]:
+        """Run names in source order (``"."`` is the logdir itself)."""
+        return list(self.loaded.runs)
+
+    def tags(self, run: str | None = None) -> list[str]:
+        """Tags of ``run``, or of all runs (sorted, each once)."""
+        if run is not None:
+            return list(self._run(run))
+        return sorted({t for tags in self.loaded.series.values() for t in tags})
+
+    def _run(self, run: str) -> dict:
+        try:
+            return self.loaded.series[run]
+        except KeyError:
+            raise KeyError(f"no run {run!r}; runs: {', '.join(self.runs)}") from None
+
+    def series(self, run: str, tag: str) -> Series:
+        """The series (all chunks joined); without hidden points unless ``restarts="keep-all"``."""
+        tags = self._run(run)
+        if tag not in tags:
+            raise KeyError(f"run {run!r} has no tag {tag!r}; tags: {', '.join(tags)}")
+        s = tags[tag]
+        return s if self.restarts == "keep-all" else s.visible()
+
+    def scalars(self, run: str, tag: str) -> ScalarSeries:
+        """A scalar series: ``.steps``, ``.wall_times`` and ``.values`` are numpy arrays."""
+        s = self.series(run, tag)
+        if not isinstance(s, ScalarSeries):
+            raise TypeError(f"{run}/{tag} is not a scalar series ({type(s).__name__})")
+        return s
+
+    def __iter__(self):
+        """``(run, tag, series)`` for every series."""
+        for run, tags in self.loaded.series.items():
+            for tag in tags:
+                yield run, tag, self.series(run, tag)
+
+    def __repr__(self) -> str:
+        n = sum(len(t) for t in self.loaded.series.values())
+        return f"<tbconvert.Data: {len(self.loaded.runs)} runs, {n} series>"
+
+
+def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str | None = None
+         ) -> Data:
+    """Read a whole source into memory (the model, with numpy arrays). For data that fits.
+
+    Example::
+
+        >>> data = tbconvert.read("fixtures/torch_logdir", runs="^train$")
+        >>> data.scalars("train", "lr").values.dtype
+        dtype('float32')
+    """
+    make_options(restarts=restarts)  # validates
+    return Data(api.load(path, format=format, runs=runs, tags=tags), restarts)
+
+
+# --------------------------------------------------------------------------- tables
+
+def _collect(collector, source, runs, tags, restarts, report, options=None):
+    report = report if report is not None else Report()
+    if options is None:
+        options = make_options(runs=runs, tags=tags, restarts=restarts)
+    for _run, chunks in iter_source(source, options, report):
+        for chunk in chunks:
+            collector.add_chunk(chunk)
+    return collector
+
+
+def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
+                  restarts: str = "visible", report: Report | None = None, options=None):
+    """Scalars as a ``pyarrow.Table``; see :func:`scalars`."""
+    restarts = options.restarts if options is not None else restarts
+    from tbconvert.tables._scalars import ScalarColumns
+    report = report if report is not None else Report()
+    cols = _collect(ScalarColumns(restarts == "keep-all", report), source, runs, tags,
+                    restarts, report, options)
+    return cols.wide_table() if wide else cols.long_table()
+
+
+def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: str = "visible",
+            as_arrow: bool = False, report: Report | None = None):
+    """Every scalar point: columns ``run, tag, step, wall_time, value`` (+ ``hidden``).
+
+    ``wide=True``: one row per (run, step), one column per tag (sorted),
+    missing where a tag has no point at that step (null in Arrow, NaN in
+    pandas); ``wall_time`` is the earliest of the row. Pass a
+    :class:`~tbconvert.report.Report` to see what was left out.
+
+    Example::
+
+        >>> df = tbconvert.scalars("fixtures/torch_logdir", runs="^train$", tags="^loss")
+        >>> sorted(df.tag.unique())
+        ['loss', 'loss_hi', 'loss_lo']
+        >>> w = tbconvert.scalars("fixtures/torch_logdir", runs="^train$", tags="^l", wide=True)
+        >>> list(w.columns)
+        ['run', 'step', 'wall_time', 'loss', 'loss_hi', 'loss_lo', 'lr']
+    """
+    return _finish(scalars_table(source, runs, tags, wide=wide, restarts=restarts, report=report),
+                   as_arrow)
+
+
+def histograms_table(source, runs=None, tags=None, *, restarts: str = "visible",
+                     report: Report | None = None, options=None):
+    """Histograms as a ``pyarrow.Table``; see :func:`histograms`."""
+    restarts = options.restarts if options is not None else restarts
+    from tbconvert.tables._tensors import HistogramColumns
+    report = report if report is not None else Report()
+    return _collect(HistogramColumns(restarts == "keep-all", report), source, runs, tags,
+                    restarts, report, options).arrow()
+
+
+def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
+               as_arrow: bool = False, report: Report | None = None):
+    """One row per histogram bucket: ``run, tag, step, wall_time, left, right, count``.
+
+    Buckets are as TensorBoard stores them (legacy histograms trimmed of empty
+    end buckets). Example::
+
+        >>> h = tbconvert.histograms("fixtures/tensorboardx_logdir", tags="hand_made")
+        >>> h[["left", "right", "count"]].shape[1], list(h["count"])
+        (3, [1.0, 2.0, 3.0])
+    """
+    return _finish(histograms_table(source, runs, tags, restarts=restarts, report=report),
+                   as_arrow)
+
+
+def text_table(source, runs=None, tags=None, *, restarts: str = "visible",
+               report: Report | None = None, options=None):
+    """Text as a ``pyarrow.Table``; see :func:`text`."""
+    restarts = options.restarts if options is not None else restarts
+    from tbconvert.tables._tensors import TextColumns
+    report = report if report is not None else Report()
+    return _collect(TextColumns(restarts == "keep-all", report), source, runs, tags,
+                    restarts, report, options).arrow()
+
+
+def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+         report: Report | None = None):
+    """Text summaries: ``run, tag, step, wall_time, index, dims, text``.
+
+    A scalar string is one row; a vector or matrix of strings (rendered as a
+    table by TensorBoard) is one row per element in row-major order, with
+    ``index`` its flat position and ``dims`` e.g. ``"2x2"``. Text is decoded
+    as UTF-8 (invalid bytes become U+FFFD and are reported). Example::
+
+        >>> t = tbconvert.text("fixtures/torch_logdir")
+        >>> list(t.columns)
+        ['run', 'tag', 'step', 'wall_time', 'index', 'dims', 'text']
+    """
+    return _finish(text_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+
+
+def images_table(source, runs=None, tags=None, *, restarts: str = "visible",
+                 report: Report | None = None, options=None):
+    """Images as a ``pyarrow.Table``; see :func:`images`."""
+    restarts = options.restarts if options is not None else restarts
+    from tbconvert.tables._tensors import MediaColumns
+    report = report if report is not None else Report()
+    return _collect(MediaColumns("images", restarts == "keep-all", report), source, runs, tags,
+                    restarts, report, options).arrow()
+
+
+def images(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+           report: Report | None = None):
+    """Images: ``run, tag, step, wall_time, index, width, height, format, data``.
+
+    ``data`` is the encoded file (PNG, JPEG...; ``format`` from its first
+    bytes); open one with :func:`open_image`. Example::
+
+        >>> im = tbconvert.images("fixtures/torch_logdir", tags="samples/image")
+        >>> tbconvert.open_image(im.data[0]).size
+        (16, 16)
+    """
+    return _finish(images_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+
+
+def audio_table(source, runs=None, tags=None, *, restarts: str = "visible",
+                report: Report | None = None, options=None):
+    """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
+    restarts = options.restarts if options is not None else restarts
+    from tbconvert.tables._tensors import MediaColumns
+    report = report if report is not None else Report()
+    return _collect(MediaColumns("audio", restarts == "keep-all", report), source, runs, tags,
+                    restarts, report, options).arrow()
+
+
+def audio(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+          report: Report | None = None):
+    """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes)."""
+    return _finish(audio_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+
+
+def open_image(data: bytes):
+    """A ``PIL.Image`` for encoded image bytes (needs Pillow)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise MissingDependencyError("opening images needs Pillow: pip install pillow") from None
+    return Image.open(io.BytesIO(bytes(data)))
+
+
+def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
+                  report: Report | None = None, options=None):
+    """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
+    restarts = options.restarts if options is not None else restarts
+    from tbconvert.tables._hparams import Collected, hparams_table as build
+    report = report if report is not None else Report()
+    # Metric values live in sub-runs of the session runs: read every run, then
+    # apply ``runs`` to the sessions and ``tags`` to the metric columns.
+    sel = options if options is not None else make_options(runs=runs, tags=tags,
+                                                            restarts=restarts)
+    read_options = replace(sel, runs=None, tags=None)
+    collected = Collected()
+    for run, chunks in iter_source(source, read_options, report):
+        collected.add(run.name, chunks, report)
+    return build(collected, report, session_filter=sel.wants_run if sel.runs else None,
+                 tag_filter=sel.wants_tag if sel.tags else None)
+
+
+def hparams(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+            report: Report | None = None):
+    """One row per trial: ``run``, each hyperparameter (sorted), each metric's last value,
+    ``status`` (success/failure/running/unknown), ``start_time``, ``end_time``.
+
+    Works for PyTorch/tensorboardX ``add_hparams`` (a timestamped sub-run per
+    call) and TensorFlow's hparams API. ``runs`` selects trials, ``tags``
+    metric columns. Example::
+
+        >>> hp = tbconvert.hparams("fixtures/tf2_logdir")
+        >>> list(hp.run)
+        ['hparams/trial_0', 'hparams/trial_1']
+    """
+    return _finish(hparams_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+
+
+# --------------------------------------------------------------------------- files
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def check_table_path(path, *, force: bool = False) -> Path:
+    """Fail early (before reading anything) on a bad table name or an existing file."""
+    from tbconvert.errors import OutputExistsError
+    path = Path(path)
+    if path.suffix.lower() not in TABLE_SUFFIXES:
+        raise UsageError(f"{path}: name the output .csv or .parquet")
+    if (path.exists() or path.is_symlink()) and not force:
+        raise OutputExistsError(f"{path} already exists; pass --force to replace it "
+                                "(it is only replaced once the new output is complete)")
+    return path
+
+
+def save_table(table, path, *, force: bool = False) -> Path:
+    """Write an Arrow table as ``.csv`` or ``.parquet`` (by suffix), atomically."""
+    from tbconvert.output import AtomicOutput, describe_os_error
+    from tbconvert.errors import OutputError
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise UsageError(f"{path}: name the output .csv or .parquet")
+    out = AtomicOutput(path, force=force, directory=False)
+    try:
+        if suffix == ".csv":
+            from tbconvert.tables import _csv
+            with open(out.tmp, "wb") as f:
+                _csv.write(table, f)
+        else:
+            import pyarrow.parquet as pq
+            pq.write_table(table, out.tmp)
+        out.commit()
+    except OSError as exc:
+        out.abort()
+        raise OutputError(describe_os_error(exc, path)) from None
+    except BaseException:
+        out.abort()
+        raise
+    return path
+
+
+def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "visible",
+                  force: bool = False, report: Report | None = None, options=None) -> Report:
+    """Write images, audio and text as files: ``out_dir/<run>/<tag>/<step>_<index>.<ext>``.
+
+    PNG/JPEG/GIF by their first bytes, audio as ``.wav``, text as UTF-8
+    ``.txt``; run and tag parts are made safe (the root run ``.`` is ``%2E``).
+    ``out_dir`` must not exist or be empty unless ``force=True``; it appears
+    only once complete. Returns the report (lost blobs, renamed paths).
+
+    Example::
+
+        >>> import os, tempfile
+        >>> out = os.path.join(tempfile.mkdtemp(), "media")
+        >>> report = tbconvert.extract_media("fixtures/torch_logdir", out, tags="samples/image")
+        >>> sorted(p.name for p in Path(out, "train", "samples", "image").iterdir())
+        ['0_0.png', '49_0.png']
+    """
+    from tbconvert.tables._media import extract
+    report = report if report is not None else Report()
+    if options is None:
+        options = make_options(runs=runs, tags=tags, restarts=restarts, force=force)
+    extract(source, Path(out_dir), options, report)
+    return report

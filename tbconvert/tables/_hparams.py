@@ -1,0 +1,170 @@
+"""Hyperparameter trials as a table, following TensorBoard's hparams plugin.
+
+* A *session* (trial) is a run holding the tag ``_hparams_/session_start_info``
+  (plugin ``hparams``); its hyperparameters are that message's ``hparams`` map.
+* Metrics are the experiment's ``metric_infos``, from the first run (in source
+  order) holding ``_hparams_/experiment``, as the plugin picks it. Lacking an
+  experiment, the metrics are, like the plugin's fallback, every scalar tag of
+  a session run or of a run below it: ``(tag, group)`` where ``group`` is the
+  run's path relative to its nearest session run (``""`` for the session run).
+* A metric's value is the last scalar point (in read order, after the
+  restart rule) of tag ``metric.tag`` in run ``<session>/<metric.group>``.
+* Status comes from ``_hparams_/session_end_info`` (``success``, ``failure``,
+  ``running``; ``unknown`` when the trial did not say).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tbconvert.model import ScalarSeries
+from tbconvert.report import Report
+
+EXPERIMENT_TAG = "_hparams_/experiment"
+START_TAG = "_hparams_/session_start_info"
+END_TAG = "_hparams_/session_end_info"
+STATUS = {0: "unknown", 1: "success", 2: "failure", 3: "running"}
+
+
+def _parse(content: bytes, run: str, tag: str, report: Report):
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    try:
+        return plugin_data_pb2.HParamsPluginData.FromString(content)
+    except Exception:  # a damaged proto: say so, keep going
+        report.add("bad_hparams", f"{run}/{tag}: the hparams plugin data does not parse; "
+                   "this trial information is not in the table", run=run, tag=tag)
+        return None
+
+
+def _value(v):
+    kind = v.WhichOneof("kind")
+    if kind == "number_value":
+        return float(v.number_value)
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return bool(v.bool_value)
+    return None
+
+
+class Collected:
+    """What one pass over a source yields for the hparams table."""
+
+    def __init__(self) -> None:
+        self.run_order: list[str] = []
+        self.starts: dict[str, object] = {}
+        self.ends: dict[str, object] = {}
+        self.experiment = None
+        self.last: dict[tuple[str, str], float] = {}   # (run, tag) -> last scalar value
+        self.scalar_tags: dict[str, list[str]] = {}
+
+    def add(self, run_name: str, chunks, report: Report) -> None:
+        self.run_order.append(run_name)
+        for chunk in chunks:
+            if isinstance(chunk, ScalarSeries):
+                if len(chunk):
+                    if (run_name, chunk.tag) not in self.last:
+                        self.scalar_tags.setdefault(run_name, []).append(chunk.tag)
+                    self.last[(run_name, chunk.tag)] = float(chunk.values[-1])
+                continue
+            md = chunk.metadata
+            if md.plugin_name != "hparams" or chunk.tag not in (EXPERIMENT_TAG, START_TAG, END_TAG):
+                continue
+            if chunk.tag == START_TAG and run_name in self.starts:
+                continue
+            if chunk.tag == END_TAG and run_name in self.ends:
+                continue
+            if chunk.tag == EXPERIMENT_TAG and self.experiment is not None:
+                continue
+            data = _parse(md.plugin_content, run_name, chunk.tag, report)
+            if data is None:
+                continue
+            which = data.WhichOneof("data")
+            if chunk.tag == START_TAG and which == "session_start_info":
+                self.starts[run_name] = data.session_start_info
+            elif chunk.tag == END_TAG and which == "session_end_info":
+                self.ends[run_name] = data.session_end_info
+            elif chunk.tag == EXPERIMENT_TAG and which == "experiment":
+                self.experiment = data.experiment
+
+    def metrics(self) -> list[tuple[str, str]]:
+        """``(tag, group)`` of each metric, in the experiment's order or sorted."""
+        if self.experiment is not None:
+            return [(m.name.tag, m.name.group.strip("/")) for m in self.experiment.metric_infos]
+        sessions = set(self.starts)
+        names = set()
+        for run, tags in self.scalar_tags.items():
+            session = _nearest_session(sessions, run)
+            if session is None:
+                continue
+            group = run[len(session):].strip("/") if session != run else ""
+            names.update((tag, group) for tag in tags)
+        return sorted(names)
+
+
+def _nearest_session(sessions: set, run: str):
+    while run not in sessions:
+        if "/" not in run:
+            return None
+        run = run.rsplit("/", 1)[0]
+    return run
+
+
+def _column_name(name: str, taken: set, what: str, report: Report) -> str:
+    if name not in taken:
+        return name
+    renamed = f"{name} ({what})"
+    report.add("column_renamed", f"{what} {name!r} clashes with another column; it is "
+               f"named {renamed!r}", lost=False)
+    return renamed
+
+
+def hparams_table(collected: Collected, report: Report, *, session_filter=None, tag_filter=None):
+    """One row per session: run, hparams (sorted), metrics, status, start_time, end_time."""
+    import pyarrow as pa
+
+    sessions = [r for r in collected.run_order if r in collected.starts
+                and (session_filter is None or session_filter(r))]
+    hp_names = sorted({k for r in sessions for k in collected.starts[r].hparams})
+    metrics = [m for m in collected.metrics()
+               if tag_filter is None or tag_filter(m[0])]
+    cols: dict[str, object] = {"run": pa.array(sessions, pa.string())}
+    for name in hp_names:
+        values = [(_value(collected.starts[r].hparams[name])
+                   if name in collected.starts[r].hparams else None) for r in sessions]
+        kinds = {type(v) for v in values if v is not None}
+        if len(kinds) > 1:
+            report.add("mixed_hparam_types", f"hparam {name!r} has values of several types "
+                       f"({', '.join(sorted(k.__name__ for k in kinds))}); its column holds "
+                       "them as text", lost=False)
+            values = [None if v is None else _text(v) for v in values]
+        typ = {float: pa.float64(), bool: pa.bool_(), str: pa.string()}.get(
+            next(iter(kinds)) if len(kinds) == 1 else str, pa.string())
+        cols[_column_name(name, set(cols), "hparam", report)] = pa.array(values, typ)
+    for tag, group in metrics:
+        values = []
+        for r in sessions:
+            run = f"{r}/{group}" if group else r
+            values.append(collected.last.get((run, tag)))
+        label = f"{group}/{tag}" if group else tag
+        cols[_column_name(label, set(cols), "metric", report)] = pa.array(values, pa.float64())
+    status, start, end = [], [], []
+    for r in sessions:
+        e = collected.ends.get(r)
+        status.append(STATUS.get(e.status, str(e.status)) if e is not None else "unknown")
+        s = collected.starts[r].start_time_secs
+        start.append(s if s else None)
+        end.append(e.end_time_secs if e is not None and e.end_time_secs else None)
+    for name, values, typ in (("status", status, pa.string()), ("start_time", start, pa.float64()),
+                              ("end_time", end, pa.float64())):
+        cols[_column_name(name, set(cols), "column", report)] = pa.array(values, typ)
+    return pa.table(cols)
+
+
+def _text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return repr(v)
+    return str(v)
+

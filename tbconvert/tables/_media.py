@@ -1,0 +1,142 @@
+"""Media extraction: images, audio and text written as the files they are.
+
+Layout: ``DIR/<run>/<tag>/<step>_<index>.<ext>``.
+
+* ``<run>`` and ``<tag>`` are split on ``/`` and each part made safe with
+  :func:`tbconvert.names.safe_part` (unsafe characters percent-escaped, so
+  nothing escapes ``DIR`` and distinct names stay distinct). The root run
+  ``"."`` is the directory ``%2E`` (``%`` is always escaped in real names, so
+  it cannot clash with a run).
+* Images (plugin ``images``): sample i of a step is ``<step>_<i>``; the
+  extension comes from the first bytes (``png``, ``jpg``, ``gif``, else
+  ``bin``). Audio (plugin ``audio``): each clip, ``wav`` when it is RIFF/WAVE.
+  Text (plugin ``text``): each string element as UTF-8 ``.txt``, bytes
+  unchanged (a rank-0 text is index 0; tables are flattened row-major).
+* With ``restarts="keep-all"`` hidden points are written too, as
+  ``<step>_<index>.hidden.<ext>``.
+* Blobs the source lost are reported, not written. Other series (scalars,
+  histograms, graphs...) are counted in one note.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tbconvert.errors import OutputError
+from tbconvert.formats.base import Options
+from tbconvert.model import BlobSequenceSeries, TensorSeries
+from tbconvert.names import safe_part
+from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.report import Report
+from tbconvert.tables._source import iter_source
+from tbconvert.tables._tensors import media_items, sniff
+
+MEDIA_PLUGINS = ("images", "audio", "text")
+
+
+def _parts(name: str) -> list[str]:
+    if name == ".":
+        return [safe_part(".")]
+    return [safe_part(p) for p in name.split("/")]
+
+
+class _Writer:
+    def __init__(self, root: Path, report: Report) -> None:
+        self.root = root
+        self.report = report
+        self.files = 0
+        self._renamed: set[tuple[str, str]] = set()
+
+    def folder(self, run: str, tag: str) -> Path:
+        run_parts, tag_parts = _parts(run), _parts(tag)
+        if ("/".join(run_parts) != run and run != ".") or "/".join(tag_parts) != tag:
+            if (run, tag) not in self._renamed:
+                self._renamed.add((run, tag))
+                self.report.add("name_made_safe", f"{run}/{tag}: written under "
+                                f"{'/'.join(run_parts + tag_parts)} (unsafe characters escaped)",
+                                run=run, tag=tag, lost=False)
+        folder = self.root.joinpath(*run_parts, *tag_parts)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def write(self, folder: Path, stem: str, ext: str, data: bytes, run: str, tag: str) -> None:
+        path = folder / f"{stem}.{ext}"
+        n = 1
+        while True:
+            try:
+                with open(path, "xb") as f:
+                    f.write(data)
+                break
+            except (FileExistsError, IsADirectoryError):
+                n += 1
+                path = folder / f"{stem}~{n}.{ext}"
+        if n > 1:
+            self.report.add("name_clash", f"{run}/{tag}: {stem}.{ext} was taken (several points "
+                            f"at one step, or a clashing name); written as {path.name}",
+                            run=run, tag=tag, lost=False)
+        self.files += 1
+
+
+def extract(source, out_dir: Path, options: Options, report: Report) -> int:
+    """Write every media point of ``source`` under ``out_dir``; returns the number of files."""
+    out = AtomicOutput(out_dir, force=options.force, directory=True)
+    writer = _Writer(out.tmp, report)
+    skipped: dict[str, int] = {}
+    try:
+        for _run, chunks in iter_source(source, options, report):
+            for chunk in chunks:
+                plugin = chunk.metadata.plugin_name
+                if plugin in ("images", "audio") and isinstance(chunk, BlobSequenceSeries):
+                    _blobs(writer, chunk)
+                elif plugin == "text" and isinstance(chunk, TensorSeries):
+                    _text(writer, chunk)
+                else:
+                    key = plugin or chunk.data_class.name.lower()
+                    skipped[key] = skipped.get(key, 0) + len(chunk)
+        out.commit()
+    except OSError as exc:
+        out.abort()
+        raise OutputError(describe_os_error(exc, out_dir)) from None
+    except BaseException:
+        out.abort()
+        raise
+    if skipped:
+        what = ", ".join(f"{k} ({v})" for k, v in sorted(skipped.items()))
+        report.add("not_media", f"points that are not images, audio or text were not extracted: "
+                   f"{what}", count=sum(skipped.values()), lost=False)
+    report.outputs.append(str(out_dir))
+    return writer.files
+
+
+def _stem(chunk, p: int, index: int) -> str:
+    hidden = chunk.hidden is not None and chunk.hidden[p]
+    return f"{int(chunk.steps[p])}_{index}" + (".hidden" if hidden else "")
+
+
+def _blobs(writer: _Writer, chunk: BlobSequenceSeries) -> None:
+    folder = None
+    lost = 0
+    for p, i, blob, _size in media_items(chunk):
+        if blob is None:
+            lost += 1
+            continue
+        folder = folder or writer.folder(chunk.run, chunk.tag)
+        writer.write(folder, _stem(chunk, p, i), sniff(blob), blob, chunk.run, chunk.tag)
+    if lost:
+        writer.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {lost} blobs were lost by "
+                          "the source; no file was written for them",
+                          run=chunk.run, tag=chunk.tag, count=lost)
+
+
+def _text(writer: _Writer, chunk: TensorSeries) -> None:
+    folder = None
+    for p, t in enumerate(chunk.tensors):
+        for i, raw in enumerate(np.asarray(t).reshape(-1).tolist()):
+            if isinstance(raw, (bytes, bytearray)):
+                data = bytes(raw)
+            else:
+                data = str(raw).encode("utf-8")
+            folder = folder or writer.folder(chunk.run, chunk.tag)
+            writer.write(folder, _stem(chunk, p, i), "txt", data, chunk.run, chunk.tag)

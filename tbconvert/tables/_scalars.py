@@ -1,0 +1,131 @@
+"""Scalar tables: long form (one row per point) and wide form (one row per run and step)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tbconvert.errors import UsageError
+from tbconvert.model import ScalarSeries, Series
+from tbconvert.report import Report
+from tbconvert.tables._source import PointColumns, dictionary
+
+LONG_COLUMNS = ("run", "tag", "step", "wall_time", "value")
+WIDE_KEYS = ("run", "step", "wall_time")
+
+
+def as_float64(chunk: ScalarSeries, report: Report) -> np.ndarray:
+    """The values as float64 (exact for float and int32 sources); inexact ints are reported."""
+    values = chunk.values
+    out = values.astype(np.float64)
+    if values.dtype.kind in "iu" and values.dtype.itemsize >= 8:
+        back = out.astype(values.dtype)  # huge values wrap; compared below anyway
+        inexact = int(np.count_nonzero(back != values))
+        if inexact:
+            report.add("inexact_value",
+                       f"{chunk.run}/{chunk.tag}: {inexact} integer values beyond 2**53 were "
+                       "rounded to the nearest float64 in the table",
+                       run=chunk.run, tag=chunk.tag, count=inexact)
+    return out
+
+
+class ScalarColumns(PointColumns):
+    """Collects scalar chunks into columns; other chunks go to :meth:`skip`."""
+
+    def __init__(self, keep_hidden: bool, report: Report) -> None:
+        super().__init__(keep_hidden)
+        self.report = report
+        self._values: list[np.ndarray] = []
+
+    def add_chunk(self, chunk: Series) -> bool:
+        """Add ``chunk`` if it is a scalar series; False (nothing added) otherwise."""
+        if not isinstance(chunk, ScalarSeries):
+            return False
+        self.add(chunk)
+        self._values.append(as_float64(chunk, self.report))
+        return True
+
+    def values(self) -> np.ndarray:
+        return self._cat(self._values, np.float64)
+
+    def long_table(self):
+        import pyarrow as pa
+        return self.table({"value": pa.array(self.values(), pa.float64())})
+
+    def wide_table(self):
+        """One row per (run, step), one column per tag (sorted by name); null = no point.
+
+        Where a tag has several points at one step (e.g. a logger that
+        resumed without a restart marker), the last one read is kept and the
+        others are reported. Row ``wall_time`` is the earliest wall time of
+        the row's points.
+        """
+        import pyarrow as pa
+        if self.keep_hidden:
+            raise UsageError("wide tables cannot mark the points TensorBoard's restart rule "
+                             "hides; use the long form with --restarts keep-all")
+        a = self.arrays()
+        values = self.values()
+        run, tag, step, wall = a["run"], a["tag"], a["step"], a["wall_time"]
+        n = len(step)
+        order = np.lexsort((np.arange(n), tag, step, run))
+        run, tag, step, wall, values = run[order], tag[order], step[order], wall[order], \
+            values[order]
+        if n:
+            last = np.ones(n, np.bool_)  # last of each (run, step, tag) group
+            last[:-1] = (run[1:] != run[:-1]) | (step[1:] != step[:-1]) | (tag[1:] != tag[:-1])
+        else:
+            last = np.zeros(0, np.bool_)
+        dropped = n - int(last.sum())
+        if dropped:
+            dup = ~last
+            pairs = sorted({(self.runs.names[r], self.tags.names[t])
+                            for r, t in zip(run[dup].tolist(), tag[dup].tolist())})
+            for r, t in pairs:
+                count = int(np.count_nonzero(dup & (run == self.runs.index[r])
+                                             & (tag == self.tags.index[t])))
+                self.report.add("duplicate_step_in_wide",
+                                f"{r}/{t}: {count} points share a step with a later point; the "
+                                "wide table keeps the last one (the long form keeps all)",
+                                run=r, tag=t, count=count)
+        # rows: (run, step) groups of the sorted arrays; row wall time = earliest of the row
+        if n:
+            new_row = np.ones(n, np.bool_)
+            new_row[1:] = (run[1:] != run[:-1]) | (step[1:] != step[:-1])
+            starts = np.flatnonzero(new_row)
+            row_of = np.cumsum(new_row) - 1
+            row_wall = np.minimum.reduceat(wall, starts)
+        else:
+            starts = np.zeros(0, np.int64)
+            row_of = np.zeros(0, np.int64)
+            row_wall = np.zeros(0, np.float64)
+        nrows = len(starts)
+        cols = {"run": dictionary(run[starts], self.runs), "step": pa.array(step[starts]),
+                "wall_time": pa.array(row_wall, pa.float64())}
+        keep_rows, keep_tags, keep_values = row_of[last], tag[last], values[last]
+        for t in sorted(range(len(self.tags.names)), key=lambda i: self.tags.names[i]):
+            sel = keep_tags == t
+            col = np.zeros(nrows, np.float64)
+            missing = np.ones(nrows, np.bool_)
+            col[keep_rows[sel]] = keep_values[sel]
+            missing[keep_rows[sel]] = False
+            name = self.tags.names[t]
+            if name in cols:
+                renamed = f"{name} (tag)"
+                self.report.add("column_renamed",
+                                f"tag {name!r} is named like a key column; its column is "
+                                f"{renamed!r}", tag=name, lost=False)
+                name = renamed
+            cols[name] = pa.array(col, pa.float64(), mask=missing)
+        return pa.table(cols)
+
+
+def scalar_columns_from(runs, keep_hidden: bool, report: Report,
+                        on_other=None) -> ScalarColumns:
+    """Collect the scalar chunks of ``iter_source`` output; ``on_other(chunk)`` sees the rest."""
+    cols = ScalarColumns(keep_hidden, report)
+    for _run, chunks in runs:
+        for chunk in chunks:
+            if not cols.add_chunk(chunk) and on_other is not None:
+                on_other(chunk)
+    return cols
+

@@ -1,0 +1,185 @@
+"""Tables of tensor and blob data: histograms, text, images and audio."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tbconvert.model import BlobSequenceSeries, Series, TensorSeries
+from tbconvert.report import Report
+from tbconvert.tables._source import PointColumns
+
+# First bytes -> file extension, for blobs that are files.
+MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpg"), (b"GIF87a", "gif"),
+         (b"GIF89a", "gif"), (b"RIFF", "wav"), (b"OggS", "ogg"), (b"fLaC", "flac"),
+         (b"ID3", "mp3"), (b"BM", "bmp"))
+
+
+def sniff(blob: bytes, default: str = "bin") -> str:
+    """The file type of ``blob`` from its first bytes: png, jpg, gif, wav... else ``default``."""
+    for magic, ext in MAGIC:
+        if blob.startswith(magic):
+            if ext == "wav" and blob[8:12] != b"WAVE":
+                continue
+            return ext
+    return default
+
+
+def plugin_of(chunk: Series) -> str:
+    return chunk.metadata.plugin_name
+
+
+class HistogramColumns(PointColumns):
+    """Rows ``run, tag, step, wall_time, left, right, count``: one per bucket."""
+
+    def __init__(self, keep_hidden: bool, report: Report) -> None:
+        super().__init__(keep_hidden)
+        self.report = report
+        self._buckets: list[np.ndarray] = []
+
+    def add_chunk(self, chunk: Series) -> bool:
+        if plugin_of(chunk) != "histograms" or not isinstance(chunk, TensorSeries):
+            return False
+        good = [i for i, t in enumerate(chunk.tensors)
+                if t.ndim == 2 and t.shape[1] == 3 and t.dtype.kind in "fiu"]
+        if len(good) < len(chunk):
+            bad = len(chunk) - len(good)
+            self.report.add("bad_histogram",
+                            f"{chunk.run}/{chunk.tag}: {bad} points are not [k, 3] numeric "
+                            "tensors and are not in the histogram table",
+                            run=chunk.run, tag=chunk.tag, count=bad)
+            chunk = chunk.take(good)
+        sizes = np.array([t.shape[0] for t in chunk.tensors], np.int64)
+        self.add(chunk, repeat=sizes)
+        if len(chunk):
+            self._buckets.append(np.concatenate([t.astype(np.float64) for t in chunk.tensors]))
+        return True
+
+    def arrow(self):
+        import pyarrow as pa
+        b = self._cat(self._buckets, np.float64).reshape(-1, 3)
+        return self.table({"left": pa.array(b[:, 0]), "right": pa.array(b[:, 1]),
+                           "count": pa.array(b[:, 2])})
+
+
+def _decode(raw, report: Report, chunk: Series) -> str:
+    if isinstance(raw, str):
+        return raw
+    raw = bytes(raw)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        report.add("text_not_utf8",
+                   f"{chunk.run}/{chunk.tag}: a text value is not UTF-8; undecodable bytes became "
+                   "U+FFFD in the table (tbconvert media writes the raw bytes)",
+                   run=chunk.run, tag=chunk.tag)
+        return raw.decode("utf-8", "replace")
+
+
+class TextColumns(PointColumns):
+    """Rows ``run, tag, step, wall_time, index, dims, text``: one per string element.
+
+    A rank-0 text point is one row (``index`` 0, ``dims`` ""); a rank-1 or
+    rank-2 point (TensorBoard renders those as a table) gives one row per
+    element in row-major order, ``index`` the flat position and ``dims`` the
+    dimensions as ``"2x2"``, so the table can be rebuilt with ``reshape``.
+    """
+
+    def __init__(self, keep_hidden: bool, report: Report) -> None:
+        super().__init__(keep_hidden)
+        self.report = report
+        self._index: list[int] = []
+        self._shape: list[str] = []
+        self._text: list[str] = []
+
+    def add_chunk(self, chunk: Series) -> bool:
+        if plugin_of(chunk) != "text" or not isinstance(chunk, TensorSeries):
+            return False
+        sizes = []
+        for t in chunk.tensors:
+            flat = np.asarray(t).reshape(-1)
+            sizes.append(len(flat))
+            shape = "x".join(str(d) for d in np.shape(t))
+            for i, raw in enumerate(flat.tolist()):
+                self._index.append(i)
+                self._shape.append(shape)
+                self._text.append(_decode(raw, self.report, chunk))
+        self.add(chunk, repeat=np.array(sizes, np.int64))
+        return True
+
+    def arrow(self):
+        import pyarrow as pa
+        return self.table({"index": pa.array(self._index, pa.int64()),
+                           "dims": pa.array(self._shape, pa.string()),
+                           "text": pa.array(self._text, pa.string())})
+
+
+def media_items(chunk: BlobSequenceSeries):
+    """``(point, index, blob, extra)`` for each image or audio clip of a chunk.
+
+    Images: blob 0 and 1 of each point are width and height (ASCII), image i
+    is blob i + 2; ``extra`` is ``(width, height)``. Audio: every blob is a
+    clip; ``extra`` is ``None``.
+    """
+    images = plugin_of(chunk) == "images"
+    for p, seq in enumerate(chunk.sequences()):
+        if images:
+            size = tuple(_int_or_none(b) for b in seq[:2])
+            for i, blob in enumerate(seq[2:]):
+                yield p, i, blob, size
+        else:
+            for i, blob in enumerate(seq):
+                yield p, i, blob, None
+
+
+def _int_or_none(b):
+    try:
+        return int(b)
+    except (TypeError, ValueError):
+        return None
+
+
+class MediaColumns(PointColumns):
+    """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin."""
+
+    def __init__(self, plugin: str, keep_hidden: bool, report: Report) -> None:
+        super().__init__(keep_hidden)
+        self.plugin = plugin
+        self.report = report
+        self._index: list[int] = []
+        self._width: list = []
+        self._height: list = []
+        self._format: list[str] = []
+        self._data: list[bytes] = []
+
+    def add_chunk(self, chunk: Series) -> bool:
+        if plugin_of(chunk) != self.plugin or not isinstance(chunk, BlobSequenceSeries):
+            return False
+        counts = np.zeros(len(chunk), np.int64)
+        lost = 0
+        for p, i, blob, size in media_items(chunk):
+            if blob is None:
+                lost += 1
+                continue
+            counts[p] += 1
+            self._index.append(i)
+            if size is not None:
+                self._width.append(size[0])
+                self._height.append(size[1])
+            self._format.append(sniff(blob))
+            self._data.append(blob)
+        if lost:
+            self.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {lost} {self.plugin} blobs "
+                            "were lost by the source and are not in the table",
+                            run=chunk.run, tag=chunk.tag, count=lost)
+        self.add(chunk, repeat=counts)
+        return True
+
+    def arrow(self):
+        import pyarrow as pa
+        cols = {"index": pa.array(self._index, pa.int64())}
+        if self.plugin == "images":
+            cols["width"] = pa.array(self._width, pa.int64())
+            cols["height"] = pa.array(self._height, pa.int64())
+        cols["format"] = pa.array(self._format, pa.string())
+        cols["data"] = pa.array(self._data, pa.binary())
+        return self.table(cols)
