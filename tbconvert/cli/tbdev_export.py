@@ -1,0 +1,109 @@
+"""``tbconvert tbdev-export EXPORT -o OUTDIR``: TensorBoard.dev exports back to event files.
+
+EXPORT is one experiment directory (any name), an old-layout
+``scalars_<id>.json`` file, or an export root holding several
+``experiment_<id>`` directories (then OUTDIR gets one logdir per experiment,
+``OUTDIR/<id>/``, and a broken experiment does not stop the others).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tbconvert import api
+from tbconvert.cli.common import add_selection, finish, options_from
+from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
+from tbconvert.names import safe_part
+from tbconvert.report import Report
+
+NAME = "tbdev-export"
+HELP = ("convert a TensorBoard.dev export (one experiment or a whole export root) "
+        "to event files for open-source TensorBoard")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("src", metavar="EXPORT",
+                   help="an experiment directory, or the export root holding experiment_<id>/ "
+                        "directories (or old scalars_<id>.json files)")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
+                   help="logdir to write (one sub-logdir OUTDIR/<id>/ per experiment for a root)")
+    add_selection(p)
+    p.add_argument("--strict", action="store_true",
+                   help="exit with code 8 if any data was skipped (null blobs, bad lines...)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="allow unpickling string tensors of TensorBoard 2.3 exports; "
+                        "only for exports you trust")
+    p.add_argument("--force", action="store_true",
+                   help="replace existing output (each logdir only once its conversion is done)")
+
+
+def _outputs(sources, out: Path) -> list[tuple[object, Path]]:
+    """One sub-logdir per experiment, named by its id (made safe and unique)."""
+    taken: set[str] = set()
+    result = []
+    for n, source in enumerate(sources):
+        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
+        base, k = name, 1
+        while name.lower() in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name.lower())
+        result.append((source, out / name))
+    return result
+
+
+def run(args, ui) -> int:
+    from tbconvert.formats.tbdev import layout
+    from tbconvert.formats.tbdev.reader import TbdevReader
+
+    src, out = Path(args.src), Path(args.output)
+    if not src.exists():
+        raise FormatError(f"{src}: no such file or directory")
+    sources, is_root = layout.find_experiments(src)
+    if not sources:
+        raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
+                          "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")
+    options = options_from(args, ui)
+    report = Report()
+    if not is_root:
+        _convert_one(TbdevReader, sources[0], out, options, report)
+        ui.summary(report)
+        ui.info(f"wrote {out}; view it with: tensorboard --logdir {out}")
+        return finish_quiet(args, report)
+
+    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
+        raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace "
+                                "the experiments' logdirs in it")
+    failures: list[tuple[str, TbconvertError]] = []
+    done = 0
+    for source, dst in _outputs(sources, out):
+        try:
+            _convert_one(TbdevReader, source, dst, options, report)
+            done += 1
+        except TbconvertError as exc:
+            failures.append((source.experiment_id or source.path.name, exc))
+            ui.error(f"experiment {source.path.name}: {exc}")
+    ui.summary(report)
+    ui.info(f"wrote {done} of {len(sources)} experiment(s) to {out}/<id>/; "
+            f"view them with: tensorboard --logdir {out}")
+    code = finish_quiet(args, report)
+    if failures:
+        return max(exc.exit_code for _, exc in failures)
+    return code
+
+
+def finish_quiet(args, report: Report) -> int:
+    """``--strict`` handling of :func:`finish` without printing the summary twice."""
+    class _Silent:
+        def summary(self, report):
+            pass
+    return finish(args, _Silent(), report)
+
+
+def _convert_one(reader_cls, source, dst: Path, options, report: Report) -> None:
+    reader = reader_cls(source.path, options, report, source=source)
+    with reader:
+        writer = api.open_writer(dst, format="tfevents", options=options, report=report)
+        with writer:
+            api.copy(reader, writer, report)
+    report.outputs.append(str(dst))

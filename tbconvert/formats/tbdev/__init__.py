@@ -1,0 +1,33 @@
+"""The TensorBoard.dev export layout (``tensorboard dev export``), read and written.
+
+Reading accepts every export generation (spec section 5.1): old
+``scalars_<id>.json`` files, 2.1-2.2 exports with scalars only, 2.3 exports
+with pickled string tensors (refused unless ``--allow-pickle``) and the
+2.4-2.15 layout. Writing produces one experiment directory laid out exactly
+as the exporter wrote it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tbconvert.formats.base import Format
+from tbconvert.formats.tbdev import layout
+from tbconvert.formats.tbdev.reader import TbdevReader
+from tbconvert.formats.tbdev.writer import TbdevWriter
+
+
+class TbdevFormat(Format):
+    name = "tbdev"
+    description = "TensorBoard.dev export (experiment_<id>/ with metadata.json, *.json, npz, blobs)"
+    suffixes = ()
+    directory = True
+    reader = TbdevReader
+    writer = TbdevWriter
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        return layout.looks_like_export(Path(path))
+
+
+__all__ = ["TbdevFormat", "TbdevReader", "TbdevWriter"]

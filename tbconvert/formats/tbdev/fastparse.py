@@ -1,0 +1,119 @@
+"""Fast paths for the two hot spots of reading an export; both fall back to the slow, general code.
+
+* :func:`scalar_line`: a ``scalars.json`` line in the exporter's exact shape
+  (``{"points": {"steps": [...], "values": [...], "wall_times": [...]}, ...``)
+  has its three number lists parsed by numpy's C parser instead of building
+  Python objects; only the small rest of the line goes through ``json``.
+  Anything unexpected returns None and the caller parses the line with json.
+* :func:`read_npz`: members of an uncompressed npz read with a header cache
+  (all points of a series usually share dtype and shape), pickles refused
+  unless allowed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+
+import numpy as np
+
+_SCALAR_LINE = re.compile(
+    rb'\{"points": \{"steps": \[([^\]]*)\], "values": \[([^\]]*)\], '
+    rb'"wall_times": \[([^\]]*)\]\}, ')
+_INT_CHARS = b"0123456789-, "
+_FLOAT_CHARS = b"0123456789-+.eEnaif, "
+_I64 = np.iinfo(np.int64)
+
+
+def _numbers(text: bytes, dtype, allowed: bytes) -> np.ndarray | None:
+    text = text.strip()
+    if not text:
+        return np.zeros(0, dtype)
+    if dtype is np.float64:
+        text = text.replace(b"-Infinity", b"-inf").replace(b"Infinity", b"inf") \
+            .replace(b"NaN", b"nan")
+    if text.translate(None, allowed):
+        return None
+    try:
+        arr = np.fromstring(text, dtype=dtype, sep=",")
+    except ValueError:
+        return None
+    if len(arr) != text.count(b",") + 1:
+        return None
+    if dtype is np.int64 and len(arr) and (arr.max() == _I64.max or arr.min() == _I64.min):
+        return None  # possibly clamped: let json decide
+    return arr
+
+
+def scalar_line(raw: bytes):
+    """``(obj_without_points, steps, values, wall_times)`` or None to use the slow path."""
+    m = _SCALAR_LINE.match(raw)
+    if m is None:
+        return None
+    steps = _numbers(m.group(1), np.int64, _INT_CHARS)
+    if steps is None:
+        return None
+    values = _numbers(m.group(2), np.float64, _FLOAT_CHARS)
+    walls = _numbers(m.group(3), np.float64, _FLOAT_CHARS)
+    if values is None or walls is None:
+        return None
+    try:
+        rest = json.loads(b'{"points": null, ' + raw[m.end():])
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(rest, dict):
+        return None
+    return rest, steps, values, walls
+
+
+class PickledDataError(ValueError):
+    """An npz member holds pickled objects and pickles are not allowed."""
+
+
+_header_cache: dict[bytes, tuple[np.dtype, bool, tuple]] = {}
+
+
+def _npy(data: bytes, allow_pickle: bool) -> np.ndarray:
+    if data[:6] == b"\x93NUMPY" and len(data) > 10:
+        if data[6] == 1:
+            start = 10 + int.from_bytes(data[8:10], "little")
+            header = data[10:start]
+        else:
+            start = 12 + int.from_bytes(data[8:12], "little")
+            header = data[12:start]
+        cached = _header_cache.get(header)
+        if cached is not None:
+            dtype, fortran, shape = cached
+            count = int(np.prod(shape, dtype=np.int64))
+            if len(data) - start == count * dtype.itemsize:
+                arr = np.frombuffer(data, dtype=dtype, count=count, offset=start)
+                return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
+    else:
+        header = None
+    try:
+        arr = np.lib.format.read_array(io.BytesIO(data), allow_pickle=allow_pickle)
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise PickledDataError(str(exc)) from None
+        raise
+    if header is not None and arr.dtype != object and not arr.dtype.hasobject \
+            and len(_header_cache) < 4096:
+        _header_cache[header] = (arr.dtype, bool(np.isfortran(arr)) and arr.ndim > 1, arr.shape)
+    return arr
+
+
+def read_npz(path, allow_pickle: bool, member_re) -> list[np.ndarray]:
+    """Arrays ``arr_0 ... arr_N`` of an npz in point order (sorted by number)."""
+    with zipfile.ZipFile(path) as zf:
+        members = []
+        for info in zf.infolist():
+            m = member_re.fullmatch(info.filename)
+            if m is None:
+                raise ValueError(f"unexpected member {info.filename!r}")
+            members.append((int(m.group(1)), info))
+        members.sort(key=lambda x: x[0])
+        if [i for i, _ in members] != list(range(len(members))):
+            raise ValueError("members are not arr_0 ... arr_N")
+        return [_npy(zf.read(info), allow_pickle) for _, info in members]

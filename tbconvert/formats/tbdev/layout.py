@@ -1,0 +1,156 @@
+"""The TensorBoard.dev export layout: file names, JSON-line encoding, discovery.
+
+One experiment directory holds ``metadata.json``, three JSON-lines files
+(``scalars.json``, ``tensors.json``, ``blob_sequences.json``) and the
+``tensors/`` and ``blobs/`` directories (spec section 5). Older exports
+(TensorBoard 2.0.1-2.1.0) wrote one ``scalars_<id>.json`` per experiment
+directly into the export root instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+METADATA = "metadata.json"
+SCALARS = "scalars.json"
+TENSORS = "tensors.json"
+BLOB_SEQUENCES = "blob_sequences.json"
+TENSORS_DIR = "tensors"
+BLOBS_DIR = "blobs"
+EXPERIMENT_PREFIX = "experiment_"
+
+# Which JSON file holds which kind of series, in the exporter's order.
+KINDS = ("scalars", "tensors", "blobs")
+FILE_OF = {"scalars": SCALARS, "tensors": TENSORS, "blobs": BLOB_SEQUENCES}
+
+# Keys of metadata.json the exporter wrote (anything else is kept as Experiment.extra).
+METADATA_KEYS = ("create_time", "description", "name", "update_time")
+
+EXPERIMENT_ID_RE = re.compile(r"[-_A-Za-z0-9]{22}")
+OLD_SCALARS_RE = re.compile(r"scalars_(.+)\.json")
+ARR_RE = re.compile(r"arr_(\d+)(?:\.npy)?")
+
+
+def dumps_line(obj) -> str:
+    """One JSON line exactly as the exporter wrote it: sorted keys, ASCII, NaN tokens."""
+    return json.dumps(obj, sort_keys=True) + "\n"
+
+
+def b64encode(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def tensor_file_name(first_wall_time: float, taken: set[str]) -> str:
+    """``<wall time %.6f>.npz``, with ``_1``, ``_2``... on collision (the exporter's naming)."""
+    base = "%.6f" % first_wall_time
+    name, n = f"{base}.npz", 0
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}.npz"
+    taken.add(name)
+    return name
+
+
+def blob_id(seed: str, run: str, tag: str, point: int, index: int) -> str:
+    """A deterministic 22-character URL-safe id, like the service's opaque blob ids."""
+    digest = hashlib.sha256(
+        json.dumps([seed, run, tag, point, index]).encode("utf-8")).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+def experiment_id_from_name(name: str) -> str:
+    """The id an ``experiment_<id>`` directory name carries ("" for other names)."""
+    if name.startswith(EXPERIMENT_PREFIX) and len(name) > len(EXPERIMENT_PREFIX):
+        return name[len(EXPERIMENT_PREFIX):]
+    return ""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One experiment of an export: a directory, or an old ``scalars_<id>.json`` file."""
+
+    experiment_id: str
+    path: Path            # the experiment directory, or the old-layout file
+    old_layout: bool = False
+
+    @property
+    def root(self) -> Path:
+        """The directory tensor and blob paths are relative to."""
+        return self.path.parent if self.old_layout else self.path
+
+    def json_file(self, kind: str) -> Path | None:
+        if self.old_layout:
+            return self.path if kind == "scalars" else None
+        return self.path / FILE_OF[kind]
+
+    @property
+    def metadata_file(self) -> Path | None:
+        return None if self.old_layout else self.path / METADATA
+
+
+def is_old_scalars_file(path: Path) -> bool:
+    return path.is_file() and OLD_SCALARS_RE.fullmatch(path.name) is not None
+
+
+def is_experiment_dir(path: Path) -> bool:
+    """A directory holding an experiment's metadata.json or one of its JSON files."""
+    try:
+        return path.is_dir() and any(
+            (path / name).is_file() for name in (METADATA, SCALARS, TENSORS, BLOB_SEQUENCES))
+    except OSError:
+        return False
+
+
+def source_of(path: Path) -> Source:
+    """The one experiment ``path`` names (an experiment directory or an old scalars file)."""
+    if is_old_scalars_file(path):
+        return Source(OLD_SCALARS_RE.fullmatch(path.name).group(1), path, old_layout=True)
+    return Source(experiment_id_from_name(path.name), path)
+
+
+def find_experiments(path: Path) -> tuple[list[Source], bool]:
+    """The experiments under ``path`` and whether ``path`` is an export root.
+
+    ``path`` may be one experiment directory (any name), an old-layout
+    ``scalars_<id>.json`` file, or an export root holding ``experiment_*``
+    directories and/or ``scalars_<id>.json`` files (sorted by name).
+    """
+    path = Path(path)
+    if is_old_scalars_file(path) or is_experiment_dir(path):
+        return [source_of(path)], False
+    if not path.is_dir():
+        return [], False
+    found = []
+    try:
+        entries = sorted(path.iterdir(), key=lambda p: p.name)
+    except OSError:
+        return [], True
+    for entry in entries:
+        if entry.name.startswith(EXPERIMENT_PREFIX) and entry.is_dir():
+            found.append(Source(experiment_id_from_name(entry.name), entry))
+        elif is_old_scalars_file(entry):
+            found.append(source_of(entry))
+    return found, True
+
+
+def looks_like_export(path: Path) -> bool:
+    """Cheap check for :meth:`TbdevFormat.sniff`; never raises."""
+    try:
+        path = Path(path)
+        if is_old_scalars_file(path) or is_experiment_dir(path):
+            return True
+        if not path.is_dir():
+            return False
+        for entry in path.iterdir():
+            if entry.name.startswith(EXPERIMENT_PREFIX) and entry.is_dir():
+                return True
+            if is_old_scalars_file(entry):
+                return True
+        return False
+    except OSError:
+        return False

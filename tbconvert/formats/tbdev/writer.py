@@ -1,0 +1,292 @@
+"""TbdevWriter: the model -> one experiment directory laid out as the exporter wrote it.
+
+``metadata.json`` (sorted keys), ``scalars.json`` / ``tensors.json`` /
+``blob_sequences.json`` (one JSON line per series, sorted keys, columnar
+points, NaN tokens), one uncompressed npz per tensor series named by its
+first wall time (``tensors/<%.6f>[_N].npz``, members ``arr_0``...), and one
+``blobs/blob_<id>.bin`` per blob. The directory appears under its final name
+only when the writer closes.
+
+Chunks of one (run, tag) are merged into one line while a run is written; if
+a run's buffered tensors pass ``max_buffer_bytes`` the pending series are
+written out and later chunks start new lines (the exporter's format allows
+several lines per series). Blob bytes go to their files at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from tbconvert import dtypes as tfdt
+from tbconvert.errors import OutputError
+from tbconvert.formats.base import Options, Writer
+from tbconvert.formats.tbdev import layout
+from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
+                             ScalarSeries, Series)
+from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.report import Report
+
+_NUMPY_EXACT = {tfdt.DT_FLOAT, tfdt.DT_DOUBLE, tfdt.DT_INT32, tfdt.DT_UINT8, tfdt.DT_INT16,
+                tfdt.DT_INT8, tfdt.DT_STRING, tfdt.DT_COMPLEX64, tfdt.DT_INT64, tfdt.DT_BOOL,
+                tfdt.DT_UINT16, tfdt.DT_COMPLEX128, tfdt.DT_HALF, tfdt.DT_UINT32,
+                tfdt.DT_UINT64}
+_EXACT_INT = 2 ** 53
+
+
+def encode_metadata(md: Metadata) -> str:
+    """Metadata -> ``summary_metadata`` (standard base64 of the SummaryMetadata proto)."""
+    from tensorboard.compat.proto import summary_pb2
+
+    proto = summary_pb2.SummaryMetadata(display_name=md.display_name,
+                                        summary_description=md.description,
+                                        data_class=int(md.data_class))
+    proto.plugin_data.plugin_name = md.plugin_name
+    proto.plugin_data.content = md.plugin_content
+    return layout.b64encode(proto.SerializeToString())
+
+
+@dataclass
+class _Pending:
+    """One line being collected: a series' chunks merged."""
+
+    kind: str
+    tag: str
+    metadata: Metadata
+    steps: list = field(default_factory=list)
+    wall_times: list = field(default_factory=list)
+    payload: list = field(default_factory=list)  # values arrays / (code, array) / path lists
+    nbytes: int = 0
+
+
+class TbdevWriter(Writer):
+    """Writes one experiment directory (``DST`` is whatever name the user gave)."""
+
+    keeps_hidden = False
+
+    def __init__(self, path: Path, options: Options, report: Report, *,
+                 max_buffer_bytes: int = 256 << 20) -> None:
+        super().__init__(path, options, report)
+        self.max_buffer_bytes = max_buffer_bytes
+        self._out = AtomicOutput(self.path, force=options.force, directory=True)
+        self._tmp = self._out.tmp
+        self._files: dict[str, object] = {}
+        self._experiment_written = False
+        self._tensor_names: set[str] = set()
+        self._blob_ids: set[str] = set()
+        self._seed = hashlib.sha256(str(self.path.name).encode("utf-8")).hexdigest()[:16]
+        try:
+            for kind in layout.KINDS:
+                self._files[kind] = open(self._tmp / layout.FILE_OF[kind], "w",
+                                         encoding="ascii", newline="\n")
+            (self._tmp / layout.TENSORS_DIR).mkdir()
+            (self._tmp / layout.BLOBS_DIR).mkdir()
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
+
+    # -- experiment -----------------------------------------------------------------------
+
+    def write_experiment(self, experiment: Experiment) -> None:
+        data = {k: v for k, v in experiment.extra.items() if k not in layout.METADATA_KEYS}
+        data.update(create_time=experiment.create_time, description=experiment.description,
+                    name=experiment.name, update_time=experiment.update_time)
+        if experiment.experiment_id:
+            self._seed = experiment.experiment_id
+            named = layout.experiment_id_from_name(self.path.name)
+            if named != experiment.experiment_id:
+                self.report.add(
+                    "experiment_id_not_kept",
+                    f"{self.path}: an export keeps the experiment id only in the directory name; "
+                    f"name the destination experiment_{experiment.experiment_id} to keep "
+                    f"{experiment.experiment_id!r}", path=self.path, lost=False)
+        self._guard(lambda: (self._tmp / layout.METADATA).write_text(
+            layout.dumps_line(data), encoding="ascii"))
+        self._experiment_written = True
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def write_run(self, run: Run, series: Iterable[Series]) -> None:
+        pending: dict[str, _Pending] = {}
+        points_seen: dict[str, int] = {}
+        buffered = 0
+        for chunk in series:
+            routed = self._route(chunk)
+            if routed is None:
+                continue
+            kind, chunk = routed
+            p = pending.get(chunk.tag)
+            if p is not None and (p.kind != kind or p.metadata != chunk.metadata):
+                self._flush(run.name, p)
+                p = None
+            if p is None:
+                p = pending[chunk.tag] = _Pending(kind, chunk.tag, chunk.metadata)
+            start = points_seen.get(chunk.tag, 0)
+            points_seen[chunk.tag] = start + len(chunk)
+            buffered += self._add(run.name, p, chunk, start)
+            if buffered > self.max_buffer_bytes:
+                for q in pending.values():
+                    self._flush(run.name, q)
+                pending.clear()
+                buffered = 0
+        for p in pending.values():
+            self._flush(run.name, p)
+        if run.records:
+            kinds = sorted({r.kind for r in run.records})
+            self.report.add("run_records_dropped",
+                            f"{run.name}: {len(run.records)} run-level event(s) ({', '.join(kinds)}) "
+                            "have no place in the export layout", run=run.name,
+                            count=len(run.records))
+
+    def _unsupported(self, chunk: Series, why: str) -> None:
+        self.report.add("unsupported_series",
+                        f"{chunk.run}/{chunk.tag}: {why}; the export layout cannot hold it "
+                        f"({len(chunk)} point(s) left out)", run=chunk.run, tag=chunk.tag,
+                        count=len(chunk))
+
+    def _route(self, chunk: Series):
+        """Which JSON file a chunk belongs in, converting shapes the layout needs."""
+        if isinstance(chunk, ScalarSeries):
+            return "scalars", chunk
+        if isinstance(chunk, BlobSequenceSeries):
+            return "blobs", chunk
+        dc = chunk.data_class
+        if dc == DataClass.TENSOR:
+            if any(int(c) == tfdt.DT_RAW_PROTO for c in chunk.dtypes):
+                self._unsupported(chunk, "tensors of a type numpy cannot hold")
+                return None
+            return "tensors", chunk
+        if dc == DataClass.SCALAR:
+            if all(t.size == 1 and np.asarray(t).dtype.kind in "fiub" for t in chunk.tensors):
+                values = np.array([np.asarray(t).reshape(()).astype(np.float64)
+                                   for t in chunk.tensors], dtype=np.float64)
+                return "scalars", ScalarSeries(
+                    run=chunk.run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
+                    wall_times=chunk.wall_times, hidden=None, values=values)
+            self._unsupported(chunk, "SCALAR series whose points are not single numbers")
+            return None
+        if dc == DataClass.BLOB_SEQUENCE:
+            if all(int(c) == tfdt.DT_STRING and np.ndim(t) == 1
+                   for c, t in zip(chunk.dtypes, chunk.tensors)):
+                return "blobs", BlobSequenceSeries.from_sequences(
+                    run=chunk.run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
+                    wall_times=chunk.wall_times, hidden=None,
+                    sequences=[list(t) for t in chunk.tensors])
+            self._unsupported(chunk, "BLOB_SEQUENCE series whose points are not rank-1 strings")
+            return None
+        self._unsupported(chunk, "data class UNKNOWN (TensorBoard.dev never stored these)")
+        return None
+
+    def _add(self, run: str, p: _Pending, chunk: Series, first_point: int) -> int:
+        """Append a chunk to a pending line; returns the bytes now held in memory."""
+        p.steps.append(chunk.steps)
+        p.wall_times.append(chunk.wall_times)
+        if p.kind == "scalars":
+            values = chunk.values
+            if values.dtype.kind in "iu" and len(values) and \
+                    np.abs(values.astype(np.float64)).max() > _EXACT_INT:
+                self.report.add("scalar_rounded", f"{run}/{chunk.tag}: integer values above 2^53 "
+                                "are rounded to the export's doubles", run=run, tag=chunk.tag,
+                                count=int((np.abs(values.astype(np.float64)) > _EXACT_INT).sum()))
+            p.payload.append(values.astype(np.float64))
+            return 24 * len(chunk)
+        if p.kind == "tensors":
+            nbytes = 0
+            for code, arr in zip(chunk.dtypes, chunk.tensors):
+                p.payload.append((int(code), arr))
+                nbytes += getattr(arr, "nbytes", 0) + 64
+            return nbytes
+        for i, seq in enumerate(chunk.sequences()):
+            paths = []
+            for j, blob in enumerate(seq):
+                if blob is None:
+                    paths.append(None)
+                    continue
+                bid = layout.blob_id(self._seed, run, chunk.tag, first_point + i, j)
+                while bid in self._blob_ids:
+                    bid = layout.blob_id(self._seed + bid, run, chunk.tag, first_point + i, j)
+                self._blob_ids.add(bid)
+                rel = f"{layout.BLOBS_DIR}/blob_{bid}.bin"
+                self._guard(lambda: (self._tmp / rel).write_bytes(bytes(blob)))
+                paths.append(rel)
+            p.payload.append(paths)
+        return 0
+
+    def _flush(self, run: str, p: _Pending) -> None:
+        steps = np.concatenate(p.steps) if p.steps else np.zeros(0, np.int64)
+        walls = np.concatenate(p.wall_times) if p.wall_times else np.zeros(0)
+        points = {"steps": steps.tolist(), "wall_times": walls.tolist()}
+        if p.kind == "scalars":
+            values = np.concatenate(p.payload) if p.payload else np.zeros(0)
+            points["values"] = values.tolist()
+        elif p.kind == "tensors":
+            points["tensors_file_path"] = self._write_npz(run, p, walls)
+        else:
+            points["blob_file_paths"] = p.payload
+        line = layout.dumps_line({"points": points, "run": run,
+                                  "summary_metadata": encode_metadata(p.metadata), "tag": p.tag})
+        self._guard(lambda: self._files[p.kind].write(line))
+        p.steps, p.wall_times, p.payload = [], [], []
+
+    def _write_npz(self, run: str, p: _Pending, walls: np.ndarray) -> str | None:
+        if not p.payload:
+            return None
+        arrays, nul_lost, changed = [], 0, set()
+        for code, arr in p.payload:
+            if code == tfdt.DT_STRING:
+                flat = [bytes(x) for x in np.asarray(arr, dtype=object).reshape(-1)]
+                nul_lost += sum(1 for b in flat if b.endswith(b"\x00"))
+                out = np.array(flat, dtype=np.bytes_) if flat else np.zeros(0, "S1")
+                arrays.append(out.reshape(np.shape(arr)))
+            else:
+                if code not in _NUMPY_EXACT:
+                    changed.add(tfdt.NAMES.get(code, str(code)))
+                arrays.append(np.ascontiguousarray(arr, dtype=tfdt.numpy_dtype(code)))
+        if nul_lost:
+            self.report.add("string_nul_stripped",
+                            f"{run}/{p.tag}: {nul_lost} string(s) end in NUL bytes, which the "
+                            "export's fixed-width byte arrays cannot keep", run=run, tag=p.tag,
+                            count=nul_lost)
+        if changed:
+            self.report.add("tensor_dtype_changed",
+                            f"{run}/{p.tag}: {', '.join(sorted(changed))} tensors are stored as "
+                            "their unsigned storage integers (numpy has no such type)",
+                            run=run, tag=p.tag, count=len(arrays))
+        name = layout.tensor_file_name(float(walls[0]), self._tensor_names)
+        rel = f"{layout.TENSORS_DIR}/{name}"
+        self._guard(lambda: np.savez(self._tmp / rel, *arrays))
+        return rel
+
+    # -- finishing ----------------------------------------------------------------------------
+
+    def _guard(self, action):
+        try:
+            return action()
+        except OSError as exc:
+            raise OutputError(describe_os_error(exc, self.path)) from None
+
+    def _close_files(self) -> None:
+        for f in self._files.values():
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        if not self._experiment_written:
+            self.write_experiment(Experiment())
+        try:
+            for f in self._files.values():
+                f.close()
+            self._out.commit()
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
+
+    def abort(self) -> None:
+        self._close_files()
+        self._out.abort()
