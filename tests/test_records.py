@@ -84,3 +84,11 @@ def test_scan_random_bytes_never_raises():
         starts, _, damage = records.scan(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
         assert len(starts) == 0
         assert (size == 0) == (not damage)
+
+
+def test_bulk_crc_matches_c_crc():
+    from crc32c import crc32c
+    rng = np.random.default_rng(3)
+    for width in (0, 1, 3, 4, 5, 31, 64):
+        rows = rng.integers(0, 256, (50, width), dtype=np.uint8)
+        assert records.crc32c_rows(rows).tolist() == [crc32c(r.tobytes()) for r in rows]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from crc32c import crc32c
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import records
@@ -86,10 +85,6 @@ def scalar_records(tag: bytes, code: int, steps: np.ndarray, walls: np.ndarray,
 
 
 def _fill_payload_crcs(mat: np.ndarray, payload_len: int) -> None:
-    flat = memoryview(mat.reshape(-1))
-    stride = mat.shape[1]
     start = records.HEADER
-    crcs = np.fromiter((crc32c(flat[o:o + payload_len]) for o in
-                        range(start, start + stride * len(mat), stride)),
-                       dtype=np.uint32, count=len(mat))
+    crcs = records.crc32c_rows(mat[:, start:start + payload_len])
     mat[:, -4:] = records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)

@@ -10,6 +10,8 @@ TensorBoard's protobuf classes. Damaged records cost only themselves
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -68,6 +70,12 @@ class TfeventsReader(Reader):
 
     def _read_file(self, path: Path, asm: RunAssembler, seq_base: int) -> int:
         try:
+            # Only regular files: a FIFO would block forever and /dev/zero never ends.
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                self.report.add("not_a_regular_file",
+                                f"{path}: not a regular file (a pipe, device or socket); skipped",
+                                path=path, run=asm.name)
+                return seq_base
             buf = path.read_bytes()
         except OSError as exc:
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",

@@ -34,6 +34,50 @@ def mask(crc: np.ndarray) -> np.ndarray:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA & 0xFFFFFFFF).astype(np.uint32)
 
 
+def _tables() -> np.ndarray:
+    """Slicing-by-4 tables of the reflected Castagnoli polynomial."""
+    poly = 0x82F63B78
+    t0 = np.zeros(256, dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        t0[i] = c
+    tables = [t0]
+    for _ in range(3):
+        prev = tables[-1]
+        tables.append((prev >> np.uint32(8)) ^ t0[prev & np.uint32(0xFF)])
+    return np.stack(tables)
+
+
+_T = None
+
+
+def crc32c_rows(rows: np.ndarray) -> np.ndarray:
+    """Raw CRC-32C of every row of a uint8 matrix, computed column-wise in numpy.
+
+    Equal-length records (most of an event file) get their checksums in a few
+    dozen array operations instead of one C call each.
+    """
+    global _T
+    if _T is None:
+        _T = _tables()
+    t0, t1, t2, t3 = _T
+    n, width = rows.shape
+    crc = np.full(n, 0xFFFFFFFF, dtype=np.uint32)
+    words = width // 4
+    if words:
+        block = np.ascontiguousarray(rows[:, :words * 4]).view("<u4")
+        ff = np.uint32(0xFF)
+        for j in range(words):
+            crc ^= block[:, j]
+            crc = (t3[crc & ff] ^ t2[(crc >> np.uint32(8)) & ff]
+                   ^ t1[(crc >> np.uint32(16)) & ff] ^ t0[crc >> np.uint32(24)])
+    for j in range(words * 4, width):
+        crc = t0[(crc ^ rows[:, j]) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
 def frame(payload: bytes) -> bytes:
     """One complete record holding ``payload``."""
     header = _U64.pack(len(payload))
@@ -54,47 +98,76 @@ def scan(buf: bytes) -> tuple[np.ndarray, np.ndarray, list[Damage]]:
     """Find every valid record in ``buf``.
 
     Returns the payload offsets and lengths (int64 arrays, in file order) and
-    the damaged stretches that were skipped. A length is trusted only once its
-    own CRC checks out, so a garbage length never causes a large allocation.
+    the damaged stretches that were skipped. A record counts only when both of
+    its CRCs check out. A length is trusted only once its own CRC checks out,
+    so a garbage length never causes a large allocation; and a record whose
+    length CRC is fine but whose payload CRC is not is searched for valid
+    records inside it, so a forged or spliced length cannot swallow the
+    intact records it covers.
     """
     n = len(buf)
     data = np.frombuffer(buf, dtype=np.uint8)
-    starts, lengths = _frame_quickly(buf)
-    damage: list[Damage] = []
-    good = _length_crcs_ok(data, starts, lengths)
-    if good < len(starts) or (starts[-1] + lengths[-1] + FOOTER if len(starts) else 0) < n:
-        # Damage somewhere: from the first doubtful record on, go carefully and resynchronise.
-        resume = int(starts[good]) - HEADER if good < len(starts) else \
-            (int(starts[-1] + lengths[-1]) + FOOTER if len(starts) else 0)
-        more_starts, more_lengths, damage = _frame_carefully(buf, resume)
-        starts = np.concatenate([starts[:good], np.array(more_starts, np.int64)])
-        lengths = np.concatenate([lengths[:good], np.array(more_lengths, np.int64)])
-    if not len(starts):
-        return starts, lengths, damage
-    # Payload CRCs: C calls in one comprehension, masking and comparing in numpy.
     mv = memoryview(buf)
-    raw = np.fromiter((crc32c(mv[s:s + k]) for s, k in zip(starts.tolist(), lengths.tolist())),
-                      dtype=np.uint32, count=len(starts))
-    stored = np.ascontiguousarray(sliding_window_view(data, 4)[starts + lengths]).view("<u4")[:, 0]
-    bad = mask(raw) != stored
-    if bad.any():
-        for i in np.flatnonzero(bad).tolist():
-            damage.append(Damage(int(starts[i]) - HEADER, int(lengths[i]) + HEADER + FOOTER,
-                                 "bad payload checksum"))
-        damage.sort(key=lambda d: d.offset)
-        starts, lengths = starts[~bad], lengths[~bad]
-    return starts, lengths, damage
+    out_starts: list[np.ndarray] = []
+    out_lengths: list[np.ndarray] = []
+    damage: list[Damage] = []
+    pos = 0
+    batch = _FIRST_BATCH
+    while pos < n:
+        starts, lengths = _frame_quickly(buf, pos, batch)
+        ok = _valid_prefix(data, mv, starts, lengths)
+        if ok:
+            out_starts.append(starts[:ok])
+            out_lengths.append(lengths[:ok])
+            pos = int(starts[ok - 1] + lengths[ok - 1]) + FOOTER
+        if ok == len(starts) == batch:
+            batch = min(batch * 4, _MAX_BATCH)   # all good: take bigger bites
+            continue
+        if pos >= n:
+            break
+        batch = _FIRST_BATCH
+        pos = _skip_damage(buf, data, mv, pos, damage)
+    if not out_starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), damage
+    return np.concatenate(out_starts), np.concatenate(out_lengths), damage
 
 
-def _frame_quickly(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Follow the length fields without checking anything (checked afterwards, in bulk)."""
+_FIRST_BATCH = 256
+_MAX_BATCH = 1 << 20
+_RESYNC_CHUNK = 1 << 18
+
+
+def _payload_crcs(buf, data, starts, lengths) -> np.ndarray:
+    """Raw CRC of every payload: in bulk for common lengths, one C call for the rest."""
+    raw = np.empty(len(starts), dtype=np.uint32)
+    uniq, inverse, counts = np.unique(lengths, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    single = np.zeros(len(starts), dtype=bool)
+    for gi in np.flatnonzero(counts >= 64).tolist():
+        members = np.flatnonzero(inverse == gi)
+        length = int(uniq[gi])
+        if length == 0:
+            raw[members] = 0
+            continue
+        raw[members] = crc32c_rows(sliding_window_view(data, length)[starts[members]])
+        single[members] = True
+    rest = np.flatnonzero(~single)
+    mv = memoryview(buf)
+    raw[rest] = np.fromiter((crc32c(mv[s:s + k]) for s, k in
+                             zip(starts[rest].tolist(), lengths[rest].tolist())),
+                            dtype=np.uint32, count=len(rest))
+    return raw
+
+
+def _frame_quickly(buf: bytes, off: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Follow up to ``limit`` length fields from ``off`` without checking anything
+    (checked afterwards, in bulk). Stops before a record that runs past the end."""
     starts: list[int] = []
     lengths: list[int] = []
     append_start, append_length = starts.append, lengths.append
     unpack = _U64.unpack_from
     n = len(buf)
-    off = 0
-    while off + HEADER <= n:
+    while off + HEADER <= n and len(starts) < limit:
         (length,) = unpack(buf, off)
         end = off + HEADER + length + FOOTER
         if end > n:
@@ -103,6 +176,19 @@ def _frame_quickly(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
         append_length(length)
         off = end
     return np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
+
+
+def _valid_prefix(data: np.ndarray, mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> int:
+    """How many leading records have both CRCs right."""
+    good = _length_crcs_ok(data, starts, lengths)
+    if not good:
+        return 0
+    s, k = starts[:good], lengths[:good]
+    raw = np.fromiter((crc32c(mv[a:a + b]) for a, b in zip(s.tolist(), k.tolist())),
+                      dtype=np.uint32, count=good)
+    stored = np.ascontiguousarray(sliding_window_view(data, 4)[s + k]).view("<u4")[:, 0]
+    wrong = np.flatnonzero(mask(raw) != stored)
+    return int(wrong[0]) if len(wrong) else good
 
 
 def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
@@ -116,47 +202,60 @@ def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     return int(wrong[0]) if len(wrong) else len(starts)
 
 
-def _frame_carefully(buf: bytes, off: int) -> tuple[list[int], list[int], list[Damage]]:
-    """Frame from ``off`` checking each length CRC, skipping and resynchronising on damage."""
-    starts: list[int] = []
-    lengths: list[int] = []
-    damage: list[Damage] = []
+def _skip_damage(buf: bytes, data: np.ndarray, mv: memoryview, off: int,
+                 damage: list[Damage]) -> int:
+    """The record at ``off`` is not valid: record why, and return where reading goes on."""
     n = len(buf)
-    mv = memoryview(buf)
-    unpack_u64 = _U64.unpack_from
-    unpack_u32 = _U32.unpack_from
-    while off + HEADER <= n:
-        (length,) = unpack_u64(buf, off)
-        if unpack_u32(buf, off + 8)[0] != masked_crc32c(mv[off:off + 8]):
-            nxt = _resync(buf, mv, off + 1)
-            damage.append(Damage(off, nxt - off, "bad length checksum"))
-            off = nxt
-            continue
-        end = off + HEADER + length + FOOTER
-        if end > n:
-            nxt = _resync(buf, mv, off + 1)
-            reason = "truncated record" if nxt >= n else "record length runs past the next record"
-            damage.append(Damage(off, nxt - off, reason))
-            off = nxt
-            continue
-        starts.append(off + HEADER)
-        lengths.append(length)
-        off = end
-    if off < n:
+    if off + HEADER > n:
         damage.append(Damage(off, n - off, "truncated record"))
-    return starts, lengths, damage
+        return n
+    (length,) = _U64.unpack_from(buf, off)
+    if _U32.unpack_from(buf, off + 8)[0] != masked_crc32c(mv[off:off + 8]):
+        nxt = _resync(buf, data, mv, off + 1, n)
+        damage.append(Damage(off, nxt - off, "bad length checksum"))
+        return nxt
+    end = off + HEADER + length + FOOTER
+    if end > n:
+        nxt = _resync(buf, data, mv, off + 1, n)
+        reason = "truncated record" if nxt >= n else "record length runs past the next record"
+        damage.append(Damage(off, nxt - off, reason))
+        return nxt
+    # The length checks out but the payload does not: either the payload is damaged (then the
+    # next record starts at ``end``) or the length lies (then valid records hide inside).
+    nxt = _resync(buf, data, mv, off + 1, end)
+    damage.append(Damage(off, nxt - off, "bad payload checksum"))
+    return nxt
 
 
-def _resync(buf: bytes, mv: memoryview, off: int) -> int:
-    """The next offset at or after ``off`` where a fully valid record starts (or the end)."""
+def _resync(buf: bytes, data: np.ndarray, mv: memoryview, lo: int, hi: int) -> int:
+    """The first offset in ``[lo, hi)`` where a fully valid record starts (``hi`` if none).
+
+    Vectorised: candidate offsets are those whose length field fits in the
+    file and whose length CRC matches (numpy, a chunk at a time); only those
+    get their payload CRC checked. Memory stays bounded by the chunk size.
+    """
     n = len(buf)
-    unpack_u64 = _U64.unpack_from
-    unpack_u32 = _U32.unpack_from
-    while off + HEADER + FOOTER <= n:
-        (length,) = unpack_u64(buf, off)
-        end = off + HEADER + length + FOOTER
-        if end <= n and unpack_u32(buf, off + 8)[0] == masked_crc32c(mv[off:off + 8]) and \
-                unpack_u32(buf, end - FOOTER)[0] == masked_crc32c(mv[off + HEADER:end - FOOTER]):
-            return off
-        off += 1
-    return n
+    last = n - HEADER - FOOTER          # the last offset where a record (even empty) fits
+    pos = lo
+    chunk = 256                          # damage is usually short: look near first, then wider
+    while pos < hi and pos <= last:
+        stop = min(hi, pos + chunk, last + 1)
+        chunk = min(chunk * 4, _RESYNC_CHUNK)
+        m = stop - pos
+        window = data[pos:stop + HEADER - 1]
+        lens = np.ascontiguousarray(sliding_window_view(window[:m + 7], 8)).view("<u8")[:, 0]
+        room = (n - HEADER - FOOTER) - np.arange(pos, stop, dtype=np.int64)
+        cand = np.flatnonzero(lens <= room.astype(np.uint64))
+        if len(cand):
+            clen = lens[cand]
+            stored = np.ascontiguousarray(
+                sliding_window_view(window[8:m + HEADER - 1], 4)[cand]).view("<u4")[:, 0]
+            uniq, inverse = np.unique(clen, return_inverse=True)
+            expected = np.array([masked_crc32c(_U64.pack(int(v))) for v in uniq], dtype=np.uint32)
+            for i in cand[expected[inverse.reshape(-1)] == stored].tolist():
+                off = pos + i
+                end = off + HEADER + int(lens[i])
+                if _U32.unpack_from(buf, end)[0] == masked_crc32c(mv[off + HEADER:end]):
+                    return off
+        pos = stop
+    return hi
