@@ -1,0 +1,46 @@
+"""HDF5 archives: numbered groups, names as attributes (see docs/archives.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tbconvert.errors import MissingDependencyError
+from tbconvert.formats.base import Format
+
+try:
+    import h5py  # noqa: F401
+except ImportError as exc:  # pragma: no cover - h5py is a dependency
+    raise MissingDependencyError("the hdf5 format needs h5py: pip install 'tbconvert[hdf5]'") from exc
+
+from tbconvert.formats.hdf5 import layout
+from tbconvert.formats.hdf5.reader import Hdf5Reader
+from tbconvert.formats.hdf5.writer import Hdf5Writer
+
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+
+class Hdf5Format(Format):
+    name = "hdf5"
+    description = "HDF5 archive: one numbered group per run and series, names as attributes"
+    suffixes = (".h5", ".hdf5")
+    directory = False
+    reader = Hdf5Reader
+    writer = Hdf5Writer
+
+    @classmethod
+    def sniff(cls, path: Path) -> bool:
+        path = Path(path)
+        try:
+            if not path.is_file():
+                return False
+            with open(path, "rb") as fh:
+                if fh.read(8) != _HDF5_MAGIC:
+                    return False
+            with h5py.File(path, "r") as f:
+                return f.attrs.get(layout.ATTR_FORMAT) in (layout.FORMAT_NAME,
+                                                           layout.FORMAT_NAME.encode())
+        except Exception:  # noqa: BLE001 - sniffing never raises
+            return False
+
+
+__all__ = ["Hdf5Format", "Hdf5Reader", "Hdf5Writer"]

@@ -1,0 +1,226 @@
+"""Hdf5Reader: reads a tbconvert HDF5 archive slice by slice, one run at a time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import h5py
+import numpy as np
+
+from tbconvert import dtypes as _dt
+from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
+from tbconvert.formats.base import Options, Reader
+from tbconvert.formats.hdf5 import layout as L
+from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run, RunData,
+                             RunRecord, ScalarSeries, TensorSeries)
+from tbconvert.report import Report
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _str(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return _str(value.item())
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string attribute, got {type(value).__name__}")
+    return value
+
+
+def check_root(f: h5py.File, path: Path) -> None:
+    fmt = f.attrs.get(L.ATTR_FORMAT)
+    if fmt is None or _str(fmt) != L.FORMAT_NAME:
+        raise CorruptDataError(f"{path}: not a tbconvert HDF5 archive (no {L.ATTR_FORMAT} attribute)")
+    version = f.attrs.get(L.ATTR_VERSION)
+    try:
+        version = int(version)
+    except (TypeError, ValueError):
+        raise CorruptDataError(f"{path}: damaged archive (bad schema_version {version!r})") from None
+    if version > L.SCHEMA_VERSION:
+        raise FormatError(
+            f"{path}: written by a newer tbconvert (archive schema version {version}; this "
+            f"version reads up to {L.SCHEMA_VERSION}); upgrade tbconvert to read it")
+    if version < 1:
+        raise CorruptDataError(f"{path}: damaged archive (bad schema_version {version})")
+
+
+class Hdf5Reader(Reader):
+    def __init__(self, path: Path, options: Options, report: Report) -> None:
+        super().__init__(path, options, report)
+        try:
+            self._file = h5py.File(self.path, "r")
+        except OSError as exc:
+            raise CorruptDataError(
+                f"{self.path}: not a readable HDF5 file (damaged or not HDF5: {_one_line(exc)})") from None
+        try:
+            check_root(self._file, self.path)
+            attrs = self._file.attrs
+            get = lambda k: _str(attrs.get(k, ""))  # noqa: E731
+            extra = json.loads(get(L.ATTR_EXPERIMENT_EXTRA) or "{}")
+            self._experiment = Experiment(
+                experiment_id=get("experiment_id"), name=get("experiment_name"),
+                description=get("experiment_description"), create_time=get("experiment_create_time"),
+                update_time=get("experiment_update_time"), extra=dict(extra))
+            self._run_count = len(self._file[L.RUNS])
+        except TbconvertError:
+            self.close()
+            raise
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            self.close()
+            raise CorruptDataError(f"{self.path}: damaged archive ({_one_line(exc)})") from None
+
+    def experiment(self) -> Experiment:
+        return self._experiment
+
+    def close(self) -> None:
+        f, self._file = getattr(self, "_file", None), None
+        if f is not None:
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _damaged(self, where: str, exc: BaseException) -> CorruptDataError:
+        return CorruptDataError(f"{self.path}: damaged archive at {where} ({_one_line(exc)})")
+
+    def iter_runs(self) -> Iterator[RunData]:
+        for i in range(self._run_count):
+            where = "/" + L.run_path(i)
+            try:
+                g = self._file[L.run_path(i)]
+                run = self._run(g)
+                count = len(g[L.SERIES])
+            except TbconvertError:
+                raise
+            except (OSError, KeyError, TypeError, ValueError) as exc:
+                raise self._damaged(where, exc) from None
+            yield RunData(run=run, series=self._series_of(g, run.name, count, where))
+
+    @staticmethod
+    def _run(g: h5py.Group) -> Run:
+        start = g.attrs.get("start_time")
+        records = ()
+        if L.RECORDS in g:
+            r = g[L.RECORDS]
+            kinds = r["kind"].asstr()[()]
+            steps, walls, payloads = r["step"][()], r["wall_time"][()], r["payload"][()]
+            records = tuple(RunRecord(kind=str(k), step=int(s), wall_time=float(w),
+                                      payload=np.asarray(p, np.uint8).tobytes())
+                            for k, s, w, p in zip(kinds, steps, walls, payloads))
+        return Run(name=_str(g.attrs["name"]), start_time=None if start is None else float(start),
+                   records=records)
+
+    def _series_of(self, g: h5py.Group, run: str, count: int, where: str):
+        for j in range(count):
+            spath = f"{where}/{L.SERIES}/{j}"
+            try:
+                s = g[L.SERIES][str(j)]
+                a = s.attrs
+                kind = _str(a["kind"])
+                if kind not in L.KINDS:
+                    raise ValueError(f"unknown kind {kind!r}")
+                md = Metadata(plugin_name=_str(a["plugin_name"]),
+                              plugin_content=np.asarray(a["plugin_content"], np.uint8).tobytes(),
+                              display_name=_str(a["display_name"]),
+                              description=_str(a["description"]),
+                              data_class=DataClass(int(a["data_class"])))
+                tag = _str(a["tag"])
+                n = s["steps"].shape[0]
+                for k in ("wall_times", "hidden"):
+                    if s[k].shape[0] != n:
+                        raise ValueError(f"{k} has {s[k].shape[0]} entries, steps {n}")
+                if kind == L.KIND_SCALAR:
+                    gen = self._scalar_chunks(s, run, tag, md, n)
+                elif kind == L.KIND_BLOB_SEQUENCE:
+                    gen = self._blob_chunks(s, run, tag, md, n)
+                elif _str(a["layout"]) == L.LAYOUT_DENSE:
+                    gen = self._dense_chunks(s, run, tag, md, n)
+                else:
+                    gen = self._ragged_chunks(s, run, tag, md, n)
+                for chunk in gen:
+                    yield chunk
+            except TbconvertError:
+                raise
+            except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
+                raise self._damaged(spath, exc) from None
+
+    @staticmethod
+    def _common(s, run, tag, md, a, b) -> dict:
+        return dict(run=run, tag=tag, metadata=md, steps=s["steps"][a:b],
+                    wall_times=s["wall_times"][a:b], hidden=s["hidden"][a:b])
+
+    def _scalar_chunks(self, s, run, tag, md, n):
+        values = s["values"]
+        if values.shape != (n,):
+            raise ValueError(f"values has shape {values.shape}, expected ({n},)")
+        for a in range(0, n, L.READ_POINTS):
+            b = min(n, a + L.READ_POINTS)
+            yield ScalarSeries(**self._common(s, run, tag, md, a, b), values=values[a:b])
+
+    def _dense_chunks(self, s, run, tag, md, n):
+        values = s["values"]
+        code = int(s.attrs["tensor_dtype"])
+        storage = _dt.numpy_dtype(code)
+        if values.shape[0] != n:
+            raise ValueError(f"values has {values.shape[0]} rows, expected {n}")
+        row_bytes = max(1, storage.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
+        step = max(1, L.READ_BYTES // row_bytes)
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            block = values[a:b].astype(storage, copy=False)
+            yield TensorSeries(**self._common(s, run, tag, md, a, b),
+                               dtypes=np.full(b - a, code, np.int32), tensors=tuple(block))
+
+    def _ragged_chunks(self, s, run, tag, md, n):
+        codes_ds, shapes_ds, data_ds = s["dtypes"], s["shapes"], s["data"]
+        data_off = s["data_offsets"][()]
+        str_off = s["string_offsets"][()]
+        if len(data_off) != n + 1 or len(str_off) != n + 1 or codes_ds.shape[0] != n:
+            raise ValueError("ragged index lengths do not match the steps")
+        a = 0
+        while a < n:
+            # as many points as fit in READ_BYTES (at least one)
+            b = int(np.searchsorted(data_off, data_off[a] + L.READ_BYTES, side="right"))
+            b = max(a + 1, min(n, b - 1, a + 65536))
+            codes = codes_ds[a:b]
+            shapes = shapes_ds[a:b]
+            data = data_ds[data_off[a]:data_off[b]].tobytes()
+            strings = s["strings"][str_off[a]:str_off[b]] if str_off[b] > str_off[a] else []
+            tensors = []
+            for i in range(b - a):
+                code = int(codes[i])
+                shape = tuple(int(d) for d in shapes[i])
+                if code == _dt.DT_STRING:
+                    elems = strings[str_off[a + i] - str_off[a]:str_off[a + i + 1] - str_off[a]]
+                    tensors.append(_dt.string_array(
+                        (np.asarray(e, np.uint8).tobytes() for e in elems), shape))
+                else:
+                    lo, hi = data_off[a + i] - data_off[a], data_off[a + i + 1] - data_off[a]
+                    arr = np.frombuffer(data[lo:hi], dtype=_dt.numpy_dtype(code))
+                    tensors.append(arr.reshape(shape))
+            yield TensorSeries(**self._common(s, run, tag, md, a, b), dtypes=codes,
+                               tensors=tuple(tensors))
+            a = b
+
+    def _blob_chunks(self, s, run, tag, md, n):
+        offsets = s["blob_offsets"][()]
+        if len(offsets) != n + 1:
+            raise ValueError("blob_offsets length does not match the steps")
+        blobs_ds, missing_ds = s["blobs"], s["blob_missing"]
+        a = 0
+        while a < n:
+            b = min(n, a + 256)
+            lo, hi = int(offsets[a]), int(offsets[b])
+            raw = blobs_ds[lo:hi] if hi > lo else []
+            missing = missing_ds[lo:hi] if hi > lo else []
+            blobs = tuple(None if m else np.asarray(r, np.uint8).tobytes()
+                          for r, m in zip(raw, missing))
+            yield BlobSequenceSeries(**self._common(s, run, tag, md, a, b),
+                                     offsets=offsets[a:b + 1] - lo, blobs=blobs)
+            a = b

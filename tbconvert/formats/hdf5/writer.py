@@ -1,0 +1,280 @@
+"""Hdf5Writer: numbered groups, names as attributes, resizable chunked datasets appended per chunk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import h5py
+import numpy as np
+
+from tbconvert import dtypes as _dt
+from tbconvert.errors import OutputError
+from tbconvert.formats.base import Options, Writer
+from tbconvert.formats.hdf5 import layout as L
+from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
+                             Series, TensorSeries)
+from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.report import Report
+
+VLEN_BYTES = h5py.vlen_dtype(np.dtype("u1"))
+VLEN_INT64 = h5py.vlen_dtype(np.dtype("<i8"))
+STR = h5py.string_dtype("utf-8")
+
+
+def _vlen(items) -> list:
+    """Items for a variable-length dataset. A list, not an object array: h5py mis-reads
+    object arrays whose items all have one length as a 2-D array."""
+    return [np.frombuffer(b, dtype=np.uint8) if isinstance(b, (bytes, bytearray, memoryview))
+            else np.asarray(b) for b in items]
+
+
+def _create(group: h5py.Group, name: str, dtype, tail=(), rows_hint: int = 0) -> h5py.Dataset:
+    dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+    vlen = h5py.check_vlen_dtype(dtype) is not None or h5py.check_string_dtype(dtype) is not None
+    if vlen:
+        rows = L.VLEN_CHUNK_ROWS
+    else:
+        row_bytes = max(1, dtype.itemsize * int(np.prod(tail, dtype=np.int64)))
+        rows = max(1, min(L.CHUNK_BYTES // row_bytes, 65536))
+        rows = min(rows, max(1024, rows_hint)) if rows >= 1024 else rows
+    kwargs = dict(compression=L.COMPRESSION, compression_opts=L.COMPRESSION_LEVEL)
+    if not vlen and dtype.kind in "iufc" and dtype.itemsize > 1:
+        kwargs["shuffle"] = True
+    return group.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), dtype=dtype,
+                                chunks=(rows, *tail), **kwargs)
+
+
+def _append(group: h5py.Group, name: str, data, dtype=None) -> None:
+    if name not in group:
+        arr = data if dtype is not None else np.asarray(data)
+        _create(group, name, dtype if dtype is not None else arr.dtype,
+                tail=() if dtype is not None else arr.shape[1:], rows_hint=len(data))
+    ds = group[name]
+    n = len(data)
+    if n == 0:
+        return
+    old = ds.shape[0]
+    ds.resize(old + n, axis=0)
+    ds[old:old + n] = data
+
+
+def _is_uniform(chunk: TensorSeries):
+    """(code, shape) when every point has one numeric dtype and shape, else None."""
+    codes = chunk.dtypes
+    code = int(codes[0])
+    if code in (_dt.DT_STRING, _dt.DT_RAW_PROTO) or (codes != code).any():
+        return None
+    shape = np.shape(chunk.tensors[0])
+    if 0 in shape or any(np.shape(t) != shape for t in chunk.tensors):
+        return None  # (HDF5 chunks cannot have a zero dimension)
+    return code, shape
+
+
+class _SeriesState:
+    def __init__(self, group: h5py.Group, kind: str) -> None:
+        self.group = group
+        self.kind = kind
+        self.layout: str | None = None
+        self.dense_key = None
+        self.data_bytes = 0
+        self.string_count = 0
+        self.blob_count = 0
+
+
+class Hdf5Writer(Writer):
+    """Writes ``.h5``/``.hdf5`` archives."""
+
+    keeps_hidden = True
+
+    def __init__(self, path: Path, options: Options, report: Report) -> None:
+        super().__init__(path, options, report)
+        self._out = AtomicOutput(self.path, force=options.force, directory=False)
+        self._file = None
+        self._run_names: list[str] = []
+        self._file = self._guard(self._open)
+
+    def _open(self):
+        f = h5py.File(self._out.tmp, "w", libver=("v108", "latest"))
+        f.attrs[L.ATTR_FORMAT] = L.FORMAT_NAME
+        f.attrs[L.ATTR_VERSION] = np.int64(L.SCHEMA_VERSION)
+        f.create_group(L.RUNS)
+        return f
+
+    def _guard(self, fn):
+        try:
+            return fn()
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
+
+    def write_experiment(self, experiment: Experiment) -> None:
+        def do():
+            attrs = self._file.attrs
+            for key in L.EXPERIMENT_ATTRS:
+                name = key if key.startswith(L.ATTR_EXPERIMENT_PREFIX) else L.ATTR_EXPERIMENT_PREFIX + key
+                attrs[name] = getattr(experiment, key)
+            attrs[L.ATTR_EXPERIMENT_EXTRA] = json.dumps(experiment.extra, ensure_ascii=False)
+        self._guard(do)
+
+    def write_run(self, run: Run, series: Iterable[Series]) -> None:
+        self._guard(lambda: self._write_run(run, series))
+
+    def _write_run(self, run: Run, series: Iterable[Series]) -> None:
+        index = len(self._run_names)
+        self._run_names.append(run.name)
+        g = self._file.create_group(L.run_path(index))
+        g.attrs["name"] = run.name
+        if run.start_time is not None:
+            g.attrs["start_time"] = np.float64(run.start_time)
+        if run.records:
+            rec = g.create_group(L.RECORDS)
+            rec.create_dataset("kind", data=np.array([r.kind for r in run.records], dtype=object),
+                               dtype=STR)
+            rec.create_dataset("step", data=np.array([r.step for r in run.records], np.int64))
+            rec.create_dataset("wall_time",
+                               data=np.array([r.wall_time for r in run.records], np.float64))
+            _append(rec, "payload", _vlen([r.payload for r in run.records]), VLEN_BYTES)
+        sg = g.create_group(L.SERIES)
+        states: dict = {}
+        tags: list[str] = []
+        for chunk in series:
+            if not len(chunk):
+                continue
+            if isinstance(chunk, ScalarSeries):
+                kind, extra = L.KIND_SCALAR, chunk.values.dtype.name
+            elif isinstance(chunk, BlobSequenceSeries):
+                kind, extra = L.KIND_BLOB_SEQUENCE, None
+            else:
+                kind, extra = L.KIND_TENSOR, None
+            key = (chunk.tag, kind, chunk.metadata, extra)
+            state = states.get(key)
+            if state is None:
+                state = states[key] = _SeriesState(self._new_series(sg, len(tags), chunk, kind), kind)
+                tags.append(chunk.tag)
+            self._append_chunk(state, chunk)
+        g.create_dataset(L.TAGS, data=np.array(tags, dtype=object), dtype=STR)
+
+    @staticmethod
+    def _new_series(sg: h5py.Group, j: int, chunk: Series, kind: str) -> h5py.Group:
+        s = sg.create_group(str(j))
+        md = chunk.metadata
+        s.attrs["tag"] = chunk.tag
+        s.attrs["kind"] = kind
+        s.attrs["plugin_name"] = md.plugin_name
+        s.attrs["plugin_content"] = np.frombuffer(md.plugin_content, dtype=np.uint8)
+        s.attrs["display_name"] = md.display_name
+        s.attrs["description"] = md.description
+        s.attrs["data_class"] = np.int32(int(md.data_class))
+        s.attrs["data_class_name"] = DataClass(md.data_class).name.lower()
+        return s
+
+    def _append_chunk(self, state: _SeriesState, chunk: Series) -> None:
+        s = state.group
+        n = len(chunk)
+        _append(s, "steps", chunk.steps)
+        _append(s, "wall_times", chunk.wall_times)
+        _append(s, "hidden", np.zeros(n, bool) if chunk.hidden is None else chunk.hidden)
+        if state.kind == L.KIND_SCALAR:
+            values = chunk.values
+            if values.dtype.kind != "b":
+                values = values.astype(values.dtype.newbyteorder("<"), copy=False)
+            _append(s, "values", values)
+        elif state.kind == L.KIND_BLOB_SEQUENCE:
+            self._append_blobs(state, chunk)
+        else:
+            self._append_tensors(state, chunk)
+
+    @staticmethod
+    def _append_blobs(state: _SeriesState, chunk: BlobSequenceSeries) -> None:
+        s = state.group
+        if "blob_offsets" not in s:
+            _append(s, "blob_offsets", np.zeros(1, np.int64))
+        _append(s, "blobs", _vlen([b"" if b is None else b for b in chunk.blobs]), VLEN_BYTES)
+        _append(s, "blob_missing", np.array([b is None for b in chunk.blobs], dtype=bool))
+        _append(s, "blob_offsets", chunk.offsets[1:] + state.blob_count)
+        state.blob_count += len(chunk.blobs)
+
+    def _append_tensors(self, state: _SeriesState, chunk: TensorSeries) -> None:
+        s = state.group
+        uniform = _is_uniform(chunk)
+        if state.layout is None:
+            state.layout = L.LAYOUT_DENSE if uniform is not None else L.LAYOUT_RAGGED
+            s.attrs["layout"] = state.layout
+            if uniform is not None:
+                state.dense_key = uniform
+                s.attrs["tensor_dtype"] = np.int32(uniform[0])
+                s.attrs["tensor_dtype_name"] = _dt.NAMES[uniform[0]]
+        if state.layout == L.LAYOUT_DENSE and uniform != state.dense_key:
+            self._to_ragged(state)
+        if state.layout == L.LAYOUT_DENSE:
+            code = state.dense_key[0]
+            stacked = np.stack([np.asarray(t) for t in chunk.tensors]).astype(
+                _dt.numpy_dtype(code), copy=False)
+            _append(s, "values", stacked)
+        else:
+            self._append_ragged(state, chunk.dtypes, chunk.tensors)
+
+    @staticmethod
+    def _append_ragged(state: _SeriesState, codes, tensors) -> None:
+        s = state.group
+        if "data_offsets" not in s:
+            _append(s, "data_offsets", np.zeros(1, np.int64))
+            _append(s, "string_offsets", np.zeros(1, np.int64))
+        shapes, data, strings = [], [], []
+        data_off = np.empty(len(tensors), np.int64)
+        str_off = np.empty(len(tensors), np.int64)
+        for i, (code, arr) in enumerate(zip(np.asarray(codes).tolist(), tensors)):
+            arr = np.asarray(arr)
+            shapes.append(np.asarray(arr.shape, dtype=np.int64))
+            if code == _dt.DT_STRING:
+                strings.extend(bytes(x) for x in arr.reshape(-1))
+            else:
+                raw = np.ascontiguousarray(arr, dtype=_dt.numpy_dtype(code)).tobytes()
+                data.append(raw)
+                state.data_bytes += len(raw)
+            data_off[i] = state.data_bytes
+            str_off[i] = state.string_count + len(strings)
+        state.string_count += len(strings)
+        _append(s, "dtypes", np.asarray(codes, dtype=np.int32))
+        _append(s, "shapes", _vlen(shapes), VLEN_INT64)
+        _append(s, "data", np.frombuffer(b"".join(data), dtype=np.uint8))
+        _append(s, "data_offsets", data_off)
+        _append(s, "strings", _vlen(strings), VLEN_BYTES)
+        _append(s, "string_offsets", str_off)
+
+    def _to_ragged(self, state: _SeriesState) -> None:
+        """A later chunk broke the uniform layout: move what was written to the ragged one."""
+        s = state.group
+        values = s["values"]
+        code = state.dense_key[0]
+        state.layout = L.LAYOUT_RAGGED
+        s.attrs["layout"] = L.LAYOUT_RAGGED
+        del s.attrs["tensor_dtype"]
+        del s.attrs["tensor_dtype_name"]
+        row_bytes = max(1, values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
+        step = max(1, L.READ_BYTES // row_bytes)
+        for start in range(0, values.shape[0], step):
+            block = values[start:start + step]
+            self._append_ragged(state, np.full(len(block), code, np.int32), list(block))
+        del s["values"]
+
+    def close(self) -> None:
+        def finish():
+            if self._file is not None:
+                self._file.create_dataset(L.RUN_NAMES, data=np.array(self._run_names, dtype=object),
+                                          dtype=STR)
+                self._file.close()
+                self._file = None
+            self._out.commit()
+        self._guard(finish)
+
+    def abort(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except Exception:  # noqa: BLE001 - failing already; the file is removed
+                pass
+            self._file = None
+        self._out.abort()

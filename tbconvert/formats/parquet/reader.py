@@ -1,0 +1,243 @@
+"""ParquetReader: streams a tbconvert Parquet archive (file or directory) record batch by batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tbconvert import dtypes as _dt
+from tbconvert.errors import CorruptDataError, FormatError
+from tbconvert.formats.base import Options, Reader
+from tbconvert.formats.parquet import schema as S
+from tbconvert.model import (BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries,
+                             TensorSeries)
+from tbconvert.report import Report
+
+# Columns the reader needs (names, data class and plugin come from the series table).
+_READ_COLUMNS = ["series", "step", "wall_time", "value", "hidden", "tensor_dtype",
+                 "tensor_shape", "tensor_content", "tensor_strings", "blobs"]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def check_header(meta: object, where: Path) -> dict:
+    """Validate the decoded ``tbconvert`` JSON (format name and schema version)."""
+    if not isinstance(meta, dict) or meta.get("format") != S.FORMAT_NAME:
+        raise CorruptDataError(f"{where}: not a tbconvert Parquet archive (no tbconvert metadata)")
+    version = meta.get("schema_version")
+    if not isinstance(version, int) or version < 1:
+        raise CorruptDataError(f"{where}: damaged tbconvert metadata (bad schema_version {version!r})")
+    if version > S.SCHEMA_VERSION:
+        raise FormatError(
+            f"{where}: written by a newer tbconvert (archive schema version {version}; this "
+            f"version reads up to {S.SCHEMA_VERSION}); upgrade tbconvert to read it")
+    return meta
+
+
+def open_file(path: Path) -> tuple[pq.ParquetFile, dict]:
+    """Open one archive file and return it with its validated metadata."""
+    try:
+        pf = pq.ParquetFile(str(path))
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise CorruptDataError(
+            f"{path}: not a readable Parquet file (damaged or not Parquet: {_one_line(exc)})") from None
+    kv = pf.metadata.metadata or {}
+    raw = kv.get(S.METADATA_KEY)
+    if raw is None:
+        raise CorruptDataError(f"{path}: not a tbconvert Parquet archive (no tbconvert metadata)")
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptDataError(f"{path}: damaged tbconvert metadata (not valid JSON)") from None
+    check_header(meta, path)
+    missing = [c for c in _READ_COLUMNS if c not in pf.schema_arrow.names]
+    if missing:
+        raise CorruptDataError(f"{path}: damaged archive: missing column(s) {', '.join(missing)}")
+    return pf, meta
+
+
+class _Source:
+    """One archive file: its runs, its series table, and its chunks in row order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file, meta = open_file(path)
+        try:
+            self.experiment = S.experiment_from_json(meta.get("experiment") or {})
+            self.runs = [S.run_from_json(r) for r in meta["runs"]]
+            self.series = []
+            for entry in meta["series"]:
+                kind = entry["kind"]
+                if kind not in S.KINDS or not 0 <= int(entry["run"]) < len(self.runs):
+                    raise ValueError(f"bad series entry {entry.get('tag')!r}")
+                dtype = S.scalar_dtype(entry["value_dtype"]) if kind == S.KIND_SCALAR else None
+                self.series.append((int(entry["run"]), str(entry["tag"]), kind,
+                                    S.metadata_from_json(entry), dtype))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptDataError(f"{path}: damaged tbconvert metadata ({_one_line(exc)})") from None
+
+    def chunks(self) -> Iterator[tuple[int, object]]:
+        """``(run_index, chunk)`` in row order."""
+        batches = self.file.iter_batches(batch_size=S.READ_BATCH_ROWS, columns=_READ_COLUMNS,
+                                         use_threads=True)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except (OSError, pa.ArrowException, ValueError) as exc:
+                raise CorruptDataError(
+                    f"{self.path}: damaged Parquet data ({_one_line(exc)})") from None
+            yield from self._decode(batch)
+
+    def _decode(self, batch: pa.RecordBatch):
+        n = batch.num_rows
+        if n == 0:
+            return
+        col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+        sids = col["series"].to_numpy(zero_copy_only=False)
+        if (sids < 0).any() or (sids >= len(self.series)).any():
+            raise CorruptDataError(f"{self.path}: damaged archive (series index out of range)")
+        bounds = np.flatnonzero(sids[1:] != sids[:-1]) + 1
+        starts = np.concatenate([[0], bounds]).tolist()
+        ends = np.concatenate([bounds, [n]]).tolist()
+        steps = col["step"].to_numpy(zero_copy_only=False)
+        walls = col["wall_time"].to_numpy(zero_copy_only=False)
+        hidden = col["hidden"].to_numpy(zero_copy_only=False)
+        values = None
+        for s, e in zip(starts, ends):
+            run_index, tag, kind, md, dtype = self.series[int(sids[s])]
+            common = dict(run=self.runs[run_index].name, tag=tag, metadata=md,
+                          steps=steps[s:e], wall_times=walls[s:e], hidden=hidden[s:e])
+            try:
+                if kind == S.KIND_SCALAR:
+                    if values is None:
+                        values = col["value"].to_numpy(zero_copy_only=False)
+                    chunk = ScalarSeries(**common, values=self._scalars(col, values, s, e, dtype))
+                elif kind == S.KIND_TENSOR:
+                    chunk = self._tensors(col, s, e, common)
+                else:
+                    seqs = col["blobs"].slice(s, e - s).to_pylist()
+                    if any(q is None for q in seqs):
+                        raise ValueError("blob-sequence point without a blobs list")
+                    chunk = BlobSequenceSeries.from_sequences(**common, sequences=seqs)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CorruptDataError(
+                    f"{self.path}: damaged archive in series {tag!r} ({_one_line(exc)})") from None
+            yield run_index, chunk
+
+    @staticmethod
+    def _scalars(col, values, s, e, dtype):
+        with np.errstate(all="ignore"):
+            out = values[s:e].astype(dtype)
+        content = col["tensor_content"].slice(s, e - s)
+        if content.null_count != len(content):
+            out = out.copy()
+            for i, raw in enumerate(content.to_pylist()):
+                if raw is not None:
+                    out[i] = np.frombuffer(raw, dtype=dtype.newbyteorder("<"))[0]
+        return out
+
+    @staticmethod
+    def _tensors(col, s, e, common) -> TensorSeries:
+        k = e - s
+        names = col["tensor_dtype"].slice(s, k).to_pylist()
+        shapes = col["tensor_shape"].slice(s, k).to_pylist()
+        content = col["tensor_content"].slice(s, k).to_pylist()
+        strings = col["tensor_strings"].slice(s, k).to_pylist()
+        codes = np.empty(k, dtype=np.int32)
+        tensors = []
+        for i in range(k):
+            code = _dt.CODES[names[i]]
+            codes[i] = code
+            shape = tuple(shapes[i])
+            if code == _dt.DT_STRING:
+                tensors.append(_dt.string_array(strings[i], shape))
+            else:
+                arr = np.frombuffer(content[i], dtype=_dt.numpy_dtype(code))
+                tensors.append(arr.reshape(shape))
+        return TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
+
+
+def read_marker(path: Path) -> dict:
+    marker = path / S.MARKER_FILE
+    try:
+        meta = json.loads(marker.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CorruptDataError(
+            f"{path}: not a tbconvert Parquet dataset (no {S.MARKER_FILE})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CorruptDataError(f"{marker}: damaged ({_one_line(exc)})") from None
+    check_header(meta, marker)
+    parts = meta.get("parts")
+    if not isinstance(parts, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("file"), str) for p in parts):
+        raise CorruptDataError(f"{marker}: damaged (bad parts list)")
+    for p in parts:
+        name = p["file"]
+        if "/" in name or "\\" in name or name in (".", "..") or not name.startswith(S.PART_PREFIX):
+            raise CorruptDataError(f"{marker}: damaged (unsafe part name {name!r})")
+    return meta
+
+
+class ParquetReader(Reader):
+    """Reads a file written by :class:`ParquetWriter`, or a directory dataset."""
+
+    def __init__(self, path: Path, options: Options, report: Report) -> None:
+        super().__init__(path, options, report)
+        if self.path.is_dir():
+            marker = read_marker(self.path)
+            self._experiment = S.experiment_from_json(marker.get("experiment") or {})
+            self._files = [self.path / p["file"] for p in marker["parts"]]
+            for f in self._files:
+                if not f.is_file():
+                    raise CorruptDataError(f"{f}: missing from the dataset listed in {S.MARKER_FILE}")
+            self._first = None
+        else:
+            self._first = _Source(self.path)
+            self._experiment = self._first.experiment
+            self._files = [self.path]
+
+    def experiment(self) -> Experiment:
+        return self._experiment
+
+    def iter_runs(self) -> Iterator[RunData]:
+        for f in self._files:
+            source = self._first if (self._first is not None and f == self.path) else _Source(f)
+            yield from self._runs_of(source)
+
+    def _runs_of(self, source: _Source) -> Iterator[RunData]:
+        it = source.chunks()
+        pending: list = []  # at most one (run_index, chunk) looked ahead
+
+        def take(run_index: int):
+            while True:
+                if not pending:
+                    nxt = next(it, None)
+                    if nxt is None:
+                        return
+                    pending.append(nxt)
+                idx, chunk = pending[0]
+                if idx < run_index:
+                    pending.pop()
+                    continue  # leftovers of a run the caller did not consume
+                if idx != run_index:
+                    return
+                pending.pop()
+                yield chunk
+
+        for i, run in enumerate(source.runs):
+            yield RunData(run=Run(name=run.name, start_time=run.start_time, records=run.records),
+                          series=take(i))
+            for _ in take(i):  # drain what the consumer left
+                pass
+        for _ in it:  # rows of unknown runs would be a damaged file; chunks() validates ids
+            pass

@@ -1,0 +1,263 @@
+"""ParquetWriter: one file (``.parquet``/``.pq``) or a directory dataset (one file per run)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tbconvert import dtypes as _dt
+from tbconvert.errors import OutputError
+from tbconvert.formats.base import Options, Writer
+from tbconvert.formats.parquet import schema as S
+from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
+                             Series, TensorSeries)
+from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.report import Report
+
+SUFFIXES = (".parquet", ".pq")
+
+
+def _const_dict(value: str, n: int, index_type=np.int32) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=index_type)),
+                                          pa.array([value], pa.string()))
+
+
+def _dict_of(values: list, index_type, value_type=pa.string()) -> pa.DictionaryArray:
+    """A dictionary array of (possibly null) strings."""
+    uniq = sorted({v for v in values if v is not None})
+    pos = {v: i for i, v in enumerate(uniq)}
+    idx = pa.array([None if v is None else pos[v] for v in values], type=index_type)
+    return pa.DictionaryArray.from_arrays(idx, pa.array(uniq, value_type))
+
+
+def _part_name(index: int, run: str) -> str:
+    """``part-00003-<hint>.parquet``: the index keeps names unique; the hint is only a readable
+    ASCII trace of the run name (Spark, Hadoop and glob patterns mishandle ``%``, ``[``...)."""
+    hint = re.sub(r"[^A-Za-z0-9_-]+", "_", run).strip("_")[:60] or "root"
+    return f"{S.PART_PREFIX}{index:05d}-{hint}.parquet"
+
+
+class _FileSink:
+    """One Parquet file being written: buffers record batches into byte-capped row groups."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer = pq.ParquetWriter(
+            str(path), S.SCHEMA, compression=S.COMPRESSION,
+            compression_level=S.COMPRESSION_LEVEL, use_dictionary=S.DICTIONARY_COLUMNS,
+            column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"])
+        self._buffer: list[pa.RecordBatch] = []
+        self._bytes = 0
+        self._rows = 0
+        self.runs: list[dict] = []
+        self.series: list[dict] = []
+        self._series_ids: dict = {}
+
+    def series_id(self, run_index: int, chunk: Series, kind: str, value_dtype) -> int:
+        md = chunk.metadata
+        key = (run_index, chunk.tag, kind, md, value_dtype)
+        sid = self._series_ids.get(key)
+        if sid is None:
+            sid = len(self.series)
+            self._series_ids[key] = sid
+            self.series.append(S.series_to_json(run_index, chunk.tag, kind, md, value_dtype))
+        return sid
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        size = batch.nbytes
+        if size > S.ROW_GROUP_BYTES or n > S.ROW_GROUP_ROWS:
+            per = max(1, min(S.ROW_GROUP_ROWS, int(n * S.ROW_GROUP_BYTES / max(size, 1))))
+            for start in range(0, n, per):
+                self.add(batch.slice(start, per))
+            return
+        if self._bytes + size > S.ROW_GROUP_BYTES or self._rows + n > S.ROW_GROUP_ROWS:
+            self.flush()
+        self._buffer.append(batch)
+        self._bytes += size
+        self._rows += n
+
+    def flush(self) -> None:
+        if self._buffer:
+            table = pa.Table.from_batches(self._buffer, schema=S.SCHEMA)
+            self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            self._buffer = []
+            self._bytes = 0
+            self._rows = 0
+
+    def close(self, experiment: Experiment) -> None:
+        self.flush()
+        meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                "experiment": S.experiment_to_json(experiment),
+                "runs": self.runs, "series": self.series}
+        self._writer.add_key_value_metadata({S.METADATA_KEY: S.dumps(meta)})
+        self._writer.close()
+
+    def discard(self) -> None:
+        try:
+            self._writer.close()
+        except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
+            pass
+
+
+def _common_columns(chunk: Series, sid: int, run: str) -> dict:
+    n = len(chunk)
+    md = chunk.metadata
+    hidden = np.zeros(n, dtype=bool) if chunk.hidden is None else chunk.hidden
+    return {
+        "run": _const_dict(run, n), "tag": _const_dict(chunk.tag, n),
+        "step": pa.array(chunk.steps, pa.int64()),
+        "wall_time": pa.array(chunk.wall_times, pa.float64()),
+        "hidden": pa.array(hidden, pa.bool_()),
+        "data_class": _const_dict(S.DATA_CLASS_NAMES[DataClass(md.data_class)], n, np.int8),
+        "plugin_name": _const_dict(md.plugin_name, n),
+        "series": pa.array(np.full(n, sid, dtype=np.int32)),
+    }
+
+
+def _batch(cols: dict, n: int) -> pa.RecordBatch:
+    arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in S.SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=S.SCHEMA)
+
+
+def scalar_batch(chunk: ScalarSeries, sid: int, run: str) -> pa.RecordBatch:
+    n = len(chunk)
+    values = chunk.values
+    cols = _common_columns(chunk, sid, run)
+    with np.errstate(all="ignore"):
+        v64 = values.astype(np.float64)
+    cols["value"] = pa.array(v64)
+    # Where float64 does not give the original back bit for bit (int64 beyond 2**53,
+    # signalling NaNs), the exact little-endian bytes go to tensor_content as well.
+    store = np.dtype(values.dtype.newbyteorder("<")) if values.dtype.kind != "b" else values.dtype
+    original = np.ascontiguousarray(values, dtype=store)
+    with np.errstate(all="ignore"):
+        back = v64.astype(store)
+    inexact = np.flatnonzero(original.view(np.uint8).reshape(n, -1)
+                             != back.view(np.uint8).reshape(n, -1)) if n else []
+    if len(inexact):
+        rows = sorted({int(i) // store.itemsize for i in inexact})
+        content: list = [None] * n
+        dtype_names: list = [None] * n
+        shapes: list = [None] * n
+        name = _dt.NAMES[_dt.tf_dtype_of(store)]
+        for i in rows:
+            content[i] = original[i:i + 1].tobytes()
+            dtype_names[i] = name
+            shapes[i] = []
+        cols["tensor_content"] = pa.array(content, pa.binary())
+        cols["tensor_dtype"] = _dict_of(dtype_names, pa.int8())
+        cols["tensor_shape"] = pa.array(shapes, pa.list_(pa.int64()))
+    return _batch(cols, n)
+
+
+def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
+    n = len(chunk)
+    cols = _common_columns(chunk, sid, run)
+    names, shapes, content, strings = [], [], [], []
+    for code, arr in zip(chunk.dtypes.tolist(), chunk.tensors):
+        arr = np.asarray(arr)
+        names.append(_dt.NAMES[code])
+        shapes.append(list(arr.shape))
+        if code == _dt.DT_STRING:
+            content.append(None)
+            strings.append([bytes(x) for x in arr.reshape(-1)])
+        else:
+            content.append(np.ascontiguousarray(arr, dtype=_dt.numpy_dtype(code)).tobytes())
+            strings.append(None)
+    cols["tensor_dtype"] = _dict_of(names, pa.int8())
+    cols["tensor_shape"] = pa.array(shapes, pa.list_(pa.int64()))
+    cols["tensor_content"] = pa.array(content, pa.binary())
+    cols["tensor_strings"] = pa.array(strings, pa.list_(pa.binary()))
+    return _batch(cols, n)
+
+
+def blob_batch(chunk: BlobSequenceSeries, sid: int, run: str) -> pa.RecordBatch:
+    n = len(chunk)
+    cols = _common_columns(chunk, sid, run)
+    values = pa.array(chunk.blobs, pa.binary())
+    cols["blobs"] = pa.ListArray.from_arrays(pa.array(chunk.offsets, pa.int32()), values)
+    return _batch(cols, n)
+
+
+class ParquetWriter(Writer):
+    """Writes a ``.parquet``/``.pq`` file, or a directory dataset for any other name."""
+
+    keeps_hidden = True
+
+    def __init__(self, path: Path, options: Options, report: Report) -> None:
+        super().__init__(path, options, report)
+        self.directory = not self.path.name.lower().endswith(SUFFIXES)
+        self._out = AtomicOutput(self.path, force=options.force, directory=self.directory)
+        self._experiment = Experiment()
+        self._sink: _FileSink | None = None
+        self._parts: list[dict] = []
+        self._run_count = 0
+        if not self.directory:
+            self._sink = self._guard(lambda: _FileSink(self._out.tmp))
+
+    def _guard(self, fn):
+        try:
+            return fn()
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
+
+    def write_experiment(self, experiment: Experiment) -> None:
+        self._experiment = experiment
+
+    def write_run(self, run: Run, series: Iterable[Series]) -> None:
+        self._guard(lambda: self._write_run(run, series))
+
+    def _write_run(self, run: Run, series: Iterable[Series]) -> None:
+        if self.directory:
+            name = _part_name(len(self._parts), run.name)
+            sink = _FileSink(self._out.tmp / name)
+            self._parts.append({"file": name, "run": run.name})
+            self._sink = sink
+        sink = self._sink
+        run_index = len(sink.runs)
+        sink.runs.append(S.run_to_json(run))
+        for chunk in series:
+            if not len(chunk):
+                continue
+            if isinstance(chunk, ScalarSeries):
+                sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, chunk.values.dtype.name)
+                batch = scalar_batch(chunk, sid, run.name)
+            elif isinstance(chunk, BlobSequenceSeries):
+                sid = sink.series_id(run_index, chunk, S.KIND_BLOB_SEQUENCE, None)
+                batch = blob_batch(chunk, sid, run.name)
+            else:
+                sid = sink.series_id(run_index, chunk, S.KIND_TENSOR, None)
+                batch = tensor_batch(chunk, sid, run.name)
+            sink.add(batch)
+        if self.directory:
+            sink.close(self._experiment)
+            self._sink = None
+
+    def close(self) -> None:
+        def finish():
+            if self.directory:
+                marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                          "experiment": S.experiment_to_json(self._experiment),
+                          "parts": self._parts}
+                with open(self._out.tmp / S.MARKER_FILE, "x", encoding="utf-8") as fh:
+                    json.dump(marker, fh, ensure_ascii=False, indent=1)
+            else:
+                self._sink.close(self._experiment)
+            self._out.commit()
+        self._guard(finish)
+
+    def abort(self) -> None:
+        if self._sink is not None:
+            self._sink.discard()
+            self._sink = None
+        self._out.abort()

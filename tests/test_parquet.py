@@ -1,0 +1,219 @@
+"""Parquet archive: declared schema, plain-tool queries, directory datasets, error messages."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+import tbconvert
+from tbconvert import registry
+from tbconvert.errors import CorruptDataError, FormatError
+from tbconvert.formats.parquet import ParquetFormat
+from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.writer import _FileSink
+from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+
+from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
+
+SCAL = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+
+
+def _scalar_runs(n=1000):
+    steps = np.arange(n)
+    out = []
+    for run in ("train", "eval/a b", "ü.x"):
+        out.append((Run(run, 10.0), [
+            ScalarSeries(run=run, tag="loss", metadata=SCAL, steps=steps, wall_times=10.0 + steps,
+                         hidden=None, values=(steps * 0.5).astype(np.float32)),
+            ScalarSeries(run=run, tag="acc/top1", metadata=SCAL, steps=steps,
+                         wall_times=10.0 + steps, hidden=None, values=-steps.astype(np.float64)),
+        ]))
+    return out
+
+
+def test_written_schema_and_metadata(tmp_path):
+    path = write_sample(tmp_path / "x.parquet")
+    pf = pq.ParquetFile(path)
+    assert pf.schema_arrow.remove_metadata().equals(S.SCHEMA)
+    meta = json.loads(pf.metadata.metadata[S.METADATA_KEY])
+    assert meta["format"] == "tbconvert-parquet" and meta["schema_version"] == 1
+    assert meta["experiment"]["name"] == "Ñame"
+    assert [r["name"] for r in meta["runs"]] == [r.name for r, _ in sample_runs()]
+    table = pq.read_table(path)
+    assert table.schema.field("run").type == pa.dictionary(pa.int32(), pa.string())
+    cols = pf.metadata.row_group(0).to_dict()["columns"]
+    assert all(c["compression"] == "ZSTD" for c in cols)
+    by_name = {c["path_in_schema"]: c for c in cols}
+    assert "BYTE_STREAM_SPLIT" in by_name["value"]["encodings"]
+    assert "DELTA_BINARY_PACKED" in by_name["step"]["encodings"]
+    assert any("DICT" in e for e in by_name["run"]["encodings"])
+
+
+def test_value_column_is_float64_and_null_for_other_classes(tmp_path):
+    path = write_sample(tmp_path / "x.parquet")
+    t = pq.read_table(path).to_pandas()
+    scalars = t[t["data_class"] == "scalar"]
+    assert scalars["value"].notna().sum() > 0
+    assert t.loc[t["data_class"] != "scalar", "value"].isna().all()
+    loss = t[(t["run"] == "train/ünï code/v1.0") & (t["tag"] == "loss/train.v")]
+    assert loss["step"].tolist() == list(range(10))
+    assert loss["hidden"].tolist() == [False, False, True, True] + [False] * 6
+    # -0.0 and the signalling-NaN payload: value column is float64, the exact bits come back
+    assert np.signbit(loss["value"].iloc[5]) and loss["value"].iloc[5] == 0
+
+
+def test_pandas_and_pyarrow_filter_query(tmp_path):
+    path = tmp_path / "x.parquet"
+    write_sample(path, runs=_scalar_runs())
+    t = pq.read_table(path, columns=["step", "value"],
+                      filters=[("run", "=", "train"), ("tag", "=", "loss")])
+    assert t.column("step").to_pylist() == list(range(1000))
+    assert t.column("value").to_pylist() == [s * 0.5 for s in range(1000)]
+    df = __import__("pandas").read_parquet(path)
+    assert set(df["run"].astype(str)) == {"train", "eval/a b", "ü.x"}
+
+
+def test_duckdb_query(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "x.parquet"
+    write_sample(path, runs=_scalar_runs())
+    rows = duckdb.sql(f"SELECT step, value FROM '{path}' WHERE run = 'train' AND tag = 'loss' "
+                      "ORDER BY step").fetchall()
+    assert rows == [(s, s * 0.5) for s in range(1000)]
+    meta = duckdb.sql(f"SELECT value FROM parquet_kv_metadata('{path}') "
+                      "WHERE key = 'tbconvert'").fetchall()[0][0]
+    assert json.loads(meta)["schema_version"] == 1
+
+
+def test_polars_query(tmp_path):
+    pl = pytest.importorskip("polars")
+    path = tmp_path / "x.parquet"
+    write_sample(path, runs=_scalar_runs())
+    df = pl.read_parquet(path).filter((pl.col("run") == "eval/a b") & (pl.col("tag") == "acc/top1"))
+    assert df["value"].to_list() == [-float(s) for s in range(1000)]
+
+
+def test_directory_dataset_reads_as_one_table(tmp_path):
+    out = tmp_path / "dataset"
+    write_sample(out, runs=sample_runs(), fmt="parquet")
+    files = sorted(p.name for p in out.iterdir())
+    assert S.MARKER_FILE in files
+    parts = [f for f in files if f.endswith(".parquet")]
+    assert len(parts) == len(sample_runs())
+    # run names never become unsafe paths
+    assert all("/" not in p and not p.startswith(".") for p in parts)
+    assert all(p.parent == out for p in out.rglob("*.parquet"))
+    table = ds.dataset(out, format="parquet").to_table()
+    total = sum(len(c) for _, cs in sample_runs() for c in cs)
+    assert table.num_rows == total
+    assert set(table.column("run").to_pylist()) == {r.name for r, cs in sample_runs() if cs}
+    assert ParquetFormat.sniff(out)
+    assert registry.detect_source(out) is ParquetFormat
+    assert_lossless(out)
+
+
+def test_directory_dataset_duckdb(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    out = tmp_path / "dataset"
+    write_sample(out, runs=_scalar_runs(), fmt="parquet")
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}/*.parquet') WHERE tag = 'loss'"
+                   ).fetchall()[0][0]
+    assert n == 3000
+
+
+def test_row_groups_capped_by_bytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "ROW_GROUP_BYTES", 200_000)
+    runs = _scalar_runs(20_000)
+    path = write_sample(tmp_path / "x.parquet", runs=runs)
+    pf = pq.ParquetFile(path)
+    assert pf.metadata.num_row_groups >= 10
+    assert_lossless(path, runs)
+    path = write_sample(tmp_path / "y.parquet")
+    assert_lossless(path)
+
+
+def test_size_of_scalar_archive_is_small(tmp_path):
+    path = tmp_path / "x.parquet"
+    n = 100_000
+    rng = np.random.default_rng(1)
+    steps = np.arange(n)
+    chunks = [ScalarSeries(run="r", tag="loss", metadata=SCAL, steps=steps,
+                           wall_times=1.7e9 + np.cumsum(rng.uniform(0.01, 0.02, n)), hidden=None,
+                           values=rng.normal(size=n).astype(np.float32))]
+    write_sample(path, runs=[(Run("r", 1.7e9), chunks)])
+    # ~45 bytes per point in event files; the archive must stay well under 35% of that
+    assert path.stat().st_size / n < 14
+
+
+# ------------------------------------------------------------------ errors
+
+def _load(path):
+    return tbconvert.load(path, format="parquet")
+
+
+def test_foreign_parquet_file(tmp_path):
+    path = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), path)
+    with pytest.raises(CorruptDataError, match="not a tbconvert Parquet archive") as info:
+        _load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    assert not ParquetFormat.sniff(path)
+
+
+def test_not_parquet_at_all(tmp_path):
+    path = tmp_path / "junk.parquet"
+    path.write_bytes(b"hello world, definitely not parquet" * 10)
+    with pytest.raises(CorruptDataError, match="not a readable Parquet file"):
+        _load(path)
+
+
+def test_newer_schema_version(tmp_path):
+    path = tmp_path / "new.parquet"
+    sink = _FileSink(path)
+    sink.close(tbconvert.Experiment())
+    meta = json.loads(pq.ParquetFile(path).metadata.metadata[S.METADATA_KEY])
+    meta["schema_version"] = 99
+    table = pq.read_table(path).replace_schema_metadata({S.METADATA_KEY: json.dumps(meta)})
+    pq.write_table(table, path)
+    with pytest.raises(FormatError, match="newer tbconvert.*upgrade"):
+        _load(path)
+
+
+def test_truncated_file(tmp_path):
+    path = write_sample(tmp_path / "x.parquet")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptDataError, match="x.parquet"):
+        _load(path)
+
+
+def test_damaged_page(tmp_path):
+    path = tmp_path / "x.parquet"
+    write_sample(path, runs=_scalar_runs(20_000))
+    data = bytearray(path.read_bytes())
+    footer_len = struct.unpack("<I", data[-8:-4])[0]
+    body_end = len(data) - 8 - footer_len
+    for i in range(100, body_end - 100, 97):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    with pytest.raises((CorruptDataError, FormatError)) as info:
+        _load(path)
+    assert "x.parquet" in str(info.value)
+
+
+def test_damaged_marker(tmp_path):
+    out = tmp_path / "dataset"
+    write_sample(out, fmt="parquet")
+    (out / S.MARKER_FILE).write_text("{not json")
+    with pytest.raises(CorruptDataError, match="damaged"):
+        _load(out)
+    marker = {"format": S.FORMAT_NAME, "schema_version": 1, "parts": [{"file": "../x.parquet"}]}
+    (out / S.MARKER_FILE).write_text(json.dumps(marker))
+    with pytest.raises(CorruptDataError, match="unsafe part name"):
+        _load(out)
