@@ -74,11 +74,13 @@ def select(series: Iterable[Series], options: Options, report: Report,
         yield chunk
 
 
-def copy(reader: Reader, writer: Writer, report: Report) -> None:
-    """Stream everything ``reader`` yields into ``writer``, one run at a time."""
-    options = reader.options
-    keeps_hidden = getattr(writer, "keeps_hidden", False)
-    writer.write_experiment(reader.experiment())
+def selected_runs(reader: Reader, options: Options, report: Report,
+                  keeps_hidden: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
+    """``(run, chunks)`` for each run the options select, counted in ``report``.
+
+    The caller consumes each run's chunks before asking for the next run;
+    whatever it leaves is drained here so the reader can move on.
+    """
     for run_data in reader.iter_runs():
         if not options.wants_run(run_data.run.name):
             for _ in run_data.series:
@@ -87,7 +89,18 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
         report.runs += 1
         if options.progress:
             options.progress(run_data.run.name)
-        writer.write_run(run_data.run, select(run_data.series, options, report, keeps_hidden))
+        chunks = select(run_data.series, options, report, keeps_hidden)
+        yield run_data.run, chunks
+        for _ in chunks:
+            pass
+
+
+def copy(reader: Reader, writer: Writer, report: Report) -> None:
+    """Stream everything ``reader`` yields into ``writer``, one run at a time."""
+    writer.write_experiment(reader.experiment())
+    keeps_hidden = getattr(writer, "keeps_hidden", False)
+    for run, chunks in selected_runs(reader, reader.options, report, keeps_hidden):
+        writer.write_run(run, chunks)
 
 
 def convert(src, dst, *, from_format: str | None = None, to_format: str | None = None,

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
+from tbconvert.errors import OutputError
 from tbconvert.model import Experiment, Run, RunData, Series
+from tbconvert.output import describe_os_error
 from tbconvert.report import Report
 
 
@@ -104,6 +106,14 @@ class Writer(abc.ABC):
             self.report.add("experiment_facts_dropped",
                             f"{self.path}: this format cannot hold the experiment's name, "
                             "description and times", count=1)
+
+    def guard(self, fn):
+        """Run ``fn``; an OS error (disk full, size limit...) aborts and becomes one clear error."""
+        try:
+            return fn()
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.path)) from None
 
     @abc.abstractmethod
     def write_run(self, run: Run, series: Iterable[Series]) -> None:

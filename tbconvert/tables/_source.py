@@ -8,7 +8,7 @@ object per point.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -44,35 +44,16 @@ def iter_source(source, options: Options, report: Report) -> Iterator[tuple[Run,
             if not options.wants_run(name):
                 continue
             report.runs += 1
-            yield run, _chunks(loaded.series.get(name, {}).values(), options, report)
+            yield run, api.select(loaded.series.get(name, {}).values(), options, report)
         return
     if isinstance(source, Reader):
-        yield from _from_reader(source, options, report)
+        yield from api.selected_runs(source, options, report)
         return
     if not isinstance(source, (str, os.PathLike)):
         raise UsageError(f"expected a path, a reader or data from tbconvert.read(), "
                          f"got {type(source).__name__}")
     with api.open_reader(source, options=options, report=report) as reader:
-        yield from _from_reader(reader, options, report)
-
-
-def _from_reader(reader: Reader, options: Options, report: Report):
-    for run_data in reader.iter_runs():
-        if not options.wants_run(run_data.run.name):
-            for _ in run_data.series:
-                pass
-            continue
-        report.runs += 1
-        if options.progress:
-            options.progress(run_data.run.name)
-        chunks = _chunks(run_data.series, options, report)
-        yield run_data.run, chunks
-        for _ in chunks:  # drain what the caller left
-            pass
-
-
-def _chunks(series: Iterable[Series], options: Options, report: Report) -> Iterator[Series]:
-    return api.select(series, options, report)
+        yield from api.selected_runs(reader, options, report)
 
 
 class Names:

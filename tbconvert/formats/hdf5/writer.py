@@ -10,12 +10,11 @@ import h5py
 import numpy as np
 
 from tbconvert import dtypes as _dt
-from tbconvert.errors import OutputError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import layout as L
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
                              Series, TensorSeries)
-from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
 VLEN_BYTES = h5py.vlen_dtype(np.dtype("u1"))
@@ -93,7 +92,7 @@ class Hdf5Writer(Writer):
         self._out = AtomicOutput(self.path, force=options.force, directory=False)
         self._file = None
         self._run_names: list[str] = []
-        self._file = self._guard(self._open)
+        self._file = self.guard(self._open)
 
     def _open(self):
         f = h5py.File(self._out.tmp, "w", libver=("v108", "latest"))
@@ -102,12 +101,6 @@ class Hdf5Writer(Writer):
         f.create_group(L.RUNS)
         return f
 
-    def _guard(self, fn):
-        try:
-            return fn()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
 
     def write_experiment(self, experiment: Experiment) -> None:
         def do():
@@ -116,10 +109,10 @@ class Hdf5Writer(Writer):
                 name = key if key.startswith(L.ATTR_EXPERIMENT_PREFIX) else L.ATTR_EXPERIMENT_PREFIX + key
                 attrs[name] = getattr(experiment, key)
             attrs[L.ATTR_EXPERIMENT_EXTRA] = json.dumps(experiment.extra, ensure_ascii=False)
-        self._guard(do)
+        self.guard(do)
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
-        self._guard(lambda: self._write_run(run, series))
+        self.guard(lambda: self._write_run(run, series))
 
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
         index = len(self._run_names)
@@ -268,7 +261,7 @@ class Hdf5Writer(Writer):
                 self._file.close()
                 self._file = None
             self._out.commit()
-        self._guard(finish)
+        self.guard(finish)
 
     def abort(self) -> None:
         if self._file is not None:

@@ -12,12 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tbconvert import dtypes as _dt
-from tbconvert.errors import OutputError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.parquet import schema as S
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
                              Series, TensorSeries)
-from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
 SUFFIXES = (".parquet", ".pq")
@@ -202,20 +201,14 @@ class ParquetWriter(Writer):
         self._parts: list[dict] = []
         self._run_count = 0
         if not self.directory:
-            self._sink = self._guard(lambda: _FileSink(self._out.tmp))
+            self._sink = self.guard(lambda: _FileSink(self._out.tmp))
 
-    def _guard(self, fn):
-        try:
-            return fn()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
 
     def write_experiment(self, experiment: Experiment) -> None:
         self._experiment = experiment
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
-        self._guard(lambda: self._write_run(run, series))
+        self.guard(lambda: self._write_run(run, series))
 
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
         if self.directory:
@@ -254,7 +247,7 @@ class ParquetWriter(Writer):
             else:
                 self._sink.close(self._experiment)
             self._out.commit()
-        self._guard(finish)
+        self.guard(finish)
 
     def abort(self) -> None:
         if self._sink is not None:

@@ -23,12 +23,11 @@ from typing import Iterable
 import numpy as np
 
 from tbconvert import dtypes as tfdt
-from tbconvert.errors import OutputError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.tbdev import layout
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              ScalarSeries, Series)
-from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
 _NUMPY_EXACT = {tfdt.DT_FLOAT, tfdt.DT_DOUBLE, tfdt.DT_INT32, tfdt.DT_UINT8, tfdt.DT_INT16,
@@ -79,15 +78,13 @@ class TbdevWriter(Writer):
         self._tensor_names: set[str] = set()
         self._blob_ids: set[str] = set()
         self._seed = hashlib.sha256(str(self.path.name).encode("utf-8")).hexdigest()[:16]
-        try:
+        def start():
             for kind in layout.KINDS:
                 self._files[kind] = open(self._tmp / layout.FILE_OF[kind], "w",
                                          encoding="ascii", newline="\n")
             (self._tmp / layout.TENSORS_DIR).mkdir()
             (self._tmp / layout.BLOBS_DIR).mkdir()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
+        self.guard(start)
 
     # -- experiment -----------------------------------------------------------------------
 
@@ -104,7 +101,7 @@ class TbdevWriter(Writer):
                     f"{self.path}: an export keeps the experiment id only in the directory name; "
                     f"name the destination experiment_{experiment.experiment_id} to keep "
                     f"{experiment.experiment_id!r}", path=self.path, lost=False)
-        self._guard(lambda: (self._tmp / layout.METADATA).write_text(
+        self.guard(lambda: (self._tmp / layout.METADATA).write_text(
             layout.dumps_line(data), encoding="ascii"))
         self._experiment_written = True
 
@@ -211,7 +208,7 @@ class TbdevWriter(Writer):
                     bid = layout.blob_id(self._seed + bid, run, chunk.tag, first_point + i, j)
                 self._blob_ids.add(bid)
                 rel = f"{layout.BLOBS_DIR}/blob_{bid}.bin"
-                self._guard(lambda: (self._tmp / rel).write_bytes(bytes(blob)))
+                self.guard(lambda: (self._tmp / rel).write_bytes(bytes(blob)))
                 paths.append(rel)
             p.payload.append(paths)
         return 0
@@ -229,7 +226,7 @@ class TbdevWriter(Writer):
             points["blob_file_paths"] = p.payload
         line = layout.dumps_line({"points": points, "run": run,
                                   "summary_metadata": encode_metadata(p.metadata), "tag": p.tag})
-        self._guard(lambda: self._files[p.kind].write(line))
+        self.guard(lambda: self._files[p.kind].write(line))
         p.steps, p.wall_times, p.payload = [], [], []
 
     def _write_npz(self, run: str, p: _Pending, walls: np.ndarray) -> str | None:
@@ -258,16 +255,10 @@ class TbdevWriter(Writer):
                             run=run, tag=p.tag, count=len(arrays))
         name = layout.tensor_file_name(float(walls[0]), self._tensor_names)
         rel = f"{layout.TENSORS_DIR}/{name}"
-        self._guard(lambda: np.savez(self._tmp / rel, *arrays))
+        self.guard(lambda: np.savez(self._tmp / rel, *arrays))
         return rel
 
     # -- finishing ----------------------------------------------------------------------------
-
-    def _guard(self, action):
-        try:
-            return action()
-        except OSError as exc:
-            raise OutputError(describe_os_error(exc, self.path)) from None
 
     def _close_files(self) -> None:
         for f in self._files.values():
@@ -279,13 +270,11 @@ class TbdevWriter(Writer):
     def close(self) -> None:
         if not self._experiment_written:
             self.write_experiment(Experiment())
-        try:
+        def finish():
             for f in self._files.values():
                 f.close()
             self._out.commit()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
+        self.guard(finish)
 
     def abort(self) -> None:
         self._close_files()

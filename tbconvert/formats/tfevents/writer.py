@@ -22,9 +22,9 @@ from tbconvert.errors import OutputError
 from tbconvert.formats.base import Writer
 from tbconvert.formats.tfevents import encode, layout, legacy, records
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
-                             ScalarSeries, Series, as_tensor_series, concat)
+                             ScalarSeries, Series, concat)
 from tbconvert.names import run_dir
-from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.output import AtomicOutput
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
@@ -52,7 +52,7 @@ class TfeventsWriter(Writer):
         facts.update(experiment_id=experiment.experiment_id, name=experiment.name,
                      description=experiment.description, create_time=experiment.create_time,
                      update_time=experiment.update_time)
-        self._guard(lambda: (self.out.tmp / layout.EXPERIMENT_SIDECAR).write_text(
+        self.guard(lambda: (self.out.tmp / layout.EXPERIMENT_SIDECAR).write_text(
             json.dumps(facts, sort_keys=True, indent=1) + "\n", encoding="utf-8"))
         self.report.add("experiment_facts_sidecar",
                         f"experiment name, description and times kept in {layout.EXPERIMENT_SIDECAR} "
@@ -80,17 +80,11 @@ class TfeventsWriter(Writer):
             directory.mkdir(parents=True, exist_ok=True)
             with open(directory / name, "xb") as f:
                 f.write(data.payload)
-        self._guard(write)
+        self.guard(write)
 
-    def _guard(self, fn) -> None:
-        try:
-            fn()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
 
     def close(self) -> None:
-        self._guard(self.out.commit)
+        self.guard(self.out.commit)
 
     def abort(self) -> None:
         self.out.abort()
