@@ -8,9 +8,11 @@ moment leaves the old destination (or none), plus at most a hidden temporary
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
@@ -68,23 +70,44 @@ class AtomicOutput:
         """Move the finished output to its final name (replacing the old one if forced)."""
         if self._done:
             return
-        old = None
-        if _exists(self.final):
+        if not self.directory or not _exists(self.final) or _is_empty_dir(self.final):
             if _is_empty_dir(self.final):
                 self.final.rmdir()
-            else:
-                old = self.final.parent / f".{self.final.name}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
-                os.replace(self.final, old)
+            os.replace(self.tmp, self.final)  # atomic, also over an existing file
+            self._done = True
+            return
+        # A non-empty directory cannot be replaced in one rename: swap the two atomically
+        # where the system can (Linux), so no moment exists without a complete destination.
+        if _exchange(self.tmp, self.final):
+            self._done = True
+            _remove(self.tmp)  # now the old output
+            return
+        old = self.final.parent / f".{self.final.name}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
+        os.replace(self.final, old)
         os.replace(self.tmp, self.final)
         self._done = True
-        if old is not None:
-            _remove(old)
+        _remove(old)
 
     def abort(self) -> None:
         """Remove whatever was written; the destination is left as it was."""
         if not self._done:
             _remove(self.tmp)
             self._done = True
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def _remove(path: Path) -> None:

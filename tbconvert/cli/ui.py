@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from tbconvert.report import Report
+
+# Control characters from names in the data (newlines, escape sequences) must not start a new
+# line or restyle the terminal: each message stays one line, shown with visible escapes.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(message: str) -> str:
+    """``message`` with control characters made visible (``\\n``, ``\\x1b``...)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
 
 
 class UI:
@@ -18,12 +28,12 @@ class UI:
 
     def error(self, message: str) -> None:
         self.close_progress()
-        print(f"tbconvert: error: {message}", file=self.stream)
+        print(f"tbconvert: error: {one_line(message)}", file=self.stream)
 
     def info(self, message: str) -> None:
         if not self.quiet:
             self.close_progress()
-            print(message, file=self.stream)
+            print(one_line(message), file=self.stream)
 
     def summary(self, report: Report) -> None:
         """Warnings and notes, repeated ones summarised with counts."""
@@ -32,6 +42,7 @@ class UI:
             return
         limit = 10**9 if self.verbose else 5
         for line in report.summary_lines(limit_per_kind=limit):
+            line = one_line(line)
             print(f"tbconvert: {line}" if not line.startswith("  ") else line, file=self.stream)
 
     def progress(self, label: str) -> None:

@@ -14,6 +14,7 @@ from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import layout as L
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
                              Series, TensorSeries)
+from tbconvert.errors import UnsupportedError
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
@@ -112,7 +113,10 @@ class Hdf5Writer(Writer):
         self.guard(do)
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
-        self.guard(lambda: self._write_run(run, series))
+        if "\x00" in run.name:
+            raise UnsupportedError(f"run {run.name!r}: the name holds a NUL character, which HDF5 "
+                                   "strings cannot store; convert to Parquet instead")
+        self.guard(lambda: self._write_run(run, (_check_names(c) for c in series)))
 
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
         index = len(self._run_names)
@@ -271,3 +275,15 @@ class Hdf5Writer(Writer):
                 pass
             self._file = None
         self._out.abort()
+
+
+def _check_names(chunk: Series) -> Series:
+    """HDF5 strings cannot hold NUL: refuse clearly instead of failing inside h5py."""
+    md = chunk.metadata
+    for what, text in (("run", chunk.run), ("tag", chunk.tag), ("plugin name", md.plugin_name),
+                       ("display name", md.display_name), ("description", md.description)):
+        if "\x00" in text:
+            raise UnsupportedError(
+                f"{chunk.run!r}/{chunk.tag!r}: the {what} holds a NUL character, which HDF5 "
+                "strings cannot store; convert to Parquet instead (it keeps every name as is)")
+    return chunk

@@ -183,8 +183,8 @@ class TbdevReader(PayloadMixin, Reader):
         try:
             obj = json.loads(raw)
             reason = "has no string 'run'" if isinstance(obj, dict) else "is not a JSON object"
-        except ValueError as exc:
-            reason = f"is not valid JSON ({exc.msg})"
+        except ValueError as exc:  # UnicodeDecodeError has no .msg
+            reason = f"is not valid JSON ({getattr(exc, 'msg', exc)})"
         if truncated:
             self.report.add("truncated_line", f"{path}:{line_no}: the last line is cut off "
                             "(interrupted export); the series on it is lost, the rest is kept",

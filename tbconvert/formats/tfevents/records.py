@@ -152,7 +152,7 @@ def _payload_crcs(buf, data, starts, lengths) -> np.ndarray:
         raw[members] = crc32c_rows(sliding_window_view(data, length)[starts[members]])
         single[members] = True
     rest = np.flatnonzero(~single)
-    mv = memoryview(buf)
+    mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
     raw[rest] = np.fromiter((crc32c(mv[s:s + k]) for s, k in
                              zip(starts[rest].tolist(), lengths[rest].tolist())),
                             dtype=np.uint32, count=len(rest))
@@ -184,8 +184,7 @@ def _valid_prefix(data: np.ndarray, mv: memoryview, starts: np.ndarray, lengths:
     if not good:
         return 0
     s, k = starts[:good], lengths[:good]
-    raw = np.fromiter((crc32c(mv[a:a + b]) for a, b in zip(s.tolist(), k.tolist())),
-                      dtype=np.uint32, count=good)
+    raw = _payload_crcs(mv, data, s, k)
     stored = np.ascontiguousarray(sliding_window_view(data, 4)[s + k]).view("<u4")[:, 0]
     wrong = np.flatnonzero(mask(raw) != stored)
     return int(wrong[0]) if len(wrong) else good
