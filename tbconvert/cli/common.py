@@ -44,3 +44,24 @@ def finish(args, ui, report: Report) -> int:
         raise DataLossError(f"--strict: {sum(i.count for i in report.lost)} item(s) were skipped "
                             "or could not be written (see the warnings above)")
     return 0
+
+
+def add_extraction(p: argparse.ArgumentParser, metavar: str, output_help: str) -> None:
+    """Arguments of the commands that extract one kind of data: SRC, -o, selection, options."""
+    p.add_argument("src", metavar="SRC", help="event-file logdir, export, archive...")
+    p.add_argument("-o", "--output", required=True, metavar=metavar, help=output_help)
+    add_selection(p)
+    add_reading(p)
+    add_writing(p)
+
+
+def write_table(args, ui, build):
+    """Build a table with ``build(src, report=, options=)`` and save it to ``args.output``."""
+    from tbconvert import tables
+    report = Report()
+    options = options_from(args, ui)
+    tables.check_table_path(args.output, force=args.force)
+    table = build(args.src, report=report, options=options)
+    tables.save_table(table, args.output, force=args.force)
+    report.outputs.append(args.output)
+    return table, report

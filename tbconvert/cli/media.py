@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert.cli.common import add_reading, add_selection, add_writing, finish, options_from
+from tbconvert.cli.common import add_extraction, finish, options_from
 from tbconvert.report import Report
 
 NAME = "media"
@@ -13,12 +13,7 @@ HELP = ("write images (PNG/JPEG/GIF), audio (WAV) and text (UTF-8 .txt) as files
 
 
 def add_arguments(p) -> None:
-    p.add_argument("src", metavar="SRC", help="event-file logdir, export, archive...")
-    p.add_argument("-o", "--output", required=True, metavar="DIR",
-                   help="destination directory (must not exist or be empty, unless --force)")
-    add_selection(p)
-    add_reading(p)
-    add_writing(p)
+    add_extraction(p, "DIR", "destination directory (must not exist or be empty, unless --force)")
 
 
 def run(args, ui) -> int:
