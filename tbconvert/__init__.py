@@ -2,24 +2,41 @@
 
 Event files, TensorBoard.dev exports, Parquet and HDF5 archives and analysis
 tables all convert through one intermediate model (:mod:`tbconvert.model`).
+
+The names below are imported on first use, so that the command line starts
+quickly and can be interrupted cleanly from its first moment.
 """
 
-from tbconvert.api import convert, load, open_reader, open_writer
-from tbconvert.errors import TbconvertError
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
-                             ScalarSeries, TensorSeries)
-from tbconvert.report import Issue, Report
-from tbconvert.tables import (Data, audio, audio_table, extract_media, hparams, hparams_table,
-                              histograms, histograms_table, images, images_table, open_image,
-                              read, scalars, scalars_table, text, text_table)
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "convert", "load", "open_reader", "open_writer", "TbconvertError", "BlobSequenceSeries",
-    "DataClass", "Experiment", "Metadata", "Run", "ScalarSeries", "TensorSeries", "Issue",
-    "Report", "__version__",
-    "read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
-    "histograms_table", "text", "text_table", "images", "images_table", "audio", "audio_table",
-    "open_image", "extract_media",
-]
+_WHERE = {
+    "tbconvert.api": ("convert", "load", "open_reader", "open_writer"),
+    "tbconvert.errors": ("TbconvertError",),
+    "tbconvert.model": ("BlobSequenceSeries", "DataClass", "Experiment", "Metadata", "Run",
+                        "ScalarSeries", "TensorSeries"),
+    "tbconvert.report": ("Issue", "Report"),
+    "tbconvert.tables": ("Data", "audio", "audio_table", "extract_media", "hparams",
+                         "hparams_table", "histograms", "histograms_table", "images",
+                         "images_table", "open_image", "read", "scalars", "scalars_table",
+                         "text", "text_table"),
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+
+__all__ = [*_MODULE_OF, "__version__"]
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tbconvert' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

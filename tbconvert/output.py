@@ -20,6 +20,16 @@ from tbconvert.errors import OutputError, OutputExistsError
 
 TMP_MARK = ".tbconvert-tmp-"
 
+# Outputs begun and neither committed nor aborted: what an interrupted program removes
+# on its way out (see abort_pending), even if it was interrupted before a writer existed.
+_PENDING: set = set()
+
+
+def abort_pending() -> None:
+    """Remove every temporary output not yet committed or aborted."""
+    for out in list(_PENDING):
+        out.abort()
+
 
 def _exists(path: Path) -> bool:
     return path.exists() or path.is_symlink()
@@ -59,12 +69,14 @@ class AtomicOutput:
         except OSError as exc:
             raise OutputError(f"cannot create {parent}: {exc.strerror or exc}") from None
         self.tmp = parent / f".{self.final.name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        self._done = False
+        _PENDING.add(self)
         if directory:
             try:
                 self.tmp.mkdir()
             except OSError as exc:
+                _PENDING.discard(self)
                 raise OutputError(f"cannot write in {parent}: {exc.strerror or exc}") from None
-        self._done = False
 
     def commit(self) -> None:
         """Move the finished output to its final name (replacing the old one if forced)."""
@@ -74,25 +86,29 @@ class AtomicOutput:
             if _is_empty_dir(self.final):
                 self.final.rmdir()
             os.replace(self.tmp, self.final)  # atomic, also over an existing file
-            self._done = True
+            self._finished()
             return
         # A non-empty directory cannot be replaced in one rename: swap the two atomically
         # where the system can (Linux), so no moment exists without a complete destination.
         if _exchange(self.tmp, self.final):
-            self._done = True
+            self._finished()
             _remove(self.tmp)  # now the old output
             return
         old = self.final.parent / f".{self.final.name}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
         os.replace(self.final, old)
         os.replace(self.tmp, self.final)
-        self._done = True
+        self._finished()
         _remove(old)
 
     def abort(self) -> None:
         """Remove whatever was written; the destination is left as it was."""
         if not self._done:
             _remove(self.tmp)
-            self._done = True
+            self._finished()
+
+    def _finished(self) -> None:
+        self._done = True
+        _PENDING.discard(self)
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -234,6 +234,37 @@ def test_sigkill_leaves_old_destination_or_none(tmp_path, big_logdir, to, name):
     assert -signal.SIGKILL in outcomes
 
 
+@pytest.mark.parametrize("to,name", [
+    ("tfevents", "dst"), ("parquet", "dst.parquet"), ("parquet", "dst_dataset"), ("csv", "dst.csv"),
+    ("hdf5", "dst.h5"), ("tbdev", "dst_export")])
+def test_interrupt_or_terminate_removes_partial_output(tmp_path, big_logdir, to, name):
+    """Ctrl-C (SIGINT) or SIGTERM at any moment: exit 130 / 143 with one line and nothing
+    left behind, or (if it came after the work was done) the complete output."""
+    dst = tmp_path / name
+    rng = np.random.default_rng(11)
+    for i, delay in enumerate(rng.uniform(0.2, 1.6, 6).tolist()):
+        sig = signal.SIGINT if i % 2 else signal.SIGTERM
+        before = [name] if dst.exists() else []    # an earlier round may have finished
+        p = _cli("convert", str(big_logdir), str(dst), "--to", to, "--force")
+        time.sleep(delay)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=120)
+        err = err.decode()
+        left = sorted(x.name for x in tmp_path.iterdir())
+        assert "Traceback" not in err, err[-3000:]
+        if p.returncode in (130, 143):
+            assert p.returncode == (130 if sig == signal.SIGINT else 143)
+            assert err.endswith("partial output was removed\n") and err.count("\n") == 1, err
+            assert left == before, left
+        elif p.returncode == -sig:   # before tbconvert's handlers, or after the work was done
+            assert left in (before, [name]), left
+        else:
+            assert p.returncode == 0, err[-2000:]
+            assert left == [name], left
+        if left:
+            assert not any(TMP_MARK in x for x in left)
+
+
 def _limit_fsize(limit):
     def pre():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -242,10 +273,8 @@ def _limit_fsize(limit):
 
 
 @pytest.mark.parametrize("to,name", [
-    ("tfevents", "dst"), ("parquet", "dst.parquet"), ("csv", "dst.csv"),
-    pytest.param("hdf5", "dst.h5", marks=pytest.mark.xfail(
-        strict=False, reason="hdf5 writer: EFBIG under RLIMIT_FSIZE makes HDF5 print "
-        "tracebacks from h5py's dealloc and the process dies with SIGSEGV"))])
+    ("tfevents", "dst"), ("parquet", "dst.parquet"), ("csv", "dst.csv"), ("hdf5", "dst.h5"),
+    ("tbdev", "dst_export")])
 def test_file_size_limit_is_a_clear_error(tmp_path, big_logdir, to, name):
     dst = tmp_path / name
     p = _cli("convert", str(big_logdir), str(dst), "--to", to, preexec=_limit_fsize(1 << 20))
@@ -255,6 +284,36 @@ def test_file_size_limit_is_a_clear_error(tmp_path, big_logdir, to, name):
     assert "Traceback" not in err
     assert err.startswith("tbconvert: error: ") and "file-size limit" in err, err
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def _can_mount_tmpfs() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_mount_tmpfs(),
+                    reason="needs a private tmpfs (unshare -Urm)")
+@pytest.mark.parametrize("to,name", [
+    ("tfevents", "dst"), ("parquet", "dst.parquet"), ("csv", "dst.csv"), ("hdf5", "dst.h5"),
+    ("tbdev", "dst_export")])
+def test_real_full_disk_is_a_clear_error(tmp_path, big_logdir, to, name):
+    """A real full file system (a 1 MiB tmpfs of the test's own): exit 9, nothing left."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    script = ('mount -t tmpfs -o size=1m tmpfs "$1" || exit 99; shift; "$@"; rc=$?; '
+              'echo "left: $(ls -A "$MNT")" >&2; exit $rc')
+    p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", str(mnt), sys.executable,
+                        "-m", "tbconvert", "convert", str(big_logdir), str(mnt / name), "--to", to],
+                       cwd=ROOT, capture_output=True, timeout=120, env={**os.environ, "MNT": str(mnt)})
+    err = p.stderr.decode()
+    assert p.returncode == 9, err[-2000:]
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert lines[0].startswith("tbconvert: error: ") and "disk is full" in lines[0], err
+    assert lines[-1] == "left: ", err
 
 
 def test_disk_full_is_a_clear_error(tmp_path, monkeypatch, capsys):

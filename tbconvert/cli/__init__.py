@@ -8,12 +8,17 @@ lists them in the order ``--help`` shows them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
+import threading
 import traceback
 from typing import Sequence
 
 from tbconvert.cli.ui import UI
 from tbconvert.errors import TbconvertError
+from tbconvert.interrupts import deferred
+from tbconvert.output import abort_pending
 
 COMMANDS = (
     "convert",
@@ -38,7 +43,46 @@ EXIT_CODES = """exit codes:
   8  --strict: data was skipped or could not be written
   9  writing failed (disk full, permission, file-size limit); partial output removed
  10  verify: the two sources differ
+130  interrupted (Ctrl-C); 143 terminated (SIGTERM); partial output removed either way
 """
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that partial output is removed on the way out."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _signal_handlers():
+    """A file-size limit becomes an error to report (EFBIG), not a silent kill by SIGXFSZ;
+    SIGTERM unwinds like Ctrl-C. Only the main thread may install handlers; the old ones
+    come back afterwards, for callers of :func:`main` inside a larger program."""
+    wanted = {signal.SIGTERM: _on_sigterm}
+    if hasattr(signal, "SIGXFSZ"):
+        wanted[signal.SIGXFSZ] = signal.SIG_IGN
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum, handler in wanted.items():
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                old[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _no_partial_output():
+    """However the command ends, no temporary output of its own is left behind."""
+    try:
+        yield
+    finally:
+        with deferred():
+            abort_pending()
 
 
 def _modules():
@@ -78,19 +122,25 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    parser = build_parser()
     try:
+        parser = build_parser()
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0)
+    except KeyboardInterrupt:
+        return 130
     ui = UI(quiet=args.quiet, verbose=args.verbose)
     try:
-        return int(args._run(args, ui) or 0)
+        with _signal_handlers(), _no_partial_output():
+            return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
         if args.debug:
             traceback.print_exc()
         ui.error(str(exc))
         return exc.exit_code
+    except Terminated:
+        ui.error("terminated; partial output was removed")
+        return 143
     except KeyboardInterrupt:
         ui.error("interrupted; partial output was removed")
         return 130

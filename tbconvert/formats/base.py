@@ -108,12 +108,16 @@ class Writer(abc.ABC):
                             "description and times", count=1)
 
     def guard(self, fn):
-        """Run ``fn``; an OS error (disk full, size limit...) aborts and becomes one clear error."""
+        """Run ``fn``; an OS error (disk full, size limit...) aborts and becomes one clear error.
+        An interrupt aborts too, so that no partial output outlives it."""
         try:
             return fn()
         except OSError as exc:
             self.abort()
             raise OutputError(describe_os_error(exc, self.path)) from None
+        except KeyboardInterrupt:
+            self.abort()
+            raise
 
     @abc.abstractmethod
     def write_run(self, run: Run, series: Iterable[Series]) -> None:

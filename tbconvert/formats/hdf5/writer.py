@@ -12,9 +12,11 @@ import numpy as np
 from tbconvert import dtypes as _dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5.sink import FailSafeFile
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
                              Series, TensorSeries)
 from tbconvert.errors import UnsupportedError
+from tbconvert.interrupts import deferred
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
@@ -92,18 +94,21 @@ class Hdf5Writer(Writer):
         super().__init__(path, options, report)
         self._out = AtomicOutput(self.path, force=options.force, directory=False)
         self._file = None
+        self._sink: FailSafeFile | None = None
         self._run_names: list[str] = []
         self._file = self.guard(self._open)
 
+    @deferred()
     def _open(self):
-        f = h5py.File(self._out.tmp, "w", libver=("v108", "latest"))
+        self._sink = FailSafeFile(self._out.tmp)
+        f = h5py.File(self._sink, "w", libver=("v108", "latest"))
         f.attrs[L.ATTR_FORMAT] = L.FORMAT_NAME
         f.attrs[L.ATTR_VERSION] = np.int64(L.SCHEMA_VERSION)
         f.create_group(L.RUNS)
         return f
 
-
     def write_experiment(self, experiment: Experiment) -> None:
+        @deferred()
         def do():
             attrs = self._file.attrs
             for key in L.EXPERIMENT_ATTRS:
@@ -119,6 +124,29 @@ class Hdf5Writer(Writer):
         self.guard(lambda: self._write_run(run, (_check_names(c) for c in series)))
 
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
+        # HDF5 work is done with interrupts held back (an exception inside HDF5's callbacks
+        # breaks it); reading the source between chunks stays interruptible.
+        with deferred():
+            g = self._start_run(run)
+            sg = g.create_group(L.SERIES)
+        states: dict = {}
+        tags: list[str] = []
+        try:
+            for chunk in series:
+                if not len(chunk):
+                    continue
+                with deferred():
+                    self._add_chunk(sg, states, tags, chunk)
+                    self._sink.check()
+            with deferred():
+                g.create_dataset(L.TAGS, data=np.array(tags, dtype=object), dtype=STR)
+                self._sink.check()
+        finally:
+            with deferred():  # h5py objects released here, not wherever the collector runs
+                states.clear()
+                del g, sg
+
+    def _start_run(self, run: Run) -> h5py.Group:
         index = len(self._run_names)
         self._run_names.append(run.name)
         g = self._file.create_group(L.run_path(index))
@@ -133,25 +161,21 @@ class Hdf5Writer(Writer):
             rec.create_dataset("wall_time",
                                data=np.array([r.wall_time for r in run.records], np.float64))
             _append(rec, "payload", _vlen([r.payload for r in run.records]), VLEN_BYTES)
-        sg = g.create_group(L.SERIES)
-        states: dict = {}
-        tags: list[str] = []
-        for chunk in series:
-            if not len(chunk):
-                continue
-            if isinstance(chunk, ScalarSeries):
-                kind, extra = L.KIND_SCALAR, chunk.values.dtype.name
-            elif isinstance(chunk, BlobSequenceSeries):
-                kind, extra = L.KIND_BLOB_SEQUENCE, None
-            else:
-                kind, extra = L.KIND_TENSOR, None
-            key = (chunk.tag, kind, chunk.metadata, extra)
-            state = states.get(key)
-            if state is None:
-                state = states[key] = _SeriesState(self._new_series(sg, len(tags), chunk, kind), kind)
-                tags.append(chunk.tag)
-            self._append_chunk(state, chunk)
-        g.create_dataset(L.TAGS, data=np.array(tags, dtype=object), dtype=STR)
+        return g
+
+    def _add_chunk(self, sg: h5py.Group, states: dict, tags: list, chunk: Series) -> None:
+        if isinstance(chunk, ScalarSeries):
+            kind, extra = L.KIND_SCALAR, chunk.values.dtype.name
+        elif isinstance(chunk, BlobSequenceSeries):
+            kind, extra = L.KIND_BLOB_SEQUENCE, None
+        else:
+            kind, extra = L.KIND_TENSOR, None
+        key = (chunk.tag, kind, chunk.metadata, extra)
+        state = states.get(key)
+        if state is None:
+            state = states[key] = _SeriesState(self._new_series(sg, len(tags), chunk, kind), kind)
+            tags.append(chunk.tag)
+        self._append_chunk(state, chunk)
 
     @staticmethod
     def _new_series(sg: h5py.Group, j: int, chunk: Series, kind: str) -> h5py.Group:
@@ -258,15 +282,19 @@ class Hdf5Writer(Writer):
         del s["values"]
 
     def close(self) -> None:
+        @deferred()
         def finish():
             if self._file is not None:
                 self._file.create_dataset(L.RUN_NAMES, data=np.array(self._run_names, dtype=object),
                                           dtype=STR)
                 self._file.close()
                 self._file = None
+            self._sink.check()
+            self._sink.close()
             self._out.commit()
         self.guard(finish)
 
+    @deferred()
     def abort(self) -> None:
         if self._file is not None:
             try:
@@ -274,6 +302,8 @@ class Hdf5Writer(Writer):
             except Exception:  # noqa: BLE001 - failing already; the file is removed
                 pass
             self._file = None
+        if self._sink is not None:
+            self._sink.close()
         self._out.abort()
 
 
