@@ -4,7 +4,6 @@ with TensorBoard's own reading (tests/oracle.py)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              RunRecord, ScalarSeries, TensorSeries, concat)
-from tbconvert.report import Report
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 ARCHIVES = ["x.parquet", "x.h5", "pq_dir"]

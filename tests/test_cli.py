@@ -4,7 +4,6 @@ import shutil
 import subprocess
 import sys
 
-import pytest
 from conftest import FIXTURES
 from oracle import assert_same_view, tb_view
 

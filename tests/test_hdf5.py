@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import h5py
 import numpy as np
@@ -13,7 +14,9 @@ from tbconvert import dtypes as dt
 from tbconvert import registry
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.hdf5 import Hdf5Format
+from tbconvert.cli import main
 from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5 import seal
 
 from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
 
@@ -123,10 +126,20 @@ def test_not_hdf5(tmp_path):
         tbconvert.load(path)
 
 
+def _reseal(path):
+    """Seal an archive edited by h5py again, as if tbconvert had written it so."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        seal.write_seal(fd)
+    finally:
+        os.close(fd)
+
+
 def test_newer_schema_version(tmp_path):
     path = write_sample(tmp_path / "x.h5")
     with h5py.File(path, "a") as f:
         f.attrs["schema_version"] = 7
+    _reseal(path)
     with pytest.raises(FormatError, match="newer tbconvert.*upgrade"):
         tbconvert.load(path)
 
@@ -135,13 +148,62 @@ def test_truncated_file(tmp_path):
     path = write_sample(tmp_path / "x.h5")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CorruptDataError, match="x.h5"):
+    with pytest.raises(CorruptDataError, match="x.h5: the archive is damaged.*truncated"):
         tbconvert.load(path)
 
 
-def test_damaged_structure(tmp_path):
+def test_seal_is_in_the_user_block_and_plain_h5py_reads_the_archive(tmp_path):
+    path = write_sample(tmp_path / "x.h5")
+    head = path.read_bytes()[:seal.USERBLOCK]
+    assert head.startswith(b'tbconvert-hdf5-seal {"bytes": ')
+    assert seal.check_seal(path) is True
+    with h5py.File(path, "r") as f:
+        assert f.userblock_size == seal.USERBLOCK
+        assert f.attrs["tbconvert_format"] == "tbconvert-hdf5"
+    assert Hdf5Format.sniff(path)
+
+
+def test_changed_bytes_are_refused_before_hdf5_opens_the_file(tmp_path, capsys):
+    path = write_sample(tmp_path / "x.h5")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError, match="checksum does not match.*--ignore-checksum"):
+        tbconvert.load(path)
+    assert main(["info", str(path)]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--ignore-checksum" in err
+    loaded = tbconvert.load(path, ignore_checksum=True)
+    assert [i.kind for i in loaded.report.issues][:1] == ["damaged_archive"]
+
+
+def test_editing_with_h5py_breaks_the_seal(tmp_path):
     path = write_sample(tmp_path / "x.h5")
     with h5py.File(path, "a") as f:
-        del f["runs/0/series/0/wall_times"]
-    with pytest.raises(CorruptDataError, match="damaged archive at /runs/0/series/0"):
+        f.attrs["note"] = "added by hand"
+    with pytest.raises(CorruptDataError, match="edited after it was written"):
         tbconvert.load(path)
+    loaded = tbconvert.load(path, ignore_checksum=True)
+    assert loaded.report.issues[0].kind == "damaged_archive" and len(loaded.report.issues) == 1
+    assert loaded.series.keys() == tbconvert.load(write_sample(tmp_path / "y.h5")).series.keys()
+
+
+def test_damaged_series_costs_that_series_only(tmp_path):
+    path = write_sample(tmp_path / "x.h5")
+    whole = tbconvert.load(path)
+    with h5py.File(path, "a") as f:
+        run0 = f["runs/0"].attrs["name"]
+        tag0 = f["runs/0/series/0"].attrs["tag"]
+        del f["runs/0/series/0/wall_times"]
+    _reseal(path)
+    loaded = tbconvert.load(path)
+    (issue,) = loaded.report.issues
+    assert issue.kind == "damaged_series" and "/runs/0/series/0" in issue.message
+    assert (issue.run, issue.tag) == (run0, tag0)
+    for run, tags in whole.series.items():
+        for tag, series in tags.items():
+            if (run, tag) == (run0, tag0):
+                continue   # (series 0 may share its tag with another series of the run)
+            got = loaded.series[run][tag]
+            np.testing.assert_array_equal(got.steps, series.steps)
+            np.testing.assert_array_equal(got.wall_times, series.wall_times)

@@ -194,6 +194,8 @@ def test_truncated_file(tmp_path):
 
 
 def test_damaged_page(tmp_path):
+    """Bytes flipped all over the data pages: every page's checksum catches it; the damage is
+    reported, never read as data, and never a traceback."""
     path = tmp_path / "x.parquet"
     write_sample(path, runs=_scalar_runs(20_000))
     data = bytearray(path.read_bytes())
@@ -202,9 +204,54 @@ def test_damaged_page(tmp_path):
     for i in range(100, body_end - 100, 97):
         data[i] ^= 0x5A
     path.write_bytes(bytes(data))
-    with pytest.raises((CorruptDataError, FormatError)) as info:
-        _load(path)
-    assert "x.parquet" in str(info.value)
+    loaded = _load(path)
+    assert sum(len(c) for tags in loaded.series.values() for c in tags.values()) == 0
+    issues = [i for i in loaded.report.issues if i.kind == "damaged_row_group"]
+    assert issues and all("x.parquet" in i.message for i in issues)
+    assert sum(i.count for i in issues) == 3 * 2 * 20_000
+
+
+def _column_chunk(path, group: int, column: str) -> tuple[int, int]:
+    rg = pq.ParquetFile(path).metadata.row_group(group)
+    col = next(rg.column(i) for i in range(rg.num_columns) if rg.column(i).path_in_schema == column)
+    start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+    return start, col.total_compressed_size
+
+
+def test_damaged_row_group_costs_that_row_group_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 10_000)
+    runs = _scalar_runs(20_000)            # 3 runs x 2 tags x 20,000 rows: 12 row groups
+    path = write_sample(tmp_path / "x.parquet", runs=runs)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 12
+    start, size = _column_chunk(path, 5, "value")   # rows 50,000-59,999: "eval/a b"/loss, 2nd half
+    data = bytearray(path.read_bytes())
+    data[start + size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    loaded = _load(path)
+    (issue,) = loaded.report.issues
+    assert issue.kind == "damaged_row_group" and issue.count == 10_000
+    assert "row group 5" in issue.message and "'eval/a b'" in issue.message
+    for run, chunks in runs:
+        for c in chunks:
+            got = loaded.series[run.name][c.tag]
+            keep = 10_000 if (run.name, c.tag) == ("eval/a b", "loss") else 20_000
+            np.testing.assert_array_equal(got.steps, c.steps[:keep])
+            np.testing.assert_array_equal(got.values, c.values[:keep])
+            np.testing.assert_array_equal(got.wall_times, c.wall_times[:keep])
+
+
+def test_damaged_names_are_caught_by_the_metadata_checksum(tmp_path):
+    path = write_sample(tmp_path / "x.parquet", runs=_scalar_runs(100))
+    pf = pq.ParquetFile(path)
+    kv = dict(pf.metadata.metadata)
+    kv[S.METADATA_KEY] = kv[S.METADATA_KEY].replace(b'"acc/top1"', b'"acc/top2"')
+    table = pf.read().replace_schema_metadata(kv)
+    pq.write_table(table, tmp_path / "y.parquet")
+    with pytest.raises(CorruptDataError, match="y.parquet: damaged tbconvert metadata.*checksum"):
+        _load(tmp_path / "y.parquet")
+    loaded = tbconvert.load(tmp_path / "y.parquet", ignore_checksum=True)
+    assert [i.kind for i in loaded.report.issues] == ["damaged_archive"]
+    assert "acc/top2" in loaded.series["train"]
 
 
 def test_damaged_marker(tmp_path):
@@ -214,6 +261,10 @@ def test_damaged_marker(tmp_path):
     with pytest.raises(CorruptDataError, match="damaged"):
         _load(out)
     marker = {"format": S.FORMAT_NAME, "schema_version": 1, "parts": [{"file": "../x.parquet"}]}
+    (out / S.MARKER_FILE).write_text(json.dumps(marker))
+    with pytest.raises(CorruptDataError, match="checksum is missing.*--ignore-checksum"):
+        _load(out)
+    marker[S.MARKER_DIGEST] = S.marker_digest(marker)
     (out / S.MARKER_FILE).write_text(json.dumps(marker))
     with pytest.raises(CorruptDataError, match="unsafe part name"):
         _load(out)

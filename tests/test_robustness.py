@@ -586,3 +586,58 @@ def test_non_utf8_json_line(tmp_path):
     result = _convert_or_refuse(src, tmp_path / "out")
     if not isinstance(result, TbconvertError):
         assert any("scalars.json" in i.message for i in result.issues)
+
+
+# --------------------------------------------------------------------------------------------
+# Archives: bit rot in Parquet and HDF5 files is found and reported, never read as data
+# --------------------------------------------------------------------------------------------
+
+def _archive_damage(data: bytes, body_end: int, rng, cases: int):
+    """Seeded damage: bit flips, overwritten stretches (random or zero), truncation; half
+    of the flips and stretches land in ``data[:body_end]`` (the data pages)."""
+    for case in range(cases):
+        buf = bytearray(data)
+        limit = body_end if case % 2 else len(buf)
+        kind = case % 3
+        if kind == 0:
+            for _ in range(int(rng.integers(1, 5))):
+                i = int(rng.integers(limit))
+                buf[i] ^= 1 << int(rng.integers(8))
+        elif kind == 1:
+            i, k = int(rng.integers(limit)), int(rng.integers(1, 65))
+            k = len(buf[i:i + k])
+            buf[i:i + k] = bytes(k) if rng.random() < 0.5 else rng.bytes(k)
+        else:
+            buf = buf[:int(rng.integers(len(buf)))]
+        yield case, bytes(buf)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".h5"])
+def test_fuzz_archives_never_read_damage_as_data(tmp_path, suffix):
+    from tbconvert import verify
+
+    from test_archives_roundtrip import write_sample
+    original = write_sample(tmp_path / f"original{suffix}")
+    data = original.read_bytes()
+    body_end = len(data)
+    if suffix == ".parquet":
+        body_end -= 8 + struct.unpack("<I", data[-8:-4])[0]
+    outcomes = collections.Counter()
+    for case, damaged in _archive_damage(data, body_end, np.random.default_rng(5), 240):
+        path = tmp_path / f"damaged{suffix}"
+        path.write_bytes(damaged)
+        report = Report()
+        with deadline(10, f"case {case}"):
+            try:
+                diffs = verify.compare(original, path, report=report)
+            except TbconvertError as exc:
+                assert str(path) in str(exc), (case, str(exc))
+                outcomes["refused"] += 1
+                continue
+        if report.lost:
+            assert all(str(path) in i.message for i in report.lost), (case, report.lost)
+            outcomes["reported"] += 1
+        else:   # nothing reported: then nothing may differ
+            assert diffs == [], (case, diffs[:5])
+            outcomes["unchanged"] += 1
+    assert outcomes["refused"] + outcomes["reported"] > 150, outcomes

@@ -21,7 +21,6 @@ import pytest
 import tbconvert
 from tbconvert import api
 from tbconvert.cli import main
-from tbconvert.errors import OutputError
 from tbconvert.formats.base import Options
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries,
                              TensorSeries)

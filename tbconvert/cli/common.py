@@ -19,6 +19,9 @@ def add_reading(p: argparse.ArgumentParser) -> None:
                    help="exit with code 8 if any data was skipped (corrupt records, lost blobs...)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
+    p.add_argument("--ignore-checksum", action="store_true",
+                   help="read an HDF5 archive whose checksum does not match, as far as HDF5 "
+                        "can (the damage is reported; HDF5 may hang or crash on damaged files)")
 
 
 def add_writing(p: argparse.ArgumentParser) -> None:
@@ -34,7 +37,7 @@ def options_from(args, ui):
         runs=getattr(args, "runs", None), tags=getattr(args, "tags", None),
         allow_pickle=getattr(args, "allow_pickle", False), force=getattr(args, "force", False),
         restarts=getattr(args, "restarts", "visible"), wide=getattr(args, "wide", False),
-        progress=ui.progress)
+        ignore_checksum=getattr(args, "ignore_checksum", False), progress=ui.progress)
 
 
 def finish(args, ui, report: Report) -> int:

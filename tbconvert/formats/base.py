@@ -40,6 +40,8 @@ class Options:
         rule hides are left out and counted); ``"keep-all"`` keeps them.
         Archives (Parquet, HDF5) always keep them, marked.
       wide: tables only: one row per (run, step), one column per tag.
+      ignore_checksum: read an HDF5 archive whose checksum does not match (what HDF5
+        can still read is read and the damage is reported; HDF5 may hang or crash).
       progress: called with a short label as work advances (the CLI draws a bar).
     """
 
@@ -49,6 +51,7 @@ class Options:
     force: bool = False
     restarts: str = "visible"
     wide: bool = False
+    ignore_checksum: bool = False
     progress: Callable[[str], None] | None = None
 
     def wants_run(self, run: str) -> bool:

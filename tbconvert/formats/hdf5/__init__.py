@@ -12,7 +12,7 @@ try:
 except ImportError as exc:  # pragma: no cover - h5py is a dependency
     raise MissingDependencyError("the hdf5 format needs h5py: pip install 'tbconvert[hdf5]'") from exc
 
-from tbconvert.formats.hdf5 import layout
+from tbconvert.formats.hdf5 import layout, seal
 from tbconvert.formats.hdf5.reader import Hdf5Reader
 from tbconvert.formats.hdf5.writer import Hdf5Writer
 
@@ -34,8 +34,11 @@ class Hdf5Format(Format):
             if not path.is_file():
                 return False
             with open(path, "rb") as fh:
-                if fh.read(8) != _HDF5_MAGIC:
-                    return False
+                head = fh.read(len(seal.MAGIC))
+            if head.startswith(seal.MAGIC):
+                return True  # sealed: not opened here, a damaged file could hang HDF5
+            if not head.startswith(_HDF5_MAGIC):
+                return False
             with h5py.File(path, "r") as f:
                 return f.attrs.get(layout.ATTR_FORMAT) in (layout.FORMAT_NAME,
                                                            layout.FORMAT_NAME.encode())

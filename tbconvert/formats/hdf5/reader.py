@@ -13,6 +13,7 @@ from tbconvert import dtypes as _dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader
 from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run, RunData,
                              RunRecord, ScalarSeries, TensorSeries)
 from tbconvert.report import Report
@@ -31,6 +32,10 @@ def _str(value) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string attribute, got {type(value).__name__}")
     return value
+
+
+# What h5py and the checks below raise on a damaged archive.
+_DAMAGE = (OSError, KeyError, TypeError, ValueError, IndexError, RuntimeError)
 
 
 def check_root(f: h5py.File, path: Path) -> None:
@@ -53,6 +58,8 @@ def check_root(f: h5py.File, path: Path) -> None:
 class Hdf5Reader(Reader):
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
+        self._file = None
+        self._check_seal()
         try:
             self._file = h5py.File(self.path, "r")
         except OSError as exc:
@@ -75,6 +82,21 @@ class Hdf5Reader(Reader):
             self.close()
             raise CorruptDataError(f"{self.path}: damaged archive ({_one_line(exc)})") from None
 
+    def _check_seal(self) -> None:
+        try:
+            check_seal(self.path)
+        except OSError as exc:
+            raise CorruptDataError(f"{self.path}: cannot be read ({exc.strerror or exc})") from None
+        except SealBroken as exc:
+            if not self.options.ignore_checksum:
+                raise CorruptDataError(
+                    f"{self.path}: the archive is damaged ({exc}); it was not opened, because "
+                    "HDF5 can hang or crash on damaged files. Restore it from a copy, or pass "
+                    "--ignore-checksum to read what HDF5 still can") from None
+            self.report.add("damaged_archive",
+                            f"{self.path}: the archive is damaged ({exc}); read anyway "
+                            "(--ignore-checksum): parts may be missing or wrong", path=self.path)
+
     def experiment(self) -> Experiment:
         return self._experiment
 
@@ -86,10 +108,8 @@ class Hdf5Reader(Reader):
             except Exception:  # noqa: BLE001
                 pass
 
-    def _damaged(self, where: str, exc: BaseException) -> CorruptDataError:
-        return CorruptDataError(f"{self.path}: damaged archive at {where} ({_one_line(exc)})")
-
     def iter_runs(self) -> Iterator[RunData]:
+        # A damaged run or series costs itself (reported), not the rest of the archive.
         for i in range(self._run_count):
             where = "/" + L.run_path(i)
             try:
@@ -98,8 +118,10 @@ class Hdf5Reader(Reader):
                 count = len(g[L.SERIES])
             except TbconvertError:
                 raise
-            except (OSError, KeyError, TypeError, ValueError) as exc:
-                raise self._damaged(where, exc) from None
+            except _DAMAGE as exc:
+                self.report.add("damaged_run", f"{self.path}: damaged archive at {where} "
+                                f"({_one_line(exc)}); the run was skipped", path=self.path)
+                continue
             yield RunData(run=run, series=self._series_of(g, run.name, count, where))
 
     @staticmethod
@@ -119,36 +141,46 @@ class Hdf5Reader(Reader):
     def _series_of(self, g: h5py.Group, run: str, count: int, where: str):
         for j in range(count):
             spath = f"{where}/{L.SERIES}/{j}"
+            tag, n, done = None, None, 0
             try:
                 s = g[L.SERIES][str(j)]
-                a = s.attrs
-                kind = _str(a["kind"])
-                if kind not in L.KINDS:
-                    raise ValueError(f"unknown kind {kind!r}")
-                md = Metadata(plugin_name=_str(a["plugin_name"]),
-                              plugin_content=np.asarray(a["plugin_content"], np.uint8).tobytes(),
-                              display_name=_str(a["display_name"]),
-                              description=_str(a["description"]),
-                              data_class=DataClass(int(a["data_class"])))
-                tag = _str(a["tag"])
-                n = s["steps"].shape[0]
-                for k in ("wall_times", "hidden"):
-                    if s[k].shape[0] != n:
-                        raise ValueError(f"{k} has {s[k].shape[0]} entries, steps {n}")
-                if kind == L.KIND_SCALAR:
-                    gen = self._scalar_chunks(s, run, tag, md, n)
-                elif kind == L.KIND_BLOB_SEQUENCE:
-                    gen = self._blob_chunks(s, run, tag, md, n)
-                elif _str(a["layout"]) == L.LAYOUT_DENSE:
-                    gen = self._dense_chunks(s, run, tag, md, n)
-                else:
-                    gen = self._ragged_chunks(s, run, tag, md, n)
+                tag = _str(s.attrs["tag"])
+                n, gen = self._open_series(s, run, tag)
                 for chunk in gen:
+                    done += len(chunk)
                     yield chunk
             except TbconvertError:
                 raise
-            except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
-                raise self._damaged(spath, exc) from None
+            except _DAMAGE as exc:
+                lost = "" if n is None else f"; {n - done} of its {n} points skipped"
+                self.report.add("damaged_series", f"{self.path}: damaged archive at {spath} "
+                                f"({_one_line(exc)}){lost}", path=self.path, run=run, tag=tag,
+                                count=1 if n is None else max(n - done, 1))
+
+    def _open_series(self, s: h5py.Group, run: str, tag: str):
+        """The series' point count and a generator of its chunks."""
+        a = s.attrs
+        kind = _str(a["kind"])
+        if kind not in L.KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
+        md = Metadata(plugin_name=_str(a["plugin_name"]),
+                      plugin_content=np.asarray(a["plugin_content"], np.uint8).tobytes(),
+                      display_name=_str(a["display_name"]),
+                      description=_str(a["description"]),
+                      data_class=DataClass(int(a["data_class"])))
+        n = s["steps"].shape[0]
+        for k in ("wall_times", "hidden"):
+            if s[k].shape[0] != n:
+                raise ValueError(f"{k} has {s[k].shape[0]} entries, steps {n}")
+        if kind == L.KIND_SCALAR:
+            gen = self._scalar_chunks(s, run, tag, md, n)
+        elif kind == L.KIND_BLOB_SEQUENCE:
+            gen = self._blob_chunks(s, run, tag, md, n)
+        elif _str(a["layout"]) == L.LAYOUT_DENSE:
+            gen = self._dense_chunks(s, run, tag, md, n)
+        else:
+            gen = self._ragged_chunks(s, run, tag, md, n)
+        return n, gen
 
     @staticmethod
     def _common(s, run, tag, md, a, b) -> dict:

@@ -92,6 +92,10 @@ class FailSafeFile:
         if self.error is not None:
             raise self.error
 
+    @property
+    def fd(self) -> int:
+        return self._fd
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

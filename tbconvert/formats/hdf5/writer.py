@@ -12,6 +12,7 @@ import numpy as np
 from tbconvert import dtypes as _dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5.seal import USERBLOCK, write_seal
 from tbconvert.formats.hdf5.sink import FailSafeFile
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
                              Series, TensorSeries)
@@ -101,7 +102,7 @@ class Hdf5Writer(Writer):
     @deferred()
     def _open(self):
         self._sink = FailSafeFile(self._out.tmp)
-        f = h5py.File(self._sink, "w", libver=("v108", "latest"))
+        f = h5py.File(self._sink, "w", libver=("v108", "latest"), userblock_size=USERBLOCK)
         f.attrs[L.ATTR_FORMAT] = L.FORMAT_NAME
         f.attrs[L.ATTR_VERSION] = np.int64(L.SCHEMA_VERSION)
         f.create_group(L.RUNS)
@@ -290,6 +291,7 @@ class Hdf5Writer(Writer):
                 self._file.close()
                 self._file = None
             self._sink.check()
+            write_seal(self._sink.fd)
             self._sink.close()
             self._out.commit()
         self.guard(finish)

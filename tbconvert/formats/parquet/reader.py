@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Iterator
@@ -42,10 +43,18 @@ def check_header(meta: object, where: Path) -> dict:
     return meta
 
 
-def open_file(path: Path) -> tuple[pq.ParquetFile, dict]:
+def _checksum_failed(what: str, options: Options, report: Report) -> None:
+    """A missing or wrong checksum: refused, unless the user asked to read anyway."""
+    if not options.ignore_checksum:
+        raise CorruptDataError(f"{what}; pass --ignore-checksum to read it anyway")
+    report.add("damaged_archive", f"{what}; read anyway (--ignore-checksum): names, metadata "
+               "or experiment facts may be wrong")
+
+
+def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
     """Open one archive file and return it with its validated metadata."""
     try:
-        pf = pq.ParquetFile(str(path))
+        pf = pq.ParquetFile(str(path), page_checksum_verification=True)
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise CorruptDataError(
             f"{path}: not a readable Parquet file (damaged or not Parquet: {_one_line(exc)})") from None
@@ -58,6 +67,14 @@ def open_file(path: Path) -> tuple[pq.ParquetFile, dict]:
     except (UnicodeDecodeError, ValueError):
         raise CorruptDataError(f"{path}: damaged tbconvert metadata (not valid JSON)") from None
     check_header(meta, path)
+    # after the version check: a newer schema may protect its metadata differently
+    digest = kv.get(S.DIGEST_KEY)
+    if digest is None:
+        _checksum_failed(f"{path}: damaged tbconvert metadata (its checksum is missing)",
+                         options, report)
+    elif digest != hashlib.sha256(raw).hexdigest().encode("ascii"):
+        _checksum_failed(f"{path}: damaged tbconvert metadata (its checksum does not match)",
+                         options, report)
     missing = [c for c in _READ_COLUMNS if c not in pf.schema_arrow.names]
     if missing:
         raise CorruptDataError(f"{path}: damaged archive: missing column(s) {', '.join(missing)}")
@@ -67,9 +84,10 @@ def open_file(path: Path) -> tuple[pq.ParquetFile, dict]:
 class _Source:
     """One archive file: its runs, its series table, and its chunks in row order."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, options: Options, report: Report) -> None:
         self.path = path
-        self.file, meta = open_file(path)
+        self.report = report
+        self.file, meta = open_file(path, options, report)
         try:
             self.experiment = S.experiment_from_json(meta.get("experiment") or {})
             self.runs = [S.run_from_json(r) for r in meta["runs"]]
@@ -85,18 +103,38 @@ class _Source:
             raise CorruptDataError(f"{path}: damaged tbconvert metadata ({_one_line(exc)})") from None
 
     def chunks(self) -> Iterator[tuple[int, object]]:
-        """``(run_index, chunk)`` in row order."""
-        batches = self.file.iter_batches(batch_size=S.READ_BATCH_ROWS, columns=_READ_COLUMNS,
-                                         use_threads=True)
-        while True:
+        """``(run_index, chunk)`` in row order. A damaged row group costs the rows of it not
+        yet read (reported), not the rest of the file: every page carries a checksum."""
+        meta = self.file.metadata
+        for group in range(meta.num_row_groups):
+            rows = meta.row_group(group).num_rows
+            done = 0
             try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except (OSError, pa.ArrowException, ValueError) as exc:
-                raise CorruptDataError(
-                    f"{self.path}: damaged Parquet data ({_one_line(exc)})") from None
-            yield from self._decode(batch)
+                for batch in self.file.iter_batches(batch_size=S.READ_BATCH_ROWS, row_groups=[group],
+                                                    columns=_READ_COLUMNS, use_threads=True):
+                    for run_index, chunk in self._decode(batch):
+                        done += len(chunk)
+                        yield run_index, chunk
+            except (OSError, pa.ArrowException, ValueError, CorruptDataError) as exc:
+                lost = max(rows - done, 0)
+                self.report.add(
+                    "damaged_row_group",
+                    f"{self.path}: row group {group} is damaged ({_one_line(exc)}); "
+                    f"{lost} of its {rows} points skipped{self._runs_in(group)}",
+                    path=self.path, count=lost)
+
+    def _runs_in(self, group: int) -> str:
+        """Which runs a row group held, from its statistics (when they survived)."""
+        try:
+            rg = self.file.metadata.row_group(group)
+            names = [rg.column(i).path_in_schema for i in range(rg.num_columns)]
+            stats = rg.column(names.index("run")).statistics
+            if stats is not None and stats.has_min_max:
+                lo, hi = stats.min, stats.max
+                return f" (run {lo!r})" if lo == hi else f" (runs {lo!r} to {hi!r})"
+        except Exception:  # noqa: BLE001 - only a hint for the message
+            pass
+        return ""
 
     def _decode(self, batch: pa.RecordBatch):
         n = batch.num_rows
@@ -167,7 +205,7 @@ class _Source:
         return TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
 
 
-def read_marker(path: Path) -> dict:
+def read_marker(path: Path, options: Options, report: Report) -> dict:
     marker = path / S.MARKER_FILE
     try:
         meta = json.loads(marker.read_text(encoding="utf-8"))
@@ -177,6 +215,11 @@ def read_marker(path: Path) -> dict:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CorruptDataError(f"{marker}: damaged ({_one_line(exc)})") from None
     check_header(meta, marker)
+    digest = meta.pop(S.MARKER_DIGEST, None)
+    if digest is None:
+        _checksum_failed(f"{marker}: damaged (its checksum is missing)", options, report)
+    elif digest != S.marker_digest(meta):
+        _checksum_failed(f"{marker}: damaged (its checksum does not match)", options, report)
     parts = meta.get("parts")
     if not isinstance(parts, list) or not all(
             isinstance(p, dict) and isinstance(p.get("file"), str) for p in parts):
@@ -194,7 +237,7 @@ class ParquetReader(Reader):
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
         if self.path.is_dir():
-            marker = read_marker(self.path)
+            marker = read_marker(self.path, options, report)
             self._experiment = S.experiment_from_json(marker.get("experiment") or {})
             self._files = [self.path / p["file"] for p in marker["parts"]]
             for f in self._files:
@@ -202,7 +245,7 @@ class ParquetReader(Reader):
                     raise CorruptDataError(f"{f}: missing from the dataset listed in {S.MARKER_FILE}")
             self._first = None
         else:
-            self._first = _Source(self.path)
+            self._first = _Source(self.path, options, report)
             self._experiment = self._first.experiment
             self._files = [self.path]
 
@@ -211,7 +254,7 @@ class ParquetReader(Reader):
 
     def iter_runs(self) -> Iterator[RunData]:
         for f in self._files:
-            source = self._first if (self._first is not None and f == self.path) else _Source(f)
+            source = self._first if (self._first is not None and f == self.path) else _Source(f, self.options, self.report)
             yield from self._runs_of(source)
 
     def _runs_of(self, source: _Source) -> Iterator[RunData]:

@@ -18,6 +18,7 @@ in run order and the experiment.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Final
 
@@ -29,7 +30,11 @@ from tbconvert.model import DataClass, Experiment, Metadata, Run, RunRecord
 FORMAT_NAME: Final = "tbconvert-parquet"   # "format" key of the JSON metadata
 SCHEMA_VERSION: Final = 1                   # bumped on any incompatible change
 METADATA_KEY: Final = b"tbconvert"          # Parquet key-value metadata key
+# SHA-256 (hex) of the JSON under METADATA_KEY: Parquet checksums pages, not its footer,
+# and the JSON holds every name and plugin metadata of the archive.
+DIGEST_KEY: Final = b"tbconvert.sha256"
 MARKER_FILE: Final = "_tbconvert.json"      # directory archives: file list, run order, experiment
+MARKER_DIGEST: Final = "sha256"             # its key holding the SHA-256 of the rest (marker_digest)
 PART_PREFIX: Final = "part-"
 
 # Series kinds (the model container), stored per series in the JSON metadata.
@@ -134,6 +139,13 @@ def scalar_dtype(name: str) -> np.dtype:
     if dtype.kind not in "fiub":
         raise ValueError(f"not a scalar dtype: {name}")
     return dtype
+
+
+def marker_digest(marker: dict) -> str:
+    """SHA-256 (hex) of a directory marker without its digest key, in one canonical form."""
+    body = {k: v for k, v in marker.items() if k != MARKER_DIGEST}
+    canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def dumps(obj: dict) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -50,7 +51,8 @@ class _FileSink:
         self._writer = pq.ParquetWriter(
             str(path), S.SCHEMA, compression=S.COMPRESSION,
             compression_level=S.COMPRESSION_LEVEL, use_dictionary=S.DICTIONARY_COLUMNS,
-            column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"])
+            column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"],
+            write_page_checksum=True)  # so that damage is found on reading, never read as data
         self._buffer: list[pa.RecordBatch] = []
         self._bytes = 0
         self._rows = 0
@@ -97,7 +99,9 @@ class _FileSink:
         meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                 "experiment": S.experiment_to_json(experiment),
                 "runs": self.runs, "series": self.series}
-        self._writer.add_key_value_metadata({S.METADATA_KEY: S.dumps(meta)})
+        raw = S.dumps(meta)
+        self._writer.add_key_value_metadata(
+            {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")})
         self._writer.close()
 
     def discard(self) -> None:
@@ -242,6 +246,7 @@ class ParquetWriter(Writer):
                 marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                           "experiment": S.experiment_to_json(self._experiment),
                           "parts": self._parts}
+                marker[S.MARKER_DIGEST] = S.marker_digest(marker)
                 with open(self._out.tmp / S.MARKER_FILE, "x", encoding="utf-8") as fh:
                     json.dump(marker, fh, ensure_ascii=False, indent=1)
             else:
