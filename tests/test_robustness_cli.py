@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tbconvert
-from tbconvert import api
+from tbconvert import api, sourcefiles
 from tbconvert.cli import main
 from tbconvert.formats.base import Options
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries,
@@ -40,16 +40,18 @@ HOSTILE = ["..", "../..", "../../escape", "/abs/olute", "C:\\Windows\\evil", "C:
            "\u202eevil", "a\\..\\..\\b"]
 
 
-def _snapshot(root: Path) -> dict[str, tuple]:
-    """Every file and directory under ``root``: content hash, size, mtime, ctime, mode."""
+def _snapshot(root: Path, atime: bool = False) -> dict[str, tuple]:
+    """Every file and directory under ``root``: content hash, size, mtime, ctime, mode (and
+    the access time, read without disturbing it)."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in sourcefiles.walk(root):
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             st = p.lstat()
-            digest = hashlib.sha256(p.read_bytes()).hexdigest() if stat.S_ISREG(st.st_mode) else None
+            digest = (hashlib.sha256(sourcefiles.read_bytes(p)).hexdigest()
+                      if stat.S_ISREG(st.st_mode) else None)
             out[str(p.relative_to(root))] = (digest, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                             st.st_mode)
+                                             st.st_mode) + ((st.st_atime_ns,) if atime else ())
     return out
 
 
@@ -358,21 +360,36 @@ def _read_only(root: Path) -> None:
         os.chmod(p, 0o555 if p.is_dir() else 0o444)
 
 
+def _age_access_times(root: Path) -> None:
+    """Access times a year old: any plain read or listing would now update them (relatime)."""
+    old = time.time_ns() - 365 * 86400 * 10**9
+    for p in [root, *sorted(root.rglob("*"))]:
+        os.utime(p, ns=(old, p.lstat().st_mtime_ns), follow_symlinks=False)
+
+
 def test_read_only_sources_are_never_modified(tmp_path, capsys):
     srcs = [_copy_logdir(tmp_path / "src", name) for name in LOGDIRS + ["tbdev_export"]]
-    for s in srcs:
+    archives = [tmp_path / "src" / "arch.parquet", tmp_path / "src" / "arch_dataset",
+                tmp_path / "src" / "arch.h5"]
+    for a in archives:
+        assert main(["convert", str(srcs[0]), str(a), "--to", "hdf5" if a.suffix == ".h5"
+                     else "parquet"]) == 0
+    for s in srcs + archives:
         _read_only(s)
-    before = _snapshot(tmp_path / "src")
+    _age_access_times(tmp_path / "src")
+    before = _snapshot(tmp_path / "src", atime=True)
     time.sleep(0.01)
     n = 0
-    for s in srcs:
-        fmt = "tfevents" if "export" not in s.name else "tbdev"
+    for s in srcs + archives:
+        fmt = "tbdev" if "export" in s.name else "other"
         for args in (["convert", str(s), str(tmp_path / f"o{n}"), "--to", "tfevents"],
                      ["convert", str(s), str(tmp_path / f"o{n}.parquet")],
+                     ["convert", str(s), str(tmp_path / f"o{n}.h5")],
                      ["convert", str(s), str(tmp_path / f"o{n}.csv")],
                      ["info", str(s)],
                      ["verify", str(s), str(tmp_path / f"o{n}")],
-                     ["media", str(s), "-o", str(tmp_path / f"m{n}")]):
+                     ["media", str(s), "-o", str(tmp_path / f"m{n}")],
+                     ["hparams", str(s), "-o", str(tmp_path / f"h{n}.csv")]):
             code = main(args)
             err = capsys.readouterr().err
             assert code in (0, 10), (args, err)
@@ -380,7 +397,8 @@ def test_read_only_sources_are_never_modified(tmp_path, capsys):
             assert main(["tbdev-export", str(s), "-o", str(tmp_path / f"t{n}")]) == 0
         n += 1
     capsys.readouterr()
-    assert _snapshot(tmp_path / "src") == before
+    after = _snapshot(tmp_path / "src", atime=True)
+    assert after == before, [k for k in before if after.get(k) != before[k]][:10]
 
 
 def test_symlink_loop_is_reported_and_skipped(tmp_path, capsys):

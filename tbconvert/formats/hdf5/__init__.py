@@ -15,6 +15,7 @@ except ImportError as exc:  # pragma: no cover - h5py is a dependency
 from tbconvert.formats.hdf5 import layout, seal
 from tbconvert.formats.hdf5.reader import Hdf5Reader
 from tbconvert.formats.hdf5.writer import Hdf5Writer
+from tbconvert import sourcefiles
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
@@ -33,13 +34,13 @@ class Hdf5Format(Format):
         try:
             if not path.is_file():
                 return False
-            with open(path, "rb") as fh:
+            with sourcefiles.open_binary(path) as fh:
                 head = fh.read(len(seal.MAGIC))
             if head.startswith(seal.MAGIC):
                 return True  # sealed: not opened here, a damaged file could hang HDF5
             if not head.startswith(_HDF5_MAGIC):
                 return False
-            with h5py.File(path, "r") as f:
+            with sourcefiles.open_binary(path) as fh, h5py.File(fh, "r") as f:
                 return f.attrs.get(layout.ATTR_FORMAT) in (layout.FORMAT_NAME,
                                                            layout.FORMAT_NAME.encode())
         except Exception:  # noqa: BLE001 - sniffing never raises

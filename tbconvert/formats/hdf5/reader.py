@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 
 from tbconvert import dtypes as _dt
+from tbconvert import sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader
 from tbconvert.formats.hdf5 import layout as L
@@ -58,11 +59,13 @@ def check_root(f: h5py.File, path: Path) -> None:
 class Hdf5Reader(Reader):
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
-        self._file = None
+        self._file = self._fh = None
         self._check_seal()
         try:
-            self._file = h5py.File(self.path, "r")
+            self._fh = sourcefiles.open_binary(self.path)
+            self._file = h5py.File(self._fh, "r")
         except OSError as exc:
+            self.close()
             raise CorruptDataError(
                 f"{self.path}: not a readable HDF5 file (damaged or not HDF5: {_one_line(exc)})") from None
         try:
@@ -101,12 +104,15 @@ class Hdf5Reader(Reader):
         return self._experiment
 
     def close(self) -> None:
-        f, self._file = getattr(self, "_file", None), None
+        f, self._file = self._file, None
         if f is not None:
             try:
                 f.close()
             except Exception:  # noqa: BLE001
                 pass
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fh.close()
 
     def iter_runs(self) -> Iterator[RunData]:
         # A damaged run or series costs itself (reported), not the rest of the archive.

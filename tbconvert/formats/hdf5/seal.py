@@ -18,6 +18,8 @@ from pathlib import Path
 
 import crc32c
 
+from tbconvert import sourcefiles
+
 USERBLOCK = 4096
 MAGIC = b"tbconvert-hdf5-seal "
 _BLOCK = 8 << 20
@@ -47,7 +49,7 @@ class SealBroken(Exception):
 
 def read_seal(path: Path) -> dict | None:
     """The seal's facts, or None when the file has no seal; SealBroken if it is unreadable."""
-    with open(path, "rb") as fh:
+    with sourcefiles.open_binary(path) as fh:
         head = fh.read(USERBLOCK)
     if not head.startswith(MAGIC):
         return None
@@ -66,7 +68,7 @@ def check_seal(path: Path) -> bool:
     facts = read_seal(path)
     if facts is None:
         return False
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = sourcefiles.open_fd(path)
     try:
         crc, size = _crc_of(fd, USERBLOCK)
     finally:

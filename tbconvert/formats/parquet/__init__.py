@@ -18,6 +18,7 @@ except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
 from tbconvert.formats.parquet import schema
 from tbconvert.formats.parquet.reader import ParquetReader
 from tbconvert.formats.parquet.writer import ParquetWriter
+from tbconvert import sourcefiles
 
 
 class ParquetFormat(Format):
@@ -37,13 +38,13 @@ class ParquetFormat(Format):
                 marker = path / schema.MARKER_FILE
                 if not marker.is_file():
                     return False
-                meta = json.loads(marker.read_text(encoding="utf-8"))
+                meta = json.loads(sourcefiles.read_text(marker))
                 return isinstance(meta, dict) and meta.get("format") == schema.FORMAT_NAME
             if path.is_file():
-                with open(path, "rb") as fh:
+                with sourcefiles.open_binary(path) as fh:
                     if fh.read(4) != b"PAR1":
                         return False
-                kv = pyarrow.parquet.read_metadata(str(path)).metadata or {}
+                    kv = pyarrow.parquet.read_metadata(fh).metadata or {}
                 return schema.METADATA_KEY in kv
         except Exception:  # noqa: BLE001 - sniffing never raises
             return False

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tbconvert import dtypes as _dt
+from tbconvert import sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.base import Options, Reader
 from tbconvert.formats.parquet import schema as S
@@ -52,9 +53,22 @@ def _checksum_failed(what: str, options: Options, report: Report) -> None:
 
 
 def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
-    """Open one archive file and return it with its validated metadata."""
+    """Open one archive file and return it with its validated metadata; ``pf.close(force=True)``
+    closes the file."""
     try:
-        pf = pq.ParquetFile(str(path), page_checksum_verification=True)
+        fh = sourcefiles.open_binary(path)
+    except OSError as exc:
+        raise CorruptDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return _open_file(fh, path, options, report)
+    except BaseException:
+        fh.close()
+        raise
+
+
+def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
+    try:
+        pf = pq.ParquetFile(fh, page_checksum_verification=True)
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise CorruptDataError(
             f"{path}: not a readable Parquet file (damaged or not Parquet: {_one_line(exc)})") from None
@@ -88,6 +102,17 @@ class _Source:
         self.path = path
         self.report = report
         self.file, meta = open_file(path, options, report)
+        try:
+            self._read_meta(meta)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self.file.close(force=True)  # also the file handle open_file gave it
+
+    def _read_meta(self, meta: dict) -> None:
+        path = self.path
         try:
             self.experiment = S.experiment_from_json(meta.get("experiment") or {})
             self.runs = [S.run_from_json(r) for r in meta["runs"]]
@@ -208,7 +233,7 @@ class _Source:
 def read_marker(path: Path, options: Options, report: Report) -> dict:
     marker = path / S.MARKER_FILE
     try:
-        meta = json.loads(marker.read_text(encoding="utf-8"))
+        meta = json.loads(sourcefiles.read_text(marker))
     except FileNotFoundError:
         raise CorruptDataError(
             f"{path}: not a tbconvert Parquet dataset (no {S.MARKER_FILE})") from None
@@ -254,8 +279,18 @@ class ParquetReader(Reader):
 
     def iter_runs(self) -> Iterator[RunData]:
         for f in self._files:
-            source = self._first if (self._first is not None and f == self.path) else _Source(f, self.options, self.report)
-            yield from self._runs_of(source)
+            if self._first is not None and f == self.path:
+                yield from self._runs_of(self._first)
+                continue
+            source = _Source(f, self.options, self.report)
+            try:
+                yield from self._runs_of(source)
+            finally:
+                source.close()
+
+    def close(self) -> None:
+        if self._first is not None:
+            self._first.close()
 
     def _runs_of(self, source: _Source) -> Iterator[RunData]:
         it = source.chunks()

@@ -19,6 +19,8 @@ import zipfile
 
 import numpy as np
 
+from tbconvert import sourcefiles
+
 _SCALAR_LINE = re.compile(
     rb'\{"points": \{"steps": \[([^\]]*)\], "values": \[([^\]]*)\], '
     rb'"wall_times": \[([^\]]*)\]\}, ')
@@ -106,7 +108,7 @@ def _npy(data: bytes, allow_pickle: bool) -> np.ndarray:
 
 def read_npz(path, allow_pickle: bool, member_re) -> list[np.ndarray]:
     """Arrays ``arr_0 ... arr_N`` of an npz in point order (sorted by number)."""
-    with zipfile.ZipFile(path) as zf:
+    with sourcefiles.open_binary(path) as fh, zipfile.ZipFile(fh) as zf:
         members = []
         for info in zf.infolist():
             m = member_re.fullmatch(info.filename)

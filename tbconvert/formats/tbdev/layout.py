@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tbconvert import sourcefiles
+
 METADATA = "metadata.json"
 SCALARS = "scalars.json"
 TENSORS = "tensors.json"
@@ -127,7 +129,7 @@ def find_experiments(path: Path) -> tuple[list[Source], bool]:
         return [], False
     found = []
     try:
-        entries = sorted(path.iterdir(), key=lambda p: p.name)
+        entries = sorted(sourcefiles.listdir(path), key=lambda p: p.name)
     except OSError:
         return [], True
     for entry in entries:
@@ -146,7 +148,7 @@ def looks_like_export(path: Path) -> bool:
             return True
         if not path.is_dir():
             return False
-        for entry in path.iterdir():
+        for entry in sourcefiles.listdir(path):
             if entry.name.startswith(EXPERIMENT_PREFIX) and entry.is_dir():
                 return True
             if is_old_scalars_file(entry):

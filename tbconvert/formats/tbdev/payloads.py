@@ -21,6 +21,7 @@ from tbconvert.errors import UnsupportedError
 from tbconvert.formats.tbdev import fastparse, layout
 from tbconvert.model import BlobSequenceSeries, Metadata, TensorSeries
 from tbconvert.names import is_within
+from tbconvert import sourcefiles
 
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
@@ -138,7 +139,7 @@ class PayloadMixin:
 
     def _load_npz(self, path: Path) -> list[np.ndarray]:
         try:
-            with open(path, "rb") as f:
+            with sourcefiles.open_binary(path) as f:
                 magic = f.read(4)
         except OSError as exc:
             raise _BadLine(f"cannot read ({exc.strerror or exc})") from None
@@ -172,7 +173,7 @@ class PayloadMixin:
                 data = None
                 if path is not None:
                     try:
-                        data = path.read_bytes()
+                        data = sourcefiles.read_bytes(path)
                     except OSError:
                         missing += 1
                 out.append(data)

@@ -28,6 +28,7 @@ from tbconvert.formats.tbdev import fastparse, layout
 from tbconvert.formats.tbdev.payloads import _BadLine, _Chunk, _Entry, PayloadMixin
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
+from tbconvert import sourcefiles
 
 _CLASS_OF_KIND = {"scalars": DataClass.SCALAR, "tensors": DataClass.TENSOR,
                   "blobs": DataClass.BLOB_SEQUENCE}
@@ -124,7 +125,7 @@ class TbdevReader(PayloadMixin, Reader):
         if path is None or not path.is_file():
             return Experiment(experiment_id=exp_id)
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(sourcefiles.read_bytes(path))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
         except (ValueError, OSError) as exc:
@@ -154,7 +155,7 @@ class TbdevReader(PayloadMixin, Reader):
             if path is None or not path.is_file():
                 continue
             try:
-                f = open(path, "rb")
+                f = sourcefiles.open_binary(path)
             except OSError as exc:
                 self.report.add("unreadable_file", f"{path}: cannot read ({exc.strerror or exc})",
                                 path=path)
@@ -216,7 +217,7 @@ class TbdevReader(PayloadMixin, Reader):
         for entry in entries:
             f = open_files.get(entry.file)
             if f is None:
-                f = open_files[entry.file] = open(entry.file, "rb")
+                f = open_files[entry.file] = sourcefiles.open_binary(entry.file)
             f.seek(entry.offset)
             raw = f.read(entry.length)
             try:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from tbconvert import sourcefiles
 from tbconvert.formats.base import Format
 from tbconvert.formats.tfevents.layout import is_event_file
 from tbconvert.formats.tfevents.reader import TfeventsReader
@@ -23,7 +23,7 @@ class TfeventsFormat(Format):
         try:
             if path.is_file():
                 return is_event_file(path.name)
-            for _, _, files in os.walk(path):
+            for _, _, files in sourcefiles.walk(path):
                 if any(is_event_file(f) for f in files):
                     return True
         except OSError:

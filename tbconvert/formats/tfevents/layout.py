@@ -6,6 +6,8 @@ import os
 import socket
 from pathlib import Path
 
+from tbconvert import sourcefiles
+
 EVENT_MARK = "tfevents"
 PROFILE_EMPTY = ".profile-empty"
 FILE_VERSION = "brain.Event:2"
@@ -33,7 +35,7 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
     def onerror(exc: OSError) -> None:
         on_problem("unreadable_directory", f"{exc.filename}: cannot be read ({exc.strerror}); skipped")
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
+    for dirpath, dirnames, filenames in sourcefiles.walk(root, onerror=onerror):
         dirnames.sort()
         for d in dirnames:
             if os.path.islink(os.path.join(dirpath, d)):

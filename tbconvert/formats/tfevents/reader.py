@@ -23,6 +23,7 @@ from tbconvert.formats.base import Reader
 from tbconvert.formats.tfevents import fastscalars, layout, legacy, records
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.model import DataClass, Experiment, Metadata, RunData, RunRecord
+from tbconvert import sourcefiles
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
@@ -42,7 +43,7 @@ class TfeventsReader(Reader):
         if not self.path.is_dir() or not sidecar.is_file():
             return Experiment()
         try:
-            facts = json.loads(sidecar.read_text(encoding="utf-8"))
+            facts = json.loads(sourcefiles.read_text(sidecar))
             known = {k: str(facts.pop(k, "")) for k in
                      ("experiment_id", "name", "description", "create_time", "update_time")}
             return Experiment(**known, extra=facts if isinstance(facts, dict) else {})
@@ -76,7 +77,7 @@ class TfeventsReader(Reader):
                                 f"{path}: not a regular file (a pipe, device or socket); skipped",
                                 path=path, run=asm.name)
                 return seq_base
-            buf = path.read_bytes()
+            buf = sourcefiles.read_bytes(path)
         except OSError as exc:
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
