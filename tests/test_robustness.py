@@ -514,6 +514,41 @@ def test_fuzz_export_files(tmp_path):
     assert cases >= 30
 
 
+def _npy_header(shape) -> bytes:
+    head = f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape!r}, }}".encode()
+    head = head.ljust(118) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head
+
+
+def test_npz_length_fields_never_cause_huge_allocations(tmp_path):
+    """An npz member whose array header promises terabytes, and one whose zip entry promises
+    4 GB from a few bytes: each costs its points (reported, naming the file), quickly,
+    without allocating what they promise."""
+    import zipfile
+    src = _copy_export(tmp_path)
+    npz = sorted(src.rglob("tensors/*.npz"))
+    liar, bomb = npz[0], npz[1]
+    with zipfile.ZipFile(liar, "w") as z:
+        z.writestr("arr_0.npy", _npy_header((10**12,)) + b"\0" * 8)
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("arr_0.npy", _npy_header((8,)) + bytes(64))
+    data = bytearray(bomb.read_bytes())     # the central directory now declares 4 GB
+    cd = data.rindex(b"PK\x01\x02")
+    data[cd + 24:cd + 28] = (0xFFFFFFF0).to_bytes(4, "little")
+    bomb.write_bytes(bytes(data))
+    tracemalloc.start()
+    try:
+        with deadline(20, "npz length fields"):
+            report = tbconvert.convert(src, tmp_path / "out", to_format="tfevents")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    lost = "\n".join(i.message for i in report.lost)
+    assert liar.name in lost and "declares 8000000000000 bytes" in lost, lost
+    assert bomb.name in lost and "compressed bytes" in lost, lost
+
+
 def _pickled_export(tmp_path: Path, payload) -> Path:
     """An export whose one tensor series is an object array (TensorBoard 2.3 style)."""
     exp = tmp_path / "pickled" / "experiment_AAAAAAAAAAAAAAAAAAAAAA"

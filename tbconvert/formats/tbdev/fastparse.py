@@ -94,6 +94,7 @@ def _npy(data: bytes, allow_pickle: bool) -> np.ndarray:
                 return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
     else:
         header = None
+    _check_size(data)
     try:
         arr = np.lib.format.read_array(io.BytesIO(data), allow_pickle=allow_pickle)
     except ValueError as exc:
@@ -106,6 +107,28 @@ def _npy(data: bytes, allow_pickle: bool) -> np.ndarray:
     return arr
 
 
+def _check_size(data: bytes) -> None:
+    """A header must not promise more bytes than the member holds: numpy would allocate the
+    promised size before finding out (a length field must never cause a huge allocation)."""
+    fp = io.BytesIO(data)
+    major, _ = np.lib.format.read_magic(fp)
+    read_header = (np.lib.format.read_array_header_1_0 if major == 1
+                   else np.lib.format.read_array_header_2_0)
+    shape, _, dtype = read_header(fp, max_header_size=1 << 16)
+    if dtype.hasobject:
+        return  # pickled: refused or unpickled later, sized by the pickle itself
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    if count * dtype.itemsize != len(data) - fp.tell():
+        raise ValueError(f"array header declares {count * dtype.itemsize} bytes of data, "
+                         f"the member holds {len(data) - fp.tell()}")
+
+
+# Deflate expands at most about 1032:1; a member declaring more is damaged (or a zip bomb).
+_MAX_DEFLATE_RATIO = 1100
+
+
 def read_npz(path, allow_pickle: bool, member_re) -> list[np.ndarray]:
     """Arrays ``arr_0 ... arr_N`` of an npz in point order (sorted by number)."""
     with sourcefiles.open_binary(path) as fh, zipfile.ZipFile(fh) as zf:
@@ -114,6 +137,11 @@ def read_npz(path, allow_pickle: bool, member_re) -> list[np.ndarray]:
             m = member_re.fullmatch(info.filename)
             if m is None:
                 raise ValueError(f"unexpected member {info.filename!r}")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise ValueError(f"member {info.filename!r} uses an unexpected compression")
+            if info.file_size > _MAX_DEFLATE_RATIO * max(info.compress_size, 64):
+                raise ValueError(f"member {info.filename!r} declares {info.file_size} bytes "
+                                 f"from {info.compress_size} compressed bytes")
             members.append((int(m.group(1)), info))
         members.sort(key=lambda x: x[0])
         if [i for i, _ in members] != list(range(len(members))):
