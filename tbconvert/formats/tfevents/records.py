@@ -108,6 +108,7 @@ def scan(buf: bytes) -> tuple[np.ndarray, np.ndarray, list[Damage]]:
     n = len(buf)
     data = np.frombuffer(buf, dtype=np.uint8)
     mv = memoryview(buf)
+    budget = _Budget(_RESYNC_BUDGET_PER_BYTE * n + _RESYNC_BUDGET_BASE)
     out_starts: list[np.ndarray] = []
     out_lengths: list[np.ndarray] = []
     damage: list[Damage] = []
@@ -126,7 +127,7 @@ def scan(buf: bytes) -> tuple[np.ndarray, np.ndarray, list[Damage]]:
         if pos >= n:
             break
         batch = _FIRST_BATCH
-        pos = _skip_damage(buf, data, mv, pos, damage)
+        pos = _skip_damage(buf, data, mv, pos, damage, budget)
     if not out_starts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), damage
     return np.concatenate(out_starts), np.concatenate(out_lengths), damage
@@ -135,6 +136,17 @@ def scan(buf: bytes) -> tuple[np.ndarray, np.ndarray, list[Damage]]:
 _FIRST_BATCH = 256
 _MAX_BATCH = 1 << 20
 _RESYNC_CHUNK = 1 << 18
+# Payload bytes that searching damaged stretches may checksum, per byte of file plus a base.
+# Ordinary damage needs a tiny fraction of it; a crafted file full of long forged records
+# would otherwise need time that grows with the square of its size.
+_RESYNC_BUDGET_PER_BYTE = 8
+_RESYNC_BUDGET_BASE = 256 << 20
+
+
+class _Budget:
+    def __init__(self, left: int) -> None:
+        self.left = left
+        self.skipped = 0      # candidate records too long to check once the budget ran low
 
 
 def _payload_crcs(buf, data, starts, lengths) -> np.ndarray:
@@ -202,31 +214,36 @@ def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
 
 
 def _skip_damage(buf: bytes, data: np.ndarray, mv: memoryview, off: int,
-                 damage: list[Damage]) -> int:
+                 damage: list[Damage], budget: _Budget) -> int:
     """The record at ``off`` is not valid: record why, and return where reading goes on."""
-    n = len(buf)
-    if off + HEADER > n:
-        damage.append(Damage(off, n - off, "truncated record"))
-        return n
-    (length,) = _U64.unpack_from(buf, off)
-    if _U32.unpack_from(buf, off + 8)[0] != masked_crc32c(mv[off:off + 8]):
-        nxt = _resync(buf, data, mv, off + 1, n)
-        damage.append(Damage(off, nxt - off, "bad length checksum"))
-        return nxt
-    end = off + HEADER + length + FOOTER
-    if end > n:
-        nxt = _resync(buf, data, mv, off + 1, n)
-        reason = "truncated record" if nxt >= n else "record length runs past the next record"
-        damage.append(Damage(off, nxt - off, reason))
-        return nxt
-    # The length checks out but the payload does not: either the payload is damaged (then the
-    # next record starts at ``end``) or the length lies (then valid records hide inside).
-    nxt = _resync(buf, data, mv, off + 1, end)
-    damage.append(Damage(off, nxt - off, "bad payload checksum"))
+    skipped = budget.skipped
+    nxt, reason = _next_after_damage(buf, data, mv, off, budget)
+    if budget.skipped > skipped:
+        reason += (f"; {budget.skipped - skipped} candidate records inside were too long to "
+                   "check (the file looks crafted)")
+    damage.append(Damage(off, nxt - off, reason))
     return nxt
 
 
-def _resync(buf: bytes, data: np.ndarray, mv: memoryview, lo: int, hi: int) -> int:
+def _next_after_damage(buf: bytes, data: np.ndarray, mv: memoryview, off: int,
+                       budget: _Budget) -> tuple[int, str]:
+    n = len(buf)
+    if off + HEADER > n:
+        return n, "truncated record"
+    (length,) = _U64.unpack_from(buf, off)
+    if _U32.unpack_from(buf, off + 8)[0] != masked_crc32c(mv[off:off + 8]):
+        return _resync(buf, data, mv, off + 1, n, budget), "bad length checksum"
+    end = off + HEADER + length + FOOTER
+    if end > n:
+        nxt = _resync(buf, data, mv, off + 1, n, budget)
+        return nxt, "truncated record" if nxt >= n else "record length runs past the next record"
+    # The length checks out but the payload does not: either the payload is damaged (then the
+    # next record starts at ``end``) or the length lies (then valid records hide inside).
+    return _resync(buf, data, mv, off + 1, end, budget), "bad payload checksum"
+
+
+def _resync(buf: bytes, data: np.ndarray, mv: memoryview, lo: int, hi: int,
+            budget: _Budget) -> int:
     """The first offset in ``[lo, hi)`` where a fully valid record starts (``hi`` if none).
 
     Vectorised: candidate offsets are those whose length field fits in the
@@ -253,7 +270,12 @@ def _resync(buf: bytes, data: np.ndarray, mv: memoryview, lo: int, hi: int) -> i
             expected = np.array([masked_crc32c(_U64.pack(int(v))) for v in uniq], dtype=np.uint32)
             for i in cand[expected[inverse.reshape(-1)] == stored].tolist():
                 off = pos + i
-                end = off + HEADER + int(lens[i])
+                length = int(lens[i])
+                if length > budget.left:
+                    budget.skipped += 1
+                    continue
+                budget.left -= length
+                end = off + HEADER + length
                 if _U32.unpack_from(buf, end)[0] == masked_crc32c(mv[off + HEADER:end]):
                     return off
         pos = stop
