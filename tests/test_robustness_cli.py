@@ -317,6 +317,25 @@ def test_real_full_disk_is_a_clear_error(tmp_path, big_logdir, to, name):
     assert lines[-1] == "left: ", err
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_mount_tmpfs(),
+                    reason="needs a private tmpfs (unshare -Urm)")
+def test_tbdev_export_on_a_full_disk_leaves_nothing(tmp_path):
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    script = ('mount -t tmpfs -o size=16k tmpfs "$1" || exit 99; shift; "$@"; rc=$?; '
+              'echo "left: $(ls -A "$MNT")" >&2; exit $rc')
+    p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", str(mnt), sys.executable,
+                        "-m", "tbconvert", "tbdev-export", str(FIXTURES / "tbdev_export"), "-o",
+                        str(mnt / "out")],
+                       cwd=ROOT, capture_output=True, timeout=120, env={**os.environ, "MNT": str(mnt)})
+    err = p.stderr.decode()
+    assert p.returncode == 9, err
+    lines = err.splitlines()
+    assert lines[0].startswith("tbconvert: error: experiment ") and "disk is full" in lines[0], err
+    assert "wrote none of the 1 experiment(s)" in err and "tbconvert-experiment.json" not in err
+    assert lines[-1] == "left: ", err
+
+
 def test_disk_full_is_a_clear_error(tmp_path, monkeypatch, capsys):
     """ENOSPC while writing event files: exit 9, a clear message, nothing left behind."""
     import builtins

@@ -76,6 +76,7 @@ def run(args, ui) -> int:
                                 "the experiments' logdirs in it")
     failures: list[tuple[str, TbconvertError]] = []
     done = 0
+    created = not out.exists()
     for source, dst in _outputs(sources, out):
         try:
             _convert_one(TbdevReader, source, dst, options, report)
@@ -84,8 +85,13 @@ def run(args, ui) -> int:
             failures.append((source.experiment_id or source.path.name, exc))
             ui.error(f"experiment {source.path.name}: {exc}")
     ui.summary(report)
-    ui.info(f"wrote {done} of {len(sources)} experiment(s) to {out}/<id>/; "
-            f"view them with: tensorboard --logdir {out}")
+    if done:
+        ui.info(f"wrote {done} of {len(sources)} experiment(s) to {out}/<id>/; "
+                f"view them with: tensorboard --logdir {out}")
+    else:
+        ui.info(f"wrote none of the {len(sources)} experiment(s)")
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()   # nothing of ours in it: leave no trace
     code = finish_quiet(args, report)
     if failures:
         return max(exc.exit_code for _, exc in failures)
@@ -101,9 +107,15 @@ def finish_quiet(args, report: Report) -> int:
 
 
 def _convert_one(reader_cls, source, dst: Path, options, report: Report) -> None:
-    reader = reader_cls(source.path, options, report, source=source)
-    with reader:
-        writer = api.open_writer(dst, format="tfevents", options=options, report=report)
-        with writer:
-            api.copy(reader, writer, report)
+    before = len(report.issues)
+    try:
+        reader = reader_cls(source.path, options, report, source=source)
+        with reader:
+            writer = api.open_writer(dst, format="tfevents", options=options, report=report)
+            with writer:
+                api.copy(reader, writer, report)
+    except TbconvertError:
+        # notes about what was written (lost=False) are moot: nothing of it was kept
+        report.issues[before:] = [i for i in report.issues[before:] if i.lost]
+        raise
     report.outputs.append(str(dst))
