@@ -8,6 +8,7 @@ moment leaves the old destination (or none), plus at most a hidden temporary
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -99,6 +100,21 @@ class AtomicOutput:
         os.replace(self.tmp, self.final)
         self._finished()
         _remove(old)
+
+    @contextlib.contextmanager
+    def writing(self):
+        """``with out.writing() as tmp:`` write to ``tmp``; committed when the block ends.
+        On any failure the partial output is removed; an OS error (disk full...) becomes
+        one clear :class:`OutputError`."""
+        try:
+            yield self.tmp
+            self.commit()
+        except OSError as exc:
+            self.abort()
+            raise OutputError(describe_os_error(exc, self.final)) from None
+        except BaseException:
+            self.abort()
+            raise
 
     def abort(self) -> None:
         """Remove whatever was written; the destination is left as it was."""

@@ -337,28 +337,19 @@ def check_table_path(path, *, force: bool = False) -> Path:
 
 def save_table(table, path, *, force: bool = False) -> Path:
     """Write an Arrow table as ``.csv`` or ``.parquet`` (by suffix), atomically."""
-    from tbconvert.output import AtomicOutput, describe_os_error
-    from tbconvert.errors import OutputError
+    from tbconvert.output import AtomicOutput
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise UsageError(f"{path}: name the output .csv or .parquet")
-    out = AtomicOutput(path, force=force, directory=False)
-    try:
+    with AtomicOutput(path, force=force, directory=False).writing() as tmp:
         if suffix == ".csv":
             from tbconvert.tables import _csv
-            with open(out.tmp, "wb") as f:
+            with open(tmp, "wb") as f:
                 _csv.write(table, f)
         else:
             import pyarrow.parquet as pq
-            pq.write_table(table, out.tmp)
-        out.commit()
-    except OSError as exc:
-        out.abort()
-        raise OutputError(describe_os_error(exc, path)) from None
-    except BaseException:
-        out.abort()
-        raise
+            pq.write_table(table, tmp)
     return path
 
 

@@ -24,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tbconvert.errors import OutputError
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part
-from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 from tbconvert.tables._source import iter_source
 from tbconvert.tables._tensors import media_items, sniff
@@ -81,10 +80,9 @@ class _Writer:
 
 def extract(source, out_dir: Path, options: Options, report: Report) -> int:
     """Write every media point of ``source`` under ``out_dir``; returns the number of files."""
-    out = AtomicOutput(out_dir, force=options.force, directory=True)
-    writer = _Writer(out.tmp, report)
     skipped: dict[str, int] = {}
-    try:
+    with AtomicOutput(out_dir, force=options.force, directory=True).writing() as tmp:
+        writer = _Writer(tmp, report)
         for _run, chunks in iter_source(source, options, report):
             for chunk in chunks:
                 plugin = chunk.metadata.plugin_name
@@ -95,13 +93,6 @@ def extract(source, out_dir: Path, options: Options, report: Report) -> int:
                 else:
                     key = plugin or chunk.data_class.name.lower()
                     skipped[key] = skipped.get(key, 0) + len(chunk)
-        out.commit()
-    except OSError as exc:
-        out.abort()
-        raise OutputError(describe_os_error(exc, out_dir)) from None
-    except BaseException:
-        out.abort()
-        raise
     if skipped:
         what = ", ".join(f"{k} ({v})" for k, v in sorted(skipped.items()))
         report.add("not_media", f"points that are not images, audio or text were not extracted: "

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from tbconvert.errors import OutputError, UsageError
+from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.model import Run, Series
-from tbconvert.output import AtomicOutput, describe_os_error
+from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 from tbconvert.tables import _csv
 from tbconvert.tables._scalars import LONG_COLUMNS, ScalarColumns
@@ -36,14 +36,14 @@ class CsvWriter(Writer):
                              "use the long form with --restarts keep-all")
         self._out = AtomicOutput(self.path, force=options.force, directory=False)
         self._wide = ScalarColumns(False, report) if options.wide else None
-        try:
-            self._file = open(self._out.tmp, "wb")
-            if not options.wide:
-                names = LONG_COLUMNS + (("hidden",) if self.keep_hidden else ())
-                self._file.write(_csv.header(names))
-        except OSError as exc:
-            self._out.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
+        self._file = None
+        self.guard(self._open)
+
+    def _open(self) -> None:
+        self._file = open(self._out.tmp, "wb")
+        if self._wide is None:
+            names = LONG_COLUMNS + (("hidden",) if self.keep_hidden else ())
+            self._file.write(_csv.header(names))
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
         cols = self._wide if self._wide is not None else ScalarColumns(self.keep_hidden,
@@ -61,28 +61,20 @@ class CsvWriter(Writer):
                             f"the CSV" + (f" (see {hint})" if hint else ""),
                             run=run.name, tag=tag, count=n)
         if self._wide is None:
-            self._write(lambda f: _csv.write(cols.long_table(), f, with_header=False))
-
-    def _write(self, fn) -> None:
-        try:
-            fn(self._file)
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
+            self.guard(lambda: _csv.write(cols.long_table(), self._file, with_header=False))
 
     def close(self) -> None:
-        if self._wide is not None:
-            self._write(lambda f: _csv.write(self._wide.wide_table(), f))
-        try:
+        def finish():
+            if self._wide is not None:
+                _csv.write(self._wide.wide_table(), self._file)
             self._file.close()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
-        self._out.commit()
+            self._out.commit()
+        self.guard(finish)
 
     def abort(self) -> None:
-        try:
-            self._file.close()
-        except OSError:
-            pass
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
         self._out.abort()
