@@ -20,8 +20,9 @@ def add_reading(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
     p.add_argument("--ignore-checksum", action="store_true",
-                   help="read an HDF5 archive whose checksum does not match, as far as HDF5 "
-                        "can (the damage is reported; HDF5 may hang or crash on damaged files)")
+                   help="read a Parquet or HDF5 archive whose checksum is missing or does not "
+                        "match, as far as it can be read (the damage is reported; HDF5 may "
+                        "hang or crash on damaged files)")
 
 
 def add_writing(p: argparse.ArgumentParser) -> None:

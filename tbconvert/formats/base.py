@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
-from tbconvert.errors import OutputError
+from tbconvert.errors import CorruptDataError, OutputError
 from tbconvert.model import Experiment, Run, RunData, Series
 from tbconvert.output import describe_os_error
 from tbconvert.report import Report
@@ -40,8 +40,9 @@ class Options:
         rule hides are left out and counted); ``"keep-all"`` keeps them.
         Archives (Parquet, HDF5) always keep them, marked.
       wide: tables only: one row per (run, step), one column per tag.
-      ignore_checksum: read an HDF5 archive whose checksum does not match (what HDF5
-        can still read is read and the damage is reported; HDF5 may hang or crash).
+      ignore_checksum: read a Parquet or HDF5 archive whose checksum is missing or does
+        not match (what can still be read is read and the damage is reported; HDF5 may
+        hang or crash on a damaged file).
       progress: called with a short label as work advances (the CLI draws a bar).
     """
 
@@ -59,6 +60,17 @@ class Options:
 
     def wants_tag(self, tag: str) -> bool:
         return self.tags is None or self.tags.search(tag) is not None
+
+
+def checksum_failed(what: str, options: Options, report: Report, *, path,
+                    refused_because: str = "") -> None:
+    """An archive whose checksum is missing or wrong: refused, unless ``ignore_checksum``
+    (then read, and reported as ``damaged_archive``)."""
+    if not options.ignore_checksum:
+        raise CorruptDataError(f"{what}{refused_because}; restore it from a copy, or pass "
+                               "--ignore-checksum to read what can still be read")
+    report.add("damaged_archive", f"{what}; read anyway (--ignore-checksum): parts may be "
+               "missing or wrong", path=path)
 
 
 class Reader(abc.ABC):

@@ -12,7 +12,7 @@ import numpy as np
 from tbconvert import dtypes as _dt
 from tbconvert import sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
-from tbconvert.formats.base import Options, Reader
+from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import layout as L
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run, RunData,
@@ -91,14 +91,9 @@ class Hdf5Reader(Reader):
         except OSError as exc:
             raise CorruptDataError(f"{self.path}: cannot be read ({exc.strerror or exc})") from None
         except SealBroken as exc:
-            if not self.options.ignore_checksum:
-                raise CorruptDataError(
-                    f"{self.path}: the archive is damaged ({exc}); it was not opened, because "
-                    "HDF5 can hang or crash on damaged files. Restore it from a copy, or pass "
-                    "--ignore-checksum to read what HDF5 still can") from None
-            self.report.add("damaged_archive",
-                            f"{self.path}: the archive is damaged ({exc}); read anyway "
-                            "(--ignore-checksum): parts may be missing or wrong", path=self.path)
+            checksum_failed(f"{self.path}: the archive is damaged ({exc})", self.options,
+                            self.report, path=self.path, refused_because="; it was not opened, "
+                            "because HDF5 can hang or crash on damaged files")
 
     def experiment(self) -> Experiment:
         return self._experiment

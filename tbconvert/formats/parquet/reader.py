@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from tbconvert import dtypes as _dt
 from tbconvert import sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError
-from tbconvert.formats.base import Options, Reader
+from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.parquet import schema as S
 from tbconvert.model import (BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries,
                              TensorSeries)
@@ -42,14 +42,6 @@ def check_header(meta: object, where: Path) -> dict:
             f"{where}: written by a newer tbconvert (archive schema version {version}; this "
             f"version reads up to {S.SCHEMA_VERSION}); upgrade tbconvert to read it")
     return meta
-
-
-def _checksum_failed(what: str, options: Options, report: Report) -> None:
-    """A missing or wrong checksum: refused, unless the user asked to read anyway."""
-    if not options.ignore_checksum:
-        raise CorruptDataError(f"{what}; pass --ignore-checksum to read it anyway")
-    report.add("damaged_archive", f"{what}; read anyway (--ignore-checksum): names, metadata "
-               "or experiment facts may be wrong")
 
 
 def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
@@ -84,11 +76,11 @@ def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.Par
     # after the version check: a newer schema may protect its metadata differently
     digest = kv.get(S.DIGEST_KEY)
     if digest is None:
-        _checksum_failed(f"{path}: damaged tbconvert metadata (its checksum is missing)",
-                         options, report)
+        checksum_failed(f"{path}: damaged tbconvert metadata (its checksum is missing)",
+                        options, report, path=path)
     elif digest != hashlib.sha256(raw).hexdigest().encode("ascii"):
-        _checksum_failed(f"{path}: damaged tbconvert metadata (its checksum does not match)",
-                         options, report)
+        checksum_failed(f"{path}: damaged tbconvert metadata (its checksum does not match)",
+                        options, report, path=path)
     missing = [c for c in _READ_COLUMNS if c not in pf.schema_arrow.names]
     if missing:
         raise CorruptDataError(f"{path}: damaged archive: missing column(s) {', '.join(missing)}")
@@ -242,9 +234,11 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
     check_header(meta, marker)
     digest = meta.pop(S.MARKER_DIGEST, None)
     if digest is None:
-        _checksum_failed(f"{marker}: damaged (its checksum is missing)", options, report)
+        checksum_failed(f"{marker}: damaged (its checksum is missing)", options, report,
+                        path=marker)
     elif digest != S.marker_digest(meta):
-        _checksum_failed(f"{marker}: damaged (its checksum does not match)", options, report)
+        checksum_failed(f"{marker}: damaged (its checksum does not match)", options, report,
+                        path=marker)
     parts = meta.get("parts")
     if not isinstance(parts, list) or not all(
             isinstance(p, dict) and isinstance(p.get("file"), str) for p in parts):
