@@ -47,16 +47,16 @@ class SealBroken(Exception):
     """The archive changed after it was sealed (the message says how)."""
 
 
-def read_seal(path: Path) -> dict | None:
+def _read_seal(fd: int) -> dict | None:
     """The seal's facts, or None when the file has no seal; SealBroken if it is unreadable."""
-    with sourcefiles.open_binary(path) as fh:
-        head = fh.read(USERBLOCK)
+    head = os.pread(fd, USERBLOCK, 0)
     if not head.startswith(MAGIC):
         return None
     line = head[len(MAGIC):].split(b"\n", 1)[0]
     try:
         facts = json.loads(line)
-        if not isinstance(facts.get("bytes"), int) or not isinstance(facts.get("crc32c"), int):
+        if not (isinstance(facts, dict) and isinstance(facts.get("bytes"), int)
+                and isinstance(facts.get("crc32c"), int)):
             raise ValueError
     except ValueError:
         raise SealBroken("its checksum line is damaged") from None
@@ -65,11 +65,11 @@ def read_seal(path: Path) -> dict | None:
 
 def check_seal(path: Path) -> bool:
     """True if sealed and intact, False if there is no seal; SealBroken if damaged."""
-    facts = read_seal(path)
-    if facts is None:
-        return False
     fd = sourcefiles.open_fd(path)
     try:
+        facts = _read_seal(fd)
+        if facts is None:
+            return False
         crc, size = _crc_of(fd, USERBLOCK)
     finally:
         os.close(fd)
