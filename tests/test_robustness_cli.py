@@ -288,48 +288,50 @@ def test_file_size_limit_is_a_clear_error(tmp_path, big_logdir, to, name):
 
 
 def _can_mount_tmpfs() -> bool:
-    if not shutil.which("unshare"):
+    if not sys.platform.startswith("linux") or not shutil.which("unshare"):
         return False
     probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
                            capture_output=True)
     return probe.returncode == 0
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_mount_tmpfs(),
-                    reason="needs a private tmpfs (unshare -Urm)")
+needs_tmpfs = pytest.mark.skipif(not _can_mount_tmpfs(),
+                                 reason="needs a private tmpfs (unshare -Urm)")
+
+
+def _on_small_disk(mnt: Path, size: str, *args: str) -> tuple[int, str]:
+    """Run ``python -m tbconvert ARGS`` with a fresh tmpfs of ``size`` mounted on ``mnt`` in a
+    mount namespace of its own; (exit code, stderr ending with a line ``left: <entries>``)."""
+    mnt.mkdir()
+    script = (f'mount -t tmpfs -o size={size} tmpfs "$1" || exit 99; shift; "$@"; rc=$?; '
+              'echo "left: $(ls -A "$MNT")" >&2; exit $rc')
+    p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", str(mnt), sys.executable,
+                        "-m", "tbconvert", *args],
+                       cwd=ROOT, capture_output=True, timeout=120, env={**os.environ, "MNT": str(mnt)})
+    return p.returncode, p.stderr.decode()
+
+
+@needs_tmpfs
 @pytest.mark.parametrize("to,name", [
     ("tfevents", "dst"), ("parquet", "dst.parquet"), ("csv", "dst.csv"), ("hdf5", "dst.h5"),
     ("tbdev", "dst_export")])
 def test_real_full_disk_is_a_clear_error(tmp_path, big_logdir, to, name):
     """A real full file system (a 1 MiB tmpfs of the test's own): exit 9, nothing left."""
     mnt = tmp_path / "disk"
-    mnt.mkdir()
-    script = ('mount -t tmpfs -o size=1m tmpfs "$1" || exit 99; shift; "$@"; rc=$?; '
-              'echo "left: $(ls -A "$MNT")" >&2; exit $rc')
-    p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", str(mnt), sys.executable,
-                        "-m", "tbconvert", "convert", str(big_logdir), str(mnt / name), "--to", to],
-                       cwd=ROOT, capture_output=True, timeout=120, env={**os.environ, "MNT": str(mnt)})
-    err = p.stderr.decode()
-    assert p.returncode == 9, err[-2000:]
+    code, err = _on_small_disk(mnt, "1m", "convert", str(big_logdir), str(mnt / name), "--to", to)
+    assert code == 9, err[-2000:]
     assert "Traceback" not in err
     lines = err.splitlines()
     assert lines[0].startswith("tbconvert: error: ") and "disk is full" in lines[0], err
     assert lines[-1] == "left: ", err
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_mount_tmpfs(),
-                    reason="needs a private tmpfs (unshare -Urm)")
+@needs_tmpfs
 def test_tbdev_export_on_a_full_disk_leaves_nothing(tmp_path):
     mnt = tmp_path / "disk"
-    mnt.mkdir()
-    script = ('mount -t tmpfs -o size=16k tmpfs "$1" || exit 99; shift; "$@"; rc=$?; '
-              'echo "left: $(ls -A "$MNT")" >&2; exit $rc')
-    p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", str(mnt), sys.executable,
-                        "-m", "tbconvert", "tbdev-export", str(FIXTURES / "tbdev_export"), "-o",
-                        str(mnt / "out")],
-                       cwd=ROOT, capture_output=True, timeout=120, env={**os.environ, "MNT": str(mnt)})
-    err = p.stderr.decode()
-    assert p.returncode == 9, err
+    code, err = _on_small_disk(mnt, "16k", "tbdev-export", str(FIXTURES / "tbdev_export"),
+                               "-o", str(mnt / "out"))
+    assert code == 9, err
     lines = err.splitlines()
     assert lines[0].startswith("tbconvert: error: experiment ") and "disk is full" in lines[0], err
     assert "wrote none of the 1 experiment(s)" in err and "tbconvert-experiment.json" not in err
