@@ -95,3 +95,16 @@ def test_python_dash_m_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tbconvert", "info", str(FIXTURES / "tf2_logdir")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "legacy_raw_pb" in proc.stdout
+
+
+def test_interrupt_while_starting_up_is_one_line(monkeypatch, capsys):
+    """Ctrl-C or SIGTERM while the commands are still being imported: one line, the right code."""
+    import tbconvert.cli as cli
+
+    for raised, code, word in ((KeyboardInterrupt, 130, "interrupted"), (cli.Terminated, 143, "terminated")):
+        def slow_start(exc=raised):
+            raise exc()
+        monkeypatch.setattr(cli, "build_parser", slow_start)
+        assert main(["formats"]) == code
+        err = capsys.readouterr().err
+        assert err.startswith(f"tbconvert: error: {word}") and err.count("\n") == 1, err

@@ -122,19 +122,21 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    ui = UI()
+    debug = False
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help (0) or usage error (2)
-        return int(exc.code or 0)
-    except KeyboardInterrupt:
-        return 130
-    ui = UI(quiet=args.quiet, verbose=args.verbose)
-    try:
+        # The handlers go in before the parser is built: building it imports every command,
+        # which takes long enough for a signal to land there.
         with _signal_handlers(), _no_partial_output():
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as exc:  # argparse: --help (0) or usage error (2)
+                return int(exc.code or 0)
+            ui = UI(quiet=args.quiet, verbose=args.verbose)
+            debug = args.debug
             return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         ui.error(str(exc))
         return exc.exit_code
