@@ -16,7 +16,8 @@ def add_selection(p: argparse.ArgumentParser) -> None:
 
 def add_reading(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
-                   help="exit with code 8 if any data was skipped (corrupt records, lost blobs...)")
+                   help="exit with code 8 if any data was skipped (corrupt records, lost blobs...); "
+                        "the output is still written, with everything that could be read")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
     p.add_argument("--ignore-checksum", action="store_true",

@@ -29,7 +29,8 @@ def add_arguments(p) -> None:
                    help="logdir to write (one sub-logdir OUTDIR/<id>/ per experiment for a root)")
     add_selection(p)
     p.add_argument("--strict", action="store_true",
-                   help="exit with code 8 if any data was skipped (null blobs, bad lines...)")
+                   help="exit with code 8 if any data was skipped (null blobs, bad lines...); "
+                        "the logdir is still written, with everything that could be read")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling string tensors of TensorBoard 2.3 exports; "
                         "only for exports you trust")
