@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from measure import peak_rss_mib
 
 
 def make_logdir(logdir: Path, runs: int, points: int, seed: int = 0) -> None:
@@ -93,20 +94,6 @@ def tb_write(outdir: Path, points: int) -> None:
     w.close()
 
 
-# VmHWM, not ru_maxrss: ru_maxrss survives execve and would report this (parent) process.
-_CHILD = """
-import sys, tbconvert
-tbconvert.convert(sys.argv[1], sys.argv[2], to_format=sys.argv[3] if len(sys.argv) > 3 else None)
-print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])
-"""
-
-
-def peak_rss_mb(src: Path, dst: Path, to_format: str | None = None) -> float:
-    args = [sys.executable, "-c", _CHILD, str(src), str(dst)] + ([to_format] if to_format else [])
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    return int(out.strip().splitlines()[-1]) / 1024  # KiB on Linux
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=1_000_000, help="scalar points (default 1M)")
@@ -155,12 +142,12 @@ def main(argv=None) -> int:
         make_logdir(one, 1, m, seed=1)
         make_logdir(four, 4, m, seed=2)
         for label, dst, fmt in (("parquet", "x.parquet", None), ("hdf5", "x.h5", None)):
-            r1 = peak_rss_mb(one, root / f"m1-{dst}")
-            r4 = peak_rss_mb(four, root / f"m4-{dst}")
+            r1 = peak_rss_mib(one, root / f"m1-{dst}")
+            r4 = peak_rss_mib(four, root / f"m4-{dst}")
             rows.append((f"peak RSS, event files -> {label}", f"1 run: {r1:.0f} MB",
                          f"4 runs: {r4:.0f} MB ({r4 / r1:.2f}x) at {m:,} points per run"))
-        r1 = peak_rss_mb(root / "m1-x.parquet", root / "m1-back", "tfevents")
-        r4 = peak_rss_mb(root / "m4-x.parquet", root / "m4-back", "tfevents")
+        r1 = peak_rss_mib(root / "m1-x.parquet", root / "m1-back", "tfevents")
+        r4 = peak_rss_mib(root / "m4-x.parquet", root / "m4-back", "tfevents")
         rows.append(("peak RSS, Parquet -> event files", f"1 run: {r1:.0f} MB",
                      f"4 runs: {r4:.0f} MB ({r4 / r1:.2f}x)"))
     finally:

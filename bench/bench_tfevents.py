@@ -11,15 +11,13 @@ subprocess converting 1 run versus 4 runs of the same size.
 from __future__ import annotations
 
 import argparse
-import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from measure import peak_rss_mib
 
 from tbconvert.api import load, open_writer
 from tbconvert.formats.tfevents import records
@@ -91,14 +89,6 @@ def timed(fn, *args):
     return time.perf_counter() - t, result
 
 
-def peak_rss_mib(src: Path, dst: Path) -> float:
-    code = ("import resource, tbconvert, sys; tbconvert.convert(sys.argv[1], sys.argv[2], "
-            "to_format='tfevents'); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    out = subprocess.run([sys.executable, "-c", code, str(src), str(dst)], check=True,
-                         capture_output=True, text=True).stdout
-    return int(out.strip()) / 1024
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=1_000_000)
@@ -122,8 +112,8 @@ def main() -> None:
         one, four = tmp / "one", tmp / "four"
         write_tensor_form(one, n, runs=("r0",))
         write_tensor_form(four, n, runs=("r0", "r1", "r2", "r3"))
-        rss1 = peak_rss_mib(one, tmp / "one_out")
-        rss4 = peak_rss_mib(four, tmp / "four_out")
+        rss1 = peak_rss_mib(one, tmp / "one_out", "tfevents")
+        rss4 = peak_rss_mib(four, tmp / "four_out", "tfevents")
     print("| task | TensorBoard (s) | tbconvert (s) | speed-up |")
     print("| --- | ---: | ---: | ---: |")
     for label, theirs, ours in rows:
