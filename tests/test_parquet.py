@@ -40,19 +40,31 @@ def _scalar_runs(n=1000):
 def test_written_schema_and_metadata(tmp_path):
     path = write_sample(tmp_path / "x.parquet")
     pf = pq.ParquetFile(path)
-    assert pf.schema_arrow.remove_metadata().equals(S.SCHEMA)
+    # Names are stored as plain (dictionary-encoded) strings, so every reader sees strings.
+    read = pf.schema_arrow
+    assert read.names == S.SCHEMA.names
+    for want in S.SCHEMA:
+        got = read.field(want.name)
+        assert got.nullable == want.nullable, want.name
+        if pa.types.is_dictionary(want.type):
+            assert got.type == want.type.value_type, want.name
+        elif pa.types.is_list(want.type):
+            assert pa.types.is_list(got.type) and got.type.value_type == want.type.value_type
+        else:
+            assert got.type == want.type, want.name
     meta = json.loads(pf.metadata.metadata[S.METADATA_KEY])
     assert meta["format"] == "tbconvert-parquet" and meta["schema_version"] == 1
     assert meta["experiment"]["name"] == "Ñame"
     assert [r["name"] for r in meta["runs"]] == [r.name for r, _ in sample_runs()]
     table = pq.read_table(path)
-    assert table.schema.field("run").type == pa.dictionary(pa.int32(), pa.string())
+    assert table.schema.field("run").type == pa.string()
     cols = pf.metadata.row_group(0).to_dict()["columns"]
     assert all(c["compression"] == "ZSTD" for c in cols)
     by_name = {c["path_in_schema"]: c for c in cols}
     assert "BYTE_STREAM_SPLIT" in by_name["value"]["encodings"]
     assert "DELTA_BINARY_PACKED" in by_name["step"]["encodings"]
-    assert any("DICT" in e for e in by_name["run"]["encodings"])
+    for name in ("run", "tag", "data_class", "plugin_name", "tensor_dtype"):
+        assert any("DICT" in e for e in by_name[name]["encodings"]), name
 
 
 def test_value_column_is_float64_and_null_for_other_classes(tmp_path):
@@ -125,6 +137,33 @@ def test_directory_dataset_duckdb(tmp_path):
     n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}/*.parquet') WHERE tag = 'loss'"
                    ).fetchall()[0][0]
     assert n == 3000
+
+
+def test_directory_dataset_dask(tmp_path):
+    """Dask reads the directory as one frame, a run without points (an empty part) included."""
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "dataset"
+    write_sample(out, runs=sample_runs(), fmt="parquet")
+    assert any(not cs for _, cs in sample_runs())
+    frame = dd.read_parquet(out).compute()
+    table = ds.dataset(out, format="parquet").to_table()
+    assert len(frame) == table.num_rows
+    for name in ("run", "tag", "step", "data_class", "tensor_dtype"):
+        got = [None if v is None or v is pd.NA else v for v in frame[name].tolist()]
+        assert got == table.column(name).to_pylist(), name
+
+
+def test_archives_with_categorical_names_still_read(tmp_path):
+    """Archives from earlier tbconvert versions kept the Arrow schema in the footer, so their
+    name columns read back as dictionaries: they read exactly as before."""
+    path = write_sample(tmp_path / "x.parquet")
+    names = ["run", "tag", "data_class", "plugin_name", "tensor_dtype"]
+    table = pq.read_table(path, read_dictionary=names)
+    old = tmp_path / "old.parquet"
+    pq.write_table(table, old, write_page_checksum=True)
+    assert pa.types.is_dictionary(pq.ParquetFile(old).schema_arrow.field("run").type)
+    assert_lossless(old)
 
 
 def test_row_groups_capped_by_bytes(tmp_path, monkeypatch):

@@ -52,7 +52,11 @@ class _FileSink:
             str(path), S.SCHEMA, compression=S.COMPRESSION,
             compression_level=S.COMPRESSION_LEVEL, use_dictionary=S.DICTIONARY_COLUMNS,
             column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"],
-            write_page_checksum=True)  # so that damage is found on reading, never read as data
+            write_page_checksum=True,  # so that damage is found on reading, never read as data
+            # No Arrow schema in the footer: readers then see the names as plain strings, not
+            # categoricals. Categoricals break Dask on a directory dataset with pandas 3: a
+            # part whose column is empty or all null gets categories of another dtype.
+            store_schema=False)
         self._buffer: list[pa.RecordBatch] = []
         self._bytes = 0
         self._rows = 0
