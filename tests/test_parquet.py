@@ -139,6 +139,7 @@ def test_directory_dataset_duckdb(tmp_path):
     assert n == 3000
 
 
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside Dask, with pandas 3.1
 def test_directory_dataset_dask(tmp_path):
     """Dask reads the directory as one frame, a run without points (an empty part) included."""
     dd = pytest.importorskip("dask.dataframe")
