@@ -106,15 +106,9 @@ class AtomicOutput:
         """``with out.writing() as tmp:`` write to ``tmp``; committed when the block ends.
         On any failure the partial output is removed; an OS error (disk full...) becomes
         one clear :class:`OutputError`."""
-        try:
+        with removed_on_failure(self.abort, self.final, also=BaseException):
             yield self.tmp
             self.commit()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.final)) from None
-        except BaseException:
-            self.abort()
-            raise
 
     def abort(self) -> None:
         """Remove whatever was written; the destination is left as it was."""
@@ -150,6 +144,21 @@ def _remove(path: Path) -> None:
             path.unlink()
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def removed_on_failure(abort, path, *, also=(KeyboardInterrupt,)):
+    """Run the block; an OS error (disk full, size limit...) calls ``abort`` and becomes one
+    clear :class:`OutputError` naming ``path``; an exception of type ``also`` calls ``abort``
+    and goes on. Everything that writes an output fails this one way."""
+    try:
+        yield
+    except OSError as exc:
+        abort()
+        raise OutputError(describe_os_error(exc, path)) from None
+    except also:
+        abort()
+        raise
 
 
 def describe_os_error(exc: OSError, path) -> str:

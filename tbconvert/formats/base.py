@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
-from tbconvert.errors import CorruptDataError, OutputError
+from tbconvert.errors import CorruptDataError
 from tbconvert.model import Experiment, Run, RunData, Series
-from tbconvert.output import describe_os_error
+from tbconvert.output import removed_on_failure
 from tbconvert.report import Report
 
 
@@ -125,14 +125,8 @@ class Writer(abc.ABC):
     def guard(self, fn):
         """Run ``fn``; an OS error (disk full, size limit...) aborts and becomes one clear error.
         An interrupt aborts too, so that no partial output outlives it."""
-        try:
+        with removed_on_failure(self.abort, self.path):
             return fn()
-        except OSError as exc:
-            self.abort()
-            raise OutputError(describe_os_error(exc, self.path)) from None
-        except KeyboardInterrupt:
-            self.abort()
-            raise
 
     @abc.abstractmethod
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
