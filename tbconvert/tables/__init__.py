@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from tbconvert import api
@@ -141,10 +142,13 @@ def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str |
 
 # --------------------------------------------------------------------------- tables
 
-def _collect(collector, source, runs, tags, restarts, report, options=None):
+def _collect(make_columns, source, runs, tags, restarts, report, options=None):
+    """Read ``source`` (selected by ``options``, or by ``runs``, ``tags`` and ``restarts``)
+    into the collector ``make_columns(keep_hidden, report)`` builds."""
     report = report if report is not None else Report()
     if options is None:
         options = make_options(runs=runs, tags=tags, restarts=restarts)
+    collector = make_columns(options.restarts == "keep-all", report)
     for _run, chunks in iter_source(source, options, report):
         for chunk in chunks:
             collector.add_chunk(chunk)
@@ -154,11 +158,8 @@ def _collect(collector, source, runs, tags, restarts, report, options=None):
 def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
                   restarts: str = "visible", report: Report | None = None, options=None):
     """Scalars as a ``pyarrow.Table``; see :func:`scalars`."""
-    restarts = options.restarts if options is not None else restarts
     from tbconvert.tables._scalars import ScalarColumns
-    report = report if report is not None else Report()
-    cols = _collect(ScalarColumns(restarts == "keep-all", report), source, runs, tags,
-                    restarts, report, options)
+    cols = _collect(ScalarColumns, source, runs, tags, restarts, report, options)
     return cols.wide_table() if wide else cols.long_table()
 
 
@@ -187,11 +188,8 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: str =
 def histograms_table(source, runs=None, tags=None, *, restarts: str = "visible",
                      report: Report | None = None, options=None):
     """Histograms as a ``pyarrow.Table``; see :func:`histograms`."""
-    restarts = options.restarts if options is not None else restarts
     from tbconvert.tables._tensors import HistogramColumns
-    report = report if report is not None else Report()
-    return _collect(HistogramColumns(restarts == "keep-all", report), source, runs, tags,
-                    restarts, report, options).arrow()
+    return _collect(HistogramColumns, source, runs, tags, restarts, report, options).arrow()
 
 
 def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
@@ -212,11 +210,8 @@ def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
 def text_table(source, runs=None, tags=None, *, restarts: str = "visible",
                report: Report | None = None, options=None):
     """Text as a ``pyarrow.Table``; see :func:`text`."""
-    restarts = options.restarts if options is not None else restarts
     from tbconvert.tables._tensors import TextColumns
-    report = report if report is not None else Report()
-    return _collect(TextColumns(restarts == "keep-all", report), source, runs, tags,
-                    restarts, report, options).arrow()
+    return _collect(TextColumns, source, runs, tags, restarts, report, options).arrow()
 
 
 def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
@@ -238,11 +233,9 @@ def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: b
 def images_table(source, runs=None, tags=None, *, restarts: str = "visible",
                  report: Report | None = None, options=None):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
-    restarts = options.restarts if options is not None else restarts
     from tbconvert.tables._tensors import MediaColumns
-    report = report if report is not None else Report()
-    return _collect(MediaColumns("images", restarts == "keep-all", report), source, runs, tags,
-                    restarts, report, options).arrow()
+    return _collect(partial(MediaColumns, "images"), source, runs, tags, restarts, report,
+                    options).arrow()
 
 
 def images(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
@@ -262,11 +255,9 @@ def images(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow:
 def audio_table(source, runs=None, tags=None, *, restarts: str = "visible",
                 report: Report | None = None, options=None):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
-    restarts = options.restarts if options is not None else restarts
     from tbconvert.tables._tensors import MediaColumns
-    report = report if report is not None else Report()
-    return _collect(MediaColumns("audio", restarts == "keep-all", report), source, runs, tags,
-                    restarts, report, options).arrow()
+    return _collect(partial(MediaColumns, "audio"), source, runs, tags, restarts, report,
+                    options).arrow()
 
 
 def audio(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
@@ -287,7 +278,6 @@ def open_image(data: bytes):
 def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
                   report: Report | None = None, options=None):
     """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
-    restarts = options.restarts if options is not None else restarts
     from tbconvert.tables._hparams import Collected, hparams_table as build
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then

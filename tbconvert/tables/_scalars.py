@@ -32,8 +32,7 @@ class ScalarColumns(PointColumns):
     """Collects scalar chunks into columns; other chunks go to :meth:`skip`."""
 
     def __init__(self, keep_hidden: bool, report: Report) -> None:
-        super().__init__(keep_hidden)
-        self.report = report
+        super().__init__(keep_hidden, report)
         self._values: list[np.ndarray] = []
 
     def add_chunk(self, chunk: Series) -> bool:

@@ -85,8 +85,9 @@ class PointColumns:
     histogram bucket).
     """
 
-    def __init__(self, keep_hidden: bool) -> None:
+    def __init__(self, keep_hidden: bool, report: Report) -> None:
         self.keep_hidden = keep_hidden
+        self.report = report
         self.runs = Names()
         self.tags = Names()
         self._run_ids: list[np.ndarray] = []

@@ -32,8 +32,7 @@ class HistogramColumns(PointColumns):
     """Rows ``run, tag, step, wall_time, left, right, count``: one per bucket."""
 
     def __init__(self, keep_hidden: bool, report: Report) -> None:
-        super().__init__(keep_hidden)
-        self.report = report
+        super().__init__(keep_hidden, report)
         self._buckets: list[np.ndarray] = []
 
     def add_chunk(self, chunk: Series) -> bool:
@@ -85,8 +84,7 @@ class TextColumns(PointColumns):
     """
 
     def __init__(self, keep_hidden: bool, report: Report) -> None:
-        super().__init__(keep_hidden)
-        self.report = report
+        super().__init__(keep_hidden, report)
         self._index: list[int] = []
         self._shape: list[str] = []
         self._text: list[str] = []
@@ -142,9 +140,8 @@ class MediaColumns(PointColumns):
     """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin."""
 
     def __init__(self, plugin: str, keep_hidden: bool, report: Report) -> None:
-        super().__init__(keep_hidden)
+        super().__init__(keep_hidden, report)
         self.plugin = plugin
-        self.report = report
         self._index: list[int] = []
         self._width: list = []
         self._height: list = []
