@@ -107,48 +107,43 @@ def official_method(exp_dir: Path, out: Path) -> None:
     def run_dir(run):
         return str(out if run == "." else out / run)
 
-    for run, lines in grouped("scalars.json").items():
-        w = EventFileWriter(run_dir(run), max_queue_size=1000,
-                            filename_suffix=".tbdev-converter-scalars")
-        for d in lines:
-            md = summary_pb2.SummaryMetadata.FromString(base64.b64decode(d["summary_metadata"]))
-            p = d["points"]
-            for i, (step, wall, value) in enumerate(zip(p["steps"], p["wall_times"],
-                                                        p["values"])):
-                v = summary_pb2.Summary.Value(tag=d["tag"], simple_value=value)
-                if i == 0:
-                    v.metadata.CopyFrom(md)
-                w.add_event(event_pb2.Event(step=step, wall_time=wall,
-                                            summary=summary_pb2.Summary(value=[v])))
-        w.close()
-    for run, lines in grouped("tensors.json").items():
-        w = EventFileWriter(run_dir(run), max_queue_size=1000,
-                            filename_suffix=".tbdev-converter-tensors")
-        for d in lines:
-            md = summary_pb2.SummaryMetadata.FromString(base64.b64decode(d["summary_metadata"]))
-            p = d["points"]
-            with np.load(exp_dir / p["tensors_file_path"]) as npz:
-                for step, wall, name in zip(p["steps"], p["wall_times"], npz.files):
-                    v = summary_pb2.Summary.Value(
-                        tag=d["tag"], metadata=md,
-                        tensor=tensor_util.make_tensor_proto(npz[name]))
+    def scalar_values(d, md):
+        p = d["points"]
+        for i, (step, wall, value) in enumerate(zip(p["steps"], p["wall_times"], p["values"])):
+            v = summary_pb2.Summary.Value(tag=d["tag"], simple_value=value)
+            if i == 0:
+                v.metadata.CopyFrom(md)
+            yield step, wall, v
+
+    def tensor_values(d, md):
+        p = d["points"]
+        with np.load(exp_dir / p["tensors_file_path"]) as npz:
+            for step, wall, name in zip(p["steps"], p["wall_times"], npz.files):
+                yield step, wall, summary_pb2.Summary.Value(
+                    tag=d["tag"], metadata=md, tensor=tensor_util.make_tensor_proto(npz[name]))
+
+    def blob_values(d, md):
+        p = d["points"]
+        for step, wall, paths in zip(p["steps"], p["wall_times"], p["blob_file_paths"]):
+            blobs = [(exp_dir / x).read_bytes() for x in paths]
+            yield step, wall, summary_pb2.Summary.Value(
+                tag=d["tag"], metadata=md,
+                tensor=tensor_util.make_tensor_proto(blobs, shape=[len(blobs)]))
+
+    # One event file per run and export file, one Event per point, as the converter does.
+    for name, suffix, values in (("scalars.json", "scalars", scalar_values),
+                                 ("tensors.json", "tensors", tensor_values),
+                                 ("blob_sequences.json", "blobs", blob_values)):
+        for run, lines in grouped(name).items():
+            w = EventFileWriter(run_dir(run), max_queue_size=1000,
+                                filename_suffix=f".tbdev-converter-{suffix}")
+            for d in lines:
+                md = summary_pb2.SummaryMetadata.FromString(
+                    base64.b64decode(d["summary_metadata"]))
+                for step, wall, v in values(d, md):
                     w.add_event(event_pb2.Event(step=step, wall_time=wall,
                                                 summary=summary_pb2.Summary(value=[v])))
-        w.close()
-    for run, lines in grouped("blob_sequences.json").items():
-        w = EventFileWriter(run_dir(run), max_queue_size=1000,
-                            filename_suffix=".tbdev-converter-blobs")
-        for d in lines:
-            md = summary_pb2.SummaryMetadata.FromString(base64.b64decode(d["summary_metadata"]))
-            p = d["points"]
-            for step, wall, paths in zip(p["steps"], p["wall_times"], p["blob_file_paths"]):
-                blobs = [(exp_dir / x).read_bytes() for x in paths]
-                v = summary_pb2.Summary.Value(
-                    tag=d["tag"], metadata=md,
-                    tensor=tensor_util.make_tensor_proto(blobs, shape=[len(blobs)]))
-                w.add_event(event_pb2.Event(step=step, wall_time=wall,
-                                            summary=summary_pb2.Summary(value=[v])))
-        w.close()
+            w.close()
 
 
 def ours(exp_dir: Path, out: Path) -> None:
