@@ -4,7 +4,6 @@ with TensorBoard's own reading (tests/oracle.py)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,8 @@ from tbconvert.formats.base import Options
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              RunRecord, ScalarSeries, TensorSeries, concat)
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from conftest import FIXTURES, LOGDIRS
+
 ARCHIVES = ["x.parquet", "x.h5", "pq_dir"]
 
 
@@ -242,20 +242,8 @@ def test_unconsumed_runs_are_skipped_cleanly(tmp_path, dst):
 
 # ---------------------------------------------------------------- fixtures, via TensorBoard
 
-def _tfevents_ready():
-    try:
-        from tbconvert import registry
-        fmt = registry.get("tfevents")
-        return fmt.reader is not None and fmt.writer is not None
-    except Exception:  # noqa: BLE001
-        return False
 
 
-needs_tfevents = pytest.mark.skipif(not _tfevents_ready(), reason="tfevents format not available")
-LOGDIRS = ["torch_logdir", "tensorboardx_logdir", "tf2_logdir"]
-
-
-@needs_tfevents
 @pytest.mark.parametrize("archive", ["x.parquet", "x.h5", "pq_dir"])
 @pytest.mark.parametrize("logdir", LOGDIRS)
 def test_fixture_round_trip_same_tensorboard_view(tmp_path, logdir, archive):
@@ -269,7 +257,6 @@ def test_fixture_round_trip_same_tensorboard_view(tmp_path, logdir, archive):
     assert_same_view(tb_view(out), tb_view(src))
 
 
-@needs_tfevents
 def test_fixture_hidden_points_kept_in_archive(tmp_path):
     # torch_logdir/resumed_purged: the restart rule hides points; the archive keeps them marked.
     tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "x.parquet")
@@ -280,16 +267,6 @@ def test_fixture_hidden_points_kept_in_archive(tmp_path):
     assert "resumed" not in hidden_runs
 
 
-def _tbdev_ready():
-    try:
-        from tbconvert import registry
-        fmt = registry.get("tbdev")
-        return fmt.reader is not None and fmt.writer is not None
-    except Exception:  # noqa: BLE001
-        return False
-
-
-@pytest.mark.skipif(not _tbdev_ready(), reason="tbdev format not available")
 @pytest.mark.parametrize("archive", ["x.parquet", "x.h5"])
 def test_export_archive_export_keeps_metadata_json(tmp_path, archive):
     src = next((FIXTURES / "tbdev_export").iterdir())

@@ -28,9 +28,10 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunDa
 from tbconvert.report import Report
 from tbconvert.tables import _csv
 
+from conftest import LOGDIRS
+
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
-LOGDIRS = ["torch_logdir", "tensorboardx_logdir", "tf2_logdir"]
 SOURCES = {name: FIX / name for name in LOGDIRS}
 SOURCES["tbdev_export"] = FIX / "tbdev_export"
 

@@ -12,7 +12,6 @@ import io
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,25 +27,14 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata
                              ScalarSeries, TensorSeries)
 from tbconvert.report import Report
 
-sys.path.insert(0, str(Path(__file__).parent))
-from oracle import tb_view  # noqa: E402
+from conftest import FIXTURES
+from oracle import tb_view
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 EXP_ID = "9bFlIkpYt5HfavHYMD5hzQ"
 EXPORT = FIXTURES / "tbdev_export" / f"experiment_{EXP_ID}"
 EXPECTED = json.loads((FIXTURES / "expected" / "tbdev_export.json").read_text())
 
 
-def _have_tfevents() -> bool:
-    try:
-        from tbconvert import registry
-        fmt = registry.get("tfevents")
-        return fmt.writer is not None and fmt.reader is not None
-    except Exception:
-        return False
-
-
-needs_tfevents = pytest.mark.skipif(not _have_tfevents(), reason="tfevents format not ready")
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -625,7 +613,6 @@ def assert_logdir_holds_export(logdir: Path, expected_runs=None) -> None:
     assert view["train"]["graph"]
 
 
-@needs_tfevents
 def test_tbdev_export_real_fixture(tmp_path):
     out = tmp_path / "logs"
     code, err = run_cli("tbdev-export", EXPORT, "-o", out)
@@ -639,7 +626,6 @@ def test_tbdev_export_real_fixture(tmp_path):
     assert_matches_expected(load_tbdev(back))
 
 
-@needs_tfevents
 def test_convert_from_tbdev_to_tfevents(tmp_path):
     out = tmp_path / "logs"
     code, err = run_cli("convert", EXPORT, out, "--from", "tbdev", "--to", "tfevents")
@@ -647,7 +633,6 @@ def test_convert_from_tbdev_to_tfevents(tmp_path):
     assert_logdir_holds_export(out)
 
 
-@needs_tfevents
 def test_tbdev_export_root_one_broken_experiment(tmp_path):
     root = tmp_path / "export"
     copy_export(root)
@@ -674,7 +659,6 @@ def test_tbdev_export_root_one_broken_experiment(tmp_path):
     assert [p[2][2] for p in text] == [(b"a",), (b"b",)]
 
 
-@needs_tfevents
 def test_traversal_run_names_stay_inside(tmp_path):
     d = copy_export(tmp_path / "in")
     lines = read_lines(d / layout.SCALARS)
@@ -698,7 +682,6 @@ def test_traversal_run_names_stay_inside(tmp_path):
     assert total == expected_total
 
 
-@needs_tfevents
 def test_logdir_to_tbdev_to_logdir_is_invisible(tmp_path):
     src = FIXTURES / "torch_logdir"
     exp = tmp_path / f"experiment_{EXP_ID}"
@@ -729,7 +712,6 @@ def test_symlink_out_of_the_export_is_refused(tmp_path):
     assert kinds(loaded.report) == {"unsafe_path": 1}
 
 
-@needs_tfevents
 def test_cli_old_scalars_file_and_strict(tmp_path):
     old = tmp_path / "scalars_OLDID.json"
     old.write_bytes((EXPORT / layout.SCALARS).read_bytes())
