@@ -280,3 +280,30 @@ def _resync(buf: bytes, data: np.ndarray, mv: memoryview, lo: int, hi: int,
                     return off
         pos = stop
     return hi
+
+
+BLOCK_SIZE = 16 << 20
+
+
+@dataclass
+class Block:
+    """Records found in one stretch of a file.
+
+    ``starts``/``lengths`` locate payloads inside ``buf``; ``offset`` is the file
+    offset of ``buf[0]``; ``damage`` offsets are file offsets. A record never
+    straddles two blocks.
+    """
+
+    buf: bytes
+    offset: int
+    starts: np.ndarray
+    lengths: np.ndarray
+    damage: list[Damage]
+
+
+def scan_file(path, *, block_size: int = BLOCK_SIZE):
+    """Yield :class:`Block` objects covering the file at ``path`` in file order."""
+    from tbconvert import sourcefiles
+    buf = sourcefiles.read_bytes(path)
+    starts, lengths, damage = scan(buf)
+    yield Block(buf, 0, starts, lengths, damage)
