@@ -1,19 +1,14 @@
-"""Event encoding for the writer: bulk scalar records with numpy, the rest with protobuf.
+"""Bulk encoding of scalar values for the writer, with numpy.
 
-Scalar points after a tag's first are framed all at once: every record of a
-tag with the same step-varint width has the same bytes but for wall time,
-step and value, so a whole column becomes one uint8 matrix (payload and
-framing), and only the payload CRCs are computed per record (C code).
+Scalar points after a tag's first have the same ``Summary.Value`` bytes but
+for the value, so a whole column becomes one uint8 matrix.
 """
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import records
 
 
 def _varint(value: int) -> bytes:
@@ -37,54 +32,25 @@ def varint_widths(steps: np.ndarray) -> np.ndarray:
     return width
 
 
-def scalar_records(tag: bytes, code: int, steps: np.ndarray, walls: np.ndarray,
-                   values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Framed records for scalar points without metadata.
+def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray:
+    """``Summary.Value`` bytes of scalar points without metadata, one row per point.
 
-    Returns ``[(point indices, uint8 matrix of whole records)]``, one entry per
-    step-varint width.
+    ``simple``: float32 values as ``simple_value``; otherwise rank-0 tensors of
+    the values' dtype (float32 or float64).
     """
-    if code == dt.DT_FLOAT:
-        value_field, size = b"\x2a", 4   # float_val, packed
+    head = b"\x0a" + _varint(len(tag)) + tag
+    if simple:
+        head += b"\x15"
+        size = 4
     else:
-        value_field, size = b"\x32", 8   # double_val, packed
-    tensor = b"\x08" + bytes([code]) + b"\x12\x00" + value_field + bytes([size])
-    tensor_len = len(tensor) + size
-    value_msg_head = b"\x0a" + _varint(len(tag)) + tag + b"\x42" + _varint(tensor_len) + tensor
-    value_len = len(value_msg_head) + size
-    summary = b"\x0a" + _varint(value_len) + value_msg_head
-    summary_len = len(summary) + size
-    summary_head = b"\x2a" + _varint(summary_len) + summary
-    out = []
-    widths = varint_widths(steps)
-    value_bytes = np.ascontiguousarray(values.astype("<f4" if size == 4 else "<f8")).view(np.uint8) \
-        .reshape(-1, size)
-    wall_bytes = np.ascontiguousarray(walls.astype("<f8")).view(np.uint8).reshape(-1, 8)
-    for k in np.unique(widths).tolist():
-        idx = np.flatnonzero(widths == k)
-        payload_len = 9 + 1 + k + len(summary_head) + size
-        rec_len = records.HEADER + payload_len + records.FOOTER
-        mat = np.empty((len(idx), rec_len), dtype=np.uint8)
-        header = struct.pack("<Q", payload_len)
-        mat[:, :8] = np.frombuffer(header, np.uint8)
-        mat[:, 8:12] = np.frombuffer(struct.pack("<I", records.masked_crc32c(header)), np.uint8)
-        p = records.HEADER
-        mat[:, p] = 0x09
-        mat[:, p + 1:p + 9] = wall_bytes[idx]
-        mat[:, p + 9] = 0x10
-        u = steps[idx].view(np.uint64)
-        for j in range(k):
-            byte = ((u >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
-            mat[:, p + 10 + j] = byte | (0x80 if j < k - 1 else 0)
-        q = p + 10 + k
-        mat[:, q:q + len(summary_head)] = np.frombuffer(summary_head, np.uint8)
-        mat[:, q + len(summary_head):q + len(summary_head) + size] = value_bytes[idx]
-        _fill_payload_crcs(mat, payload_len)
-        out.append((idx, mat))
-    return out
-
-
-def _fill_payload_crcs(mat: np.ndarray, payload_len: int) -> None:
-    start = records.HEADER
-    crcs = records.crc32c_rows(mat[:, start:start + payload_len])
-    mat[:, -4:] = records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)
+        if values.dtype == np.float32:
+            code, value_field, size = dt.DT_FLOAT, b"\x2a", 4     # float_val, packed
+        else:
+            code, value_field, size = dt.DT_DOUBLE, b"\x32", 8    # double_val, packed
+        tensor = b"\x08" + bytes([code]) + b"\x12\x00" + value_field + bytes([size])
+        head += b"\x42" + _varint(len(tensor) + size) + tensor
+    mat = np.empty((len(values), len(head) + size), dtype=np.uint8)
+    mat[:, :len(head)] = np.frombuffer(head, np.uint8)
+    mat[:, len(head):] = np.ascontiguousarray(values.astype("<f4" if size == 4 else "<f8")) \
+        .view(np.uint8).reshape(-1, size)
+    return mat

@@ -1,0 +1,146 @@
+"""Ordered entries to framed event records, values of one step and time sharing an ``Event``.
+
+Consecutive values with the same step and the same wall time (bit for bit),
+each of a later tag than the one before, go back into one ``Event`` as TF1's
+``merge_all`` wrote them: TensorBoard reads every value of an event in turn,
+so what it shows is unchanged, and the file loses the per-event overhead.
+Everything is computed column-wise; only payload checksums of rare lengths
+take one C call each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from crc32c import crc32c
+from numpy.lib.stride_tricks import sliding_window_view
+
+from tbconvert.formats.tfevents import records
+from tbconvert.formats.tfevents.encode import varint_widths
+from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter
+
+_WALL, _STEP, _SUMMARY, _VALUE = 0x09, 0x10, 0x2A, 0x0A
+# A payload length shared by at least this many records gets its checksums column-wise.
+_ROWS_CRC = 16
+
+
+def group_starts(e: Entries) -> np.ndarray:
+    """True where an entry begins a new event."""
+    n = len(e)
+    starts = np.ones(n, bool)
+    if n > 1:
+        wall_bits = e.wall.view(np.int64)
+        same = ((e.kind[1:] == VALUE) & (e.kind[:-1] == VALUE)
+                & (e.step[1:] == e.step[:-1]) & (wall_bits[1:] == wall_bits[:-1])
+                & (e.tag[1:] > e.tag[:-1]))
+        starts[1:] = ~same
+    return starts
+
+
+def write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray, widths: np.ndarray) -> None:
+    u = values.astype(np.int64).view(np.uint64)
+    for j in range(int(widths.max()) if len(widths) else 0):
+        sel = widths > j
+        byte = ((u[sel] >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
+        byte |= np.where(widths[sel] > j + 1, 0x80, 0).astype(np.uint8)
+        out[pos[sel] + j] = byte
+
+
+def frame_entries(e: Entries) -> bytes:
+    """The framed records of ordered entries, one event per group (see :func:`group_starts`)."""
+    n = len(e)
+    if not n:
+        return b""
+    starts = group_starts(e)
+    first = np.flatnonzero(starts)
+    gid = np.cumsum(starts) - 1
+    ng = len(first)
+    lengths = e.lengths
+    is_value = e.kind == VALUE
+    lw = varint_widths(lengths)
+    piece = np.where(is_value, 1 + lw + lengths, lengths)
+    summary_len = np.add.reduceat(piece, first)
+    g_value = is_value[first]
+    g_step = e.step[first]
+    step_w = varint_widths(g_step)
+    sum_w = varint_widths(summary_len)
+    head = np.where(g_value, 9 + 1 + step_w + 1 + sum_w, 0)
+    payload_len = head + summary_len
+    rec_len = records.HEADER + payload_len + records.FOOTER
+    rec_start = np.zeros(ng, np.int64)
+    np.cumsum(rec_len[:-1], out=rec_start[1:])
+    out = np.empty(int(rec_start[-1] + rec_len[-1]), np.uint8)
+
+    # Record headers: length and its masked checksum.
+    len_bytes = payload_len.astype("<u8").view(np.uint8).reshape(-1, 8)
+    hdr = np.empty((ng, 12), np.uint8)
+    hdr[:, :8] = len_bytes
+    hdr[:, 8:] = records.mask(records.crc32c_rows(len_bytes)).astype("<u4").view(np.uint8) \
+        .reshape(-1, 4)
+    sliding_window_view(out, 12, writeable=True)[rec_start] = hdr
+    p = rec_start + records.HEADER
+
+    # Event heads of value groups: wall time, step, summary length.
+    gv = np.flatnonzero(g_value)
+    if len(gv):
+        pv = p[gv]
+        out[pv] = _WALL
+        sliding_window_view(out, 8, writeable=True)[pv + 1] = \
+            e.wall[first[gv]].astype("<f8").view(np.uint8).reshape(-1, 8)
+        out[pv + 9] = _STEP
+        write_varints(out, pv + 10, g_step[gv], step_w[gv])
+        q = pv + 10 + step_w[gv]
+        out[q] = _SUMMARY
+        write_varints(out, q + 1, summary_len[gv], sum_w[gv])
+
+    # Where each entry's piece starts: after its event's head and the earlier pieces.
+    before = np.cumsum(piece) - piece
+    piece_start = p[gid] + head[gid] + before - before[first][gid]
+    data_start = piece_start.copy()
+    vi = np.flatnonzero(is_value)
+    if len(vi):
+        out[piece_start[vi]] = _VALUE
+        write_varints(out, piece_start[vi] + 1, lengths[vi], lw[vi])
+        data_start[vi] += 1 + lw[vi]
+    scatter(e.data, e.offs[:-1], lengths, out, data_start)
+
+    _fill_payload_crcs(out, p, payload_len)
+    return out.tobytes()
+
+
+def _fill_payload_crcs(out: np.ndarray, p: np.ndarray, payload_len: np.ndarray) -> None:
+    crcs = np.empty(len(p), np.uint32)
+    uniq, inverse, counts = np.unique(payload_len, return_inverse=True, return_counts=True)
+    for u, (length, count) in enumerate(zip(uniq.tolist(), counts.tolist())):
+        sel = np.flatnonzero(inverse == u) if len(uniq) > 1 else np.arange(len(p))
+        if count >= _ROWS_CRC and length <= 4096:
+            crcs[sel] = records.crc32c_rows(sliding_window_view(out, length)[p[sel]])
+        else:
+            for j, start in zip(sel.tolist(), p[sel].tolist()):
+                crcs[j] = crc32c(out[start:start + length])
+    sliding_window_view(out, 4, writeable=True)[p + payload_len] = \
+        records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+class EventStream:
+    """Frames ordered entries fed in pieces exactly as if they came in one piece.
+
+    The last (possibly unfinished) event of each piece waits for the next one.
+    """
+
+    def __init__(self, write) -> None:
+        self.write = write
+        self.carry = Entries.empty()
+
+    def feed(self, e: Entries) -> None:
+        e = Entries.concat([self.carry, e])
+        if not len(e):
+            return
+        last = int(np.flatnonzero(group_starts(e))[-1])
+        self.carry = e.slice(last, len(e))
+        if last:
+            self.write(frame_entries(e.slice(0, last)))
+
+    def finish(self) -> None:
+        if len(self.carry):
+            self.write(frame_entries(self.carry))
+        self.carry = Entries.empty()
