@@ -11,7 +11,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     value &= (1 << 64) - 1
     out = bytearray()
     while True:
@@ -24,12 +24,13 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def varint_widths(steps: np.ndarray) -> np.ndarray:
-    u = steps.view(np.uint64)
-    width = np.ones(len(u), dtype=np.int64)
-    for k in range(1, 10):
-        width += (u >= np.uint64(1) << np.uint64(7 * k)).astype(np.int64)
-    return width
+_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+
+
+def varint_widths(values: np.ndarray) -> np.ndarray:
+    """Bytes of each int64's varint (negative numbers take ten)."""
+    u = np.ascontiguousarray(values, np.int64).view(np.uint64)
+    return 1 + np.searchsorted(_VARINT_LIMITS, u, side="right").astype(np.int64)
 
 
 def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray:
@@ -38,7 +39,7 @@ def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray
     ``simple``: float32 values as ``simple_value``; otherwise rank-0 tensors of
     the values' dtype (float32 or float64).
     """
-    head = b"\x0a" + _varint(len(tag)) + tag
+    head = b"\x0a" + varint(len(tag)) + tag
     if simple:
         head += b"\x15"
         size = 4
@@ -48,7 +49,7 @@ def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray
         else:
             code, value_field, size = dt.DT_DOUBLE, b"\x32", 8    # double_val, packed
         tensor = b"\x08" + bytes([code]) + b"\x12\x00" + value_field + bytes([size])
-        head += b"\x42" + _varint(len(tensor) + size) + tensor
+        head += b"\x42" + varint(len(tensor) + size) + tensor
     mat = np.empty((len(values), len(head) + size), dtype=np.uint8)
     mat[:, :len(head)] = np.frombuffer(head, np.uint8)
     mat[:, len(head):] = np.ascontiguousarray(values.astype("<f4" if size == 4 else "<f8")) \

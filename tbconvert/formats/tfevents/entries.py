@@ -84,8 +84,17 @@ class Entries:
         return Entries(self.key[order], self.tag[order], self.idx[order], self.step[order],
                        self.wall[order], self.kind[order], offs, data)
 
+    def is_sorted(self) -> bool:
+        k, t, i = self.key, self.tag, self.idx
+        if len(k) < 2:
+            return True
+        k0, k1, t0, t1 = k[:-1], k[1:], t[:-1], t[1:]
+        ok = (k0 < k1) | ((k0 == k1) & ((t0 < t1) | ((t0 == t1) & (i[:-1] < i[1:]))))
+        return bool(ok.all())
+
     def sorted(self) -> "Entries":
-        return self.take(self.order())
+        """These entries in order (themselves when they already are)."""
+        return self if self.is_sorted() else self.take(self.order())
 
     @staticmethod
     def concat(parts: list) -> "Entries":

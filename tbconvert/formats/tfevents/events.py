@@ -10,12 +10,14 @@ take one C call each.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 from crc32c import crc32c
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert.formats.tfevents import records
-from tbconvert.formats.tfevents.encode import varint_widths
+from tbconvert.formats.tfevents.encode import varint, varint_widths
 from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter
 
 _WALL, _STEP, _SUMMARY, _VALUE = 0x09, 0x10, 0x2A, 0x0A
@@ -51,6 +53,15 @@ def frame_entries(e: Entries) -> bytes:
     if not n:
         return b""
     starts = group_starts(e)
+    if starts.all() and (e.kind == VALUE).all():
+        lengths = e.lengths
+        if (lengths == lengths[0]).all():
+            return _frame_single_values(e, int(lengths[0]))
+    return _frame_general(e, starts)
+
+
+def _frame_general(e: Entries, starts: np.ndarray) -> bytes:
+    n = len(e)
     first = np.flatnonzero(starts)
     gid = np.cumsum(starts) - 1
     ng = len(first)
@@ -104,6 +115,49 @@ def frame_entries(e: Entries) -> bytes:
     scatter(e.data, e.offs[:-1], lengths, out, data_start)
 
     _fill_payload_crcs(out, p, payload_len)
+    return out.tobytes()
+
+
+def _frame_single_values(e: Entries, length: int) -> bytes:
+    """Same bytes as the general path for one value of one length per event (a scalar column).
+
+    Such records differ only in wall time, step and value, so each step width's
+    records are built as one matrix from a template row.
+    """
+    n = len(e)
+    piece = bytes([_VALUE]) + varint(length)
+    summary_len = len(piece) + length
+    widths = varint_widths(e.step)
+    rec_lens = np.empty(n, np.int64)
+    plans = []
+    for w in np.unique(widths).tolist():
+        head = bytes([_WALL]) + bytes(8) + bytes([_STEP]) + bytes(w) + bytes([_SUMMARY]) \
+            + varint(summary_len) + piece
+        payload_len = len(head) + length
+        header = struct.pack("<Q", payload_len)
+        template = header + struct.pack("<I", records.masked_crc32c(header)) + head
+        sel = np.flatnonzero(widths == w)
+        rec_lens[sel] = records.HEADER + payload_len + records.FOOTER
+        plans.append((w, sel, template, payload_len))
+    rec_start = np.zeros(n, np.int64)
+    np.cumsum(rec_lens[:-1], out=rec_start[1:])
+    out = np.empty(int(rec_start[-1] + rec_lens[-1]), np.uint8)
+    values = e.data.reshape(n, length)
+    p = records.HEADER
+    for w, sel, template, payload_len in plans:
+        mat = np.empty((len(sel), records.HEADER + payload_len + records.FOOTER), np.uint8)
+        mat[:, :len(template)] = np.frombuffer(template, np.uint8)
+        mat[:, p + 1:p + 9] = e.wall[sel].astype("<f8").view(np.uint8).reshape(-1, 8)
+        u = e.step[sel].view(np.uint64)
+        for j in range(w):
+            byte = ((u >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
+            mat[:, p + 10 + j] = byte | (0x80 if j < w - 1 else 0)
+        mat[:, len(template):len(template) + length] = values[sel]
+        crcs = records.crc32c_rows(mat[:, p:p + payload_len])
+        mat[:, -4:] = records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)
+        if len(plans) == 1:
+            return mat.tobytes()
+        sliding_window_view(out, mat.shape[1], writeable=True)[rec_start[sel]] = mat
     return out.tobytes()
 
 

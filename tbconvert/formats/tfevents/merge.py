@@ -97,7 +97,7 @@ class Sorter:
         merged = Entries.concat(self.pending)
         self._held(merged.nbytes if len(self.pending) > 1 else 0)
         out = merged.sorted()
-        self._held(merged.nbytes + out.nbytes)
+        self._held(merged.nbytes + (out.nbytes if out is not merged else 0))
         self.pending, self.pending_bytes = [], 0
         return out
 
@@ -151,8 +151,9 @@ class Sorter:
                     else:
                         run.close()
                 piece = Entries.concat(taken)
-                out = piece.sorted()
-                self._held(held + piece.nbytes + out.nbytes)
+                # A piece taken from one run is in order already.
+                out = piece if len(taken) == 1 else piece.sorted()
+                self._held(held + piece.nbytes + (out.nbytes if out is not piece else 0))
                 live = rest
                 yield out
         finally:
