@@ -80,6 +80,8 @@ class Sorter:
         self.pending_bytes = 0
         self.runs: list[_SortedRun] = []
         self.peak_bytes = 0      # most bytes of entries held at once (a test checks the cap)
+        self.total_bytes = 0
+        self.spills = 0
 
     def _held(self, extra: int) -> None:
         self.peak_bytes = max(self.peak_bytes, self.pending_bytes + extra)
@@ -89,6 +91,7 @@ class Sorter:
             return
         self.pending.append(e)
         self.pending_bytes += e.nbytes
+        self.total_bytes += e.nbytes
         self._held(0)
         if self.pending_bytes >= self.buffer_bytes:
             self._spill()
@@ -105,6 +108,7 @@ class Sorter:
         run = _SortedRun(self.directory)
         run.append(self._sorted_pending(), self.block_bytes)
         self.runs.append(run)
+        self.spills += 1
 
     def drain(self):
         """Yield every entry in order, as sorted pieces; the sorter is empty afterwards."""

@@ -57,6 +57,8 @@ class RunFile:
         self.run = run
         self.report = report
         self.sorter = Sorter(spill_dir, buffer_bytes, fan_in)
+        # A chunk is encoded a slice at a time, so a reader's big chunk never doubles in memory.
+        self.slice_points = max(64, buffer_bytes // 512)
         self.tags: dict[str, _Tag] = {}
         self.min_wall = math.inf
         self.event_pb2, self.summary_pb2, self.tensor_pb2 = _pb()
@@ -66,6 +68,14 @@ class RunFile:
         st = self.tags.get(s.tag)
         if st is None:
             st = self.tags[s.tag] = _Tag(len(self.tags), s.tag, s.metadata)
+        n, step = len(s), self.slice_points
+        if n <= step:
+            self._add(st, s)
+            return
+        for a in range(0, n, step):
+            self._add(st, s.take(np.arange(a, min(a + step, n))))
+
+    def _add(self, st: _Tag, s: Series) -> None:
         n = len(s)
         if not n:
             return

@@ -1,0 +1,375 @@
+"""What the event-file writer produces: readable by common readers, compact, written in bounded memory."""
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, LOGDIRS
+from oracle import assert_same_view, canonical, tb_view
+
+import tbconvert
+from tbconvert import dtypes as dt
+from tbconvert.api import open_writer
+from tbconvert.formats.tfevents import events, layout, legacy, records
+from tbconvert.formats.tfevents.entries import VALUE, Entries
+from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
+                             ScalarSeries, TensorSeries)
+from tbconvert.report import Report
+
+TBDEV = FIXTURES / "tbdev_export"
+
+
+def _pb():
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    return event_pb2, summary_pb2
+
+
+def _events(logdir):
+    event_pb2, _ = _pb()
+    for path in sorted(p for p in logdir.rglob("*") if layout.is_event_file(p.name)):
+        buf = path.read_bytes()
+        starts, lengths, damage = records.scan(buf)
+        assert not damage, path
+        for s, n in zip(starts.tolist(), lengths.tolist()):
+            yield path, event_pb2.Event.FromString(buf[s:s + n])
+
+
+def _value_kinds(logdir) -> dict:
+    """{(run dir, tag): set of Summary.Value kinds written}."""
+    kinds = {}
+    for path, ev in _events(logdir):
+        run = path.parent.relative_to(logdir).as_posix()
+        for v in ev.summary.value:
+            kinds.setdefault((run, v.tag), set()).add(v.WhichOneof("value"))
+    return kinds
+
+
+def _size(logdir) -> int:
+    return sum(p.stat().st_size for p in logdir.rglob("*") if layout.is_event_file(p.name))
+
+
+def legacy_view(logdir) -> dict:
+    """What the legacy ``EventAccumulator`` (no migration, size guidance 0) shows per run."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    guidance = {k: 0 for k in (ea.SCALARS, ea.HISTOGRAMS, ea.COMPRESSED_HISTOGRAMS, ea.IMAGES,
+                               ea.AUDIO, ea.TENSORS, ea.GRAPH, ea.META_GRAPH, ea.RUN_METADATA)}
+    view = {}
+    for run, _ in layout.discover(logdir, lambda *a: None):
+        acc = ea.EventAccumulator(str(logdir / run), size_guidance=guidance)
+        acc.Reload()
+        tags = acc.Tags()
+        histo = {}
+        for tag in tags["histograms"]:
+            pts = []
+            for h in acc.Histograms(tag):
+                _, summary_pb2 = _pb()
+                hv = h.histogram_value
+                proto = summary_pb2.HistogramProto(min=hv.min, max=hv.max, bucket_limit=hv.bucket_limit,
+                                                   bucket=hv.bucket)
+                pts.append((h.step, h.wall_time, canonical(legacy.migrate_histogram(proto))))
+            histo[tag] = pts
+        view[run] = {
+            "scalars": {t: [(s.step, s.wall_time, s.value) for s in acc.Scalars(t)]
+                        for t in tags["scalars"]},
+            "histograms": histo,
+            "images": {t: [(i.step, i.wall_time, i.width, i.height, i.encoded_image_string)
+                           for i in acc.Images(t)] for t in tags["images"]},
+            "audio": {t: [(a.step, a.wall_time, a.encoded_audio_string) for a in acc.Audio(t)]
+                      for t in tags["audio"]},
+        }
+    return view
+
+
+def _same_values(a, b):
+    assert len(a) == len(b)
+    for pa, pb in zip(a, b):
+        assert pa[:2] == pb[:2]
+        for x, y in zip(pa[2:], pb[2:]):
+            assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
+
+
+def _convert(src, tmp_path, name="out", **kw):
+    out = tmp_path / name
+    report = tbconvert.convert(src, out, to_format="tfevents", **kw)
+    return out, report
+
+
+def _as_legacy(kind, point):
+    """A point of TensorBoard's view in the legacy accumulator's terms."""
+    step, wall, (dtype, shape, data) = point
+    if kind == "scalars":
+        return (step, wall, float(np.frombuffer(data, dtype)[0]))
+    if kind == "histograms":
+        return (step, wall, (dtype, shape, data))
+    if kind == "images":
+        return (step, wall, int(data[0]), int(data[1]), data[2])
+    return (step, wall, data[0])
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_legacy_accumulator_reads_every_point(name, tmp_path):
+    """Every tag the legacy accumulator lists in the source is there, with TensorBoard's points.
+
+    (Where the two loaders disagree about restarts, TensorBoard's reading is the one kept.)
+    """
+    src = FIXTURES / name
+    out, _ = _convert(src, tmp_path)
+    listed, got, shown = legacy_view(src), legacy_view(out), tb_view(src)
+    assert sorted(got) == sorted(listed)
+    for run in listed:
+        for kind in ("scalars", "histograms", "images", "audio"):
+            assert sorted(got[run][kind]) == sorted(listed[run][kind]), (run, kind)
+            for tag in listed[run][kind]:
+                want = [_as_legacy(kind, p) for p in shown[run]["tags"][tag]["points"]]
+                _same_values(got[run][kind][tag], want)
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_legacy_forms_are_kept(name, tmp_path):
+    """simple_value stays simple_value, histo stays histo, image and audio stay so."""
+    src = FIXTURES / name
+    out, _ = _convert(src, tmp_path)
+    before, after = _value_kinds(src), _value_kinds(out)
+    legacy_kinds = {"simple_value", "histo", "image", "audio"}
+    for key, kinds in before.items():
+        if kinds & legacy_kinds and key in after:
+            assert after[key] == kinds, key
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_tbparse_reads_every_scalar_tensorboard_shows(name, tmp_path):
+    from tbparse import SummaryReader
+    src = FIXTURES / name
+    out, _ = _convert(src, tmp_path)
+    df = SummaryReader(str(out), extra_columns={"dir_name", "wall_time"}, event_types={"scalars"}).scalars
+    got = sorted((d or ".", t, int(s), float(w), float(v)) for d, t, s, w, v in
+                 df[["dir_name", "tag", "step", "wall_time", "value"]].values.tolist())
+    had = legacy_view(src)   # tags the source wrote as simple_value
+    want = sorted((run, tag, step, wall, float(np.frombuffer(c[2], c[0])[0]))
+                  for run, rv in tb_view(src).items() for tag, tv in rv["tags"].items()
+                  if tag in had[run]["scalars"] for step, wall, c in tv["points"])
+    assert want
+    assert [g[:4] for g in got] == [w[:4] for w in want]
+    assert all(a[4] == b[4] or (math.isnan(a[4]) and math.isnan(b[4])) for a, b in zip(got, want))
+
+
+def test_exported_scalars_are_visible_to_common_readers(tmp_path):
+    from tbparse import SummaryReader
+    out, _ = _convert(TBDEV, tmp_path)
+    data = tbconvert.load(TBDEV)
+    want = sum(len(s) for tags in data.series.values() for s in tags.values()
+               if isinstance(s, ScalarSeries) and s.values.dtype == np.float32)
+    assert want > 0
+    view = legacy_view(out)
+    assert sum(len(p) for r in view.values() for p in r["scalars"].values()) == want
+    assert len(SummaryReader(str(out), event_types={"scalars"}).scalars) == want
+
+
+@pytest.mark.parametrize("src", [FIXTURES / n for n in LOGDIRS] + [TBDEV])
+def test_size_at_most_1_3_times_the_source(src, tmp_path):
+    out, _ = _convert(src, tmp_path)
+    if src == TBDEV:
+        base = _size(_convert(out, tmp_path, "again")[0])   # against our own rewrite
+    else:
+        base = _size(src)
+    assert _size(out) <= 1.3 * base
+
+
+def _merge_all_logdir(path, n_steps=300, tags=("a", "b", "c", "d", "e")):
+    """TF1 ``merge_all`` style: several simple_values per event, same step and wall time."""
+    event_pb2, _ = _pb()
+    path.mkdir(parents=True)
+    out = [records.frame(event_pb2.Event(wall_time=1.6e9, file_version="brain.Event:2")
+                         .SerializeToString())]
+    rng = np.random.default_rng(3)
+    for step in range(n_steps):
+        ev = event_pb2.Event(wall_time=1.6e9 + step * 0.25, step=step)
+        for tag in tags:
+            ev.summary.value.add(tag=tag, simple_value=float(rng.standard_normal()))
+        out.append(records.frame(ev.SerializeToString()))
+    (path / "events.out.tfevents.1600000000.host.1.0").write_bytes(b"".join(out))
+    return path
+
+
+def test_multi_value_events_stay_multi_value(tmp_path):
+    src = _merge_all_logdir(tmp_path / "src")
+    out, _ = _convert(src, tmp_path)
+    assert_same_view(tb_view(out), tb_view(src))
+    assert _size(out) <= 1.3 * _size(src)
+    per_event = [len(ev.summary.value) for _, ev in _events(out) if ev.HasField("summary")]
+    assert per_event == [5] * 300
+
+
+def _all_hidden_logdir(path):
+    """Tag "b" only has points at steps the restart at step 2 purges; TensorBoard still lists it."""
+    event_pb2, _ = _pb()
+    path.mkdir(parents=True)
+    evs = [event_pb2.Event(wall_time=100.0, file_version="brain.Event:2")]
+    start = event_pb2.Event(wall_time=100.0, step=0)
+    start.session_log.status = event_pb2.SessionLog.START
+    evs.append(start)
+    for step in range(5):
+        ev = event_pb2.Event(wall_time=100.0 + step, step=step)
+        ev.summary.value.add(tag="a", simple_value=step)
+        if step >= 3:
+            ev.summary.value.add(tag="b", simple_value=-step)
+            h = ev.summary.value.add(tag="h")
+            h.histo.min, h.histo.max = 0.0, 1.0
+            h.histo.bucket_limit.extend([0.5, 1.0])
+            h.histo.bucket.extend([1.0, 2.0])
+        evs.append(ev)
+    restart = event_pb2.Event(wall_time=200.0, step=2)
+    restart.session_log.status = event_pb2.SessionLog.START
+    evs.append(restart)
+    for step in range(2, 4):
+        ev = event_pb2.Event(wall_time=200.0 + step, step=step)
+        ev.summary.value.add(tag="a", simple_value=10 * step)
+        evs.append(ev)
+    (path / "events.out.tfevents.100.host.1.0").write_bytes(
+        b"".join(records.frame(e.SerializeToString()) for e in evs))
+    return path
+
+
+def test_tag_with_all_points_hidden_is_still_listed(tmp_path):
+    src = _all_hidden_logdir(tmp_path / "src")
+    want = tb_view(src)
+    assert want["."]["tags"]["b"]["points"] == [] and want["."]["tags"]["h"]["points"] == []
+    out, report = _convert(src, tmp_path)
+    assert_same_view(tb_view(out), want)
+    assert any(i.kind == "tags_without_points_kept" for i in report.issues)
+    # and through an archive and back
+    pq = tmp_path / "x.parquet"
+    tbconvert.convert(src, pq)
+    again, _ = _convert(pq, tmp_path, "again")
+    assert_same_view(tb_view(again), want)
+    assert sorted(legacy_view(again)["."]["scalars"]) == sorted(legacy_view(src)["."]["scalars"])
+
+
+def _md(plugin, tag, dc, content=b""):
+    return Metadata(plugin, content, tag, "", dc)
+
+
+def test_inexact_legacy_candidates_keep_the_tensor_form(tmp_path):
+    """Only points TensorBoard's migration rebuilds bit for bit go to the legacy fields."""
+    steps = np.arange(3)
+    walls = 10.0 + steps
+    snan = np.array([0x3F800000, 0x7F800001, 0x7FC00001], np.uint32).view(np.float32)
+    scal = ScalarSeries(run="r", tag="s", metadata=_md("scalars", "s", DataClass.SCALAR), steps=steps,
+                        wall_times=walls, hidden=None, values=snan)
+    ok = np.array([[0.0, 1.0, 2.0], [1.0, 2.0, 0.0], [2.0, 3.0, 1.0]], np.float32)
+    trimmed = np.array([[0.0, 1.0, 0.0], [1.0, 2.0, 1.0]], np.float32)  # empty first bucket
+    gap = np.array([[0.0, 1.0, 1.0], [1.5, 2.0, 1.0]], np.float32)      # edges not shared
+    hist = TensorSeries(run="r", tag="h", metadata=_md("histograms", "h", DataClass.TENSOR),
+                        steps=steps, wall_times=walls, hidden=None,
+                        dtypes=[dt.DT_FLOAT] * 3, tensors=[ok, trimmed, gap])
+    img = BlobSequenceSeries.from_sequences(
+        run="r", tag="i", metadata=_md("images", "Pics", DataClass.BLOB_SEQUENCE, b"\x10\x01"),
+        steps=steps, wall_times=walls, hidden=None,
+        sequences=[[b"4", b"3", b"png"], [b"04", b"3", b"png"], [b"4", b"3", b"p1", b"p2"]])
+    out, _ = _write(tmp_path, [(Run("r", 10.0), [scal, hist, img])])
+    kinds = {}
+    for _, ev in _events(out):
+        for v in ev.summary.value:
+            kinds.setdefault(v.tag, []).append(v.WhichOneof("value"))
+    assert kinds["s"] == ["simple_value", "tensor", "simple_value"]
+    assert kinds["h"] == ["histo", "tensor", "tensor"]
+    assert kinds["i"] == ["image", "tensor", "tensor"]
+    view = tb_view(out)["r"]["tags"]
+    back = tbconvert.load(out).series["r"]
+    assert back["s"].values.tobytes() == snan.tobytes()
+    assert [p[2] for p in view["h"]["points"]] == [canonical(a) for a in (ok, trimmed, gap)]
+    assert view["i"]["display_name"] == "Pics"
+    assert [list(p[2][2]) for p in view["i"]["points"]] == [list(s) for s in img.sequences()]
+
+
+def _write(tmp_path, runs, name="out", **limits):
+    out = tmp_path / name
+    report = Report()
+    with open_writer(out, format="tfevents", report=report) as w:
+        w.limits = limits
+        for run, series in runs:
+            w.write_run(run, series)
+    return out, report
+
+
+def _big_run(n=15_000, tags=4, chunk=5_000):
+    """Scalar tags in chunks, tags not interleaved, plus tensors, images and run records."""
+    rng = np.random.default_rng(7)
+    chunks = []
+    for t in range(tags):
+        tag = f"t{t}"
+        for a in range(0, n, chunk):
+            steps = np.arange(a, a + chunk, dtype=np.int64) // (1 + t % 2)
+            walls = 1.7e9 + steps * 0.5 + (t % 3) * 0.25
+            dtype = np.float32 if t % 2 else np.float64
+            chunks.append(ScalarSeries(run="big", tag=tag, metadata=_md("scalars", tag, DataClass.SCALAR),
+                                       steps=steps, wall_times=walls, hidden=None,
+                                       values=rng.standard_normal(chunk).astype(dtype)))
+    steps = np.arange(200, dtype=np.int64) * 10
+    chunks.append(TensorSeries(run="big", tag="text", metadata=_md("text", "text", DataClass.TENSOR),
+                               steps=steps, wall_times=1.7e9 + steps * 0.5, hidden=None,
+                               dtypes=[dt.DT_STRING] * 200,
+                               tensors=[dt.string_array([b"x" * int(k % 50)]) for k in steps]))
+    chunks.append(BlobSequenceSeries.from_sequences(
+        run="big", tag="img", metadata=_md("images", "img", DataClass.BLOB_SEQUENCE, b"\x10\x01"),
+        steps=steps, wall_times=1.7e9 + steps * 0.5, hidden=None,
+        sequences=[[b"2", b"2", bytes(int(k) % 300)] for k in steps]))
+    recs = tuple(RunRecord("log_message", int(s), 1.7e9 + s * 0.5, b"\x08\x01\x12\x02hi")
+                 for s in range(0, 2000, 100))
+    return Run("big", 1.7e9, recs), chunks
+
+
+def test_spilled_write_is_byte_identical_and_memory_is_capped(tmp_path):
+    run, chunks = _big_run()
+    full, _ = _write(tmp_path, [(run, chunks)], "full")
+    cap = 128 << 10
+    small, _ = _write(tmp_path, [(run, chunks)], "small", buffer_bytes=cap, fan_in=3)
+    a, b = list(full.rglob("*tfevents*")), list(small.rglob("*tfevents*"))
+    assert [p.name for p in a] == [p.name for p in b]
+    assert a[0].read_bytes() == b[0].read_bytes()
+    back = tbconvert.load(small).series["big"]
+    assert {t: len(s) for t, s in back.items()} == \
+        {"t0": 15_000, "t1": 15_000, "t2": 15_000, "t3": 15_000, "text": 200, "img": 200}
+
+
+def test_sorter_holds_a_bounded_number_of_bytes(tmp_path):
+    from tbconvert.formats.tfevents.runfile import RunFile
+    run, chunks = _big_run()
+    cap = 128 << 10
+    body = RunFile(run, Report(), tmp_path, buffer_bytes=cap, fan_in=3)
+    for c in chunks:
+        body.add(c)
+    with open(tmp_path / "f", "wb") as f:
+        body.write(f)
+    assert body.sorter.spills > 3          # more sorted runs than the fan-in: merged in levels
+    assert body.sorter.total_bytes > 20 * cap
+    assert body.sorter.peak_bytes <= 4 * cap
+
+
+def test_column_fast_path_equals_general_framing():
+    n = 500
+    steps = np.arange(n, dtype=np.int64) * 97 - 3
+    walls = 1.5e9 + np.arange(n) * 0.1
+    from tbconvert.formats.tfevents import encode
+    mat = encode.scalar_values(b"loss", np.linspace(-1, 1, n).astype(np.float32), simple=True)
+    e = Entries.from_rows(walls, 0, np.arange(n), steps, walls, VALUE, mat)
+    fast = events.frame_entries(e)
+    general = events._frame_general(e, events.group_starts(e))
+    assert fast == general
+    event_pb2, _ = _pb()
+    starts, lengths, damage = records.scan(fast)
+    assert not damage and len(starts) == n
+    ev = event_pb2.Event.FromString(fast[starts[-1]:starts[-1] + lengths[-1]])
+    assert ev.step == steps[-1] and ev.summary.value[0].simple_value == 1.0
+
+
+def test_values_of_one_tag_never_share_an_event(tmp_path):
+    steps = np.array([1, 1, 1])
+    s = ScalarSeries(run="r", tag="dup", metadata=_md("scalars", "dup", DataClass.SCALAR), steps=steps,
+                     wall_times=np.full(3, 5.0), hidden=None, values=np.array([1, 2, 3], np.float32))
+    out, _ = _write(tmp_path, [(Run("r"), [s])])
+    assert [len(ev.summary.value) for _, ev in _events(out) if ev.HasField("summary")] == [1, 1, 1]
+    assert [p[2][2] for p in tb_view(out)["r"]["tags"]["dup"]["points"]] == \
+        [np.float32(v).tobytes() for v in (1, 2, 3)]
