@@ -4,9 +4,15 @@ One file per run, named ``events.out.tfevents.<secs>.<host>.<pid>.<n>.tbconvert`
 after the run's first wall time. The file starts with the ``file_version``
 event stamped with the run's start time (never "now", so runs keep their
 order and relative times), then every point in wall-time order with each
-tag's points in their original order, full metadata (with an explicit data
-class) on each tag's first point. Graphs go back to ``graph_def`` events and
-tagged run metadata to ``tagged_run_metadata`` events, as their writers made them.
+tag's points in their original order, metadata on each tag's first point.
+
+Points go back to the legacy fields (``simple_value``, ``histo``, ``image``,
+``audio``) wherever TensorBoard's migration rebuilds them exactly, so readers
+that only know those fields (the legacy ``EventAccumulator``, tbparse) see
+them; values that share step and wall time share one event, as TF1 wrote
+them. Graphs go back to ``graph_def`` events and tagged run metadata to
+``tagged_run_metadata`` events, as their writers made them. A run is written
+in bounded memory whatever its size (``runfile``, ``merge``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,6 @@ class TfeventsWriter(Writer):
         self._dirs: set[str] = set()
         # Memory bounds of the per-run sorter (tests make them tiny to exercise spilling).
         self.limits: dict = {}
-        self.last_run_file: RunFile | None = None
 
     def write_experiment(self, experiment: Experiment) -> None:
         if experiment.is_empty():
@@ -68,7 +73,6 @@ class TfeventsWriter(Writer):
             directory.mkdir(parents=True, exist_ok=True)
             with open(directory / name, "xb") as f:
                 body.write(f)
-            self.last_run_file = body
         self.guard(write)
 
     def close(self) -> None:
