@@ -373,3 +373,28 @@ def test_values_of_one_tag_never_share_an_event(tmp_path):
     assert [len(ev.summary.value) for _, ev in _events(out) if ev.HasField("summary")] == [1, 1, 1]
     assert [p[2][2] for p in tb_view(out)["r"]["tags"]["dup"]["points"]] == \
         [np.float32(v).tobytes() for v in (1, 2, 3)]
+
+
+def test_events_split_across_pieces_frame_as_in_one_piece():
+    """Multi-value events cut by piece boundaries come out as if framed in one piece."""
+    from tbconvert.formats.tfevents import encode
+    rng = np.random.default_rng(5)
+    parts = []
+    for t in range(5):
+        n = 400
+        steps = np.sort(rng.integers(0, 150, n))
+        walls = 100.0 + steps * 0.5
+        mat = encode.scalar_values(f"t{t}".encode(), rng.standard_normal(n).astype(np.float32),
+                                   simple=bool(t % 2))
+        parts.append(Entries.from_rows(walls, t, np.arange(n), steps, walls, VALUE, mat))
+    e = Entries.concat(parts).sorted()
+    whole = events.frame_entries(e)
+    assert len(records.scan(whole)[0]) < len(e)   # some events do hold several values
+    for cuts in ([1], [7, 8, 9], sorted(rng.choice(len(e), 40, replace=False).tolist())):
+        out = []
+        stream = events.EventStream(out.append)
+        bounds = [0] + cuts + [len(e)]
+        for a, b in zip(bounds, bounds[1:]):
+            stream.feed(e.slice(a, b))
+        stream.finish()
+        assert b"".join(out) == whole

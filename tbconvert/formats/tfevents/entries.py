@@ -76,7 +76,15 @@ class Entries:
         return np.lexsort((self.idx, self.tag, self.key))
 
     def take(self, order: np.ndarray) -> "Entries":
-        lengths = self.lengths[order]
+        all_lengths = self.lengths
+        width = int(all_lengths[0]) if len(all_lengths) else 0
+        if width and (all_lengths == width).all():
+            # Equal-width entries (a scalar column) move as fixed-size items in one call.
+            data = np.ascontiguousarray(self.data).view(f"V{width}")[order].view(np.uint8)
+            offs = np.arange(len(order) + 1, dtype=np.int64) * width
+            return Entries(self.key[order], self.tag[order], self.idx[order], self.step[order],
+                           self.wall[order], self.kind[order], offs, data)
+        lengths = all_lengths[order]
         offs = np.zeros(len(order) + 1, np.int64)
         np.cumsum(lengths, out=offs[1:])
         data = np.empty(int(offs[-1]), np.uint8)

@@ -186,13 +186,27 @@ class EventStream:
         self.carry = Entries.empty()
 
     def feed(self, e: Entries) -> None:
-        e = Entries.concat([self.carry, e])
         if not len(e):
             return
-        last = int(np.flatnonzero(group_starts(e))[-1])
+        starts = group_starts(e)
+        if len(self.carry):
+            pair = Entries.concat([self.carry.slice(len(self.carry) - 1, len(self.carry)),
+                                   e.slice(0, 1)])
+            if group_starts(pair)[1]:
+                self.write(frame_entries(self.carry))
+                self.carry = Entries.empty()
+            else:
+                starts[0] = False   # e's first entries finish the waiting event
+        begins = np.flatnonzero(starts)
+        if not len(begins):
+            self.carry = Entries.concat([self.carry, e])
+            return
+        first, last = int(begins[0]), int(begins[-1])
+        if len(self.carry):
+            self.write(frame_entries(Entries.concat([self.carry, e.slice(0, first)])))
+        if last > first:
+            self.write(frame_entries(e.slice(first, last)))
         self.carry = e.slice(last, len(e))
-        if last:
-            self.write(frame_entries(e.slice(0, last)))
 
     def finish(self) -> None:
         if len(self.carry):

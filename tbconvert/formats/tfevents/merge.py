@@ -97,11 +97,13 @@ class Sorter:
             self._spill()
 
     def _sorted_pending(self) -> Entries:
-        merged = Entries.concat(self.pending)
-        self._held(merged.nbytes if len(self.pending) > 1 else 0)
+        parts = self.pending
+        merged = Entries.concat(parts)
+        self._held(merged.nbytes if len(parts) > 1 else 0)
+        self.pending, self.pending_bytes = [], 0
+        del parts            # the joined copy is all that is left to sort
         out = merged.sorted()
         self._held(merged.nbytes + (out.nbytes if out is not merged else 0))
-        self.pending, self.pending_bytes = [], 0
         return out
 
     def _spill(self) -> None:
