@@ -1,7 +1,6 @@
 """What the event-file writer produces: readable by common readers, compact, written in bounded memory."""
 
 import math
-import shutil
 
 import numpy as np
 import pytest

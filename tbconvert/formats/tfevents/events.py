@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert.formats.tfevents import records
 from tbconvert.formats.tfevents.encode import varint, varint_widths
-from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter
+from tbconvert.formats.tfevents.entries import VALUE, Entries, scatter
 
 _WALL, _STEP, _SUMMARY, _VALUE = 0x09, 0x10, 0x2A, 0x0A
 # A payload length shared by at least this many records gets its checksums column-wise.

@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-from tbconvert.formats.tfevents.entries import Entries
+from tbconvert.formats.tfevents.entries import COLUMN_BYTES, Entries
 
 BUFFER_BYTES = 24 << 20
 FAN_IN = 16
@@ -36,7 +36,7 @@ class _SortedRun:
     def append(self, e: Entries, block_bytes: int) -> None:
         f = self.file
         a = 0
-        cost = np.cumsum(e.lengths + 45)
+        cost = np.cumsum(e.lengths + COLUMN_BYTES)
         while a < len(e):
             base = int(cost[a - 1]) if a else 0
             b = max(a + 1, int(np.searchsorted(cost, base + block_bytes, side="right")))
