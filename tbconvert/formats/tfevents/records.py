@@ -9,20 +9,20 @@ on at the next place a record can be trusted to start.
 Where reading goes on after a record at ``off`` that is not valid:
 
 * **Bad length CRC** (or garbage): search forward for the next *anchor*.
-* **Length CRC fine, payload CRC bad, and the claimed end lands exactly on a
-  record header with a correct CRC (or on the end of the file)**: the payload is
-  damaged and the length is right. The whole record is skipped; nothing inside
-  it is ever read, so a damaged text summary that happens to hold the bytes of
-  a framed event never yields a point (TensorBoard shows nothing of it either).
-* **Length CRC fine, but the claimed end does not line up** (it lands inside
-  other data, or past the end of the file): the length itself is suspect, as
-  when a record was cut short by a crash and other records were appended, or a
-  length was forged. What lies inside is read only from a *proven chain*: a
-  run of valid records (damaged records whose own end lines up count as links)
-  that starts inside the claimed record and continues beyond its claimed end,
-  or runs to the end of the file when the claim went past it. A chain that
-  stops inside the claimed record is the record's own content and is skipped.
-  If no chain is proven, reading goes on at the claimed end.
+* **Length CRC fine, payload CRC bad**: what lies inside the claimed record is
+  read only from a *proven chain*: a run of valid records (damaged records
+  whose own end lines up with a correct header count as links) that starts
+  inside the claimed record and reaches its claimed end or goes beyond it, or
+  runs to the end of the file when the claim went past it. That is what a
+  forged or spliced length looks like (a record cut short by a crash, with
+  other records appended after it): the records it swallowed are found. A
+  chain that stops short of the claimed end is the record's own content (a
+  damaged text summary that happens to hold the bytes of a framed event) and
+  is never read; TensorBoard shows nothing of it either.
+* Without a proven chain, a record whose claimed end lands exactly on a
+  correct header (or the end of the file) has a damaged payload and a right
+  length: it is skipped whole. Otherwise the length is suspect too, and the
+  search goes on at the claimed end (or at the end of the file).
 
 An *anchor* is an offset holding a header with a correct length CRC whose
 record is either fully valid or ends exactly on another correct header (or the
@@ -221,13 +221,13 @@ class _Scanner:
             return self._skip(off, nxt, "bad length checksum")
         end = off + HEADER + length + FOOTER
         if end <= n:
-            if self._anchored(end):
-                return self._skip(off, end, "bad payload checksum")
             p, frontier = self._proven(off, end)
+            if p is None and self._anchored(end):
+                return self._skip(off, end, "bad payload checksum")
             if p is None:
                 return self._skip(off, end, "bad payload checksum, and its end does not line up "
                                             "with a record")
-            return self._skip(off, p, "record length runs past the next record")
+            return self._skip(off, p, "bad payload checksum")
         if not self.final and self._anchored(end):
             self.need = end - off
             return None
@@ -279,13 +279,12 @@ class _Scanner:
             return _EMPTY, _EMPTY
         # A length a file can hold has its three top bytes zero (under 1 TiB), and a header
         # is never twelve zero bytes: together they pass over zeros and random bytes fast.
-        plausible = zero[5:m + 5] & zero[6:m + 6] & zero[7:m + 7]
-        nonzero = np.zeros(m + HEADER, dtype=np.int32)
-        np.cumsum(~zero, out=nonzero[1:m + HEADER])
-        plausible &= nonzero[HEADER:m + HEADER] != nonzero[:m]
+        plausible = zero[5:m + 5] & zero[6:m + 6]
+        plausible &= zero[7:m + 7]
         cand = np.flatnonzero(plausible)
         if not len(cand):
             return _EMPTY, _EMPTY
+        cand = cand[sliding_window_view(win, HEADER)[cand].any(axis=1)]
         good = cand[self._headers_ok(cand + lo)]
         if not len(good):
             return _EMPTY, _EMPTY
@@ -357,7 +356,7 @@ class _Scanner:
             if not found:
                 return None, p
             stop, clean = self._follow(p, end)
-            if stop > end or clean:
+            if stop >= end or clean:
                 return p, p
             lo = max(stop, p + 1)
         return None, hi
