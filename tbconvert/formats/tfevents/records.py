@@ -43,7 +43,11 @@ holes of sparse files without reading them, and never lets a record straddle
 two blocks: a block grows to hold one large record (up to :data:`MAX_RECORD`),
 after its checksum was verified by streaming, so memory stays bounded by the
 block size plus the largest valid record. A length field is never used to
-allocate memory before its record is known to be valid.
+allocate memory before its record is known to be valid. Each block is read with
+as many bytes again of lookahead, so a record or a search near its edge is
+judged with what follows. One compromise: a record longer than the lookahead
+whose end is not followed by a correct header (damage right after it) cannot be
+verified without holding it, and is reported as damage like its bytes.
 """
 
 from __future__ import annotations
@@ -165,13 +169,17 @@ class _Scanner:
     ``need`` says how many bytes the record starting there needs.
     """
 
-    def __init__(self, buf, peek=None) -> None:
+    def __init__(self, buf, peek=None, own=None) -> None:
         self.buf = buf
         self.n = len(buf)
         self.data = np.frombuffer(buf, dtype=np.uint8)
         self.mv = memoryview(buf)
         self.peek = peek
         self.final = peek is None
+        # A block owns its first ``own`` bytes: scanning stops once past them, and the bytes
+        # after them are lookahead, so a record or a search near the edge is still judged
+        # with the bytes that follow it.
+        self.own = self.n if own is None or self.final else own
         self.damage: list[Damage] = []
         self.need = 0
         self._prefix = None
@@ -183,7 +191,7 @@ class _Scanner:
         out_lengths: list[np.ndarray] = []
         pos = 0
         batch = _FIRST_BATCH
-        while pos < n:
+        while pos < self.own:
             starts, lengths = _frame_quickly(buf, pos, batch)
             ok = _valid_prefix(data, mv, starts, lengths)
             if ok:
@@ -193,7 +201,7 @@ class _Scanner:
             if ok == len(starts) == batch:
                 batch = min(batch * 4, _MAX_BATCH)   # all good: take bigger bites
                 continue
-            if pos >= n:
+            if pos >= self.own:
                 break
             batch = _FIRST_BATCH
             nxt = self._after_damage(pos)
@@ -252,13 +260,13 @@ class _Scanner:
         if end + HEADER <= n:
             return self._header_len(end) is not None
         if self.final:
-            return end == n
+            return end <= n      # the file ends there, or inside the next header (cut short)
         if end >= n:
             head = self.peek(end, HEADER)
         else:
             head = bytes(self.mv[end:n]) + self.peek(n, HEADER - (n - end))
-        if not head:
-            return True
+        if len(head) < HEADER:
+            return True          # the file ends there, or inside the next header (cut short)
         return len(head) == HEADER and _U32.unpack_from(head, 8)[0] == masked_crc32c(head[:8])
 
     def _headers_ok(self, offs: np.ndarray) -> np.ndarray:
@@ -306,9 +314,9 @@ class _Scanner:
             chunk = min(chunk * 4, _RESYNC_CHUNK)
             offs, lens = self._header_hits(pos, stop)
             if len(offs):
-                p = self._first_anchor(offs, lens)
+                p, found = self._first_anchor(offs, lens)
                 if p is not None:
-                    return p, True
+                    return p, found
             pos = stop
         return (hi if self.final else max(lo, top)), False
 
@@ -319,19 +327,28 @@ class _Scanner:
         inside = ends + HEADER <= n
         anchored[inside] = self._headers_ok(ends[inside])
         if self.final:
-            anchored[~inside] = ends[~inside] == n
+            anchored[~inside] = ends[~inside] <= n
         else:
             for i in np.flatnonzero(~inside).tolist():
                 anchored[i] = self._anchored(int(ends[i]))
         first = int(np.argmax(anchored)) if anchored.any() else len(offs)
+        blocked = len(offs)
+        if not self.final:
+            # Past the owned bytes, a candidate that runs beyond the lookahead cannot be
+            # judged here: the next block starts at it.
+            late = np.flatnonzero((ends[:first] > n) & (offs[:first] >= self.own))
+            if len(late):
+                blocked = first = int(late[0])
         # Before the first anchor, a candidate still counts if it is a valid record
         # followed by damage: check those payloads, in bulk.
         early = np.flatnonzero(ends[:first] <= n)
         if len(early):
             valid = self._payloads_ok(offs[early] + HEADER, lens[early])
             if valid.any():
-                return int(offs[early[int(np.argmax(valid))]])
-        return int(offs[first]) if first < len(offs) else None
+                return int(offs[early[int(np.argmax(valid))]]), True
+        if first == blocked < len(offs):
+            return int(offs[blocked]), False
+        return (int(offs[first]), True) if first < len(offs) else (None, False)
 
     def _payloads_ok(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         raw = np.empty(len(starts), dtype=np.uint32)
@@ -531,7 +548,8 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
                         [Damage(pos, skip_to - pos, "zero bytes (a hole in a sparse file)")])
             pos = skip_to
             continue
-        buf = _pread(fd, min(want, size - pos), pos)
+        # ``want`` bytes are this block's own, and as many again are read as lookahead.
+        buf = _pread(fd, min(want + block_size, size - pos), pos)
         if not buf:
             break
         final = pos + len(buf) >= size
@@ -540,14 +558,14 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
         def peek(i: int, k: int) -> bytes:
             return _pread(fd, k, base + i) if base + i < size else b""
 
-        sc = _Scanner(buf, None if final else peek)
+        sc = _Scanner(buf, None if final else peek, want)
         starts, lengths, damage, consumed = sc.run()
         if final:
             consumed = len(buf)
         if consumed == 0:
             # The first record needs more than this block: verify it before holding it.
-            need = max(sc.need, 2 * len(buf))
-            if sc.need and sc.need > block_size:
+            need = max(sc.need, 2 * want)
+            if sc.need:
                 verdict = _verify_streaming(fd, pos, sc.need, max_record)
                 if verdict is not None:
                     yield Block(b"", pos, _EMPTY, _EMPTY, [Damage(pos, sc.need, verdict)])
