@@ -13,7 +13,7 @@ Where reading goes on after a record at ``off`` that is not valid:
   read only from a *proven chain*: a run of valid records (damaged records
   whose own end lines up with a correct header count as links) that starts
   inside the claimed record and reaches its claimed end or goes beyond it, or
-  runs to the end of the file when the claim went past it. That is what a
+  runs to the end of the file (a last record cut short included). That is what a
   forged or spliced length looks like (a record cut short by a crash, with
   other records appended after it): the records it swallowed are found. A
   chain that stops short of the claimed end is the record's own content (a
@@ -397,13 +397,14 @@ class _Scanner:
             if pos >= n:
                 return pos, True
             if pos + HEADER > n:
-                return pos, not self.final
+                return pos, True         # the bytes end inside the next header
             length = self._header_len(pos)
             if length is None:
                 return pos, False
             nxt = pos + HEADER + length + FOOTER
             if nxt > n:
-                return pos, not self.final and self._anchored(nxt)
+                # a last record cut short, or (in a block) one that goes on after it
+                return pos, self.final or self._anchored(nxt)
             if not self._anchored(nxt):
                 return pos, False
             pos = nxt
