@@ -78,7 +78,7 @@ def main(argv: list[str]) -> None:
     if not any(not a.startswith("-") for a in args[1:]):
         args.append(str(seed_corpus(_WORK / "corpus")))
     if not any(a.startswith("-max_len=") for a in args):
-        args.append("-max_len=65536")
+        args.append("-max_len=16384")
     atheris.Setup(args, TestOneInput)
     try:
         atheris.Fuzz()

@@ -319,3 +319,20 @@ def test_scan_file_refuses_a_fifo(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(sourcefiles.NotRegularFile):
         list(records.scan_file(fifo))
+
+
+def test_scan_file_forged_prefix_claiming_past_the_end(tmp_path):
+    """Forged headers whose claims run past the end of the file are not record boundaries,
+    so they never stand in for the end of the file: the records after them are found."""
+    rng = np.random.default_rng(9)
+    size = 1 << 20
+    out = bytearray()
+    while len(out) + 12 <= size:
+        head = struct.pack("<Q", int(rng.integers(0, 2 * size)))
+        out += head + struct.pack("<I", records.masked_crc32c(head))
+    tail = [records.frame(b"after-%d" % i) for i in range(100)]
+    path = tmp_path / "events.out.tfevents.1.forged"
+    path.write_bytes(bytes(out) + b"".join(tail))
+    payloads, damage = _blocks_as_scan(path, block_size=1 << 18)
+    assert payloads == [b"after-%d" % i for i in range(100)]
+    assert sum(n for _, n in damage) == len(out)

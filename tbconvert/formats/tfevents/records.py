@@ -13,12 +13,15 @@ Where reading goes on after a record at ``off`` that is not valid:
   read only from a *proven chain*: a run of valid records (damaged records
   whose own end lines up with a correct header count as links) that starts
   inside the claimed record and reaches its claimed end or goes beyond it, or
-  runs to the end of the file (a last record cut short included). That is what a
-  forged or spliced length looks like (a record cut short by a crash, with
-  other records appended after it): the records it swallowed are found. A
-  chain that stops short of the claimed end is the record's own content (a
-  damaged text summary that happens to hold the bytes of a framed event) and
-  is never read; TensorBoard shows nothing of it either.
+  runs to the end of the file. That is what a forged or spliced length looks
+  like (a record cut short by a crash, with other records appended after it):
+  the records it swallowed are found. A chain that stops short of the claimed
+  end is the record's own content (a damaged text summary that happens to hold
+  the bytes of a framed event) and is never read; TensorBoard shows nothing of
+  it either. A last record cut short within its payload still ends a chain at
+  the end of the file; one cut inside its 12-byte header cannot be told from
+  the tail of the claimed record, so a claim ending exactly at the end of the
+  file after such a cut is skipped whole.
 * Without a proven chain, a record whose claimed end lands exactly on a
   correct header (or the end of the file) has a damaged payload and a right
   length: it is skipped whole. Otherwise the length is suspect too, and the
@@ -166,16 +169,18 @@ class _Scanner:
     (``b""`` at the end of the file); it is given when the buffer does not end
     at the end of the file. Then scanning stops (``run`` returns how much was
     consumed) where a record or a search needs bytes beyond the buffer, and
-    ``need`` says how many bytes the record starting there needs.
+    ``need`` says how many bytes the record starting there needs; ``eof`` is the
+    buffer offset where the file ends.
     """
 
-    def __init__(self, buf, peek=None, own=None) -> None:
+    def __init__(self, buf, peek=None, own=None, eof=None) -> None:
         self.buf = buf
         self.n = len(buf)
         self.data = np.frombuffer(buf, dtype=np.uint8)
         self.mv = memoryview(buf)
         self.peek = peek
         self.final = peek is None
+        self.eof = self.n if eof is None or self.final else eof   # buffer offset of EOF
         # A block owns its first ``own`` bytes: scanning stops once past them, and the bytes
         # after them are lookahead, so a record or a search near the edge is still judged
         # with the bytes that follow it.
@@ -261,12 +266,14 @@ class _Scanner:
             return self._header_len(end) is not None
         if self.final:
             return end <= n      # the file ends there, or inside the next header (cut short)
+        if end > self.eof:
+            return False
+        if end + HEADER > self.eof:
+            return True          # the file ends there, or inside the next header (cut short)
         if end >= n:
             head = self.peek(end, HEADER)
         else:
             head = bytes(self.mv[end:n]) + self.peek(n, HEADER - (n - end))
-        if len(head) < HEADER:
-            return True          # the file ends there, or inside the next header (cut short)
         return len(head) == HEADER and _U32.unpack_from(head, 8)[0] == masked_crc32c(head[:8])
 
     def _headers_ok(self, offs: np.ndarray) -> np.ndarray:
@@ -397,7 +404,9 @@ class _Scanner:
             if pos >= n:
                 return pos, True
             if pos + HEADER > n:
-                return pos, True         # the bytes end inside the next header
+                # A few bytes before the end: the tail of the claimed record itself, or of
+                # a block (judged again with the bytes after it).
+                return pos, not self.final
             length = self._header_len(pos)
             if length is None:
                 return pos, False
@@ -559,7 +568,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
         def peek(i: int, k: int) -> bytes:
             return _pread(fd, k, base + i) if base + i < size else b""
 
-        sc = _Scanner(buf, None if final else peek, want)
+        sc = _Scanner(buf, None if final else peek, want, size - pos)
         starts, lengths, damage, consumed = sc.run()
         if final:
             consumed = len(buf)
