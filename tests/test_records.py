@@ -197,12 +197,14 @@ def test_forged_prefix_of_one_mib_costs_nothing_after_it():
 
 
 def test_zeros_and_random_bytes_are_scanned_fast():
+    """Zeros pass at memory speed (about 600 MB/s here; byte-wise candidate checks ran at
+    26 MB/s), random bytes at several hundred MB/s."""
     rng = np.random.default_rng(1)
-    for junk in (bytes(32 << 20), rng.bytes(32 << 20)):
+    for junk, limit in ((bytes(96 << 20), 3), (rng.bytes(32 << 20), 4)):
         t0 = time.perf_counter()
         starts, _, damage = records.scan(junk + records.frame(b"end"))
         assert len(starts) == 1 and damage[0].length == len(junk)
-        assert time.perf_counter() - t0 < 4      # about 0.1 s on an idle machine
+        assert time.perf_counter() - t0 < limit
 
 
 # --- scan_file: bounded blocks, holes, huge records -----------------------------------------
