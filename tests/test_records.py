@@ -338,3 +338,21 @@ def test_scan_file_forged_prefix_claiming_past_the_end(tmp_path):
     payloads, damage = _blocks_as_scan(path, block_size=1 << 18)
     assert payloads == [b"after-%d" % i for i in range(100)]
     assert sum(n for _, n in damage) == len(out)
+
+
+@pytest.mark.parametrize("block_size", [96, 128, 200])
+def test_scan_file_spliced_chain_ending_in_a_cut_record(tmp_path, block_size):
+    """A record cut short, records appended after it, and the last of them cut short too:
+    the appended chain runs to the end of the file, in blocks as in one piece."""
+    first = [records.frame(b"a%02d" % i * 8) for i in range(3)]
+    cut = records.frame(b"c" * 300)[:40]
+    appended = [records.frame(b"b%02d" % i * 8) for i in range(5)]
+    last = records.frame(b"z" * 200)[:60]
+    buf = b"".join(first) + cut + b"".join(appended) + last
+    path = tmp_path / "events.out.tfevents.1.splice"
+    path.write_bytes(buf)
+    starts, lengths, _ = records.scan(buf)
+    whole = _payloads(buf, starts, lengths)
+    assert whole == [r[12:-4] for r in first + appended]
+    payloads, _ = _blocks_as_scan(path, block_size=block_size)
+    assert payloads == whole

@@ -406,14 +406,14 @@ class _Scanner:
             if pos + HEADER > n:
                 # A few bytes before the end: the tail of the claimed record itself, or of
                 # a block (judged again with the bytes after it).
-                return pos, not self.final
+                return pos, pos + HEADER <= self.eof
             length = self._header_len(pos)
             if length is None:
                 return pos, False
             nxt = pos + HEADER + length + FOOTER
             if nxt > n:
                 # a last record cut short, or (in a block) one that goes on after it
-                return pos, self.final or self._anchored(nxt)
+                return pos, nxt > self.eof or self._anchored(nxt)
             if not self._anchored(nxt):
                 return pos, False
             pos = nxt
