@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from tbconvert import budget
+
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8 = 1, 2, 3, 4, 5, 6
 DT_STRING, DT_COMPLEX64, DT_INT64, DT_BOOL = 7, 8, 9, 10
 DT_QINT8, DT_QUINT8, DT_QINT32, DT_BFLOAT16, DT_QINT16, DT_QUINT16 = 11, 12, 13, 14, 15, 16
@@ -96,16 +98,29 @@ def string_array(values, shape=None) -> np.ndarray:
     return arr.reshape(shape) if shape is not None else arr
 
 
-def proto_to_array(tp) -> tuple[int, np.ndarray]:
-    """Decode a ``TensorProto`` into ``(code, array)``; unknown types stay raw."""
+def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
+    """Decode a ``TensorProto`` into ``(code, array)``; unknown types stay raw.
+
+    Contents that do not match the shape raise :class:`TensorDecodeError` (the
+    caller may keep the raw bytes). A shape no real tensor has (more than
+    :data:`budget.MAX_DIMS` dimensions, or one value filling far more bytes than
+    the proto took, e.g. ``[2**40]`` from one ``float_val``) raises
+    :class:`~tbconvert.errors.CorruptDataError` before anything is allocated.
+    """
     code = int(tp.dtype)
     if code not in _TABLE:
         return DT_RAW_PROTO, np.frombuffer(tp.SerializeToString(), dtype=np.uint8)
-    shape = tuple(int(d.size) for d in tp.tensor_shape.dim)
+    dims = tp.tensor_shape.dim
+    if len(dims) > budget.MAX_DIMS:
+        budget.check_dims(range(len(dims)), where)
+    shape = tuple(int(d.size) for d in dims)
     if any(s < 0 for s in shape):
         raise TensorDecodeError(f"tensor has an unknown dimension in shape {list(shape)}")
     n = math.prod(shape)
     np_dtype, field_name = _TABLE[code]
+    # strings: one object pointer per element, the bytes themselves are shared
+    budget.check_expansion(n * (8 if code == DT_STRING else np_dtype.itemsize), tp.ByteSize(),
+                           f"{where} of shape {list(shape)}")
     if code == DT_STRING:
         vals = tp.string_val
         if len(vals) == n:
@@ -125,10 +140,9 @@ def proto_to_array(tp) -> tuple[int, np.ndarray]:
         arr = np.asarray(vals, dtype=np.int64).astype(np.uint16).view(np_dtype)
     elif field_name in ("scomplex_val", "dcomplex_val"):
         flat = np.asarray(vals, dtype=np.float32 if code == DT_COMPLEX64 else np.float64)
-        arr = flat[0::2] + 1j * flat[1::2] if len(flat) % 2 == 0 else flat
-        arr = arr.astype(np_dtype)
         if len(flat) % 2:
             raise TensorDecodeError("complex tensor holds an odd number of parts")
+        arr = (flat[0::2] + 1j * flat[1::2]).astype(np_dtype)
     else:
         arr = np.asarray(vals).astype(np_dtype) if len(vals) else np.zeros(0, np_dtype)
     if len(arr) == n:

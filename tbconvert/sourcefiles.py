@@ -10,24 +10,51 @@ own rules (``relatime``, ``noatime``), as it would for any program reading them.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
 _BASE = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
-def open_fd(path, *, directory: bool = False) -> int:
+def open_fd(path, *, directory: bool = False, nonblock: bool = False) -> int:
     """A read-only file descriptor for ``path``."""
-    flags = _BASE | (_DIRECTORY if directory else 0)
+    flags = _BASE | (_DIRECTORY if directory else 0) | (_NONBLOCK if nonblock else 0)
     if _NOATIME:
         try:
             return os.open(path, flags | _NOATIME)
         except PermissionError:  # EPERM: not the owner; open as anyone would
             pass
     return os.open(path, flags)
+
+
+class NotRegularFile(OSError):
+    """A pipe, device, socket or directory where a data file was expected."""
+
+
+def open_regular(path) -> int:
+    """A read-only descriptor for the regular file ``path``; :class:`NotRegularFile` otherwise.
+
+    Opened non-blocking, so a FIFO never waits for a writer, and checked on the open
+    descriptor itself, so the file cannot be swapped between the check and the read.
+    """
+    fd = open_fd(path, nonblock=True)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file (a pipe, device or socket)",
+                                 str(path))
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _entries(path) -> list[tuple[str, bool]]:
@@ -91,4 +118,4 @@ def read_text(path, encoding: str = "utf-8") -> str:
     return read_bytes(path).decode(encoding)
 
 
-__all__ = ["open_fd", "open_binary", "read_bytes", "read_text", "listdir", "walk"]
+__all__ = ["open_fd", "open_regular", "NotRegularFile", "open_binary", "read_bytes", "read_text", "listdir", "walk"]

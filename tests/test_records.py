@@ -92,3 +92,267 @@ def test_bulk_crc_matches_c_crc():
     for width in (0, 1, 3, 4, 5, 31, 64):
         rows = rng.integers(0, 256, (50, width), dtype=np.uint8)
         assert records.crc32c_rows(rows).tolist() == [crc32c(r.tobytes()) for r in rows]
+
+
+# --- damage inside records, forged prefixes ------------------------------------------------
+
+import os
+import struct
+import time
+import tracemalloc
+
+import pytest
+
+
+def _event_record(tag: str, step: int) -> bytes:
+    from tensorboard.compat.proto import event_pb2
+    ev = event_pb2.Event(wall_time=1.0 + step, step=step)
+    ev.summary.value.add(tag=tag, simple_value=float(step))
+    return records.frame(ev.SerializeToString())
+
+
+def _payloads(buf, starts, lengths):
+    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
+
+
+def _text_record_holding(inner: bytes, broken: bool) -> bytes:
+    """A text-summary record whose string holds the bytes of a complete framed event."""
+    from tensorboard.compat.proto import event_pb2
+    ev = event_pb2.Event(wall_time=5.0, step=5)
+    ev.summary.value.add(tag="notes", tensor=dict(dtype=7, string_val=[b"<" + inner + b">"]))
+    rec = bytearray(records.frame(ev.SerializeToString()))
+    if broken:
+        rec[-1] ^= 0xFF            # the payload CRC no longer matches
+    return bytes(rec)
+
+
+@pytest.mark.parametrize("where", ["middle", "last"])
+def test_no_point_invented_from_inside_a_damaged_record(where):
+    inner = _event_record("ghost", 99)
+    before = [_event_record("loss", i) for i in range(3)]
+    after = [_event_record("loss", i) for i in range(6, 9)] if where == "middle" else []
+    buf = b"".join(before) + _text_record_holding(inner, broken=True) + b"".join(after)
+    starts, lengths, damage = records.scan(buf)
+    got = _payloads(buf, starts, lengths)
+    assert inner[records.HEADER:-records.FOOTER] not in got
+    assert got == [r[records.HEADER:-records.FOOTER] for r in before + after]
+    assert [d.reason for d in damage] == ["bad payload checksum"]
+
+
+def test_forged_length_landing_on_a_record_still_finds_the_records_it_covers():
+    recs = [_event_record("loss", i) for i in range(8)]
+    # record 2's length now claims records 2..5, ending exactly where record 6 starts
+    span = sum(len(r) for r in recs[2:6]) - records.HEADER - records.FOOTER
+    head = struct.pack("<Q", span)
+    buf = bytearray(b"".join(recs))
+    o = len(recs[0]) + len(recs[1])
+    buf[o:o + 12] = head + struct.pack("<I", records.masked_crc32c(head))
+    starts, lengths, damage = records.scan(bytes(buf))
+    got = _payloads(buf, starts, lengths)
+    assert got == [r[12:-4] for i, r in enumerate(recs) if i != 2]
+    assert len(damage) == 1 and damage[0].offset == o and damage[0].length == len(recs[2])
+
+
+def test_spliced_file_truncated_record_then_appended_records():
+    """A crash cut record 3 short, then a writer appended records: the claimed length runs
+    past the end of the file, and the appended records are a chain to the end of the file."""
+    recs = [_event_record("loss", i) for i in range(4)]
+    appended = [_event_record("acc", i) for i in range(5)]
+    buf = b"".join(recs[:3]) + recs[3][:20] + b"".join(appended)
+    starts, lengths, damage = records.scan(buf)
+    got = _payloads(buf, starts, lengths)
+    assert got == [r[12:-4] for r in recs[:3] + appended]
+    assert len(damage) == 1 and damage[0].length == 20
+
+
+def test_embedded_event_in_a_truncated_last_record_is_not_read():
+    inner = _event_record("ghost", 99)
+    text = _text_record_holding(inner, broken=False)
+    cut = text[:text.index(inner) + len(inner) + 2]       # the file ends inside the text
+    buf = _event_record("loss", 0) + cut
+    starts, lengths, damage = records.scan(buf)
+    assert _payloads(buf, starts, lengths) == [_event_record("loss", 0)[12:-4]]
+    assert [d.reason for d in damage] == ["truncated record"]
+
+
+def test_forged_prefix_of_one_mib_costs_nothing_after_it():
+    """A MiB of forged headers with correct CRCs, each claiming a different long length
+    (random, into the intact records, past the end): every intact record after it is found,
+    in time linear in the size."""
+    rng = np.random.default_rng(5)
+    tail = b"".join(_event_record("loss", i) for i in range(200))
+    size = 1 << 20
+    out = bytearray()
+    while len(out) + 12 <= size:
+        length = int(rng.integers(0, size + len(tail)))
+        head = struct.pack("<Q", length)
+        out += head + struct.pack("<I", records.masked_crc32c(head))
+    buf = bytes(out) + tail
+    t0 = time.perf_counter()
+    starts, lengths, damage = records.scan(buf)
+    elapsed = time.perf_counter() - t0
+    assert len(starts) == 200
+    assert sum(d.length for d in damage) == len(out)
+    assert elapsed < 10
+
+
+def test_zeros_and_random_bytes_are_scanned_fast():
+    """Zeros pass at memory speed (about 600 MB/s here; byte-wise candidate checks ran at
+    26 MB/s), random bytes at several hundred MB/s."""
+    rng = np.random.default_rng(1)
+    for junk, limit in ((bytes(96 << 20), 3), (rng.bytes(32 << 20), 4)):
+        t0 = time.perf_counter()
+        starts, _, damage = records.scan(junk + records.frame(b"end"))
+        assert len(starts) == 1 and damage[0].length == len(junk)
+        assert time.perf_counter() - t0 < limit
+
+
+# --- scan_file: bounded blocks, holes, huge records -----------------------------------------
+
+def _blocks_as_scan(path, **kw):
+    payloads, damage = [], []
+    for b in records.scan_file(path, **kw):
+        payloads += _payloads(b.buf, b.starts, b.lengths)
+        assert all(s >= records.HEADER and s + n + records.FOOTER <= len(b.buf)
+                   for s, n in zip(b.starts.tolist(), b.lengths.tolist()))
+        damage += [(d.offset, d.length) for d in b.damage]
+    return payloads, damage
+
+
+def _merged(damage):
+    out = []
+    for off, length in sorted(damage):
+        if out and out[-1][0] + out[-1][1] == off:
+            out[-1] = (out[-1][0], out[-1][1] + length)
+        else:
+            out.append((off, length))
+    return out
+
+
+@pytest.mark.parametrize("block_size", [320, 500, 1000, 4096, 1 << 20])
+def test_scan_file_blocks_find_what_scan_finds(tmp_path, block_size):
+    """Records up to 316 bytes, damage and garbage anywhere: blocks change nothing."""
+    rng = np.random.default_rng(block_size)
+    parts = []
+    for i in range(300):
+        parts.append(records.frame(rng.bytes(int(rng.integers(0, 300)))))
+        if i % 37 == 5:
+            parts.append(rng.bytes(int(rng.integers(1, 90))))     # garbage between records
+    buf = bytearray(b"".join(parts))
+    for p in rng.integers(0, len(buf), 6).tolist():
+        buf[p] ^= 0x10
+    buf = bytes(buf)
+    path = tmp_path / "events.out.tfevents.1.x"
+    path.write_bytes(buf)
+    starts, lengths, damage = records.scan(buf)
+    payloads, bdamage = _blocks_as_scan(path, block_size=block_size)
+    assert payloads == _payloads(buf, starts, lengths)
+    assert sum(n for _, n in bdamage) == sum(d.length for d in damage)
+
+
+def test_scan_file_reads_a_record_larger_than_the_block(tmp_path):
+    big = os.urandom(3 << 20)
+    buf = records.frame(b"a") + records.frame(big) + records.frame(b"b")
+    path = tmp_path / "events.out.tfevents.1.big"
+    path.write_bytes(buf)
+    payloads, damage = _blocks_as_scan(path, block_size=1 << 16)
+    assert payloads == [b"a", big, b"b"] and not damage
+
+
+def test_scan_file_skips_a_huge_claim_without_holding_it(tmp_path):
+    """A correct header claiming 64 MiB that lines up with the next record but whose payload
+    is garbage: checked by streaming, skipped whole, never held in memory."""
+    size = 64 << 20
+    head = struct.pack("<Q", size)
+    path = tmp_path / "events.out.tfevents.1.claim"
+    with open(path, "wb") as f:
+        f.write(records.frame(b"a") + head + struct.pack("<I", records.masked_crc32c(head)))
+        f.seek(size + 4, os.SEEK_CUR)
+        f.write(records.frame(b"b"))
+    tracemalloc.start()
+    try:
+        payloads, damage = _blocks_as_scan(path, block_size=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert payloads == [b"a", b"b"]
+    assert peak < 24 << 20
+    assert sum(n for _, n in damage) == size + 16
+
+
+def test_sparse_gib_file_is_quick_and_small(tmp_path):
+    path = tmp_path / "events.out.tfevents.1.sparse"
+    with open(path, "wb") as f:
+        f.write(records.frame(b"first"))
+        f.truncate(1 << 30)
+        f.seek((1 << 30) - 4096)
+        f.write(records.frame(b"last"))
+    t0 = time.perf_counter()
+    tracemalloc.start()
+    try:
+        payloads, damage = _blocks_as_scan(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert payloads == [b"first", b"last"]
+    assert time.perf_counter() - t0 < 20
+    assert peak < 200 << 20
+    total = len(records.frame(b"first")) + sum(n for _, n in damage) + len(records.frame(b"last"))
+    assert total == os.path.getsize(path)
+
+
+def test_hole_inside_a_valid_record_is_read(tmp_path):
+    """A copy made with ``cp --sparse=always`` turns zero runs inside payloads into holes."""
+    payload = b"x" + bytes(1 << 20) + b"y"
+    path = tmp_path / "events.out.tfevents.1.holey"
+    rec = records.frame(payload)
+    with open(path, "wb") as f:
+        f.write(rec[:4096 * 2])
+        f.seek(len(rec) - 4096 * 2)
+        f.write(rec[-4096 * 2:])
+        f.write(records.frame(b"z"))
+    payloads, damage = _blocks_as_scan(path, block_size=1 << 16)
+    assert payloads == [payload, b"z"] and not damage
+
+
+def test_scan_file_refuses_a_fifo(tmp_path):
+    from tbconvert import sourcefiles
+    fifo = tmp_path / "events.out.tfevents.1.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(sourcefiles.NotRegularFile):
+        list(records.scan_file(fifo))
+
+
+def test_scan_file_forged_prefix_claiming_past_the_end(tmp_path):
+    """Forged headers whose claims run past the end of the file are not record boundaries,
+    so they never stand in for the end of the file: the records after them are found."""
+    rng = np.random.default_rng(9)
+    size = 1 << 20
+    out = bytearray()
+    while len(out) + 12 <= size:
+        head = struct.pack("<Q", int(rng.integers(0, 2 * size)))
+        out += head + struct.pack("<I", records.masked_crc32c(head))
+    tail = [records.frame(b"after-%d" % i) for i in range(100)]
+    path = tmp_path / "events.out.tfevents.1.forged"
+    path.write_bytes(bytes(out) + b"".join(tail))
+    payloads, damage = _blocks_as_scan(path, block_size=1 << 18)
+    assert payloads == [b"after-%d" % i for i in range(100)]
+    assert sum(n for _, n in damage) == len(out)
+
+
+@pytest.mark.parametrize("block_size", [96, 128, 200])
+def test_scan_file_spliced_chain_ending_in_a_cut_record(tmp_path, block_size):
+    """A record cut short, records appended after it, and the last of them cut short too:
+    the appended chain runs to the end of the file, in blocks as in one piece."""
+    first = [records.frame(b"a%02d" % i * 8) for i in range(3)]
+    cut = records.frame(b"c" * 300)[:40]
+    appended = [records.frame(b"b%02d" % i * 8) for i in range(5)]
+    last = records.frame(b"z" * 200)[:60]
+    buf = b"".join(first) + cut + b"".join(appended) + last
+    path = tmp_path / "events.out.tfevents.1.splice"
+    path.write_bytes(buf)
+    starts, lengths, _ = records.scan(buf)
+    whole = _payloads(buf, starts, lengths)
+    assert whole == [r[12:-4] for r in first + appended]
+    payloads, _ = _blocks_as_scan(path, block_size=block_size)
+    assert payloads == whole

@@ -331,8 +331,8 @@ def test_forged_length_does_not_swallow_records():
 
 def test_many_forged_long_records_take_linear_time():
     """A crafted file: a correct-CRC header every 12 bytes, each claiming (nearly) the rest of
-    the file. Checking every claim would take time growing with the square of the size; the
-    scan stays fast, says the file looks crafted, and still finds the intact records after it."""
+    the file. Checking every claim one by one would take time growing with the square of the
+    size; the scan checks them in bulk, stays fast, and finds the intact records after it."""
     size = 8 << 20
     out = bytearray()
     while len(out) + 12 <= size:
@@ -344,7 +344,6 @@ def test_many_forged_long_records_take_linear_time():
         starts, lengths, damage = records.scan(buf)
     assert [buf[s:s + n] for s, n in zip(starts, lengths)] == [b"after-0", b"after-1", b"after-2"]
     assert sum(d.length for d in damage) == len(out)
-    assert any("looks crafted" in d.reason for d in damage)
 
 
 def test_fifo_and_device_named_tfevents_do_not_hang(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbconvert import dtypes as dt
+from tbconvert.errors import CorruptDataError
 from tbconvert.model import DataClass, Metadata
 
 # plugin name -> data class, for metadata that does not say (dataclass_compat's table)
@@ -57,7 +58,7 @@ def legacy_metadata(plugin: str, value, content: bytes = b"") -> Metadata:
                     data_class=PLUGIN_DATA_CLASS[plugin])
 
 
-def migrate_histogram(histo) -> np.ndarray:
+def migrate_histogram(histo, where: str = "histogram") -> np.ndarray:
     """A legacy ``HistogramProto`` as TensorBoard's trimmed float32 ``[k, 3]`` tensor."""
     counts = np.asarray(histo.bucket, dtype=np.float64)
     nonzero = np.flatnonzero(counts > 0)
@@ -66,27 +67,36 @@ def migrate_histogram(histo) -> np.ndarray:
     start, end = int(nonzero[0]), int(nonzero[-1])
     limits = list(histo.bucket_limit)
     inner = limits[start:end]
+    if len(inner) != end - start:
+        # TensorBoard's loader fails on such a value; it has no histogram to show.
+        raise CorruptDataError(f"{where}: a histogram with {len(counts)} buckets but only "
+                               f"{len(limits)} bucket limits")
     lefts = [histo.min] + inner
     rights = inner + [histo.max]
     kept = list(histo.bucket)[start:end + 1]
     return np.array([lefts, rights, kept], dtype=np.float32).transpose()
 
 
-def migrate_value(value):
+def migrate_value(value, where: str = "value"):
     """A ``Summary.Value`` as ``(metadata or None, (code, array) or None)``.
 
     Legacy values get TensorBoard's fresh metadata; tensor values keep theirs
-    (``None`` when the value carries none).
+    (``None`` when the value carries none). A value no real summary holds raises
+    :class:`CorruptDataError`; contents that do not match their tensor's shape
+    raise :class:`~tbconvert.dtypes.TensorDecodeError`.
     """
     kind = value.WhichOneof("value")
     if kind == "tensor":
         md = metadata_from_proto(value.metadata) if value.HasField("metadata") else None
-        return md, dt.proto_to_array(value.tensor)
+        point = dt.proto_to_array(value.tensor, where)
+        if md is not None and md.plugin_name == "audio":
+            check_audio(point, where)
+        return md, point
     if kind == "simple_value":
         return (legacy_metadata("scalars", value),
                 (dt.DT_FLOAT, np.array(value.simple_value, dtype=np.float32)))
     if kind == "histo":
-        return legacy_metadata("histograms", value), (dt.DT_FLOAT, migrate_histogram(value.histo))
+        return legacy_metadata("histograms", value), (dt.DT_FLOAT, migrate_histogram(value.histo, where))
     if kind == "image":
         img = value.image
         data = dt.string_array([str(img.width).encode(), str(img.height).encode(),
@@ -98,6 +108,15 @@ def migrate_value(value):
                 (dt.DT_STRING, dt.string_array([value.audio.encoded_audio_string])))
     md = metadata_from_proto(value.metadata) if value.HasField("metadata") else None
     return md, None
+
+
+def check_audio(point, where: str) -> None:
+    """TensorBoard keeps the first axis of audio tensors by striding over the others; with
+    an empty trailing axis (shape ``[2, 0]``) there is no stride, and its loader fails."""
+    _, arr = point
+    if arr.ndim > 1 and arr.shape[0] and not int(np.prod(arr.shape[1:])):
+        raise CorruptDataError(f"{where}: an audio tensor of shape {list(arr.shape)} "
+                               f"holds no clips for its {arr.shape[0]} entries")
 
 
 def with_data_class(md: Metadata) -> Metadata:
@@ -117,8 +136,9 @@ def fix_point(plugin: str, point):
     code, arr = point
     if plugin == "audio" and arr.ndim > 1:
         stride = int(np.prod(arr.shape[1:]))
-        flat = arr.reshape(-1)[::stride] if stride else arr.reshape(-1)[:0]
-        return code, flat.reshape(arr.shape[:1])
+        if not stride:     # shape [k, 0]: no clips at all (refused earlier when seen there)
+            return code, arr.reshape(-1)[:0]
+        return code, arr.reshape(-1)[::stride].reshape(arr.shape[:1])
     if plugin in GRAPH_SUB_PLUGINS and arr.ndim == 0:
         return code, arr.reshape((1,))
     return point

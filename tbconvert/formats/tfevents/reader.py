@@ -19,6 +19,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
+from tbconvert.errors import CorruptDataError
 from tbconvert.formats.base import Reader
 from tbconvert.formats.tfevents import fastscalars, layout, legacy, records
 from tbconvert.formats.tfevents.assemble import RunAssembler
@@ -141,18 +142,26 @@ class TfeventsReader(Reader):
         if what == "summary":
             tags = []
             for value in event.summary.value:
-                tag = value.tag or value.node_name
-                tags.append(tag)
+                # As TensorBoard's loader: metadata is filed under ``tag`` even when it is
+                # empty; only a tensor value's data falls back to the old ``node_name``
+                # (legacy values are migrated under ``tag`` and lose it).
+                md_tag = value.tag
+                tag = (value.tag or value.node_name) if value.HasField("tensor") else value.tag
+                where = f"{path}: {asm.name}/{tag} step {step}"
                 try:
-                    md, point = legacy.migrate_value(value)
+                    md, point = legacy.migrate_value(value, where)
                 except dt.TensorDecodeError as exc:
-                    self.report.add("undecodable_tensor",
-                                    f"{path}: {asm.name}/{tag} step {step}: {exc}; kept as raw bytes",
+                    self.report.add("undecodable_tensor", f"{where}: {exc}; kept as raw bytes",
                                     path=path, run=asm.name, tag=tag, lost=False)
                     md = legacy.metadata_from_proto(value.metadata) if value.HasField("metadata") else None
                     point = (dt.DT_RAW_PROTO, np.frombuffer(value.tensor.SerializeToString(), np.uint8))
+                except CorruptDataError as exc:
+                    self.report.add("corrupt_record", f"{exc}; value skipped",
+                                    path=path, run=asm.name, tag=tag)
+                    continue
+                tags.append(tag)
                 if md is not None:
-                    asm.metadata(seq, tag, md)
+                    asm.metadata(seq, md_tag, md)
                 asm.point(seq, step, wall, tag, point)
             asm.summary_event(seq, step, tags)
         elif what == "file_version":

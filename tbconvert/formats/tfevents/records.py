@@ -2,19 +2,69 @@
 
 The framing follows TensorFlow's record writer (spec section 1.1); the
 CRC-32C comes from the C-backed ``crc32c`` package. Reading never stops at the
-first bad record as TensorBoard does: a bad payload CRC costs that record
-only, and a bad length field makes the scanner search forward for the next
-record whose two CRCs check out.
+first bad record as TensorBoard does. A record counts only when both of its
+CRCs check out; everything else is reported as :class:`Damage` and reading goes
+on at the next place a record can be trusted to start.
+
+Where reading goes on after a record at ``off`` that is not valid:
+
+* **Bad length CRC** (or garbage): search forward for the next *anchor*.
+* **Length CRC fine, payload CRC bad**: what lies inside the claimed record is
+  read only from a *proven chain*: a run of valid records (damaged records
+  whose own end lines up with a correct header count as links) that starts
+  inside the claimed record and reaches its claimed end or goes beyond it, or
+  runs to the end of the file. That is what a forged or spliced length looks
+  like (a record cut short by a crash, with other records appended after it):
+  the records it swallowed are found. A chain that stops short of the claimed
+  end is the record's own content (a damaged text summary that happens to hold
+  the bytes of a framed event) and is never read; TensorBoard shows nothing of
+  it either. A last record cut short within its payload still ends a chain at
+  the end of the file; one cut inside its 12-byte header cannot be told from
+  the tail of the claimed record, so a claim ending exactly at the end of the
+  file after such a cut is skipped whole.
+* Without a proven chain, a record whose claimed end lands exactly on a
+  correct header (or the end of the file) has a damaged payload and a right
+  length: it is skipped whole. Otherwise the length is suspect too, and the
+  search goes on at the claimed end (or at the end of the file).
+
+An *anchor* is an offset holding a header with a correct length CRC whose
+record is either fully valid or ends exactly on another correct header (or the
+end of the file); the latter is then skipped whole as above. A random 12-byte
+window passes a length CRC with odds of 2^-32, so anchors are not found in
+garbage by accident.
+
+Everything is linear in the size of the input. Candidate headers are found
+vectorised (a plausible length has its top three bytes zero and a header is
+never twelve zero bytes, so zeros and random bytes are passed over at memory
+speed), and the payload CRCs of many candidates are checked in bulk in constant
+time each (:mod:`crcmath`), so a file holding a forged header every 12 bytes,
+each claiming most of the file, is searched in one pass and the intact records
+after it are all found.
+
+:func:`scan_file` reads a file in bounded blocks (:data:`BLOCK_SIZE`), skips
+holes of sparse files without reading them, and never lets a record straddle
+two blocks: a block grows to hold one large record (up to :data:`MAX_RECORD`),
+after its checksum was verified by streaming, so memory stays bounded by the
+block size plus the largest valid record. A length field is never used to
+allocate memory before its record is known to be valid. Each block is read with
+as many bytes again of lookahead, so a record or a search near its edge is
+judged with what follows. One compromise: a record longer than the lookahead
+whose end is not followed by a correct header (damage right after it) cannot be
+verified without holding it, and is reported as damage like its bytes.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from crc32c import crc32c
+
+from tbconvert.formats.tfevents import crcmath
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -94,59 +144,281 @@ class Damage:
     reason: str
 
 
-def scan(buf: bytes) -> tuple[np.ndarray, np.ndarray, list[Damage]]:
-    """Find every valid record in ``buf``.
+def scan(buf) -> tuple[np.ndarray, np.ndarray, list[Damage]]:
+    """Find every valid record in ``buf``, the whole content of one file.
 
     Returns the payload offsets and lengths (int64 arrays, in file order) and
-    the damaged stretches that were skipped. A record counts only when both of
-    its CRCs check out. A length is trusted only once its own CRC checks out,
-    so a garbage length never causes a large allocation; and a record whose
-    length CRC is fine but whose payload CRC is not is searched for valid
-    records inside it, so a forged or spliced length cannot swallow the
-    intact records it covers.
+    the damaged stretches that were skipped (see the module docstring for the
+    rules).
     """
-    n = len(buf)
-    data = np.frombuffer(buf, dtype=np.uint8)
-    mv = memoryview(buf)
-    budget = _Budget(_RESYNC_BUDGET_PER_BYTE * n + _RESYNC_BUDGET_BASE)
-    out_starts: list[np.ndarray] = []
-    out_lengths: list[np.ndarray] = []
-    damage: list[Damage] = []
-    pos = 0
-    batch = _FIRST_BATCH
-    while pos < n:
-        starts, lengths = _frame_quickly(buf, pos, batch)
-        ok = _valid_prefix(data, mv, starts, lengths)
-        if ok:
-            out_starts.append(starts[:ok])
-            out_lengths.append(lengths[:ok])
-            pos = int(starts[ok - 1] + lengths[ok - 1]) + FOOTER
-        if ok == len(starts) == batch:
-            batch = min(batch * 4, _MAX_BATCH)   # all good: take bigger bites
-            continue
-        if pos >= n:
-            break
-        batch = _FIRST_BATCH
-        pos = _skip_damage(buf, data, mv, pos, damage, budget)
-    if not out_starts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), damage
-    return np.concatenate(out_starts), np.concatenate(out_lengths), damage
+    starts, lengths, damage, _ = _Scanner(buf).run()
+    return starts, lengths, damage
 
 
 _FIRST_BATCH = 256
 _MAX_BATCH = 1 << 20
-_RESYNC_CHUNK = 1 << 18
-# Payload bytes that searching damaged stretches may checksum, per byte of file plus a base.
-# Ordinary damage needs a tiny fraction of it; a crafted file full of long forged records
-# would otherwise need time that grows with the square of its size.
-_RESYNC_BUDGET_PER_BYTE = 8
-_RESYNC_BUDGET_BASE = 256 << 20
+_RESYNC_CHUNK = 1 << 20
+_DIRECT_CRC = 4096       # candidate payloads up to this long are checksummed directly
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 
-class _Budget:
-    def __init__(self, left: int) -> None:
-        self.left = left
-        self.skipped = 0      # candidate records too long to check once the budget ran low
+class _Scanner:
+    """One pass over a buffer: the whole file, or (with ``peek``) one block of it.
+
+    ``peek(i, k)`` returns up to ``k`` bytes at buffer offset ``i >= len(buf)``
+    (``b""`` at the end of the file); it is given when the buffer does not end
+    at the end of the file. Then scanning stops (``run`` returns how much was
+    consumed) where a record or a search needs bytes beyond the buffer, and
+    ``need`` says how many bytes the record starting there needs; ``eof`` is the
+    buffer offset where the file ends.
+    """
+
+    def __init__(self, buf, peek=None, own=None, eof=None) -> None:
+        self.buf = buf
+        self.n = len(buf)
+        self.data = np.frombuffer(buf, dtype=np.uint8)
+        self.mv = memoryview(buf)
+        self.peek = peek
+        self.final = peek is None
+        self.eof = self.n if eof is None or self.final else eof   # buffer offset of EOF
+        # A block owns its first ``own`` bytes: scanning stops once past them, and the bytes
+        # after them are lookahead, so a record or a search near the edge is still judged
+        # with the bytes that follow it.
+        self.own = self.n if own is None or self.final else own
+        self.damage: list[Damage] = []
+        self.need = 0
+        self._prefix = None
+
+    # -- the main loop --------------------------------------------------------------------
+    def run(self):
+        buf, data, mv, n = self.buf, self.data, self.mv, self.n
+        out_starts: list[np.ndarray] = []
+        out_lengths: list[np.ndarray] = []
+        pos = 0
+        batch = _FIRST_BATCH
+        while pos < self.own:
+            starts, lengths = _frame_quickly(buf, pos, batch)
+            ok = _valid_prefix(data, mv, starts, lengths)
+            if ok:
+                out_starts.append(starts[:ok])
+                out_lengths.append(lengths[:ok])
+                pos = int(starts[ok - 1] + lengths[ok - 1]) + FOOTER
+            if ok == len(starts) == batch:
+                batch = min(batch * 4, _MAX_BATCH)   # all good: take bigger bites
+                continue
+            if pos >= self.own:
+                break
+            batch = _FIRST_BATCH
+            nxt = self._after_damage(pos)
+            if nxt is None:
+                break
+            pos = nxt
+        if not out_starts:
+            return _EMPTY, _EMPTY, self.damage, pos
+        return np.concatenate(out_starts), np.concatenate(out_lengths), self.damage, pos
+
+    def _skip(self, off: int, nxt: int, reason: str) -> int:
+        self.damage.append(Damage(off, nxt - off, reason))
+        return nxt
+
+    def _after_damage(self, off: int):
+        """The record at ``off`` is not valid: where reading goes on (None: stop this block)."""
+        n = self.n
+        if off + HEADER > n:
+            if not self.final:
+                return None
+            return self._skip(off, n, "truncated record")
+        length = self._header_len(off)
+        if length is None:
+            nxt, _ = self._resync(off + 1, n)
+            return self._skip(off, nxt, "bad length checksum")
+        end = off + HEADER + length + FOOTER
+        if end <= n:
+            p, frontier = self._proven(off, end)
+            if p is None and self._anchored(end):
+                return self._skip(off, end, "bad payload checksum")
+            if p is None:
+                return self._skip(off, end, "bad payload checksum, and its end does not line up "
+                                            "with a record")
+            return self._skip(off, p, "bad payload checksum")
+        if not self.final and self._anchored(end):
+            self.need = end - off
+            return None
+        p, frontier = self._proven(off, end)
+        if p is not None:
+            return self._skip(off, p, "record length runs past the next record")
+        if self.final:
+            return self._skip(off, n, "truncated record")
+        return self._skip(off, max(frontier, off + 1), "record length runs past the end of "
+                                                        "what could be checked")
+
+    # -- headers --------------------------------------------------------------------------
+    def _header_len(self, off: int):
+        """The length at ``off`` if its CRC is right (``off + HEADER <= n``), else None."""
+        if _U32.unpack_from(self.buf, off + 8)[0] != masked_crc32c(self.mv[off:off + 8]):
+            return None
+        return _U64.unpack_from(self.buf, off)[0]
+
+    def _anchored(self, end: int) -> bool:
+        """Whether a correct header (or the end of the file) starts at buffer offset ``end``."""
+        n = self.n
+        if end + HEADER <= n:
+            return self._header_len(end) is not None
+        if self.final:
+            return end <= n      # the file ends there, or inside the next header (cut short)
+        if end > self.eof:
+            return False
+        if end + HEADER > self.eof:
+            return True          # the file ends there, or inside the next header (cut short)
+        if end >= n:
+            head = self.peek(end, HEADER)
+        else:
+            head = bytes(self.mv[end:n]) + self.peek(n, HEADER - (n - end))
+        return len(head) == HEADER and _U32.unpack_from(head, 8)[0] == masked_crc32c(head[:8])
+
+    def _headers_ok(self, offs: np.ndarray) -> np.ndarray:
+        """Vectorised: a correct length CRC at each offset (each ``+ HEADER <= n``)."""
+        if not len(offs):
+            return np.zeros(0, dtype=bool)
+        rows = sliding_window_view(self.data, HEADER)[offs]
+        stored = np.ascontiguousarray(rows[:, 8:12]).view("<u4")[:, 0]
+        return mask(crc32c_rows(rows[:, :8])) == stored
+
+    def _header_hits(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Offsets in ``[lo, hi)`` (each ``+ HEADER <= n``) holding a correct header, and
+        their lengths."""
+        win = self.data[lo:hi + HEADER - 1]
+        m = hi - lo
+        zero = win == 0
+        if zero.all():
+            return _EMPTY, _EMPTY
+        # A length a file can hold has its three top bytes zero (under 1 TiB), and a header
+        # is never twelve zero bytes: together they pass over zeros and random bytes fast.
+        plausible = zero[5:m + 5] & zero[6:m + 6]
+        plausible &= zero[7:m + 7]
+        cand = np.flatnonzero(plausible)
+        if not len(cand):
+            return _EMPTY, _EMPTY
+        cand = cand[sliding_window_view(win, HEADER)[cand].any(axis=1)]
+        good = cand[self._headers_ok(cand + lo)]
+        if not len(good):
+            return _EMPTY, _EMPTY
+        rows = sliding_window_view(win, 8)[good]
+        lens = np.ascontiguousarray(rows).view("<u8")[:, 0].astype(np.int64)
+        return good + lo, lens
+
+    # -- searching ------------------------------------------------------------------------
+    def _resync(self, lo: int, hi: int) -> tuple[int, bool]:
+        """``(p, True)`` for the first anchor ``p`` in ``[lo, hi)``; else ``(q, False)`` with
+        ``q`` where the search ended (``hi``, or where this block's bytes ran out)."""
+        n = self.n
+        limit = n - HEADER - FOOTER + 1 if self.final else n - HEADER + 1
+        top = min(hi, limit)
+        pos = lo
+        chunk = 256                          # damage is usually short: look near first, then wider
+        while pos < top:
+            stop = min(top, pos + chunk)
+            chunk = min(chunk * 4, _RESYNC_CHUNK)
+            offs, lens = self._header_hits(pos, stop)
+            if len(offs):
+                p, found = self._first_anchor(offs, lens)
+                if p is not None:
+                    return p, found
+            pos = stop
+        return (hi if self.final else max(lo, top)), False
+
+    def _first_anchor(self, offs: np.ndarray, lens: np.ndarray):
+        n = self.n
+        ends = offs + HEADER + lens + FOOTER
+        anchored = np.zeros(len(offs), dtype=bool)
+        inside = ends + HEADER <= n
+        anchored[inside] = self._headers_ok(ends[inside])
+        if self.final:
+            anchored[~inside] = ends[~inside] <= n
+        else:
+            for i in np.flatnonzero(~inside).tolist():
+                anchored[i] = self._anchored(int(ends[i]))
+        first = int(np.argmax(anchored)) if anchored.any() else len(offs)
+        blocked = len(offs)
+        if not self.final:
+            # Past the owned bytes, a candidate that runs beyond the lookahead cannot be
+            # judged here: the next block starts at it.
+            late = np.flatnonzero((ends[:first] > n) & (offs[:first] >= self.own))
+            if len(late):
+                blocked = first = int(late[0])
+        # Before the first anchor, a candidate still counts if it is a valid record
+        # followed by damage: check those payloads, in bulk.
+        early = np.flatnonzero(ends[:first] <= n)
+        if len(early):
+            valid = self._payloads_ok(offs[early] + HEADER, lens[early])
+            if valid.any():
+                return int(offs[early[int(np.argmax(valid))]]), True
+        if first == blocked < len(offs):
+            return int(offs[blocked]), False
+        return (int(offs[first]), True) if first < len(offs) else (None, False)
+
+    def _payloads_ok(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        raw = np.empty(len(starts), dtype=np.uint32)
+        short = lengths <= _DIRECT_CRC
+        if short.any():
+            raw[short] = _payload_crcs(self.mv, self.data, starts[short], lengths[short])
+        if not short.all():
+            if self._prefix is None:
+                self._prefix = crcmath.Prefix(self.buf)
+            raw[~short] = self._prefix.crcs(starts[~short], lengths[~short])
+        stored = np.ascontiguousarray(
+            sliding_window_view(self.data, FOOTER)[starts + lengths]).view("<u4")[:, 0]
+        return mask(raw) == stored
+
+    def _proven(self, off: int, end: int):
+        """The start of a proven chain inside the suspect record ``[off, end)``, or None;
+        and where the search ended."""
+        hi = min(end, self.n)
+        lo = off + 1
+        while lo < hi:
+            p, found = self._resync(lo, hi)
+            if not found:
+                return None, p
+            stop, clean = self._follow(p, end)
+            if stop >= end or clean:
+                return p, p
+            lo = max(stop, p + 1)
+        return None, hi
+
+    def _follow(self, pos: int, end: int) -> tuple[int, bool]:
+        """Follow valid records (and damaged ones whose end lines up) from ``pos`` until they
+        stop or pass ``end``; returns where they stopped, and whether that was cleanly at the
+        end of the file (or, for a block, at the end of its bytes)."""
+        buf, data, mv, n = self.buf, self.data, self.mv, self.n
+        batch = _FIRST_BATCH
+        while pos <= end:
+            starts, lengths = _frame_quickly(buf, pos, batch)
+            ok = _valid_prefix(data, mv, starts, lengths)
+            if ok:
+                pos = int(starts[ok - 1] + lengths[ok - 1]) + FOOTER
+            if ok == len(starts) == batch:
+                batch = min(batch * 4, _MAX_BATCH)
+                continue
+            if pos > end:
+                break
+            if pos >= n:
+                return pos, True
+            if pos + HEADER > n:
+                # A few bytes before the end: the tail of the claimed record itself, or of
+                # a block (judged again with the bytes after it).
+                return pos, pos + HEADER <= self.eof
+            length = self._header_len(pos)
+            if length is None:
+                return pos, False
+            nxt = pos + HEADER + length + FOOTER
+            if nxt > n:
+                # a last record cut short, or (in a block) one that goes on after it
+                return pos, nxt > self.eof or self._anchored(nxt)
+            if not self._anchored(nxt):
+                return pos, False
+            pos = nxt
+            batch = _FIRST_BATCH
+        return pos, False
 
 
 def _payload_crcs(buf, data, starts, lengths) -> np.ndarray:
@@ -213,76 +485,11 @@ def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     return int(wrong[0]) if len(wrong) else len(starts)
 
 
-def _skip_damage(buf: bytes, data: np.ndarray, mv: memoryview, off: int,
-                 damage: list[Damage], budget: _Budget) -> int:
-    """The record at ``off`` is not valid: record why, and return where reading goes on."""
-    skipped = budget.skipped
-    nxt, reason = _next_after_damage(buf, data, mv, off, budget)
-    if budget.skipped > skipped:
-        reason += (f"; {budget.skipped - skipped} candidate records inside were too long to "
-                   "check (the file looks crafted)")
-    damage.append(Damage(off, nxt - off, reason))
-    return nxt
-
-
-def _next_after_damage(buf: bytes, data: np.ndarray, mv: memoryview, off: int,
-                       budget: _Budget) -> tuple[int, str]:
-    n = len(buf)
-    if off + HEADER > n:
-        return n, "truncated record"
-    (length,) = _U64.unpack_from(buf, off)
-    if _U32.unpack_from(buf, off + 8)[0] != masked_crc32c(mv[off:off + 8]):
-        return _resync(buf, data, mv, off + 1, n, budget), "bad length checksum"
-    end = off + HEADER + length + FOOTER
-    if end > n:
-        nxt = _resync(buf, data, mv, off + 1, n, budget)
-        return nxt, "truncated record" if nxt >= n else "record length runs past the next record"
-    # The length checks out but the payload does not: either the payload is damaged (then the
-    # next record starts at ``end``) or the length lies (then valid records hide inside).
-    return _resync(buf, data, mv, off + 1, end, budget), "bad payload checksum"
-
-
-def _resync(buf: bytes, data: np.ndarray, mv: memoryview, lo: int, hi: int,
-            budget: _Budget) -> int:
-    """The first offset in ``[lo, hi)`` where a fully valid record starts (``hi`` if none).
-
-    Vectorised: candidate offsets are those whose length field fits in the
-    file and whose length CRC matches (numpy, a chunk at a time); only those
-    get their payload CRC checked. Memory stays bounded by the chunk size.
-    """
-    n = len(buf)
-    last = n - HEADER - FOOTER          # the last offset where a record (even empty) fits
-    pos = lo
-    chunk = 256                          # damage is usually short: look near first, then wider
-    while pos < hi and pos <= last:
-        stop = min(hi, pos + chunk, last + 1)
-        chunk = min(chunk * 4, _RESYNC_CHUNK)
-        m = stop - pos
-        window = data[pos:stop + HEADER - 1]
-        lens = np.ascontiguousarray(sliding_window_view(window[:m + 7], 8)).view("<u8")[:, 0]
-        room = (n - HEADER - FOOTER) - np.arange(pos, stop, dtype=np.int64)
-        cand = np.flatnonzero(lens <= room.astype(np.uint64))
-        if len(cand):
-            clen = lens[cand]
-            stored = np.ascontiguousarray(
-                sliding_window_view(window[8:m + HEADER - 1], 4)[cand]).view("<u4")[:, 0]
-            uniq, inverse = np.unique(clen, return_inverse=True)
-            expected = np.array([masked_crc32c(_U64.pack(int(v))) for v in uniq], dtype=np.uint32)
-            for i in cand[expected[inverse.reshape(-1)] == stored].tolist():
-                off = pos + i
-                length = int(lens[i])
-                if length > budget.left:
-                    budget.skipped += 1
-                    continue
-                budget.left -= length
-                end = off + HEADER + length
-                if _U32.unpack_from(buf, end)[0] == masked_crc32c(mv[off + HEADER:end]):
-                    return off
-        pos = stop
-    return hi
-
-
 BLOCK_SIZE = 16 << 20
+# The largest record read: a GraphDef may legitimately take tens of MiB; protobuf
+# messages stop at 2 GiB.
+MAX_RECORD = 2 << 30
+_STREAM = 8 << 20
 
 
 @dataclass
@@ -301,9 +508,110 @@ class Block:
     damage: list[Damage]
 
 
-def scan_file(path, *, block_size: int = BLOCK_SIZE):
-    """Yield :class:`Block` objects covering the file at ``path`` in file order."""
+def scan_file(path, *, block_size: int = BLOCK_SIZE, max_record: int = MAX_RECORD):
+    """Yield :class:`Block` objects covering the file at ``path`` in file order.
+
+    Only regular files are read (:class:`tbconvert.sourcefiles.NotRegularFile`
+    otherwise); memory stays within ``block_size`` plus the largest valid record.
+    """
     from tbconvert import sourcefiles
-    buf = sourcefiles.read_bytes(path)
-    starts, lengths, damage = scan(buf)
-    yield Block(buf, 0, starts, lengths, damage)
+    block_size = max(int(block_size), 64)
+    fd = sourcefiles.open_regular(path)
+    try:
+        yield from _blocks(fd, os.fstat(fd).st_size, block_size, max_record)
+    finally:
+        os.close(fd)
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    parts = []
+    while size > 0:
+        chunk = os.pread(fd, size, offset)
+        if not chunk:
+            break                     # the file shrank while being read
+        parts.append(chunk)
+        size -= len(chunk)
+        offset += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _next_data(fd: int, pos: int, size: int) -> int:
+    """The next offset at or after ``pos`` that is not in a hole (``size`` if none)."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    if seek_data is None:
+        return pos
+    try:
+        return min(os.lseek(fd, pos, seek_data), size)
+    except OSError as exc:
+        return size if exc.errno == errno.ENXIO else pos
+
+
+def _blocks(fd: int, size: int, block_size: int, max_record: int):
+    pos = 0
+    want = block_size
+    while pos < size:
+        data_at = _next_data(fd, pos, size)
+        if data_at - pos >= HEADER:
+            # A hole reads as zeros, and no record starts at twelve zero bytes.
+            skip_to = size if data_at >= size else data_at - (HEADER - 1)
+            yield Block(b"", pos, _EMPTY, _EMPTY,
+                        [Damage(pos, skip_to - pos, "zero bytes (a hole in a sparse file)")])
+            pos = skip_to
+            continue
+        # ``want`` bytes are this block's own, and as many again are read as lookahead.
+        buf = _pread(fd, min(want + block_size, size - pos), pos)
+        if not buf:
+            break
+        final = pos + len(buf) >= size
+        base = pos
+
+        def peek(i: int, k: int) -> bytes:
+            return _pread(fd, k, base + i) if base + i < size else b""
+
+        sc = _Scanner(buf, None if final else peek, want, size - pos)
+        starts, lengths, damage, consumed = sc.run()
+        if final:
+            consumed = len(buf)
+        if consumed == 0:
+            # The first record needs more than this block: verify it before holding it.
+            need = max(sc.need, 2 * want)
+            if sc.need:
+                verdict = _verify_streaming(fd, pos, sc.need, max_record)
+                if verdict is not None:
+                    yield Block(b"", pos, _EMPTY, _EMPTY, [Damage(pos, sc.need, verdict)])
+                    pos += sc.need
+                    want = block_size
+                    continue
+            want = need
+            continue
+        for d in damage:
+            d.offset += pos
+        yield Block(buf, pos, starts, lengths, damage)
+        pos += consumed
+        want = block_size
+
+
+def _verify_streaming(fd: int, off: int, need: int, max_record: int):
+    """None if the record at ``off`` (``need`` bytes) is valid and may be held in memory,
+    else why it is skipped."""
+    length = need - HEADER - FOOTER
+    crc = 0
+    pos, end = off + HEADER, off + HEADER + length
+    while pos < end:
+        chunk = _pread(fd, min(_STREAM, end - pos), pos)
+        if not chunk:
+            return "truncated record"
+        crc = crc32c(chunk, crc)
+        pos += len(chunk)
+    footer = _pread(fd, FOOTER, end)
+    if len(footer) < FOOTER:
+        return "truncated record"
+    if _U32.unpack(footer)[0] != masked_crc32c_from_raw(crc):
+        return "bad payload checksum"
+    if need > max_record:
+        return f"a valid record of {length} bytes is larger than the {max_record} that are read"
+    return None
+
+
+def masked_crc32c_from_raw(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF

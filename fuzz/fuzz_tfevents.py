@@ -1,0 +1,90 @@
+"""Coverage-guided fuzzing of the event-file reader (atheris / libFuzzer).
+
+Each input is one event file. It goes through record scanning (whole-file and
+in small blocks, which must agree), event decoding, legacy migration and run
+assembly, as ``tbconvert.load`` reads a logdir. Any exception other than a
+:class:`tbconvert.errors.TbconvertError` is a finding.
+
+    python fuzz/fuzz_tfevents.py -max_total_time=600 [libFuzzer options] [corpus dirs]
+
+The seed corpus is built at start from the event files under ``fixtures/``
+(into a temporary directory, unless corpus directories are given).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import atheris
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+with atheris.instrument_imports(include=["tbconvert"]):
+    import tbconvert
+    from tbconvert.errors import TbconvertError
+    from tbconvert.formats.tfevents import records
+
+BLOCK = 256          # small blocks, so block edges fall inside inputs
+_WORK = Path(tempfile.mkdtemp(prefix="tbconvert-fuzz-"))
+_LOGDIR = _WORK / "logs"
+_FILE = _LOGDIR / "run" / "events.out.tfevents.1.fuzz"
+
+
+def _payloads(buf, starts, lengths):
+    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
+
+
+def check_one(data: bytes) -> None:
+    starts, lengths, damage = records.scan(data)
+    covered = int(lengths.sum()) + 16 * len(starts) + sum(d.length for d in damage)
+    if covered != len(data):
+        raise AssertionError(f"scan accounts for {covered} of {len(data)} bytes")
+    _FILE.write_bytes(data)
+    blocked = []
+    for block in records.scan_file(_FILE, block_size=BLOCK):
+        blocked += _payloads(block.buf, block.starts, block.lengths)
+    # Blocks may differ from a whole-file scan only for records longer than their lookahead.
+    if len(data) and int(lengths.max(initial=0)) + 16 <= BLOCK and \
+            all(d.length <= BLOCK for d in damage):
+        whole = _payloads(data, starts, lengths)
+        if blocked != whole:
+            raise AssertionError(f"blocks found {len(blocked)} records, a whole-file scan "
+                                 f"{len(whole)}")
+    try:
+        tbconvert.load(_LOGDIR)
+    except TbconvertError:
+        pass
+
+
+def TestOneInput(data: bytes) -> None:   # noqa: N802 - the name atheris calls
+    check_one(data)
+
+
+def seed_corpus(into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    for i, path in enumerate(sorted((ROOT / "fixtures").rglob("*tfevents*"))):
+        shutil.copyfile(path, into / f"seed-{i:03d}")
+    return into
+
+
+def main(argv: list[str]) -> None:
+    _FILE.parent.mkdir(parents=True, exist_ok=True)
+    args = list(argv)
+    if not any(not a.startswith("-") for a in args[1:]):
+        args.append(str(seed_corpus(_WORK / "corpus")))
+    if not any(a.startswith("-max_len=") for a in args):
+        args.append("-max_len=16384")
+    atheris.Setup(args, TestOneInput)
+    try:
+        atheris.Fuzz()
+    finally:
+        shutil.rmtree(_WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
