@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,15 +96,25 @@ class Source:
         return None if self.old_layout else self.path / METADATA
 
 
+def _is_marker(path: Path) -> bool:
+    """Something other than a directory is there. A FIFO or a broken link named
+    ``scalars.json`` still marks an export: the reader then reports it as unreadable
+    instead of the export being silently passed over."""
+    try:
+        return os.path.lexists(path) and not path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def is_old_scalars_file(path: Path) -> bool:
-    return path.is_file() and OLD_SCALARS_RE.fullmatch(path.name) is not None
+    return OLD_SCALARS_RE.fullmatch(path.name) is not None and _is_marker(path)
 
 
 def is_experiment_dir(path: Path) -> bool:
     """A directory holding an experiment's metadata.json or one of its JSON files."""
     try:
         return path.is_dir() and any(
-            (path / name).is_file() for name in (METADATA, SCALARS, TENSORS, BLOB_SEQUENCES))
+            _is_marker(path / name) for name in (METADATA, SCALARS, TENSORS, BLOB_SEQUENCES))
     except OSError:
         return False
 
