@@ -150,6 +150,11 @@ class PayloadMixin:
                 return
             try:
                 if len(npz) != n:
+                    damage = self._first_damage(npz, path)
+                    if damage is not None:   # the more useful of the two reasons
+                        self._lose_tensors(run, chunk, f"{path}: {damage}",
+                                           "corrupt_tensor_file")
+                        return
                     self._lose_tensors(run, chunk, f"{path} holds {len(npz)} tensors for {n} "
                                        "steps; the whole chunk is left out rather than "
                                        "truncated", "tensor_count_mismatch")
@@ -182,6 +187,14 @@ class PayloadMixin:
                             f"{why}; {len(points)} point(s) lost (first: step "
                             f"{int(chunk.steps[points[0]])}), the others are kept",
                             path=chunk.entry.file, run=run, tag=chunk.tag, count=len(points))
+
+    def _first_damage(self, npz, path: Path) -> str | None:
+        for i in range(len(npz)):
+            try:
+                self._member(npz, i, path)
+            except _BadLine as exc:
+                return str(exc)
+        return None
 
     def _tensor_series(self, run: str, chunk: _Chunk, index, codes, tensors) -> TensorSeries:
         take = np.asarray(index, dtype=np.intp)
