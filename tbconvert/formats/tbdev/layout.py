@@ -48,9 +48,23 @@ def b64encode(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+# ``%.6f`` of a wall time: 17 characters for any date in the next millennia. A wall time of
+# 1e300 would make a 300-character name, more than file systems allow.
+MAX_TIME_NAME_CHARS = 32
+
+
+def tensor_file_base(first_wall_time: float) -> tuple[str, bool]:
+    """The exporter's ``%.6f`` name stem, and False when that is too long and the shortest
+    exact spelling of the number (``1e+300``) is used instead."""
+    base = "%.6f" % first_wall_time
+    if len(base) <= MAX_TIME_NAME_CHARS:
+        return base, True
+    return repr(float(first_wall_time)), False
+
+
 def tensor_file_name(first_wall_time: float, taken: set[str]) -> str:
     """``<wall time %.6f>.npz``, with ``_1``, ``_2``... on collision (the exporter's naming)."""
-    base = "%.6f" % first_wall_time
+    base, _ = tensor_file_base(first_wall_time)
     name, n = f"{base}.npz", 0
     while name in taken:
         n += 1

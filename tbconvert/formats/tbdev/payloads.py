@@ -237,7 +237,7 @@ class PayloadMixin:
 
     def _blobs(self, run: str, chunk: _Chunk) -> BlobSequenceSeries:
         nulls = 0
-        problems: dict[str, int] = {}
+        problems: dict[str, list] = {}   # why -> [count, first path]
         sequences = []
         for seq in chunk.payload:
             out = []
@@ -256,7 +256,7 @@ class PayloadMixin:
                             why = str(exc.strerror)
                         else:
                             why = regular.reason(exc)
-                        problems[why] = problems.get(why, 0) + 1
+                        problems.setdefault(why, [0, rel])[0] += 1
                 out.append(data)
             sequences.append(out)
         where = f"{chunk.where}: {run}/{chunk.tag}"
@@ -265,10 +265,10 @@ class PayloadMixin:
                             "(never uploaded, too large, or the download failed); kept as holes "
                             "in the same positions", path=chunk.entry.file, run=run,
                             tag=chunk.tag, count=nulls)
-        for why, count in problems.items():
+        for why, (count, first) in problems.items():
             what = "do not exist" if why == "does not exist" else f"cannot be read: {why}"
-            self.report.add("missing_blob", f"{where}: {count} blob file(s) {what}; kept as "
-                            "holes in the same positions", path=chunk.entry.file, run=run,
+            self.report.add("missing_blob", f"{where}: {count} blob file(s) {what} (first: "
+                            f"{first!r:.200}); kept as holes in the same positions", path=chunk.entry.file, run=run,
                             tag=chunk.tag, count=count)
         return BlobSequenceSeries.from_sequences(
             run=run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,

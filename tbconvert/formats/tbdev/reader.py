@@ -170,7 +170,7 @@ class TbdevReader(PayloadMixin, Reader):
         clean = text.escape_all(data)
         if clean != data:
             self.report.add("text_escaped", f"{path}: lone UTF-16 surrogates (text no file "
-                            "format can store) are kept spelled as \\uXXXX escapes",
+                            "format can store) are kept spelled as %uXXXX",
                             path=path, lost=False)
         data = clean
         facts = {}

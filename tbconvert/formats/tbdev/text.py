@@ -2,23 +2,24 @@
 
 JSON may spell a lone UTF-16 surrogate (``"\\ud800"``); Python then holds a str
 that no UTF-8 writer (event files, HDF5, Parquet, CSV) can encode. The reader
-replaces each lone surrogate with the six characters of its JSON escape
-(``\\ud800``) and reports the renaming, so names stay distinct and readable and
-every output format can hold them.
+replaces each lone surrogate with six characters, ``%uD800`` (no backslash: an
+export reads ``\\`` in run names as ``/``), and reports the renaming, so names
+stay readable, survive a round trip through every format, and every output
+format can hold them.
 """
 
 from __future__ import annotations
 
 
 def escape(s: str) -> str:
-    """``s`` with lone surrogates spelled as ``\\udXXX`` text; ``s`` itself when it has none."""
+    """``s`` with lone surrogates spelled as ``%uDXXX``; ``s`` itself when it has none."""
     if s.isascii():
         return s
     try:
         s.encode("utf-8")
         return s
     except UnicodeEncodeError:
-        return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
+        return "".join(f"%u{ord(c):04X}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
 
 
 def escape_all(obj):

@@ -77,7 +77,8 @@ class TbdevWriter(Writer):
         self._experiment_written = False
         self._tensor_names: set[str] = set()
         self._blob_ids: set[str] = set()
-        self._seed = hashlib.sha256(str(self.path.name).encode("utf-8")).hexdigest()[:16]
+        self._seed = hashlib.sha256(
+            str(self.path.name).encode("utf-8", "surrogatepass")).hexdigest()[:16]
         def start():
             for kind in layout.KINDS:
                 self._files[kind] = open(self._tmp / layout.FILE_OF[kind], "w",
@@ -254,6 +255,11 @@ class TbdevWriter(Writer):
                             "their unsigned storage integers (numpy has no such type)",
                             run=run, tag=p.tag, count=len(arrays))
         name = layout.tensor_file_name(float(walls[0]), self._tensor_names)
+        if not layout.tensor_file_base(float(walls[0]))[1]:
+            self.report.add("tensor_file_renamed",
+                            f"{run}/{p.tag}: first wall time {float(walls[0])!r} is too long to "
+                            f"spell as %.6f in a file name; written as {layout.TENSORS_DIR}/"
+                            f"{name}", run=run, tag=p.tag, lost=False)
         rel = f"{layout.TENSORS_DIR}/{name}"
         self.guard(lambda: np.savez(self._tmp / rel, *arrays))
         return rel
