@@ -395,3 +395,19 @@ def test_errors_are_one_line_for_a_non_export(tmp_path):
     with pytest.raises(TbconvertError) as info:
         load(tmp_path)
     assert "\n" not in str(info.value)
+
+
+def test_writer_escapes_surrogates_in_summary_metadata(tmp_path):
+    from tbconvert.model import ScalarSeries
+    md = Metadata("scalars", b"", "shown\ud800", "about\udfff", DataClass.SCALAR)
+    report = Report()
+    dst = tmp_path / "experiment_DDDDDDDDDDDDDDDDDDDDDD"
+    w = TbdevWriter(dst, Options(), report)
+    w.write_run(Run("r\udc00"), [ScalarSeries(run="r\udc00", tag="t\ud800", metadata=md,
+                                              steps=np.array([1]), wall_times=np.array([2.0]),
+                                              hidden=None, values=np.array([3.0]))])
+    w.close()
+    assert kinds(report) == {"text_escaped": 1}
+    back = load(dst)
+    s = back.series["r%uDC00"]["t%uD800"]
+    assert s.metadata.display_name == "shown%uD800" and s.metadata.description == "about%uDFFF"

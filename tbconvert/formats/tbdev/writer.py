@@ -24,7 +24,7 @@ import numpy as np
 
 from tbconvert import dtypes as tfdt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.tbdev import layout
+from tbconvert.formats.tbdev import layout, text
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              ScalarSeries, Series)
 from tbconvert.output import AtomicOutput
@@ -226,9 +226,22 @@ class TbdevWriter(Writer):
         else:
             points["blob_file_paths"] = p.payload
         line = layout.dumps_line({"points": points, "run": run,
-                                  "summary_metadata": encode_metadata(p.metadata), "tag": p.tag})
+                                  "summary_metadata": self._encode_metadata(run, p),
+                                  "tag": p.tag})
         self.guard(lambda: self._files[p.kind].write(line))
         p.steps, p.wall_times, p.payload = [], [], []
+
+    def _encode_metadata(self, run: str, p: _Pending) -> str:
+        md = p.metadata
+        display, description = text.escape(md.display_name), text.escape(md.description)
+        if (display, description) != (md.display_name, md.description):
+            # a protobuf string must be UTF-8; a lone surrogate (from JSON or a lenient reader)
+            # is not, so it is kept spelled out instead of failing the whole run
+            self.report.add("text_escaped", f"{run}/{p.tag}: display name or description holds "
+                            "lone UTF-16 surrogates; written spelled as %uXXXX", run=run,
+                            tag=p.tag, lost=False)
+            md = Metadata(md.plugin_name, md.plugin_content, display, description, md.data_class)
+        return encode_metadata(md)
 
     def _write_npz(self, run: str, p: _Pending, walls: np.ndarray) -> str | None:
         if not p.payload:
