@@ -411,3 +411,27 @@ def test_writer_escapes_surrogates_in_summary_metadata(tmp_path):
     back = load(dst)
     s = back.series["r%uDC00"]["t%uD800"]
     assert s.metadata.display_name == "shown%uD800" and s.metadata.description == "about%uDFFF"
+
+
+def test_hostile_experiment_does_not_cost_its_siblings(tmp_path, capsys):
+    """tbdev-export over a root: one experiment full of traps, one intact; both converted."""
+    root = tmp_path / "root"
+    shutil.copytree(EXPORT, root / EXPORT.name)
+    bad = root / "experiment_ZZZZZZZZZZZZZZZZZZZZZZ"
+    shutil.copytree(EXPORT, bad)
+    (bad / "metadata.json").write_text('{"name": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    (bad / "blob_sequences.json").unlink()
+    os.mkfifo(bad / "blob_sequences.json")
+    with open(bad / "scalars.json", "a") as f:
+        f.write(json.dumps(scalar_line("big", steps=(2**64 - 1,)), separators=(",", ":")) + "\n")
+        f.write(json.dumps(scalar_line("compact"), separators=(",", ":")) + "\n")
+    os.mkfifo(root / "scalars_fifo.json")                     # an old-layout file that is a FIFO
+    with deadline(60, "tbdev-export of a hostile root"):
+        code = main(["tbdev-export", str(root), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert code == 0, err
+    assert (tmp_path / "out" / "ZZZZZZZZZZZZZZZZZZZZZZ" / "compact").is_dir()
+    assert (tmp_path / "out" / EXPORT.name[len("experiment_"):]).is_dir()
+    good = load(tmp_path / "out" / EXPORT.name[len("experiment_"):])
+    assert not good.report.lost
