@@ -27,25 +27,30 @@ from tbconvert.formats.tbdev import regular
 _SCALAR_LINE = re.compile(
     rb'\{"points": \{"steps": \[([^\]]*)\], "values": \[([^\]]*)\], '
     rb'"wall_times": \[([^\]]*)\]\}, ')
-# Exactly the JSON number grammar (plus the exporter's NaN/Infinity tokens), so the fast path
-# never accepts what json would refuse (``01``, ``+1``, ``.5``, ``inf``, ``1.2.3``).
-_INT = rb"-?(?:0|[1-9][0-9]*)"
-_FLOAT = _INT + rb"(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|NaN|-?Infinity"
-_WS = rb"[ \t\r\n]*"
-_INT_LIST = re.compile(_WS + _INT + _WS + rb"(?:," + _WS + _INT + _WS + rb")*")
-_FLOAT_LIST = re.compile(_WS + rb"(?:" + _FLOAT + rb")" + _WS + rb"(?:," + _WS + rb"(?:"
-                         + _FLOAT + rb")" + _WS + rb")*")
+_INT_CHARS = b"0123456789-, \t\r\n"
+_FLOAT_CHARS = b"0123456789-+.eE, \t\r\n"
 _I64 = np.iinfo(np.int64)
 
 
-def _numbers(text: bytes, dtype, grammar) -> np.ndarray | None:
+def _numbers(text: bytes, dtype, allowed: bytes) -> np.ndarray | None:
+    """The list's numbers, or None for anything numpy might read differently from json.
+
+    numpy reads lowercase ``inf``/``nan`` and ``infinity``, json does not: only the
+    exporter's ``NaN``/``Infinity`` tokens pass, every other letter but an exponent's
+    ``e`` sends the line to json. numpy refuses what it cannot read to the end
+    (``1.2.3``, ``1e``, ``1 2``). It is more lenient than json only about spellings
+    that have one obvious value (``+1``, ``01``, ``.5``, ``5.``), which no exporter wrote.
+    """
     if not text.strip():
         return np.zeros(0, dtype)
-    if grammar.fullmatch(text) is None:
-        return None
     if dtype is np.float64:
+        bare = text.replace(b"-Infinity", b"").replace(b"Infinity", b"").replace(b"NaN", b"")
+        if bare.translate(None, allowed):
+            return None
         text = text.replace(b"-Infinity", b"-inf").replace(b"Infinity", b"inf") \
             .replace(b"NaN", b"nan")
+    elif text.translate(None, allowed):
+        return None
     try:
         arr = np.fromstring(text, dtype=dtype, sep=",")
     except ValueError:
@@ -62,11 +67,11 @@ def scalar_line(raw: bytes):
     m = _SCALAR_LINE.match(raw)
     if m is None:
         return None
-    steps = _numbers(m.group(1), np.int64, _INT_LIST)
+    steps = _numbers(m.group(1), np.int64, _INT_CHARS)
     if steps is None:
         return None
-    values = _numbers(m.group(2), np.float64, _FLOAT_LIST)
-    walls = _numbers(m.group(3), np.float64, _FLOAT_LIST)
+    values = _numbers(m.group(2), np.float64, _FLOAT_CHARS)
+    walls = _numbers(m.group(3), np.float64, _FLOAT_CHARS)
     if values is None or walls is None:
         return None
     try:
