@@ -436,3 +436,18 @@ def test_hostile_experiment_does_not_cost_its_siblings(tmp_path, capsys):
     assert (tmp_path / "out" / EXPORT.name[len("experiment_"):]).is_dir()
     good = load(tmp_path / "out" / EXPORT.name[len("experiment_"):])
     assert not good.report.lost
+
+
+def test_summary_metadata_strings_that_are_not_utf8_keep_the_series(tmp_path):
+    # display_name "a" + the CESU-8 bytes of a lone surrogate: protobuf refuses the message
+    raw = b"\x0a\x09\x0a\x07scalars\x12\x04a\xed\xa0\x80\x1a\x01d\x20\x01"
+    line = scalar_line("r")
+    line["summary_metadata"] = base64.b64encode(raw).decode()
+    exp = small_export(tmp_path, scalars=[line, scalar_line("good")])
+    loaded = load(exp)
+    md = loaded.series["r"]["loss"].metadata
+    assert (md.plugin_name, md.display_name, md.description) == ("scalars", "a%uDCED%uDCA0%uDC80",
+                                                                 "d")
+    assert kinds(loaded.report) == {"text_escaped": 1}
+    tbconvert.convert(exp, tmp_path / "out", to_format="tfevents")
+    assert load(tmp_path / "out").series["r"]["loss"].metadata.display_name == md.display_name

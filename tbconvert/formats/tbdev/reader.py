@@ -26,7 +26,7 @@ import numpy as np
 from tbconvert import budget
 from tbconvert.errors import CorruptDataError, FormatError, UsageError
 from tbconvert.formats.base import Options, Reader
-from tbconvert.formats.tbdev import fastparse, layout, regular, text
+from tbconvert.formats.tbdev import fastparse, layout, regular, text, wire
 from tbconvert.formats.tbdev.payloads import _BadLine, _Chunk, _Entry, PayloadMixin
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
@@ -102,6 +102,11 @@ def _column(points: dict, key: str, kinds: str, dtype, what: str) -> np.ndarray:
 
 def decode_metadata(b64: str) -> Metadata:
     """``summary_metadata`` (standard base64 of a SummaryMetadata proto) -> Metadata."""
+    return _decode_metadata(b64)[0]
+
+
+def _decode_metadata(b64: str) -> tuple[Metadata, bool]:
+    """The Metadata, and whether strings that were not UTF-8 had to be escaped."""
     from google.protobuf.message import DecodeError
     from tensorboard.compat.proto import summary_pb2
 
@@ -111,16 +116,21 @@ def decode_metadata(b64: str) -> Metadata:
         raise _BadLine("summary_metadata is not valid base64") from None
     try:
         md = summary_pb2.SummaryMetadata.FromString(raw)
+        fields = (md.plugin_data.plugin_name, bytes(md.plugin_data.content), md.display_name,
+                  md.summary_description, int(md.data_class))
+        escaped = False
     except DecodeError:
-        raise _BadLine("summary_metadata is not a SummaryMetadata proto") from None
+        escaped = True
+        try:
+            fields = wire.summary_metadata(raw)   # strings that are not UTF-8: kept escaped
+        except wire.WireError:
+            raise _BadLine("summary_metadata is not a SummaryMetadata proto") from None
     try:
-        data_class = DataClass(int(md.data_class))
+        data_class = DataClass(fields[4])
     except ValueError:
         data_class = DataClass.UNKNOWN
-    return Metadata(plugin_name=md.plugin_data.plugin_name,
-                    plugin_content=bytes(md.plugin_data.content),
-                    display_name=md.display_name, description=md.summary_description,
-                    data_class=data_class)
+    return Metadata(plugin_name=fields[0], plugin_content=fields[1], display_name=fields[2],
+                    description=fields[3], data_class=data_class), escaped
 
 
 class TbdevReader(PayloadMixin, Reader):
@@ -365,7 +375,11 @@ class TbdevReader(PayloadMixin, Reader):
         md = self._metadata_cache.get(key)
         if md is not None:
             return md
-        md = decode_metadata(b64)
+        md, escaped = _decode_metadata(b64)
+        if escaped:
+            self.report.add("text_escaped", f"{entry.file}:{entry.line_no}: {run}/{tag}: summary "
+                            "metadata holds text that is not UTF-8; kept with the bad bytes "
+                            "spelled as %uXXXX", path=entry.file, run=run, tag=tag, lost=False)
         expected = _CLASS_OF_KIND[entry.kind]
         if md.data_class != expected:
             if md.data_class != DataClass.UNKNOWN:
