@@ -277,8 +277,10 @@ def test_bad_npy_headers_cost_their_point(tmp_path, header):
 def test_long_path_and_symlink_loop_are_reported(tmp_path):
     exp = small_export(tmp_path, scalars=[scalar_line("good")],
                        tensors=[tensor_line("t", "tensors/" + "x" * 5000 + ".npz"),
-                                tensor_line("t2", "tensors/" + "/".join(["y" * 200] * 20))],
-                       blobs=[blob_line("b", ["blobs/loop.bin", "blobs/ok.bin"])])
+                                tensor_line("t2", "tensors/" + "/".join(["y" * 200] * 20)),
+                                tensor_line("t3", "tensors/" + "z" * 3000 + ".npz")],
+                       blobs=[blob_line("b", ["blobs/loop.bin", "blobs/ok.bin",
+                                              "blobs/" + "w" * 3000])])
     os.symlink("loop.bin", exp / "blobs" / "loop.bin")
     (exp / "blobs" / "ok.bin").write_bytes(b"data")
     loaded = load(exp)
@@ -286,8 +288,10 @@ def test_long_path_and_symlink_loop_are_reported(tmp_path):
     text = messages(loaded.report)
     assert "a path of 5012 characters" in text
     assert "is a symlink loop" in text
+    assert "is a name too long for the file system" in text                 # t3
+    assert "cannot be read: a name too long for the file system" in text    # the third blob
     seq = next(loaded.series["b"]["img"].sequences())
-    assert list(seq) == [None, b"data"]                           # the hole keeps its position
+    assert list(seq) == [None, b"data", None]                           # the hole keeps its position
 
 
 def test_lone_surrogates_are_escaped_and_every_format_writes(tmp_path):
