@@ -137,6 +137,8 @@ def main(argv: list[str]) -> None:
     args = list(argv)
     if not any(a.startswith("-max_len=") for a in args):
         args.insert(1, "-max_len=65536")
+    if not any(a.startswith("-len_control=") for a in args):
+        args.insert(1, "-len_control=0")   # the npz seeds are kilobytes: mutate them whole
     corpus = [a for a in args[1:] if not a.startswith("-")]
     for c in corpus:
         Path(c).mkdir(parents=True, exist_ok=True)
