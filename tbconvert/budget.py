@@ -11,6 +11,7 @@ names the file and offset, and costs only the record or file that holds it.
 from __future__ import annotations
 
 import json
+import os
 
 from tbconvert.errors import CorruptDataError
 
@@ -27,6 +28,13 @@ INFLATE_RATIO = 1100          # deflate's own ceiling is about 1032:1
 MAX_JSON_DEPTH = 64
 # Run and tag names, in characters.
 MAX_NAME_CHARS = 16_384
+# Relative file paths named by data (an export's tensor and blob paths): Linux's PATH_MAX.
+MAX_PATH_CHARS = 4096
+# One blob file of an export. The uploader refused blobs over 10 MiB unless the server raised
+# its limit; a blob is held in memory whole, so a file past this is a hole, not data.
+MAX_BLOB_BYTES = 1 << 30
+# Share of physical memory the inflated members of one archive may take together.
+INFLATE_MEMORY_SHARE = 4
 
 
 def check_dims(shape, where: str) -> None:
@@ -49,6 +57,22 @@ def check_expansion(decoded_bytes: int, encoded_bytes: int, where: str) -> None:
 def inflate_allowance(file_bytes: int) -> int:
     """Total bytes the compressed members of a file of ``file_bytes`` may inflate to."""
     return INFLATE_BASE + INFLATE_RATIO * max(0, int(file_bytes))
+
+
+def memory_allowance() -> int:
+    """Bytes one archive's inflated members may take together: a share of physical memory."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        physical = 0
+    if physical <= 0:
+        physical = 4 << 30
+    return max(EXPANSION_BASE, physical // INFLATE_MEMORY_SHARE)
+
+
+def inflate_limit(file_bytes: int) -> int:
+    """Total bytes an archive of ``file_bytes`` may inflate to: its allowance, capped by memory."""
+    return min(inflate_allowance(file_bytes), memory_allowance())
 
 
 def json_depth(obj) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,9 +48,23 @@ def b64encode(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+# ``%.6f`` of a wall time: 17 characters for any date in the next millennia. A wall time of
+# 1e300 would make a 300-character name, more than file systems allow.
+MAX_TIME_NAME_CHARS = 32
+
+
+def tensor_file_base(first_wall_time: float) -> tuple[str, bool]:
+    """The exporter's ``%.6f`` name stem, and False when that is too long and the shortest
+    exact spelling of the number (``1e+300``) is used instead."""
+    base = "%.6f" % first_wall_time
+    if len(base) <= MAX_TIME_NAME_CHARS:
+        return base, True
+    return repr(float(first_wall_time)), False
+
+
 def tensor_file_name(first_wall_time: float, taken: set[str]) -> str:
     """``<wall time %.6f>.npz``, with ``_1``, ``_2``... on collision (the exporter's naming)."""
-    base = "%.6f" % first_wall_time
+    base, _ = tensor_file_base(first_wall_time)
     name, n = f"{base}.npz", 0
     while name in taken:
         n += 1
@@ -95,15 +110,25 @@ class Source:
         return None if self.old_layout else self.path / METADATA
 
 
+def _is_marker(path: Path) -> bool:
+    """Something other than a directory is there. A FIFO or a broken link named
+    ``scalars.json`` still marks an export: the reader then reports it as unreadable
+    instead of the export being silently passed over."""
+    try:
+        return os.path.lexists(path) and not path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def is_old_scalars_file(path: Path) -> bool:
-    return path.is_file() and OLD_SCALARS_RE.fullmatch(path.name) is not None
+    return OLD_SCALARS_RE.fullmatch(path.name) is not None and _is_marker(path)
 
 
 def is_experiment_dir(path: Path) -> bool:
     """A directory holding an experiment's metadata.json or one of its JSON files."""
     try:
         return path.is_dir() and any(
-            (path / name).is_file() for name in (METADATA, SCALARS, TENSORS, BLOB_SEQUENCES))
+            _is_marker(path / name) for name in (METADATA, SCALARS, TENSORS, BLOB_SEQUENCES))
     except OSError:
         return False
 

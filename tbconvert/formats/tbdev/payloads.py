@@ -9,22 +9,25 @@ archives are reported and never crash; pickled archives are refused unless
 
 from __future__ import annotations
 
+import errno
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from tbconvert import dtypes as tfdt
 from tbconvert.errors import UnsupportedError
-from tbconvert.formats.tbdev import fastparse, layout
+from tbconvert import budget
+from tbconvert.formats.tbdev import fastparse, layout, regular
 from tbconvert.model import BlobSequenceSeries, Metadata, TensorSeries
 from tbconvert.names import is_within
-from tbconvert import sourcefiles
 
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+# Tensors handed over in one TensorSeries: a large npz streams through in pieces of this size.
+TENSOR_CHUNK_BYTES = 64 << 20
 
 
 class _BadLine(ValueError):
@@ -40,6 +43,7 @@ class _Entry:
     line_no: int
     offset: int
     length: int
+    run: str = ""      # the run as the line spells it (before any renaming)
 
 
 @dataclass
@@ -84,51 +88,120 @@ class PayloadMixin:
 
     def _resolve(self, rel: str, chunk: _Chunk, run: str) -> Path | None:
         """A tensor/blob path from the JSON, only if it stays inside the experiment."""
+        where = f"{chunk.where}: {run}/{chunk.tag}"
+        if len(rel) > budget.MAX_PATH_CHARS:
+            self.report.add("bad_path", f"{where}: a path of {len(rel)} characters (at most "
+                            f"{budget.MAX_PATH_CHARS} are read); treated as missing",
+                            path=chunk.entry.file, run=run, tag=chunk.tag)
+            return None
         norm = rel.replace("\\", "/")
         parts = [p for p in norm.split("/") if p not in ("", ".")]
         root = self.source.root
-        if norm.startswith("/") or _DRIVE_RE.match(norm) or ".." in parts or not parts:
-            path = None
-        else:
+        path = None
+        if not (norm.startswith("/") or _DRIVE_RE.match(norm) or ".." in parts or not parts
+                or "\x00" in norm):
             path = root.joinpath(*parts)
-            if not is_within(root, path):
+            try:
+                inside = is_within(root, path)
+            except (OSError, RuntimeError, ValueError) as exc:
+                # RuntimeError: pathlib's word for a symlink loop
+                why = ("is a symlink loop" if isinstance(exc, RuntimeError)
+                       else f"cannot be resolved ({getattr(exc, 'strerror', None) or exc})")
+                self.report.add("bad_path", f"{where}: path {rel!r:.200} {why}; treated as "
+                                "missing", path=chunk.entry.file, run=run, tag=chunk.tag)
+                return None
+            if not inside:
                 path = None
         if path is None:
-            self.report.add("unsafe_path", f"{chunk.where}: {run}/{chunk.tag}: path {rel!r} "
-                            "points outside the export; treated as missing",
-                            path=chunk.entry.file, run=run, tag=chunk.tag)
+            self.report.add("unsafe_path", f"{where}: path {rel!r:.200} points outside the "
+                            "export; treated as missing", path=chunk.entry.file, run=run,
+                            tag=chunk.tag)
         return path
 
-    def _tensors(self, run: str, chunk: _Chunk) -> TensorSeries | None:
+    def _tensors(self, run: str, chunk: _Chunk) -> Iterator[TensorSeries]:
+        """The chunk's points as one or more TensorSeries (at most ``TENSOR_CHUNK_BYTES`` of
+        tensors each), inflating one npz member at a time."""
         n = len(chunk.steps)
-        common = dict(run=run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
-                      wall_times=chunk.wall_times, hidden=None)
         if chunk.payload is None:
             if n == 0:
-                return TensorSeries(**common, dtypes=np.zeros(0, np.int32), tensors=())
-            return self._lose_tensors(run, chunk, "tensors_file_path is null", "missing_tensors")
+                yield self._tensor_series(run, chunk, [], [], [])
+            else:
+                self._lose_tensors(run, chunk, "tensors_file_path is null", "missing_tensors")
+            return
         path = self._resolve(chunk.payload, chunk, run)
         if path is None:
-            return self._lose_tensors(run, chunk, None, "missing_tensors")
-        if not path.is_file():
-            return self._lose_tensors(run, chunk, f"{path} does not exist", "missing_tensors")
+            return
+        kind = regular.kind_of(path)
+        if kind is not None:
+            why = "does not exist" if kind == "missing" else f"is {kind}"
+            self._lose_tensors(run, chunk, f"{path} {why}", "missing_tensors")
+            return
         try:
-            arrays = self._load_npz(path)
-        except _BadLine as exc:
-            return self._lose_tensors(run, chunk, f"{path}: {exc}", "corrupt_tensor_file")
-        if len(arrays) != n:
-            return self._lose_tensors(run, chunk, f"{path} holds {len(arrays)} tensors for {n} "
-                                      "steps; the whole chunk is left out rather than "
-                                      "truncated", "tensor_count_mismatch")
-        codes, tensors = [], []
-        for arr in arrays:
+            fh = regular.open_regular(path)
+        except OSError as exc:
+            self._lose_tensors(run, chunk, f"{path}: cannot read ({regular.reason(exc)})",
+                               "missing_tensors")
+            return
+        with fh:
             try:
+                npz = self._open_npz(fh, path)
+            except _BadLine as exc:
+                self._lose_tensors(run, chunk, f"{path}: {exc}", "corrupt_tensor_file")
+                return
+            try:
+                if len(npz) != n:
+                    damage = self._first_damage(npz, path)
+                    if damage is not None:   # the more useful of the two reasons
+                        self._lose_tensors(run, chunk, f"{path}: {damage}",
+                                           "corrupt_tensor_file")
+                        return
+                    self._lose_tensors(run, chunk, f"{path} holds {len(npz)} tensors for {n} "
+                                       "steps; the whole chunk is left out rather than "
+                                       "truncated", "tensor_count_mismatch")
+                    return
+                yield from self._stream_tensors(run, chunk, path, npz)
+            finally:
+                npz.close()
+
+    def _stream_tensors(self, run: str, chunk: _Chunk, path: Path, npz) -> Iterator[TensorSeries]:
+        index, codes, tensors, held = [], [], [], 0
+        bad: dict[str, list[int]] = {}
+        for i in range(len(npz)):
+            try:
+                arr = self._member(npz, i, path)
                 code, value = _numpy_to_model(arr)
-            except tfdt.TensorDecodeError as exc:
-                return self._lose_tensors(run, chunk, f"{path}: {exc}", "unsupported_tensor")
+            except (_BadLine, tfdt.TensorDecodeError) as exc:
+                bad.setdefault(str(exc), []).append(i)
+                continue
+            index.append(i)
             codes.append(code)
             tensors.append(value)
-        return TensorSeries(**common, dtypes=np.asarray(codes, np.int32), tensors=tuple(tensors))
+            held += getattr(value, "nbytes", 0) + 64
+            if held >= TENSOR_CHUNK_BYTES:
+                yield self._tensor_series(run, chunk, index, codes, tensors)
+                index, codes, tensors, held = [], [], [], 0
+        if index:
+            yield self._tensor_series(run, chunk, index, codes, tensors)
+        for why, points in bad.items():
+            self.report.add("corrupt_tensor", f"{chunk.where}: {run}/{chunk.tag}: {path}: "
+                            f"{why}; {len(points)} point(s) lost (first: step "
+                            f"{int(chunk.steps[points[0]])}), the others are kept",
+                            path=chunk.entry.file, run=run, tag=chunk.tag, count=len(points))
+
+    def _first_damage(self, npz, path: Path) -> str | None:
+        for i in range(len(npz)):
+            try:
+                self._member(npz, i, path)
+            except _BadLine as exc:
+                return str(exc)
+        return None
+
+    def _tensor_series(self, run: str, chunk: _Chunk, index, codes, tensors) -> TensorSeries:
+        take = np.asarray(index, dtype=np.intp)
+        return TensorSeries(run=run, tag=chunk.tag, metadata=chunk.metadata,
+                            steps=chunk.steps[take], wall_times=chunk.wall_times[take],
+                            hidden=None, dtypes=np.asarray(codes, np.int32),
+                            tensors=tuple(tensors))
 
     def _lose_tensors(self, run, chunk: _Chunk, why, kind) -> None:
         n = len(chunk.steps)
@@ -137,30 +210,34 @@ class PayloadMixin:
                             path=chunk.entry.file, run=run, tag=chunk.tag, count=n)
         return None
 
-    def _load_npz(self, path: Path) -> list[np.ndarray]:
-        try:
-            with sourcefiles.open_binary(path) as f:
-                magic = f.read(4)
-        except OSError as exc:
-            raise _BadLine(f"cannot read ({exc.strerror or exc})") from None
+    def _open_npz(self, fh, path: Path):
+        magic = fh.read(4)
         if magic not in _ZIP_MAGIC:
             raise _BadLine("not an npz archive")
+        fh.seek(0)
         try:
-            return fastparse.read_npz(path, self.options.allow_pickle, layout.ARR_RE)
+            return fastparse.Npz(fh, regular.size_of(fh), layout.ARR_RE)
+        except fastparse.MEMBER_ERRORS as exc:
+            raise _BadLine(f"unreadable npz ({exc})") from None
+
+    def _member(self, npz, i: int, path: Path) -> np.ndarray:
+        try:
+            return npz.array(i, self.options.allow_pickle)
         except fastparse.PickledDataError:
             raise UnsupportedError(
                 f"{path}: holds pickled string tensors (a TensorBoard 2.3 export); "
                 "unpickling can run code from the file, so it is off by default. If you "
                 "trust this export, rerun with --allow-pickle") from None
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-            raise _BadLine(f"unreadable npz ({exc})") from None
+        except fastparse.MEMBER_ERRORS as exc:
+            raise _BadLine(f"arr_{i}: unreadable ({exc})") from None
         except Exception as exc:  # unpickling with --allow-pickle can raise anything
             if self.options.allow_pickle:
-                raise _BadLine(f"unreadable npz ({type(exc).__name__}: {exc})") from None
+                raise _BadLine(f"arr_{i}: unreadable ({type(exc).__name__}: {exc})") from None
             raise
 
     def _blobs(self, run: str, chunk: _Chunk) -> BlobSequenceSeries:
-        nulls = missing = 0
+        nulls = 0
+        problems: dict[str, list] = {}   # why -> [count, first path]
         sequences = []
         for seq in chunk.payload:
             out = []
@@ -173,9 +250,13 @@ class PayloadMixin:
                 data = None
                 if path is not None:
                     try:
-                        data = sourcefiles.read_bytes(path)
-                    except OSError:
-                        missing += 1
+                        data = regular.read_regular(path, limit=budget.MAX_BLOB_BYTES)
+                    except OSError as exc:
+                        if isinstance(exc, regular.NotRegularFile) or exc.errno == errno.EFBIG:
+                            why = str(exc.strerror)
+                        else:
+                            why = regular.reason(exc)
+                        problems.setdefault(why, [0, rel])[0] += 1
                 out.append(data)
             sequences.append(out)
         where = f"{chunk.where}: {run}/{chunk.tag}"
@@ -184,10 +265,11 @@ class PayloadMixin:
                             "(never uploaded, too large, or the download failed); kept as holes "
                             "in the same positions", path=chunk.entry.file, run=run,
                             tag=chunk.tag, count=nulls)
-        if missing:
-            self.report.add("missing_blob", f"{where}: {missing} blob file(s) do not exist; kept "
-                            "as holes in the same positions", path=chunk.entry.file, run=run,
-                            tag=chunk.tag, count=missing)
+        for why, (count, first) in problems.items():
+            what = "do not exist" if why == "does not exist" else f"cannot be read: {why}"
+            self.report.add("missing_blob", f"{where}: {count} blob file(s) {what} (first: "
+                            f"{first!r:.200}); kept as holes in the same positions", path=chunk.entry.file, run=run,
+                            tag=chunk.tag, count=count)
         return BlobSequenceSeries.from_sequences(
             run=run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
             wall_times=chunk.wall_times, hidden=None, sequences=sequences)

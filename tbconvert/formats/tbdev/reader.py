@@ -17,34 +17,60 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from tbconvert.errors import FormatError, UsageError
+from tbconvert import budget
+from tbconvert.errors import CorruptDataError, FormatError, UsageError
 from tbconvert.formats.base import Options, Reader
-from tbconvert.formats.tbdev import fastparse, layout
+from tbconvert.formats.tbdev import fastparse, layout, regular, text, wire
 from tbconvert.formats.tbdev.payloads import _BadLine, _Chunk, _Entry, PayloadMixin
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
-from tbconvert import sourcefiles
 
 _CLASS_OF_KIND = {"scalars": DataClass.SCALAR, "tensors": DataClass.TENSOR,
                   "blobs": DataClass.BLOB_SEQUENCE}
-_RUN_KEY = b'"run": '
+# The end of a line as the exporter wrote it: sorted keys, so the top-level "run",
+# "summary_metadata" and "tag" follow the points object. Only strings sit between its
+# first "}" and the closing one, so in a valid line this "run" is the top-level one.
+_EXPORTER_TAIL = re.compile(
+    rb'\}, "run": ("(?:[^"\\\x00-\x1f]|\\.)*"), "summary_metadata": "[A-Za-z0-9+/=]*", '
+    rb'"tag": "(?:[^"\\\x00-\x1f]|\\.)*"\}\r?\n?\Z', re.S)
+_TAIL_START = b'}, "run": '
 
 
-def _peek_run(raw: bytes) -> str | None:
-    """The ``run`` value of a line without parsing its (possibly huge) points."""
-    pos = raw.rfind(_RUN_KEY)
-    if pos < 0:
-        return None
+def _line_run(raw: bytes, where: str) -> str:
+    """The top-level ``run`` of a line, without parsing its points when it has the exporter's
+    shape; otherwise the whole line is parsed. Raises :class:`_BadLine` saying why not."""
+    if raw.startswith(b'{"points": '):
+        pos = raw.rfind(_TAIL_START)
+        m = _EXPORTER_TAIL.match(raw, pos) if pos > 0 else None
+        if m is not None:
+            try:
+                return json.loads(m.group(1))
+            except (ValueError, RecursionError):
+                pass
+    obj = _loads_line(raw, where)
+    run = obj.get("run")
+    if not isinstance(run, str):
+        raise _BadLine("line has no string 'run'")
+    return run
+
+
+def _loads_line(raw: bytes, where: str) -> dict:
     try:
-        value, _ = json.JSONDecoder().raw_decode(raw[pos + len(_RUN_KEY):].decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, str) else None
+        obj = budget.loads_json(raw, where)
+    except CorruptDataError as exc:
+        raise _BadLine(str(exc)[len(where) + 2:]) from None
+    if not isinstance(obj, dict):
+        raise _BadLine("line is not a JSON object")
+    return obj
+
+
+_I64_MAX = np.iinfo(np.int64).max
 
 
 def _column(points: dict, key: str, kinds: str, dtype, what: str) -> np.ndarray:
@@ -59,6 +85,13 @@ def _column(points: dict, key: str, kinds: str, dtype, what: str) -> np.ndarray:
         arr = np.asarray(values)
     except (ValueError, TypeError, OverflowError):
         raise _BadLine(f"points.{key} holds values that are not {what}") from None
+    if dtype is np.int64 and arr.ndim == 1 and arr.dtype.kind in "uO":
+        # numpy reads 2**63 .. 2**64-1 as uint64 and larger ones as objects; casting would
+        # wrap them to negative numbers, so they are refused with their value named
+        bad = [v for v in values if type(v) is int and not -_I64_MAX - 1 <= v <= _I64_MAX]
+        if bad:
+            raise _BadLine(f"points.{key} holds {bad[0]}, outside the 64-bit range "
+                           f"TensorBoard keeps ({len(bad)} such value(s))")
     if arr.ndim != 1 or arr.dtype.kind not in kinds:
         raise _BadLine(f"points.{key} holds values that are not {what}")
     try:
@@ -69,6 +102,11 @@ def _column(points: dict, key: str, kinds: str, dtype, what: str) -> np.ndarray:
 
 def decode_metadata(b64: str) -> Metadata:
     """``summary_metadata`` (standard base64 of a SummaryMetadata proto) -> Metadata."""
+    return _decode_metadata(b64)[0]
+
+
+def _decode_metadata(b64: str) -> tuple[Metadata, bool]:
+    """The Metadata, and whether strings that were not UTF-8 had to be escaped."""
     from google.protobuf.message import DecodeError
     from tensorboard.compat.proto import summary_pb2
 
@@ -78,16 +116,21 @@ def decode_metadata(b64: str) -> Metadata:
         raise _BadLine("summary_metadata is not valid base64") from None
     try:
         md = summary_pb2.SummaryMetadata.FromString(raw)
+        fields = (md.plugin_data.plugin_name, bytes(md.plugin_data.content), md.display_name,
+                  md.summary_description, int(md.data_class))
+        escaped = False
     except DecodeError:
-        raise _BadLine("summary_metadata is not a SummaryMetadata proto") from None
+        escaped = True
+        try:
+            fields = wire.summary_metadata(raw)   # strings that are not UTF-8: kept escaped
+        except wire.WireError:
+            raise _BadLine("summary_metadata is not a SummaryMetadata proto") from None
     try:
-        data_class = DataClass(int(md.data_class))
+        data_class = DataClass(fields[4])
     except ValueError:
         data_class = DataClass.UNKNOWN
-    return Metadata(plugin_name=md.plugin_data.plugin_name,
-                    plugin_content=bytes(md.plugin_data.content),
-                    display_name=md.display_name, description=md.summary_description,
-                    data_class=data_class)
+    return Metadata(plugin_name=fields[0], plugin_content=fields[1], display_name=fields[2],
+                    description=fields[3], data_class=data_class), escaped
 
 
 class TbdevReader(PayloadMixin, Reader):
@@ -122,16 +165,24 @@ class TbdevReader(PayloadMixin, Reader):
     def _read_metadata(self) -> Experiment:
         exp_id = self.source.experiment_id
         path = self.source.metadata_file
-        if path is None or not path.is_file():
+        if path is None or not regular.exists(path):
             return Experiment(experiment_id=exp_id)
         try:
-            data = json.loads(sourcefiles.read_bytes(path))
+            data = budget.loads_json(regular.read_regular(path), str(path))
             if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, OSError) as exc:
-            self.report.add("bad_metadata", f"{path}: unreadable ({exc}); experiment name, "
+                raise CorruptDataError(f"{path}: not a JSON object")
+        except (CorruptDataError, OSError) as exc:
+            why = (str(exc)[len(str(path)) + 2:] if isinstance(exc, CorruptDataError)
+                   else regular.reason(exc))
+            self.report.add("bad_metadata", f"{path}: unreadable ({why}); experiment name, "
                             "description and times are lost", path=path)
             return Experiment(experiment_id=exp_id)
+        clean = text.escape_all(data)
+        if clean != data:
+            self.report.add("text_escaped", f"{path}: lone UTF-16 surrogates (text no file "
+                            "format can store) are kept spelled as %uXXXX",
+                            path=path, lost=False)
+        data = clean
         facts = {}
         for key in layout.METADATA_KEYS:
             value = data.get(key, "")
@@ -152,13 +203,13 @@ class TbdevReader(PayloadMixin, Reader):
         renamed: set[str] = set()
         for kind in layout.KINDS:
             path = self.source.json_file(kind)
-            if path is None or not path.is_file():
+            if path is None or not regular.exists(path):
                 continue
             try:
-                f = sourcefiles.open_binary(path)
+                f = regular.open_regular(path)
             except OSError as exc:
-                self.report.add("unreadable_file", f"{path}: cannot read ({exc.strerror or exc})",
-                                path=path)
+                self.report.add("unreadable_file", f"{path}: cannot read ({regular.reason(exc)}); "
+                                "the series it holds are lost", path=path)
                 continue
             with f:
                 offset = 0
@@ -166,32 +217,40 @@ class TbdevReader(PayloadMixin, Reader):
                     start, offset = offset, offset + len(raw)
                     if not raw.strip():
                         continue
-                    run = _peek_run(raw)
-                    if run is None:
-                        self._report_bad_raw(path, line_no, raw)
+                    try:
+                        run = _line_run(raw, f"{path}:{line_no}")
+                    except _BadLine as exc:
+                        self._report_bad_raw(path, line_no, raw, str(exc))
                         continue
-                    name = run.replace("\\", "/")
-                    if name != run and run not in renamed:
-                        renamed.add(run)
-                        self.report.add("run_renamed", f"{path}:{line_no}: run {run!r} uses "
-                                        f"Windows separators; read as {name!r}", path=path,
-                                        run=name, lost=False)
-                    runs.setdefault(name, []).append(_Entry(kind, path, line_no, start, len(raw)))
+                    name = self._run_name(run, path, line_no, renamed)
+                    if name is None:
+                        continue
+                    runs.setdefault(name, []).append(
+                        _Entry(kind, path, line_no, start, len(raw), run))
         return runs
 
-    def _report_bad_raw(self, path: Path, line_no: int, raw: bytes) -> None:
-        truncated = not raw.endswith(b"\n")
-        try:
-            obj = json.loads(raw)
-            reason = "has no string 'run'" if isinstance(obj, dict) else "is not a JSON object"
-        except ValueError as exc:  # UnicodeDecodeError has no .msg
-            reason = f"is not valid JSON ({getattr(exc, 'msg', exc)})"
-        if truncated:
+    def _run_name(self, run: str, path: Path, line_no: int, renamed: set) -> str | None:
+        """The model's name for an exported run (``\\`` read as ``/``, surrogates escaped)."""
+        if len(run) > budget.MAX_NAME_CHARS:
+            self.report.add("bad_line", f"{path}:{line_no}: a run name of {len(run)} characters "
+                            f"(at most {budget.MAX_NAME_CHARS} are read); line skipped", path=path)
+            return None
+        name = text.escape(run.replace("\\", "/"))
+        if name != run and run not in renamed:
+            renamed.add(run)
+            why = ("uses Windows separators" if text.escape(run) == run
+                   else "holds lone UTF-16 surrogates")
+            self.report.add("run_renamed", f"{path}:{line_no}: run {run!r} {why}; read as "
+                            f"{name!r}", path=path, run=name, lost=False)
+        return name
+
+    def _report_bad_raw(self, path: Path, line_no: int, raw: bytes, reason: str) -> None:
+        if not raw.endswith(b"\n"):
             self.report.add("truncated_line", f"{path}:{line_no}: the last line is cut off "
                             "(interrupted export); the series on it is lost, the rest is kept",
                             path=path)
         else:
-            self.report.add("bad_line", f"{path}:{line_no}: line {reason}; skipped", path=path)
+            self.report.add("bad_line", f"{path}:{line_no}: {reason}; skipped", path=path)
 
     # -- run pass -----------------------------------------------------------------------
 
@@ -217,11 +276,17 @@ class TbdevReader(PayloadMixin, Reader):
         for entry in entries:
             f = open_files.get(entry.file)
             if f is None:
-                f = open_files[entry.file] = sourcefiles.open_binary(entry.file)
+                try:
+                    f = open_files[entry.file] = regular.open_regular(entry.file)
+                except OSError as exc:   # replaced since the index pass
+                    self.report.add("unreadable_file", f"{entry.file}: cannot read again "
+                                    f"({regular.reason(exc)}); run {run!r} loses its lines "
+                                    "there", path=entry.file, run=run)
+                    return tags
             f.seek(entry.offset)
             raw = f.read(entry.length)
             try:
-                chunk = self._parse_line(entry, raw)
+                chunk = self._parse_line(entry, raw, run)
             except _BadLine as exc:
                 if not raw.endswith(b"\n"):
                     self.report.add("truncated_line", f"{entry.file}:{entry.line_no}: the last "
@@ -249,27 +314,34 @@ class TbdevReader(PayloadMixin, Reader):
             chunks.append(chunk)
         return tags
 
-    def _parse_line(self, entry: _Entry, raw: bytes) -> _Chunk | None:
+    def _parse_line(self, entry: _Entry, raw: bytes, run: str) -> _Chunk | None:
         fast = fastparse.scalar_line(raw) if entry.kind == "scalars" else None
         if fast is not None:
             obj, steps, values, walls = fast
             points = {"steps": [], "values": [], "wall_times": []}  # checked below, then replaced
         else:
-            try:
-                obj = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise _BadLine(f"not valid JSON ({getattr(exc, 'msg', exc)})") from None
-            if not isinstance(obj, dict):
-                raise _BadLine("not a JSON object")
+            obj = _loads_line(raw, f"{entry.file}:{entry.line_no}")
             points = obj.get("points")
+        if obj.get("run") != entry.run:
+            raise _BadLine("the line's 'run' reads differently when the whole line is parsed "
+                           "(a malformed line)")
         tag, b64 = obj.get("tag"), obj.get("summary_metadata")
         if not isinstance(tag, str):
             raise _BadLine("'tag' is missing or not a string")
+        if len(tag) > budget.MAX_NAME_CHARS:
+            raise _BadLine(f"a tag of {len(tag)} characters (at most {budget.MAX_NAME_CHARS} "
+                           "are read)")
         if not isinstance(b64, str):
             raise _BadLine("'summary_metadata' is missing or not a string")
         if not isinstance(points, dict):
             raise _BadLine("'points' is missing or not an object")
-        metadata = self._metadata(b64, entry, obj.get("run", ""), tag)
+        escaped = text.escape(tag)
+        if escaped != tag:
+            self.report.add("tag_renamed", f"{entry.file}:{entry.line_no}: tag {escaped!r} "
+                            "holds lone UTF-16 surrogates; read with them escaped",
+                            path=entry.file, run=run, tag=escaped, lost=False)
+            tag = escaped
+        metadata = self._metadata(b64, entry, run, tag)
         if fast is not None:
             if not (len(steps) == len(values) == len(walls)):
                 raise _BadLine(f"{len(steps)} steps, {len(values)} values and {len(walls)} "
@@ -303,7 +375,11 @@ class TbdevReader(PayloadMixin, Reader):
         md = self._metadata_cache.get(key)
         if md is not None:
             return md
-        md = decode_metadata(b64)
+        md, escaped = _decode_metadata(b64)
+        if escaped:
+            self.report.add("text_escaped", f"{entry.file}:{entry.line_no}: {run}/{tag}: summary "
+                            "metadata holds text that is not UTF-8; kept with the bad bytes "
+                            "spelled as %uXXXX", path=entry.file, run=run, tag=tag, lost=False)
         expected = _CLASS_OF_KIND[entry.kind]
         if md.data_class != expected:
             if md.data_class != DataClass.UNKNOWN:
@@ -328,9 +404,7 @@ class TbdevReader(PayloadMixin, Reader):
                 yield from self._scalars(run, tag, chunks)
             elif kind == "tensors":
                 for chunk in chunks:
-                    series = self._tensors(run, chunk)
-                    if series is not None:
-                        yield series
+                    yield from self._tensors(run, chunk)
             else:
                 for chunk in chunks:
                     yield self._blobs(run, chunk)

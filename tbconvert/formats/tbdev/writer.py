@@ -24,7 +24,7 @@ import numpy as np
 
 from tbconvert import dtypes as tfdt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.tbdev import layout
+from tbconvert.formats.tbdev import layout, text
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              ScalarSeries, Series)
 from tbconvert.output import AtomicOutput
@@ -77,7 +77,8 @@ class TbdevWriter(Writer):
         self._experiment_written = False
         self._tensor_names: set[str] = set()
         self._blob_ids: set[str] = set()
-        self._seed = hashlib.sha256(str(self.path.name).encode("utf-8")).hexdigest()[:16]
+        self._seed = hashlib.sha256(
+            str(self.path.name).encode("utf-8", "surrogatepass")).hexdigest()[:16]
         def start():
             for kind in layout.KINDS:
                 self._files[kind] = open(self._tmp / layout.FILE_OF[kind], "w",
@@ -225,9 +226,22 @@ class TbdevWriter(Writer):
         else:
             points["blob_file_paths"] = p.payload
         line = layout.dumps_line({"points": points, "run": run,
-                                  "summary_metadata": encode_metadata(p.metadata), "tag": p.tag})
+                                  "summary_metadata": self._encode_metadata(run, p),
+                                  "tag": p.tag})
         self.guard(lambda: self._files[p.kind].write(line))
         p.steps, p.wall_times, p.payload = [], [], []
+
+    def _encode_metadata(self, run: str, p: _Pending) -> str:
+        md = p.metadata
+        display, description = text.escape(md.display_name), text.escape(md.description)
+        if (display, description) != (md.display_name, md.description):
+            # a protobuf string must be UTF-8; a lone surrogate (from JSON or a lenient reader)
+            # is not, so it is kept spelled out instead of failing the whole run
+            self.report.add("text_escaped", f"{run}/{p.tag}: display name or description holds "
+                            "lone UTF-16 surrogates; written spelled as %uXXXX", run=run,
+                            tag=p.tag, lost=False)
+            md = Metadata(md.plugin_name, md.plugin_content, display, description, md.data_class)
+        return encode_metadata(md)
 
     def _write_npz(self, run: str, p: _Pending, walls: np.ndarray) -> str | None:
         if not p.payload:
@@ -254,6 +268,11 @@ class TbdevWriter(Writer):
                             "their unsigned storage integers (numpy has no such type)",
                             run=run, tag=p.tag, count=len(arrays))
         name = layout.tensor_file_name(float(walls[0]), self._tensor_names)
+        if not layout.tensor_file_base(float(walls[0]))[1]:
+            self.report.add("tensor_file_renamed",
+                            f"{run}/{p.tag}: first wall time {float(walls[0])!r} is too long to "
+                            f"spell as %.6f in a file name; written as {layout.TENSORS_DIR}/"
+                            f"{name}", run=run, tag=p.tag, lost=False)
         rel = f"{layout.TENSORS_DIR}/{name}"
         self.guard(lambda: np.savez(self._tmp / rel, *arrays))
         return rel

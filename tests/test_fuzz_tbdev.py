@@ -1,0 +1,96 @@
+"""Fuzzing the export reader: seeded mutations here, the coverage-guided harness (slow).
+
+Both drive ``fuzz/fuzz_tbdev.py``'s harness: one part of a real export (a JSON
+lines file, metadata.json, an npz, one npy member) is replaced and the whole
+export read. Only a one-line :class:`TbconvertError` may escape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "fuzz"))
+
+import fuzz_tbdev  # noqa: E402
+
+# Byte strings that reach far: deep nesting, out-of-range numbers, surrogates, bad headers.
+TOKENS = [b"[" * 5000, b"{\"run\": " * 200, b"18446744073709551615", b"-9223372036854775809",
+          b"\\ud800", b"NaN", b"1e999", b"\"tensors/../../x.npz\"", b"null", b"'shape': (True,)",
+          b"\x93NUMPY\x01\x00\xff\xff", b"PK\x03\x04", b"\"run\":\"r\"", b"\n", b"\x00" * 64]
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, what: str):
+    def on_alarm(signum, frame):
+        raise AssertionError(f"{what}: took more than {seconds} s")
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def mutate(seed: bytes, rng: np.random.Generator) -> bytes:
+    data = bytearray(seed)
+    for _ in range(int(rng.integers(1, 5))):
+        op = int(rng.integers(0, 5))
+        pos = int(rng.integers(1, max(2, len(data))))
+        if op == 0 and len(data) > 1:                      # flip a bit
+            data[pos % len(data)] ^= 1 << int(rng.integers(0, 8))
+        elif op == 1:                                      # overwrite a stretch
+            k = int(rng.integers(1, 32))
+            data[pos:pos + k] = rng.bytes(k)
+        elif op == 2:                                      # cut off
+            del data[pos:]
+        elif op == 3:                                      # insert a far-reaching token
+            data[pos:pos] = TOKENS[int(rng.integers(0, len(TOKENS)))]
+        else:                                              # repeat a stretch
+            data[pos:pos] = data[pos:pos + int(rng.integers(1, 200))] * int(rng.integers(2, 20))
+    return bytes(data)
+
+
+def test_seeded_mutations_of_every_export_part(tmp_path):
+    harness = fuzz_tbdev.Harness(tmp_path)
+    seeds = harness.seeds()
+    for seed in seeds:                                      # the unmutated export reads cleanly
+        harness.run_one(seed)
+    rng = np.random.default_rng(2024)
+    for case in range(150):
+        data = mutate(seeds[case % len(seeds)], rng)
+        with deadline(10, f"case {case}"):
+            try:
+                harness.run_one(data)
+            except Exception as exc:  # noqa: BLE001
+                pytest.fail(f"case {case} ({fuzz_tbdev.PARTS[data[0] % 6]}): "
+                            f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.slow
+def test_coverage_guided_campaign_finds_no_crash(tmp_path):
+    """About a minute of atheris; any uncaught exception, hang or memory blow-up fails."""
+    pytest.importorskip("atheris")
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "fuzz" / "fuzz_tbdev.py"), "-max_total_time=60",
+         "-timeout=10", "-rss_limit_mb=2048", "-seed=1", f"-artifact_prefix={artifacts}/",
+         str(tmp_path / "corpus")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    tail = proc.stderr[-3000:]
+    assert proc.returncode == 0, tail
+    assert not list(artifacts.iterdir()), tail
+    runs = re.search(r"Done (\d+) runs", proc.stderr)
+    assert runs and int(runs.group(1)) > 100, tail
