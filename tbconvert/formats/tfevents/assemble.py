@@ -13,7 +13,7 @@ from collections import defaultdict
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import legacy
+from tbconvert.formats.tfevents import fastscalars, legacy
 from tbconvert.formats.tfevents.fastscalars import ScalarColumns
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
@@ -87,10 +87,9 @@ class RunAssembler:
     def fast(self, seqs: np.ndarray, cols: ScalarColumns) -> None:
         self._tag(cols.tag).fast.append((seqs, cols))
         self._fast_rows.append((seqs, cols.steps, cols.tag))
-        if cols.simple and len(seqs):
-            first = int(seqs[0])
-            md = Metadata("scalars", b"", cols.tag, "", DataClass.SCALAR)
-            self.metadata(first, cols.tag, md)
+        md = fastscalars.column_metadata(cols) if len(seqs) else None
+        if md is not None:
+            self.metadata(int(seqs[0]), cols.tag, md)
 
     # -- building ----------------------------------------------------------------------------
     def build(self):
@@ -208,7 +207,8 @@ class RunAssembler:
         if len(codes) != 1:
             return None
         code = codes.pop()
-        if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or any(arr.ndim != 0 for _, arr in slow):
+        if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or any(arr.ndim != 0 for _, arr in slow) \
+                or any(c.values.ndim != 1 for c in fast):
             return None
         dtype = dt.numpy_dtype(code)
         if dtype.kind not in "fiub":
