@@ -273,10 +273,8 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
     data = np.frombuffer(buf, dtype=np.uint8)
     columns: list[ScalarColumns] = []
     rest = [np.zeros(0, np.int64)]
-    uniq, inverse, counts = np.unique(lengths, return_inverse=True, return_counts=True)
-    for gi, length in enumerate(uniq):
-        members = np.flatnonzero(inverse == gi)
-        if counts[gi] < MIN_GROUP:
+    for length, members in _length_groups(lengths):
+        if len(members) < MIN_GROUP:
             rest.append(members)
             continue
         # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
@@ -297,6 +295,19 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
             columns.extend(_columns(layout, members[matched], rows[matched]))
         rest.append(members[pending])
     return columns, np.sort(np.concatenate(rest))
+
+
+def _length_groups(lengths: np.ndarray):
+    """(length, sorted record indices) per distinct record length, in a linear-time sort."""
+    if not len(lengths):
+        return []
+    small = lengths.max() < 1 << 16
+    # a stable sort of 16-bit keys is a radix sort in numpy
+    order = np.argsort(lengths.astype(np.uint16) if small else lengths, kind="stable")
+    ordered = lengths[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    bounds = np.concatenate(([0], cuts, [len(order)])).tolist()
+    return [(int(ordered[lo]), order[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def _variable_bytes(layout: Layout, length: int) -> np.ndarray:

@@ -57,8 +57,52 @@ def legacy_metadata(plugin: str, value, content: bytes = b"") -> Metadata:
                     data_class=PLUGIN_DATA_CLASS[plugin])
 
 
+def _packed_histogram(histo):
+    """(bucket_limit, bucket) as float64 arrays read straight from the packed wire bytes.
+
+    Converting ~600 repeated doubles element by element costs far more than
+    serializing the message (C) and viewing its packed fields. None when the
+    bytes are not the plain canonical form (then the caller takes the slow way).
+    """
+    raw = histo.SerializeToString()
+    pos, arrays = 0, {}
+    while pos < len(raw):
+        key = raw[pos]
+        pos += 1
+        if key in (0x09, 0x11, 0x19, 0x21, 0x29):      # min .. sum_squares: fixed64
+            pos += 8
+        elif key in (0x32, 0x3A) and key not in arrays:  # bucket_limit, bucket: packed doubles
+            length = shift = 0
+            while True:
+                b = raw[pos]
+                pos += 1
+                length |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            if length % 8 or pos + length > len(raw):
+                return None
+            arrays[key] = np.frombuffer(raw, "<f8", length // 8, pos)
+            pos += length
+        else:
+            return None
+    empty = np.zeros(0, np.float64)
+    return arrays.get(0x32, empty), arrays.get(0x3A, empty)
+
+
 def migrate_histogram(histo) -> np.ndarray:
     """A legacy ``HistogramProto`` as TensorBoard's trimmed float32 ``[k, 3]`` tensor."""
+    packed = _packed_histogram(histo)
+    if packed is not None and len(packed[0]) == len(packed[1]):
+        limits, counts = packed
+        nonzero = np.flatnonzero(counts > 0)
+        if not len(nonzero):
+            return np.zeros((0, 3), dtype=np.float32)
+        start, end = int(nonzero[0]), int(nonzero[-1])
+        inner = limits[start:end]
+        lefts = np.concatenate(([histo.min], inner))
+        rights = np.concatenate((inner, [histo.max]))
+        return np.stack([lefts, rights, counts[start:end + 1]], axis=1).astype(np.float32)
     counts = np.asarray(histo.bucket, dtype=np.float64)
     nonzero = np.flatnonzero(counts > 0)
     if not len(nonzero):
