@@ -8,6 +8,8 @@ byte for byte is what makes our view of a logdir equal TensorBoard's.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from tbconvert import dtypes as dt
@@ -41,7 +43,23 @@ _AUDIO_CONTENT = b"\x10\x0b\x18\x01"      # AudioPluginData{encoding: WAV, conve
 NULL_TENSOR = (dt.DT_FLOAT, np.zeros((0,), dtype=np.float32))  # hparams values without a tensor
 
 
+_MD_CACHE: dict[bytes, Metadata] = {}
+_MD_CACHE_SIZE = 4096
+
+
 def metadata_from_proto(md) -> Metadata:
+    # Writers repeat the same metadata on every value (TF2: always), so it is built once
+    # per distinct serialization; Metadata is immutable, so sharing it is safe.
+    key = md.SerializeToString()
+    found = _MD_CACHE.get(key)
+    if found is None:
+        if len(_MD_CACHE) >= _MD_CACHE_SIZE:
+            _MD_CACHE.clear()
+        found = _MD_CACHE[key] = _metadata_from_proto(md)
+    return found
+
+
+def _metadata_from_proto(md) -> Metadata:
     return Metadata(plugin_name=md.plugin_data.plugin_name,
                     plugin_content=bytes(md.plugin_data.content),
                     display_name=md.display_name, description=md.summary_description,
@@ -51,10 +69,14 @@ def metadata_from_proto(md) -> Metadata:
 
 def legacy_metadata(plugin: str, value, content: bytes = b"") -> Metadata:
     """Fresh metadata of a migrated legacy value (data class set as the loader does)."""
-    return Metadata(plugin_name=plugin, plugin_content=content,
-                    display_name=value.metadata.display_name or value.tag,
-                    description=value.metadata.summary_description,
-                    data_class=PLUGIN_DATA_CLASS[plugin])
+    return _legacy_metadata(plugin, content, value.metadata.display_name or value.tag,
+                            value.metadata.summary_description)
+
+
+@lru_cache(maxsize=4096)
+def _legacy_metadata(plugin: str, content: bytes, display_name: str, description: str) -> Metadata:
+    return Metadata(plugin_name=plugin, plugin_content=content, display_name=display_name,
+                    description=description, data_class=PLUGIN_DATA_CLASS[plugin])
 
 
 def _packed_histogram(histo):
