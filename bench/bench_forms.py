@@ -7,8 +7,9 @@ Each form is written by ``bench/writers.py`` with the record layout of the
 library named (checked against ``fixtures/`` by tests/test_bench_generators.py).
 For each form, TensorBoard's plugin EventMultiplexer (every size guidance 0,
 purging on, as the dashboards load) reads the logdir once in this process;
-then ``tbconvert info`` and ``tbconvert convert ... --to parquet`` run as whole
-commands (interpreter start and imports included), best of two. Prints a
+then tbconvert, in the same process, reads it as ``tbconvert info`` does and
+converts it to Parquet (best of two each), and ``tbconvert info`` runs once
+as a whole command (interpreter start and imports included). Prints a
 markdown table for bench/RESULTS.md.
 """
 
@@ -60,18 +61,39 @@ def tensorboard_read(logdir: Path) -> tuple[float, int]:
 
 
 def tbconvert_cmd(*args: str) -> float:
-    """Seconds of one whole ``tbconvert`` command (best of two)."""
+    """Seconds of one whole ``tbconvert`` command (interpreter start and imports included)."""
     env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tbconvert", *args], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def best_of(times: int, fn, *args) -> float:
     best = float("inf")
-    for _ in range(2):
-        for a in args:
-            if a.endswith(".parquet") and Path(a).exists():
-                Path(a).unlink()
+    for _ in range(times):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tbconvert", *args], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+        fn(*args)
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def read_all(logdir: Path) -> int:
+    """What ``tbconvert info`` does: stream every run and look at every series."""
+    from tbconvert import api
+    from tbconvert.report import Report
+    points = 0
+    with api.open_reader(logdir, report=Report()) as reader:
+        for run_data in reader.iter_runs():
+            points += sum(len(s) for s in run_data.series)
+    return points
+
+
+def to_parquet(logdir: Path, out: Path) -> None:
+    import tbconvert
+    if out.exists():
+        out.unlink()
+    tbconvert.convert(logdir, out)
 
 
 def main() -> None:
@@ -92,18 +114,21 @@ def main() -> None:
             writers.write_form(form, logdir, n)
             size = sum(p.stat().st_size for p in logdir.rglob("*") if p.is_file())
             tb, count = (float("nan"), 0) if args.skip_tensorboard else tensorboard_read(logdir)
-            info = tbconvert_cmd("info", str(logdir))
-            parquet = tbconvert_cmd("convert", str(logdir), str(tmp / f"{form}.parquet"))
-            rows.append((form, count or n, size, tb, info, parquet))
+            assert read_all(logdir) == (count or read_all(logdir))
+            info = best_of(2, read_all, logdir)
+            parquet = best_of(2, to_parquet, logdir, tmp / f"{form}.parquet")
+            command = tbconvert_cmd("info", str(logdir))
+            rows.append((form, count or n, size, tb, info, parquet, command))
             print(f"{form}: {count or n} points, {size / 1e6:.1f} MB, TensorBoard {tb:.2f} s, "
-                  f"info {info:.2f} s, parquet {parquet:.2f} s", file=sys.stderr, flush=True)
+                  f"read {info:.2f} s, parquet {parquet:.2f} s, info command {command:.2f} s",
+                  file=sys.stderr, flush=True)
             shutil.rmtree(logdir)
-    print("| form | points | event files (MB) | EventMultiplexer (s) | `tbconvert info` (s) | ratio "
-          "| → Parquet (s) | ratio |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for form, n, size, tb, info, parquet in rows:
+    print("| form | points | event files (MB) | EventMultiplexer (s) | tbconvert read (s) | ratio "
+          "| → Parquet (s) | ratio | `tbconvert info` command (s) | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for form, n, size, tb, info, parquet, command in rows:
         print(f"| {LABELS[form]} | {n:,} | {size / 1e6:.1f} | {tb:.2f} | {info:.2f} | {tb / info:.1f}× "
-              f"| {parquet:.2f} | {tb / parquet:.1f}× |")
+              f"| {parquet:.2f} | {tb / parquet:.1f}× | {command:.2f} | {tb / command:.1f}× |")
 
 
 if __name__ == "__main__":
