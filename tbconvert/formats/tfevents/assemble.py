@@ -91,6 +91,21 @@ class RunAssembler:
         if md is not None:
             self.metadata(int(seqs[0]), cols.tag, md)
 
+    def fast_blobs(self, seqs: np.ndarray, cols) -> None:
+        """Points decoded in bulk by ``fastblobs``: each is ``cols.head + (blob,)``."""
+        n = len(seqs)
+        if not n:
+            return
+        tp = self._tag(cols.tag)
+        seq_list, step_list = seqs.tolist(), cols.steps.tolist()
+        tp.seq.extend(seq_list)
+        tp.steps.extend(step_list)
+        tp.walls.extend(cols.wall_times.tolist())
+        head = list(cols.head)
+        tp.points.extend((dt.DT_STRING, dt.string_array(head + [blob])) for blob in cols.blobs)
+        self._summary_rows.extend(zip(seq_list, step_list, [cols.tag] * n))
+        self.metadata(seq_list[0], cols.tag, cols.metadata)
+
     # -- building ----------------------------------------------------------------------------
     def build(self):
         """The run and its series (one chunk per tag, in order of first appearance)."""
