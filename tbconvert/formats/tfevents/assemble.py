@@ -101,8 +101,12 @@ class RunAssembler:
         tp.seq.extend(seq_list)
         tp.steps.extend(step_list)
         tp.walls.extend(cols.wall_times.tolist())
-        head = list(cols.head)
-        tp.points.extend((dt.DT_STRING, dt.string_array(head + [blob])) for blob in cols.blobs)
+        # one (n, k) object array; its rows are the points (views, no array built per point)
+        table = np.empty((n, len(cols.head) + 1), dtype=object)
+        for j, s in enumerate(cols.head):
+            table[:, j] = s
+        table[:, -1] = cols.blobs
+        tp.points.extend(zip([dt.DT_STRING] * n, table))
         self._summary_rows.extend(zip(seq_list, step_list, [cols.tag] * n))
         self.metadata(seq_list[0], cols.tag, cols.metadata)
 
