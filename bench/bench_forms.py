@@ -1,6 +1,7 @@
 """Reading what real writers write: every form beside TensorBoard's EventMultiplexer, in one run.
 
-    python bench/bench_forms.py [--points 1000000] [--histograms 20000] [--images 20000]
+    python bench/bench_forms.py [--points 250000] [--mixed-points 1000000] [--histograms 20000]
+                                [--images 20000]
                                 [--forms pytorch,tf2,...] [--skip-tensorboard]
 
 Each form is written by ``bench/writers.py`` with the record layout of the
@@ -29,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import writers  # noqa: E402
 
-SCALAR_FORMS = ("pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all", "mixed")
+SCALAR_FORMS = ("mixed", "pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all")
 HISTOGRAM_FORMS = ("histo_legacy", "histo_tf2")
 IMAGE_FORMS = ("images_legacy", "images_tf2")
 LABELS = {
@@ -98,7 +99,8 @@ def to_parquet(logdir: Path, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--points", type=int, default=1_000_000, help="scalar points per scalar form")
+    ap.add_argument("--points", type=int, default=250_000, help="scalar points per scalar form")
+    ap.add_argument("--mixed-points", type=int, default=1_000_000)
     ap.add_argument("--histograms", type=int, default=20_000)
     ap.add_argument("--images", type=int, default=20_000)
     ap.add_argument("--forms", default=",".join(SCALAR_FORMS + HISTOGRAM_FORMS + IMAGE_FORMS))
@@ -109,7 +111,8 @@ def main() -> None:
         tmp = Path(tmp)
         for form in args.forms.split(","):
             n = args.histograms if form in HISTOGRAM_FORMS else \
-                args.images if form in IMAGE_FORMS else args.points
+                args.images if form in IMAGE_FORMS else \
+                args.mixed_points if form == "mixed" else args.points
             logdir = tmp / form
             writers.write_form(form, logdir, n)
             size = sum(p.stat().st_size for p in logdir.rglob("*") if p.is_file())
