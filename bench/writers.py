@@ -49,13 +49,14 @@ def _pb():
 class EventFile:
     """One event file: the library's file_version record, then framed events."""
 
-    def __init__(self, run_dir: Path, library: str, wall0: float = WALL0) -> None:
+    def __init__(self, run_dir: Path, library: str, wall0: float = WALL0,
+                 file_version: str = "brain.Event:2") -> None:
         event_pb2, _ = _pb()
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / f"events.out.tfevents.{int(wall0)}{FILE_SUFFIX[library] or '.bench'}"
         self._f = open(self.path, "wb")
         self._chunk: list[bytes] = []
-        first = event_pb2.Event(wall_time=wall0, file_version="brain.Event:2")
+        first = event_pb2.Event(wall_time=wall0, file_version=file_version)
         if SOURCE_WRITER[library]:
             first.source_metadata.writer = SOURCE_WRITER[library]
         self.add(first.SerializeToString())

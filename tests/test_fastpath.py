@@ -217,13 +217,15 @@ def _step(mode, i, rng):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(events=st.lists(event_spec, min_size=1, max_size=4), seed=st.integers(0, 1000))
-def test_random_events_bulk_equals_protobuf(events, seed, tmp_path_factory):
+@given(events=st.lists(event_spec, min_size=1, max_size=4), seed=st.integers(0, 1000),
+       version=st.sampled_from(["brain.Event:2", "brain.Event:1"]))
+def test_random_events_bulk_equals_protobuf(events, seed, version, tmp_path_factory):
+    """Version 1 files turn on TensorBoard's out-of-order purge, which reads steps of whole events."""
     from tensorboard.compat.proto import event_pb2
     rng = np.random.default_rng(seed)
     logdir = tmp_path_factory.mktemp("h")
     i = 0
-    with writers.EventFile(logdir / "r", "pytorch") as f:
+    with writers.EventFile(logdir / "r", "pytorch", file_version=version) as f:
         for spec in events:
             for _ in range(spec["count"] * 2):
                 i += 1
