@@ -30,6 +30,7 @@ from tbconvert.model import DataClass, Metadata
 MIN_GROUP = 16        # below this, protobuf is as fast and simpler
 MAX_TEMPLATES = 64    # layouts tried per record length before giving up on the rest
 MAX_VALUES = 256      # values per event a template may hold
+MAX_FAILURES = 4      # layouts that could not be learnt before a length group is left to protobuf
 
 
 @dataclass
@@ -280,13 +281,16 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
         # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
         rows = sliding_window_view(data, int(length))[starts[members]]
         pending = np.ones(len(members), dtype=bool)
+        failures = 0
         for _ in range(MAX_TEMPLATES):
             todo = np.flatnonzero(pending)
-            if len(todo) < MIN_GROUP:
+            # records that are not templatable (legacy histograms...) tend to come in whole groups
+            if len(todo) < MIN_GROUP or failures >= MAX_FAILURES:
                 break
             first = todo[0]
             layout = learn_layout(rows[first].tobytes())
             if layout is None:
+                failures += 1
                 pending[first] = False
                 rest.append(members[first:first + 1])
                 continue
