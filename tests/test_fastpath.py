@@ -296,3 +296,61 @@ def test_random_blob_events_bulk_equals_protobuf(tag, form, head, sizes, meta, s
     finally:
         mp.undo()
     assert fast == slow
+
+
+# -- record framing and legacy histograms -------------------------------------------------------
+
+@pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy"])
+def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
+    """fastframe predicts record positions from repeating lengths; it must find exactly the
+    records a one-by-one walk finds, from any offset, for any limit, damaged bytes included."""
+    from tbconvert.formats.tfevents import fastframe
+    writers.write_form(form, tmp_path, 600)
+    rng = np.random.default_rng(5)
+    for path in tmp_path.rglob("events.out.tfevents.*"):
+        buf = path.read_bytes()
+        variants = [buf, buf[:len(buf) * 2 // 3]]
+        for _ in range(3):
+            damaged = bytearray(buf)
+            damaged[int(rng.integers(0, len(buf)))] ^= 0x5A
+            variants.append(bytes(damaged))
+        for data in variants:
+            for off in (0, 1, len(data) // 2):
+                for limit in (1, 47, 48, 49, 1000, 1 << 20):
+                    a = records._frame_quickly(data, off, limit)
+                    b = fastframe.walk(data, off, limit)
+                    assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+
+
+def _histogram_elementwise(histo):
+    counts = list(histo.bucket)
+    nonzero = [i for i, c in enumerate(counts) if c > 0]
+    if not nonzero:
+        return np.zeros((0, 3), np.float32)
+    start, end = nonzero[0], nonzero[-1]
+    limits = list(histo.bucket_limit)
+    inner = limits[start:end]
+    return np.array([[histo.min] + inner, inner + [histo.max], counts[start:end + 1]],
+                    dtype=np.float32).T
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.sampled_from([0.0, 0.0, 1.0, 3.0, 1e9, float("nan"), -1.0]), max_size=12),
+       lo=st.floats(allow_nan=False, width=64), hi=st.floats(allow_nan=False, width=64),
+       unpacked=st.booleans())
+def test_legacy_histogram_from_packed_bytes_equals_elementwise(counts, lo, hi, unpacked):
+    """Reading bucket arrays from the packed bytes gives TensorBoard's element-wise migration,
+    also for histograms written with unpacked repeated fields."""
+    from tensorboard.compat.proto import summary_pb2
+    from tbconvert.formats.tfevents import legacy
+    limits = [float(i) / 3 for i in range(len(counts))]
+    histo = summary_pb2.HistogramProto(min=lo, max=hi, num=5.0, bucket_limit=limits, bucket=counts)
+    if unpacked:
+        raw = b"".join(b"\x31" + np.float64(v).tobytes() for v in limits) + \
+            b"".join(b"\x39" + np.float64(v).tobytes() for v in counts)
+        histo = summary_pb2.HistogramProto.FromString(raw)
+        histo.min, histo.max = lo, hi
+    got = legacy.migrate_histogram(histo)
+    want = _histogram_elementwise(histo)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
