@@ -330,8 +330,9 @@ def _histogram_elementwise(histo):
     start, end = nonzero[0], nonzero[-1]
     limits = list(histo.bucket_limit)
     inner = limits[start:end]
-    return np.array([[histo.min] + inner, inner + [histo.max], counts[start:end + 1]],
-                    dtype=np.float32).T
+    with np.errstate(over="ignore"):
+        return np.array([[histo.min] + inner, inner + [histo.max], counts[start:end + 1]],
+                        dtype=np.float32).T
 
 
 @settings(max_examples=40, deadline=None)

@@ -124,7 +124,8 @@ def migrate_histogram(histo) -> np.ndarray:
         inner = limits[start:end]
         lefts = np.concatenate(([histo.min], inner))
         rights = np.concatenate((inner, [histo.max]))
-        return np.stack([lefts, rights, counts[start:end + 1]], axis=1).astype(np.float32)
+        with np.errstate(over="ignore"):  # beyond float32 becomes inf, as TensorBoard's cast does
+            return np.stack([lefts, rights, counts[start:end + 1]], axis=1).astype(np.float32)
     counts = np.asarray(histo.bucket, dtype=np.float64)
     nonzero = np.flatnonzero(counts > 0)
     if not len(nonzero):
