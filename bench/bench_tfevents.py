@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from measure import peak_rss_mib
+import writers
 
 from tbconvert.api import load, open_writer
-from tbconvert.formats.tfevents import records
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 from tbconvert.report import Report
 
@@ -39,24 +39,13 @@ def write_tensor_form(logdir: Path, n: int, runs=(".",)) -> None:
 
 
 def write_simple_value_form(logdir: Path, n: int) -> None:
-    """Events as PyTorch writes them: one simple_value per event."""
-    from tensorboard.compat.proto import event_pb2
-    logdir.mkdir(parents=True)
-    vals = np.random.default_rng(0).random(n).astype(np.float32)
-    with open(logdir / "events.out.tfevents.1700000000.bench", "wb") as f:
-        f.write(records.frame(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")
-                              .SerializeToString()))
-        ev = event_pb2.Event()
-        value = ev.summary.value.add(tag="loss")
-        chunk = []
-        for i in range(n):
-            ev.step, ev.wall_time = i, 1.7e9 + i * 0.01
-            value.simple_value = float(vals[i])
-            chunk.append(records.frame(ev.SerializeToString()))
-            if len(chunk) == 100000:
-                f.write(b"".join(chunk))
-                chunk = []
-        f.write(b"".join(chunk))
+    """Events as PyTorch writes them: one simple_value per event (bench/writers.py)."""
+    writers.scalar_run(logdir, "pytorch", n, tags=("loss",))
+
+
+def write_tf2_form(logdir: Path, n: int) -> None:
+    """Events as TensorFlow 2 writes them: a tensor with metadata on every value."""
+    writers.scalar_run(logdir, "tf2", n, tags=("loss",))
 
 
 def tb_read(logdir: Path) -> int:
@@ -100,8 +89,9 @@ def main() -> None:
         tmp = Path(tmp)
         simple, tensor = tmp / "simple", tmp / "tensor"
         write_simple_value_form(simple, n)
-        write_tensor_form(tensor, n)
-        for label, logdir in (("simple_value form", simple), ("TF2 tensor form", tensor)):
+        write_tf2_form(tensor, n)
+        for label, logdir in (("PyTorch simple_value form", simple),
+                              ("TF2 form, metadata on every value", tensor)):
             ours, count = timed(our_read, logdir)
             assert count == n, count
             theirs = timed(tb_read, logdir)[0] if not skip_tb else float("nan")

@@ -92,9 +92,9 @@ def tf_dtype_of(dtype) -> int:
 
 def string_array(values, shape=None) -> np.ndarray:
     """An object array of ``bytes`` (the model's form of DT_STRING tensors)."""
-    vals = list(values)
+    vals = [v if type(v) is bytes else bytes(v) for v in values]
     arr = np.empty(len(vals), dtype=object)
-    arr[:] = [bytes(v) for v in vals]
+    arr[:] = vals
     return arr.reshape(shape) if shape is not None else arr
 
 
@@ -108,6 +108,14 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
     :class:`~tbconvert.errors.CorruptDataError` before anything is allocated.
     """
     code = int(tp.dtype)
+    if code == DT_STRING:
+        dims = tp.tensor_shape.dim
+        vals = tp.string_val
+        # the common form (images, audio, text): a vector with one string per element
+        if len(dims) == 1 and dims[0].size == len(vals):
+            arr = np.empty(len(vals), dtype=object)
+            arr[:] = list(vals)
+            return code, arr
     if code not in _TABLE:
         return DT_RAW_PROTO, np.frombuffer(tp.SerializeToString(), dtype=np.uint8)
     dims = tp.tensor_shape.dim

@@ -13,7 +13,7 @@ from collections import defaultdict
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import legacy
+from tbconvert.formats.tfevents import fastscalars, legacy
 from tbconvert.formats.tfevents.fastscalars import ScalarColumns
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
@@ -87,10 +87,28 @@ class RunAssembler:
     def fast(self, seqs: np.ndarray, cols: ScalarColumns) -> None:
         self._tag(cols.tag).fast.append((seqs, cols))
         self._fast_rows.append((seqs, cols.steps, cols.tag))
-        if cols.simple and len(seqs):
-            first = int(seqs[0])
-            md = Metadata("scalars", b"", cols.tag, "", DataClass.SCALAR)
-            self.metadata(first, cols.tag, md)
+        md = fastscalars.column_metadata(cols) if len(seqs) else None
+        if md is not None:
+            self.metadata(int(seqs[0]), cols.tag, md)
+
+    def fast_blobs(self, seqs: np.ndarray, cols) -> None:
+        """Points decoded in bulk by ``fastblobs``: each is ``cols.head + (blob,)``."""
+        n = len(seqs)
+        if not n:
+            return
+        tp = self._tag(cols.tag)
+        seq_list, step_list = seqs.tolist(), cols.steps.tolist()
+        tp.seq.extend(seq_list)
+        tp.steps.extend(step_list)
+        tp.walls.extend(cols.wall_times.tolist())
+        # one (n, k) object array; its rows are the points (views, no array built per point)
+        table = np.empty((n, len(cols.head) + 1), dtype=object)
+        for j, s in enumerate(cols.head):
+            table[:, j] = s
+        table[:, -1] = cols.blobs
+        tp.points.extend(zip([dt.DT_STRING] * n, table))
+        self._summary_rows.extend(zip(seq_list, step_list, [cols.tag] * n))
+        self.metadata(seq_list[0], cols.tag, cols.metadata)
 
     # -- building ----------------------------------------------------------------------------
     def build(self):
@@ -208,7 +226,8 @@ class RunAssembler:
         if len(codes) != 1:
             return None
         code = codes.pop()
-        if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or any(arr.ndim != 0 for _, arr in slow):
+        if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or any(arr.ndim != 0 for _, arr in slow) \
+                or any(c.values.ndim != 1 for c in fast):
             return None
         dtype = dt.numpy_dtype(code)
         if dtype.kind not in "fiub":

@@ -1,43 +1,72 @@
-"""Vectorised decoding of plain scalar events, the bulk of most event files.
+"""Vectorised decoding of repetitive summary events, the bulk of most event files.
 
 A training loop writes millions of events that differ only in wall time,
-step and value: ``Event{wall_time, step, summary{value{tag, simple_value}}}``
-or the same with a rank-0 DT_FLOAT/DT_DOUBLE tensor. Records of one length
-and one tag share every other byte, so we learn the layout from one record,
+step and the numbers of their values: PyTorch and tensorboardX write
+``Event{wall_time, step, summary{value{tag, simple_value}}}``; TensorFlow 2
+and Keras a tensor with ``tensor_content`` and the same ``SummaryMetadata``
+on every value; ``tf.summary.merge_all`` several values in one event; TF2
+histograms a ``[k, 3]`` double tensor. Records of one length that share a
+layout share every other byte, so we learn the layout from one record,
 check that the others match it byte for byte (numpy, all at once) and slice
 the varying fields out as columns. Anything that does not match exactly
-(metadata, several values, other payloads) is left to the protobuf path, so
-the result is always what protobuf would have decoded.
+(strings, typed repeated fields, unknown fields, a tag twice in one event)
+is left to the protobuf path, so the result is always what protobuf would
+have decoded.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field as dc_field
+from functools import lru_cache
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
+from tbconvert.formats.tfevents import legacy
+from tbconvert.model import DataClass, Metadata
 
 MIN_GROUP = 16        # below this, protobuf is as fast and simpler
 MAX_TEMPLATES = 64    # layouts tried per record length before giving up on the rest
+MAX_VALUES = 256      # values per event a template may hold
+MAX_FAILURES = 4      # layouts that could not be learnt before a length group is left to protobuf
+
+
+@dataclass
+class Slot:
+    """Where one value of a templated event keeps its number(s)."""
+
+    tag: bytes
+    value_off: int
+    value_size: int        # bytes of the varying payload
+    value_dtype: np.dtype  # little-endian storage dtype
+    shape: tuple           # () for a scalar
+    code: int              # TensorFlow dtype of the point
+    simple: bool           # legacy simple_value (metadata is made by the loader)
+    metadata: bytes | None  # serialized SummaryMetadata, identical in every matched record
 
 
 @dataclass
 class Layout:
-    tag: bytes
     wall_off: int          # -1: field absent (wall time 0.0)
     step_off: int          # -1: field absent (step 0)
     step_len: int
-    value_off: int
-    value_dtype: str       # "<f4" or "<f8"
-    code: int              # TensorFlow dtype of the point
-    simple: bool           # legacy simple_value (metadata is made by the loader)
+    slots: list = dc_field(default_factory=list)
+
+    @property
+    def tag(self) -> bytes:  # single-value layouts, kept for callers that predate slots
+        return self.slots[0].tag
 
 
 @dataclass
 class ScalarColumns:
-    """Decoded scalar events of one tag: record indices, steps, wall times, values."""
+    """Decoded events of one tag: record indices, steps, wall times, values.
+
+    ``values`` has one row per event: shape ``(n,)`` for scalars, ``(n, *shape)``
+    for fixed-shape tensors (TF2 histograms). ``metadata`` is the serialized
+    ``SummaryMetadata`` every one of these values carried (None: none).
+    """
 
     tag: str
     simple: bool
@@ -46,6 +75,7 @@ class ScalarColumns:
     steps: np.ndarray
     wall_times: np.ndarray
     values: np.ndarray
+    metadata: bytes | None = None
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -67,6 +97,8 @@ def _fields(buf: bytes, pos: int, end: int):
     while pos < end:
         key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
+        if field == 0:
+            raise ValueError("field number 0")
         if wire == 0:
             start = pos
             value, pos = _varint(buf, pos, end)
@@ -88,7 +120,7 @@ def _fields(buf: bytes, pos: int, end: int):
 
 
 def learn_layout(buf: bytes) -> Layout | None:
-    """The layout of a plain scalar event, or None if ``buf`` is anything else."""
+    """The layout of a templatable summary event, or None if ``buf`` is anything else."""
     try:
         return _learn(buf)
     except (ValueError, IndexError):
@@ -114,19 +146,34 @@ def _learn(buf: bytes) -> Layout | None:
             return None
     if summary is None:
         return None
-    values = list(_fields(buf, *summary))
-    if len(values) != 1 or values[0][:2] != (1, 2):
-        return None
-    tag = None
-    value = None
-    for field, wire, start, end, _ in _fields(buf, values[0][2], values[0][3]):
+    layout = Layout(wall_off, step_off, step_len)
+    tags = set()
+    for field, wire, start, end, _ in _fields(buf, *summary):
+        if (field, wire) != (1, 2) or len(layout.slots) >= MAX_VALUES:
+            return None
+        slot = _slot(buf, start, end)
+        # a tag twice in one event: which metadata wins is an ordering question; protobuf decides
+        if slot is None or slot.tag in tags:
+            return None
+        tags.add(slot.tag)
+        layout.slots.append(slot)
+    return layout if layout.slots else None
+
+
+def _slot(buf: bytes, start: int, end: int) -> Slot | None:
+    tag = value = metadata = None
+    for field, wire, s, e, _ in _fields(buf, start, end):
         if field == 1 and wire == 2 and tag is None:
-            tag = bytes(buf[start:end])
+            tag = bytes(buf[s:e])
         elif field == 2 and wire == 5 and value is None:
-            value = (start, "<f4", dt.DT_FLOAT, True)
+            value = (s, 4, np.dtype("<f4"), (), dt.DT_FLOAT, True)
         elif field == 8 and wire == 2 and value is None:
-            value = _tensor_value(buf, start, end)
+            value = _tensor_value(buf, s, e)
             if value is None:
+                return None
+        elif field == 9 and wire == 2 and metadata is None:
+            metadata = bytes(buf[s:e])
+            if _parse_metadata(metadata) is None:
                 return None
         else:
             return None
@@ -136,66 +183,135 @@ def _learn(buf: bytes) -> Layout | None:
         tag.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    value_off, value_dtype, code, simple = value
-    return Layout(tag, wall_off, step_off, step_len, value_off, value_dtype, code, simple)
+    return Slot(tag, *value, metadata)
+
+
+def _shape(buf: bytes, start: int, end: int) -> tuple | None:
+    """A TensorShapeProto of plain known sizes, or None."""
+    dims = []
+    for field, wire, s, e, _ in _fields(buf, start, end):
+        if field != 2 or wire != 2:
+            return None
+        size = None
+        for f2, w2, _s, _e, v in _fields(buf, s, e):
+            if f2 != 1 or w2 != 0 or size is not None or v >= 1 << 40:
+                return None
+            size = v
+        dims.append(size if size is not None else 0)
+    return tuple(dims)
 
 
 def _tensor_value(buf: bytes, start: int, end: int):
     code = None
     payload = None
-    shape_ok = False
+    shape = None
     for field, wire, s, e, v in _fields(buf, start, end):
         if field == 1 and wire == 0 and code is None:
             code = v
-        elif field == 2 and wire == 2 and e == s and not shape_ok:
-            shape_ok = True
+        elif field == 2 and wire == 2 and shape is None:
+            shape = _shape(buf, s, e)
+            if shape is None:
+                return None
         elif field in (4, 5, 6) and wire == 2 and payload is None:
             payload = (field, s, e - s)
         else:
             return None
-    if payload is None or not shape_ok:
+    if payload is None or shape is None or code is None:
         return None
     field, off, size = payload
-    if code == dt.DT_FLOAT and size == 4 and field in (4, 5):
-        return off, "<f4", code, False
-    if code == dt.DT_DOUBLE and size == 8 and field in (4, 6):
-        return off, "<f8", code, False
-    return None
+    if shape == ():
+        # rank 0: TensorFlow 2 writes tensor_content; older writers the packed typed field
+        if code == dt.DT_FLOAT and size == 4 and field in (4, 5):
+            return off, 4, np.dtype("<f4"), (), code, False
+        if code == dt.DT_DOUBLE and size == 8 and field in (4, 6):
+            return off, 8, np.dtype("<f8"), (), code, False
+    # bool: a numpy bool scalar taken out of a column would normalise bytes other than 0 and 1,
+    # which protobuf decoding keeps; strings are not fixed-size
+    if field != 4 or code in (dt.DT_STRING, dt.DT_BOOL, dt.DT_RAW_PROTO) or code not in dt.NAMES:
+        return None
+    np_dtype = dt.numpy_dtype(code)
+    if size == 0 or size != math.prod(shape) * np_dtype.itemsize:
+        return None
+    return off, size, np_dtype.newbyteorder("<"), shape, code, False
+
+
+@lru_cache(maxsize=1024)
+def _parse_metadata(raw: bytes):
+    """A SummaryMetadata parsed once per distinct serialization (None: protobuf rejects it)."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import summary_pb2
+    try:
+        return summary_pb2.SummaryMetadata.FromString(raw)
+    except (DecodeError, RuntimeError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=1024)
+def _metadata(tag: str, simple: bool, raw: bytes | None) -> Metadata | None:
+    if simple:
+        # TensorBoard's migration of simple_value: fresh scalars metadata, display name kept
+        md = _parse_metadata(raw) if raw is not None else None
+        return Metadata("scalars", b"", (md.display_name if md else "") or tag,
+                        md.summary_description if md else "", DataClass.SCALAR)
+    if raw is None:
+        return None
+    return legacy.metadata_from_proto(_parse_metadata(raw))
+
+
+def column_metadata(cols: ScalarColumns) -> Metadata | None:
+    """The metadata TensorBoard keeps for the points of ``cols`` (None: they bring none)."""
+    return _metadata(cols.tag, cols.simple, cols.metadata)
 
 
 def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
-    """Split records into decoded scalar columns and the indices left for protobuf.
+    """Split records into decoded columns and the indices left for protobuf.
 
-    Returns ``(columns, rest)``: a list of :class:`ScalarColumns` and a sorted
-    int64 array of record indices that still need the general decoder.
+    Returns ``(columns, rest)``: a list of :class:`ScalarColumns` (one per tag
+    and layout; a multi-value layout gives one per value, sharing ``index``)
+    and a sorted int64 array of record indices that still need the general
+    decoder.
     """
     data = np.frombuffer(buf, dtype=np.uint8)
     columns: list[ScalarColumns] = []
     rest = [np.zeros(0, np.int64)]
-    uniq, inverse, counts = np.unique(lengths, return_inverse=True, return_counts=True)
-    for gi, length in enumerate(uniq):
-        members = np.flatnonzero(inverse == gi)
-        if counts[gi] < MIN_GROUP:
+    for length, members in _length_groups(lengths):
+        if len(members) < MIN_GROUP:
             rest.append(members)
             continue
         # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
         rows = sliding_window_view(data, int(length))[starts[members]]
         pending = np.ones(len(members), dtype=bool)
+        failures = 0
         for _ in range(MAX_TEMPLATES):
             todo = np.flatnonzero(pending)
-            if len(todo) < MIN_GROUP:
+            # records that are not templatable (legacy histograms...) tend to come in whole groups
+            if len(todo) < MIN_GROUP or failures >= MAX_FAILURES:
                 break
             first = todo[0]
             layout = learn_layout(rows[first].tobytes())
             if layout is None:
+                failures += 1
                 pending[first] = False
                 rest.append(members[first:first + 1])
                 continue
             matched = todo[_matches(rows[todo], rows[first], layout)]
             pending[matched] = False
-            columns.append(_columns(layout, members[matched], rows[matched]))
+            columns.extend(_columns(layout, members[matched], rows[matched]))
         rest.append(members[pending])
     return columns, np.sort(np.concatenate(rest))
+
+
+def _length_groups(lengths: np.ndarray):
+    """(length, sorted record indices) per distinct record length, in a linear-time sort."""
+    if not len(lengths):
+        return []
+    small = lengths.max() < 1 << 16
+    # a stable sort of 16-bit keys is a radix sort in numpy
+    order = np.argsort(lengths.astype(np.uint16) if small else lengths, kind="stable")
+    ordered = lengths[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    bounds = np.concatenate(([0], cuts, [len(order)])).tolist()
+    return [(int(ordered[lo]), order[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def _variable_bytes(layout: Layout, length: int) -> np.ndarray:
@@ -204,21 +320,25 @@ def _variable_bytes(layout: Layout, length: int) -> np.ndarray:
         mask[layout.wall_off:layout.wall_off + 8] = True
     if layout.step_off >= 0:
         mask[layout.step_off:layout.step_off + layout.step_len] = True
-    size = 4 if layout.value_dtype == "<f4" else 8
-    mask[layout.value_off:layout.value_off + size] = True
+    for slot in layout.slots:
+        mask[slot.value_off:slot.value_off + slot.value_size] = True
     return mask
 
 
 def _matches(rows: np.ndarray, template: np.ndarray, layout: Layout) -> np.ndarray:
-    fixed = ~_variable_bytes(layout, rows.shape[1])
-    ok = (rows[:, fixed] == template[fixed]).all(axis=1)
+    fixed = np.flatnonzero(~_variable_bytes(layout, rows.shape[1]))
+    ok = np.ones(len(rows), dtype=bool)
+    # in slices, so a wide record (a multi-value event, a histogram) never needs an (n x length) copy
+    for lo in range(0, len(fixed), 256):
+        cols = fixed[lo:lo + 256]
+        ok &= (rows[:, cols] == template[cols]).all(axis=1)
     if layout.step_off >= 0:
         step = rows[:, layout.step_off:layout.step_off + layout.step_len]
         ok &= (step[:, :-1] & 0x80 != 0).all(axis=1) & (step[:, -1] & 0x80 == 0)
     return np.flatnonzero(ok)
 
 
-def _columns(layout: Layout, index: np.ndarray, rows: np.ndarray) -> ScalarColumns:
+def _columns(layout: Layout, index: np.ndarray, rows: np.ndarray) -> list[ScalarColumns]:
     n = len(index)
     if layout.wall_off >= 0:
         walls = np.ascontiguousarray(rows[:, layout.wall_off:layout.wall_off + 8]).view("<f8")[:, 0]
@@ -229,8 +349,12 @@ def _columns(layout: Layout, index: np.ndarray, rows: np.ndarray) -> ScalarColum
         for j in range(layout.step_len):
             byte = rows[:, layout.step_off + j].astype(np.uint64) & np.uint64(0x7F)
             steps |= byte << np.uint64(7 * j)
-    size = 4 if layout.value_dtype == "<f4" else 8
-    values = np.ascontiguousarray(rows[:, layout.value_off:layout.value_off + size]) \
-        .view(layout.value_dtype)[:, 0]
-    return ScalarColumns(layout.tag.decode("utf-8"), layout.simple, layout.code, index,
-                         steps.view(np.int64), walls.astype(np.float64), values.copy())
+    steps = steps.view(np.int64)
+    walls = walls.astype(np.float64)
+    out = []
+    for slot in layout.slots:
+        raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
+        values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
+        out.append(ScalarColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
+                                 steps, walls, values, slot.metadata))
+    return out

@@ -8,6 +8,8 @@ byte for byte is what makes our view of a logdir equal TensorBoard's.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from tbconvert import dtypes as dt
@@ -42,7 +44,23 @@ _AUDIO_CONTENT = b"\x10\x0b\x18\x01"      # AudioPluginData{encoding: WAV, conve
 NULL_TENSOR = (dt.DT_FLOAT, np.zeros((0,), dtype=np.float32))  # hparams values without a tensor
 
 
+_MD_CACHE: dict[bytes, Metadata] = {}
+_MD_CACHE_SIZE = 4096
+
+
 def metadata_from_proto(md) -> Metadata:
+    # Writers repeat the same metadata on every value (TF2: always), so it is built once
+    # per distinct serialization; Metadata is immutable, so sharing it is safe.
+    key = md.SerializeToString()
+    found = _MD_CACHE.get(key)
+    if found is None:
+        if len(_MD_CACHE) >= _MD_CACHE_SIZE:
+            _MD_CACHE.clear()
+        found = _MD_CACHE[key] = _metadata_from_proto(md)
+    return found
+
+
+def _metadata_from_proto(md) -> Metadata:
     return Metadata(plugin_name=md.plugin_data.plugin_name,
                     plugin_content=bytes(md.plugin_data.content),
                     display_name=md.display_name, description=md.summary_description,
@@ -52,14 +70,63 @@ def metadata_from_proto(md) -> Metadata:
 
 def legacy_metadata(plugin: str, value, content: bytes = b"") -> Metadata:
     """Fresh metadata of a migrated legacy value (data class set as the loader does)."""
-    return Metadata(plugin_name=plugin, plugin_content=content,
-                    display_name=value.metadata.display_name or value.tag,
-                    description=value.metadata.summary_description,
-                    data_class=PLUGIN_DATA_CLASS[plugin])
+    return _legacy_metadata(plugin, content, value.metadata.display_name or value.tag,
+                            value.metadata.summary_description)
+
+
+@lru_cache(maxsize=4096)
+def _legacy_metadata(plugin: str, content: bytes, display_name: str, description: str) -> Metadata:
+    return Metadata(plugin_name=plugin, plugin_content=content, display_name=display_name,
+                    description=description, data_class=PLUGIN_DATA_CLASS[plugin])
+
+
+def _packed_histogram(histo):
+    """(bucket_limit, bucket) as float64 arrays read straight from the packed wire bytes.
+
+    Converting ~600 repeated doubles element by element costs far more than
+    serializing the message (C) and viewing its packed fields. None when the
+    bytes are not the plain canonical form (then the caller takes the slow way).
+    """
+    raw = histo.SerializeToString()
+    pos, arrays = 0, {}
+    while pos < len(raw):
+        key = raw[pos]
+        pos += 1
+        if key in (0x09, 0x11, 0x19, 0x21, 0x29):      # min .. sum_squares: fixed64
+            pos += 8
+        elif key in (0x32, 0x3A) and key not in arrays:  # bucket_limit, bucket: packed doubles
+            length = shift = 0
+            while True:
+                b = raw[pos]
+                pos += 1
+                length |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            if length % 8 or pos + length > len(raw):
+                return None
+            arrays[key] = np.frombuffer(raw, "<f8", length // 8, pos)
+            pos += length
+        else:
+            return None
+    empty = np.zeros(0, np.float64)
+    return arrays.get(0x32, empty), arrays.get(0x3A, empty)
 
 
 def migrate_histogram(histo, where: str = "histogram") -> np.ndarray:
     """A legacy ``HistogramProto`` as TensorBoard's trimmed float32 ``[k, 3]`` tensor."""
+    packed = _packed_histogram(histo)
+    if packed is not None and len(packed[0]) == len(packed[1]):
+        limits, counts = packed
+        nonzero = np.flatnonzero(counts > 0)
+        if not len(nonzero):
+            return np.zeros((0, 3), dtype=np.float32)
+        start, end = int(nonzero[0]), int(nonzero[-1])
+        inner = limits[start:end]
+        lefts = np.concatenate(([histo.min], inner))
+        rights = np.concatenate((inner, [histo.max]))
+        with np.errstate(over="ignore"):  # beyond float32 becomes inf, as TensorBoard's cast does
+            return np.stack([lefts, rights, counts[start:end + 1]], axis=1).astype(np.float32)
     counts = np.asarray(histo.bucket, dtype=np.float64)
     nonzero = np.flatnonzero(counts > 0)
     if not len(nonzero):

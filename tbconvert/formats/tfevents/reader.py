@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError
 from tbconvert.formats.base import Reader
-from tbconvert.formats.tfevents import fastscalars, layout, legacy, records
+from tbconvert.formats.tfevents import fastblobs, fastscalars, layout, legacy, records
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.model import DataClass, Experiment, Metadata, RunData, RunRecord
 from tbconvert import sourcefiles
@@ -96,6 +96,7 @@ class TfeventsReader(Reader):
                             path=path, run=asm.name)
         event_cls = _event_class()
         columns, rest = fastscalars.decode(buf, starts, lengths)
+        blob_columns, rest = fastblobs.decode(buf, starts, lengths, rest)
         first_done = False
         for i in rest.tolist():
             s, n = int(starts[i]), int(lengths[i])
@@ -115,9 +116,15 @@ class TfeventsReader(Reader):
             if not first_done and len(cols.index) and cols.index[0] == 0:
                 asm.first_wall_time(float(cols.wall_times[0]))
                 first_done = True
+        for blobs in blob_columns:
+            asm.fast_blobs(seq_base + 2 * blobs.index, blobs)
+            if not first_done and len(blobs.index) and blobs.index[0] == 0:
+                asm.first_wall_time(float(blobs.wall_times[0]))
+                first_done = True
         if not first_done and len(rest):
             # the first record did not parse; TensorBoard's clock starts at the next one
-            asm.first_wall_time(self._first_wall(buf, starts, lengths, rest, columns, event_cls))
+            asm.first_wall_time(self._first_wall(buf, starts, lengths, rest, columns + blob_columns,
+                                                 event_cls))
         return seq_base + 2 * len(starts) + 2
 
     @staticmethod

@@ -1,0 +1,138 @@
+"""Reading what real writers write: every form beside TensorBoard's EventMultiplexer, in one run.
+
+    python bench/bench_forms.py [--points 250000] [--mixed-points 1000000] [--histograms 20000]
+                                [--images 20000]
+                                [--forms pytorch,tf2,...] [--skip-tensorboard]
+
+Each form is written by ``bench/writers.py`` with the record layout of the
+library named (checked against ``fixtures/`` by tests/test_bench_generators.py).
+For each form, TensorBoard's plugin EventMultiplexer (every size guidance 0,
+purging on, as the dashboards load) reads the logdir once in this process;
+then tbconvert, in the same process, reads it as ``tbconvert info`` does and
+converts it to Parquet (best of two each), and ``tbconvert info`` runs once
+as a whole command (interpreter start and imports included). Prints a
+markdown table for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import writers  # noqa: E402
+
+SCALAR_FORMS = ("mixed", "pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all")
+HISTOGRAM_FORMS = ("histo_legacy", "histo_tf2")
+IMAGE_FORMS = ("images_legacy", "images_tf2")
+LABELS = {
+    "pytorch": "PyTorch scalars (`simple_value`)",
+    "tensorboardx": "tensorboardX scalars (`simple_value`)",
+    "tf2": "TF2 scalars (tensor + metadata on every value)",
+    "keras": "Keras `epoch_*` scalars (train + validation runs)",
+    "tf1_merge_all": "TF1 `merge_all` (8 `simple_value`s per event)",
+    "mixed": "mixed logdir: 2 PyTorch runs + 2 TF2 runs",
+    "histo_legacy": "histograms, legacy `HistogramProto` (PyTorch)",
+    "histo_tf2": "histograms, TF2 `[30, 3]` tensor",
+    "images_legacy": "images, legacy `Summary.Image` (PyTorch), 16×16 PNG",
+    "images_tf2": "images, TF2 string tensor, 16×16 PNG",
+}
+
+
+def tensorboard_read(logdir: Path) -> tuple[float, int]:
+    """Seconds for EventMultiplexer to load every point, and the number of points."""
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+    logging.getLogger("tensorboard").setLevel(logging.ERROR)
+    t = time.perf_counter()
+    mux = pem.EventMultiplexer(size_guidance={"tensors": 0}, tensor_size_guidance={},
+                               purge_orphaned_data=True)
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
+    points = sum(len(mux.Tensors(run, tag)) for run, info in mux.Runs().items()
+                 for tag in info["tensors"])
+    return time.perf_counter() - t, points
+
+
+def tbconvert_cmd(*args: str) -> float:
+    """Seconds of one whole ``tbconvert`` command (interpreter start and imports included)."""
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tbconvert", *args], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def best_of(times: int, fn, *args) -> float:
+    best = float("inf")
+    for _ in range(times):
+        t = time.perf_counter()
+        fn(*args)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def read_all(logdir: Path) -> int:
+    """What ``tbconvert info`` does: stream every run and look at every series."""
+    from tbconvert import api
+    from tbconvert.report import Report
+    points = 0
+    with api.open_reader(logdir, report=Report()) as reader:
+        for run_data in reader.iter_runs():
+            points += sum(len(s) for s in run_data.series)
+    return points
+
+
+def to_parquet(logdir: Path, out: Path) -> None:
+    import tbconvert
+    if out.exists():
+        out.unlink()
+    tbconvert.convert(logdir, out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=250_000, help="scalar points per scalar form")
+    ap.add_argument("--mixed-points", type=int, default=1_000_000)
+    ap.add_argument("--histograms", type=int, default=20_000)
+    ap.add_argument("--images", type=int, default=20_000)
+    ap.add_argument("--forms", default=",".join(SCALAR_FORMS + HISTOGRAM_FORMS + IMAGE_FORMS))
+    ap.add_argument("--skip-tensorboard", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for form in args.forms.split(","):
+            n = args.histograms if form in HISTOGRAM_FORMS else \
+                args.images if form in IMAGE_FORMS else \
+                args.mixed_points if form == "mixed" else args.points
+            logdir = tmp / form
+            writers.write_form(form, logdir, n)
+            size = sum(p.stat().st_size for p in logdir.rglob("*") if p.is_file())
+            tb, count = (float("nan"), 0) if args.skip_tensorboard else tensorboard_read(logdir)
+            assert read_all(logdir) == (count or read_all(logdir))
+            info = best_of(2, read_all, logdir)
+            parquet = best_of(2, to_parquet, logdir, tmp / f"{form}.parquet")
+            command = tbconvert_cmd("info", str(logdir))
+            rows.append((form, count or n, size, tb, info, parquet, command))
+            print(f"{form}: {count or n} points, {size / 1e6:.1f} MB, TensorBoard {tb:.2f} s, "
+                  f"read {info:.2f} s, parquet {parquet:.2f} s, info command {command:.2f} s",
+                  file=sys.stderr, flush=True)
+            shutil.rmtree(logdir)
+    print("| form | points | event files (MB) | EventMultiplexer (s) | tbconvert read (s) | ratio "
+          "| → Parquet (s) | ratio | `tbconvert info` command (s) | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for form, n, size, tb, info, parquet, command in rows:
+        print(f"| {LABELS[form]} | {n:,} | {size / 1e6:.1f} | {tb:.2f} | {info:.2f} | {tb / info:.1f}× "
+              f"| {parquet:.2f} | {tb / parquet:.1f}× | {command:.2f} | {tb / command:.1f}× |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""The vectorised event decoders (fastscalars, fastblobs) give exactly what protobuf decoding gives.
+
+Every layout the bulk path accepts is checked against the same files read with
+the bulk path switched off (every record through protobuf and the legacy
+migration), on real writers' files, the benchmark generators' forms and
+hypothesis-generated events.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import tbconvert
+from tbconvert.formats.tfevents import fastblobs, fastscalars, records
+from conftest import FIXTURES, LOGDIRS
+from oracle import canonical, tb_view
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import writers  # noqa: E402
+
+
+def _snapshot(logdir: Path) -> dict:
+    data = tbconvert.load(logdir)
+    out = {"report": sorted((i.kind, i.message) for i in data.report.issues)}
+    for run, tags in data.series.items():
+        out[(run, "start")] = data.runs[run].start_time
+        for tag, s in tags.items():
+            common = (type(s).__name__, s.metadata, s.steps.tobytes(), s.wall_times.tobytes(),
+                      None if s.hidden is None else np.asarray(s.hidden).tobytes())
+            if hasattr(s, "values"):
+                payload = (s.values.dtype.str, s.values.tobytes())
+            elif hasattr(s, "tensors"):
+                payload = (s.dtypes.tobytes(), [canonical(t) for t in s.tensors])
+            else:
+                payload = (s.offsets.tobytes(), list(s.blobs))
+            out[(run, tag)] = common + (payload,)
+    return out
+
+
+def _protobuf_only(monkeypatch, logdir: Path) -> dict:
+    with monkeypatch.context() as m:
+        m.setattr(fastscalars, "MIN_GROUP", 1 << 62)
+        m.setattr(fastblobs, "MIN_GROUP", 1 << 62)
+        return _snapshot(logdir)
+
+
+def _bulk_share(logdir: Path) -> float:
+    """Share of all records that the bulk path decoded."""
+    done = total = 0
+    for path in logdir.rglob("events.out.tfevents.*"):
+        buf = path.read_bytes()
+        starts, lengths, _ = records.scan(buf)
+        _, rest = fastscalars.decode(buf, starts, lengths)
+        _, rest = fastblobs.decode(buf, starts, lengths, rest)
+        done += len(starts) - len(rest)
+        total += len(starts)
+    return done / total
+
+
+@pytest.mark.parametrize("form", ["pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all",
+                                  "histo_tf2", "histo_legacy", "images_legacy", "images_tf2", "mixed"])
+def test_generated_forms_bulk_equals_protobuf(form, tmp_path, monkeypatch):
+    writers.write_form(form, tmp_path / form, 400)
+    assert _snapshot(tmp_path / form) == _protobuf_only(monkeypatch, tmp_path / form)
+    if form != "histo_legacy":
+        assert _bulk_share(tmp_path / form) > 0.9
+
+
+@pytest.mark.parametrize("form", ["tf2", "keras", "tf1_merge_all", "histo_tf2"])
+def test_generated_forms_match_tensorboard(form, tmp_path):
+    """The new layouts (metadata on every value, several values, [k, 3] tensors) as TensorBoard sees them."""
+    writers.write_form(form, tmp_path, 200)
+    view = tb_view(tmp_path)
+    ours = tbconvert.load(tmp_path).series
+    assert sorted(view) == sorted(ours)
+    for run, tags in view.items():
+        assert sorted(tags["tags"]) == sorted(ours[run])
+        for tag, tv in tags["tags"].items():
+            s = ours[run][tag]
+            assert (s.metadata.plugin_name, s.metadata.plugin_content, s.metadata.display_name,
+                    s.metadata.description, int(s.metadata.data_class)) == \
+                (tv["plugin_name"], tv["plugin_content"], tv["display_name"], tv["description"],
+                 tv["data_class"])
+            assert [p[0] for p in tv["points"]] == s.steps.tolist()
+            assert [p[1] for p in tv["points"]] == s.wall_times.tolist()
+            points = s.values if hasattr(s, "values") else s.tensors
+            assert [p[2] for p in tv["points"]] == [canonical(np.asarray(v)) for v in points]
+
+
+def _repeat_records(src: Path, dst: Path, times: int) -> None:
+    """Each record of each event file written ``times`` times in a row (same bytes)."""
+    for path in src.rglob("events.out.tfevents.*"):
+        buf = path.read_bytes()
+        starts, lengths, _ = records.scan(buf)
+        out = dst / path.relative_to(src)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(b"".join(records.frame(buf[s:s + n]) * times
+                                 for s, n in zip(starts.tolist(), lengths.tolist())))
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_real_writers_records_bulk_equals_protobuf(name, tmp_path, monkeypatch):
+    """Real writers' exact records, each repeated so that the bulk path takes them."""
+    _repeat_records(FIXTURES / name, tmp_path, fastscalars.MIN_GROUP + 1)
+    assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
+
+
+def test_real_tf2_scalar_and_histogram_records_take_the_bulk_path(tmp_path):
+    """TF2 writes metadata on every value: those records must not fall back to protobuf."""
+    _repeat_records(FIXTURES / "tf2_logdir" / "eager", tmp_path, fastscalars.MIN_GROUP + 1)
+    path = next(p for p in tmp_path.rglob("*.0.v2"))
+    buf = path.read_bytes()
+    starts, lengths, _ = records.scan(buf)
+    cols, _ = fastscalars.decode(buf, starts, lengths)
+    kinds = {(c.tag, c.values.shape[1:]) for c in cols}
+    assert ("loss", ()) in kinds and ("learning_rate", ()) in kinds
+    assert ("weights", (20, 3)) in kinds
+    md = {c.tag: fastscalars.column_metadata(c) for c in cols}
+    assert md["learning_rate"].plugin_name == "scalars"
+    assert md["learning_rate"].description == "learning rate (exponential decay)"
+
+
+def test_first_metadata_wins_between_layouts(tmp_path, monkeypatch):
+    """A tag whose metadata changes part way: TensorBoard keeps the first, so must we.
+
+    Long steps come first, so the first metadata sits in the later length group."""
+    from tensorboard.compat.proto import event_pb2
+    with writers.EventFile(tmp_path / "r", "tf2") as f:
+        for i in range(100):
+            step = 1000 + i if i < 40 else i
+            ev = event_pb2.Event.FromString(writers.tf2_scalar_event(step, 10.0 + i, "x", i / 7))
+            ev.summary.value[0].metadata.display_name = "first" if i < 40 else "later"
+            f.add(ev.SerializeToString())
+    assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
+    assert tbconvert.load(tmp_path).series["r"]["x"].metadata.display_name == "first"
+
+
+# -- hypothesis: random events through both paths ---------------------------------------------
+
+_DTYPES = [(1, "<f4"), (2, "<f8"), (3, "<i4"), (9, "<i8"), (4, "u1"), (10, "?"), (19, "<f2"),
+           (14, "<u2"), (8, "<c8"), (23, "<u8")]
+
+tags = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
+               max_size=12)
+meta = st.one_of(st.none(), st.fixed_dictionaries({
+    "plugin": st.sampled_from(["scalars", "histograms", "text", "custom", ""]),
+    "content": st.binary(max_size=6),
+    "display": st.text(max_size=6),
+    "desc": st.text(max_size=6),
+    "data_class": st.integers(0, 5),
+}))
+value_spec = st.fixed_dictionaries({
+    "tag": tags,
+    "kind": st.sampled_from(["simple", "tensor_content", "float_val", "double_val"]),
+    "dtype": st.sampled_from(_DTYPES),
+    "shape": st.lists(st.integers(0, 3), max_size=3),
+    "meta": meta,
+})
+event_spec = st.fixed_dictionaries({
+    "values": st.lists(value_spec, min_size=1, max_size=4),
+    "steps": st.sampled_from(["small", "large", "negative", "mixed", "absent"]),
+    "wall": st.booleans(),
+    "count": st.integers(1, 40),
+})
+
+
+def _value(ev, spec, rng):
+    from tbconvert import dtypes as dt
+    v = ev.summary.value.add(tag=spec["tag"])
+    if spec["meta"] is not None:
+        m = spec["meta"]
+        v.metadata.plugin_data.plugin_name = m["plugin"]
+        v.metadata.plugin_data.content = m["content"]
+        v.metadata.display_name = m["display"]
+        v.metadata.summary_description = m["desc"]
+        v.metadata.data_class = min(m["data_class"], 3)
+    kind = spec["kind"]
+    if kind == "simple":
+        v.simple_value = float(rng.standard_normal())
+        return
+    code, np_dtype = spec["dtype"]
+    if kind == "float_val":
+        v.tensor.dtype = dt.DT_FLOAT
+        v.tensor.tensor_shape.SetInParent()
+        v.tensor.float_val.append(float(rng.standard_normal()))
+        return
+    if kind == "double_val":
+        v.tensor.dtype = dt.DT_DOUBLE
+        v.tensor.tensor_shape.SetInParent()
+        v.tensor.double_val.append(float(rng.standard_normal()))
+        return
+    v.tensor.dtype = code
+    shape = spec["shape"]
+    v.tensor.tensor_shape.SetInParent()
+    for size in shape:
+        v.tensor.tensor_shape.dim.add(size=size)
+    n = int(np.prod(shape)) if shape else 1
+    v.tensor.tensor_content = rng.integers(0, 256, n * np.dtype(np_dtype).itemsize,
+                                           dtype=np.uint8).tobytes()
+
+
+def _step(mode, i, rng):
+    if mode == "absent":
+        return 0
+    if mode == "small":
+        return i
+    if mode == "large":
+        return int(rng.integers(1 << 20, 1 << 50))
+    if mode == "negative":
+        return -int(rng.integers(1, 1 << 40))
+    return int(rng.choice([i, 1 << 30, -5]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(event_spec, min_size=1, max_size=4), seed=st.integers(0, 1000),
+       version=st.sampled_from(["brain.Event:2", "brain.Event:1"]))
+def test_random_events_bulk_equals_protobuf(events, seed, version, tmp_path_factory):
+    """Version 1 files turn on TensorBoard's out-of-order purge, which reads steps of whole events."""
+    from tensorboard.compat.proto import event_pb2
+    rng = np.random.default_rng(seed)
+    logdir = tmp_path_factory.mktemp("h")
+    i = 0
+    with writers.EventFile(logdir / "r", "pytorch", file_version=version) as f:
+        for spec in events:
+            for _ in range(spec["count"] * 2):
+                i += 1
+                ev = event_pb2.Event(step=_step(spec["steps"], i, rng))
+                if spec["wall"]:
+                    ev.wall_time = 1e9 + i
+                for v in spec["values"]:
+                    _value(ev, v, rng)
+                f.add(ev.SerializeToString())
+    fast = _snapshot(logdir)
+    mp = pytest.MonkeyPatch()
+    try:
+        slow = _protobuf_only(mp, logdir)
+    finally:
+        mp.undo()
+    assert fast == slow
+
+
+@pytest.mark.parametrize("code,np_dtype", _DTYPES)
+@pytest.mark.parametrize("shape", [[], [3], [2, 3], [0, 2]])
+def test_every_dtype_and_shape_bulk_equals_protobuf(code, np_dtype, shape, tmp_path, monkeypatch):
+    from tensorboard.compat.proto import event_pb2
+    rng = np.random.default_rng(code)
+    spec = {"tag": "t", "kind": "tensor_content", "dtype": (code, np_dtype), "shape": shape,
+            "meta": {"plugin": "custom", "content": b"\x01", "display": "", "desc": "",
+                     "data_class": 2}}
+    with writers.EventFile(tmp_path / "r", "tf2") as f:
+        for i in range(40):
+            ev = event_pb2.Event(step=i, wall_time=1.0 + i)
+            _value(ev, spec, rng)
+            f.add(ev.SerializeToString())
+    assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
+    if 0 not in shape and code != 10:  # bool stays with protobuf (see fastscalars)
+        assert _bulk_share(tmp_path) > 0.9
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tag=tags, form=st.sampled_from(["legacy", "tf2"]), head=st.integers(0, 3),
+       sizes=st.lists(st.sampled_from([0, 1, 100, 127, 128, 129, 16383, 16384, 20000]), min_size=1,
+                      max_size=4),
+       meta=meta, steps=st.sampled_from(["small", "large", "negative", "absent"]), seed=st.integers(0, 99))
+def test_random_blob_events_bulk_equals_protobuf(tag, form, head, sizes, meta, steps, seed,
+                                                 tmp_path_factory):
+    """Images of every size around the varint boundaries of their enclosing length prefixes."""
+    from tensorboard.compat.proto import event_pb2
+    rng = np.random.default_rng(seed)
+    logdir = tmp_path_factory.mktemp("b")
+    with writers.EventFile(logdir / "r", "pytorch") as f:
+        for i in range(60):
+            blob = rng.integers(0, 256, sizes[i % len(sizes)], dtype=np.uint8).tobytes()
+            if form == "legacy":
+                raw = writers.image_legacy_event(_step(steps, i, rng), 1e9 + i, tag, blob, 3 + head, 4)
+            else:
+                ev = event_pb2.Event(step=_step(steps, i, rng), wall_time=1e9 + i)
+                v = ev.summary.value.add(tag=tag)
+                v.tensor.dtype = 7
+                v.tensor.tensor_shape.dim.add(size=head + 1)
+                v.tensor.string_val.extend([b"%d" % j for j in range(head)] + [blob])
+                if meta is not None:
+                    v.metadata.plugin_data.plugin_name = meta["plugin"]
+                    v.metadata.display_name = meta["display"]
+                raw = ev.SerializeToString()
+            f.add(raw)
+    fast = _snapshot(logdir)
+    mp = pytest.MonkeyPatch()
+    try:
+        slow = _protobuf_only(mp, logdir)
+    finally:
+        mp.undo()
+    assert fast == slow
+
+
+# -- record framing and legacy histograms -------------------------------------------------------
+
+@pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy"])
+def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
+    """fastframe predicts record positions from repeating lengths; it must find exactly the
+    records a one-by-one walk finds, from any offset, for any limit, damaged bytes included."""
+    from tbconvert.formats.tfevents import fastframe
+    writers.write_form(form, tmp_path, 600)
+    rng = np.random.default_rng(5)
+    for path in tmp_path.rglob("events.out.tfevents.*"):
+        buf = path.read_bytes()
+        variants = [buf, buf[:len(buf) * 2 // 3]]
+        for _ in range(3):
+            damaged = bytearray(buf)
+            damaged[int(rng.integers(0, len(buf)))] ^= 0x5A
+            variants.append(bytes(damaged))
+        for data in variants:
+            for off in (0, 1, len(data) // 2):
+                for limit in (1, 47, 48, 49, 1000, 1 << 20):
+                    a = records._frame_quickly(data, off, limit)
+                    b = fastframe.walk(data, off, limit)
+                    assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+
+
+def _histogram_elementwise(histo):
+    counts = list(histo.bucket)
+    nonzero = [i for i, c in enumerate(counts) if c > 0]
+    if not nonzero:
+        return np.zeros((0, 3), np.float32)
+    start, end = nonzero[0], nonzero[-1]
+    limits = list(histo.bucket_limit)
+    inner = limits[start:end]
+    with np.errstate(over="ignore"):
+        return np.array([[histo.min] + inner, inner + [histo.max], counts[start:end + 1]],
+                        dtype=np.float32).T
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.sampled_from([0.0, 0.0, 1.0, 3.0, 1e9, float("nan"), -1.0]), max_size=12),
+       lo=st.floats(allow_nan=False, width=64), hi=st.floats(allow_nan=False, width=64),
+       unpacked=st.booleans())
+def test_legacy_histogram_from_packed_bytes_equals_elementwise(counts, lo, hi, unpacked):
+    """Reading bucket arrays from the packed bytes gives TensorBoard's element-wise migration,
+    also for histograms written with unpacked repeated fields."""
+    from tensorboard.compat.proto import summary_pb2
+    from tbconvert.formats.tfevents import legacy
+    limits = [float(i) / 3 for i in range(len(counts))]
+    histo = summary_pb2.HistogramProto(min=lo, max=hi, num=5.0, bucket_limit=limits, bucket=counts)
+    if unpacked:
+        raw = b"".join(b"\x31" + np.float64(v).tobytes() for v in limits) + \
+            b"".join(b"\x39" + np.float64(v).tobytes() for v in counts)
+        histo = summary_pb2.HistogramProto.FromString(raw)
+        histo.min, histo.max = lo, hi
+    got = legacy.migrate_histogram(histo)
+    want = _histogram_elementwise(histo)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
