@@ -54,6 +54,12 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     return fmt.writer(path, options or Options(), report if report is not None else Report())
 
 
+def check_paths(src, dst) -> None:
+    """Refuse (before anything is written) a destination that is, holds or lies in the source."""
+    from tbconvert.output import check_destination
+    check_destination(src, dst)
+
+
 def select(series: Iterable[Series], options: Options, report: Report,
            keeps_hidden: bool = False) -> Iterator[Series]:
     """Chunks of one run filtered by tag; hidden points dropped (and counted) unless kept."""
@@ -119,6 +125,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     """
     report = report if report is not None else Report()
     opts = options if options is not None else make_options(**kwargs)
+    check_paths(src, dst)
     reader = open_reader(src, format=from_format, options=opts, report=report)
     with reader:
         writer = open_writer(dst, format=to_format, options=opts, report=report)

@@ -20,6 +20,7 @@ Layout: ``DIR/<run>/<tag>/<step>_<index>.<ext>``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part
-from tbconvert.output import AtomicOutput
+from tbconvert.output import AtomicOutput, check_destination
 from tbconvert.report import Report
 from tbconvert.tables._source import iter_source
 from tbconvert.tables._tensors import media_items, sniff
@@ -81,6 +82,9 @@ class _Writer:
 def extract(source, out_dir: Path, options: Options, report: Report) -> int:
     """Write every media point of ``source`` under ``out_dir``; returns the number of files."""
     skipped: dict[str, int] = {}
+    src_path = source if isinstance(source, (str, os.PathLike)) else getattr(source, "path", None)
+    if src_path is not None:
+        check_destination(src_path, out_dir)
     with AtomicOutput(out_dir, force=options.force, directory=True).writing() as tmp:
         writer = _Writer(tmp, report)
         for _run, chunks in iter_source(source, options, report):
