@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from tbconvert import registry
+from tbconvert import names, registry
 from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Reader, Writer
 from tbconvert.model import Experiment, Run, Series, concat
@@ -81,7 +81,8 @@ def select(series: Iterable[Series], options: Options, report: Report,
 
 
 def selected_runs(reader: Reader, options: Options, report: Report,
-                  keeps_hidden: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
+                  keeps_hidden: bool = False,
+                  keeps_byte_names: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
     """``(run, chunks)`` for each run the options select, counted in ``report``.
 
     The caller consumes each run's chunks before asking for the next run;
@@ -96,7 +97,7 @@ def selected_runs(reader: Reader, options: Options, report: Report,
         if options.progress:
             options.progress(run_data.run.name)
         chunks = select(run_data.series, options, report, keeps_hidden)
-        yield run_data.run, chunks
+        yield names.storable(run_data.run, chunks, report, keep_bytes=keeps_byte_names)
         for _ in chunks:
             pass
 
@@ -105,7 +106,9 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
     """Stream everything ``reader`` yields into ``writer``, one run at a time."""
     writer.write_experiment(reader.experiment())
     keeps_hidden = getattr(writer, "keeps_hidden", False)
-    for run, chunks in selected_runs(reader, reader.options, report, keeps_hidden):
+    keeps_byte_names = getattr(writer, "keeps_byte_names", False)
+    for run, chunks in selected_runs(reader, reader.options, report, keeps_hidden,
+                                     keeps_byte_names):
         writer.write_run(run, chunks)
 
 

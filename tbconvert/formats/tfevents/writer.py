@@ -38,6 +38,7 @@ def _pb():
 
 class TfeventsWriter(Writer):
     keeps_hidden = False
+    keeps_byte_names = True    # run directories keep the bytes of their names
 
     def __init__(self, path, options, report) -> None:
         super().__init__(path, options, report)
@@ -63,11 +64,7 @@ class TfeventsWriter(Writer):
         for chunk in series:
             by_tag.setdefault(chunk.tag, []).append(chunk)
         merged = [concat(chunks) for chunks in by_tag.values()]
-        directory, changed = run_dir(self.out.tmp, run.name)
-        key = str(directory)
-        if key in self._dirs:
-            raise OutputError(f"two runs map to the directory {directory.name!r}")
-        self._dirs.add(key)
+        directory, changed = run_dir(self.out.tmp, run.name, self._dirs)
         if changed:
             rel = directory.relative_to(self.out.tmp).as_posix()
             self.report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
