@@ -10,8 +10,9 @@ whole name, and the caller reports the renaming.
 Directory names read from a POSIX file system that are not UTF-8 reach Python
 as surrogate escapes (PEP 383). Event-file logdirs keep them as the same bytes;
 formats that store text (Parquet, HDF5, CSV, exports, tags everywhere) get
-:func:`text`, which spells each such byte ``\\xNN`` (and any other lone
-surrogate ``\\uNNNN``).
+:func:`text`, which spells each such byte ``%XX`` (and any other lone
+surrogate as its three UTF-8 bytes ``%ED%A0%80``, as directory names spell it).
+A backslash would not do: exports read it as a Windows path separator.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ _BYTE_NAMES = os.name == "posix" and os.fsencode("\udcff") == b"\xff"
 
 
 def _surrogate_text(m: re.Match) -> str:
-    code = ord(m.group())
-    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+    ch = m.group()
+    raw = ch.encode("utf-8", "surrogateescape" if "\udc80" <= ch <= "\udcff" else "surrogatepass")
+    return "".join(f"%{b:02X}" for b in raw)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -162,7 +164,7 @@ def storable(run, chunks: Iterable, report, *, keep_bytes: bool = False):
     name = run.name if keep_bytes else text(run.name)
     if name != run.name:
         report.add("name_escaped", f"run {name}: the name is not valid UTF-8; stored with "
-                   "its odd bytes escaped (\\xNN)", run=name, lost=False)
+                   "its odd bytes escaped (%XX)", run=name, lost=False)
         run = replace(run, name=name)
     return run, _storable_chunks(chunks, name, report)
 
@@ -174,7 +176,7 @@ def _storable_chunks(chunks: Iterable, run_name: str, report) -> Iterator:
         if tag != chunk.tag and tag not in told:
             told.add(tag)
             report.add("name_escaped", f"{text(run_name)}/{tag}: the tag is not valid UTF-8; "
-                       "stored with its odd bytes escaped (\\xNN)", run=text(run_name), tag=tag,
+                       "stored with its odd bytes escaped (%XX)", run=text(run_name), tag=tag,
                        lost=False)
         if tag != chunk.tag or run_name != chunk.run:
             chunk = replace(chunk, run=run_name, tag=tag)
