@@ -72,7 +72,7 @@ class AtomicOutput:
         except OSError as exc:
             _remove_created(self._created)
             raise OutputError(f"cannot create {parent}: {exc.strerror or exc}") from None
-        self.tmp = parent / f".{self.final.name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        self.tmp = parent / f".{_short(self.final.name)}{TMP_MARK}{uuid.uuid4().hex[:12]}"
         self._done = False
         _PENDING.add(self)
         if directory:
@@ -99,7 +99,7 @@ class AtomicOutput:
             self._finished()
             _remove(self.tmp)  # now the old output
             return
-        old = self.final.parent / f".{self.final.name}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
+        old = self.final.parent / f".{_short(self.final.name)}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
         os.replace(self.final, old)
         os.replace(self.tmp, self.final)
         self._finished()
@@ -124,6 +124,13 @@ class AtomicOutput:
     def _finished(self) -> None:
         self._done = True
         _PENDING.discard(self)
+
+
+def _short(name: str, limit: int = 200) -> str:
+    """``name`` cut to ``limit`` bytes, so the hidden temporary beside a destination whose name
+    is near the 255-byte limit is still a valid name."""
+    raw = os.fsencode(name)
+    return name if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
 
 
 def _missing_parents(path: Path) -> list[Path]:

@@ -165,3 +165,10 @@ def test_parent_creation_failure_is_one_clear_error(tmp_path):
     with pytest.raises(OutputError, match="cannot create"):
         output.AtomicOutput(blocker / "sub" / "out", force=False, directory=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_destination_name_near_the_length_limit(tmp_path, logs):
+    dst = tmp_path / ("é" * 120 + ".parquet")      # 248 bytes: the hidden temporary must fit too
+    tbconvert.convert(logs, dst)
+    assert dst.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([dst.name, "logs"])
