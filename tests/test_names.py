@@ -195,3 +195,10 @@ def test_run_dirs_that_clash_get_a_suffix(tmp_path):
     assert first == tmp_path / "run" and not changed1
     assert second == tmp_path / "run~2" and changed2
     assert root == tmp_path and root2 != tmp_path and changed3
+
+
+def test_media_of_the_root_run_is_not_reported_as_renamed(tmp_path):
+    src = _archive(tmp_path / "src.parquet", {".": [_images(".", "img")]})
+    report = tbconvert.extract_media(src, tmp_path / "media")
+    assert (tmp_path / "media" / "%2E" / "img" / "0_0.png").is_file()
+    assert not [i for i in report.issues if i.kind in ("name_made_safe", "name_clash")]

@@ -41,9 +41,12 @@ from tbconvert.tables._tensors import media_items, sniff
 MEDIA_PLUGINS = ("images", "audio", "text")
 
 
+_ROOT = safe_part(".")    # the root run's folder
+
+
 def _parts(run: str, tag: str) -> list[str]:
     """Safe components of ``run`` then ``tag``, the whole kept under the path budget."""
-    run_parts = [safe_part(".")] if run == "." else [safe_part(p) for p in run.split("/")]
+    run_parts = [_ROOT] if run == "." else [safe_part(p) for p in run.split("/")]
     return shortened(run_parts + [safe_part(p) for p in tag.split("/")], f"{run}/{tag}")
 
 
@@ -65,7 +68,7 @@ class _Writer:
                 self.report.add("name_clash", f"{run}/{tag}: {natural} was taken by a file of "
                                 f"another tag; written under {written}", run=run, tag=tag,
                                 lost=False)
-            elif natural != (tag if run == "." else f"{run}/{tag}"):
+            elif natural != f"{_ROOT if run == '.' else run}/{tag}":
                 self.report.add("name_made_safe", f"{run}/{tag}: written under {natural} "
                                 "(unsafe characters escaped or the path shortened)",
                                 run=run, tag=tag, lost=False)
