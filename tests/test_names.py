@@ -27,7 +27,7 @@ WRITERS = [("tfevents", "out"), ("parquet", "out.parquet"), ("hdf5", "out.h5"),
 
 posix_bytes = pytest.mark.skipif(
     os.name != "posix" or os.fsencode("\udcff") != b"\xff",
-                                 reason="the file system does not take arbitrary bytes")
+    reason="the file system does not take arbitrary bytes")
 
 
 def _scalars(run: str, tag: str = "loss", n: int = 3) -> ScalarSeries:

@@ -18,7 +18,6 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
-from tbconvert.errors import OutputError
 from tbconvert.formats.base import Writer
 from tbconvert.formats.tfevents import encode, layout, legacy, records
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
