@@ -80,6 +80,7 @@ def test_non_utf8_run_directory_converts_with_every_writer(tmp_path, fmt, dst_na
         assert escaped in loaded.runs and BYTES_NAME not in loaded.runs
         assert any(i.kind == "name_escaped" and i.run == escaped for i in report.issues)
     assert "plain" in loaded.runs
+    assert main(["verify", str(src), str(tmp_path / dst_name)]) == 0   # same data, names as stored
     assert (loaded.series["plain"]["loss"].values
             == loaded.series[BYTES_NAME if fmt == "tfevents" else escaped]["loss"].values).all()
 
