@@ -113,6 +113,15 @@ def test_every_command_shows_hostile_names_escaped(hostile, capsys):
         _assert_clean(captured.err, argv)
 
 
+def test_usage_errors_quote_file_names_escaped(hostile, capsys):
+    # a shell glob hands file names from data to the parser
+    code = main(["info", str(hostile["a"]), str(hostile["root"] / "extra")])
+    captured = capsys.readouterr()
+    assert code == 2
+    _assert_clean(captured.err, "usage")
+    assert "\\x1b[2K\\rFORGED\\n" in captured.err
+
+
 def test_info_names_are_shown_not_dropped(hostile, capsys):
     assert main(["info", str(hostile["a"])]) == 0
     out = capsys.readouterr().out
