@@ -216,6 +216,8 @@ def check_destination(src, dst) -> None:
     ignores case. Raises :class:`UsageError` before anything is written.
     """
     src, dst = Path(src), Path(dst)
+    if not _exists(src):
+        return      # nothing to protect; the reader says that the source is missing
     how = _overlap(src, dst)
     if how:
         raise UsageError(f"{dst} {how} the source {src}; choose a destination outside it "
@@ -225,10 +227,10 @@ def check_destination(src, dst) -> None:
 def _overlap(src: Path, dst: Path) -> str:
     src_ids = _chain_ids(src)       # identities of src and its ancestors, src first
     dst_ids = _chain_ids(dst)
-    if src_ids and dst_ids:
-        if src_ids[0] == dst_ids[0] and _exists(src) and _exists(dst):
+    if src_ids and dst_ids and src_ids[0] != (-1, -1):
+        if src_ids[0] == dst_ids[0]:
             return "is"
-        if _exists(src) and src_ids[0] in dst_ids[1:]:
+        if src_ids[0] in dst_ids[1:]:
             return "is inside"
         if _exists(dst) and dst_ids[0] in src_ids[1:]:
             return "contains"

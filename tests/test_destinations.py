@@ -172,3 +172,9 @@ def test_destination_name_near_the_length_limit(tmp_path, logs):
     tbconvert.convert(logs, dst)
     assert dst.is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([dst.name, "logs"])
+
+
+def test_missing_source_is_still_exit_3(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    assert main(["convert", str(missing), str(missing), "--to", "tfevents"]) == 3
+    assert "no such file" in capsys.readouterr().err
