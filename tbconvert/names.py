@@ -51,7 +51,9 @@ def text(name: str) -> str:
 
 
 def _escape_char(ch: str) -> str:
-    return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+    if "\ud800" <= ch <= "\udfff":
+        return _surrogate_text(_SURROGATE.match(ch))
+    return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
 
 
 def _keeps_bytes(part: str) -> bool:
