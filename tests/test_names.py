@@ -203,3 +203,14 @@ def test_media_of_the_root_run_is_not_reported_as_renamed(tmp_path):
     report = tbconvert.extract_media(src, tmp_path / "media")
     assert (tmp_path / "media" / "%2E" / "img" / "0_0.png").is_file()
     assert not [i for i in report.issues if i.kind in ("name_made_safe", "name_clash")]
+
+
+def test_run_dirs_differing_in_case_get_a_suffix_where_case_is_ignored(tmp_path, monkeypatch):
+    taken: set = set()
+    assert not names.case_insensitive(tmp_path)        # probed: this file system tells case
+    assert names.run_dir(tmp_path, "Run", taken)[0] != names.run_dir(tmp_path, "run", taken)[0]
+    monkeypatch.setattr(names, "case_insensitive", lambda root: True)
+    taken = set()
+    first, _ = names.run_dir(tmp_path, "Run", taken)
+    second, changed = names.run_dir(tmp_path, "run", taken)
+    assert first == tmp_path / "Run" and second == tmp_path / "run~2" and changed
