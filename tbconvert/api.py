@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from tbconvert import registry
+from tbconvert import names, registry
 from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Reader, Writer
 from tbconvert.model import Experiment, Run, Series, concat
@@ -54,6 +54,12 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     return fmt.writer(path, options or Options(), report if report is not None else Report())
 
 
+def check_paths(src, dst) -> None:
+    """Refuse (before anything is written) a destination that is, holds or lies in the source."""
+    from tbconvert.output import check_destination
+    check_destination(src, dst)
+
+
 def select(series: Iterable[Series], options: Options, report: Report,
            keeps_hidden: bool = False) -> Iterator[Series]:
     """Chunks of one run filtered by tag; hidden points dropped (and counted) unless kept."""
@@ -75,7 +81,8 @@ def select(series: Iterable[Series], options: Options, report: Report,
 
 
 def selected_runs(reader: Reader, options: Options, report: Report,
-                  keeps_hidden: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
+                  keeps_hidden: bool = False,
+                  keeps_byte_names: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
     """``(run, chunks)`` for each run the options select, counted in ``report``.
 
     The caller consumes each run's chunks before asking for the next run;
@@ -90,7 +97,7 @@ def selected_runs(reader: Reader, options: Options, report: Report,
         if options.progress:
             options.progress(run_data.run.name)
         chunks = select(run_data.series, options, report, keeps_hidden)
-        yield run_data.run, chunks
+        yield names.storable(run_data.run, chunks, report, keep_bytes=keeps_byte_names)
         for _ in chunks:
             pass
 
@@ -99,7 +106,9 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
     """Stream everything ``reader`` yields into ``writer``, one run at a time."""
     writer.write_experiment(reader.experiment())
     keeps_hidden = getattr(writer, "keeps_hidden", False)
-    for run, chunks in selected_runs(reader, reader.options, report, keeps_hidden):
+    keeps_byte_names = getattr(writer, "keeps_byte_names", False)
+    for run, chunks in selected_runs(reader, reader.options, report, keeps_hidden,
+                                     keeps_byte_names):
         writer.write_run(run, chunks)
 
 
@@ -119,6 +128,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     """
     report = report if report is not None else Report()
     opts = options if options is not None else make_options(**kwargs)
+    check_paths(src, dst)
     reader = open_reader(src, format=from_format, options=opts, report=report)
     with reader:
         writer = open_writer(dst, format=to_format, options=opts, report=report)

@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tbconvert.errors import OutputError, OutputExistsError
+from tbconvert.errors import OutputError, OutputExistsError, UsageError
 
 TMP_MARK = ".tbconvert-tmp-"
 
@@ -65,11 +65,14 @@ class AtomicOutput:
                     f"{self.final} exists and is a {kind}; refusing to replace it with a "
                     f"{'directory' if directory else 'file'}; remove it first")
         parent = self.final.parent
+        # Parents this output creates go again if it fails: a failed conversion leaves no trace.
+        self._created = _missing_parents(parent)
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            _remove_created(self._created)
             raise OutputError(f"cannot create {parent}: {exc.strerror or exc}") from None
-        self.tmp = parent / f".{self.final.name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        self.tmp = parent / f".{_short(self.final.name)}{TMP_MARK}{uuid.uuid4().hex[:12]}"
         self._done = False
         _PENDING.add(self)
         if directory:
@@ -77,6 +80,7 @@ class AtomicOutput:
                 self.tmp.mkdir()
             except OSError as exc:
                 _PENDING.discard(self)
+                _remove_created(self._created)
                 raise OutputError(f"cannot write in {parent}: {exc.strerror or exc}") from None
 
     def commit(self) -> None:
@@ -95,7 +99,7 @@ class AtomicOutput:
             self._finished()
             _remove(self.tmp)  # now the old output
             return
-        old = self.final.parent / f".{self.final.name}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
+        old = self.final.parent / f".{_short(self.final.name)}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
         os.replace(self.final, old)
         os.replace(self.tmp, self.final)
         self._finished()
@@ -115,10 +119,38 @@ class AtomicOutput:
         if not self._done:
             _remove(self.tmp)
             self._finished()
+            _remove_created(self._created)
 
     def _finished(self) -> None:
         self._done = True
         _PENDING.discard(self)
+
+
+def _short(name: str, limit: int = 200) -> str:
+    """``name`` cut to ``limit`` bytes, so the hidden temporary beside a destination whose name
+    is near the 255-byte limit is still a valid name."""
+    raw = os.fsencode(name)
+    return name if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
+
+
+def _missing_parents(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    for p in (path, *path.parents):
+        if _exists(p):
+            break
+        missing.append(p)
+    return missing
+
+
+def _remove_created(dirs: list[Path]) -> None:
+    """Remove the directories an output created, deepest first, while they are empty
+    (another output may have been committed into one of them meanwhile)."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -170,3 +202,128 @@ def describe_os_error(exc: OSError, path) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{path}: permission denied; choose a destination you can write to"
     return f"{path}: {exc.strerror or exc}; partial output was removed"
+
+
+# ------------------------------------------------------------------ source vs destination
+
+def check_destination(src, dst) -> None:
+    """Refuse a destination that is the source, lies inside it or contains it.
+
+    Replacing such a destination (``--force``) would destroy the source, and writing inside
+    it would change what is being read. Both paths are compared by identity (device and
+    inode of every existing ancestor, so symlinks, bind mounts and case-insensitive names
+    are seen through) and by their resolved names, case-folded where the file system
+    ignores case. Raises :class:`UsageError` before anything is written.
+    """
+    src, dst = Path(src), Path(dst)
+    if not _exists(src):
+        return      # nothing to protect; the reader says that the source is missing
+    how = _overlap(src, dst)
+    if how:
+        raise UsageError(f"{dst} {how} the source {src}; choose a destination outside it "
+                         "(nothing was written)")
+
+
+def _overlap(src: Path, dst: Path) -> str:
+    src_ids = _chain_ids(src)       # identities of src and its ancestors, src first
+    dst_ids = _chain_ids(dst)
+    if src_ids and dst_ids and src_ids[0] != (-1, -1):
+        if src_ids[0] == dst_ids[0]:
+            return "is"
+        if src_ids[0] in dst_ids[1:]:
+            return "is inside"
+        if _exists(dst) and dst_ids[0] in src_ids[1:]:
+            return "contains"
+    # By name as well, where identities say nothing (file systems without stable inodes).
+    how = _name_overlap(_resolved(src), _resolved(dst))
+    if not how:
+        folded = _name_overlap(_fold(_resolved(src)), _fold(_resolved(dst)))
+        # Only ask the file system (a probe file) when case alone makes the difference.
+        if folded and _case_insensitive(_nearest_existing(dst)):
+            how = folded
+    return how
+
+
+def _name_overlap(s: Path, d: Path) -> str:
+    if s == d:
+        return "is"
+    if s in d.parents:
+        return "is inside"
+    if d in s.parents:
+        return "contains"
+    return ""
+
+
+def _chain_ids(path: Path) -> list[tuple[int, int]]:
+    """(device, inode) of ``path`` (if it exists) and of each existing ancestor."""
+    ids: list[tuple[int, int]] = []
+    resolved = _resolved(path)
+    for p in (resolved, *resolved.parents):
+        try:
+            st = os.stat(p)     # follows symlinks: a link to the source is the source
+        except (OSError, ValueError):
+            if p == resolved:
+                ids.append((-1, -1))    # keeps index 0 for the path itself
+            continue
+        ids.append((st.st_dev, st.st_ino))
+    return ids
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return Path(os.path.abspath(path))
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    for p in (path, *path.parents):
+        if p.exists():
+            return p if p.is_dir() else p.parent
+    return Path(path.anchor or ".")
+
+
+def _fold(path: Path) -> Path:
+    import unicodedata
+    return Path(unicodedata.normalize("NFD", str(path)).casefold())
+
+
+_CASE_PROBES: dict[tuple[int, int], bool] = {}
+
+
+def _case_insensitive(directory: Path) -> bool:
+    """Whether names in ``directory`` ignore case, found by probing (a platform's
+    ``normcase`` does not tell: macOS volumes may go either way)."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return False
+    key = (st.st_dev, st.st_ino)
+    if key not in _CASE_PROBES:
+        probe = directory / f".tbconvert-case-{uuid.uuid4().hex[:8]}"
+        try:
+            fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except OSError:
+            # Read-only or not ours: judge by the names already there.
+            _CASE_PROBES[key] = _case_insensitive_by_listing(directory)
+        else:
+            os.close(fd)
+            try:
+                _CASE_PROBES[key] = os.path.lexists(directory / probe.name.upper())
+            finally:
+                os.unlink(probe)
+    return _CASE_PROBES[key]
+
+
+def _case_insensitive_by_listing(directory: Path) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            for entry in it:
+                swapped = entry.name.swapcase()
+                if swapped != entry.name:
+                    return os.path.lexists(os.path.join(directory, swapped)) and not any(
+                        e == swapped for e in os.listdir(directory))
+    except OSError:
+        pass
+    return False

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tbconvert import api
+from tbconvert import api, names
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report
@@ -77,18 +77,21 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report, kee
     with api.open_reader(path, format=fmt, options=options, report=report) as reader:
         experiment = reader.experiment()
         for run_data in reader.iter_runs():
-            tags = out.setdefault(run_data.run.name, {})
+            # names as conversions store them (odd bytes %XX), so a round trip compares equal
+            run_name = names.text(run_data.run.name)
+            tags = out.setdefault(run_name, {})
             for s in run_data.series:
                 if not options.wants_tag(s.tag) or not options.wants_run(s.run):
                     continue
                 if options.restarts != "keep-all":
                     s = s.visible()
-                fp = tags.get(s.tag)
+                tag = names.text(s.tag)
+                fp = tags.get(tag)
                 if fp is None:
-                    fp = tags[s.tag] = _Fingerprint(_metadata_key(s))
+                    fp = tags[tag] = _Fingerprint(_metadata_key(s))
                 fp.add(s, keep_walls)
             if not options.wants_run(run_data.run.name):
-                out.pop(run_data.run.name, None)
+                out.pop(run_name, None)
     return out, experiment
 
 

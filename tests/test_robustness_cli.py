@@ -492,7 +492,8 @@ def test_exit_codes_and_messages(tmp_path, capsys):
         (["convert", str(src), str(tmp_path / "o4"), "--to", "nosuchformat"], 3, "nosuchformat"),
         (["convert", str(src), str(tmp_path / "o5")], 3, "--to"),
         (["convert", str(src), str(tmp_path / "o6"), "--to", "tfevents", "--runs", "("], 2, "--runs"),
-        (["convert", str(src), str(src), "--to", "tfevents"], 6, "--force"),
+        (["convert", str(src), str(junk), "--to", "csv"], 6, "--force"),
+        (["convert", str(src), str(src), "--to", "tfevents"], 2, "source"),
     ]
     for argv, code, needle in cases:
         got = main(argv)

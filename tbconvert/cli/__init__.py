@@ -15,6 +15,7 @@ import threading
 import traceback
 from typing import Sequence
 
+from tbconvert.cli.text import shown
 from tbconvert.cli.ui import UI
 from tbconvert.errors import TbconvertError
 from tbconvert.interrupts import deferred
@@ -94,8 +95,15 @@ def _modules():
                 raise
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors quote arguments, which may be file names from data (a shell glob)."""
+
+    def error(self, message):
+        super().error(shown(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tbconvert",
         description="Move TensorBoard data between event files, TensorBoard.dev exports, "
                     "Parquet, HDF5 and tables without losing anything.",

@@ -62,9 +62,10 @@ def add_extraction(p: argparse.ArgumentParser, metavar: str, output_help: str) -
 
 def write_table(args, ui, build):
     """Build a table with ``build(src, report=, options=)`` and save it to ``args.output``."""
-    from tbconvert import tables
+    from tbconvert import api, tables
     report = Report()
     options = options_from(args, ui)
+    api.check_paths(args.src, args.output)
     tables.check_table_path(args.output, force=args.force)
     table = build(args.src, report=report, options=options)
     tables.save_table(table, args.output, force=args.force)

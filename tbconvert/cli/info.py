@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 from tbconvert import api
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
+from tbconvert.cli.text import shown
 from tbconvert.report import Report
 
 NAME = "info"
@@ -84,7 +85,7 @@ def run(args, ui) -> int:
 def _print_table(out) -> None:
     exp = out["experiment"]
     if exp:
-        print(f"experiment {exp['id'] or '-'}: {exp['name'] or '(no name)'}")
+        print(shown(f"experiment {exp['id'] or '-'}: {exp['name'] or '(no name)'}"))
     rows = [("run", "tag", "plugin", "class", "points", "steps", "wall time span (UTC)")]
     total = 0
     for r in out["runs"]:
@@ -100,6 +101,7 @@ def _print_table(out) -> None:
             steps = "" if st["step_min"] is None else f"{st['step_min']}..{st['step_max']}"
             span = f"{_time(st['wall_min'])} .. {_time(st['wall_max'])}"
             rows.append((r["run"], tag, st["plugin"], st["data_class"].lower(), points, steps, span))
+    rows = [tuple(shown(cell) for cell in row) for row in rows]
     widths = [min(max(len(row[i]) for row in rows), 48) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

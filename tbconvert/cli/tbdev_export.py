@@ -60,6 +60,7 @@ def run(args, ui) -> int:
     src, out = Path(args.src), Path(args.output)
     if not src.exists():
         raise FormatError(f"{src}: no such file or directory")
+    api.check_paths(src, out)
     sources, is_root = layout.find_experiments(src)
     if not sources:
         raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "

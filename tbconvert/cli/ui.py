@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
+from tbconvert.cli.text import shown as one_line
 from tbconvert.report import Report
-
-# Control characters from names in the data (newlines, escape sequences) must not start a new
-# line or restyle the terminal: each message stays one line, shown with visible escapes.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def one_line(message: str) -> str:
-    """``message`` with control characters made visible (``\\n``, ``\\x1b``...)."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
 
 
 class UI:
@@ -52,7 +43,7 @@ class UI:
         if self._bar is None:
             from tqdm import tqdm
             self._bar = tqdm(unit=" runs", file=self.stream, leave=False, dynamic_ncols=True)
-        self._bar.set_postfix_str(label[-40:], refresh=False)
+        self._bar.set_postfix_str(one_line(label)[-40:], refresh=False)
         self._bar.update(1)
 
     def close_progress(self) -> None:

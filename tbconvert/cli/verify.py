@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tbconvert import verify
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
+from tbconvert.cli.text import shown
 from tbconvert.errors import TbconvertError
 from tbconvert.report import Report
 
@@ -39,9 +40,9 @@ def run(args, ui) -> int:
     finish(args, ui, report)
     if diffs:
         for line in diffs[:200]:
-            print(line)
+            print(shown(line))
         if len(diffs) > 200:
             print(f"... and {len(diffs) - 200} more differences")
         raise SourcesDiffer(f"{args.a} and {args.b} differ ({len(diffs)} differences listed above)")
-    print(f"same data: {args.a} and {args.b}")
+    print(shown(f"same data: {args.a} and {args.b}"))
     return 0

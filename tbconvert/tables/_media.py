@@ -12,6 +12,11 @@ Layout: ``DIR/<run>/<tag>/<step>_<index>.<ext>``.
   ``bin``). Audio (plugin ``audio``): each clip, ``wav`` when it is RIFF/WAVE.
   Text (plugin ``text``): each string element as UTF-8 ``.txt``, bytes
   unchanged (a rank-0 text is index 0; tables are flattened row-major).
+* A name that cannot be a path as it is (unsafe characters, a part over
+  200 bytes, a run and tag over 768 bytes together) is escaped or shortened
+  with a digest of the whole name; a folder level that is already a file of
+  another tag (tags ``a`` and ``a/0_0.png``) gets a ``~N`` suffix. Each
+  change is reported.
 * With ``restarts="keep-all"`` hidden points are written too, as
   ``<step>_<index>.hidden.<ext>``.
 * Blobs the source lost are reported, not written. Other series (scalars,
@@ -20,14 +25,15 @@ Layout: ``DIR/<run>/<tag>/<step>_<index>.<ext>``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
-from tbconvert.names import safe_part
-from tbconvert.output import AtomicOutput
+from tbconvert.names import safe_part, shortened
+from tbconvert.output import AtomicOutput, check_destination
 from tbconvert.report import Report
 from tbconvert.tables._source import iter_source
 from tbconvert.tables._tensors import media_items, sniff
@@ -35,10 +41,13 @@ from tbconvert.tables._tensors import media_items, sniff
 MEDIA_PLUGINS = ("images", "audio", "text")
 
 
-def _parts(name: str) -> list[str]:
-    if name == ".":
-        return [safe_part(".")]
-    return [safe_part(p) for p in name.split("/")]
+_ROOT = safe_part(".")    # the root run's folder
+
+
+def _parts(run: str, tag: str) -> list[str]:
+    """Safe components of ``run`` then ``tag``, the whole kept under the path budget."""
+    run_parts = [_ROOT] if run == "." else [safe_part(p) for p in run.split("/")]
+    return shortened(run_parts + [safe_part(p) for p in tag.split("/")], f"{run}/{tag}")
 
 
 class _Writer:
@@ -46,19 +55,43 @@ class _Writer:
         self.root = root
         self.report = report
         self.files = 0
-        self._renamed: set[tuple[str, str]] = set()
+        self._folders: dict[tuple[str, str], Path] = {}
 
     def folder(self, run: str, tag: str) -> Path:
-        run_parts, tag_parts = _parts(run), _parts(tag)
-        if ("/".join(run_parts) != run and run != ".") or "/".join(tag_parts) != tag:
-            if (run, tag) not in self._renamed:
-                self._renamed.add((run, tag))
-                self.report.add("name_made_safe", f"{run}/{tag}: written under "
-                                f"{'/'.join(run_parts + tag_parts)} (unsafe characters escaped)",
+        folder = self._folders.get((run, tag))
+        if folder is None:
+            parts = _parts(run, tag)
+            folder = self._folders[(run, tag)] = self._make(parts)
+            natural = "/".join(parts)
+            written = folder.relative_to(self.root).as_posix()
+            if written != natural:
+                self.report.add("name_clash", f"{run}/{tag}: {natural} was taken by a file of "
+                                f"another tag; written under {written}", run=run, tag=tag,
+                                lost=False)
+            elif natural != f"{_ROOT if run == '.' else run}/{tag}":
+                self.report.add("name_made_safe", f"{run}/{tag}: written under {natural} "
+                                "(unsafe characters escaped or the path shortened)",
                                 run=run, tag=tag, lost=False)
-        folder = self.root.joinpath(*run_parts, *tag_parts)
-        folder.mkdir(parents=True, exist_ok=True)
         return folder
+
+    def _make(self, parts: list[str]) -> Path:
+        """Create the folder level by level; a level that is a file already (a tag such as
+        ``a/0_0.png`` beside the tag ``a``) gets a ``~N`` suffix instead of failing."""
+        path = self.root
+        for part in parts:
+            name, n = part, 1
+            while True:
+                candidate = path / name
+                try:
+                    candidate.mkdir()
+                    break
+                except FileExistsError:
+                    if candidate.is_dir() and not candidate.is_symlink():
+                        break
+                    n += 1
+                    name = f"{part}~{n}"
+            path = candidate
+        return path
 
     def write(self, folder: Path, stem: str, ext: str, data: bytes, run: str, tag: str) -> None:
         path = folder / f"{stem}.{ext}"
@@ -81,6 +114,9 @@ class _Writer:
 def extract(source, out_dir: Path, options: Options, report: Report) -> int:
     """Write every media point of ``source`` under ``out_dir``; returns the number of files."""
     skipped: dict[str, int] = {}
+    src_path = source if isinstance(source, (str, os.PathLike)) else getattr(source, "path", None)
+    if src_path is not None:
+        check_destination(src_path, out_dir)
     with AtomicOutput(out_dir, force=options.force, directory=True).writing() as tmp:
         writer = _Writer(tmp, report)
         for _run, chunks in iter_source(source, options, report):

@@ -235,13 +235,13 @@ class TbdevReader(PayloadMixin, Reader):
             self.report.add("bad_line", f"{path}:{line_no}: a run name of {len(run)} characters "
                             f"(at most {budget.MAX_NAME_CHARS} are read); line skipped", path=path)
             return None
-        name = text.escape(run.replace("\\", "/"))
+        # lone surrogates stay: the copy loop escapes names for every writer alike
+        name = run.replace("\\", "/")
         if name != run and run not in renamed:
             renamed.add(run)
-            why = ("uses Windows separators" if text.escape(run) == run
-                   else "holds lone UTF-16 surrogates")
-            self.report.add("run_renamed", f"{path}:{line_no}: run {run!r} {why}; read as "
-                            f"{name!r}", path=path, run=name, lost=False)
+            self.report.add("run_renamed", f"{path}:{line_no}: run {text.escape(run)!r} uses "
+                            f"Windows separators; read as {text.escape(name)!r}", path=path,
+                            run=text.escape(name), lost=False)
         return name
 
     def _report_bad_raw(self, path: Path, line_no: int, raw: bytes, reason: str) -> None:
@@ -335,12 +335,6 @@ class TbdevReader(PayloadMixin, Reader):
             raise _BadLine("'summary_metadata' is missing or not a string")
         if not isinstance(points, dict):
             raise _BadLine("'points' is missing or not an object")
-        escaped = text.escape(tag)
-        if escaped != tag:
-            self.report.add("tag_renamed", f"{entry.file}:{entry.line_no}: tag {escaped!r} "
-                            "holds lone UTF-16 surrogates; read with them escaped",
-                            path=entry.file, run=run, tag=escaped, lost=False)
-            tag = escaped
         metadata = self._metadata(b64, entry, run, tag)
         if fast is not None:
             if not (len(steps) == len(values) == len(walls)):

@@ -1,25 +1,21 @@
 """Strings from export JSON made writable: lone surrogates escaped.
 
 JSON may spell a lone UTF-16 surrogate (``"\\ud800"``); Python then holds a str
-that no UTF-8 writer (event files, HDF5, Parquet, CSV) can encode. The reader
-replaces each lone surrogate with six characters, ``%uD800`` (no backslash: an
-export reads ``\\`` in run names as ``/``), and reports the renaming, so names
-stay readable, survive a round trip through every format, and every output
-format can hold them.
+that no UTF-8 writer (event files, HDF5, Parquet, CSV) can encode. Run and tag
+names keep them: the copy loop escapes names for every writer in one place
+(:func:`tbconvert.names.storable`). Experiment facts and summary metadata strings
+are escaped here, in the same spelling, and the change is reported.
 """
 
 from __future__ import annotations
 
+from tbconvert import names
+
 
 def escape(s: str) -> str:
-    """``s`` with lone surrogates spelled as ``%uDXXX``; ``s`` itself when it has none."""
-    if s.isascii():
-        return s
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return "".join(f"%u{ord(c):04X}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s)
+    """``s`` with lone surrogates spelled as their UTF-8 bytes (``%ED%A0%80``), as
+    :func:`tbconvert.names.text` spells them for every format; ``s`` itself when it has none."""
+    return names.text(s)
 
 
 def escape_all(obj):

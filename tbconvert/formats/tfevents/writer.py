@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 
-from tbconvert.errors import OutputError
 from tbconvert.formats.base import Writer
 from tbconvert.formats.tfevents import layout
 from tbconvert.formats.tfevents.runfile import RunFile
@@ -30,6 +29,7 @@ from tbconvert.output import AtomicOutput
 
 class TfeventsWriter(Writer):
     keeps_hidden = False
+    keeps_byte_names = True    # run directories keep the bytes of their names
 
     def __init__(self, path, options, report) -> None:
         super().__init__(path, options, report)
@@ -53,11 +53,7 @@ class TfeventsWriter(Writer):
                         "(TensorBoard does not show them)", lost=False)
 
     def write_run(self, run: Run, series) -> None:
-        directory, changed = run_dir(self.out.tmp, run.name)
-        key = str(directory)
-        if key in self._dirs:
-            raise OutputError(f"two runs map to the directory {directory.name!r}")
-        self._dirs.add(key)
+        directory, changed = run_dir(self.out.tmp, run.name, self._dirs)
         if changed:
             rel = directory.relative_to(self.out.tmp).as_posix()
             self.report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "

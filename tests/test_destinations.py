@@ -1,0 +1,180 @@
+"""A destination that is, holds or lies inside the source is refused before anything is
+written, by every command that writes; a failed conversion leaves no directories behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tbconvert
+from tbconvert import output
+from tbconvert.cli import main
+from tbconvert.errors import OutputError, UsageError
+
+from conftest import FIXTURES
+
+
+def _digest(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+    return out
+
+
+@pytest.fixture
+def logs(tmp_path) -> Path:
+    src = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir", src)
+    return src
+
+
+def _refused(argv, capsys) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == UsageError.exit_code, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tbconvert: error:"), err
+    assert "source" in lines[0] and "Traceback" not in err
+    return lines[0]
+
+
+def _cases(tmp_path: Path, logs: Path):
+    link = tmp_path / "link"
+    link.symlink_to(logs, target_is_directory=True)
+    return [
+        ["convert", str(logs), str(logs), "--to", "tfevents", "--force"],
+        ["convert", str(logs), str(link), "--to", "tfevents", "--force"],
+        ["convert", str(link), str(logs), "--to", "tfevents", "--force"],
+        ["convert", str(logs), str(logs / "sub"), "--to", "tfevents"],
+        ["convert", str(logs), str(link / "new" / "deeper.parquet")],
+        ["convert", str(logs), str(logs / ".." / "logs" / "x.h5")],
+        ["convert", str(logs / "train"), str(logs), "--to", "parquet", "--force"],
+        ["convert", str(logs / "train"), str(tmp_path), "--to", "tfevents", "--force"],
+        ["media", str(logs), "-o", str(logs / "media")],
+        ["media", str(logs / "train"), "-o", str(logs), "--force"],
+        ["hparams", str(logs), "-o", str(link / "trials.csv")],
+        ["histograms", str(logs), "-o", str(logs / "train" / "h.parquet")],
+    ]
+
+
+def test_destination_overlapping_source_is_refused_by_every_command(tmp_path, logs, capsys):
+    before = _digest(logs)
+    for argv in _cases(tmp_path, logs):
+        _refused(argv, capsys)
+        assert _digest(logs) == before, argv
+    assert not (tmp_path / "new").exists()
+
+
+def test_tbdev_export_into_its_own_export_is_refused(tmp_path, capsys):
+    export = tmp_path / "export"
+    shutil.copytree(FIXTURES / "tbdev_export", export)
+    before = _digest(export)
+    _refused(["tbdev-export", str(export), "-o", str(export / "logs")], capsys)
+    _refused(["tbdev-export", str(export), "-o", str(export), "--force"], capsys)
+    assert _digest(export) == before
+
+
+def test_api_convert_refuses_source_as_destination(logs):
+    before = _digest(logs)
+    with pytest.raises(UsageError, match="is the source"):
+        tbconvert.convert(logs, logs, to_format="tfevents", force=True)
+    assert _digest(logs) == before
+
+
+def test_hard_linked_file_is_the_same_file(tmp_path, logs):
+    archive = tmp_path / "a.parquet"
+    tbconvert.convert(logs, archive)
+    twin = tmp_path / "twin.parquet"
+    os.link(archive, twin)
+    with pytest.raises(UsageError, match="is the source"):
+        tbconvert.convert(archive, twin, force=True)
+
+
+def test_separate_destination_still_converts(tmp_path, logs):
+    tbconvert.convert(logs, tmp_path / "out", to_format="tfevents")
+    tbconvert.convert(logs / "train", tmp_path / "logs_train.parquet")   # a sibling name
+    assert (tmp_path / "out").is_dir() and (tmp_path / "logs_train.parquet").is_file()
+
+
+def test_case_folded_names_compared_only_where_case_is_ignored(tmp_path, logs, monkeypatch):
+    upper = tmp_path / "LOGS" / "out.parquet"
+    # This file system tells case apart (probed, not assumed): LOGS is another directory.
+    assert not output._case_insensitive(tmp_path)
+    output.check_destination(logs, upper)
+    # Where the probe finds case ignored, LOGS is the source.
+    monkeypatch.setattr(output, "_case_insensitive", lambda d: True)
+    with pytest.raises(UsageError, match="inside the source"):
+        output.check_destination(logs, upper)
+
+
+def test_case_probe_leaves_nothing_behind(tmp_path):
+    output._CASE_PROBES.clear()
+    output._case_insensitive(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_conversion_removes_the_parents_it_created(tmp_path, logs):
+    keep = tmp_path / "existing"
+    keep.mkdir()
+    dst = keep / "a" / "b" / "c" / "out.parquet"
+    with pytest.raises(KeyError):
+        with output.AtomicOutput(dst, force=False, directory=False).writing() as tmp:
+            tmp.write_bytes(b"partial")
+            raise KeyError("boom")
+    assert keep.is_dir() and list(keep.iterdir()) == []
+
+
+def _archive_with_nul_run(path: Path) -> None:
+    import numpy as np
+    from tbconvert import api
+    from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    with api.open_writer(path) as w:
+        for name in ("fine", "nul\x00byte"):
+            w.write_run(Run(name, 1.0), iter([ScalarSeries(
+                run=name, tag="loss", metadata=md, steps=np.arange(3), hidden=None,
+                wall_times=np.arange(3, dtype=np.float64), values=np.ones(3, np.float32))]))
+
+
+def test_failed_cli_conversion_leaves_no_new_directories(tmp_path, capsys):
+    src = tmp_path / "src.parquet"
+    _archive_with_nul_run(src)
+    dst = tmp_path / "x" / "y" / "out.h5"      # HDF5 cannot hold the NUL: fails mid-way
+    code = main(["convert", str(src), str(dst)])
+    assert code not in (0, 1), capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.parquet"]
+
+
+def test_parents_shared_with_a_committed_output_stay(tmp_path):
+    root = tmp_path / "new"
+    first = output.AtomicOutput(root / "one", force=False, directory=True)
+    second = output.AtomicOutput(root / "two", force=False, directory=True)
+    first.commit()
+    second.abort()
+    assert (root / "one").is_dir() and not (root / "two").exists()
+
+
+def test_parent_creation_failure_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OutputError, match="cannot create"):
+        output.AtomicOutput(blocker / "sub" / "out", force=False, directory=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_destination_name_near_the_length_limit(tmp_path, logs):
+    dst = tmp_path / ("é" * 120 + ".parquet")      # 248 bytes: the hidden temporary must fit too
+    tbconvert.convert(logs, dst)
+    assert dst.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([dst.name, "logs"])
+
+
+def test_missing_source_is_still_exit_3(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    assert main(["convert", str(missing), str(missing), "--to", "tfevents"]) == 3
+    assert "no such file" in capsys.readouterr().err

@@ -1,0 +1,216 @@
+"""Names that cannot be paths or text as they are: bytes that are not UTF-8, lone
+surrogates, clashing and over-long names. Each is kept, escaped or shortened and reported;
+the rest of the conversion is written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tbconvert
+from tbconvert import api, names
+from tbconvert.cli import main
+from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries
+
+from conftest import FIXTURES
+
+SCALAR_MD = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+IMAGE_MD = Metadata("images", b"\x10\x01", "", "", DataClass.BLOB_SEQUENCE)
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+BYTES_NAME = os.fsdecode(b"run_\xff\xfe")          # a directory name that is not UTF-8
+WRITERS = [("tfevents", "out"), ("parquet", "out.parquet"), ("hdf5", "out.h5"),
+           ("csv", "out.csv"), ("tbdev", "out_export")]
+
+posix_bytes = pytest.mark.skipif(
+    os.name != "posix" or os.fsencode("\udcff") != b"\xff",
+    reason="the file system does not take arbitrary bytes")
+
+
+def _scalars(run: str, tag: str = "loss", n: int = 3) -> ScalarSeries:
+    return ScalarSeries(run=run, tag=tag, metadata=SCALAR_MD, steps=np.arange(n),
+                        wall_times=1.6e9 + np.arange(n, dtype=np.float64), hidden=None,
+                        values=np.arange(n, dtype=np.float32))
+
+
+def _images(run: str, tag: str) -> BlobSequenceSeries:
+    return BlobSequenceSeries.from_sequences(
+        run=run, tag=tag, metadata=IMAGE_MD, steps=np.arange(2), hidden=None,
+        wall_times=1.6e9 + np.arange(2, dtype=np.float64), sequences=[[b"1", b"1", PNG]] * 2)
+
+
+def _archive(path: Path, runs: dict) -> Path:
+    with api.open_writer(path) as w:
+        for run, series in runs.items():
+            w.write_run(Run(run, 1.6e9), iter(series))
+    return path
+
+
+def _byte_named_logdir(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copytree(FIXTURES / "torch_logdir" / "train", src / BYTES_NAME)
+    shutil.copytree(FIXTURES / "torch_logdir" / "train", src / "plain")
+    return src
+
+
+# ------------------------------------------------------------------ not UTF-8
+
+@posix_bytes
+@pytest.mark.parametrize("fmt,dst_name", WRITERS)
+def test_non_utf8_run_directory_converts_with_every_writer(tmp_path, fmt, dst_name):
+    src = _byte_named_logdir(tmp_path)
+    report = tbconvert.convert(src, tmp_path / dst_name, to_format=fmt)
+    escaped = names.text(BYTES_NAME)
+    assert escaped == "run_%FF%FE"
+    if fmt == "csv":       # written, not read back: the text must hold the escaped name
+        text = (tmp_path / dst_name).read_text(encoding="utf-8")
+        assert escaped in text and "plain" in text
+        assert any(i.kind == "name_escaped" for i in report.issues)
+        return
+    loaded = tbconvert.load(tmp_path / dst_name)
+    if fmt == "tfevents":   # the same bytes as directory names: a true round trip
+        assert os.fsencode(BYTES_NAME) in os.listdir(os.fsencode(tmp_path / dst_name))
+        assert BYTES_NAME in loaded.runs
+        assert not [i for i in report.issues if i.kind == "name_escaped"]
+    else:
+        assert escaped in loaded.runs and BYTES_NAME not in loaded.runs
+        assert any(i.kind == "name_escaped" and i.run == escaped for i in report.issues)
+    assert "plain" in loaded.runs
+    assert main(["verify", str(src), str(tmp_path / dst_name)]) == 0   # same data, names as stored
+    assert (loaded.series["plain"]["loss"].values
+            == loaded.series[BYTES_NAME if fmt == "tfevents" else escaped]["loss"].values).all()
+
+
+@posix_bytes
+@pytest.mark.parametrize("command,out", [("media", "m"), ("hparams", "h.csv"),
+                                         ("histograms", "h.parquet"), ("info", None)])
+def test_non_utf8_run_directory_through_table_commands(tmp_path, capsys, command, out):
+    src = _byte_named_logdir(tmp_path)
+    argv = [command, str(src)] + (["-o", str(tmp_path / out)] if out else [])
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_lone_surrogates_from_an_export_are_escaped_for_every_writer(tmp_path):
+    """As directory names spell them (percent-escaped UTF-8), in every format alike."""
+    export = tmp_path / "export"
+    shutil.copytree(FIXTURES / "tbdev_export", export)
+    scalars = next(export.rglob("scalars.json"))
+    text = scalars.read_text()
+    text = text.replace('"run": "multi/losses_train"', '"run": "multi/\\ud800lone"', 1)
+    text = text.replace('"tag": "losses"', '"tag": "loss\\udfffes"', 1)
+    scalars.write_text(text)
+    run, tag = "multi/%ED%A0%80lone", "loss%ED%BF%BFes"
+    for fmt, dst_name in WRITERS:
+        report = tbconvert.convert(export, tmp_path / dst_name, to_format=fmt)
+        kinds = {i.kind for i in report.issues}
+        assert "name_escaped" in kinds or fmt == "tfevents" and "run_renamed" in kinds, fmt
+        if fmt == "csv":
+            assert run in (tmp_path / dst_name).read_text(encoding="utf-8")
+            continue
+        loaded = tbconvert.load(tmp_path / dst_name)
+        assert run in loaded.runs, fmt
+        assert tag in loaded.series[run], fmt
+
+
+def test_text_escapes_only_lone_surrogates():
+    assert names.text("plain é ✓") == "plain é ✓"
+    assert names.text("a\udcffb") == "a%FFb"
+    assert names.text("\ud800") == "%ED%A0%80" == names.safe_part("\ud800")
+    assert names.text("\U0001f600") == "\U0001f600"    # a real pair is not lone
+
+
+def test_safe_part_never_fails_on_surrogates():
+    for part in ("\ud800", "a\udcff", "\udcc3\udca9", "x" * 300 + "\udcff"):
+        out = names.safe_part(part)
+        assert 0 < len(os.fsencode(out)) <= 255
+    # surrogates that would re-encode as valid UTF-8 (not what the file system gave) are
+    # percent-escaped, so reading the directory back cannot merge them with "é"
+    assert names.safe_part("\udcc3\udca9") == "%C3%A9" == names.text("\udcc3\udca9")
+
+
+# ------------------------------------------------------------------ clashing and long names
+
+def test_media_tag_clashing_with_a_file_of_another_tag(tmp_path):
+    src = _archive(tmp_path / "src.parquet", {"r": [
+        _images("r", "a"), _images("r", "a/0_0.png"), _images("r", "b/0_0.png/x"),
+        _images("r", "b")]})
+    report = tbconvert.extract_media(src, tmp_path / "media")
+    files = sorted(p.relative_to(tmp_path / "media").as_posix()
+                   for p in (tmp_path / "media").rglob("*") if p.is_file())
+    assert len(files) == 8
+    assert "r/a/0_0.png" in files and "r/a/0_0.png~2/0_0.png" in files
+    assert "r/b/0_0.png/x/0_0.png" in files and "r/b/0_0~2.png" in files
+    assert {i.kind for i in report.issues} >= {"name_clash"}
+    assert all((tmp_path / "media" / f).read_bytes() == PNG for f in files)
+
+
+def test_media_clash_through_the_cli_exits_zero(tmp_path, capsys):
+    src = _archive(tmp_path / "src.parquet", {"r": [_images("r", "a"), _images("r", "a/0_0.png")]})
+    assert main(["media", str(src), "-o", str(tmp_path / "media")]) == 0, capsys.readouterr().err
+
+
+LONG_RUN = "/".join(["d" * 120] * 50)     # 6,050 characters: over PATH_MAX as one path
+
+
+def test_very_long_run_path_is_shortened_for_event_files_and_media(tmp_path):
+    src = _archive(tmp_path / "src.parquet", {
+        "ok": [_scalars("ok")],
+        LONG_RUN: [_scalars(LONG_RUN), _images(LONG_RUN, "t" * 3000)],
+        LONG_RUN + "/x": [_scalars(LONG_RUN + "/x")]})
+    report = tbconvert.convert(src, tmp_path / "out", to_format="tfevents")
+    assert sum(i.kind == "run_renamed" for i in report.issues) == 2
+    loaded = tbconvert.load(tmp_path / "out")
+    assert len(loaded.runs) == 3 and "ok" in loaded.runs
+    for root, dirs, files in os.walk(tmp_path / "out"):
+        rel = os.path.relpath(root, tmp_path / "out")
+        assert len(os.fsencode(rel)) <= names.MAX_PATH_BYTES
+        assert all(len(os.fsencode(n)) <= 255 for n in dirs + files)
+    tbconvert.extract_media(src, tmp_path / "media")
+    written = [p for p in (tmp_path / "media").rglob("*.png")]
+    assert len(written) == 2
+    assert all(len(os.fsencode(p.relative_to(tmp_path / "media"))) < 1024 for p in written)
+
+
+def test_path_parts_fit_the_budget_and_stay_distinct():
+    a = names.path_parts(LONG_RUN)
+    b = names.path_parts(LONG_RUN + "/x")
+    assert a != b
+    for parts in (a, b):
+        assert sum(len(p.encode()) + 1 for p in parts) <= names.MAX_PATH_BYTES
+    assert names.path_parts("a/b") == ["a", "b"]
+
+
+def test_run_dirs_that_clash_get_a_suffix(tmp_path):
+    taken: set = set()
+    first, changed1 = names.run_dir(tmp_path, "run", taken)
+    second, changed2 = names.run_dir(tmp_path, "run", taken)
+    root, _ = names.run_dir(tmp_path, ".", taken)
+    root2, changed3 = names.run_dir(tmp_path, ".", taken)
+    assert first == tmp_path / "run" and not changed1
+    assert second == tmp_path / "run~2" and changed2
+    assert root == tmp_path and root2 != tmp_path and changed3
+
+
+def test_media_of_the_root_run_is_not_reported_as_renamed(tmp_path):
+    src = _archive(tmp_path / "src.parquet", {".": [_images(".", "img")]})
+    report = tbconvert.extract_media(src, tmp_path / "media")
+    assert (tmp_path / "media" / "%2E" / "img" / "0_0.png").is_file()
+    assert not [i for i in report.issues if i.kind in ("name_made_safe", "name_clash")]
+
+
+def test_run_dirs_differing_in_case_get_a_suffix_where_case_is_ignored(tmp_path, monkeypatch):
+    taken: set = set()
+    assert not names.case_insensitive(tmp_path)        # probed: this file system tells case
+    assert names.run_dir(tmp_path, "Run", taken)[0] != names.run_dir(tmp_path, "run", taken)[0]
+    monkeypatch.setattr(names, "case_insensitive", lambda root: True)
+    taken = set()
+    first, _ = names.run_dir(tmp_path, "Run", taken)
+    second, changed = names.run_dir(tmp_path, "run", taken)
+    assert first == tmp_path / "Run" and second == tmp_path / "run~2" and changed
