@@ -19,7 +19,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.base import Reader
+from tbconvert.formats.base import Progress, Reader, cores, source_size
 from tbconvert.formats.tfevents import fastscalars, layout, legacy, records
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
@@ -48,6 +48,45 @@ class _FileState:
         self.damaged_records = False
 
 
+# Below this much input, starting worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+class RunProgress:
+    """A run's share of the progress: its bytes count half when read, half as its chunks
+    are written (the two passes take about as long)."""
+
+    def __init__(self, progress: Progress | None, sent: int = 0, size: int = 0) -> None:
+        self.progress = progress
+        self.size = size      # source bytes of the run read so far
+        self.sent = sent      # bytes already passed on
+
+    def _to(self, target: int) -> None:
+        if target > self.sent:
+            if self.progress is not None:
+                self.progress.advance(target - self.sent)
+            self.sent = target
+
+    def read(self, n: int) -> None:
+        self.size += n
+        self._to(self.size // 2)
+
+    def done(self) -> None:
+        self._to(self.size)
+
+    def follow(self, series, points: int, tick=None):
+        """``series``, advancing the second half as its points go by."""
+        done = 0
+        half = self.size // 2
+        for chunk in series:
+            yield chunk
+            done += len(chunk)
+            self._to(half + (self.size - half) * min(done, points) // max(points, 1))
+            if tick is not None:
+                tick()
+        self.done()
+
+
 class TfeventsReader(Reader):
     """An event-file logdir (or a single event file) as runs of series."""
 
@@ -58,8 +97,8 @@ class TfeventsReader(Reader):
         self.files_with_bytes = 0
         self.damaged_event_files = 0
         self.valid_records = 0
-        # called with the number of source bytes each step of reading got through
-        self.on_bytes = None
+        self._runs: list | None = None
+        self._run_progress = RunProgress(None)
 
     def experiment(self) -> Experiment:
         sidecar = self.path / layout.EXPERIMENT_SIDECAR
@@ -76,22 +115,36 @@ class TfeventsReader(Reader):
             return Experiment()
 
     def iter_runs(self) -> Iterator[RunData]:
-        for name, files in self.runs():
-            try:
-                asm = self.read_run(name, files)
-            except (KeyboardInterrupt, MemoryError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
-                self._unreadable_run(name, exc)
-                continue
-            run, series = asm.build()
-            yield RunData(run, series)
+        runs = self.runs()
+        jobs = self.options.jobs or cores()
+        if jobs > 1 and len(runs) > 1 and self.source_size() >= PARALLEL_MIN_BYTES:
+            from tbconvert.formats.tfevents import parallel
+            yield from parallel.read_runs(self, runs, jobs)
+        else:
+            for name, files in runs:
+                progress = RunProgress(self.options.progress)
+                try:
+                    asm = self.read_run(name, files, progress=progress)
+                except (KeyboardInterrupt, MemoryError):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
+                    self._unreadable_run(name, exc)
+                    progress.done()
+                    continue
+                run, series = asm.build()
+                yield RunData(run, progress.follow(series, asm.points_read))
         self.check_something_read()
 
     def runs(self) -> list[tuple[str, list[Path]]]:
         """``(run name, event files)`` of every run the options select, in reading order."""
-        runs = layout.discover(self.path, lambda kind, msg: self.report.add(kind, msg, path=self.path))
-        return [(name, files) for name, files in runs if self.options.wants_run(name)]
+        if self._runs is None:
+            runs = layout.discover(self.path,
+                                   lambda kind, msg: self.report.add(kind, msg, path=self.path))
+            self._runs = [(name, files) for name, files in runs if self.options.wants_run(name)]
+        return self._runs
+
+    def source_size(self) -> int:
+        return sum(source_size(f) for _, files in self.runs() for f in files)
 
     def _unreadable_run(self, name: str, exc: Exception) -> None:
         why = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
@@ -107,9 +160,11 @@ class TfeventsReader(Reader):
                 "really an event file or logdir? (check --from)")
 
 
-    def read_run(self, name: str, files: list[Path], store: PieceStore | None = None) -> RunAssembler:
+    def read_run(self, name: str, files: list[Path], store: PieceStore | None = None,
+                 progress: "RunProgress | None" = None) -> RunAssembler:
         """Read every file of a run (its pieces go to ``store``); build it with ``.build()``."""
         asm = RunAssembler(name, store)
+        self._run_progress = progress if progress is not None else RunProgress(None)
         try:
             for path in files:
                 if path.name.endswith(layout.PROFILE_EMPTY):
@@ -139,14 +194,13 @@ class TfeventsReader(Reader):
             for block in records.scan_file(path, block_size=self.block_size):
                 self._read_block(path, asm, block, seq_base, state)
                 asm.end_block()
-                if self.on_bytes is not None:
-                    self.on_bytes(block.offset + len(block.buf) - state.reported)
-                    state.reported = block.offset + len(block.buf)
+                self._run_progress.read(block.offset + len(block.buf) - state.reported)
+                state.reported = block.offset + len(block.buf)
         except OSError as exc:
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped "
                             "the rest of it", path=path, run=asm.name)
-        if self.on_bytes is not None and size > state.reported:
-            self.on_bytes(size - state.reported)
+        if size > state.reported:
+            self._run_progress.read(size - state.reported)
         if size:
             self.files_with_bytes += 1
         self.damaged_event_files += state.damaged_records
