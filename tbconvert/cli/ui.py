@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -72,8 +73,14 @@ class _Bar(Progress):
     def _tqdm(self):
         if self.ui._bar is None:
             from tqdm import tqdm
+            try:
+                width = os.get_terminal_size(self.ui.stream.fileno()).columns
+            except (AttributeError, OSError, ValueError):
+                width = 0
+            # A terminal that reports no size (a bare pseudo-terminal) still gets a bar.
             bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
-                       file=self.ui.stream, leave=False, dynamic_ncols=True,
+                       file=self.ui.stream, leave=False, dynamic_ncols=width > 0,
+                       ncols=None if width > 0 else 80,
                        delay=SHOW_AFTER, mininterval=REFRESH, desc="converting")
             self.ui._bar = bar
             # Reading one large block can take seconds: a clock keeps the bar (and its time

@@ -18,15 +18,19 @@ from __future__ import annotations
 import collections
 import dataclasses
 import multiprocessing
+import os
 import queue as queue_module
 import signal
 import tempfile
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterator
 
 from tbconvert.formats.tfevents.spill import PieceStore
+from tbconvert.interrupts import deferred
 from tbconvert.model import RunData
 from tbconvert.report import Report
 
@@ -38,17 +42,26 @@ _queue = None
 
 
 def _context():
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["tbconvert.formats.tfevents.reader"])
-    return ctx
+    # "spawn": workers are children of this process, so they notice when it is gone (a fork
+    # server would outlive a killed parent, its workers with it). "fork" is never used: it
+    # would copy this process's threads and locks half-held.
+    return multiprocessing.get_context("spawn")
 
 
 def _init(progress_queue) -> None:
     global _queue
     _queue = progress_queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
+
+
+def _orphan_watch(parent: int) -> None:
+    """End this worker as soon as the process that started it is gone (the converting
+    process killed with SIGKILL, say, which also ends the fork server): its work is of no
+    use then, and it holds the terminal's output open. An orphan gets a new parent."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
 
 
 class _QueueProgress:
@@ -84,16 +97,20 @@ class _Workers:
         self.pool = None
 
     def submit(self, *args):
-        if self.pool is None:
-            self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
-                                            initargs=(self.progress_queue,))
-        return self.pool.submit(_read, *args)
+        # Starting a worker must not be cut short by Ctrl-C: a process half started is one
+        # that no one would stop.
+        with deferred():
+            if self.pool is None:
+                self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
+                                                initargs=(self.progress_queue,))
+            return self.pool.submit(_read, *args)
 
     def stop(self) -> None:
         if self.pool is None:
             return
         # Pending reads are of no use any more: end them now rather than wait for them.
-        processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        processes = set((getattr(self.pool, "_processes", None) or {}).values())
+        processes |= set(multiprocessing.active_children())
         self.pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             if proc.is_alive():
