@@ -48,17 +48,18 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _init(progress_queue) -> None:
+def _init(progress_queue, parent: int) -> None:
     global _queue
     _queue = progress_queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
 
 
 def _orphan_watch(parent: int) -> None:
     """End this worker as soon as the process that started it is gone (the converting
     process killed with SIGKILL, say, which also ends the fork server): its work is of no
-    use then, and it holds the terminal's output open. An orphan gets a new parent."""
+    use then, and it holds the terminal's output open. An orphan gets a new parent (also
+    when the parent died before this worker even got here)."""
     while os.getppid() == parent:
         time.sleep(0.2)
     os._exit(1)
@@ -102,7 +103,7 @@ class _Workers:
         with deferred():
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
-                                                initargs=(self.progress_queue,))
+                                                initargs=(self.progress_queue, os.getpid()))
             return self.pool.submit(_read, *args)
 
     def stop(self) -> None:
