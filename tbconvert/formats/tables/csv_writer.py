@@ -21,7 +21,7 @@ from tbconvert.report import Report
 from tbconvert.tables import _csv
 from tbconvert.tables._scalars import LONG_COLUMNS, ScalarColumns
 
-FLUSH_ROWS = 1 << 20
+FLUSH_ROWS = 1 << 18
 
 _OTHER_TOOLS = {"histograms": "tbconvert histograms", "images": "tbconvert media",
                 "audio": "tbconvert media", "text": "tbconvert media or tbconvert.text()",

@@ -14,7 +14,7 @@ import pickle
 import tempfile
 import weakref
 
-SPILL_AT = 48 << 20
+SPILL_AT = 32 << 20
 
 
 def _remove(path: str) -> None:
