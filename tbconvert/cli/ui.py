@@ -8,7 +8,6 @@ import sys
 import threading
 import time
 
-from tbconvert.formats.base import Progress
 from tbconvert.report import Report
 
 # Control characters from names in the data (newlines, escape sequences) must not start a new
@@ -62,8 +61,9 @@ class UI:
             self._bar = None
 
 
-class _Bar(Progress):
-    """Source bytes done of the total, with rate and time left; drawn once a job has run
+class _Bar:
+    """A :class:`tbconvert.formats.base.Progress` (not imported here: this module loads
+    before the signal handlers are in place, so it stays light). Source bytes done of the total, with rate and time left; drawn once a job has run
     for :data:`SHOW_AFTER` seconds (short jobs stay silent), then at least every
     :data:`REFRESH` seconds while work advances."""
 

@@ -159,7 +159,6 @@ class TfeventsReader(Reader):
                 f"{self.path}: no valid event record in {self.files_with_bytes} file(s); is it "
                 "really an event file or logdir? (check --from)")
 
-
     def read_run(self, name: str, files: list[Path], store: PieceStore | None = None,
                  progress: "RunProgress | None" = None) -> RunAssembler:
         """Read every file of a run (its pieces go to ``store``); build it with ``.build()``."""
