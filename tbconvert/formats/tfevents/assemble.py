@@ -29,8 +29,8 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRe
                              ScalarSeries, TensorSeries)
 
 # A chunk handed to the writer holds at most this many points or (about) this many bytes.
-CHUNK_POINTS = 1 << 20
-CHUNK_BYTES = 32 << 20
+CHUNK_POINTS = 1 << 18
+CHUNK_BYTES = 16 << 20
 
 _NDIM0, _NDIM1, _NDIMN = 0, 1, 2
 
