@@ -259,3 +259,11 @@ def test_memory_does_not_grow_with_the_run(tmp_path):
         peaks.append(int(proc.stdout.split()[-1]))
         assert out.read_text().count("\n") == n + 1
     assert peaks[1] < 1.6 * peaks[0], peaks
+
+
+def test_no_room_to_spill_is_an_output_error_not_a_skipped_run(tmp_path, tiny_blocks, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no" / "such" / "dir"))
+    tiny_blocks(3)
+    with pytest.raises(tbconvert.errors.OutputError, match="temporary file"):
+        tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "o.parquet")
+    assert not (tmp_path / "o.parquet").exists()

@@ -29,6 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterator
 
+from tbconvert.errors import OutputError, TbconvertError
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.interrupts import deferred
 from tbconvert.model import RunData
@@ -82,8 +83,9 @@ def _read(root, options, name, files, spill_dir):
         result = asm
     except MemoryError:
         raise
+    except OutputError as exc:   # no room for temporary files: the conversion fails
+        result = exc
     except Exception as exc:  # noqa: BLE001 - reported as this run's failure
-        from tbconvert.errors import TbconvertError
         result = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
     counters = (reader.files_with_bytes, reader.valid_records, reader.damaged_event_files,
                 progress.size, progress.sent)
@@ -181,6 +183,8 @@ def read_runs(reader, runs, jobs: int) -> Iterator[RunData]:
                 reader.valid_records += valid
                 reader.damaged_event_files += damaged
                 run_progress = RunProgress(progress, sent=sent, size=size)
+                if isinstance(result, OutputError):
+                    raise OutputError(str(result))
                 if isinstance(result, str):
                     reader.report.add("unreadable_run", f"{name}: could not be read ({result}); "
                                       "skipped, the other runs were read", run=name)

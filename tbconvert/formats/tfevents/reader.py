@@ -23,7 +23,7 @@ from tbconvert.formats.base import Progress, Reader, cores, source_size
 from tbconvert.formats.tfevents import fastscalars, layout, legacy, records
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.errors import CorruptDataError, TbconvertError
+from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
 from tbconvert.model import DataClass, Experiment, Metadata, RunData, RunRecord
 from tbconvert import sourcefiles
 
@@ -125,7 +125,7 @@ class TfeventsReader(Reader):
                 progress = RunProgress(self.options.progress)
                 try:
                     asm = self.read_run(name, files, progress=progress)
-                except (KeyboardInterrupt, MemoryError):
+                except (KeyboardInterrupt, MemoryError, OutputError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
                     self._unreadable_run(name, exc)

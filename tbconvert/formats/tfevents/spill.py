@@ -48,16 +48,23 @@ class PieceStore:
         return key
 
     def spill(self) -> None:
-        """Move every piece held in memory to the file."""
+        """Move every piece held in memory to the file. A full disk or a file-size limit is
+        an :class:`~tbconvert.errors.OutputError`, as for any other output."""
         if not self._mem:
             return
-        f = self._open()
-        f.seek(0, os.SEEK_END)
-        for key, piece in self._mem.items():
-            start = f.tell()
-            pickle.dump(piece, f, protocol=pickle.HIGHEST_PROTOCOL)
-            self._where[key] = (start, f.tell() - start)
-        f.flush()
+        try:
+            f = self._open()
+            f.seek(0, os.SEEK_END)
+            for key, piece in self._mem.items():
+                start = f.tell()
+                pickle.dump(piece, f, protocol=pickle.HIGHEST_PROTOCOL)
+                self._where[key] = (start, f.tell() - start)
+            f.flush()
+        except OSError as exc:
+            from tbconvert.errors import OutputError
+            from tbconvert.output import describe_os_error
+            where = f"temporary file {self.path or tempfile.gettempdir()}"
+            raise OutputError(describe_os_error(exc, where)) from None
         self._mem.clear()
         self._held = 0
 
