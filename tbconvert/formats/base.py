@@ -3,7 +3,8 @@
 A format lives in ``tbconvert/formats/<name>/`` and exposes one
 :class:`Format` subclass. Its reader hands over one run at a time
 (:class:`~tbconvert.model.RunData`: the run, then all of its series chunks),
-so peak memory is bounded by a run, not by the whole source. Its writer takes
+so peak memory is bounded by a run, not by the whole source (the event-file
+reader bounds it further: its chunks are of bounded size whatever the run's). Its writer takes
 runs in that order, writes to a temporary name, and only :meth:`Writer.close`
 makes the output appear under its final name; :meth:`Writer.abort` removes
 every partial file.
