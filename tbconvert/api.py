@@ -28,6 +28,10 @@ def make_options(*, runs=None, tags=None, **kw) -> Options:
             return re.compile(value)
         except re.error as exc:
             raise UsageError(f"--{what} {value!r} is not a valid regular expression: {exc}") from None
+    jobs = kw.get("jobs", 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+        raise UsageError(f"--jobs must be a whole number of processes (0: one per core), "
+                         f"not {jobs!r}")
     return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
 
 
@@ -87,19 +91,23 @@ def selected_runs(reader: Reader, options: Options, report: Report,
 
     The caller consumes each run's chunks before asking for the next run;
     whatever it leaves is drained here so the reader can move on.
+    ``options.progress`` hears the total source bytes first and the end last.
     """
+    progress = options.progress
+    if progress is not None:
+        progress.start(reader.source_size())
     for run_data in reader.iter_runs():
         if not options.wants_run(run_data.run.name):
             for _ in run_data.series:
                 pass
             continue
         report.runs += 1
-        if options.progress:
-            options.progress(run_data.run.name)
         chunks = select(run_data.series, options, report, keeps_hidden)
         yield names.storable(run_data.run, chunks, report, keep_bytes=keeps_byte_names)
         for _ in chunks:
             pass
+    if progress is not None:
+        progress.finish()
 
 
 def copy(reader: Reader, writer: Writer, report: Report) -> None:
@@ -123,8 +131,11 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
         assert not report.lost
 
     Keyword arguments are those of :class:`~tbconvert.formats.base.Options`
-    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``), or pass
-    a ready ``options`` object.
+    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``jobs``),
+    or pass a ready ``options`` object. ``jobs=N`` reads event-file runs in N
+    processes (``0``: one per core; the default ``1`` starts none, so a script
+    needs no ``if __name__ == "__main__"`` guard); the output is the same for
+    every N.
     """
     report = report if report is not None else Report()
     opts = options if options is not None else make_options(**kwargs)

@@ -20,6 +20,9 @@ def add_reading(p: argparse.ArgumentParser) -> None:
                         "the output is still written, with everything that could be read")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                   help="read runs in N processes (default: one per core; 1: no extra "
+                        "processes); the output is the same for every N")
     p.add_argument("--ignore-checksum", action="store_true",
                    help="read a Parquet or HDF5 archive whose checksum is missing or does not "
                         "match, as far as it can be read (the damage is reported; HDF5 may "
@@ -39,7 +42,8 @@ def options_from(args, ui):
         runs=getattr(args, "runs", None), tags=getattr(args, "tags", None),
         allow_pickle=getattr(args, "allow_pickle", False), force=getattr(args, "force", False),
         restarts=getattr(args, "restarts", "visible"), wide=getattr(args, "wide", False),
-        ignore_checksum=getattr(args, "ignore_checksum", False), progress=ui.progress)
+        ignore_checksum=getattr(args, "ignore_checksum", False), progress=ui.progress(),
+        jobs=getattr(args, "jobs", 0))
 
 
 def finish(args, ui, report: Report) -> int:

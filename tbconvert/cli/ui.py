@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 
 from tbconvert.cli.text import shown as one_line
 from tbconvert.report import Report
-
 
 class UI:
     """What the command line says: errors, the warning summary, a progress bar."""
@@ -36,17 +38,71 @@ class UI:
             line = one_line(line)
             print(f"tbconvert: {line}" if not line.startswith("  ") else line, file=self.stream)
 
-    def progress(self, label: str) -> None:
-        """Advance the bar by one unit (a run); shown only on a terminal."""
+    def progress(self) -> "_Bar | None":
+        """A progress receiver for the copy loop: None (nothing drawn) unless stderr is a
+        terminal and not ``--quiet``."""
         if self.quiet or not getattr(self.stream, "isatty", lambda: False)():
-            return
-        if self._bar is None:
-            from tqdm import tqdm
-            self._bar = tqdm(unit=" runs", file=self.stream, leave=False, dynamic_ncols=True)
-        self._bar.set_postfix_str(one_line(label)[-40:], refresh=False)
-        self._bar.update(1)
+            return None
+        return _Bar(self)
 
     def close_progress(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+class _Bar:
+    """A :class:`tbconvert.formats.base.Progress` (not imported here: this module loads
+    before the signal handlers are in place, so it stays light). Source bytes done of the total, with rate and time left; drawn once a job has run
+    for :data:`SHOW_AFTER` seconds (short jobs stay silent), then at least every
+    :data:`REFRESH` seconds while work advances."""
+
+    def __init__(self, ui: UI) -> None:
+        self.ui = ui
+
+    def _tqdm(self):
+        if self.ui._bar is None:
+            from tqdm import tqdm
+            try:
+                width = os.get_terminal_size(self.ui.stream.fileno()).columns
+            except (AttributeError, OSError, ValueError):
+                width = 0
+            # A terminal that reports no size (a bare pseudo-terminal) still gets a bar.
+            bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
+                       file=self.ui.stream, leave=False, dynamic_ncols=width > 0,
+                       ncols=None if width > 0 else 80,
+                       delay=SHOW_AFTER, mininterval=REFRESH, desc="converting")
+            self.ui._bar = bar
+            # Reading one large block can take seconds: a clock keeps the bar (and its time
+            # left) on screen meanwhile.
+            threading.Thread(target=_keep_drawn, args=(bar,), daemon=True).start()
+        return self.ui._bar
+
+    def start(self, total: int) -> None:
+        bar = self._tqdm()
+        bar.total = (bar.total or 0) + max(int(total), 0)
+
+    def advance(self, n: int) -> None:
+        if n > 0:
+            self._tqdm().update(n)
+
+    def finish(self) -> None:
+        bar = self.ui._bar
+        if bar is not None and bar.total and bar.n < bar.total:
+            bar.update(bar.total - bar.n)
+
+
+SHOW_AFTER = 1.0
+REFRESH = 0.25
+
+
+def _keep_drawn(bar) -> None:
+    while not bar.disable:
+        time.sleep(REFRESH)
+        if bar.disable or bar.start_t is None:
+            return
+        if time.time() - bar.start_t >= SHOW_AFTER:
+            try:
+                bar.refresh()
+            except (ValueError, OSError, AttributeError):  # closed under us
+                return

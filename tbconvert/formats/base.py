@@ -3,7 +3,8 @@
 A format lives in ``tbconvert/formats/<name>/`` and exposes one
 :class:`Format` subclass. Its reader hands over one run at a time
 (:class:`~tbconvert.model.RunData`: the run, then all of its series chunks),
-so peak memory is bounded by a run, not by the whole source. Its writer takes
+so peak memory is bounded by a run, not by the whole source (the event-file
+reader bounds it further: its chunks are of bounded size whatever the run's). Its writer takes
 runs in that order, writes to a temporary name, and only :meth:`Writer.close`
 makes the output appear under its final name; :meth:`Writer.abort` removes
 every partial file.
@@ -16,10 +17,12 @@ Readers and writers never print and never exit: they raise
 from __future__ import annotations
 
 import abc
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable, Iterator
+from typing import ClassVar, Iterable, Iterator
 
 from tbconvert.errors import CorruptDataError
 from tbconvert.model import Experiment, Run, RunData, Series
@@ -43,7 +46,11 @@ class Options:
       ignore_checksum: read a Parquet or HDF5 archive whose checksum is missing or does
         not match (what can still be read is read and the damage is reported; HDF5 may
         hang or crash on a damaged file).
-      progress: called with a short label as work advances (the CLI draws a bar).
+      progress: a :class:`Progress` told how many source bytes the work covers and
+        how far it got (the CLI draws a bar); None: nobody is watching.
+      jobs: processes that read runs side by side (0: one per core; 1, the default of
+        the Python API: all in this process, so a script needs no ``__main__`` guard).
+        The output is the same whatever the number.
     """
 
     runs: re.Pattern | None = None
@@ -53,13 +60,61 @@ class Options:
     restarts: str = "visible"
     wide: bool = False
     ignore_checksum: bool = False
-    progress: Callable[[str], None] | None = None
+    progress: "Progress | None" = None
+    jobs: int = 1
 
     def wants_run(self, run: str) -> bool:
         return self.runs is None or self.runs.search(run) is not None
 
     def wants_tag(self, tag: str) -> bool:
         return self.tags is None or self.tags.search(tag) is not None
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class Progress:
+    """How far a conversion got, in source bytes (the sum of the source files' sizes).
+
+    The copy loop calls :meth:`start` with the total before the first run and
+    :meth:`finish` after the last; readers call :meth:`advance` as they get
+    through their input. This base class ignores everything.
+    """
+
+    def start(self, total: int) -> None:
+        """The work covers ``total`` source bytes."""
+
+    def advance(self, n: int) -> None:
+        """``n`` more source bytes are done."""
+
+    def finish(self) -> None:
+        """All done (whatever was not counted yet is)."""
+
+
+def source_size(path: Path) -> int:
+    """Bytes of the files at or under ``path`` (links not followed; errors count 0)."""
+    path = Path(path)
+    try:
+        if not path.is_dir():
+            return path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return 0
+    total = 0
+    from tbconvert import sourcefiles
+    for dirpath, _dirs, files in sourcefiles.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
 
 
 def checksum_failed(what: str, options: Options, report: Report, *, path,
@@ -84,6 +139,10 @@ class Reader(abc.ABC):
     def experiment(self) -> Experiment:
         """Experiment facts the source holds (empty for event files)."""
         return Experiment()
+
+    def source_size(self) -> int:
+        """Source bytes the progress total counts (the files' sizes)."""
+        return source_size(self.path)
 
     @abc.abstractmethod
     def iter_runs(self) -> Iterator[RunData]:

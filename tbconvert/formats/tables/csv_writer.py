@@ -1,8 +1,9 @@
 """The CSV writer: scalars in long form, or wide with ``Options.wide``.
 
-Long form is written run by run (memory bounded by one run's scalars); wide
-form needs every run's columns before the header is known, so it buffers the
-scalar columns (only scalars) and writes at :meth:`CsvWriter.close`.
+Long form is written as the chunks arrive, a batch of at most
+:data:`FLUSH_ROWS` rows at a time (memory bounded whatever the run's size);
+wide form needs every run's columns before the header is known, so it buffers
+the scalar columns (only scalars) and writes at :meth:`CsvWriter.close`.
 Everything that is not a scalar series is counted and reported, per run and
 tag. With ``restarts="keep-all"`` a ``hidden`` column marks the points
 TensorBoard's restart rule hides.
@@ -19,6 +20,8 @@ from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 from tbconvert.tables import _csv
 from tbconvert.tables._scalars import LONG_COLUMNS, ScalarColumns
+
+FLUSH_ROWS = 1 << 18
 
 _OTHER_TOOLS = {"histograms": "tbconvert histograms", "images": "tbconvert media",
                 "audio": "tbconvert media", "text": "tbconvert media or tbconvert.text()",
@@ -53,6 +56,9 @@ class CsvWriter(Writer):
             if not cols.add_chunk(chunk):
                 entry = others.setdefault(chunk.tag, [chunk, 0])
                 entry[1] += len(chunk)
+            elif self._wide is None and cols.rows >= FLUSH_ROWS:
+                self._write_long(cols)
+                cols = ScalarColumns(self.keep_hidden, self.report)
         for tag, (chunk, n) in others.items():
             what = chunk.metadata.plugin_name or chunk.data_class.name.lower()
             hint = _OTHER_TOOLS.get(chunk.metadata.plugin_name)
@@ -61,6 +67,10 @@ class CsvWriter(Writer):
                             f"the CSV" + (f" (see {hint})" if hint else ""),
                             run=run.name, tag=tag, count=n)
         if self._wide is None:
+            self._write_long(cols)
+
+    def _write_long(self, cols: ScalarColumns) -> None:
+        if cols.rows:
             self.guard(lambda: _csv.write(cols.long_table(), self._file, with_header=False))
 
     def close(self) -> None:

@@ -4,44 +4,88 @@ Points of a tag keep read order (duplicates included). The first metadata seen
 for a tag wins, as in TensorBoard's accumulator. TensorBoard's restart rule
 (spec section 4.4) is reproduced exactly, but what it would hide is marked in
 the series' ``hidden`` mask instead of being thrown away.
+
+Memory stays bounded whatever the run's size. The rule is exact only once the
+whole run has been read (a restart near the end can hide points read at the
+start), so reading is one pass that decodes each block of records into
+per-tag *pieces* and puts them in a :class:`~tbconvert.formats.tfevents.spill.PieceStore`
+(held in memory while small, spilled to a temporary file beyond that), while
+the purges are worked out on the fly from a few facts per event. Building then
+reads the pieces back tag by tag and emits bounded chunks with their hidden
+masks.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import fastscalars, legacy
 from tbconvert.formats.tfevents.fastscalars import ScalarColumns
+from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
 
+# A chunk handed to the writer holds at most this many points or (about) this many bytes.
+CHUNK_POINTS = 1 << 18
+CHUNK_BYTES = 16 << 20
 
-class _TagPoints:
-    __slots__ = ("seq", "steps", "walls", "points", "fast")
+_NDIM0, _NDIM1, _NDIMN = 0, 1, 2
+
+
+def _ndim_class(arr) -> int:
+    return min(arr.ndim, _NDIMN)
+
+
+@dataclass
+class _TagInfo:
+    """What is known about a tag across the whole run (a few bytes, not its points)."""
+
+    first_seq: int
+    kinds: set = field(default_factory=set)   # {(dtype code, ndim class)} of non-None points
+    has_none: bool = False
+    pieces: list = field(default_factory=list)  # store keys, in read order
+
+
+class _BlockTag:
+    """One tag's points in the block being read."""
+
+    __slots__ = ("seq", "steps", "walls", "points", "cols")
 
     def __init__(self) -> None:
         self.seq: list[int] = []
         self.steps: list[int] = []
         self.walls: list[float] = []
-        self.points: list = []           # (code, ndarray) per slow point
-        self.fast: list[tuple[np.ndarray, ScalarColumns]] = []  # (seq array, columns)
+        self.points: list = []     # (code, ndarray) or None per slow point
+        self.cols: list = []       # (seq array, steps, walls, code, values) per bulk-decoded group
 
 
 class RunAssembler:
-    """Receives a run's events in read order (``seq`` increases) and builds its series."""
+    """Receives a run's events in read order (``seq`` increases) and builds its series.
 
-    def __init__(self, name: str) -> None:
+    Events arrive block by block; :meth:`end_block` closes a block (its pieces
+    go to the store and its purges are found). :meth:`build` may be called
+    once, after the last block.
+    """
+
+    def __init__(self, name: str, store: PieceStore | None = None) -> None:
         self.name = name
         self.start_time: float | None = None
-        self.tags: dict[str, _TagPoints] = {}
+        self.store = store if store is not None else PieceStore()
+        self.info: dict[str, _TagInfo] = {}
         self.first_metadata: dict[str, tuple[int, Metadata]] = {}
         self.records: list[tuple[int, RunRecord]] = []
         self.versions: list[tuple[int, float]] = []
-        self.session_starts: list[tuple[int, int]] = []
-        # summary events: (seq, step, tag) rows, several rows for a multi-value event
+        self.purges: list[tuple[int, int, frozenset | None]] = []
+        self.points_read = 0
+        self.next_seq = 0   # where the next file's records are numbered from
+        self._session_starts: list[tuple[int, int]] = []
+        self._seen_start = False
+        self._last_step = -1
+        self._block: dict[str, _BlockTag] = {}
+        # summary events of the block: (seq, step, tag) rows, several for a multi-value event
         self._summary_rows: list[tuple[int, int, str]] = []
         self._fast_rows: list[tuple[np.ndarray, np.ndarray, str]] = []
 
@@ -58,35 +102,37 @@ class RunAssembler:
         self.versions.append((seq, parsed))
 
     def session_start(self, seq: int, step: int) -> None:
-        self.session_starts.append((seq, step))
+        self._session_starts.append((seq, step))
 
     def record(self, seq: int, rec: RunRecord) -> None:
         self.records.append((seq, rec))
-
-    def _tag(self, tag: str) -> _TagPoints:
-        points = self.tags.get(tag)
-        if points is None:
-            points = self.tags[tag] = _TagPoints()
-        return points
 
     def metadata(self, seq: int, tag: str, md: Metadata) -> None:
         if tag not in self.first_metadata or self.first_metadata[tag][0] > seq:
             self.first_metadata[tag] = (seq, md)
 
+    def _tag(self, tag: str, seq: int) -> _BlockTag:
+        bt = self._block.get(tag)
+        if bt is None:
+            bt = self._block[tag] = _BlockTag()
+            if tag not in self.info:
+                self.info[tag] = _TagInfo(seq)
+        return bt
+
     def point(self, seq: int, step: int, wall: float, tag: str, point) -> None:
-        tp = self._tag(tag)
-        tp.seq.append(seq)
-        tp.steps.append(step)
-        tp.walls.append(wall)
-        tp.points.append(point)
+        bt = self._tag(tag, seq)
+        bt.seq.append(seq)
+        bt.steps.append(step)
+        bt.walls.append(wall)
+        bt.points.append(point)
 
     def summary_event(self, seq: int, step: int, tags) -> None:
         for tag in tags:
             self._summary_rows.append((seq, step, tag))
 
     def fast(self, seqs: np.ndarray, cols: ScalarColumns) -> None:
-        self._tag(cols.tag).fast.append((seqs, cols))
-        self._fast_rows.append((seqs, cols.steps, cols.tag))
+        """Points decoded in bulk: one tag, one dtype and shape (events may hold several tags)."""
+        self._columns(cols.tag, seqs, cols.steps, cols.wall_times, cols.code, cols.values)
         md = fastscalars.column_metadata(cols) if len(seqs) else None
         if md is not None:
             self.metadata(int(seqs[0]), cols.tag, md)
@@ -96,33 +142,99 @@ class RunAssembler:
         n = len(seqs)
         if not n:
             return
-        tp = self._tag(cols.tag)
+        bt = self._tag(cols.tag, int(seqs[0]))
         seq_list, step_list = seqs.tolist(), cols.steps.tolist()
-        tp.seq.extend(seq_list)
-        tp.steps.extend(step_list)
-        tp.walls.extend(cols.wall_times.tolist())
+        bt.seq.extend(seq_list)
+        bt.steps.extend(step_list)
+        bt.walls.extend(cols.wall_times.tolist())
         # one (n, k) object array; its rows are the points (views, no array built per point)
         table = np.empty((n, len(cols.head) + 1), dtype=object)
         for j, s in enumerate(cols.head):
             table[:, j] = s
         table[:, -1] = cols.blobs
-        tp.points.extend(zip([dt.DT_STRING] * n, table))
+        bt.points.extend(zip([dt.DT_STRING] * n, table))
         self._summary_rows.extend(zip(seq_list, step_list, [cols.tag] * n))
         self.metadata(seq_list[0], cols.tag, cols.metadata)
 
-    # -- building ----------------------------------------------------------------------------
-    def build(self):
-        """The run and its series (one chunk per tag, in order of first appearance)."""
-        run = Run(self.name, self.start_time, tuple(r for _, r in sorted(self.records, key=lambda x: x[0])))
-        purges = self._purges()
-        order = sorted(self.tags, key=self._first_seq)
-        series = [self._series(tag, purges) for tag in order]
-        return run, [s for s in series if s is not None]
+    def _columns(self, tag: str, seqs, steps, walls, code: int, values) -> None:
+        """Points of one dtype and shape as columns (the shared entry of every bulk decoder);
+        ``values`` has one row per point."""
+        if not len(seqs):
+            return
+        seqs = np.asarray(seqs, dtype=np.int64)
+        steps = np.asarray(steps, dtype=np.int64)
+        self._tag(tag, int(seqs[0])).cols.append(
+            (seqs, steps, np.asarray(walls, dtype=np.float64), code, values))
+        self._fast_rows.append((seqs, steps, tag))
 
-    def _first_seq(self, tag: str) -> int:
-        tp = self.tags[tag]
-        firsts = ([tp.seq[0]] if tp.seq else []) + [int(s[0]) for s, _ in tp.fast if len(s)]
-        return min(firsts) if firsts else 0
+    # -- one block done ----------------------------------------------------------------------
+    def end_block(self) -> None:
+        """Store the block's points and find the purges its events make."""
+        self._find_purges()
+        for tag, bt in self._block.items():
+            self._store_piece(tag, bt)
+        self._block = {}
+        self._summary_rows = []
+        self._fast_rows = []
+        self._session_starts = []
+
+    def _store_piece(self, tag: str, bt: _BlockTag) -> None:
+        info = self.info[tag]
+        n_slow = len(bt.seq)
+        seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in bt.cols])
+        steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in bt.cols])
+        walls = np.concatenate([np.array(bt.walls, dtype=np.float64)] + [c[2] for c in bt.cols])
+        order = np.argsort(seq, kind="stable")
+        in_order = bool((order == np.arange(len(order))).all())
+        if not in_order:
+            seq, steps, walls = seq[order], steps[order], walls[order]
+        for code, arr in (p for p in bt.points if p is not None):
+            info.kinds.add((code, _ndim_class(arr)))
+        info.has_none |= any(p is None for p in bt.points)
+        for c in bt.cols:
+            info.kinds.add((c[3], min(np.ndim(c[4]) - 1, _NDIMN)))
+        values = self._as_values(bt)
+        if values is not None:
+            payload = ("values", values[1], values[0] if in_order else values[0][order])
+            size = seq.nbytes * 3 + values[0].nbytes
+        else:
+            points = list(bt.points)
+            for c in bt.cols:
+                points.extend((c[3], np.asarray(v)) for v in c[4])
+            if not in_order:
+                points = [points[i] for i in order.tolist()]
+            payload = ("points", None, points)
+            size = seq.nbytes * 3 + sum(100 + (p[1].nbytes if p is not None else 0)
+                                        for p in points[:n_slow or None])
+        self.points_read += len(seq)
+        info.pieces.append(self.store.put((seq, steps, walls) + payload, size))
+
+    @staticmethod
+    def _as_values(bt: _BlockTag):
+        """``(values, code)`` when every point of the block is a number of one dtype."""
+        if any(np.ndim(c[4]) != 1 for c in bt.cols):
+            return None
+        codes = {c[3] for c in bt.cols}
+        for p in bt.points:
+            if p is None or p[1].ndim != 0:
+                return None
+            codes.add(p[0])
+            if len(codes) > 1:
+                return None
+        if len(codes) != 1:
+            return None
+        code = codes.pop()
+        if code in (dt.DT_STRING, dt.DT_RAW_PROTO):
+            return None
+        try:
+            dtype = dt.numpy_dtype(code)
+        except KeyError:
+            return None
+        if dtype.kind not in "fiub" or any(p[1].dtype != dtype for p in bt.points) or any(
+                np.asarray(c[4]).dtype != dtype for c in bt.cols):
+            return None
+        parts = [np.array([p[1] for p in bt.points], dtype=dtype)] + [c[4] for c in bt.cols]
+        return np.concatenate(parts).astype(dtype, copy=False), code
 
     def _version_at(self, seqs: np.ndarray) -> np.ndarray:
         """File version in force when each event was read (0 = none seen)."""
@@ -133,21 +245,18 @@ class RunAssembler:
         idx = np.searchsorted(vseq, seqs, side="left") - 1
         return np.where(idx >= 0, vval[np.maximum(idx, 0)], 0.0)
 
-    def _purges(self) -> list[tuple[int, int, frozenset | None]]:
-        """(seq, step, tags or None for all) of every purge TensorBoard would do."""
-        purges = []
-        if self.session_starts:
-            seqs = np.array([s for s, _ in self.session_starts])
+    def _find_purges(self) -> None:
+        """Purges of this block's events; every earlier event is already known."""
+        if self._session_starts:
+            seqs = np.array([s for s, _ in self._session_starts])
             modern = self._version_at(seqs) >= 2
-            seen = False
-            for (seq, step), is_modern in zip(self.session_starts, modern):
+            for (seq, step), is_modern in zip(self._session_starts, modern):
                 if not is_modern:
                     continue
-                if seen:
-                    purges.append((seq, step, None))
-                seen = True
-        purges.extend(self._out_of_order_purges())
-        return purges
+                if self._seen_start:
+                    self.purges.append((seq, step, None))
+                self._seen_start = True
+        self.purges.extend(self._out_of_order_purges())
 
     def _out_of_order_purges(self):
         seq_parts = [np.array([r[0] for r in self._summary_rows], dtype=np.int64)]
@@ -161,76 +270,155 @@ class RunAssembler:
         steps = np.concatenate(step_parts)
         order = np.argsort(seqs, kind="stable")
         seqs, steps = seqs[order], steps[order]
-        if (self._version_at(seqs) >= 2).all():
-            return []
         first_of_event = np.concatenate(([True], seqs[1:] != seqs[:-1]))
         ev_seq, ev_step = seqs[first_of_event], steps[first_of_event]
-        prev = np.concatenate(([-1], ev_step[:-1]))
+        prev = np.concatenate(([self._last_step], ev_step[:-1]))
+        self._last_step = int(ev_step[-1])
         legacy_mode = self._version_at(ev_seq) < 2
         hits = np.flatnonzero((ev_step < prev) & legacy_mode)
         if not len(hits):
             return []
-        tags_by_seq = defaultdict(set)
+        tags_by_seq: dict[int, set] = {}
         wanted = set(ev_seq[hits].tolist())
         for seq, _, tag in self._summary_rows:
             if seq in wanted:
-                tags_by_seq[seq].add(tag)
+                tags_by_seq.setdefault(seq, set()).add(tag)
         for fseqs, _, tag in self._fast_rows:
             for seq in np.intersect1d(fseqs, ev_seq[hits]).tolist():
-                tags_by_seq[seq].add(tag)
-        return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq[int(ev_seq[h])]))
+                tags_by_seq.setdefault(seq, set()).add(tag)
+        return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq.get(int(ev_seq[h]), ())))
                 for h in hits]
 
-    def _series(self, tag: str, purges):
-        tp = self.tags[tag]
+    # -- building ----------------------------------------------------------------------------
+    def run(self) -> Run:
+        return Run(self.name, self.start_time,
+                   tuple(r for _, r in sorted(self.records, key=lambda x: x[0])))
+
+    def build(self):
+        """The run and an iterator of its series chunks (tags in order of first appearance)."""
+        if self._block or self._summary_rows or self._session_starts:
+            self.end_block()
+        return self.run(), self.series()
+
+    def series(self):
+        """Chunks of every tag, in order of first appearance; reads the store once."""
+        everywhere = [(s, st) for s, st, tags in self.purges if tags is None]
+        by_tag: dict[str, list] = {}
+        for s, st, tags in self.purges:
+            for tag in tags or ():
+                by_tag.setdefault(tag, []).append((s, st))
+        try:
+            for tag in sorted(self.info, key=lambda t: self.info[t].first_seq):
+                yield from self._tag_series(tag, _Purges(everywhere + by_tag.get(tag, [])))
+        finally:
+            self.store.close()
+
+    def _tag_series(self, tag: str, purges: "_Purges"):
+        info = self.info[tag]
         raw_md = self.first_metadata.get(tag, (0, Metadata()))[1]
         md = legacy.with_data_class(raw_md)
         fixups = raw_md.data_class == DataClass.UNKNOWN
-        slow_points = [legacy.fix_point(md.plugin_name, p) if fixups else p for p in tp.points]
-        keep = [i for i, p in enumerate(slow_points) if p is not None]
-        seq = np.concatenate([np.array([tp.seq[i] for i in keep], dtype=np.int64)]
-                             + [s for s, _ in tp.fast])
-        if not len(seq):
-            return None
-        steps = np.concatenate([np.array([tp.steps[i] for i in keep], dtype=np.int64)]
-                               + [c.steps for _, c in tp.fast])
-        walls = np.concatenate([np.array([tp.walls[i] for i in keep], dtype=np.float64)]
-                               + [c.wall_times for _, c in tp.fast])
-        order = np.argsort(seq, kind="stable")
-        seq, steps, walls = seq[order], steps[order], walls[order]
-        hidden = np.zeros(len(seq), dtype=bool)
-        for p_seq, p_step, p_tags in purges:
-            if p_tags is None or tag in p_tags:
-                hidden |= (seq < p_seq) & (steps >= p_step)
-        common = dict(run=self.name, tag=tag, metadata=md, steps=steps, wall_times=walls,
-                      hidden=hidden)
-        slow = [slow_points[i] for i in keep]
-        n_slow = len(slow)
-        if md.data_class == DataClass.SCALAR:
-            values = self._scalar_values(slow, [c for _, c in tp.fast])
-            if values is not None:
-                return ScalarSeries(**common, values=values[order])
-        points = slow + [(c.code, v) for _, c in tp.fast for v in c.values]
-        points = [points[i] if i < n_slow else (points[i][0], np.asarray(points[i][1]))
-                  for i in order]
-        if md.data_class == DataClass.BLOB_SEQUENCE and all(
-                code == dt.DT_STRING and arr.ndim == 1 for code, arr in points):
+        kinds = {_fixed_kind(md.plugin_name, k) for k in info.kinds} if fixups else set(info.kinds)
+        if fixups and info.has_none and md.plugin_name == "hparams":
+            kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
+        if not kinds:
+            for key in info.pieces:
+                self.store.take(key)
+            return
+        shape = _container(md, kinds)
+        pending, n, nbytes = [], 0, 0
+        for key in info.pieces:
+            seq, steps, walls, kind, code, payload = self.store.take(key)
+            if kind == "values" and fixups and shape[0] != "scalar":
+                kind, payload = "points", [(code, np.asarray(v)) for v in payload]
+            if kind == "points" and (fixups or info.has_none):
+                fixed = [legacy.fix_point(md.plugin_name, p) if fixups else p for p in payload]
+                keep = [i for i, p in enumerate(fixed) if p is not None]
+                if len(keep) != len(fixed):
+                    idx = np.array(keep, dtype=np.int64)
+                    seq, steps, walls = seq[idx], steps[idx], walls[idx]
+                    fixed = [fixed[i] for i in keep]
+                payload = fixed
+            if not len(seq):
+                continue
+            pending.append((seq, steps, walls, kind, code, payload))
+            n += len(seq)
+            nbytes += seq.nbytes * 3 + (payload.nbytes if kind == "values" else
+                                        sum(p[1].nbytes + 100 for p in payload))
+            if n >= CHUNK_POINTS or nbytes >= CHUNK_BYTES:
+                yield self._chunk(tag, md, shape, pending, purges)
+                pending, n, nbytes = [], 0, 0
+        if pending:
+            yield self._chunk(tag, md, shape, pending, purges)
+
+    def _chunk(self, tag, md, shape, pieces, purges):
+        seq = np.concatenate([p[0] for p in pieces])
+        common = dict(run=self.name, tag=tag, metadata=md,
+                      steps=np.concatenate([p[1] for p in pieces]),
+                      wall_times=np.concatenate([p[2] for p in pieces]))
+        common["hidden"] = purges.hidden(seq, common["steps"])
+        if shape[0] == "scalar":
+            dtype = shape[1]
+            parts = [p[5] if p[3] == "values" else np.array([a for _, a in p[5]], dtype=dtype)
+                     for p in pieces]
+            return ScalarSeries(**common, values=np.concatenate(parts).astype(dtype, copy=False))
+        points = []
+        for _, _, _, kind, code, payload in pieces:
+            if kind == "values":
+                points.extend((code, np.asarray(v)) for v in payload)
+            else:
+                points.extend(payload)
+        if shape[0] == "blobs":
             return BlobSequenceSeries.from_sequences(
                 **common, sequences=[list(arr) for _, arr in points])
         return TensorSeries(**common, dtypes=np.array([c for c, _ in points], dtype=np.int32),
                             tensors=tuple(a for _, a in points))
 
-    @staticmethod
-    def _scalar_values(slow, fast):
-        codes = {code for code, _ in slow} | {c.code for c in fast}
-        if len(codes) != 1:
+
+def _fixed_kind(plugin: str, kind):
+    """The (code, ndim class) a point of this kind has after :func:`legacy.fix_point`."""
+    code, ndim = kind
+    if plugin == "audio" and ndim == _NDIMN:
+        return code, _NDIM1
+    if plugin in legacy.GRAPH_SUB_PLUGINS and ndim == _NDIM0:
+        return code, _NDIM1
+    return kind
+
+
+def _container(md: Metadata, kinds: set) -> tuple:
+    """Which series class the tag's points go in: ``("scalar", dtype)``, ``("blobs",)`` or
+    ``("tensors",)``, decided once for the whole tag."""
+    if md.data_class == DataClass.SCALAR:
+        codes = {c for c, _ in kinds}
+        if len(codes) == 1 and all(nd == _NDIM0 for _, nd in kinds):
+            code = next(iter(codes))
+            if code not in (dt.DT_STRING, dt.DT_RAW_PROTO) and code in dt._TABLE:
+                dtype = dt.numpy_dtype(code)
+                if dtype.kind in "fiub":
+                    return ("scalar", dtype)
+    if md.data_class == DataClass.BLOB_SEQUENCE and kinds == {(dt.DT_STRING, _NDIM1)}:
+        return ("blobs",)
+    return ("tensors",)
+
+
+class _Purges:
+    """The purges that apply to one tag, as arrays for a vectorised hidden mask.
+
+    A point is hidden when some purge read after it has a step at or below the
+    point's step: with purges sorted by read position, that is a suffix minimum.
+    """
+
+    def __init__(self, purges: list[tuple[int, int]]) -> None:
+        purges = sorted(purges)
+        self.seq = np.array([s for s, _ in purges], dtype=np.int64)
+        steps = np.array([st for _, st in purges], dtype=np.int64)
+        self.min_step = np.minimum.accumulate(steps[::-1])[::-1] if len(steps) else steps
+
+    def hidden(self, seq: np.ndarray, steps: np.ndarray):
+        if not len(self.seq):
             return None
-        code = codes.pop()
-        if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or any(arr.ndim != 0 for _, arr in slow) \
-                or any(c.values.ndim != 1 for c in fast):
-            return None
-        dtype = dt.numpy_dtype(code)
-        if dtype.kind not in "fiub":
-            return None
-        parts = [np.array([arr for _, arr in slow], dtype=dtype)] + [c.values for c in fast]
-        return np.concatenate(parts).astype(dtype, copy=False)
+        idx = np.searchsorted(self.seq, seq, side="right")
+        later = idx < len(self.seq)
+        hidden = np.zeros(len(seq), dtype=bool)
+        hidden[later] = steps[later] >= self.min_step[idx[later]]
+        return hidden

@@ -19,16 +19,18 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
-from tbconvert.errors import CorruptDataError
-from tbconvert.formats.base import Reader
+from tbconvert.formats.base import Progress, Reader, cores, source_size
 from tbconvert.formats.tfevents import fastblobs, fastscalars, layout, legacy, records
 from tbconvert.formats.tfevents.assemble import RunAssembler
+from tbconvert.formats.tfevents.spill import PieceStore
+from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
 from tbconvert.model import DataClass, Experiment, Metadata, RunData, RunRecord
 from tbconvert import sourcefiles
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _SESSION_START = 1
+_NOT_A_HEADER = "bad length checksum"
 
 
 def _event_class():
@@ -36,8 +38,67 @@ def _event_class():
     return event_pb2.Event
 
 
+class _FileState:
+    __slots__ = ("records", "first_done", "reported", "damaged_records")
+
+    def __init__(self) -> None:
+        self.records = 0        # valid records so far
+        self.first_done = False
+        self.reported = 0       # bytes already counted as read
+        self.damaged_records = False
+
+
+# Below this much input, starting worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+class RunProgress:
+    """A run's share of the progress: its bytes count half when read, half as its chunks
+    are written (the two passes take about as long)."""
+
+    def __init__(self, progress: Progress | None, sent: int = 0, size: int = 0) -> None:
+        self.progress = progress
+        self.size = size      # source bytes of the run read so far
+        self.sent = sent      # bytes already passed on
+
+    def _to(self, target: int) -> None:
+        if target > self.sent:
+            if self.progress is not None:
+                self.progress.advance(target - self.sent)
+            self.sent = target
+
+    def read(self, n: int) -> None:
+        self.size += n
+        self._to(self.size // 2)
+
+    def done(self) -> None:
+        self._to(self.size)
+
+    def follow(self, series, points: int, tick=None):
+        """``series``, advancing the second half as its points go by."""
+        done = 0
+        half = self.size // 2
+        for chunk in series:
+            yield chunk
+            done += len(chunk)
+            self._to(half + (self.size - half) * min(done, points) // max(points, 1))
+            if tick is not None:
+                tick()
+        self.done()
+
+
 class TfeventsReader(Reader):
     """An event-file logdir (or a single event file) as runs of series."""
+
+    block_size = records.BLOCK_SIZE
+
+    def __init__(self, path, options, report) -> None:
+        super().__init__(path, options, report)
+        self.files_with_bytes = 0
+        self.damaged_event_files = 0
+        self.valid_records = 0
+        self._runs: list | None = None
+        self._run_progress = RunProgress(None)
 
     def experiment(self) -> Experiment:
         sidecar = self.path / layout.EXPERIMENT_SIDECAR
@@ -54,94 +115,145 @@ class TfeventsReader(Reader):
             return Experiment()
 
     def iter_runs(self) -> Iterator[RunData]:
-        runs = layout.discover(self.path, lambda kind, msg: self.report.add(kind, msg, path=self.path))
-        for name, files in runs:
-            if not self.options.wants_run(name):
-                continue
-            run, series = self.read_run(name, files)
-            yield RunData(run, series)
+        runs = self.runs()
+        jobs = self.options.jobs or cores()
+        if jobs > 1 and len(runs) > 1 and self.source_size() >= PARALLEL_MIN_BYTES:
+            from tbconvert.formats.tfevents import parallel
+            yield from parallel.read_runs(self, runs, jobs)
+        else:
+            for name, files in runs:
+                progress = RunProgress(self.options.progress)
+                try:
+                    asm = self.read_run(name, files, progress=progress)
+                except (KeyboardInterrupt, MemoryError, OutputError):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
+                    self._unreadable_run(name, exc)
+                    progress.done()
+                    continue
+                run, series = asm.build()
+                yield RunData(run, progress.follow(series, asm.points_read))
+        self.check_something_read()
 
-    def read_run(self, name: str, files: list[Path]):
-        asm = RunAssembler(name)
-        seq_base = 0
-        for path in files:
-            if path.name.endswith(layout.PROFILE_EMPTY):
-                continue  # TensorBoard skips these placeholders when reading data
-            seq_base = self._read_file(path, asm, seq_base)
-        return asm.build()
+    def runs(self) -> list[tuple[str, list[Path]]]:
+        """``(run name, event files)`` of every run the options select, in reading order."""
+        if self._runs is None:
+            runs = layout.discover(self.path,
+                                   lambda kind, msg: self.report.add(kind, msg, path=self.path))
+            self._runs = [(name, files) for name, files in runs if self.options.wants_run(name)]
+        return self._runs
 
-    def _read_file(self, path: Path, asm: RunAssembler, seq_base: int) -> int:
+    def source_size(self) -> int:
+        return sum(source_size(f) for _, files in self.runs() for f in files)
+
+    def _unreadable_run(self, name: str, exc: Exception) -> None:
+        why = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
+        self.report.add("unreadable_run", f"{name}: could not be read ({why}); skipped, the "
+                        "other runs were read", run=name)
+
+    def check_something_read(self) -> None:
+        """A source whose files have bytes but not one valid record (nor a damaged one) is not
+        event data: an error, rather than an empty output."""
+        if self.files_with_bytes and not self.valid_records and not self.damaged_event_files:
+            raise CorruptDataError(
+                f"{self.path}: no valid event record in {self.files_with_bytes} file(s); is it "
+                "really an event file or logdir? (check --from)")
+
+    def read_run(self, name: str, files: list[Path], store: PieceStore | None = None,
+                 progress: "RunProgress | None" = None) -> RunAssembler:
+        """Read every file of a run (its pieces go to ``store``); build it with ``.build()``."""
+        asm = RunAssembler(name, store)
+        self._run_progress = progress if progress is not None else RunProgress(None)
+        try:
+            for path in files:
+                if path.name.endswith(layout.PROFILE_EMPTY):
+                    continue  # TensorBoard skips these placeholders when reading data
+                self._read_file(path, asm)
+        except BaseException:
+            asm.store.close()
+            raise
+        return asm
+
+    def _read_file(self, path: Path, asm: RunAssembler) -> None:
         try:
             # Only regular files: a FIFO would block forever and /dev/zero never ends.
             if not stat.S_ISREG(os.stat(path).st_mode):
                 self.report.add("not_a_regular_file",
                                 f"{path}: not a regular file (a pipe, device or socket); skipped",
                                 path=path, run=asm.name)
-                return seq_base
-            buf = sourcefiles.read_bytes(path)
+                return
+            size = os.stat(path).st_size
         except OSError as exc:
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
-            return seq_base
-        starts, lengths, damage = records.scan(buf)
-        if buf and not len(starts):
+            return
+        seq_base = asm.next_seq
+        state = _FileState()
+        try:
+            for block in records.scan_file(path, block_size=self.block_size):
+                self._read_block(path, asm, block, seq_base, state)
+                asm.end_block()
+                self._run_progress.read(block.offset + len(block.buf) - state.reported)
+                state.reported = block.offset + len(block.buf)
+        except OSError as exc:
+            self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped "
+                            "the rest of it", path=path, run=asm.name)
+        if size > state.reported:
+            self._run_progress.read(size - state.reported)
+        if size:
+            self.files_with_bytes += 1
+        self.damaged_event_files += state.damaged_records
+        self.valid_records += state.records
+        if size and not state.records:
             self.report.add("not_an_event_file",
-                            f"{path}: not an event file (no valid record in {len(buf)} bytes); skipped",
+                            f"{path}: not an event file (no valid record in {size} bytes); skipped",
                             path=path, run=asm.name)
-            return seq_base
-        for d in damage:
+            return
+        asm.next_seq = seq_base + 2 * state.records + 2
+
+    def _read_block(self, path: Path, asm: RunAssembler, block, seq_base: int,
+                    state: "_FileState") -> None:
+        for d in block.damage:
+            # a record whose header checks out: the file is event data, only damaged
+            state.damaged_records |= d.reason != _NOT_A_HEADER
             kind = "truncated_record" if d.reason == "truncated record" else "corrupt_record"
             self.report.add(kind, f"{path}: bytes {d.offset}-{d.offset + d.length}: {d.reason}; "
                                   f"skipped {d.length} bytes, reading went on after them",
                             path=path, run=asm.name)
+        buf, starts, lengths = block.buf, block.starts, block.lengths
+        base = seq_base + 2 * state.records
+        state.records += len(starts)
+        if not len(starts):
+            return
         event_cls = _event_class()
         columns, rest = fastscalars.decode(buf, starts, lengths)
         blob_columns, rest = fastblobs.decode(buf, starts, lengths, rest)
-        first_done = False
+        first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         for i in rest.tolist():
             s, n = int(starts[i]), int(lengths[i])
             try:
                 event = event_cls.FromString(buf[s:s + n])
             except (DecodeError, RuntimeError, ValueError):
-                self.report.add("corrupt_record", f"{path}: record at byte {s - records.HEADER}: "
-                                                  "checksums fine but not an Event; skipped",
+                self.report.add("corrupt_record",
+                                f"{path}: record at byte {block.offset + s - records.HEADER}: "
+                                "checksums fine but not an Event; skipped",
                                 path=path, run=asm.name)
                 continue
-            if i == 0:
-                asm.first_wall_time(event.wall_time)
-                first_done = True
-            self._event(asm, seq_base + 2 * i, event, path)
+            if i < first[0]:
+                first = (i, event.wall_time)
+            self._event(asm, base + 2 * i, event, path)
         for cols in columns:
-            asm.fast(seq_base + 2 * cols.index, cols)
-            if not first_done and len(cols.index) and cols.index[0] == 0:
-                asm.first_wall_time(float(cols.wall_times[0]))
-                first_done = True
+            asm.fast(base + 2 * cols.index, cols)
+            if len(cols.index) and cols.index[0] < first[0]:
+                first = (int(cols.index[0]), float(cols.wall_times[0]))
         for blobs in blob_columns:
-            asm.fast_blobs(seq_base + 2 * blobs.index, blobs)
-            if not first_done and len(blobs.index) and blobs.index[0] == 0:
-                asm.first_wall_time(float(blobs.wall_times[0]))
-                first_done = True
-        if not first_done and len(rest):
-            # the first record did not parse; TensorBoard's clock starts at the next one
-            asm.first_wall_time(self._first_wall(buf, starts, lengths, rest, columns + blob_columns,
-                                                 event_cls))
-        return seq_base + 2 * len(starts) + 2
-
-    @staticmethod
-    def _first_wall(buf, starts, lengths, rest, columns, event_cls):
-        best = (np.inf, 0.0)
-        for cols in columns:
-            if len(cols.index):
-                best = min(best, (int(cols.index[0]), float(cols.wall_times[0])))
-        for i in rest.tolist():
-            if i >= best[0]:
-                break
-            try:
-                ev = event_cls.FromString(buf[int(starts[i]):int(starts[i] + lengths[i])])
-                return ev.wall_time
-            except (DecodeError, RuntimeError, ValueError):
-                continue
-        return best[1]
+            asm.fast_blobs(base + 2 * blobs.index, blobs)
+            if len(blobs.index) and blobs.index[0] < first[0]:
+                first = (int(blobs.index[0]), float(blobs.wall_times[0]))
+        if not state.first_done and first[0] != np.inf:
+            # TensorBoard's clock starts at the first record of the file that decodes
+            asm.first_wall_time(first[1])
+            state.first_done = True
 
     def _event(self, asm: RunAssembler, seq: int, event, path: Path) -> None:
         what = event.WhichOneof("what")

@@ -1,0 +1,112 @@
+"""Converting a 4-run logdir with ``--jobs 1`` and ``--jobs 2``, side by side in one run.
+
+    python bench/bench_jobs.py [--points 250000] [--dir DIR]
+
+Two runs are written as PyTorch writes scalars (``simple_value``, no metadata),
+two as TensorFlow 2 does (a DT_FLOAT tensor with its metadata on every value).
+Each conversion runs the command line in a fresh process, best of ``--repeat``.
+Prints a markdown table and checks that both outputs are byte for byte equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tbconvert.formats.tfevents import records  # noqa: E402
+
+TAGS = ("loss", "accuracy", "lr", "grad_norm", "val_loss")
+
+
+def _events(path: Path, n: int, tf2: bool, seed: int) -> None:
+    """``n`` points over :data:`TAGS`, one value per event, as the named library writes them."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+    path.parent.mkdir(parents=True, exist_ok=True)
+    values = np.random.default_rng(seed).random(n).astype(np.float32)
+    md = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
+        plugin_name="scalars"), data_class=summary_pb2.DATA_CLASS_SCALAR)
+    with open(path, "wb") as f:
+        f.write(records.frame(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")
+                              .SerializeToString()))
+        ev = event_pb2.Event()
+        value = ev.summary.value.add()
+        for i in range(n):
+            step = i // len(TAGS)
+            ev.wall_time = 1.7e9 + i * 0.001
+            ev.step = step
+            value.tag = TAGS[i % len(TAGS)]
+            if tf2:
+                value.metadata.CopyFrom(md)
+                value.tensor.CopyFrom(tensor_pb2.TensorProto(
+                    dtype=types_pb2.DT_FLOAT, tensor_content=values[i:i + 1].tobytes()))
+            else:
+                value.simple_value = float(values[i])
+            f.write(records.frame(ev.SerializeToString()))
+
+
+def make_logdir(logdir: Path, points: int) -> Path:
+    if not (logdir / "done").exists():
+        for k, (name, tf2) in enumerate([("torch_a", False), ("torch_b", False),
+                                         ("tf2_a", True), ("tf2_b", True)]):
+            _events(logdir / name / f"events.out.tfevents.1700000000.bench.{k}", points, tf2, k)
+        (logdir / "done").write_text("")
+    return logdir
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for p in files:
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def convert(src: Path, dst: Path, jobs: int, fmt: str) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "tbconvert", "convert", str(src), str(dst), "--to", fmt,
+                    "--jobs", str(jobs), "--force", "-q"], check=True, env=env)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=250_000, help="points per run")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--dir", type=Path, default=None, help="keep the generated logdir here")
+    ap.add_argument("--formats", default="parquet,hdf5,csv,tfevents")
+    args = ap.parse_args()
+    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-jobs-"))
+    src = make_logdir(work / f"logdir_{args.points}", args.points)
+    size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
+    print(f"4 runs x {args.points:,} points ({size / 2**20:.0f} MiB of event files), "
+          f"{os.cpu_count()} cores\n")
+    print("| destination | --jobs 1 | --jobs 2 | speed-up | same bytes |")
+    print("| --- | --- | --- | --- | --- |")
+    suffix = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": ""}
+    for fmt in args.formats.split(","):
+        times, digests = {}, {}
+        for jobs in (1, 2):
+            dst = work / f"out_j{jobs}{suffix[fmt]}"
+            times[jobs] = min(convert(src, dst, jobs, fmt) for _ in range(args.repeat))
+            digests[jobs] = _digest(dst) if fmt != "tfevents" else None
+        same = "yes" if digests[1] == digests[2] else "NO"
+        if fmt == "tfevents":
+            same = "n/a (file names hold the pid)"
+        print(f"| {fmt} | {times[1]:.2f} s | {times[2]:.2f} s | {times[1] / times[2]:.2f}x | {same} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

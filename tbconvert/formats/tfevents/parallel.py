@@ -1,0 +1,199 @@
+"""Reading the runs of a logdir in worker processes, handing them over in order.
+
+Each worker reads one run at a time, by path, into a
+:class:`~tbconvert.formats.tfevents.assemble.RunAssembler` whose pieces go to a
+spill file in a temporary directory of this process; the assembler (small: the
+run's facts, its purges and the pieces' places) comes back by pickle and this
+process builds the series from it exactly as if it had read the run itself. So
+the output does not depend on the number of workers, and only one writer, in
+this process, ever writes. Workers report issues and progress; both are merged
+here in run order.
+
+Workers ignore Ctrl-C (the terminal sends it to every process of the group):
+this process unwinds, removing partial output, and stops them.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import multiprocessing
+import os
+import queue as queue_module
+import signal
+import tempfile
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from typing import Iterator
+
+from tbconvert.errors import OutputError, TbconvertError
+from tbconvert.formats.tfevents.spill import PieceStore
+from tbconvert.interrupts import deferred
+from tbconvert.model import RunData
+from tbconvert.report import Report
+
+# A worker keeps at most this much of a run in memory; the rest waits in its spill file.
+WORKER_SPILL_AT = 8 << 20
+_WAIT = 0.2
+
+_queue = None
+
+
+def _context():
+    # "spawn": workers are children of this process, so they notice when it is gone (a fork
+    # server would outlive a killed parent, its workers with it). "fork" is never used: it
+    # would copy this process's threads and locks half-held.
+    return multiprocessing.get_context("spawn")
+
+
+def _init(progress_queue, parent: int) -> None:
+    global _queue
+    _queue = progress_queue
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
+
+
+def _orphan_watch(parent: int) -> None:
+    """End this worker as soon as the process that started it is gone (the converting
+    process killed with SIGKILL, say, which also ends the fork server): its work is of no
+    use then, and it holds the terminal's output open. An orphan gets a new parent (also
+    when the parent died before this worker even got here)."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
+
+
+class _QueueProgress:
+    def advance(self, n: int) -> None:
+        _queue.put(n)
+
+
+def _read(root, options, name, files, spill_dir):
+    """In a worker: read one run. Returns (assembler or error text, issues, counters)."""
+    from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
+    report = Report()
+    reader = TfeventsReader(root, options, report)
+    progress = RunProgress(_QueueProgress())
+    try:
+        asm = reader.read_run(name, files, PieceStore(WORKER_SPILL_AT, spill_dir), progress)
+        asm.store.spill()
+        result = asm
+    except MemoryError:
+        raise
+    except OutputError as exc:   # no room for temporary files: the conversion fails
+        result = exc
+    except Exception as exc:  # noqa: BLE001 - reported as this run's failure
+        result = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
+    counters = (reader.files_with_bytes, reader.valid_records, reader.damaged_event_files,
+                progress.size, progress.sent)
+    return result, report.issues, counters
+
+
+class _Workers:
+    """A process pool that reads runs; a pool whose worker died is replaced."""
+
+    def __init__(self, ctx, jobs: int, progress_queue) -> None:
+        self.ctx, self.jobs, self.progress_queue = ctx, jobs, progress_queue
+        self.pool = None
+
+    def submit(self, *args):
+        # Starting a worker must not be cut short by Ctrl-C: a process half started is one
+        # that no one would stop.
+        with deferred():
+            if self.pool is None:
+                self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
+                                                initargs=(self.progress_queue, os.getpid()))
+            return self.pool.submit(_read, *args)
+
+    def stop(self) -> None:
+        if self.pool is None:
+            return
+        # Pending reads are of no use any more: end them now rather than wait for them.
+        processes = set((getattr(self.pool, "_processes", None) or {}).values())
+        processes |= set(multiprocessing.active_children())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in processes:
+            proc.join()
+        self.pool = None
+
+
+def read_runs(reader, runs, jobs: int) -> Iterator[RunData]:
+    """``reader.iter_runs()`` for ``runs``, read by ``jobs`` processes."""
+    from tbconvert.formats.tfevents.reader import RunProgress
+    progress = reader.options.progress
+    options = dataclasses.replace(reader.options, progress=None, jobs=1)
+    ctx = _context()
+    progress_queue = ctx.Queue()
+
+    def drain() -> None:
+        while True:
+            try:
+                n = progress_queue.get_nowait()
+            except (queue_module.Empty, OSError, ValueError):
+                return
+            if progress is not None:
+                progress.advance(n)
+
+    with tempfile.TemporaryDirectory(prefix="tbconvert-jobs-") as spill_dir:
+        workers = _Workers(ctx, min(jobs, len(runs)), progress_queue)
+        try:
+            pending: collections.deque = collections.deque()
+            todo = collections.deque(runs)
+
+            def submit() -> None:
+                if todo:
+                    name, files = todo.popleft()
+                    args = (reader.path, options, name, files, spill_dir)
+                    pending.append((name, files, workers.submit(*args)))
+
+            for _ in range(2 * jobs):
+                submit()
+            while pending:
+                name, files, job = pending.popleft()
+                try:
+                    while True:
+                        try:
+                            result, issues, counters = job.result(timeout=_WAIT)
+                            break
+                        except FutureTimeout:
+                            drain()
+                except BrokenProcessPool:
+                    # A worker died (killed, or crashed on hostile input): this run is lost, the
+                    # others are read again by fresh workers.
+                    reader.report.add("unreadable_run", f"{name}: the process reading it died; "
+                                      "skipped, the other runs were read", run=name)
+                    workers.stop()
+                    again = [(n, f) for n, f, _ in pending]
+                    pending.clear()
+                    todo.extendleft(reversed(again))
+                    for _ in range(2 * jobs):
+                        submit()
+                    continue
+                drain()
+                submit()
+                reader.report.extend(issues)
+                files_with_bytes, valid, damaged, size, sent = counters
+                reader.files_with_bytes += files_with_bytes
+                reader.valid_records += valid
+                reader.damaged_event_files += damaged
+                run_progress = RunProgress(progress, sent=sent, size=size)
+                if isinstance(result, OutputError):
+                    raise OutputError(str(result))
+                if isinstance(result, str):
+                    reader.report.add("unreadable_run", f"{name}: could not be read ({result}); "
+                                      "skipped, the other runs were read", run=name)
+                    run_progress.done()
+                    continue
+                run, series = result.build()
+                yield RunData(run, run_progress.follow(series, result.points_read, tick=drain))
+        finally:
+            workers.stop()
+            drain()
+            progress_queue.close()
+            progress_queue.join_thread()

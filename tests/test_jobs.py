@@ -1,0 +1,160 @@
+"""``--jobs N``: runs read in worker processes give byte for byte the output of ``--jobs 1``,
+with the same report; interrupting stops the workers and leaves nothing behind."""
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES
+
+import tbconvert
+from tbconvert.api import open_writer
+from tbconvert.errors import UsageError
+from tbconvert.formats.tfevents import reader as tfevents_reader
+from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+
+ROOT = Path(__file__).resolve().parent.parent
+SUFFIX = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": "", "tbdev": ""}
+
+
+def scalar_logdir(path: Path, runs: int, points: int, tags: int = 2) -> Path:
+    """``runs`` runs of ``tags`` float32 scalar tags with ``points`` points each."""
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    rng = np.random.default_rng(5)
+    with open_writer(path, format="tfevents") as w:
+        for r in range(runs):
+            steps = np.arange(points, dtype=np.int64)
+            w.write_run(Run(f"run{r}", 1.6e9), iter([
+                ScalarSeries(run=f"run{r}", tag=f"tag{t}", metadata=md, steps=steps,
+                             wall_times=1.6e9 + steps * 0.01, hidden=None,
+                             values=rng.random(points).astype(np.float32))
+                for t in range(tags)]))
+    return path
+
+
+def _contents(out: Path) -> list:
+    """Every output file's bytes, by place (an event file's name holds the writer's pid)."""
+    if out.is_file():
+        return [hashlib.sha256(out.read_bytes()).hexdigest()]
+    found = []
+    for p in sorted(out.rglob("*")):
+        if not p.is_file() or p.name == "blob_sequences.json":  # holds random blob ids
+            continue
+        where = str(p.relative_to(out))
+        if "tfevents" in p.name or p.name.startswith("blob_"):
+            where = str(p.parent.relative_to(out))
+        found.append((where, hashlib.sha256(p.read_bytes()).hexdigest()))
+    return sorted(found)
+
+
+@pytest.fixture
+def always_parallel(monkeypatch):
+    monkeypatch.setattr(tfevents_reader, "PARALLEL_MIN_BYTES", 0)
+
+
+def _damaged_copy(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURES / "torch_logdir", src)
+    event_file = sorted((src / "train").glob("*tfevents*"))[0]
+    data = bytearray(event_file.read_bytes())
+    data[len(data) // 2] ^= 0x40   # one damaged record: reported, in order, by either path
+    event_file.write_bytes(bytes(data))
+    return src
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["parquet", "hdf5", "csv", "tfevents", "tbdev"])
+def test_jobs_output_is_byte_identical(fmt, tmp_path, always_parallel):
+    src = _damaged_copy(tmp_path)
+    reports, outs = [], []
+    for jobs in (1, 2):
+        out = tmp_path / f"out{jobs}{SUFFIX[fmt]}"
+        reports.append(tbconvert.convert(src, out, to_format=fmt, jobs=jobs,
+                                         restarts="keep-all" if fmt == "csv" else "visible"))
+        outs.append(_contents(out))
+    assert outs[0] == outs[1]
+    one, two = reports
+    assert [i.message for i in one.issues] == [i.message for i in two.issues]
+    assert any(i.kind == "corrupt_record" for i in one.issues)
+    assert (one.runs, one.series, one.points) == (two.runs, two.series, two.points)
+
+
+def test_jobs_reads_every_run(tmp_path, always_parallel):
+    src = scalar_logdir(tmp_path / "logs", runs=5, points=3000)
+    one = tbconvert.load(src)
+    report = tbconvert.convert(src, tmp_path / "o.parquet", jobs=3)
+    assert report.runs == 5 and report.points["scalar"] == 5 * 2 * 3000
+    back = tbconvert.load(tmp_path / "o.parquet")
+    for run, series in one.series.items():
+        for tag, s in series.items():
+            assert back.series[run][tag].values.tobytes() == s.values.tobytes()
+
+
+@pytest.mark.parametrize("jobs", [-1, 1.5, "2", True])
+def test_bad_jobs_is_a_usage_error(jobs, tmp_path):
+    with pytest.raises(UsageError, match="--jobs"):
+        tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "o.parquet", jobs=jobs)
+
+
+def test_a_source_without_records_is_still_an_error_in_parallel(tmp_path, always_parallel):
+    for run in ("a", "b"):
+        (tmp_path / "logs" / run).mkdir(parents=True)
+        (tmp_path / "logs" / run / "x.tfevents.notes").write_text("not events\n" * 50)
+    with pytest.raises(tbconvert.errors.CorruptDataError):
+        tbconvert.convert(tmp_path / "logs", tmp_path / "o.parquet", jobs=2)
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def _children(pid: int) -> set:
+    """PIDs of ``pid``'s descendants still alive (from /proc)."""
+    kids, found = {pid}, set()
+    for _ in range(4):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) in kids and fields[0] != "Z":
+                found.add(int(entry.name))
+        kids |= found
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, sig, code):
+    src = tmp_path_factory.getbasetemp() / "jobs_big"
+    if not src.exists():
+        scalar_logdir(src, runs=4, points=600_000)
+    dst = tmp_path / "out.parquet"
+    p = subprocess.Popen([sys.executable, "-m", "tbconvert", "convert", str(src), str(dst),
+                          "--jobs", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 30
+    while len(_children(p.pid)) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.1)
+    workers = _children(p.pid)
+    assert workers, "no worker processes were started"
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    err = err.decode()
+    assert "Traceback" not in err, err[-2000:]
+    if p.returncode == 0:
+        pytest.skip("the conversion finished before the signal")
+    assert p.returncode == code, err
+    assert err.count("\n") == 1 and err.endswith("partial output was removed\n"), err
+    assert list(tmp_path.iterdir()) == []
+    time.sleep(0.5)
+    alive = [w for w in workers if Path(f"/proc/{w}").exists()
+             and Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not alive, f"worker processes left running: {alive}"

@@ -1,0 +1,119 @@
+"""Progress on a terminal: a bar with bytes done of a total, a rate and time left, from
+about the first second; nothing when stderr is not a terminal or with ``-q``."""
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+from test_jobs import scalar_logdir
+
+from tbconvert.cli.ui import UI
+from tbconvert.formats.base import Progress
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", "TERM": "xterm"}
+
+
+@pytest.fixture(scope="module")
+def slow_logdir(tmp_path_factory):
+    """About 3-6 s of work on this kind of machine, in one run (the worst case before)."""
+    return scalar_logdir(tmp_path_factory.mktemp("progress") / "logs", runs=1, points=800_000,
+                         tags=2)
+
+
+def _on_a_terminal(args, seconds):
+    """Run the CLI with stderr on a pseudo-terminal; what it drew in ``seconds``, and when
+    a bar first showed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    p = subprocess.Popen([sys.executable, "-m", "tbconvert", *args], cwd=ROOT, env=ENV,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    start, first, text = time.monotonic(), None, b""
+    try:
+        while time.monotonic() - start < seconds:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                text += data
+                if first is None and b"/s" in text:
+                    first = time.monotonic() - start
+            elif p.poll() is not None:
+                break
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        p.wait(timeout=60)
+        os.close(master)
+    return text.decode("utf-8", "replace"), first
+
+
+@pytest.mark.slow
+def test_bar_with_total_and_rate_appears_early(slow_logdir, tmp_path):
+    text, first = _on_a_terminal(["convert", str(slow_logdir), str(tmp_path / "o.parquet"),
+                                  "--jobs", "1"], seconds=120)
+    # the interpreter's start-up counts too, and this machine is shared: allow it a little
+    assert first is not None and first < 4, (first, text[-300:])
+    total = f"{sum(p.stat().st_size for p in slow_logdir.rglob('*') if p.is_file()) / 2**20:.1f}M"
+    bars = [line for line in re.split(r"[\r\n]", text) if "/s" in line]
+    assert all("converting" in b and f"/{total}" in b for b in bars), bars[-3:][-3:]  # done/total
+    # once work is done, a rate and the time left
+    assert any(re.search(r"\d[kMG]?B/s", b) and re.search(r"<\d\d:\d\d", b) for b in bars), bars[-3:]
+
+
+@pytest.mark.slow
+def test_silent_on_a_pipe_and_with_quiet(slow_logdir, tmp_path):
+    p = subprocess.run([sys.executable, "-m", "tbconvert", "convert", str(slow_logdir),
+                        str(tmp_path / "o.parquet"), "--jobs", "1"],
+                       cwd=ROOT, env=ENV, capture_output=True, timeout=300)
+    assert p.returncode == 0 and p.stderr == b"", p.stderr
+    text, first = _on_a_terminal(["convert", str(slow_logdir), str(tmp_path / "q.parquet"),
+                                  "--jobs", "1", "-q"], seconds=60)
+    assert text == "" and first is None
+
+
+class _Count(Progress):
+    def __init__(self):
+        self.total, self.done, self.calls = 0, 0, 0
+
+    def start(self, total):
+        self.total += total
+
+    def advance(self, n):
+        assert n > 0
+        self.done += n
+        self.calls += 1
+
+
+def test_progress_counts_every_byte_once(tmp_path, monkeypatch):
+    """Reading counts half of a run's bytes, writing the other half; the sum is the total."""
+    import tbconvert
+    from tbconvert.formats.tfevents import assemble
+    monkeypatch.setattr(assemble, "CHUNK_POINTS", 1000)
+    src = scalar_logdir(tmp_path / "logs", runs=3, points=5000)
+    progress = _Count()
+    tbconvert.convert(src, tmp_path / "o.parquet", progress=progress)
+    size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
+    assert progress.total == size and progress.done == size
+    assert progress.calls >= 3 * 2
+
+
+def test_ui_draws_nothing_off_a_terminal():
+    class Pipe:
+        def isatty(self):
+            return False
+    assert UI(stream=Pipe()).progress() is None

@@ -1,0 +1,269 @@
+"""Event files are read in bounded blocks, a run's pieces spill to disk, and the result is
+exactly what reading each run whole gave: same series, same hidden marks, same archives."""
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, LOGDIRS
+from oracle import assert_same_view, tb_view
+
+import tbconvert
+from tbconvert.errors import CorruptDataError
+from tbconvert.formats.tfevents import assemble, records, spill
+from tbconvert.formats.tfevents.reader import TfeventsReader
+from tbconvert.model import ScalarSeries, TensorSeries
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _blocks_of(k):
+    """A ``scan_file`` that hands each file over ``k`` records per block."""
+    def scan_file(path, *, block_size=records.BLOCK_SIZE):
+        buf = Path(path).read_bytes()
+        starts, lengths, damage = records.scan(buf)
+        if not len(starts):
+            yield records.Block(buf, 0, starts, lengths, damage)
+            return
+        for a in range(0, len(starts), k):
+            b = min(a + k, len(starts))
+            lo = int(starts[a]) - records.HEADER
+            hi = int(starts[b - 1] + lengths[b - 1]) + records.FOOTER
+            yield records.Block(buf[lo:hi], lo, starts[a:b] - lo, lengths[a:b],
+                                damage if a == 0 else [])
+    return scan_file
+
+
+def _snapshot(data):
+    """Everything a reading holds, as comparable plain values."""
+    out = {}
+    for run, series in data.series.items():
+        r = data.runs[run]
+        out[run] = {"start": r.start_time, "records": r.records}
+        for tag, s in series.items():
+            item = [type(s).__name__, s.metadata, s.steps.tolist(), s.wall_times.tolist(),
+                    None if s.hidden is None else s.hidden.tolist()]
+            if isinstance(s, ScalarSeries):
+                item += [s.values.dtype.str, s.values.tobytes()]
+            elif isinstance(s, TensorSeries):
+                item += [s.dtypes.tolist(), [(a.dtype.str, a.shape, a.tobytes() if a.dtype != object
+                                              else tuple(a.reshape(-1))) for a in s.tensors]]
+            else:
+                item += [s.offsets.tolist(), s.blobs]
+            out[run][tag] = item
+    return out
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch):
+    def use(k, spill_at=0, chunk_points=None):
+        monkeypatch.setattr(records, "scan_file", _blocks_of(k))
+        monkeypatch.setattr(spill, "SPILL_AT", spill_at)
+        monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (spill_at, None))
+        if chunk_points:
+            monkeypatch.setattr(assemble, "CHUNK_POINTS", chunk_points)
+    return use
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+@pytest.mark.parametrize("k", [1, 3, 50])
+def test_blocks_and_spill_read_the_same_as_whole_files(name, k, tiny_blocks):
+    whole = _snapshot(tbconvert.load(FIXTURES / name))
+    tiny_blocks(k)
+    assert _snapshot(tbconvert.load(FIXTURES / name)) == whole
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "hdf5", "csv", "tfevents"])
+def test_blocks_and_spill_write_the_same_archive(fmt, tiny_blocks, tmp_path):
+    def digest(out):
+        files = sorted(p for p in ([out] if out.is_file() else out.rglob("*")) if p.is_file())
+        return [(str(p.relative_to(out)) if out.is_dir() else "",
+                 hashlib.sha256(p.read_bytes()).hexdigest()) for p in files]
+    suffix = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": ""}[fmt]
+    a, b = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"
+    tbconvert.convert(FIXTURES / "torch_logdir", a, to_format=fmt, restarts="keep-all")
+    tiny_blocks(2)
+    tbconvert.convert(FIXTURES / "torch_logdir", b, to_format=fmt, restarts="keep-all")
+    if fmt == "tfevents":  # file names carry the writer's pid and host
+        assert_same_view(tb_view(a), tb_view(b))
+    else:
+        assert digest(a) == digest(b)
+
+
+def _events(path: Path, events) -> None:
+    from tensorboard.compat.proto import event_pb2
+    with open(path, "wb") as f:
+        for ev in events:
+            f.write(records.frame(event_pb2.Event(**ev).SerializeToString()))
+
+
+def _scalar(tag, step, value, wall=None):
+    from tensorboard.compat.proto import summary_pb2
+    return dict(wall_time=wall if wall is not None else 1000.0 + step, step=step,
+                summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(
+                    tag=tag, simple_value=value)]))
+
+
+def _restarts_logdir(tmp_path: Path) -> Path:
+    """Restarts that hide points read many blocks earlier, in both of TensorBoard's modes."""
+    from tensorboard.compat.proto import event_pb2
+    logdir = tmp_path / "logs"
+    modern, old = logdir / "modern", logdir / "legacy"
+    modern.mkdir(parents=True)
+    old.mkdir()
+    start = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
+    first = [dict(wall_time=999.0, file_version="brain.Event:2"),
+             dict(wall_time=999.5, step=0, session_log=start)]
+    first += [_scalar(t, s, float(s)) for s in range(400) for t in ("a", "b")]
+    _events(modern / "events.out.tfevents.1.x", first)
+    second = [dict(wall_time=2000.0, file_version="brain.Event:2"),
+              dict(wall_time=2000.5, step=150, session_log=start)]
+    second += [_scalar("a", s, -float(s), wall=3000.0 + s) for s in range(150, 200)]
+    second += [dict(wall_time=2100.0, step=30, session_log=start)]
+    second += [_scalar("b", s, 2.0 * s, wall=4000.0 + s) for s in range(30, 60)]
+    _events(modern / "events.out.tfevents.2.x", second)
+    # no file_version: a summary event with a lower step purges its own tags only
+    legacy_events = [_scalar(t, s, float(s)) for s in range(300) for t in ("a", "b")]
+    legacy_events += [_scalar("a", s, 7.0, wall=5000.0 + s) for s in (100, 101, 102)]
+    legacy_events += [_scalar("b", s, 9.0, wall=6000.0 + s) for s in range(20, 25)]
+    legacy_events += [_scalar("a", 5, 1.0, wall=7000.0)]
+    _events(old / "events.out.tfevents.1.x", legacy_events)
+    return logdir
+
+
+@pytest.mark.parametrize("k", [1, 7, 64])
+def test_restart_rule_exact_across_blocks(k, tmp_path, tiny_blocks):
+    logdir = _restarts_logdir(tmp_path)
+    whole = tbconvert.load(logdir)
+    tiny_blocks(k, chunk_points=37)
+    streamed = tbconvert.load(logdir)
+    assert _snapshot(streamed) == _snapshot(whole)
+    hidden = streamed.series["modern"]["a"].hidden
+    assert hidden is not None and hidden[:60].sum() == 30  # steps 30..59 of the first file
+    out = tmp_path / "out"
+    tbconvert.convert(logdir, out, to_format="tfevents")
+    assert_same_view(tb_view(out), tb_view(logdir))
+
+
+def test_chunks_are_bounded_and_in_order(tmp_path, tiny_blocks):
+    logdir = _restarts_logdir(tmp_path)
+    tiny_blocks(5, chunk_points=64)
+    report = tbconvert.Report() if hasattr(tbconvert, "Report") else None
+    from tbconvert.formats.base import Options
+    from tbconvert.report import Report
+    reader = TfeventsReader(logdir, Options(), report or Report())
+    for run_data in reader.iter_runs():
+        tags = []
+        for chunk in run_data.series:
+            assert 0 < len(chunk) <= 64 + 5
+            if not tags or tags[-1] != chunk.tag:
+                assert chunk.tag not in tags  # a tag's chunks come together
+                tags.append(chunk.tag)
+
+
+def test_spill_file_is_removed(tmp_path, tiny_blocks, monkeypatch):
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_dir))
+    tiny_blocks(3)
+    seen = []
+    real_put = spill.PieceStore.put
+
+    def put(self, piece, size):
+        key = real_put(self, piece, size)
+        seen.append(self.path)
+        return key
+    monkeypatch.setattr(spill.PieceStore, "put", put)
+    tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "o.parquet")
+    assert seen and all(p is not None and p.startswith(str(spill_dir)) for p in seen)
+    assert list(spill_dir.iterdir()) == []
+
+
+def test_not_event_data_is_an_error(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello, these are my notes\n" * 20)
+    with pytest.raises(CorruptDataError, match="notes.txt"):
+        tbconvert.convert(notes, tmp_path / "out.h5", from_format="tfevents")
+    assert not (tmp_path / "out.h5").exists()
+    proc = subprocess.run([sys.executable, "-m", "tbconvert", "convert", str(notes),
+                           str(tmp_path / "out.h5"), "--from", "tfevents"],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr and "notes.txt" in proc.stderr
+
+
+def test_one_bad_run_costs_only_itself(tmp_path, monkeypatch):
+    real = TfeventsReader._read_file
+
+    def read_file(self, path, asm):
+        if asm.name == "run_a":
+            raise ValueError("decoder fell over")
+        return real(self, path, asm)
+    monkeypatch.setattr(TfeventsReader, "_read_file", read_file)
+    data = tbconvert.load(FIXTURES / "tensorboardx_logdir")
+    everything = tbconvert.load(FIXTURES / "tensorboardx_logdir", runs="^(?!run_a$)")
+    assert "run_a" not in data.runs and sorted(data.runs) == sorted(everything.runs)
+    assert _snapshot(data) == _snapshot(everything)
+    bad = [i for i in data.report.issues if i.kind == "unreadable_run"]
+    assert len(bad) == 1 and "run_a" in bad[0].message and "decoder fell over" in bad[0].message
+
+
+def _big_run(path: Path, files: int, per_file: int) -> None:
+    """One run of ``files`` event files of ``per_file`` scalar points each."""
+    from tbconvert.api import open_writer
+    from tbconvert.model import DataClass, Metadata, Run
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    path.mkdir()
+    for f in range(files):
+        steps = np.arange(f * per_file, (f + 1) * per_file, dtype=np.int64)
+        chunk = ScalarSeries(run=".", tag="loss", metadata=md, steps=steps,
+                             wall_times=1e9 + steps, hidden=None,
+                             values=np.sin(steps).astype(np.float32))
+        part = path.parent / f"{path.name}.part{f}"
+        with open_writer(part, format="tfevents") as w:
+            w.write_run(Run(".", 1e9), [chunk])
+        (event_file,) = [p for p in part.rglob("*tfevents*") if p.is_file()]
+        event_file.rename(path / f"events.out.tfevents.{f:04d}.x")
+
+
+_PEAK = """
+import sys, tracemalloc, tbconvert
+from tbconvert.formats.tfevents import spill
+from tbconvert.formats.tfevents import assemble
+spill.PieceStore.__init__.__defaults__ = (4 << 20, None)
+from tbconvert.formats.tables import csv_writer
+assemble.CHUNK_POINTS = csv_writer.FLUSH_ROWS = 50_000
+tracemalloc.start()
+tbconvert.convert(sys.argv[1], sys.argv[2])
+print(tracemalloc.get_traced_memory()[1])
+"""
+
+
+@pytest.mark.slow
+def test_memory_does_not_grow_with_the_run(tmp_path):
+    """Peak traced memory of a 600k-point run is about that of a 150k-point run."""
+    peaks = []
+    for n in (150_000, 600_000):
+        src = tmp_path / f"src{n}"
+        _big_run(src, n // 50_000, 50_000)
+        out = tmp_path / f"out{n}.csv"
+        proc = subprocess.run([sys.executable, "-c", _PEAK, str(src), str(out)],
+                              capture_output=True, text=True, cwd=ROOT, check=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        peaks.append(int(proc.stdout.split()[-1]))
+        assert out.read_text().count("\n") == n + 1
+    assert peaks[1] < 1.6 * peaks[0], peaks
+
+
+def test_no_room_to_spill_is_an_output_error_not_a_skipped_run(tmp_path, tiny_blocks, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no" / "such" / "dir"))
+    tiny_blocks(3)
+    with pytest.raises(tbconvert.errors.OutputError, match="temporary file"):
+        tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "o.parquet")
+    assert not (tmp_path / "o.parquet").exists()
