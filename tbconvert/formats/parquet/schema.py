@@ -69,9 +69,12 @@ SCHEMA: Final = pa.schema([
 COLUMNS: Final = tuple(SCHEMA.names)
 
 # Writer settings
-ROW_GROUP_BYTES: Final = 64 << 20     # a row group holds at most about this many (Arrow) bytes
-ROW_GROUP_ROWS: Final = 1 << 20       # ... and at most this many rows
-READ_BATCH_ROWS: Final = 1 << 17
+# A row group is held in memory while it is written, and while it is verified when read
+# (see digest.py): these caps keep a conversion's memory the same whatever a run's size.
+ROW_GROUP_BYTES: Final = 32 << 20     # a row group holds at most about this many (Arrow) bytes
+ROW_GROUP_ROWS: Final = 1 << 18       # ... and at most this many rows
+READ_BATCH_ROWS: Final = 1 << 16
+WRITE_SLICE_ROWS: Final = 1 << 16     # points turned into Arrow columns at a time
 DICTIONARY_COLUMNS: Final = ["run", "tag", "data_class", "plugin_name", "series", "tensor_dtype"]
 COLUMN_ENCODING: Final = {"step": "DELTA_BINARY_PACKED", "wall_time": "BYTE_STREAM_SPLIT",
                           "value": "BYTE_STREAM_SPLIT"}

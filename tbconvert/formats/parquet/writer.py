@@ -132,6 +132,25 @@ class _FileSink:
             pass
 
 
+def _slices(chunk: Series, rows: int):
+    """The chunk in pieces of at most ``rows`` points: the Arrow columns of a piece (nulls
+    included) take several times its numpy size, and a reader may hand over millions."""
+    n = len(chunk)
+    if n <= rows:
+        if n:
+            yield chunk
+        return
+    for a in range(0, n, rows):
+        if isinstance(chunk, ScalarSeries):
+            b = min(n, a + rows)
+            yield ScalarSeries(run=chunk.run, tag=chunk.tag, metadata=chunk.metadata,
+                               steps=chunk.steps[a:b], wall_times=chunk.wall_times[a:b],
+                               hidden=None if chunk.hidden is None else chunk.hidden[a:b],
+                               values=chunk.values[a:b])
+        else:
+            yield chunk.take(np.arange(a, min(n, a + rows)))
+
+
 def _common_columns(chunk: Series, sid: int, run: str) -> dict:
     n = len(chunk)
     md = chunk.metadata
@@ -212,6 +231,17 @@ def blob_batch(chunk: BlobSequenceSeries, sid: int, run: str) -> pa.RecordBatch:
     return _batch(cols, n)
 
 
+def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.RecordBatch:
+    if isinstance(chunk, ScalarSeries):
+        sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, chunk.values.dtype.name)
+        return scalar_batch(chunk, sid, run)
+    if isinstance(chunk, BlobSequenceSeries):
+        sid = sink.series_id(run_index, chunk, S.KIND_BLOB_SEQUENCE, None)
+        return blob_batch(chunk, sid, run)
+    sid = sink.series_id(run_index, chunk, S.KIND_TENSOR, None)
+    return tensor_batch(chunk, sid, run)
+
+
 class ParquetWriter(Writer):
     """Writes a ``.parquet``/``.pq`` file, or a directory dataset for any other name."""
 
@@ -244,19 +274,9 @@ class ParquetWriter(Writer):
         sink = self._sink
         run_index = len(sink.runs)
         sink.runs.append(S.run_to_json(run))
-        for chunk in series:
-            if not len(chunk):
-                continue
-            if isinstance(chunk, ScalarSeries):
-                sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, chunk.values.dtype.name)
-                batch = scalar_batch(chunk, sid, run.name)
-            elif isinstance(chunk, BlobSequenceSeries):
-                sid = sink.series_id(run_index, chunk, S.KIND_BLOB_SEQUENCE, None)
-                batch = blob_batch(chunk, sid, run.name)
-            else:
-                sid = sink.series_id(run_index, chunk, S.KIND_TENSOR, None)
-                batch = tensor_batch(chunk, sid, run.name)
-            sink.add(batch)
+        for piece in series:
+            for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
+                sink.add(_batch_of(sink, run_index, chunk, run.name))
         if self.directory:
             sink.close(self._experiment)
             self._sink = None
