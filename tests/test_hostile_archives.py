@@ -414,6 +414,7 @@ def test_deeply_nested_experiment_extra(tmp_path):
     _one_line_error(path, "not a JSON object")
 
 
+@pytest.mark.slow
 def test_seeded_byte_flips_in_an_hdf5_archive_read_with_ignore_checksum(tmp_path):
     """With the seal ignored, damage found by HDF5 or by the checks costs a series or run, or
     the file; what is read is what was written, or reported."""
@@ -481,3 +482,35 @@ def test_a_full_disk_says_the_disk_is_full(tmp_path, monkeypatch):
     with pytest.raises(OutputError, match="disk is full"):
         _write_h5(tmp_path, [(Run("r"), chunks)])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dense_hdf5_row_2_to_the_40_wide(tmp_path):
+    def fn(f):
+        s = f["runs/0/series/2"]        # "hist": ragged in small_runs; make it dense
+        assert s.attrs["tag"] == "hist"
+        for name in ("dtypes", "shapes", "data", "data_offsets", "strings", "string_offsets"):
+            del s[name]
+        s.attrs["layout"] = "dense"
+        s.attrs["tensor_dtype"] = np.int32(dt.DT_DOUBLE)
+        s.create_dataset("values", shape=(3, 2**40), dtype="f8", chunks=(1, 1 << 16))
+    path = _edit_h5(tmp_path, fn)
+    loaded = tbconvert.load(path)
+    (issue,) = loaded.report.issues
+    assert issue.kind == "damaged_series" and "declares" in issue.message
+    assert "hist" not in loaded.series["train"] and "hist" in loaded.series["eval"]
+
+
+def test_wrong_types_in_a_dataset_marker(tmp_path):
+    out = tmp_path / "dataset"
+    write_sample(out, fmt="parquet", runs=small_runs())
+    marker_path = out / S.MARKER_FILE
+    marker = json.loads(marker_path.read_text())
+    marker["experiment"] = {"name": ["x"]}
+    del marker[S.MARKER_DIGEST]
+    marker[S.MARKER_DIGEST] = S.marker_digest(marker)
+    marker_path.write_text(json.dumps(marker))
+    with pytest.raises(CorruptDataError, match=r"_tbconvert.json: damaged \(experiment.name"):
+        tbconvert.load(out)
+    marker_path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CorruptDataError, match="_tbconvert.json: damaged: JSON nested"):
+        tbconvert.load(out, format="parquet")

@@ -200,7 +200,8 @@ class _Source:
                     for run_index, chunk in self._decode(batch):
                         done += len(chunk)
                         yield run_index, chunk
-            except (OSError, pa.ArrowException, ValueError, CorruptDataError) as exc:
+            except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
+                    CorruptDataError) as exc:
                 lost = max(rows - done, 0)
                 self.report.add(
                     "damaged_row_group",
@@ -336,7 +337,7 @@ class _Source:
 def read_marker(path: Path, options: Options, report: Report) -> dict:
     marker = path / S.MARKER_FILE
     try:
-        meta = json.loads(sourcefiles.read_text(marker))
+        meta = budget.loads_json(sourcefiles.read_bytes(marker), f"{marker}: damaged")
     except FileNotFoundError:
         raise CorruptDataError(
             f"{path}: not a tbconvert Parquet dataset (no {S.MARKER_FILE})") from None
@@ -368,7 +369,10 @@ class ParquetReader(Reader):
         super().__init__(path, options, report)
         if self.path.is_dir():
             marker = read_marker(self.path, options, report)
-            self._experiment = S.experiment_from_json(marker.get("experiment") or {})
+            try:
+                self._experiment = S.experiment_from_json(marker.get("experiment"))
+            except S.BadMetadata as exc:
+                raise CorruptDataError(f"{self.path / S.MARKER_FILE}: damaged ({exc})") from None
             self._files = [self.path / p["file"] for p in marker["parts"]]
             for f in self._files:
                 if not f.is_file():
