@@ -514,3 +514,18 @@ def test_wrong_types_in_a_dataset_marker(tmp_path):
     marker_path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(CorruptDataError, match="_tbconvert.json: damaged: JSON nested"):
         tbconvert.load(out, format="parquet")
+
+
+@pytest.mark.parametrize("series,name", [(3, "blob_offsets"), (2, "data_offsets"),
+                                         (2, "string_offsets")])
+def test_offsets_out_of_order_cost_their_series(tmp_path, series, name):
+    def fn(f):
+        ds = f[f"runs/0/series/{series}/{name}"]
+        off = ds[()]
+        off[1] = off[-1] + 1          # past the end, and then going back
+        ds[...] = off
+    path = _edit_h5(tmp_path, fn)
+    loaded = tbconvert.load(path)
+    (issue,) = loaded.report.issues
+    assert issue.kind == "damaged_series" and f"{name} does not index" in issue.message
+    assert len(loaded.series["train"]) == 3 and len(loaded.series["eval"]) == 4

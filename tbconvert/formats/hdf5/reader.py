@@ -42,10 +42,25 @@ def _offsets(s, name: str, n: int, total: int) -> np.ndarray:
     check_dataset(ds, "iu", name)
     if ds.shape != (n + 1,):
         raise ValueError(f"{name} has shape {ds.shape}, expected ({n + 1},)")
-    off = ds[()].astype(np.int64)
-    if off[0] != 0 or off[-1] != total or (np.diff(off) < 0).any():
+    if int(ds[0]) != 0 or int(ds[n]) != total:
         raise ValueError(f"{name} does not index the {total} items in order")
-    return off
+    return _Window(ds, name, total)
+
+
+class _Window:
+    """Offsets read a window at a time (a series may hold millions of points); each window
+    is checked to run in order within ``0..total``, and windows share their end points."""
+
+    def __init__(self, ds, name: str, total: int) -> None:
+        self.ds, self.name, self.total = ds, name, total
+
+    def __call__(self, a: int, b: int) -> np.ndarray:
+        """Offsets ``a..b`` (inclusive)."""
+        off = self.ds[a:b + 1].astype(np.int64)
+        if len(off) != b + 1 - a or (off < 0).any() or (off > self.total).any() \
+                or (np.diff(off) < 0).any():
+            raise ValueError(f"{self.name} does not index the {self.total} items in order")
+        return off
 
 
 # What h5py and the checks below raise on a damaged archive.
@@ -261,22 +276,24 @@ class Hdf5Reader(Reader):
         a = 0
         while a < n:
             # as many points as fit in READ_BYTES (at least one)
-            b = int(np.searchsorted(data_off, data_off[a] + L.READ_BYTES, side="right"))
+            window = data_off(a, min(n, a + 65536))
+            b = a + int(np.searchsorted(window, window[0] + L.READ_BYTES, side="right"))
             b = max(a + 1, min(n, b - 1, a + 65536))
+            d_off, s_off = window[:b - a + 1], str_off(a, b)
             codes = codes_ds[a:b]
             shapes = shapes_ds[a:b]
-            data = data_ds[data_off[a]:data_off[b]].tobytes()
-            strings = s["strings"][str_off[a]:str_off[b]] if str_off[b] > str_off[a] else []
+            data = data_ds[d_off[0]:d_off[-1]].tobytes()
+            strings = s["strings"][s_off[0]:s_off[-1]] if s_off[-1] > s_off[0] else []
             tensors = []
             for i in range(b - a):
                 code = int(codes[i])
                 shape = tuple(int(d) for d in shapes[i])
                 if code == _dt.DT_STRING:
-                    elems = strings[str_off[a + i] - str_off[a]:str_off[a + i + 1] - str_off[a]]
+                    elems = strings[s_off[i] - s_off[0]:s_off[i + 1] - s_off[0]]
                     tensors.append(_dt.string_array(
                         (np.asarray(e, np.uint8).tobytes() for e in elems), shape))
                 else:
-                    lo, hi = data_off[a + i] - data_off[a], data_off[a + i + 1] - data_off[a]
+                    lo, hi = d_off[i] - d_off[0], d_off[i + 1] - d_off[0]
                     arr = np.frombuffer(data[lo:hi], dtype=_dt.numpy_dtype(code))
                     tensors.append(arr.reshape(shape))
             yield TensorSeries(**self._common(s, run, tag, md, a, b), dtypes=codes,
@@ -293,11 +310,12 @@ class Hdf5Reader(Reader):
         a = 0
         while a < n:
             b = min(n, a + 256)
-            lo, hi = int(offsets[a]), int(offsets[b])
+            window = offsets(a, b)
+            lo, hi = int(window[0]), int(window[-1])
             raw = blobs_ds[lo:hi] if hi > lo else []
             missing = missing_ds[lo:hi] if hi > lo else []
             blobs = tuple(None if m else np.asarray(r, np.uint8).tobytes()
                           for r, m in zip(raw, missing))
             yield BlobSequenceSeries(**self._common(s, run, tag, md, a, b),
-                                     offsets=offsets[a:b + 1] - lo, blobs=blobs)
+                                     offsets=window - lo, blobs=blobs)
             a = b
