@@ -529,3 +529,18 @@ def test_offsets_out_of_order_cost_their_series(tmp_path, series, name):
     (issue,) = loaded.report.issues
     assert issue.kind == "damaged_series" and f"{name} does not index" in issue.message
     assert len(loaded.series["train"]) == 3 and len(loaded.series["eval"]) == 4
+
+
+def test_a_row_group_larger_than_written_is_checked_then_read_again(tmp_path, monkeypatch):
+    """Row groups over the cap (from elsewhere) are not held in memory: checked in one pass,
+    decoded in a second; damage is still found before any of it is used."""
+    path = write_sample(tmp_path / "x.parquet", runs=small_runs())
+    base = snapshot(path)
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 10)
+    assert snapshot(path) == base
+    start, _ = _chunk_range(path, "hidden")
+    data = bytearray(path.read_bytes())
+    data[start + 3] ^= 0x08
+    path.write_bytes(bytes(data))
+    got = snapshot(path)
+    assert got[0] in ("reported", "error")
