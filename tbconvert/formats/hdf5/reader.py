@@ -10,10 +10,11 @@ import h5py
 import numpy as np
 
 from tbconvert import dtypes as _dt
-from tbconvert import sourcefiles
+from tbconvert import budget, sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5.audit import audit, check_dataset, check_regular_file
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run, RunData,
                              RunRecord, ScalarSeries, TensorSeries)
@@ -33,6 +34,33 @@ def _str(value) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string attribute, got {type(value).__name__}")
     return value
+
+
+def _offsets(s, name: str, n: int, total: int) -> np.ndarray:
+    """An index of ``n + 1`` offsets that cut ``total`` items in order."""
+    ds = s[name]
+    check_dataset(ds, "iu", name)
+    if ds.shape != (n + 1,):
+        raise ValueError(f"{name} has shape {ds.shape}, expected ({n + 1},)")
+    if int(ds[0]) != 0 or int(ds[n]) != total:
+        raise ValueError(f"{name} does not index the {total} items in order")
+    return _Window(ds, name, total)
+
+
+class _Window:
+    """Offsets read a window at a time (a series may hold millions of points); each window
+    is checked to run in order within ``0..total``, and windows share their end points."""
+
+    def __init__(self, ds, name: str, total: int) -> None:
+        self.ds, self.name, self.total = ds, name, total
+
+    def __call__(self, a: int, b: int) -> np.ndarray:
+        """Offsets ``a..b`` (inclusive)."""
+        off = self.ds[a:b + 1].astype(np.int64)
+        if len(off) != b + 1 - a or (off < 0).any() or (off > self.total).any() \
+                or (np.diff(off) < 0).any():
+            raise ValueError(f"{self.name} does not index the {self.total} items in order")
+        return off
 
 
 # What h5py and the checks below raise on a damaged archive.
@@ -60,19 +88,25 @@ class Hdf5Reader(Reader):
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
         self._file = self._fh = None
+        check_regular_file(self.path)
         self._check_seal()
         try:
             self._fh = sourcefiles.open_binary(self.path)
             self._file = h5py.File(self._fh, "r")
-        except OSError as exc:
+        except (OSError, ValueError, RuntimeError) as exc:
             self.close()
             raise CorruptDataError(
                 f"{self.path}: not a readable HDF5 file (damaged or not HDF5: {_one_line(exc)})") from None
         try:
             check_root(self._file, self.path)
+            audit(self._file, self.path)
             attrs = self._file.attrs
             get = lambda k: _str(attrs.get(k, ""))  # noqa: E731
-            extra = json.loads(get(L.ATTR_EXPERIMENT_EXTRA) or "{}")
+            extra = budget.loads_json(get(L.ATTR_EXPERIMENT_EXTRA) or "{}",
+                                      f"{self.path}: damaged attribute {L.ATTR_EXPERIMENT_EXTRA}")
+            if not isinstance(extra, dict):
+                raise CorruptDataError(f"{self.path}: damaged attribute "
+                                       f"{L.ATTR_EXPERIMENT_EXTRA} (not a JSON object)")
             self._experiment = Experiment(
                 experiment_id=get("experiment_id"), name=get("experiment_name"),
                 description=get("experiment_description"), create_time=get("experiment_create_time"),
@@ -81,7 +115,7 @@ class Hdf5Reader(Reader):
         except TbconvertError:
             self.close()
             raise
-        except (OSError, KeyError, TypeError, ValueError) as exc:
+        except _DAMAGE as exc:
             self.close()
             raise CorruptDataError(f"{self.path}: damaged archive ({_one_line(exc)})") from None
 
@@ -131,11 +165,17 @@ class Hdf5Reader(Reader):
         records = ()
         if L.RECORDS in g:
             r = g[L.RECORDS]
+            for name, kinds_ in (("kind", "O"), ("step", "i"), ("wall_time", "f"), ("payload", "O")):
+                check_dataset(r[name], kinds_, f"records/{name}")
+                if r[name].ndim != 1 or r[name].shape != r["kind"].shape:
+                    raise ValueError("the records' datasets differ in length")
             kinds = r["kind"].asstr()[()]
             steps, walls, payloads = r["step"][()], r["wall_time"][()], r["payload"][()]
             records = tuple(RunRecord(kind=str(k), step=int(s), wall_time=float(w),
                                       payload=np.asarray(p, np.uint8).tobytes())
                             for k, s, w, p in zip(kinds, steps, walls, payloads))
+        if start is not None and (np.shape(start) != () or np.asarray(start).dtype.kind not in "fiu"):
+            raise ValueError("start_time is not a number")
         return Run(name=_str(g.attrs["name"]), start_time=None if start is None else float(start),
                    records=records)
 
@@ -169,10 +209,19 @@ class Hdf5Reader(Reader):
                       display_name=_str(a["display_name"]),
                       description=_str(a["description"]),
                       data_class=DataClass(int(a["data_class"])))
-        n = s["steps"].shape[0]
+        steps = s["steps"]
+        if steps.ndim != 1:
+            raise ValueError(f"steps has shape {steps.shape}")
+        n = steps.shape[0]
+        # steps are int64 when written; any other type would wrap or be truncated when read
+        if steps.dtype.kind not in "iu" or (steps.dtype.kind == "u" and steps.dtype.itemsize == 8):
+            raise ValueError(f"steps are {steps.dtype}, not integers that fit int64")
+        check_dataset(steps, "iu", "steps")
+        check_dataset(s["wall_times"], "f", "wall_times")
+        check_dataset(s["hidden"], "b", "hidden")
         for k in ("wall_times", "hidden"):
-            if s[k].shape[0] != n:
-                raise ValueError(f"{k} has {s[k].shape[0]} entries, steps {n}")
+            if s[k].shape != (n,):
+                raise ValueError(f"{k} has shape {s[k].shape}, steps {n} entries")
         if kind == L.KIND_SCALAR:
             gen = self._scalar_chunks(s, run, tag, md, n)
         elif kind == L.KIND_BLOB_SEQUENCE:
@@ -190,6 +239,7 @@ class Hdf5Reader(Reader):
 
     def _scalar_chunks(self, s, run, tag, md, n):
         values = s["values"]
+        check_dataset(values, "fiub", "values")
         if values.shape != (n,):
             raise ValueError(f"values has shape {values.shape}, expected ({n},)")
         for a in range(0, n, L.READ_POINTS):
@@ -200,7 +250,10 @@ class Hdf5Reader(Reader):
         values = s["values"]
         code = int(s.attrs["tensor_dtype"])
         storage = _dt.numpy_dtype(code)
-        if values.shape[0] != n:
+        check_dataset(values, storage.kind, "values")
+        if values.dtype.itemsize != storage.itemsize or storage.kind == "O":
+            raise ValueError(f"values are {values.dtype}, not {storage} of tensor_dtype {code}")
+        if values.ndim < 1 or values.shape[0] != n:
             raise ValueError(f"values has {values.shape[0]} rows, expected {n}")
         row_bytes = max(1, storage.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
         step = max(1, L.READ_BYTES // row_bytes)
@@ -212,29 +265,35 @@ class Hdf5Reader(Reader):
 
     def _ragged_chunks(self, s, run, tag, md, n):
         codes_ds, shapes_ds, data_ds = s["dtypes"], s["shapes"], s["data"]
-        data_off = s["data_offsets"][()]
-        str_off = s["string_offsets"][()]
-        if len(data_off) != n + 1 or len(str_off) != n + 1 or codes_ds.shape[0] != n:
+        check_dataset(codes_ds, "i", "dtypes")
+        check_dataset(shapes_ds, "O", "shapes")
+        check_dataset(data_ds, "u", "data")
+        check_dataset(s["strings"], "O", "strings")
+        if codes_ds.shape != (n,) or shapes_ds.shape != (n,) or data_ds.ndim != 1:
             raise ValueError("ragged index lengths do not match the steps")
+        data_off = _offsets(s, "data_offsets", n, data_ds.shape[0])
+        str_off = _offsets(s, "string_offsets", n, s["strings"].shape[0])
         a = 0
         while a < n:
             # as many points as fit in READ_BYTES (at least one)
-            b = int(np.searchsorted(data_off, data_off[a] + L.READ_BYTES, side="right"))
+            window = data_off(a, min(n, a + 65536))
+            b = a + int(np.searchsorted(window, window[0] + L.READ_BYTES, side="right"))
             b = max(a + 1, min(n, b - 1, a + 65536))
+            d_off, s_off = window[:b - a + 1], str_off(a, b)
             codes = codes_ds[a:b]
             shapes = shapes_ds[a:b]
-            data = data_ds[data_off[a]:data_off[b]].tobytes()
-            strings = s["strings"][str_off[a]:str_off[b]] if str_off[b] > str_off[a] else []
+            data = data_ds[d_off[0]:d_off[-1]].tobytes()
+            strings = s["strings"][s_off[0]:s_off[-1]] if s_off[-1] > s_off[0] else []
             tensors = []
             for i in range(b - a):
                 code = int(codes[i])
                 shape = tuple(int(d) for d in shapes[i])
                 if code == _dt.DT_STRING:
-                    elems = strings[str_off[a + i] - str_off[a]:str_off[a + i + 1] - str_off[a]]
+                    elems = strings[s_off[i] - s_off[0]:s_off[i + 1] - s_off[0]]
                     tensors.append(_dt.string_array(
                         (np.asarray(e, np.uint8).tobytes() for e in elems), shape))
                 else:
-                    lo, hi = data_off[a + i] - data_off[a], data_off[a + i + 1] - data_off[a]
+                    lo, hi = d_off[i] - d_off[0], d_off[i + 1] - d_off[0]
                     arr = np.frombuffer(data[lo:hi], dtype=_dt.numpy_dtype(code))
                     tensors.append(arr.reshape(shape))
             yield TensorSeries(**self._common(s, run, tag, md, a, b), dtypes=codes,
@@ -242,18 +301,21 @@ class Hdf5Reader(Reader):
             a = b
 
     def _blob_chunks(self, s, run, tag, md, n):
-        offsets = s["blob_offsets"][()]
-        if len(offsets) != n + 1:
-            raise ValueError("blob_offsets length does not match the steps")
         blobs_ds, missing_ds = s["blobs"], s["blob_missing"]
+        check_dataset(blobs_ds, "O", "blobs")
+        check_dataset(missing_ds, "b", "blob_missing")
+        if blobs_ds.ndim != 1 or missing_ds.shape != blobs_ds.shape:
+            raise ValueError("blobs and blob_missing do not match")
+        offsets = _offsets(s, "blob_offsets", n, blobs_ds.shape[0])
         a = 0
         while a < n:
             b = min(n, a + 256)
-            lo, hi = int(offsets[a]), int(offsets[b])
+            window = offsets(a, b)
+            lo, hi = int(window[0]), int(window[-1])
             raw = blobs_ds[lo:hi] if hi > lo else []
             missing = missing_ds[lo:hi] if hi > lo else []
             blobs = tuple(None if m else np.asarray(r, np.uint8).tobytes()
                           for r, m in zip(raw, missing))
             yield BlobSequenceSeries(**self._common(s, run, tag, md, a, b),
-                                     offsets=offsets[a:b + 1] - lo, blobs=blobs)
+                                     offsets=window - lo, blobs=blobs)
             a = b

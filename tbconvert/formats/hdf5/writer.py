@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Iterable
@@ -9,6 +10,7 @@ from typing import Iterable
 import h5py
 import numpy as np
 
+from tbconvert import budget
 from tbconvert import dtypes as _dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import layout as L
@@ -63,6 +65,10 @@ def _append(group: h5py.Group, name: str, data, dtype=None) -> None:
     ds[old:old + n] = data
 
 
+# HDF5 datasets have at most 32 dimensions, and a dense series uses one for the points.
+MAX_DENSE_DIMS = 32
+
+
 def _is_uniform(chunk: TensorSeries):
     """(code, shape) when every point has one numeric dtype and shape, else None."""
     codes = chunk.dtypes
@@ -70,8 +76,8 @@ def _is_uniform(chunk: TensorSeries):
     if code in (_dt.DT_STRING, _dt.DT_RAW_PROTO) or (codes != code).any():
         return None
     shape = np.shape(chunk.tensors[0])
-    if 0 in shape or any(np.shape(t) != shape for t in chunk.tensors):
-        return None  # (HDF5 chunks cannot have a zero dimension)
+    if 0 in shape or len(shape) >= MAX_DENSE_DIMS or any(np.shape(t) != shape for t in chunk.tensors):
+        return None  # (HDF5 chunks cannot have a zero dimension, nor datasets 33 of them)
     return code, shape
 
 
@@ -109,13 +115,20 @@ class Hdf5Writer(Writer):
         return f
 
     def write_experiment(self, experiment: Experiment) -> None:
-        @deferred()
+        for key in L.EXPERIMENT_ATTRS:
+            if "\x00" in getattr(experiment, key):
+                raise UnsupportedError(
+                    f"{self.path}: the experiment's {key.replace('_', ' ')} holds a NUL character, "
+                    "which HDF5 strings cannot store; convert to Parquet instead")
+
         def do():
-            attrs = self._file.attrs
-            for key in L.EXPERIMENT_ATTRS:
-                name = key if key.startswith(L.ATTR_EXPERIMENT_PREFIX) else L.ATTR_EXPERIMENT_PREFIX + key
-                attrs[name] = getattr(experiment, key)
-            attrs[L.ATTR_EXPERIMENT_EXTRA] = json.dumps(experiment.extra, ensure_ascii=False)
+            with self._writing():
+                attrs = self._file.attrs
+                for key in L.EXPERIMENT_ATTRS:
+                    name = key if key.startswith(L.ATTR_EXPERIMENT_PREFIX) \
+                        else L.ATTR_EXPERIMENT_PREFIX + key
+                    attrs[name] = getattr(experiment, key)
+                attrs[L.ATTR_EXPERIMENT_EXTRA] = json.dumps(experiment.extra, ensure_ascii=False)
         self.guard(do)
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
@@ -127,7 +140,7 @@ class Hdf5Writer(Writer):
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
         # HDF5 work is done with interrupts held back (an exception inside HDF5's callbacks
         # breaks it); reading the source between chunks stays interruptible.
-        with deferred():
+        with self._writing():
             g = self._start_run(run)
             sg = g.create_group(L.SERIES)
         states: dict = {}
@@ -136,16 +149,28 @@ class Hdf5Writer(Writer):
             for chunk in series:
                 if not len(chunk):
                     continue
-                with deferred():
+                with self._writing():
                     self._add_chunk(sg, states, tags, chunk)
-                    self._sink.check()
-            with deferred():
+            with self._writing():
                 g.create_dataset(L.TAGS, data=np.array(tags, dtype=object), dtype=STR)
-                self._sink.check()
         finally:
             with deferred():  # h5py objects released here, not wherever the collector runs
                 states.clear()
                 del g, sg
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """HDF5 work, interrupts held back. Once a write failed (a full disk), HDF5 reads back
+        zeros and fails with its own misleading errors ("filter returned failure during
+        read"): the write error that started it is the one raised."""
+        with deferred():
+            try:
+                yield
+            except Exception:
+                if self._sink is not None and self._sink.error is not None:
+                    raise self._sink.error from None
+                raise
+            self._sink.check()
 
     def _start_run(self, run: Run) -> h5py.Group:
         index = len(self._run_names)
@@ -220,6 +245,11 @@ class Hdf5Writer(Writer):
 
     def _append_tensors(self, state: _SeriesState, chunk: TensorSeries) -> None:
         s = state.group
+        for t in chunk.tensors:
+            if np.ndim(t) > budget.MAX_DIMS:
+                raise UnsupportedError(
+                    f"{chunk.run!r}/{chunk.tag!r}: a tensor of {np.ndim(t)} dimensions (at most "
+                    f"{budget.MAX_DIMS} can be written or read back)")
         uniform = _is_uniform(chunk)
         if state.layout is None:
             state.layout = L.LAYOUT_DENSE if uniform is not None else L.LAYOUT_RAGGED
@@ -283,17 +313,17 @@ class Hdf5Writer(Writer):
         del s["values"]
 
     def close(self) -> None:
-        @deferred()
         def finish():
-            if self._file is not None:
-                self._file.create_dataset(L.RUN_NAMES, data=np.array(self._run_names, dtype=object),
-                                          dtype=STR)
-                self._file.close()
-                self._file = None
-            self._sink.check()
-            write_seal(self._sink.fd)
-            self._sink.close()
-            self._out.commit()
+            with self._writing():
+                if self._file is not None:
+                    self._file.create_dataset(L.RUN_NAMES,
+                                              data=np.array(self._run_names, dtype=object), dtype=STR)
+                    self._file.close()
+                    self._file = None
+            with deferred():
+                write_seal(self._sink.fd)
+                self._sink.close()
+                self._out.commit()
         self.guard(finish)
 
     @deferred()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -12,10 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tbconvert import dtypes as _dt
-from tbconvert import sourcefiles
+from tbconvert import budget, sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.model import (BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries,
                              TensorSeries)
 from tbconvert.report import Report
@@ -23,6 +27,9 @@ from tbconvert.report import Report
 # Columns the reader needs (names, data class and plugin come from the series table).
 _READ_COLUMNS = ["series", "step", "wall_time", "value", "hidden", "tensor_dtype",
                  "tensor_shape", "tensor_content", "tensor_strings", "blobs"]
+
+
+_NAME_COLUMNS = ["run", "tag", "data_class", "plugin_name", "tensor_dtype"]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -48,6 +55,10 @@ def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetF
     """Open one archive file and return it with its validated metadata; ``pf.close(force=True)``
     closes the file."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            # a FIFO or device would block or never end
+            raise CorruptDataError(f"{path}: not a regular file (a FIFO, device or socket); "
+                                   "copy the archive to a file first")
         fh = sourcefiles.open_binary(path)
     except OSError as exc:
         raise CorruptDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
@@ -60,7 +71,12 @@ def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetF
 
 def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
     try:
+        # names stay dictionary-encoded while read: a row group of long run names would
+        # otherwise take far more memory than its values
         pf = pq.ParquetFile(fh, page_checksum_verification=True)
+        names = set(pf.schema_arrow.names)
+        pf = pq.ParquetFile(fh, page_checksum_verification=True, metadata=pf.metadata,
+                            read_dictionary=[c for c in _NAME_COLUMNS if c in names])
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise CorruptDataError(
             f"{path}: not a readable Parquet file (damaged or not Parquet: {_one_line(exc)})") from None
@@ -68,10 +84,7 @@ def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.Par
     raw = kv.get(S.METADATA_KEY)
     if raw is None:
         raise CorruptDataError(f"{path}: not a tbconvert Parquet archive (no tbconvert metadata)")
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise CorruptDataError(f"{path}: damaged tbconvert metadata (not valid JSON)") from None
+    meta = budget.loads_json(raw, f"{path}: damaged tbconvert metadata")
     check_header(meta, path)
     # after the version check: a newer schema may protect its metadata differently
     digest = kv.get(S.DIGEST_KEY)
@@ -81,10 +94,46 @@ def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.Par
     elif digest != hashlib.sha256(raw).hexdigest().encode("ascii"):
         checksum_failed(f"{path}: damaged tbconvert metadata (its checksum does not match)",
                         options, report, path=path)
-    missing = [c for c in _READ_COLUMNS if c not in pf.schema_arrow.names]
+    if S.ROW_GROUPS_KEY in meta:
+        # The footer is not checksummed, and Arrow aborts the whole process (rather than
+        # raising) on some schemas that contradict the pages: compare it with what is written.
+        if not pf.schema.equals(_written_schema()):
+            raise CorruptDataError(f"{path}: damaged archive: its Parquet schema is not the "
+                                   "one tbconvert writes (damaged file footer)")
+    check_columns(pf.schema_arrow, path, S.COLUMNS if S.ROW_GROUPS_KEY in meta else _READ_COLUMNS)
+    return pf, meta
+
+
+@functools.lru_cache(maxsize=1)
+def _written_schema() -> pq.ParquetSchema:
+    """The Parquet schema of every archive this version writes."""
+    from tbconvert.formats.parquet.writer import parquet_writer
+    buf = pa.BufferOutputStream()
+    parquet_writer(buf).close()
+    return pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
+
+
+def _same_type(got: pa.DataType, want: pa.DataType) -> bool:
+    if pa.types.is_dictionary(want):
+        want = want.value_type
+    if pa.types.is_dictionary(got):
+        got = got.value_type
+    if pa.types.is_list(want):
+        return pa.types.is_list(got) and got.value_type == want.value_type
+    return got == want
+
+
+def check_columns(schema: pa.Schema, path: Path, needed) -> None:
+    """Every column the reader uses is there, with the type it was written with."""
+    missing = [c for c in needed if c not in schema.names]
     if missing:
         raise CorruptDataError(f"{path}: damaged archive: missing column(s) {', '.join(missing)}")
-    return pf, meta
+    for name in needed:
+        got, want = schema.field(name).type, S.SCHEMA.field(name).type
+        if schema.get_all_field_indices(name) != [schema.get_field_index(name)] or \
+                not _same_type(got, want):
+            raise CorruptDataError(f"{path}: damaged archive: column {name!r} is {got}, "
+                                   f"not {want}")
 
 
 class _Source:
@@ -106,39 +155,82 @@ class _Source:
     def _read_meta(self, meta: dict) -> None:
         path = self.path
         try:
-            self.experiment = S.experiment_from_json(meta.get("experiment") or {})
-            self.runs = [S.run_from_json(r) for r in meta["runs"]]
-            self.series = []
-            for entry in meta["series"]:
-                kind = entry["kind"]
-                if kind not in S.KINDS or not 0 <= int(entry["run"]) < len(self.runs):
-                    raise ValueError(f"bad series entry {entry.get('tag')!r}")
-                dtype = S.scalar_dtype(entry["value_dtype"]) if kind == S.KIND_SCALAR else None
-                self.series.append((int(entry["run"]), str(entry["tag"]), kind,
-                                    S.metadata_from_json(entry), dtype))
-        except (KeyError, TypeError, ValueError) as exc:
+            self.experiment = S.experiment_from_json(meta.get("experiment"))
+            runs = meta.get("runs")
+            series = meta.get("series")
+            if not isinstance(runs, list) or not isinstance(series, list):
+                raise S.BadMetadata("runs and series must be lists")
+            self.runs = [S.run_from_json(r, i) for i, r in enumerate(runs)]
+            self.series = [S.series_from_json(e, i, len(self.runs)) for i, e in enumerate(series)]
+            self.row_groups = S.row_groups_from_json(meta.get(S.ROW_GROUPS_KEY))
+        except S.BadMetadata as exc:
             raise CorruptDataError(f"{path}: damaged tbconvert metadata ({_one_line(exc)})") from None
 
     def chunks(self) -> Iterator[tuple[int, object]]:
-        """``(run_index, chunk)`` in row order. A damaged row group costs the rows of it not
-        yet read (reported), not the rest of the file: every page carries a checksum."""
+        """``(run_index, chunk)`` in row order. A damaged row group costs its rows (reported),
+        not the rest of the file: every page carries a checksum, and every row group's
+        decoded values are compared with the checksum written with them before any is used."""
         meta = self.file.metadata
+        recorded = self.row_groups
+        if recorded is not None and len(recorded) != meta.num_row_groups:
+            missing = recorded[meta.num_row_groups:]
+            lost = sum(g["rows"] for g in missing)
+            self.report.add(
+                "damaged_row_group",
+                f"{self.path}: damaged archive: {meta.num_row_groups} row groups found, "
+                f"{len(recorded)} written; {lost} points may be missing",
+                path=self.path, count=max(lost, 1))
         for group in range(meta.num_row_groups):
             rows = meta.row_group(group).num_rows
+            if recorded is not None:
+                if group >= len(recorded):
+                    self.report.add("damaged_row_group",
+                                    f"{self.path}: row group {group} was not written by tbconvert "
+                                    f"(damaged footer); its {rows} rows skipped",
+                                    path=self.path, count=max(rows, 1))
+                    continue
+                rows = recorded[group]["rows"]
             done = 0
             try:
-                for batch in self.file.iter_batches(batch_size=S.READ_BATCH_ROWS, row_groups=[group],
-                                                    columns=_READ_COLUMNS, use_threads=True):
+                if recorded is None:
+                    batches = self._batches(group, _READ_COLUMNS)
+                else:
+                    batches = self._verified(group, recorded[group])
+                for batch in batches:
                     for run_index, chunk in self._decode(batch):
                         done += len(chunk)
                         yield run_index, chunk
-            except (OSError, pa.ArrowException, ValueError, CorruptDataError) as exc:
+            except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
+                    CorruptDataError) as exc:
                 lost = max(rows - done, 0)
                 self.report.add(
                     "damaged_row_group",
                     f"{self.path}: row group {group} is damaged ({_one_line(exc)}); "
                     f"{lost} of its {rows} points skipped{self._runs_in(group)}",
                     path=self.path, count=lost)
+
+    def _batches(self, group: int, columns):
+        return self.file.iter_batches(batch_size=S.READ_BATCH_ROWS, row_groups=[group],
+                                      columns=columns, use_threads=True)
+
+    def _verified(self, group: int, expected: dict) -> list:
+        """The row group's batches, once their values match the recorded checksum."""
+        # A row group larger than tbconvert writes (an archive from elsewhere) is read twice,
+        # checked then decoded, rather than held in memory.
+        rg = self.file.metadata.row_group(group)
+        keep = rg.total_byte_size <= 2 * S.ROW_GROUP_BYTES and rg.num_rows <= S.ROW_GROUP_ROWS
+        digest = RowGroupDigest(S.COLUMNS)
+        batches = []
+        for batch in self._batches(group, list(S.COLUMNS)):
+            digest.update(batch)
+            if digest.rows > expected["rows"]:
+                break
+            if keep:
+                batches.append(batch)
+        problem = digest.mismatch(expected)
+        if problem:
+            raise CorruptDataError(f"its values do not match their checksum: {problem}")
+        return batches if keep else self._batches(group, list(S.COLUMNS))
 
     def _runs_in(self, group: int) -> str:
         """Which runs a row group held, from its statistics (when they survived)."""
@@ -158,15 +250,19 @@ class _Source:
         if n == 0:
             return
         col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+        if col["series"].null_count:
+            raise CorruptDataError("a row without a series index")
         sids = col["series"].to_numpy(zero_copy_only=False)
         if (sids < 0).any() or (sids >= len(self.series)).any():
-            raise CorruptDataError(f"{self.path}: damaged archive (series index out of range)")
+            raise CorruptDataError("series index out of range")
         bounds = np.flatnonzero(sids[1:] != sids[:-1]) + 1
         starts = np.concatenate([[0], bounds]).tolist()
         ends = np.concatenate([bounds, [n]]).tolist()
         steps = col["step"].to_numpy(zero_copy_only=False)
         walls = col["wall_time"].to_numpy(zero_copy_only=False)
         hidden = col["hidden"].to_numpy(zero_copy_only=False)
+        if any(col[c].null_count for c in ("step", "wall_time", "hidden")):
+            raise CorruptDataError("a row without a step, wall time or hidden flag")
         values = None
         for s, e in zip(starts, ends):
             run_index, tag, kind, md, dtype = self.series[int(sids[s])]
@@ -184,9 +280,14 @@ class _Source:
                     if any(q is None for q in seqs):
                         raise ValueError("blob-sequence point without a blobs list")
                     chunk = BlobSequenceSeries.from_sequences(**common, sequences=seqs)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptDataError(
-                    f"{self.path}: damaged archive in series {tag!r} ({_one_line(exc)})") from None
+            except (KeyError, TypeError, ValueError, IndexError, CorruptDataError) as exc:
+                # the rows of one series are damaged: they cost themselves, not the row group
+                self.report.add(
+                    "damaged_points", f"{self.path}: damaged archive in run "
+                    f"{self.runs[run_index].name!r}, series {tag!r} ({_one_line(exc)}); "
+                    f"{e - s} points skipped", path=self.path, run=self.runs[run_index].name,
+                    tag=tag, count=e - s)
+                continue
             yield run_index, chunk
 
     @staticmethod
@@ -198,34 +299,50 @@ class _Source:
             out = out.copy()
             for i, raw in enumerate(content.to_pylist()):
                 if raw is not None:
+                    if len(raw) != dtype.itemsize:
+                        raise ValueError(f"exact value of {len(raw)} bytes for a {dtype} scalar")
                     out[i] = np.frombuffer(raw, dtype=dtype.newbyteorder("<"))[0]
         return out
 
-    @staticmethod
-    def _tensors(col, s, e, common) -> TensorSeries:
+    def _tensors(self, col, s, e, common) -> TensorSeries:
         k = e - s
         names = col["tensor_dtype"].slice(s, k).to_pylist()
         shapes = col["tensor_shape"].slice(s, k).to_pylist()
-        content = col["tensor_content"].slice(s, k).to_pylist()
-        strings = col["tensor_strings"].slice(s, k).to_pylist()
+        content = col["tensor_content"].slice(s, k)
+        strings = col["tensor_strings"].slice(s, k)
         codes = np.empty(k, dtype=np.int32)
         tensors = []
         for i in range(k):
+            if names[i] not in _dt.CODES:
+                raise ValueError(f"unknown tensor_dtype {str(names[i])[:40]!r}")
             code = _dt.CODES[names[i]]
             codes[i] = code
+            if shapes[i] is None or None in shapes[i]:
+                raise ValueError("a tensor without a shape")
             shape = tuple(shapes[i])
+            where = f"{self.path}: series {common['tag']!r}"
+            budget.check_dims(shape, where)
+            size = int(np.prod(shape, dtype=object))
             if code == _dt.DT_STRING:
-                tensors.append(_dt.string_array(strings[i], shape))
+                elems = strings[i].as_py()
+                if elems is None or None in elems or len(elems) != size:
+                    raise ValueError(f"a string tensor of shape {list(shape)} holds "
+                                     f"{0 if elems is None else len(elems)} elements")
+                tensors.append(_dt.string_array(elems, shape))
             else:
-                arr = np.frombuffer(content[i], dtype=_dt.numpy_dtype(code))
-                tensors.append(arr.reshape(shape))
+                raw = content[i].as_py()
+                dtype = _dt.numpy_dtype(code)
+                if raw is None or len(raw) != size * dtype.itemsize:
+                    raise ValueError(f"a {names[i]} tensor of shape {list(shape)} holds "
+                                     f"{0 if raw is None else len(raw)} bytes")
+                tensors.append(np.frombuffer(raw, dtype=dtype).reshape(shape))
         return TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
 
 
 def read_marker(path: Path, options: Options, report: Report) -> dict:
     marker = path / S.MARKER_FILE
     try:
-        meta = json.loads(sourcefiles.read_text(marker))
+        meta = budget.loads_json(sourcefiles.read_bytes(marker), f"{marker}: damaged")
     except FileNotFoundError:
         raise CorruptDataError(
             f"{path}: not a tbconvert Parquet dataset (no {S.MARKER_FILE})") from None
@@ -257,7 +374,10 @@ class ParquetReader(Reader):
         super().__init__(path, options, report)
         if self.path.is_dir():
             marker = read_marker(self.path, options, report)
-            self._experiment = S.experiment_from_json(marker.get("experiment") or {})
+            try:
+                self._experiment = S.experiment_from_json(marker.get("experiment"))
+            except S.BadMetadata as exc:
+                raise CorruptDataError(f"{self.path / S.MARKER_FILE}: damaged ({exc})") from None
             self._files = [self.path / p["file"] for p in marker["parts"]]
             for f in self._files:
                 if not f.is_file():

@@ -69,9 +69,12 @@ SCHEMA: Final = pa.schema([
 COLUMNS: Final = tuple(SCHEMA.names)
 
 # Writer settings
-ROW_GROUP_BYTES: Final = 64 << 20     # a row group holds at most about this many (Arrow) bytes
-ROW_GROUP_ROWS: Final = 1 << 20       # ... and at most this many rows
-READ_BATCH_ROWS: Final = 1 << 17
+# A row group is held in memory while it is written, and while it is verified when read
+# (see digest.py): these caps keep a conversion's memory the same whatever a run's size.
+ROW_GROUP_BYTES: Final = 32 << 20     # a row group holds at most about this many (Arrow) bytes
+ROW_GROUP_ROWS: Final = 1 << 18       # ... and at most this many rows
+READ_BATCH_ROWS: Final = 1 << 16
+WRITE_SLICE_ROWS: Final = 1 << 16     # points turned into Arrow columns at a time
 DICTIONARY_COLUMNS: Final = ["run", "tag", "data_class", "plugin_name", "series", "tensor_dtype"]
 COLUMN_ENCODING: Final = {"step": "DELTA_BINARY_PACKED", "wall_time": "BYTE_STREAM_SPLIT",
                           "value": "BYTE_STREAM_SPLIT"}
@@ -83,8 +86,11 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(bytes(data)).decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"), validate=True)
+def _unb64(text: str, where: str = "") -> bytes:
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError):
+        raise BadMetadata(f"{where} is not base64") from None
 
 
 def experiment_to_json(exp: Experiment) -> dict:
@@ -93,28 +99,10 @@ def experiment_to_json(exp: Experiment) -> dict:
             "update_time": exp.update_time, "extra": dict(exp.extra)}
 
 
-def experiment_from_json(obj: dict) -> Experiment:
-    return Experiment(experiment_id=str(obj.get("experiment_id", "")),
-                      name=str(obj.get("name", "")),
-                      description=str(obj.get("description", "")),
-                      create_time=str(obj.get("create_time", "")),
-                      update_time=str(obj.get("update_time", "")),
-                      extra=dict(obj.get("extra") or {}))
-
-
 def run_to_json(run: Run) -> dict:
     return {"name": run.name, "start_time": run.start_time,
             "records": [{"kind": r.kind, "step": int(r.step), "wall_time": float(r.wall_time),
                          "payload": _b64(r.payload)} for r in run.records]}
-
-
-def run_from_json(obj: dict) -> Run:
-    start = obj.get("start_time")
-    return Run(name=str(obj["name"]), start_time=None if start is None else float(start),
-               records=tuple(RunRecord(kind=str(r["kind"]), step=int(r["step"]),
-                                       wall_time=float(r["wall_time"]),
-                                       payload=_unb64(r["payload"]))
-                             for r in obj.get("records", ())))
 
 
 def series_to_json(run_index: int, tag: str, kind: str, md: Metadata,
@@ -126,19 +114,111 @@ def series_to_json(run_index: int, tag: str, kind: str, md: Metadata,
             "value_dtype": value_dtype}
 
 
-def metadata_from_json(obj: dict) -> Metadata:
-    return Metadata(plugin_name=str(obj["plugin_name"]),
-                    plugin_content=_unb64(obj["plugin_content"]),
-                    display_name=str(obj["display_name"]),
-                    description=str(obj["description"]),
-                    data_class=DATA_CLASS_BY_NAME[obj["data_class"]])
+# Scalar dtypes a series may declare (``value_dtype``); nothing else is ever written.
+SCALAR_DTYPES: Final = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                        "uint64", "float16", "float32", "float64")
+ROW_GROUPS_KEY: Final = "row_groups"        # per row group: rows and CRC32C of each column
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def scalar_dtype(name: str) -> np.dtype:
-    dtype = np.dtype(name)
-    if dtype.kind not in "fiub":
-        raise ValueError(f"not a scalar dtype: {name}")
-    return dtype
+class BadMetadata(ValueError):
+    """A field of the JSON metadata has the wrong type or value (the message says which)."""
+
+
+def _get(obj, key, kind, where, *, optional=False, default=None):
+    """``obj[key]`` checked to be of ``kind`` (str, int, float, list, dict, bool)."""
+    if not isinstance(obj, dict):
+        raise BadMetadata(f"{where} is not an object")
+    if key not in obj:
+        if optional:
+            return default
+        raise BadMetadata(f"{where} has no {key!r}")
+    value = obj[key]
+    if optional and value is None:
+        return default
+    ok = {str: lambda v: isinstance(v, str),
+          int: lambda v: isinstance(v, int) and not isinstance(v, bool)
+          and _INT64[0] <= v <= _INT64[1],
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          list: lambda v: isinstance(v, list),
+          dict: lambda v: isinstance(v, dict)}[kind](value)
+    if not ok:
+        raise BadMetadata(f"{where}.{key} is not {'an' if kind is int else 'a'} "
+                          f"{kind.__name__} ({type(value).__name__})")
+    return float(value) if kind is float else value
+
+
+def experiment_from_json(obj) -> Experiment:
+    if obj is None:
+        obj = {}
+    w = "experiment"
+    return Experiment(experiment_id=_get(obj, "experiment_id", str, w, optional=True, default=""),
+                      name=_get(obj, "name", str, w, optional=True, default=""),
+                      description=_get(obj, "description", str, w, optional=True, default=""),
+                      create_time=_get(obj, "create_time", str, w, optional=True, default=""),
+                      update_time=_get(obj, "update_time", str, w, optional=True, default=""),
+                      extra=dict(_get(obj, "extra", dict, w, optional=True, default={})))
+
+
+def run_from_json(obj, i: int = 0) -> Run:
+    w = f"runs[{i}]"
+    start = _get(obj, "start_time", float, w, optional=True)
+    records = []
+    for k, r in enumerate(_get(obj, "records", list, w, optional=True, default=[])):
+        rw = f"{w}.records[{k}]"
+        records.append(RunRecord(kind=_get(r, "kind", str, rw), step=_get(r, "step", int, rw),
+                                 wall_time=_get(r, "wall_time", float, rw),
+                                 payload=_unb64(_get(r, "payload", str, rw), rw + ".payload")))
+    return Run(name=_get(obj, "name", str, w), start_time=start, records=tuple(records))
+
+
+def series_from_json(obj, i: int, run_count: int) -> tuple:
+    """``(run_index, tag, kind, metadata, scalar dtype or None)`` of ``series[i]``."""
+    w = f"series[{i}]"
+    run = _get(obj, "run", int, w)
+    if not 0 <= run < run_count:
+        raise BadMetadata(f"{w}.run is {run}, but there are {run_count} runs")
+    kind = _get(obj, "kind", str, w)
+    if kind not in KINDS:
+        raise BadMetadata(f"{w}.kind is {kind!r}, not one of {', '.join(KINDS)}")
+    dtype = None
+    if kind == KIND_SCALAR:
+        dtype = scalar_dtype(_get(obj, "value_dtype", str, w), w)
+    return run, _get(obj, "tag", str, w), kind, metadata_from_json(obj, w), dtype
+
+
+def row_groups_from_json(obj) -> list[dict] | None:
+    """The recorded row groups, or None for archives written before they were recorded."""
+    if obj is None:
+        return None
+    if not isinstance(obj, list):
+        raise BadMetadata(f"{ROW_GROUPS_KEY} is not a list")
+    out = []
+    for i, g in enumerate(obj):
+        w = f"{ROW_GROUPS_KEY}[{i}]"
+        rows = _get(g, "rows", int, w)
+        crcs = _get(g, "crc32c", dict, w)
+        if rows < 0 or set(crcs) != set(COLUMNS) or not all(isinstance(v, str) for v in crcs.values()):
+            raise BadMetadata(f"{w} is damaged")
+        out.append({"rows": rows, "crc32c": crcs})
+    return out
+
+
+def metadata_from_json(obj: dict, w: str = "series") -> Metadata:
+    data_class = _get(obj, "data_class", str, w)
+    if data_class not in DATA_CLASS_BY_NAME:
+        raise BadMetadata(f"{w}.data_class is {data_class[:40]!r}")
+    return Metadata(plugin_name=_get(obj, "plugin_name", str, w),
+                    plugin_content=_unb64(_get(obj, "plugin_content", str, w), w + ".plugin_content"),
+                    display_name=_get(obj, "display_name", str, w),
+                    description=_get(obj, "description", str, w),
+                    data_class=DATA_CLASS_BY_NAME[data_class])
+
+
+def scalar_dtype(name: str, where: str = "series") -> np.dtype:
+    if name not in SCALAR_DTYPES:
+        raise BadMetadata(f"{where}.value_dtype is {name[:40]!r}, not a scalar dtype")
+    return np.dtype(name)
 
 
 def marker_digest(marker: dict) -> str:

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from tbconvert import dtypes as _dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
                              Series, TensorSeries)
 from tbconvert.output import AtomicOutput
@@ -43,25 +44,31 @@ def _part_name(index: int, run: str) -> str:
     return f"{S.PART_PREFIX}{index:05d}-{hint}.parquet"
 
 
+def parquet_writer(where) -> pq.ParquetWriter:
+    """A Parquet writer with the archive's schema and settings."""
+    return pq.ParquetWriter(
+        where, S.SCHEMA, compression=S.COMPRESSION,
+        compression_level=S.COMPRESSION_LEVEL, use_dictionary=S.DICTIONARY_COLUMNS,
+        column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"],
+        write_page_checksum=True,  # so that damage is found on reading, never read as data
+        # No Arrow schema in the footer: readers then see the names as plain strings, not
+        # categoricals. Categoricals break Dask on a directory dataset with pandas 3: a
+        # part whose column is empty or all null gets categories of another dtype.
+        store_schema=False)
+
+
 class _FileSink:
     """One Parquet file being written: buffers record batches into byte-capped row groups."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._writer = pq.ParquetWriter(
-            str(path), S.SCHEMA, compression=S.COMPRESSION,
-            compression_level=S.COMPRESSION_LEVEL, use_dictionary=S.DICTIONARY_COLUMNS,
-            column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"],
-            write_page_checksum=True,  # so that damage is found on reading, never read as data
-            # No Arrow schema in the footer: readers then see the names as plain strings, not
-            # categoricals. Categoricals break Dask on a directory dataset with pandas 3: a
-            # part whose column is empty or all null gets categories of another dtype.
-            store_schema=False)
+        self._writer = parquet_writer(str(path))
         self._buffer: list[pa.RecordBatch] = []
         self._bytes = 0
         self._rows = 0
         self.runs: list[dict] = []
         self.series: list[dict] = []
+        self.row_groups: list[dict] = []
         self._series_ids: dict = {}
 
     def series_id(self, run_index: int, chunk: Series, kind: str, value_dtype) -> int:
@@ -79,11 +86,18 @@ class _FileSink:
         if n == 0:
             return
         size = batch.nbytes
-        if size > S.ROW_GROUP_BYTES or n > S.ROW_GROUP_ROWS:
-            per = max(1, min(S.ROW_GROUP_ROWS, int(n * S.ROW_GROUP_BYTES / max(size, 1))))
-            for start in range(0, n, per):
-                self.add(batch.slice(start, per))
+        if size <= S.ROW_GROUP_BYTES and n <= S.ROW_GROUP_ROWS:
+            self._add_slice(batch, size)
             return
+        # Slices of about a row group each; a single point larger than a row group becomes a
+        # row group of its own (a 72 MiB tensor is real data).
+        per = max(1, min(S.ROW_GROUP_ROWS, int(n * S.ROW_GROUP_BYTES / max(size, 1))))
+        for start in range(0, n, per):
+            piece = batch.slice(start, per)
+            self._add_slice(piece, piece.nbytes)
+
+    def _add_slice(self, batch: pa.RecordBatch, size: int) -> None:
+        n = batch.num_rows
         if self._bytes + size > S.ROW_GROUP_BYTES or self._rows + n > S.ROW_GROUP_ROWS:
             self.flush()
         self._buffer.append(batch)
@@ -93,7 +107,10 @@ class _FileSink:
     def flush(self) -> None:
         if self._buffer:
             table = pa.Table.from_batches(self._buffer, schema=S.SCHEMA)
+            digest = RowGroupDigest(S.COLUMNS)
+            digest.update(table)
             self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            self.row_groups.append(digest.to_json())
             self._buffer = []
             self._bytes = 0
             self._rows = 0
@@ -102,7 +119,7 @@ class _FileSink:
         self.flush()
         meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                 "experiment": S.experiment_to_json(experiment),
-                "runs": self.runs, "series": self.series}
+                "runs": self.runs, "series": self.series, S.ROW_GROUPS_KEY: self.row_groups}
         raw = S.dumps(meta)
         self._writer.add_key_value_metadata(
             {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")})
@@ -113,6 +130,25 @@ class _FileSink:
             self._writer.close()
         except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
             pass
+
+
+def _slices(chunk: Series, rows: int):
+    """The chunk in pieces of at most ``rows`` points: the Arrow columns of a piece (nulls
+    included) take several times its numpy size, and a reader may hand over millions."""
+    n = len(chunk)
+    if n <= rows:
+        if n:
+            yield chunk
+        return
+    for a in range(0, n, rows):
+        if isinstance(chunk, ScalarSeries):
+            b = min(n, a + rows)
+            yield ScalarSeries(run=chunk.run, tag=chunk.tag, metadata=chunk.metadata,
+                               steps=chunk.steps[a:b], wall_times=chunk.wall_times[a:b],
+                               hidden=None if chunk.hidden is None else chunk.hidden[a:b],
+                               values=chunk.values[a:b])
+        else:
+            yield chunk.take(np.arange(a, min(n, a + rows)))
 
 
 def _common_columns(chunk: Series, sid: int, run: str) -> dict:
@@ -195,6 +231,17 @@ def blob_batch(chunk: BlobSequenceSeries, sid: int, run: str) -> pa.RecordBatch:
     return _batch(cols, n)
 
 
+def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.RecordBatch:
+    if isinstance(chunk, ScalarSeries):
+        sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, chunk.values.dtype.name)
+        return scalar_batch(chunk, sid, run)
+    if isinstance(chunk, BlobSequenceSeries):
+        sid = sink.series_id(run_index, chunk, S.KIND_BLOB_SEQUENCE, None)
+        return blob_batch(chunk, sid, run)
+    sid = sink.series_id(run_index, chunk, S.KIND_TENSOR, None)
+    return tensor_batch(chunk, sid, run)
+
+
 class ParquetWriter(Writer):
     """Writes a ``.parquet``/``.pq`` file, or a directory dataset for any other name."""
 
@@ -227,19 +274,9 @@ class ParquetWriter(Writer):
         sink = self._sink
         run_index = len(sink.runs)
         sink.runs.append(S.run_to_json(run))
-        for chunk in series:
-            if not len(chunk):
-                continue
-            if isinstance(chunk, ScalarSeries):
-                sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, chunk.values.dtype.name)
-                batch = scalar_batch(chunk, sid, run.name)
-            elif isinstance(chunk, BlobSequenceSeries):
-                sid = sink.series_id(run_index, chunk, S.KIND_BLOB_SEQUENCE, None)
-                batch = blob_batch(chunk, sid, run.name)
-            else:
-                sid = sink.series_id(run_index, chunk, S.KIND_TENSOR, None)
-                batch = tensor_batch(chunk, sid, run.name)
-            sink.add(batch)
+        for piece in series:
+            for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
+                sink.add(_batch_of(sink, run_index, chunk, run.name))
         if self.directory:
             sink.close(self._experiment)
             self._sink = None

@@ -1,0 +1,100 @@
+"""What an HDF5 file must not hold before tbconvert reads from it.
+
+HDF5 can make a dataset out of bytes outside the file: external storage (raw data in
+any named file, ``/etc/passwd`` or a FIFO included), external links, soft links and
+virtual datasets mapping other files. A crafted archive (its seal is only a checksum,
+anyone can recompute it) could so copy any local file into a conversion's output.
+tbconvert writes none of these, so a file holding any of them is refused before a
+byte of data is read. Datasets also declare their size, and reading one that declares
+far more than the file stores would run (or allocate) for ever: refused too.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from tbconvert import budget
+from tbconvert.errors import CorruptDataError
+
+
+def check_regular_file(path: Path) -> None:
+    """A FIFO or device would block or never end: only regular files are opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise CorruptDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise CorruptDataError(f"{path}: not a regular file (a FIFO, device or socket); "
+                               "copy the archive to a file first")
+
+
+def _refuse(path: Path, name: str, what: str) -> None:
+    raise CorruptDataError(f"{path}: /{name} is {what}, which tbconvert archives never hold "
+                           "(it could read other files); the file was not read")
+
+
+def audit(f: h5py.File, path: Path) -> None:
+    """Refuse links and datasets that reach outside the file (see the module docstring)."""
+    def link(name, info):
+        kind = info.type
+        if kind == h5py.h5l.TYPE_SOFT:
+            _refuse(path, name, "a soft link")
+        elif kind == h5py.h5l.TYPE_EXTERNAL:
+            _refuse(path, name, "an external link")
+        elif kind != h5py.h5l.TYPE_HARD:
+            _refuse(path, name, "a user-defined link")
+        return None
+
+    def obj(raw, info):
+        name = raw.decode("utf-8", "replace")
+        if raw == b".":
+            return None
+        if info.type == h5py.h5o.TYPE_DATASET:
+            dcpl = h5py.h5d.open(f.id, raw).get_create_plist()
+            if dcpl.get_layout() == h5py.h5d.VIRTUAL:
+                _refuse(path, name, "a virtual dataset")
+            if dcpl.get_external_count() > 0:
+                _refuse(path, name, "a dataset with external storage")
+        elif info.type not in (h5py.h5o.TYPE_GROUP, h5py.h5o.TYPE_NAMED_DATATYPE):
+            _refuse(path, name, "an unknown kind of object")
+        return None
+
+    _visit_links(f, link)
+    h5py.h5o.visit(f.id, obj, info=True)
+
+
+def _visit_links(f: h5py.File, fn) -> None:
+    """Every link of every group reachable by hard links (soft and external links are seen,
+    not followed)."""
+    groups = [(f.id, "")]
+    seen = set()
+    while groups:
+        gid, prefix = groups.pop()
+        names = []
+        gid.links.iterate(lambda n: names.append(n) and None)
+        for raw in names:
+            info = gid.links.get_info(raw)
+            name = prefix + raw.decode("utf-8", "replace")
+            fn(name, info)
+            oinfo = h5py.h5o.get_info(gid, raw)
+            if oinfo.type == h5py.h5o.TYPE_GROUP:
+                key = (oinfo.fileno, oinfo.addr)
+                if key not in seen:
+                    seen.add(key)
+                    groups.append((h5py.h5g.open(gid, raw), name + "/"))
+
+
+def check_dataset(ds: h5py.Dataset, kinds: str, what: str) -> None:
+    """A dataset of one of the numpy ``kinds`` that stores about as much as it declares."""
+    if ds.dtype.kind not in kinds:
+        raise ValueError(f"{what} is {ds.dtype}, not the type tbconvert writes")
+    declared = int(np.prod(ds.shape, dtype=object)) * ds.id.get_type().get_size()
+    stored = ds.id.get_storage_size()
+    if declared > budget.inflate_allowance(stored):
+        raise ValueError(f"{what} declares {declared} bytes of data but the file stores "
+                         f"{stored}")
