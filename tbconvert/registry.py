@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 from pathlib import Path
 
 from tbconvert.errors import FormatError, TbconvertError
