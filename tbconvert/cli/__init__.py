@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
+import sys
 import threading
 import traceback
 from typing import Sequence
@@ -85,6 +87,62 @@ def _no_partial_output():
             abort_pending()
 
 
+class _PipeSafe:
+    """A text stream that goes quiet once its reader has gone (``tbconvert ... | head``).
+
+    The command then finishes and exits with the code it would have had (10 for differing
+    sources, 0 for success), instead of failing on the first write to the closed pipe.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self._gone = True
+        # Python flushes the real stream once more at exit; aimed at /dev/null, that last
+        # flush cannot fail and turn a finished command into an error.
+        try:
+            fd = self._stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _pipe_safe_output():
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _PipeSafe(sys.stdout), _PipeSafe(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = saved
+
+
 def _modules():
     for name in COMMANDS:
         try:
@@ -122,6 +180,11 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    with _pipe_safe_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     ui = UI()
     debug = False
     try:
@@ -146,8 +209,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         ui.error("interrupted; partial output was removed")
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception:  # a bug: say so plainly
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
