@@ -108,3 +108,51 @@ def test_interrupt_while_starting_up_is_one_line(monkeypatch, capsys):
         assert main(["formats"]) == code
         err = capsys.readouterr().err
         assert err.startswith(f"tbconvert: error: {word}") and err.count("\n") == 1, err
+
+
+# --------------------------------------------------------------------------------------------
+# Results that hold nothing are said out loud; --strict makes them an error
+# --------------------------------------------------------------------------------------------
+
+def test_unmatched_runs_or_tags_say_so_in_one_line(tmp_path, capsys):
+    src = FIXTURES / "torch_logdir"
+    cases = [
+        (["info", src, "--runs", "nomatch"], "--runs 'nomatch' matched none of the 7 run(s)"),
+        (["convert", src, tmp_path / "a.csv", "--tags", "zzz"], "--tags 'zzz' matched none"),
+        (["convert", src, tmp_path / "b", "--to", "tfevents", "--runs", "zzz"], "--runs 'zzz'"),
+        (["histograms", src, "-o", tmp_path / "h.csv", "--runs", "zzz"], "--runs 'zzz'"),
+        (["hparams", src, "-o", tmp_path / "p.csv", "--tags", "zzz"], "--tags 'zzz'"),
+        (["media", src, "-o", tmp_path / "m", "--runs", "zzz"], "--runs 'zzz'"),
+        (["verify", src, src, "--runs", "zzz"], "--runs 'zzz'"),
+        (["tbdev-export", FIXTURES / "tbdev_export", "-o", tmp_path / "t", "--runs", "zzz"],
+         "--runs 'zzz' matched none of the 6 run(s)"),
+    ]
+    for argv, needle in cases:
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 0, (argv, err)
+        lines = [l for l in err.splitlines() if needle in l]
+        assert len(lines) == 1 and lines[0].startswith("tbconvert: warning: "), (argv, err)
+        force = [] if argv[0] in ("info", "verify") else ["--force"]
+        code, _, err = run_cli(capsys, *argv, "--strict", *force)
+        last = err.splitlines()[-1]
+        assert code == 8 and last.startswith("tbconvert: error: --strict: ") and needle in last, (argv, err)
+
+
+def test_a_selection_that_matches_is_not_reported(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "a.csv",
+                           "--runs", "^train$", "--tags", "^loss$", "--strict")
+    assert code == 0 and "matched none" not in err, err
+
+
+def test_extraction_of_a_source_without_that_data_says_so(tmp_path, capsys):
+    src = FIXTURES / "tf2_logdir" / "hparams"   # only the hparams experiment: no histograms, media
+    nohp = FIXTURES / "torch_logdir" / "multi"
+    cases = [(["histograms", src, "-o", tmp_path / "h.csv"], "holds no histograms"),
+             (["media", src, "-o", tmp_path / "m"], "holds no images, audio or text"),
+             (["hparams", nohp, "-o", tmp_path / "p.csv"], "holds no hparams trials")]
+    for argv, needle in cases:
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 0 and f"tbconvert: warning: " in err and needle in err, err
+        code, _, err = run_cli(capsys, *argv, "--strict", "--force")
+        last = err.splitlines()[-1]
+        assert code == 8 and last.startswith("tbconvert: error: --strict: ") and needle in last, err
