@@ -435,7 +435,7 @@ def test_symlink_loop_is_reported_and_skipped(tmp_path, capsys):
     assert any("dangling.tfevents.x" in i.message for i in loaded.report.issues)
     code = main(["convert", str(src), str(tmp_path / "out"), "--to", "tfevents"])
     err = capsys.readouterr().err
-    assert code == 0 and "symlink not followed: 2 times" in err
+    assert code == 0 and "symlink not followed, 2 times" in err
     assert "Traceback" not in err
 
 
@@ -465,7 +465,7 @@ def test_unreadable_directory_is_reported_and_skipped(tmp_path):
     err = p.stderr.decode()
     assert p.returncode == 0, err[-2000:]
     assert "Traceback" not in err
-    assert "unreadable directory: 1 time" in err and str(bad) in err, err
+    assert "warning: unreadable directory\n" in err and str(bad) in err, err
     converted = tbconvert.load(tmp_path / "out")
     expected = tbconvert.load(FIXTURES / "torch_logdir")
     assert sorted(converted.runs) == sorted(

@@ -201,7 +201,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except TbconvertError as exc:
         if debug:
             traceback.print_exc()
-        ui.error(str(exc))
+        ui.error(exc.cli_message())
         return exc.exit_code
     except Terminated:
         ui.error("terminated; partial output was removed")

@@ -84,7 +84,7 @@ def run(args, ui) -> int:
             done += 1
         except TbconvertError as exc:
             failures.append((source.experiment_id or source.path.name, exc))
-            ui.error(f"experiment {source.path.name}: {exc}")
+            ui.error(f"experiment {source.path.name}: {exc.cli_message()}")
     ui.summary(report)
     if done:
         ui.info(f"wrote {done} of {len(sources)} experiment(s) to {out}/<id>/; "
