@@ -42,7 +42,7 @@ EXIT_CODES = """exit codes:
   5  refused: the conversion would need an explicit opt-in (e.g. --allow-pickle)
   6  destination exists (pass --force to replace it)
   7  a required package is missing
-  8  --strict: data was skipped or could not be written
+  8  --strict: data was skipped or could not be written, or nothing matched
   9  writing failed (disk full, permission, file-size limit); partial output removed
  10  verify: the two sources differ
 130  interrupted (Ctrl-C); 143 terminated (SIGTERM); partial output removed either way
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in _modules():
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP,
-                           epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           epilog="exit codes: see tbconvert --help")
         module.add_arguments(p)
         add_common(p)
         p.set_defaults(_run=module.run)

@@ -16,10 +16,12 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tags", metavar="REGEX", help="only tags that match (re.search)")
 
 
-def add_reading(p: argparse.ArgumentParser) -> None:
+def add_reading(p: argparse.ArgumentParser, writes: bool = True) -> None:
     p.add_argument("--strict", action="store_true",
-                   help="exit with code 8 if any data was skipped (corrupt records, lost blobs...); "
-                        "the output is still written, with everything that could be read")
+                   help="exit with code 8 if any data was skipped (corrupt records, lost blobs...) "
+                        "or nothing matched"
+                        + ("; the output is still written, with everything that could be read"
+                           if writes else ""))
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
     p.add_argument("--ignore-checksum", action="store_true",
@@ -117,12 +119,24 @@ def add_extraction(p: argparse.ArgumentParser, metavar: str, output_help: str) -
 
 
 def write_table(args, ui, build):
-    """Build a table with ``build(src, report=, options=)`` and save it to ``args.output``."""
+    """Build a table with ``build(src, report=, options=)`` and save it to ``args.output``
+    (``-``: CSV on stdout)."""
     from tbconvert import tables
     report = Report()
     options = options_from(args, ui)
-    tables.check_table_path(args.output, force=args.force)
+    to_stdout = args.output == "-"
+    if not to_stdout:
+        tables.check_table_path(args.output, force=args.force)
     table = build(args.src, report=report, options=options)
+    if to_stdout:
+        import io
+        import sys
+        from tbconvert.tables import _csv
+        buffer = io.BytesIO()
+        _csv.write(table, buffer)
+        sys.stdout.write(buffer.getvalue().decode("utf-8"))
+        sys.stdout.flush()
+        return table, report
     tables.save_table(table, args.output, force=args.force)
     report.outputs.append(args.output)
     return table, report

@@ -11,7 +11,7 @@ HELP = ("write every histogram bucket (run, tag, step, wall_time, left, right, c
 
 
 def add_arguments(p) -> None:
-    add_extraction(p, "FILE", "destination: .csv or .parquet")
+    add_extraction(p, "FILE", "destination: .csv or .parquet, or - for CSV on stdout")
 
 
 def run(args, ui) -> int:
