@@ -49,6 +49,13 @@ def run_tbconvert(*args, timeout: float = 300, **kw) -> subprocess.CompletedProc
                           timeout=timeout, **kw)
 
 
+def csv_exact() -> dict:
+    """``pandas.read_csv`` arguments that parse floats exactly: pandas before 3.0 uses a fast,
+    inexact parser unless asked (pandas 3 is exact and deprecates the argument)."""
+    import pandas as pd
+    return {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
