@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import FIXTURES
+from conftest import CLI_CWD, FIXTURES, cli_env
 from oracle import assert_same_view, tb_view
 
 from tbconvert.cli import main
@@ -93,7 +93,7 @@ def test_formats_lists_tfevents(capsys):
 
 def test_python_dash_m_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tbconvert", "info", str(FIXTURES / "tf2_logdir")],
-                          capture_output=True, text=True, timeout=120)
+                          cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "legacy_raw_pb" in proc.stdout
 
 

@@ -57,6 +57,15 @@ def test_info_on_every_kind_of_directory_source():
     assert rows
 
 
+def test_console_script_entry_on_a_directory_source():
+    """Exactly what the installed ``tbconvert`` script runs (no ``runpy``, which would import
+    ``importlib.util`` on the way and hide a missing import)."""
+    code = "import sys; from tbconvert.cli import main; sys.exit(main())"
+    p = subprocess.run([sys.executable, "-c", code, "info", str(FIXTURES / "tensorboardx_logdir")],
+                       cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "run_b" in p.stdout, p.stderr[-3000:]
+
+
 def test_formats():
     out = ok("formats").stdout
     for name in ("tfevents", "tbdev", "parquet", "hdf5", "csv"):
