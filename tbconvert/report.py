@@ -92,7 +92,7 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 
 
 # Headlines of the common kinds, from (points or items counted, issues); ``count`` means
-# points for these kinds. Other kinds read "<kind in words>" or "<kind in words>, N times".
+# points for these kinds. Other kinds read "<kind in words>" or "<kind in words>: N times".
 _HEADLINES = {
     "not_in_table": lambda n, k: f"{_plural(n, 'point')} of {_plural(k, 'series', 'series')} "
                                  "were not written to the table (not scalars; the hparams, "
@@ -101,14 +101,13 @@ _HEADLINES = {
                               "or text)",
     "hidden_points_left_out": lambda n, k: f"{_plural(n, 'point')} that TensorBoard's restart "
                                            "rule hides were left out",
-    "missing_blob": lambda n, k: f"{_plural(n, 'blob')} missing in the source",
+    "missing_blob": lambda n, k: f"{_plural(n, 'missing blob')} (lost by the source)",
     "missing_blob_written_empty": lambda n, k: f"{_plural(n, 'lost blob')} written as empty "
                                                "blobs, so the others keep their positions",
     "unsupported_series": lambda n, k: f"{_plural(n, 'point')} of {_plural(k, 'series', 'series')} "
                                        "the destination cannot hold were left out",
     "experiment_facts_sidecar": lambda n, k: "the experiment's name, description and times "
                                              "were kept in a file beside the runs",
-    "corrupt_record": lambda n, k: f"{_plural(k, 'corrupt record')} skipped",
     "unreadable_file": lambda n, k: f"{_plural(k, 'file')} could not be read",
     "run_renamed": lambda n, k: f"{_plural(k, 'run')} renamed",
     "name_made_safe": lambda n, k: f"{_plural(k, 'name')} made safe to use as a path",
@@ -121,4 +120,4 @@ def headline(kind: str, issues: list[Issue]) -> str:
     if phrase is not None:
         return phrase(sum(i.count for i in issues), len(issues))
     words = kind.replace("_", " ")
-    return words if len(issues) == 1 else f"{words}, {len(issues)} times"
+    return words if len(issues) == 1 else f"{words}: {len(issues)} times"

@@ -223,5 +223,5 @@ def test_summary_reads_as_sentences():
     assert lines[0] == ("warning: 7 points of 2 series were not written to the table (not "
                         "scalars; the hparams, histograms and media commands write those)")
     assert "note: the experiment's name, description and times were kept in a file beside the runs" in lines
-    assert "warning: some new kind" in lines and "warning: other kind, 2 times" in lines
+    assert "warning: some new kind" in lines and "warning: other kind: 2 times" in lines
     assert not any("in all" in line or "1 time" in line for line in lines)

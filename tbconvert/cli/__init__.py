@@ -7,7 +7,6 @@ lists them in the order ``--help`` shows them.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
 import os
@@ -17,10 +16,10 @@ import threading
 import traceback
 from typing import Sequence
 
-from tbconvert.cli.ui import UI
+# Only what is needed to catch Ctrl-C is imported here: everything else loads inside main(),
+# once the handlers are in, so that an interrupt at any moment after the first few
+# milliseconds is one line (never a traceback from the middle of an import).
 from tbconvert.errors import TbconvertError
-from tbconvert.interrupts import deferred
-from tbconvert.output import abort_pending
 
 COMMANDS = (
     "convert",
@@ -83,8 +82,11 @@ def _no_partial_output():
     try:
         yield
     finally:
-        with deferred():
-            abort_pending()
+        output = sys.modules.get("tbconvert.output")   # not loaded: nothing was written
+        if output is not None:
+            from tbconvert.interrupts import deferred
+            with deferred():
+                output.abort_pending()
 
 
 class _PipeSafe:
@@ -153,6 +155,7 @@ def _modules():
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
     parser = argparse.ArgumentParser(
         prog="tbconvert",
         description="Move TensorBoard data between event files, TensorBoard.dev exports, "
@@ -184,13 +187,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+class _Plain:
+    """Error lines before the real UI has loaded."""
+
+    @staticmethod
+    def error(message: str) -> None:
+        print(f"tbconvert: error: {message}", file=sys.stderr)
+
+
 def _main(argv: Sequence[str] | None) -> int:
-    ui = UI()
+    ui = _Plain()
     debug = False
     try:
-        # The handlers go in before the parser is built: building it imports every command,
-        # which takes long enough for a signal to land there.
+        # The handlers go in before anything heavy loads: building the parser imports every
+        # command, which takes long enough for a signal to land there.
         with _signal_handlers(), _no_partial_output():
+            from tbconvert.cli.ui import UI
+            ui = UI()
             try:
                 args = build_parser().parse_args(argv)
             except SystemExit as exc:  # argparse: --help (0) or usage error (2)
