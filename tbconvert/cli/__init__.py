@@ -7,19 +7,23 @@ lists them in the order ``--help`` shows them.
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import os
-import signal
 import sys
-import threading
-import traceback
-from typing import Sequence
 
 # Only what is needed to catch Ctrl-C is imported here: everything else loads inside main(),
-# once the handlers are in, so that an interrupt at any moment after the first few
-# milliseconds is one line (never a traceback from the middle of an import).
-from tbconvert.errors import TbconvertError
+# once the handlers are in. Ctrl-C while even these load (a busy machine can take a second
+# to get here) still ends in one line: SystemExit leaves an import without a traceback.
+try:
+    import contextlib
+    import importlib
+    import os
+    import signal
+    import threading
+    from collections.abc import Sequence
+
+    from tbconvert.errors import TbconvertError
+except KeyboardInterrupt:
+    print("tbconvert: error: interrupted; partial output was removed", file=sys.stderr)
+    raise SystemExit(130) from None
 
 COMMANDS = (
     "convert",
@@ -213,6 +217,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
         if debug:
+            import traceback
             traceback.print_exc()
         ui.error(exc.cli_message())
         return exc.exit_code
@@ -223,6 +228,7 @@ def _main(argv: Sequence[str] | None) -> int:
         ui.error("interrupted; partial output was removed")
         return 130
     except Exception:  # a bug: say so plainly
+        import traceback
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
         return 1
