@@ -41,7 +41,7 @@ def cli_env(**extra: str) -> dict:
     return env
 
 
-def run_tbconvert(*args, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+def run_tbconvert(*args, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
     """Run ``tbconvert ARGS`` as its own process; text output captured."""
     kw.setdefault("capture_output", True)
     kw.setdefault("text", True)

@@ -95,7 +95,7 @@ def test_recipes_run(doc, base, path_dir, tmp_path, monkeypatch):
         if lang in ("sh", "bash"):
             script = _INSTALL.sub("", code).replace(".venv/bin/", "")
             p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work, env=env,
-                               capture_output=True, text=True, timeout=300)
+                               capture_output=True, text=True, timeout=900)
             assert p.returncode == 0, f"{where}: exit {p.returncode}\n{script}\n{p.stderr[-3000:]}"
             assert "Traceback" not in p.stderr, f"{where}\n{p.stderr[-3000:]}"
         elif lang == "python":
