@@ -7,10 +7,27 @@ record or line) involved and what to do.
 from __future__ import annotations
 
 
+# Messages name the command-line option; Python callers are told the keyword argument.
+_PYTHON_WORDING = {"--force": "force=True"}
+
+
 class TbconvertError(Exception):
-    """An expected failure whose message is complete and safe to show."""
+    """An expected failure whose message is complete and safe to show.
+
+    ``str(exc)`` speaks to Python callers (``force=True``); :meth:`cli_message` to
+    command-line users (``--force``).
+    """
 
     exit_code = 1
+
+    def cli_message(self) -> str:
+        return super().__str__()
+
+    def __str__(self) -> str:
+        text = self.cli_message()
+        for option, keyword in _PYTHON_WORDING.items():
+            text = text.replace(option, keyword)
+        return text
 
 
 class UsageError(TbconvertError):

@@ -63,6 +63,20 @@ def all_formats() -> list[type[Format]]:
     return out
 
 
+def suffix_format(path: Path) -> str | None:
+    """The name of the format that ``path``'s suffix names (``x.parquet``: parquet), if any."""
+    name = Path(path).name.lower()
+    for fmt_name, suffixes in _SUFFIXES.items():
+        if any(name.endswith(s) for s in suffixes):
+            return fmt_name
+    return None
+
+
+def suffixes(name: str) -> tuple[str, ...]:
+    """The suffixes that name format ``name`` (none for directory formats)."""
+    return _SUFFIXES.get(name, ())
+
+
 def _by_suffix(path: Path) -> type[Format] | None:
     name = path.name.lower()
     for fmt_name, suffixes in _SUFFIXES.items():

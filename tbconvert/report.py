@@ -57,20 +57,20 @@ class Report:
         return [i for i in self.issues if i.lost]
 
     def summary_lines(self, limit_per_kind: int = 5) -> list[str]:
-        """Human-readable lines, repeated issues summarised with counts."""
+        """Human-readable lines: one headline per kind of issue (``warning:`` when it cost
+        data, ``note:`` otherwise), then up to ``limit_per_kind`` of its messages."""
         by_kind: dict[str, list[Issue]] = collections.defaultdict(list)
         for issue in self.issues:
             by_kind[issue.kind].append(issue)
         lines = []
         for kind, issues in by_kind.items():
-            total = sum(i.count for i in issues)
             head = "warning" if any(i.lost for i in issues) else "note"
-            lines.append(f"{head}: {kind.replace('_', ' ')}: {len(issues)} "
-                         f"{'time' if len(issues) == 1 else 'times'} ({total} in all)")
+            lines.append(f"{head}: {headline(kind, issues)}")
             for issue in issues[:limit_per_kind]:
                 lines.append(f"  {issue.message}")
             if len(issues) > limit_per_kind:
-                lines.append(f"  ... and {len(issues) - limit_per_kind} more like this")
+                lines.append(f"  ... and {len(issues) - limit_per_kind} more like this "
+                             "(-v lists them all)")
         return lines
 
     def to_dict(self) -> dict:
@@ -85,3 +85,39 @@ class Report:
                 for i in self.issues
             ],
         }
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+# Headlines of the common kinds, from (points or items counted, issues); ``count`` means
+# points for these kinds. Other kinds read "<kind in words>" or "<kind in words>: N times".
+_HEADLINES = {
+    "not_in_table": lambda n, k: f"{_plural(n, 'point')} of {_plural(k, 'series', 'series')} "
+                                 "were not written to the table (not scalars; the hparams, "
+                                 "histograms and media commands write those)",
+    "not_media": lambda n, k: f"{_plural(n, 'point')} were not extracted (not images, audio "
+                              "or text)",
+    "hidden_points_left_out": lambda n, k: f"{_plural(n, 'point')} that TensorBoard's restart "
+                                           "rule hides were left out",
+    "missing_blob": lambda n, k: f"{_plural(n, 'missing blob')} (lost by the source)",
+    "missing_blob_written_empty": lambda n, k: f"{_plural(n, 'lost blob')} written as empty "
+                                               "blobs, so the others keep their positions",
+    "unsupported_series": lambda n, k: f"{_plural(n, 'point')} of {_plural(k, 'series', 'series')} "
+                                       "the destination cannot hold were left out",
+    "experiment_facts_sidecar": lambda n, k: "the experiment's name, description and times "
+                                             "were kept in a file beside the runs",
+    "unreadable_file": lambda n, k: f"{_plural(k, 'file')} could not be read",
+    "run_renamed": lambda n, k: f"{_plural(k, 'run')} renamed",
+    "name_made_safe": lambda n, k: f"{_plural(k, 'name')} made safe to use as a path",
+}
+
+
+def headline(kind: str, issues: list[Issue]) -> str:
+    """What the issues of one kind amount to, in words."""
+    phrase = _HEADLINES.get(kind)
+    if phrase is not None:
+        return phrase(sum(i.count for i in issues), len(issues))
+    words = kind.replace("_", " ")
+    return words if len(issues) == 1 else f"{words}: {len(issues)} times"

@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import FIXTURES
+from conftest import CLI_CWD, FIXTURES, cli_env
 from oracle import assert_same_view, tb_view
 
 from tbconvert.cli import main
@@ -93,7 +93,7 @@ def test_formats_lists_tfevents(capsys):
 
 def test_python_dash_m_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tbconvert", "info", str(FIXTURES / "tf2_logdir")],
-                          capture_output=True, text=True, timeout=120)
+                          cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "legacy_raw_pb" in proc.stdout
 
 
@@ -108,3 +108,120 @@ def test_interrupt_while_starting_up_is_one_line(monkeypatch, capsys):
         assert main(["formats"]) == code
         err = capsys.readouterr().err
         assert err.startswith(f"tbconvert: error: {word}") and err.count("\n") == 1, err
+
+
+# --------------------------------------------------------------------------------------------
+# Results that hold nothing are said out loud; --strict makes them an error
+# --------------------------------------------------------------------------------------------
+
+def test_unmatched_runs_or_tags_say_so_in_one_line(tmp_path, capsys):
+    src = FIXTURES / "torch_logdir"
+    cases = [
+        (["info", src, "--runs", "nomatch"], "--runs 'nomatch' matched none of the 7 run(s)"),
+        (["convert", src, tmp_path / "a.csv", "--tags", "zzz"], "--tags 'zzz' matched none"),
+        (["convert", src, tmp_path / "b", "--to", "tfevents", "--runs", "zzz"], "--runs 'zzz'"),
+        (["histograms", src, "-o", tmp_path / "h.csv", "--runs", "zzz"], "--runs 'zzz'"),
+        (["hparams", src, "-o", tmp_path / "p.csv", "--tags", "zzz"], "--tags 'zzz'"),
+        (["media", src, "-o", tmp_path / "m", "--runs", "zzz"], "--runs 'zzz'"),
+        (["verify", src, src, "--runs", "zzz"], "--runs 'zzz'"),
+        (["tbdev-export", FIXTURES / "tbdev_export", "-o", tmp_path / "t", "--runs", "zzz"],
+         "--runs 'zzz' matched none of the 6 run(s)"),
+    ]
+    for argv, needle in cases:
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 0, (argv, err)
+        lines = [l for l in err.splitlines() if needle in l]
+        assert len(lines) == 1 and lines[0].startswith("tbconvert: warning: "), (argv, err)
+        force = [] if argv[0] in ("info", "verify") else ["--force"]
+        code, _, err = run_cli(capsys, *argv, "--strict", *force)
+        last = err.splitlines()[-1]
+        assert code == 8 and last.startswith("tbconvert: error: --strict: ") and needle in last, (argv, err)
+
+
+def test_a_selection_that_matches_is_not_reported(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "a.csv",
+                           "--runs", "^train$", "--tags", "^loss$", "--strict")
+    assert code == 0 and "matched none" not in err, err
+
+
+def test_extraction_of_a_source_without_that_data_says_so(tmp_path, capsys):
+    src = FIXTURES / "tf2_logdir" / "hparams"   # only the hparams experiment: no histograms, media
+    nohp = FIXTURES / "torch_logdir" / "multi"
+    cases = [(["histograms", src, "-o", tmp_path / "h.csv"], "holds no histograms"),
+             (["media", src, "-o", tmp_path / "m"], "holds no images, audio or text"),
+             (["hparams", nohp, "-o", tmp_path / "p.csv"], "holds no hparams trials")]
+    for argv, needle in cases:
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 0 and f"tbconvert: warning: " in err and needle in err, err
+        code, _, err = run_cli(capsys, *argv, "--strict", "--force")
+        last = err.splitlines()[-1]
+        assert code == 8 and last.startswith("tbconvert: error: --strict: ") and needle in last, err
+
+
+# --------------------------------------------------------------------------------------------
+# Messages and help
+# --------------------------------------------------------------------------------------------
+
+def test_to_format_and_suffix_must_agree(tmp_path, capsys):
+    for to, name in (("csv", "x.parquet"), ("parquet", "x.csv"), ("tfevents", "x.h5")):
+        code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", tmp_path / name,
+                               "--to", to)
+        assert code == 2 and err.startswith(f"tbconvert: error: {tmp_path / name}: the name says")
+        assert not (tmp_path / name).exists()
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", tmp_path / "x.pq",
+                           "--to", "parquet")
+    assert code == 0, err
+
+
+def test_tables_to_stdout(capsys):
+    code, out, err = run_cli(capsys, "hparams", FIXTURES / "tf2_logdir", "-o", "-")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("run,") and len(lines) == 3 and lines[1].startswith("hparams/trial_0,")
+    code, out, err = run_cli(capsys, "histograms", FIXTURES / "tf2_logdir", "-o", "-")
+    assert code == 0 and out.startswith("run,tag,step,wall_time,left,right,count\n"), err
+
+
+def test_help_says_what_each_command_does(capsys):
+    for command in ("info", "verify"):
+        assert main([command, "--help"]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert "--strict" in out and "output is still written" not in out
+    for command in ("convert", "hparams", "media"):
+        assert main([command, "--help"]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert "output is still written" in out
+        assert "130" not in out and "exit codes: see tbconvert --help" in out
+    assert main(["--help"]) == 0
+    assert "130  interrupted" in capsys.readouterr().out
+
+
+def test_api_errors_name_the_keyword_and_the_cli_the_option(tmp_path, capsys):
+    import pytest
+    import tbconvert
+    from tbconvert.errors import OutputExistsError
+    dst = tmp_path / "o.parquet"
+    dst.write_bytes(b"x")
+    with pytest.raises(OutputExistsError) as info:
+        tbconvert.convert(FIXTURES / "tf2_logdir", dst)
+    assert "force=True" in str(info.value) and "--force" not in str(info.value)
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", dst)
+    assert code == 6 and "--force" in err and "force=True" not in err
+
+
+def test_summary_reads_as_sentences():
+    from tbconvert.report import Report
+    report = Report()
+    for tag, n in (("a", 3), ("b", 4)):
+        report.add("not_in_table", f"run/{tag}: {n} histograms points are not scalars",
+                   run="run", tag=tag, count=n)
+    report.add("experiment_facts_sidecar", "kept in tbconvert-experiment.json", lost=False)
+    report.add("some_new_kind", "x")
+    report.add("other_kind", "y")
+    report.add("other_kind", "z")
+    lines = report.summary_lines()
+    assert lines[0] == ("warning: 7 points of 2 series were not written to the table (not "
+                        "scalars; the hparams, histograms and media commands write those)")
+    assert "note: the experiment's name, description and times were kept in a file beside the runs" in lines
+    assert "warning: some new kind" in lines and "warning: other kind: 2 times" in lines
+    assert not any("in all" in line or "1 time" in line for line in lines)

@@ -28,7 +28,7 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunDa
 from tbconvert.report import Report
 from tbconvert.tables import _csv
 
-from conftest import LOGDIRS
+from conftest import LOGDIRS, csv_exact
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
@@ -73,7 +73,7 @@ def test_csv_floats_round_trip_bit_exact():
     buf = io.BytesIO()
     _csv.write(table, buf)
     text = buf.getvalue().decode()
-    df = pd.read_csv(io.StringIO(text))
+    df = pd.read_csv(io.StringIO(text), **csv_exact())
     assert df["value"].dtype == np.float64
     assert bits(df["value"]) == bits(values)
     parsed = [float(line.split(",")[1]) for line in text.splitlines()[1:]]
@@ -88,7 +88,7 @@ def test_csv_quotes_only_when_needed():
     _csv.write(table, buf)
     text = buf.getvalue().decode()
     assert text.splitlines()[:2] == ["run,text,v", "plain,t,1.0"]
-    df = pd.read_csv(io.StringIO(text))
+    df = pd.read_csv(io.StringIO(text), **csv_exact())
     assert list(df["run"]) == ["plain", 'a,"b"', "x\ny"]
     assert list(df["text"]) == ["t", "comma,", 'q"']
     assert math.isnan(df["v"][1]) and df["v"][2] == 2.5
@@ -214,7 +214,7 @@ def test_csv_writer_through_copy_reports_non_scalars(tmp_path):
     writer = api.open_writer(dst, options=Options(), report=report)
     with writer:
         api.copy(MemoryReader(sample_runs()), writer, report)
-    df = pd.read_csv(dst)
+    df = pd.read_csv(dst, **csv_exact())
     assert list(df.columns) == ["run", "tag", "step", "wall_time", "value"] and len(df) == 9
     lost = [i for i in report.issues if i.kind == "not_in_table"]
     assert len(lost) == 1 and lost[0].tag == "w" and lost[0].lost
@@ -290,7 +290,7 @@ def test_csv_long_matches_tensorboard(source, tmp_path):
     report = tbconvert.convert(SOURCES[source], dst)
     text = dst.read_text()
     assert text.startswith("run,tag,step,wall_time,value\n")
-    df = pd.read_csv(dst, keep_default_na=False,
+    df = pd.read_csv(dst, keep_default_na=False, **csv_exact(),
                      na_values={"value": ["nan"]}, dtype={"run": str, "tag": str})
     _assert_same(_frame_by_series(df), _expected_scalars(source))
     # every non-scalar series is accounted for in the report
@@ -303,7 +303,7 @@ def test_csv_long_matches_tensorboard(source, tmp_path):
 def test_csv_wide_matches_tensorboard(source, tmp_path):
     dst = tmp_path / "w.csv"
     report = tbconvert.convert(SOURCES[source], dst, wide=True)
-    df = pd.read_csv(dst, dtype={"run": str})
+    df = pd.read_csv(dst, dtype={"run": str}, **csv_exact())
     exp = _expected_scalars(source)
     dups = {(i.run, i.tag) for i in report.issues if i.kind == "duplicate_step_in_wide"}
     assert len(df) == len(df.drop_duplicates(["run", "step"]))

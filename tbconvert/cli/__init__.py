@@ -7,19 +7,23 @@ lists them in the order ``--help`` shows them.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import importlib
-import signal
-import threading
-import traceback
-from typing import Sequence
+import sys
 
-from tbconvert.cli.text import shown
-from tbconvert.cli.ui import UI
-from tbconvert.errors import TbconvertError
-from tbconvert.interrupts import deferred
-from tbconvert.output import abort_pending
+# Only what is needed to catch Ctrl-C is imported here: everything else loads inside main(),
+# once the handlers are in. Ctrl-C while even these load (a busy machine can take a second
+# to get here) still ends in one line: SystemExit leaves an import without a traceback.
+try:
+    import contextlib
+    import importlib
+    import os
+    import signal
+    import threading
+    from collections.abc import Sequence
+
+    from tbconvert.errors import TbconvertError
+except KeyboardInterrupt:
+    print("tbconvert: error: interrupted; partial output was removed", file=sys.stderr)
+    raise SystemExit(130) from None
 
 COMMANDS = (
     "convert",
@@ -41,7 +45,7 @@ EXIT_CODES = """exit codes:
   5  refused: the conversion would need an explicit opt-in (e.g. --allow-pickle)
   6  destination exists (pass --force to replace it)
   7  a required package is missing
-  8  --strict: data was skipped or could not be written
+  8  --strict: data was skipped or could not be written, or nothing matched
   9  writing failed (disk full, permission, file-size limit); partial output removed
  10  verify: the two sources differ
 130  interrupted (Ctrl-C); 143 terminated (SIGTERM); partial output removed either way
@@ -82,8 +86,67 @@ def _no_partial_output():
     try:
         yield
     finally:
-        with deferred():
-            abort_pending()
+        output = sys.modules.get("tbconvert.output")   # not loaded: nothing was written
+        if output is not None:
+            from tbconvert.interrupts import deferred
+            with deferred():
+                output.abort_pending()
+
+
+class _PipeSafe:
+    """A text stream that goes quiet once its reader has gone (``tbconvert ... | head``).
+
+    The command then finishes and exits with the code it would have had (10 for differing
+    sources, 0 for success), instead of failing on the first write to the closed pipe.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self._gone = True
+        # Python flushes the real stream once more at exit; aimed at /dev/null, that last
+        # flush cannot fail and turn a finished command into an error.
+        try:
+            fd = self._stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _pipe_safe_output():
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _PipeSafe(sys.stdout), _PipeSafe(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = saved
 
 
 def _modules():
@@ -95,14 +158,16 @@ def _modules():
                 raise
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors quote arguments, which may be file names from data (a shell glob)."""
-
-    def error(self, message):
-        super().error(shown(message))
-
-
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    from tbconvert.cli.text import shown
+
+    class _Parser(argparse.ArgumentParser):
+        """Usage errors quote arguments, which may be file names from data (a shell glob)."""
+
+        def error(self, message):
+            super().error(shown(message))
+
     parser = _Parser(
         prog="tbconvert",
         description="Move TensorBoard data between event files, TensorBoard.dev exports, "
@@ -114,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in _modules():
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP,
-                           epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           epilog="exit codes: see tbconvert --help")
         module.add_arguments(p)
         add_common(p)
         p.set_defaults(_run=module.run)
@@ -130,12 +195,27 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    ui = UI()
+    with _pipe_safe_output():
+        return _main(argv)
+
+
+class _Plain:
+    """Error lines before the real UI has loaded."""
+
+    @staticmethod
+    def error(message: str) -> None:
+        print(f"tbconvert: error: {message}", file=sys.stderr)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    ui = _Plain()
     debug = False
     try:
-        # The handlers go in before the parser is built: building it imports every command,
-        # which takes long enough for a signal to land there.
+        # The handlers go in before anything heavy loads: building the parser imports every
+        # command, which takes long enough for a signal to land there.
         with _signal_handlers(), _no_partial_output():
+            from tbconvert.cli.ui import UI
+            ui = UI()
             try:
                 args = build_parser().parse_args(argv)
             except SystemExit as exc:  # argparse: --help (0) or usage error (2)
@@ -145,8 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
         if debug:
+            import traceback
             traceback.print_exc()
-        ui.error(str(exc))
+        ui.error(exc.cli_message())
         return exc.exit_code
     except Terminated:
         ui.error("terminated; partial output was removed")
@@ -154,9 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         ui.error("interrupted; partial output was removed")
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception:  # a bug: say so plainly
+        import traceback
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
         return 1

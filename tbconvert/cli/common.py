@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, fields
 
 from tbconvert.api import make_options
 from tbconvert.errors import DataLossError
+from tbconvert.formats.base import Options
 from tbconvert.report import Report
 
 
@@ -14,10 +16,12 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tags", metavar="REGEX", help="only tags that match (re.search)")
 
 
-def add_reading(p: argparse.ArgumentParser) -> None:
+def add_reading(p: argparse.ArgumentParser, writes: bool = True) -> None:
     p.add_argument("--strict", action="store_true",
-                   help="exit with code 8 if any data was skipped (corrupt records, lost blobs...); "
-                        "the output is still written, with everything that could be read")
+                   help="exit with code 8 if any data was skipped (corrupt records, lost blobs...) "
+                        "or nothing matched"
+                        + ("; the output is still written, with everything that could be read"
+                           if writes else ""))
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
@@ -37,21 +41,75 @@ def add_writing(p: argparse.ArgumentParser) -> None:
                         "TensorBoard's restart rule hides (archives always keep them, marked)")
 
 
+@dataclass
+class WatchedOptions(Options):
+    """Options that remember whether ``--runs`` / ``--tags`` ever matched, so that a regex
+    selecting nothing is said out loud instead of giving an empty result silently."""
+
+    def __post_init__(self) -> None:
+        self.runs_seen: set[str] = set()
+        self.runs_matched = 0
+        self.tags_seen: set[str] = set()
+        self.tags_matched = 0
+
+    def wants_run(self, run: str) -> bool:
+        wanted = super().wants_run(run)
+        self.runs_seen.add(run)
+        self.runs_matched += wanted
+        return wanted
+
+    def wants_tag(self, tag: str) -> bool:
+        wanted = super().wants_tag(tag)
+        self.tags_seen.add(tag)
+        self.tags_matched += wanted
+        return wanted
+
+
 def options_from(args, ui):
-    return make_options(
+    options = make_options(
         runs=getattr(args, "runs", None), tags=getattr(args, "tags", None),
         allow_pickle=getattr(args, "allow_pickle", False), force=getattr(args, "force", False),
         restarts=getattr(args, "restarts", "visible"), wide=getattr(args, "wide", False),
         ignore_checksum=getattr(args, "ignore_checksum", False), progress=ui.progress(),
         jobs=getattr(args, "jobs", 0))
+    options = WatchedOptions(**{f.name: getattr(options, f.name) for f in fields(options)})
+    args._options = options
+    return options
+
+
+def unmatched_selection(args) -> list[str]:
+    """One line for each of ``--runs`` / ``--tags`` that matched nothing in the source."""
+    options = getattr(args, "_options", None)
+    if options is None:
+        return []
+    lines = []
+    if options.runs is not None and options.runs_seen and not options.runs_matched:
+        lines.append(f"--runs {options.runs.pattern!r} matched none of the "
+                     f"{len(options.runs_seen)} run(s) in the source")
+    if options.tags is not None and options.tags_seen and not options.tags_matched:
+        lines.append(f"--tags {options.tags.pattern!r} matched none of the "
+                     f"{len(options.tags_seen)} tag(s) in the source")
+    return lines
+
+
+def nothing_found(args, ui, message: str) -> None:
+    """An empty result said in one line; with --strict an error (exit 8)."""
+    if getattr(args, "strict", False):
+        raise DataLossError(f"--strict: {message}")
+    ui.info(f"tbconvert: warning: {message}")
 
 
 def finish(args, ui, report: Report) -> int:
-    """Print the summary; with --strict, turn lost data into exit code 8."""
+    """Print the summary; with --strict, turn lost data (or a selection that matched
+    nothing) into exit code 8."""
     ui.summary(report)
-    if getattr(args, "strict", False) and report.lost:
+    strict = getattr(args, "strict", False)
+    unmatched = unmatched_selection(args)
+    if strict and report.lost:
         raise DataLossError(f"--strict: {sum(i.count for i in report.lost)} item(s) were skipped "
                             "or could not be written (see the warnings above)")
+    for line in unmatched:
+        nothing_found(args, ui, f"{line}; the result holds no data")
     return 0
 
 
@@ -65,13 +123,26 @@ def add_extraction(p: argparse.ArgumentParser, metavar: str, output_help: str) -
 
 
 def write_table(args, ui, build):
-    """Build a table with ``build(src, report=, options=)`` and save it to ``args.output``."""
-    from tbconvert import api, tables
+    """Build a table with ``build(src, report=, options=)`` and save it to ``args.output``
+    (``-``: CSV on stdout)."""
+    from tbconvert import tables
     report = Report()
     options = options_from(args, ui)
-    api.check_paths(args.src, args.output)
-    tables.check_table_path(args.output, force=args.force)
+    to_stdout = args.output == "-"
+    if not to_stdout:
+        from tbconvert import api
+        api.check_paths(args.src, args.output)
+        tables.check_table_path(args.output, force=args.force)
     table = build(args.src, report=report, options=options)
+    if to_stdout:
+        import io
+        import sys
+        from tbconvert.tables import _csv
+        buffer = io.BytesIO()
+        _csv.write(table, buffer)
+        sys.stdout.write(buffer.getvalue().decode("utf-8"))
+        sys.stdout.flush()
+        return table, report
     tables.save_table(table, args.output, force=args.force)
     report.outputs.append(args.output)
     return table, report

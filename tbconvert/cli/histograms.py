@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import add_extraction, finish, write_table
+from tbconvert.cli.common import (add_extraction, finish, nothing_found, unmatched_selection,
+                                  write_table)
 
 NAME = "histograms"
 HELP = ("write every histogram bucket (run, tag, step, wall_time, left, right, count) to a "
@@ -10,10 +11,13 @@ HELP = ("write every histogram bucket (run, tag, step, wall_time, left, right, c
 
 
 def add_arguments(p) -> None:
-    add_extraction(p, "FILE", "destination: .csv or .parquet")
+    add_extraction(p, "FILE", "destination: .csv or .parquet, or - for CSV on stdout")
 
 
 def run(args, ui) -> int:
     from tbconvert import tables
     table, report = write_table(args, ui, tables.histograms_table)
-    return finish(args, ui, report)
+    code = finish(args, ui, report)
+    if table.num_rows == 0 and not unmatched_selection(args):
+        nothing_found(args, ui, f"{args.src} holds no histograms; {args.output} has no rows")
+    return code

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import add_extraction, finish, write_table
+from tbconvert.cli.common import (add_extraction, finish, nothing_found, unmatched_selection,
+                                  write_table)
 
 NAME = "hparams"
 HELP = ("write one row per hparams trial (each hyperparameter, each metric's last value, "
@@ -10,13 +11,14 @@ HELP = ("write one row per hparams trial (each hyperparameter, each metric's las
 
 
 def add_arguments(p) -> None:
-    add_extraction(p, "FILE", "destination: .csv or .parquet")  # --runs selects trial runs, --tags metric columns
+    add_extraction(p, "FILE", "destination: .csv or .parquet, or - for CSV on stdout")  # --runs selects trial runs, --tags metric columns
 
 
 def run(args, ui) -> int:
     from tbconvert import tables
     table, report = write_table(args, ui, tables.hparams_table)
-    if table.num_rows == 0:
-        ui.info(f"tbconvert: note: {args.src} holds no hparams trials "
-                "(no run has the tag _hparams_/session_start_info)")
-    return finish(args, ui, report)
+    code = finish(args, ui, report)
+    if table.num_rows == 0 and not unmatched_selection(args):
+        nothing_found(args, ui, f"{args.src} holds no hparams trials (no run has the tag "
+                      f"_hparams_/session_start_info); {args.output} has no rows")
+    return code

@@ -20,7 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--from", dest="from_format", metavar="FORMAT", help="source format")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_selection(p)
-    add_reading(p)
+    add_reading(p, writes=False)
 
 
 def _time(t) -> str:

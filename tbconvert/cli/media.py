@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert.cli.common import add_extraction, finish, options_from
+from tbconvert.cli.common import (add_extraction, finish, nothing_found, options_from,
+                                  unmatched_selection)
 from tbconvert.report import Report
 
 NAME = "media"
@@ -21,5 +22,9 @@ def run(args, ui) -> int:
     report = Report()
     options = options_from(args, ui)
     files = extract(args.src, Path(args.output), options, report)
-    ui.info(f"tbconvert: wrote {files} files under {args.output}")
-    return finish(args, ui, report)
+    if files:
+        ui.info(f"tbconvert: wrote {files} files under {args.output}")
+    code = finish(args, ui, report)
+    if not files and not unmatched_selection(args):
+        nothing_found(args, ui, f"{args.src} holds no images, audio or text; no files were written")
+    return code

@@ -71,7 +71,7 @@ def run(args, ui) -> int:
         _convert_one(TbdevReader, sources[0], out, options, report)
         ui.summary(report)
         ui.info(f"wrote {out}; view it with: tensorboard --logdir {out}")
-        return finish_quiet(args, report)
+        return finish_quiet(args, ui, report)
 
     if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
         raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace "
@@ -85,7 +85,7 @@ def run(args, ui) -> int:
             done += 1
         except TbconvertError as exc:
             failures.append((source.experiment_id or source.path.name, exc))
-            ui.error(f"experiment {source.path.name}: {exc}")
+            ui.error(f"experiment {source.path.name}: {exc.cli_message()}")
     ui.summary(report)
     if done:
         ui.info(f"wrote {done} of {len(sources)} experiment(s) to {out}/<id>/; "
@@ -94,15 +94,17 @@ def run(args, ui) -> int:
         ui.info(f"wrote none of the {len(sources)} experiment(s)")
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()   # nothing of ours in it: leave no trace
-    code = finish_quiet(args, report)
+    code = finish_quiet(args, ui, report)
     if failures:
         return max(exc.exit_code for _, exc in failures)
     return code
 
 
-def finish_quiet(args, report: Report) -> int:
+def finish_quiet(args, ui, report: Report) -> int:
     """``--strict`` handling of :func:`finish` without printing the summary twice."""
     class _Silent:
+        info = ui.info
+
         def summary(self, report):
             pass
     return finish(args, _Silent(), report)

@@ -29,7 +29,7 @@ def add_arguments(p) -> None:
                    help="visible (default): compare what TensorBoard shows; keep-all: also the "
                         "points its restart rule hides")
     add_selection(p)
-    add_reading(p)
+    add_reading(p, writes=False)
 
 
 def run(args, ui) -> int:

@@ -2,11 +2,15 @@
 
 * A *session* (trial) is a run holding the tag ``_hparams_/session_start_info``
   (plugin ``hparams``); its hyperparameters are that message's ``hparams`` map.
-* Metrics are the experiment's ``metric_infos``, from the first run (in source
-  order) holding ``_hparams_/experiment``, as the plugin picks it. Lacking an
-  experiment, the metrics are, like the plugin's fallback, every scalar tag of
-  a session run or of a run below it: ``(tag, group)`` where ``group`` is the
-  run's path relative to its nearest session run (``""`` for the session run).
+* Metrics are the ``metric_infos`` of the experiment that governs the trials:
+  the ``_hparams_/experiment`` of a trial's own run or of its nearest run above
+  it (TensorFlow writes one for all trials in a parent run; PyTorch and
+  tensorboardX write one into each ``add_hparams`` sub-run, so a logdir can
+  hold several experiments side by side). The columns are the union over the
+  selected trials' experiments, in order of appearance. A trial without an
+  experiment gets, like the plugin's fallback, every scalar tag of its run or
+  of a run below it: ``(tag, group)`` where ``group`` is the run's path
+  relative to its nearest session run (``""`` for the session run).
 * A metric's value is the last scalar point (in read order, after the
   restart rule) of tag ``metric.tag`` in run ``<session>/<metric.group>``.
 * Status comes from ``_hparams_/session_end_info`` (``success``, ``failure``,
@@ -54,7 +58,7 @@ class Collected:
         self.run_order: list[str] = []
         self.starts: dict[str, object] = {}
         self.ends: dict[str, object] = {}
-        self.experiment = None
+        self.experiments: dict[str, object] = {}   # run -> its experiment
         self.last: dict[tuple[str, str], float] = {}   # (run, tag) -> last scalar value
         self.scalar_tags: dict[str, list[str]] = {}
 
@@ -74,7 +78,7 @@ class Collected:
                 continue
             if chunk.tag == END_TAG and run_name in self.ends:
                 continue
-            if chunk.tag == EXPERIMENT_TAG and self.experiment is not None:
+            if chunk.tag == EXPERIMENT_TAG and run_name in self.experiments:
                 continue
             data = _parse(md.plugin_content, run_name, chunk.tag, report)
             if data is None:
@@ -85,25 +89,42 @@ class Collected:
             elif chunk.tag == END_TAG and which == "session_end_info":
                 self.ends[run_name] = data.session_end_info
             elif chunk.tag == EXPERIMENT_TAG and which == "experiment":
-                self.experiment = data.experiment
+                self.experiments[run_name] = data.experiment
 
-    def metrics(self) -> list[tuple[str, str]]:
-        """``(tag, group)`` of each metric, in the experiment's order or sorted."""
-        if self.experiment is not None:
-            return [(m.name.tag, m.name.group.strip("/")) for m in self.experiment.metric_infos]
-        sessions = set(self.starts)
-        names = set()
+    def experiment_of(self, session: str):
+        """The experiment at or nearest above ``session`` (a root-level ``.`` run covers all)."""
+        run = _nearest(self.experiments, session)
+        if run is None:
+            run = next((r for r in ("", ".") if r in self.experiments), None)
+        return None if run is None else self.experiments[run]
+
+    def metrics(self, sessions: list[str]) -> list[tuple[str, str]]:
+        """``(tag, group)`` of each metric of ``sessions``: their experiments' metrics in
+        order of appearance, then (for trials without one) their scalar tags, sorted."""
+        names: dict[tuple[str, str], None] = {}
+        without = set()
+        for session in sessions:
+            experiment = self.experiment_of(session)
+            if experiment is None:
+                without.add(session)
+                continue
+            for m in experiment.metric_infos:
+                names.setdefault((m.name.tag, m.name.group.strip("/")), None)
+        found = set()
         for run, tags in self.scalar_tags.items():
-            session = _nearest_session(sessions, run)
-            if session is None:
+            session = _nearest(set(self.starts), run)
+            if session not in without:
                 continue
             group = run[len(session):].strip("/") if session != run else ""
-            names.update((tag, group) for tag in tags)
-        return sorted(names)
+            found.update((tag, group) for tag in tags)
+        for name in sorted(found):
+            names.setdefault(name, None)
+        return list(names)
 
 
-def _nearest_session(sessions: set, run: str):
-    while run not in sessions:
+def _nearest(runs, run: str):
+    """``run`` or its nearest ancestor run that is in ``runs``; None if there is none."""
+    while run not in runs:
         if "/" not in run:
             return None
         run = run.rsplit("/", 1)[0]
@@ -126,7 +147,7 @@ def hparams_table(collected: Collected, report: Report, *, session_filter=None, 
     sessions = [r for r in collected.run_order if r in collected.starts
                 and (session_filter is None or session_filter(r))]
     hp_names = sorted({k for r in sessions for k in collected.starts[r].hparams})
-    metrics = [m for m in collected.metrics()
+    metrics = [m for m in collected.metrics(sessions)
                if tag_filter is None or tag_filter(m[0])]
     cols: dict[str, object] = {"run": pa.array(sessions, pa.string())}
     for name in hp_names:
