@@ -1,5 +1,5 @@
 import sys
 
-from tbconvert.cli import main
+from tbconvert.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

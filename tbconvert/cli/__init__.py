@@ -240,3 +240,17 @@ def _main(argv: Sequence[str] | None) -> int:
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
         return 1
+
+
+def console_main() -> int:
+    """The ``tbconvert`` program: :func:`main`, then a quiet exit.
+
+    Once the command has finished (its output complete or removed), a late Ctrl-C or
+    SIGTERM would only interrupt the interpreter's shutdown (joining worker-pool threads)
+    with a traceback; it is ignored from then on. Callers of :func:`main` inside a larger
+    program keep their own handlers.
+    """
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return code
