@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
+
 from tbconvert import names, registry
 from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Reader, Writer
@@ -65,9 +67,15 @@ def check_paths(src, dst) -> None:
 
 
 def select(series: Iterable[Series], options: Options, report: Report,
-           keeps_hidden: bool = False) -> Iterator[Series]:
-    """Chunks of one run filtered by tag; hidden points dropped (and counted) unless kept."""
+           keeps_hidden: bool = False, witness: bool = False) -> Iterator[Series]:
+    """Chunks of one run filtered by tag; hidden points dropped (and counted) unless kept.
+
+    With ``witness``, a tag's first hidden point also goes on, alone and still marked
+    hidden, while the tag has shown nothing else: a writer that leaves hidden points out
+    can still make TensorBoard list a tag all of whose points its restart rule hides.
+    """
     seen: set[str] = set()
+    witnessed: set[str] = set()
     for chunk in series:
         if not options.wants_tag(chunk.tag):
             continue
@@ -76,6 +84,9 @@ def select(series: Iterable[Series], options: Options, report: Report,
                        f"{chunk.run}/{chunk.tag}: {chunk.hidden_count} points TensorBoard's restart "
                        "rule hides were left out (--restarts keep-all writes them)",
                        run=chunk.run, tag=chunk.tag, count=chunk.hidden_count, lost=False)
+            if witness and chunk.tag not in witnessed and chunk.hidden_count:
+                witnessed.add(chunk.tag)
+                yield chunk.take(np.flatnonzero(chunk.hidden)[:1])
             chunk = chunk.visible()
         if chunk.tag not in seen:
             seen.add(chunk.tag)
@@ -85,8 +96,8 @@ def select(series: Iterable[Series], options: Options, report: Report,
 
 
 def selected_runs(reader: Reader, options: Options, report: Report,
-                  keeps_hidden: bool = False,
-                  keeps_byte_names: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
+                  keeps_hidden: bool = False, keeps_byte_names: bool = False,
+                  witness: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
     """``(run, chunks)`` for each run the options select, counted in ``report``.
 
     The caller consumes each run's chunks before asking for the next run;
@@ -102,7 +113,7 @@ def selected_runs(reader: Reader, options: Options, report: Report,
                 pass
             continue
         report.runs += 1
-        chunks = select(run_data.series, options, report, keeps_hidden)
+        chunks = select(run_data.series, options, report, keeps_hidden, witness)
         yield names.storable(run_data.run, chunks, report, keep_bytes=keeps_byte_names)
         for _ in chunks:
             pass
@@ -115,8 +126,9 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
     writer.write_experiment(reader.experiment())
     keeps_hidden = getattr(writer, "keeps_hidden", False)
     keeps_byte_names = getattr(writer, "keeps_byte_names", False)
+    witness = getattr(writer, "takes_hidden_witness", False)
     for run, chunks in selected_runs(reader, reader.options, report, keeps_hidden,
-                                     keeps_byte_names):
+                                     keeps_byte_names, witness):
         writer.write_run(run, chunks)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import legacy
 from tbconvert.model import DataClass, Metadata
 
 SIMPLE, HISTO, IMAGE, AUDIO = "simple_value", "histo", "image", "audio"
@@ -100,17 +99,3 @@ def audio(seq, summary_pb2):
     if len(seq) != 1 or seq[0] is None:
         return None
     return summary_pb2.Summary.Audio(encoded_audio_string=seq[0], content_type="audio/wav")
-
-
-def placeholder(kind: str | None, value, tensor_pb2) -> None:
-    """Fill ``value`` with a throwaway point of the right form (for a tag shown without points)."""
-    if kind == SIMPLE:
-        value.simple_value = 0.0
-    elif kind == HISTO:
-        value.histo.SetInParent()
-    elif kind == IMAGE:
-        value.image.SetInParent()
-    elif kind == AUDIO:
-        value.audio.SetInParent()
-    else:
-        value.tensor.CopyFrom(dt.array_to_proto(*legacy.NULL_TENSOR, tensor_pb2.TensorProto))

@@ -34,7 +34,7 @@ def _pb():
 
 class _Tag:
     __slots__ = ("order", "count", "key_max", "metadata", "legacy", "special", "first_legacy",
-                 "tag_bytes")
+                 "tag_bytes", "witness")
 
     def __init__(self, order: int, tag: str, md: Metadata) -> None:
         self.order = order
@@ -49,6 +49,7 @@ class _Tag:
             self.special = "trm"
         self.first_legacy = False
         self.tag_bytes = tag.encode("utf-8")
+        self.witness: Series | None = None   # the tag's first hidden point (see add)
 
 
 class RunFile:
@@ -68,6 +69,11 @@ class RunFile:
         st = self.tags.get(s.tag)
         if st is None:
             st = self.tags[s.tag] = _Tag(len(self.tags), s.tag, s.metadata)
+        if s.hidden is not None and len(s) and s.hidden.all():
+            # the copy loop's witness: written only if the tag shows no point at all
+            if st.witness is None:
+                st.witness = s.take([0])
+            return
         n, step = len(s), self.slice_points
         if n <= step:
             self._add(st, s)
@@ -245,30 +251,46 @@ class RunFile:
     def _shown_without_points(self, start: float) -> list:
         """Events that make TensorBoard list tags all of whose points its restart rule hid.
 
-        TensorBoard keeps such a tag with no points; a throwaway point followed by a
-        restart marker that purges it does the same. The first marker of a run is
-        ignored by TensorBoard, hence two.
+        TensorBoard lists such a tag with no points. The tag's first hidden point (real
+        data, never an invented one) followed by a restart marker that purges it does the
+        same; TensorBoard ignores the first marker of a run, hence one before it too.
+        Loaders that ignore restart markers show that one point, as they show all of the
+        tag's points in the source. A tag that had no point at all is not listed.
         """
-        empty = [(tag, st) for tag, st in self.tags.items() if st.count == 0 and st.special is None]
-        if not empty:
+        shown, bare = [], 0
+        for st in self.tags.values():
+            if st.count == 0 and st.special is None:
+                if st.witness is not None:
+                    shown.append(st)
+                else:
+                    bare += 1
+        if bare:
+            self.report.add("empty_series_not_listed",
+                            f"run {self.run.name!r}: {bare} series without points written as "
+                            "nothing (TensorBoard lists no tag without data)", run=self.run.name,
+                            count=bare, lost=False)
+        if not shown:
             return []
-        marker = self.event_pb2.Event(wall_time=start, step=0)
+        lowest = min(0, min(int(st.witness.steps[0]) for st in shown))
+        marker = self.event_pb2.Event(wall_time=start, step=lowest)
         marker.session_log.status = _SESSION_START
         events = [marker]
-        for tag, st in empty:
-            ev = self.event_pb2.Event(wall_time=start, step=0)
-            value = ev.summary.value.add(tag=tag)
-            md = (forms.metadata_proto(st.metadata, tag, self.summary_pb2) if st.legacy
-                  else _metadata_proto(st.metadata, self.summary_pb2))
-            if md is not None:
-                value.metadata.CopyFrom(md)
-            forms.placeholder(st.legacy, value, self.tensor_pb2)
+        for st in shown:
+            w = st.witness
+            wall = float(self._clean_walls(w)[0])
+            kind, blob = self._point(st, w, 0, 0, wall)
+            if kind == EVENT:
+                events.append(self.event_pb2.Event.FromString(blob))
+                continue
+            ev = self.event_pb2.Event(wall_time=wall, step=int(w.steps[0]))
+            ev.summary.value.add().ParseFromString(blob)
             events.append(ev)
         events.append(marker)
         self.report.add("tags_without_points_kept",
-                        f"run {self.run.name!r}: {len(empty)} tag(s) whose points are all hidden by "
-                        "TensorBoard's restart rule are written so that TensorBoard still lists them",
-                        run=self.run.name, count=len(empty), lost=False)
+                        f"run {self.run.name!r}: {len(shown)} tag(s) whose points are all hidden by "
+                        "TensorBoard's restart rule are kept listed: the first hidden point is "
+                        "written with a restart marker that hides it", run=self.run.name,
+                        count=len(shown), lost=False)
         return events
 
 
