@@ -1,4 +1,4 @@
-"""A bounded run of the coverage-guided archive fuzzer (fuzz/fuzz_archives.py): any crash,
+"""A bounded, seeded run of the coverage-guided archive fuzzer (fuzz/fuzz_archives.py): any crash,
 hang or traceback while reading a mutated Parquet or HDF5 archive fails the test."""
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ pytest.importorskip("atheris")
 
 
 @pytest.mark.slow
-def test_fuzz_archives_for_a_minute(tmp_path):
+def test_fuzz_archives_seeded_campaign(tmp_path):
     corpus = tmp_path / "corpus"
     p = subprocess.run(
         [sys.executable, str(ROOT / "fuzz" / "fuzz_archives.py"), str(corpus),
-         "-max_total_time=60", "-timeout=30", "-rss_limit_mb=2048", "-seed=1",
+         "-runs=2000", "-max_total_time=240", "-timeout=30", "-rss_limit_mb=2048",
+         "-seed=1",
          f"-artifact_prefix={tmp_path}/"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
