@@ -33,7 +33,10 @@ wheel=$(ls "$work"/dist/*.whl)
 "$venv_python" -m pip install --quiet "$wheel[test]"
 
 mkdir "$work/run"
-cp -r "$repo/tests" "$repo/fixtures" "$repo/docs" "$repo/README.md" "$repo/pyproject.toml" "$work/run/"
+# bench/ (the real writers' record generators) and fuzz/ (the harnesses) are test tooling, not
+# part of the package
+cp -r "$repo/tests" "$repo/fixtures" "$repo/docs" "$repo/bench" "$repo/fuzz" "$repo/README.md" \
+    "$repo/pyproject.toml" "$work/run/"
 cd "$work/run"
 set +e
 TBCONVERT_TEST_INSTALLED=1 "$venv_python" -m pytest -p no:cacheprovider "$@"
