@@ -7,10 +7,8 @@ export read. Only a one-line :class:`TbconvertError` may escape.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,24 +20,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "fuzz"))
 
 import fuzz_tbdev  # noqa: E402
+from limits import deadline
 
 # Byte strings that reach far: deep nesting, out-of-range numbers, surrogates, bad headers.
 TOKENS = [b"[" * 5000, b"{\"run\": " * 200, b"18446744073709551615", b"-9223372036854775809",
           b"\\ud800", b"NaN", b"1e999", b"\"tensors/../../x.npz\"", b"null", b"'shape': (True,)",
           b"\x93NUMPY\x01\x00\xff\xff", b"PK\x03\x04", b"\"run\":\"r\"", b"\n", b"\x00" * 64]
-
-
-@contextlib.contextmanager
-def deadline(seconds: float, what: str):
-    def on_alarm(signum, frame):
-        raise AssertionError(f"{what}: took more than {seconds} s")
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def mutate(seed: bytes, rng: np.random.Generator) -> bytes:

@@ -10,12 +10,10 @@ come through.
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import json
 import os
 import shutil
-import signal
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -34,24 +32,12 @@ from tbconvert.formats.tbdev.writer import TbdevWriter
 from tbconvert.report import Report
 
 from conftest import FIXTURES
+from limits import deadline
 
 EXPORT = next((FIXTURES / "tbdev_export").glob("experiment_*"))
 SCALAR_MD = "CgkKB3NjYWxhcnMSBGxvc3MgAQ=="
 TEXT_MD = base64.b64encode(b"\x0a\x06\x0a\x04text\x20\x02").decode()
 IMAGE_MD = "CggKBmltYWdlcxIDaW1nIAM="
-
-
-@contextlib.contextmanager
-def deadline(seconds: float, what: str):
-    def on_alarm(signum, frame):
-        raise AssertionError(f"{what}: took more than {seconds} s (blocked?)")
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def copy_export(tmp_path: Path) -> Path:

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import base64
 import collections
-import contextlib
 import json
 import os
 import pickle
 import re
 import shutil
-import signal
 import struct
 import tracemalloc
 from pathlib import Path
@@ -34,6 +32,7 @@ from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.report import Report
 
 from conftest import FIXTURES
+from limits import deadline
 
 EVENT_FILES = {
     "tbx_run_b": FIXTURES / "tensorboardx_logdir/run_b/events.out.tfevents.1795299215.vm",
@@ -41,24 +40,6 @@ EVENT_FILES = {
     "torch_train": FIXTURES / "torch_logdir/train/events.out.tfevents.1795299211.vm.18436.0",
 }
 EXPORT = next((FIXTURES / "tbdev_export").glob("experiment_*"))
-
-
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def deadline(seconds: float, what: str):
-    """Fail (instead of hanging the suite) when one case takes too long."""
-    def on_alarm(signum, frame):
-        raise Hang(f"{what}: took more than {seconds} s")
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # --------------------------------------------------------------------------------------------

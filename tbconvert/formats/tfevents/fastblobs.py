@@ -21,8 +21,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import legacy
-from tbconvert.formats.tfevents.fastscalars import _fields, _metadata, _parse_metadata, _shape
+from tbconvert.formats.tfevents import encode, legacy
+from tbconvert.formats.tfevents.fastscalars import (_fields, _metadata, _parse_metadata, _shape,
+                                                   event_fields)
 from tbconvert.model import Metadata
 
 MIN_GROUP = 16
@@ -72,24 +73,10 @@ def learn(buf: bytes) -> _Template | None:
 
 
 def _learn(buf: bytes) -> _Template | None:
-    wall_off = step_off = -1
-    step_len = 0
-    summary = None
-    seen = set()
-    for field, wire, start, end, _ in _fields(buf, 0, len(buf)):
-        if field in seen:
-            return None
-        seen.add(field)
-        if field == 1 and wire == 1:
-            wall_off = start
-        elif field == 2 and wire == 0:
-            step_off, step_len = start, end - start
-        elif field == 5 and wire == 2:
-            summary = (start, end)
-        else:
-            return None
-    if summary is None or summary[1] != len(buf):
+    head = event_fields(buf)
+    if head is None or head[3][1] != len(buf):
         return None
+    wall_off, step_off, step_len, summary = head
     values = list(_fields(buf, *summary))
     if len(values) != 1 or values[0][:2] != (1, 2):
         return None
@@ -134,25 +121,12 @@ def _learn(buf: bytes) -> _Template | None:
     for value_end, key_end in ((len(buf), summary[0]), (vend, vstart), (pend, pstart), (bend, bstart)):
         # the length prefix sits just before its message; it counts bytes up to value_end
         size = value_end - key_end
-        width = len(_encode(size))
-        if bytes(buf[key_end - width:key_end]) != _encode(size):
+        width = len(encode.varint(size))
+        if bytes(buf[key_end - width:key_end]) != encode.varint(size):
             return None
         lengths.append((key_end - width, width, size - blob_len))
     return _Template(tag, wall_off, step_off, step_len, bytes(buf[:bstart]), bytes(buf[bend:]),
                      lengths, head, md)
-
-
-def _encode(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
 
 def _image(buf: bytes, start: int, end: int):
     dims = {}

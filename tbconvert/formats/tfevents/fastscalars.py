@@ -127,7 +127,9 @@ def learn_layout(buf: bytes) -> Layout | None:
         return None
 
 
-def _learn(buf: bytes) -> Layout | None:
+def event_fields(buf: bytes):
+    """``(wall_off, step_off, step_len, (summary start, end))`` of an Event holding only
+    wall time, step and a summary, each at most once; None for anything else."""
     wall_off = step_off = -1
     step_len = 0
     summary = None
@@ -146,6 +148,14 @@ def _learn(buf: bytes) -> Layout | None:
             return None
     if summary is None:
         return None
+    return wall_off, step_off, step_len, summary
+
+
+def _learn(buf: bytes) -> Layout | None:
+    head = event_fields(buf)
+    if head is None:
+        return None
+    wall_off, step_off, step_len, summary = head
     layout = Layout(wall_off, step_off, step_len)
     tags = set()
     for field, wire, start, end, _ in _fields(buf, *summary):
