@@ -163,8 +163,8 @@ def test_atheris_campaign_finds_no_crash(tmp_path):
     artifacts.mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "fuzz" / "fuzz_tfevents.py"), "-max_total_time=60",
-         "-atheris_runs=100000", "-seed=1", f"-artifact_prefix={artifacts}/",
+        [sys.executable, str(ROOT / "fuzz" / "fuzz_tfevents.py"), "-max_total_time=300",
+         "-atheris_runs=2000", "-seed=1", f"-artifact_prefix={artifacts}/",
          "-print_final_stats=1"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])

@@ -356,3 +356,26 @@ def test_scan_file_spliced_chain_ending_in_a_cut_record(tmp_path, block_size):
     assert whole == [r[12:-4] for r in first + appended]
     payloads, _ = _blocks_as_scan(path, block_size=block_size)
     assert payloads == whole
+
+
+def test_scan_file_judges_a_claim_of_up_to_two_blocks_as_a_whole_file_scan(tmp_path):
+    """A forged length over intact records, claiming more than a block (but not more than a
+    block and its lookahead): the records it covers are found in blocks too."""
+    inner = [records.frame(b"event %03d " % i + b"x" * 24) for i in range(14)]
+    forged = sum(len(r) for r in inner[4:12]) - records.FOOTER
+    head = struct.pack("<Q", forged)
+    head += struct.pack("<I", records.masked_crc32c(head))
+    prefix = b"".join(inner[:4])
+    data = prefix + head + b"".join(inner[4:])
+    claim = len(head) + forged + records.FOOTER
+    assert 256 < claim <= 512                                     # between one and two blocks
+    assert len(prefix) < 256 < 512 < len(prefix) + claim          # and crosses the first read
+    path = tmp_path / "events.out.tfevents.1.x"
+    path.write_bytes(data)
+    starts, lengths, _ = records.scan(data)
+    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+    assert len(whole) == 14
+    blocked = []
+    for block in records.scan_file(path, block_size=256):
+        blocked += [block.buf[s:s + n] for s, n in zip(block.starts.tolist(), block.lengths.tolist())]
+    assert blocked == whole
