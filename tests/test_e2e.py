@@ -51,7 +51,9 @@ def test_info_on_every_kind_of_directory_source():
     """Directory sources go through the format registry (which once failed on a regular
     install because ``importlib.util`` was never imported)."""
     for name, needle in (("torch_logdir", "resumed_purged"), ("tensorboardx_logdir", "run_b"),
-                         ("tf2_logdir", "legacy_raw_pb"), ("tbdev_export", "torch demo run")):
+                         ("tf2_logdir", "legacy_raw_pb"), ("tbdev_export", "torch demo run"),
+                         # one run's own directory: every format is sniffed before event files
+                         ("tf2_logdir/hparams/trial_0", "session_start_info")):
         assert needle in ok("info", FIXTURES / name).stdout
     rows = json.loads(ok("info", FIXTURES / "tf2_logdir", "--json").stdout)
     assert rows
@@ -60,7 +62,7 @@ def test_info_on_every_kind_of_directory_source():
 def test_console_script_entry_on_a_directory_source():
     """Exactly what the installed ``tbconvert`` script runs (no ``runpy``, which would import
     ``importlib.util`` on the way and hide a missing import)."""
-    code = "import sys; from tbconvert.cli import main; sys.exit(main())"
+    code = "import sys; from tbconvert.cli import console_main; sys.exit(console_main())"
     p = subprocess.run([sys.executable, "-c", code, "info", str(FIXTURES / "tensorboardx_logdir")],
                        cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "run_b" in p.stdout, p.stderr[-3000:]
