@@ -37,6 +37,19 @@ class NotRegularFile(OSError):
     """A pipe, device, socket or directory where a data file was expected."""
 
 
+def describe(mode: int) -> str:
+    """What a file of ``mode`` is, in words (for one that is not a regular file)."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
 def open_regular(path) -> int:
     """A read-only descriptor for the regular file ``path``; :class:`NotRegularFile` otherwise.
 
@@ -47,7 +60,7 @@ def open_regular(path) -> int:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(errno.EINVAL, "not a regular file (a pipe, device or socket)",
+            raise NotRegularFile(errno.EINVAL, f"is {describe(st.st_mode)}, not a regular file",
                                  str(path))
         if _NONBLOCK:
             os.set_blocking(fd, True)
@@ -118,4 +131,4 @@ def read_text(path, encoding: str = "utf-8") -> str:
     return read_bytes(path).decode(encoding)
 
 
-__all__ = ["open_fd", "open_regular", "NotRegularFile", "open_binary", "read_bytes", "read_text", "listdir", "walk"]
+__all__ = ["open_fd", "open_regular", "NotRegularFile", "describe", "open_binary", "read_bytes", "read_text", "listdir", "walk"]

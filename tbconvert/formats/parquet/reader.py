@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
-import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -55,11 +53,11 @@ def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetF
     """Open one archive file and return it with its validated metadata; ``pf.close(force=True)``
     closes the file."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            # a FIFO or device would block or never end
-            raise CorruptDataError(f"{path}: not a regular file (a FIFO, device or socket); "
-                                   "copy the archive to a file first")
-        fh = sourcefiles.open_binary(path)
+        # a FIFO or device would block or never end
+        fh = os.fdopen(sourcefiles.open_regular(path), "rb")
+    except sourcefiles.NotRegularFile:
+        raise CorruptDataError(f"{path}: not a regular file (a FIFO, device or socket); "
+                               "copy the archive to a file first") from None
     except OSError as exc:
         raise CorruptDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:

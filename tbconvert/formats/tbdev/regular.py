@@ -3,10 +3,11 @@
 A FIFO named ``scalars.json`` or ``blobs/blob_x.bin`` would block ``open`` until
 something writes to it, a device would stream forever, a symlink loop or an
 over-long name raises errors ``pathlib`` does not expect. Every file the export
-reader opens goes through :func:`open_regular`: it opens without blocking,
-checks with ``fstat`` on the descriptor it got (no window between check and
-use), and raises :class:`NotRegularFile` (an ``OSError``) for anything but a
-regular file. Access times are left alone as in :mod:`tbconvert.sourcefiles`.
+reader opens goes through :func:`open_regular`, which opens as
+:func:`tbconvert.sourcefiles.open_regular` does (without blocking, checked with
+``fstat`` on the descriptor it got, access times left alone) and raises
+:class:`~tbconvert.sourcefiles.NotRegularFile` (an ``OSError``) for anything but
+a regular file.
 """
 
 from __future__ import annotations
@@ -16,25 +17,10 @@ import os
 import stat
 from typing import BinaryIO
 
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_NOATIME = getattr(os, "O_NOATIME", 0)
-_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | _NONBLOCK
+from tbconvert import sourcefiles
 
-
-class NotRegularFile(OSError):
-    """The path exists but is a FIFO, device, socket or directory."""
-
-
-def _describe(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+NotRegularFile = sourcefiles.NotRegularFile
+_describe = sourcefiles.describe
 
 
 def kind_of(path) -> str | None:
@@ -65,29 +51,6 @@ def exists(path) -> bool:
         return False
 
 
-def open_fd(path) -> int:
-    """A blocking read-only descriptor of a regular file, or :class:`NotRegularFile`."""
-    if _NOATIME:
-        try:
-            fd = os.open(path, _FLAGS | _NOATIME)
-        except PermissionError:
-            fd = os.open(path, _FLAGS)
-    else:
-        fd = os.open(path, _FLAGS)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(errno.EINVAL, f"is {_describe(mode)}, not a regular file",
-                                 str(path))
-        if _NONBLOCK:
-            import fcntl
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def open_regular(path) -> BinaryIO:
     """``open(path, "rb")`` for a regular file only (see the module docstring).
 
@@ -95,7 +58,7 @@ def open_regular(path) -> BinaryIO:
     callers handle one exception type.
     """
     try:
-        return os.fdopen(open_fd(path), "rb")
+        return os.fdopen(sourcefiles.open_regular(path), "rb")
     except ValueError as exc:
         raise OSError(errno.EINVAL, str(exc), str(path)) from None
 

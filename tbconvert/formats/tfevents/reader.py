@@ -176,13 +176,14 @@ class TfeventsReader(Reader):
 
     def _read_file(self, path: Path, asm: RunAssembler) -> None:
         try:
+            st = os.stat(path)
             # Only regular files: a FIFO would block forever and /dev/zero never ends.
-            if not stat.S_ISREG(os.stat(path).st_mode):
+            if not stat.S_ISREG(st.st_mode):
                 self.report.add("not_a_regular_file",
                                 f"{path}: not a regular file (a pipe, device or socket); skipped",
                                 path=path, run=asm.name)
                 return
-            size = os.stat(path).st_size
+            size = st.st_size
         except OSError as exc:
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
