@@ -61,7 +61,6 @@ def frame_entries(e: Entries) -> bytes:
 
 
 def _frame_general(e: Entries, starts: np.ndarray) -> bytes:
-    n = len(e)
     first = np.flatnonzero(starts)
     gid = np.cumsum(starts) - 1
     ng = len(first)

@@ -192,7 +192,7 @@ class _Scanner:
 
     # -- the main loop --------------------------------------------------------------------
     def run(self):
-        buf, data, mv, n = self.buf, self.data, self.mv, self.n
+        buf, data, mv = self.buf, self.data, self.mv
         out_starts: list[np.ndarray] = []
         out_lengths: list[np.ndarray] = []
         pos = 0
