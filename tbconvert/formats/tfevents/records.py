@@ -75,8 +75,7 @@ FOOTER = 4
 
 
 def masked_crc32c(data) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+    return masked_crc32c_from_raw(crc32c(data))
 
 
 def mask(crc: np.ndarray) -> np.ndarray:
