@@ -7,8 +7,8 @@ assembly, as ``tbconvert.load`` reads a logdir. Any exception other than a
 
     python fuzz/fuzz_tfevents.py -max_total_time=600 [libFuzzer options] [corpus dirs]
 
-The seed corpus is built at start from the event files under ``fixtures/``
-(into a temporary directory, unless corpus directories are given).
+The seed corpus is built at start from the event files under ``fixtures/`` and
+the inputs in ``fuzz/regressions/tfevents/`` (into a temporary directory, unless corpus directories are given).
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def TestOneInput(data: bytes) -> None:   # noqa: N802 - the name atheris calls
 
 def seed_corpus(into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
-    for i, path in enumerate(sorted((ROOT / "fixtures").rglob("*tfevents*"))):
+    seeds = sorted((ROOT / "fixtures").rglob("*tfevents*"))
+    seeds += sorted((ROOT / "fuzz" / "regressions" / "tfevents").glob("*.bin"))
+    for i, path in enumerate(seeds):
         shutil.copyfile(path, into / f"seed-{i:03d}")
     return into
 

@@ -171,3 +171,35 @@ def test_atheris_campaign_finds_no_crash(tmp_path):
     assert proc.returncode == 0, f"fuzzing found a crash:\n{tail}"
     assert not list(artifacts.iterdir()), tail
     assert "Done" in proc.stderr or "stat::number_of_executed_units" in proc.stderr, tail
+
+
+# --- inputs the fuzzer once found wrong --------------------------------------------------
+
+REGRESSIONS = sorted((ROOT / "fuzz" / "regressions" / "tfevents").glob("*.bin"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+@pytest.mark.parametrize("block_size", [256, 300, 512])
+def test_regression_inputs_read_alike_in_blocks(path, block_size, tmp_path):
+    """A block that ends inside a search for the next record hands the search on: the
+    next block judges its first offset as a candidate, not as a record known to start
+    there (``block-edge-inside-search``: a header past the owned bytes whose claim ran
+    beyond the lookahead swallowed a valid record after it)."""
+    import tbconvert
+    from tbconvert.errors import TbconvertError
+    data = path.read_bytes()
+    starts, lengths, _ = records.scan(data)
+    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+    logdir = tmp_path / "logs"
+    (logdir / "run").mkdir(parents=True)
+    target = logdir / "run" / "events.out.tfevents.1.regression"
+    target.write_bytes(data)
+    blocked = []
+    for block in records.scan_file(target, block_size=block_size):
+        blocked += [bytes(block.buf[s:s + n])
+                    for s, n in zip(block.starts.tolist(), block.lengths.tolist())]
+    assert blocked == whole
+    try:
+        tbconvert.load(logdir)
+    except TbconvertError:
+        pass

@@ -170,10 +170,12 @@ class _Scanner:
     at the end of the file. Then scanning stops (``run`` returns how much was
     consumed) where a record or a search needs bytes beyond the buffer, and
     ``need`` says how many bytes the record starting there needs; ``eof`` is the
-    buffer offset where the file ends.
+    buffer offset where the file ends. ``searching`` says that the buffer starts in
+    the middle of a search for an anchor (the previous block stopped one there), and
+    ``searching`` after ``run`` says the same of where this one stopped.
     """
 
-    def __init__(self, buf, peek=None, own=None, eof=None) -> None:
+    def __init__(self, buf, peek=None, own=None, eof=None, searching=False) -> None:
         self.buf = buf
         self.n = len(buf)
         self.data = np.frombuffer(buf, dtype=np.uint8)
@@ -187,6 +189,7 @@ class _Scanner:
         self.own = self.n if own is None or self.final else own
         self.damage: list[Damage] = []
         self.need = 0
+        self.searching = searching
         self._prefix = None
 
     # -- the main loop --------------------------------------------------------------------
@@ -195,8 +198,16 @@ class _Scanner:
         out_starts: list[np.ndarray] = []
         out_lengths: list[np.ndarray] = []
         pos = 0
+        if self.searching:
+            # Go on with the previous block's search: its first offset is a candidate
+            # still to be judged, not a record known to start there.
+            self.searching = False
+            p, found = self._resync(0, self.n)
+            pos = self._skip(0, p, "bad length checksum") if p else 0
+            self.searching = not found and not self.final
         batch = _FIRST_BATCH
         while pos < self.own:
+            self.searching = False
             starts, lengths = fastframe.walk(buf, pos, batch)
             ok = _valid_prefix(data, mv, starts, lengths)
             if ok:
@@ -230,7 +241,8 @@ class _Scanner:
             return self._skip(off, n, "truncated record")
         length = self._header_len(off)
         if length is None:
-            nxt, _ = self._resync(off + 1, n)
+            nxt, found = self._resync(off + 1, n)
+            self.searching = not found and not self.final
             return self._skip(off, nxt, "bad length checksum")
         end = off + HEADER + length + FOOTER
         if end <= n:
@@ -249,6 +261,7 @@ class _Scanner:
             return self._skip(off, p, "record length runs past the next record")
         if self.final:
             return self._skip(off, n, "truncated record")
+        self.searching = True
         return self._skip(off, max(frontier, off + 1), "record length runs past the end of "
                                                         "what could be checked")
 
@@ -550,6 +563,7 @@ def _next_data(fd: int, pos: int, size: int) -> int:
 def _blocks(fd: int, size: int, block_size: int, max_record: int):
     pos = 0
     want = block_size
+    searching = False      # the last block stopped inside a search for an anchor
     while pos < size:
         data_at = _next_data(fd, pos, size)
         if data_at - pos >= HEADER:
@@ -558,6 +572,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
             yield Block(b"", pos, _EMPTY, _EMPTY,
                         [Damage(pos, skip_to - pos, "zero bytes (a hole in a sparse file)")])
             pos = skip_to
+            searching = False
             continue
         # ``want`` bytes are this block's own, and as many again are read as lookahead.
         buf = _pread(fd, min(want + block_size, size - pos), pos)
@@ -569,7 +584,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
         def peek(i: int, k: int) -> bytes:
             return _pread(fd, k, base + i) if base + i < size else b""
 
-        sc = _Scanner(buf, None if final else peek, want, size - pos)
+        sc = _Scanner(buf, None if final else peek, want, size - pos, searching)
         starts, lengths, damage, consumed = sc.run()
         if final:
             consumed = len(buf)
@@ -589,6 +604,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
             d.offset += pos
         yield Block(buf, pos, starts, lengths, damage)
         pos += consumed
+        searching = sc.searching
         want = block_size
 
 
