@@ -110,6 +110,26 @@ def test_interrupt_while_starting_up_is_one_line(monkeypatch, capsys):
         assert err.startswith(f"tbconvert: error: {word}") and err.count("\n") == 1, err
 
 
+def test_signal_that_a_c_import_turns_into_another_error_is_still_an_interrupt(monkeypatch, capsys):
+    """A signal inside an extension module's import can surface as that module's ImportError
+    (numpy's, when its own imports are cut short): still one line and 130 / 143, not an
+    internal error with a traceback."""
+    import signal
+    import tbconvert.cli as cli
+
+    for signum, code, word in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")):
+        def cut_short_import(signum=signum):
+            try:
+                signal.raise_signal(signum)
+            except KeyboardInterrupt:
+                raise ImportError("PyCapsule_Import could not import module") from None
+        monkeypatch.setattr(cli, "build_parser", cut_short_import)
+        assert main(["formats"]) == code
+        err = capsys.readouterr().err
+        assert err.startswith(f"tbconvert: error: {word}") and err.count("\n") == 1, err
+        assert "Traceback" not in err
+
+
 # --------------------------------------------------------------------------------------------
 # Results that hold nothing are said out loud; --strict makes them an error
 # --------------------------------------------------------------------------------------------

@@ -56,8 +56,20 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that partial output is removed on the way out."""
 
 
+# Signals received during this command. A signal that lands inside an import (or other C
+# code) may come out as some other exception, e.g. numpy's ImportError when its own imports
+# are cut short, so the exception alone cannot say the user stopped the program.
+_received: list[int] = []
+
+
 def _on_sigterm(signum, frame):
+    _received.append(signum)
     raise Terminated()
+
+
+def _on_sigint(signum, frame):
+    _received.append(signum)
+    raise KeyboardInterrupt()
 
 
 @contextlib.contextmanager
@@ -65,13 +77,15 @@ def _signal_handlers():
     """A file-size limit becomes an error to report (EFBIG), not a silent kill by SIGXFSZ;
     SIGTERM unwinds like Ctrl-C. Only the main thread may install handlers; the old ones
     come back afterwards, for callers of :func:`main` inside a larger program."""
-    wanted = {signal.SIGTERM: _on_sigterm}
+    wanted = {signal.SIGTERM: (_on_sigterm, signal.SIG_DFL),
+              signal.SIGINT: (_on_sigint, signal.default_int_handler)}
     if hasattr(signal, "SIGXFSZ"):
-        wanted[signal.SIGXFSZ] = signal.SIG_IGN
+        wanted[signal.SIGXFSZ] = (signal.SIG_IGN, signal.SIG_DFL)
     old = {}
+    _received.clear()
     if threading.current_thread() is threading.main_thread():
-        for signum, handler in wanted.items():
-            if signal.getsignal(signum) is signal.SIG_DFL:
+        for signum, (handler, default) in wanted.items():
+            if signal.getsignal(signum) is default:
                 old[signum] = signal.signal(signum, handler)
     try:
         yield
@@ -236,6 +250,11 @@ def _main(argv: Sequence[str] | None) -> int:
         ui.error("interrupted; partial output was removed")
         return 130
     except Exception:  # a bug: say so plainly
+        if _received:      # unless a signal cut short what raised it
+            terminated = _received[0] == signal.SIGTERM
+            ui.error(("terminated" if terminated else "interrupted")
+                     + "; partial output was removed")
+            return 143 if terminated else 130
         import traceback
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
