@@ -162,7 +162,9 @@ def test_every_scalar_point_is_in_the_site(torch_site):
         entry, meta, cols = got[key]
         assert entry["n"] == meta["n"] == len(s)
         np.testing.assert_array_equal(cols["step"], s.steps)
-        np.testing.assert_array_equal(cols["wall"], s.wall_times)
+        wall_meta, wall = data_file(site, meta["wall"])
+        assert wall_meta["n"] == len(s)
+        np.testing.assert_array_equal(wall["wall"], s.wall_times)
         np.testing.assert_array_equal(cols["value"], s.values)   # bit for bit, float32 kept
         assert cols["value"].dtype == s.values.dtype
         rows = (site / entry["csv"]).read_text("utf-8").splitlines()

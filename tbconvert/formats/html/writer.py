@@ -187,13 +187,16 @@ class HtmlWriter(Writer):
         s = concat(chunks)
         self._check_steps(s)
         values = s.values if s.values.dtype == np.float32 else s.values.astype(np.float64)
-        layout, payload = pack.columns([("step", s.steps), ("wall", s.wall_times),
-                                        ("value", values)])
         key = self._key("s")
+        # Wall times are a file of their own: the step axis, the one a page opens with,
+        # never loads them.
+        layout, payload = pack.columns([("step", s.steps), ("value", values)])
+        self._write_data(key, {"n": len(s), "cols": layout, "wall": key + "w"}, payload)
+        layout, payload = pack.columns([("wall", s.wall_times)])
+        self._write_data(key + "w", {"n": len(s), "cols": layout}, payload)
         cols = ScalarColumns(False, self.report)
         cols.add_chunk(s)
         csv = self._csv(key, cols.long_table())
-        self._write_data(key, {"n": len(s), "cols": layout}, payload)
         self._add("scalars", tag, run, key, len(s), csv)
 
     def _write_histograms(self, run: int, tag: str, chunks: list) -> None:

@@ -39,6 +39,7 @@
   }
 
   function decodeBase64(text) {
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text).buffer;
     var bin = atob(text);
     var n = bin.length;
     var bytes = new Uint8Array(n);
@@ -53,7 +54,8 @@
     var out = {};
     Object.keys(entry.meta.cols).forEach(function (name) {
       var c = entry.meta.cols[name];
-      out[name] = c[0] === 'f4' ? new Float32Array(buf, c[1], c[2]) : new Float64Array(buf, c[1], c[2]);
+      var Type = c[0] === 'i4' ? Int32Array : c[0] === 'f4' ? Float32Array : Float64Array;
+      out[name] = new Type(buf, c[1], c[2]);
     });
     entry.cols = out;
     entry.payload = null;
@@ -178,15 +180,16 @@
 
   // ------------------------------------------------------------------ scalar charts
 
-  function scalarX(s, run, cols) {
+  function scalarX(s, cols, wallEntry) {
     var key = state.xaxis;
     if (s.x && s.x[key]) return s.x[key];
     var x;
     if (key === 'step') x = cols.step;
     else {
-      x = new Float64Array(cols.wall.length);
-      var w0 = cols.wall.length ? cols.wall[0] : 0;
-      for (var i = 0; i < x.length; i++) x[i] = key === 'wall' ? cols.wall[i] * 1000 : (cols.wall[i] - w0) / 3600;
+      var wall = columns(wallEntry).wall;
+      x = new Float64Array(wall.length);
+      var w0 = wall.length ? wall[0] : 0;
+      for (var i = 0; i < x.length; i++) x[i] = key === 'wall' ? wall[i] * 1000 : (wall[i] - w0) / 3600;
     }
     s.x = s.x || {};
     s.sorted = s.sorted || {};
@@ -211,14 +214,20 @@
 
     function draw() {
       var series = shownRuns(group.series);
-      return Promise.all(series.map(function (s) { return load(s.key); })).then(function (entries) {
+      var needWall = state.xaxis !== 'step';
+      return Promise.all(series.map(function (s) {
+        return load(s.key).then(function (entry) {
+          return needWall ? load(entry.meta.wall).then(function (w) { return [entry, w]; }) : [entry, null];
+        });
+      })).then(function (entries) {
         var traces = [];
         var total = 0, drawn = 0;
-        entries.forEach(function (entry, k) {
+        entries.forEach(function (pair, k) {
           var s = series[k];
+          var entry = pair[0];
           var cols = columns(entry);
           total += cols.value.length;
-          var x = scalarX(entry, s.run, cols);
+          var x = scalarX(entry, cols, pair[1]);
           var idx = pick(x, cols.value, entry.sorted[state.xaxis], range ? range[0] : null, range ? range[1] : null);
           drawn += idx.length;
           var name = plotlyText(manifest.runs[s.run].name);
@@ -544,10 +553,16 @@
     });
   }
 
+  // Charts draw one after another, in page order: the first one on screen never waits
+  // for the data of the others.
+  var drawing = Promise.resolve();
   function redraw(c) {
     if (!c.dirty || c.card.hidden || c.kind !== state.tab) return;
     c.dirty = false;
-    c.draw().catch(function (err) {
+    drawing = drawing.then(function () {
+      if (c.card.hidden || c.kind !== state.tab) { c.dirty = true; return null; }
+      return c.draw();
+    }).catch(function (err) {
       c.card.dataset.state = 'error';
       var p = c.card.querySelector('.error') || c.card.appendChild(el('p', { 'class': 'error' }));
       p.textContent = String(err && err.message || err);
