@@ -236,7 +236,7 @@
           for (var i = 0; i < idx.length; i++) { xs[i] = x[idx[i]]; ys[i] = cols.value[idx[i]]; }
           // Lone points would vanish in a line-only chart: mark sparse series.
           var mode = idx.length < 30 ? 'lines+markers' : 'lines';
-          var raw = { type: 'scatter', mode: mode, x: xs, y: ys, name: name, marker: { size: 4 },
+          var raw = { type: 'scatter', mode: mode, x: xs, y: ys, name: name, marker: { size: 6 },
             line: { color: color, width: 1.5 }, opacity: state.smoothing > 0 ? 0.3 : 1 };
           if (state.smoothing > 0) {
             if (entry.smoothedWith !== state.smoothing) {
@@ -247,7 +247,7 @@
             for (var j = 0; j < idx.length; j++) ss[j] = entry.smoothed[idx[j]];
             raw.hoverinfo = 'skip';
             traces.push(raw);
-            traces.push({ type: 'scatter', mode: mode, x: xs, y: ss, name: name, marker: { size: 4 },
+            traces.push({ type: 'scatter', mode: mode, x: xs, y: ss, name: name, marker: { size: 6 },
               customdata: ys, line: { color: color, width: 1.5 },
               hovertemplate: 'smoothed %{y:.6g}<br>value %{customdata:.6g}<br>' + xLabel() + ' %{x}' });
           } else {
@@ -257,10 +257,11 @@
         });
         card.dataset.points = total;
         card.dataset.drawn = drawn;
+        var yRange = flatRange(traces);
         var layout = {
           margin: { l: 50, r: 10, t: 10, b: 40 }, showlegend: false, hovermode: 'closest',
           xaxis: { title: { text: xLabel() }, type: state.xaxis === 'wall' ? 'date' : 'linear' },
-          yaxis: { type: state.log ? 'log' : 'linear', exponentformat: 'e' },
+          yaxis: { type: state.log ? 'log' : 'linear', exponentformat: 'e', range: state.log ? undefined : yRange },
           uirevision: state.xaxis + state.log
         };
         if (range) { layout.xaxis.range = state.xaxis === 'wall' ? [new Date(range[0]), new Date(range[1])] : range; layout.xaxis.autorange = false; }
@@ -284,6 +285,21 @@
       });
     }
     return { card: card, draw: draw, kind: 'scalars', resetRange: function () { range = null; } };
+  }
+
+  // A chart whose values are all equal (one point, a constant) gets a range around the
+  // value: Plotly's own would be so narrow that its ticks print as long digit strings.
+  function flatRange(traces) {
+    var lo = Infinity, hi = -Infinity;
+    traces.forEach(function (t) {
+      for (var i = 0; i < t.y.length; i++) {
+        var v = t.y[i];
+        if (isFinite(v)) { if (v < lo) lo = v; if (v > hi) hi = v; }
+      }
+    });
+    if (!(lo <= hi) || hi - lo > 1e-9 * Math.max(1, Math.abs(hi))) return undefined;
+    var pad = Math.abs(lo) > 0 ? Math.abs(lo) * 0.1 : 1;
+    return [lo - pad, hi + pad];
   }
 
   function xLabel() {
