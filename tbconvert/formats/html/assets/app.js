@@ -22,6 +22,21 @@
     }
   };
 
+  // plotly.js (4.8 MB) loads async: the browser compiles it while the first chart's data
+  // loads and decodes, and every chart waits for it before drawing.
+  var plotlyReady = null;
+  function withPlotly() {
+    if (!plotlyReady) {
+      plotlyReady = new Promise(function (resolve, reject) {
+        if (window.Plotly) { resolve(); return; }
+        var tag = document.getElementById('plotly-js');
+        tag.addEventListener('load', function () { resolve(); });
+        tag.addEventListener('error', function () { reject(new Error('assets/plotly.min.js did not load')); });
+      });
+    }
+    return plotlyReady;
+  }
+
   function load(key) {
     return new Promise(function (resolve, reject) {
       if (store[key]) { resolve(store[key]); return; }
@@ -265,7 +280,9 @@
           uirevision: state.xaxis + state.log
         };
         if (range) { layout.xaxis.range = state.xaxis === 'wall' ? [new Date(range[0]), new Date(range[1])] : range; layout.xaxis.autorange = false; }
-        return Plotly.react(chart, traces, layout, { displaylogo: false, responsive: true });
+        return withPlotly().then(function () {
+          return Plotly.react(chart, traces, layout, { displaylogo: false, responsive: true });
+        });
       }).then(function () {
         if (!chart.dataset.listening) {
           chart.dataset.listening = '1';
@@ -340,7 +357,9 @@
         var layout = { margin: { l: 50, r: 10, t: 10, b: 40 }, showlegend: false, hovermode: 'closest',
           xaxis: { title: { text: mode === 'histograms' ? 'value' : 'step' } },
           yaxis: { title: { text: mode === 'histograms' ? 'count' : 'value' } } };
-        return Plotly.react(chart, traces, layout, { displaylogo: false, responsive: true });
+        return withPlotly().then(function () {
+          return Plotly.react(chart, traces, layout, { displaylogo: false, responsive: true });
+        });
       }).then(function () { card.dataset.state = 'drawn'; });
     }
     return { card: card, draw: draw, kind: mode };
@@ -663,6 +682,7 @@
   }
 
   function start() {
+    withPlotly();
     if (!manifest) {
       document.getElementById('empty').hidden = false;
       document.getElementById('empty').textContent = 'data/manifest.js did not load: keep the data folder next to index.html.';
