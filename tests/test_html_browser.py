@@ -258,3 +258,60 @@ def test_big_series_is_downsampled_for_display_and_zoom_shows_real_points(browse
         assert page.errors == [], page.errors
     finally:
         page.close()
+
+
+def test_controls_redraw_the_charts(browser, tmp_path):
+    site = tmp_path / "site"
+    runs = []
+    for r, name in enumerate(("train", "eval")):
+        wall = 1.7e9 + 60.0 * np.arange(10) + 3600 * r
+        runs.append((Run(name, float(wall[0])), [
+            scalar(name, "loss", np.arange(10), np.linspace(1, 0.1, 10) + r, wall=wall),
+            scalar(name, "acc", np.arange(10), np.linspace(0.1, 1, 10), wall=wall)]))
+    write_site(site, runs)
+    page = Page(browser, (site / "index.html").as_uri())
+    try:
+        p = page.page
+        page.draw_all("scalars")
+        chart = "document.querySelector('#panel-scalars .card[data-tag=\"{}\"] .chart')"
+        loss = chart.format("loss")
+
+        def settled():
+            p.wait_for_function("() => Array.from(document.querySelectorAll('#panel-scalars .card'))"
+                                ".every(c => c.hidden || c.dataset.state === 'drawn')")
+            p.wait_for_timeout(300)
+            return p.evaluate(f"() => {loss}.data")
+
+        def shown(data):
+            return [t for t in data if t.get("hoverinfo") != "skip"]
+
+        assert len(shown(settled())) == 2
+        p.uncheck("#run-1")
+        assert len(shown(settled())) == 1
+        p.check("#run-1")
+        p.fill("#run-filter", "^ev")
+        data = settled()
+        assert len(shown(data)) == 1 and p.is_hidden("#runs li[data-run='0']")
+        p.fill("#run-filter", "")
+        p.fill("#tag-filter", "^acc$")
+        assert p.is_hidden("#panel-scalars .card[data-tag='loss']")
+        p.fill("#tag-filter", "")
+        # Smoothing off: the raw values only, as drawn lines with hover.
+        p.evaluate("() => { const s = document.getElementById('smoothing'); s.value = 0;"
+                   " s.dispatchEvent(new Event('input')); }")
+        data = settled()
+        assert len(data) == 2 and all(t.get("hoverinfo") != "skip" for t in data)
+        assert [round(v, 6) for v in data[0]["y"]] == [round(v, 6) for v in np.linspace(1, 0.1, 10)]
+        p.check("input[name=xaxis][value=relative]")
+        data = settled()
+        assert data[0]["x"][0] == 0 and abs(data[0]["x"][-1] - 9 * 60 / 3600) < 1e-9
+        p.check("input[name=xaxis][value=wall]")
+        data = settled()
+        assert p.evaluate(f"() => {loss}.layout.xaxis.type") == "date"
+        assert data[0]["x"][0] == 1.7e12
+        p.check("#log-scale")
+        settled()
+        assert p.evaluate(f"() => {loss}.layout.yaxis.type") == "log"
+        assert page.errors == [], page.errors
+    finally:
+        page.close()

@@ -594,6 +594,7 @@
   function redraw(c) {
     if (!c.dirty || c.card.hidden || c.kind !== state.tab) return;
     c.dirty = false;
+    c.card.dataset.state = 'queued';
     drawing = drawing.then(function () {
       if (c.card.hidden || c.kind !== state.tab) { c.dirty = true; return null; }
       return c.draw();
