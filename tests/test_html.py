@@ -354,3 +354,12 @@ def test_command_line(tmp_path):
     p = run_tbconvert("convert", FIXTURES / "tensorboardx_logdir", tmp_path / "site", "--to", "html")
     assert p.returncode == 6 and "--force" in p.stderr and "Traceback" not in p.stderr
     assert "html" in run_tbconvert("formats").stdout
+
+
+def test_a_missing_charting_package_is_one_clear_error_before_anything_is_written(
+        tmp_path, monkeypatch):
+    from tbconvert.errors import MissingDependencyError
+    monkeypatch.setitem(__import__("sys").modules, "plotly", None)   # as if not installed
+    with pytest.raises(MissingDependencyError, match=r"tbconvert\[html\]"):
+        tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "site", to_format="html")
+    assert list(tmp_path.iterdir()) == []
