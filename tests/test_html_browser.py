@@ -128,8 +128,10 @@ def check_fixture_site(page: Page, site) -> None:
     m = manifest(site)
     cards = page.draw_all("scalars")
     # One chart per scalar tag, each with every point of every run behind it.
-    assert [c.get_attribute("data-tag") for c in cards] == [g["tag"] for g in m["scalars"]]
-    for card, group in zip(cards, m["scalars"]):
+    by_tag = {c.get_attribute("data-tag"): c for c in cards}
+    assert len(cards) == len(by_tag) and set(by_tag) == {g["tag"] for g in m["scalars"]}
+    for group in m["scalars"]:
+        card = by_tag[group["tag"]]
         assert int(card.get_attribute("data-points")) == sum(s["n"] for s in group["series"])
         assert card.query_selector(".main-svg") is not None
     # The loss chart: train, resumed and resumed_purged overlaid (140 points, hidden ones out).
@@ -167,12 +169,20 @@ def test_fixture_site_from_disk(browser, torch_site):
 
 
 def test_fixture_site_over_http(browser, torch_site):
+    import urllib.request
     with served(torch_site) as url:
         page = Page(browser, url)
         try:
             check_fixture_site(page, torch_site)
         finally:
             page.close()
+        # Media carry their real type's name, so a static host serves them with that type.
+        types = {"png": "image/png", "gif": "image/gif", "jpg": "image/jpeg", "wav": "audio/"}
+        media = sorted((torch_site / "media").iterdir())
+        assert media
+        for path in media:
+            with urllib.request.urlopen(url + "media/" + path.name, timeout=10) as resp:
+                assert resp.headers["Content-Type"].startswith(types[path.suffix[1:]])
 
 
 def test_hparams_rows_sort(browser, tmp_path):

@@ -554,7 +554,22 @@
       charts.push(hp);
       return panel;
     }
-    var grid = el('div', { 'class': 'cards' });
+    // Tags grouped by their first path component, as TensorBoard groups them; tags without
+    // one share a section, so a handful of plain tags do not make a handful of sections.
+    var sections = {};
+    function gridFor(tag) {
+      var name = tag.indexOf('/') >= 0 ? tag.slice(0, tag.indexOf('/')) : '(no group)';
+      if (!sections[name]) {
+        var details = el('details', { 'class': 'tag-group', open: '' });
+        var summary = el('summary', null, name);
+        details.appendChild(summary);
+        var cards = el('div', { 'class': 'cards' });
+        details.appendChild(cards);
+        panel.appendChild(details);
+        sections[name] = cards;
+      }
+      return sections[name];
+    }
     groupsOf(kind).forEach(function (group) {
       if (kind === 'scalars') add(scalarCard(group), group, group.series);
       else group.series.forEach(function (s) {
@@ -566,10 +581,9 @@
       c.tag = group.tag;
       c.runs = series.map(function (s) { return s.run; });
       c.card.dataset.kind = kind;
-      grid.appendChild(c.card);
+      gridFor(group.tag).appendChild(c.card);
       charts.push(c);
     }
-    panel.appendChild(grid);
     return panel;
   }
 
@@ -585,6 +599,13 @@
       c.card.hidden = !visibleCard(c);
       c.dirty = true;
       if (c.onScreen || c.always) redraw(c);
+    });
+    updateSections();
+  }
+
+  function updateSections() {
+    Array.prototype.forEach.call(document.querySelectorAll('details.tag-group'), function (d) {
+      d.hidden = !d.querySelector('.card:not([hidden])');
     });
   }
 
@@ -725,6 +746,7 @@
       c.card.__chart = c;
       if (!c.always) observer.observe(c.card);
     });
+    updateSections();
     showTab(first);
   }
 
