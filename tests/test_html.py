@@ -273,7 +273,7 @@ def test_media_only_in_their_real_types(tmp_path):
     assert kinds[("media_not_shown", "img")].count == 1          # the BMP
     assert kinds[("media_not_shown", "snd")].count == 1          # the Ogg clip
     assert kinds[("media_not_shown", "fake")].count == 1         # not an image at all
-    assert kinds[("missing_blob", "img")].count == 1
+    assert kinds[("lost_blob_not_shown", "img")].count == 1
     m = manifest(site)
     meta, _ = data_file(site, next(g for g in m["images"] if g["tag"] == "img")["series"][0]["key"])
     assert [len(items) for items in meta["items"]] == [2, 1, 0]

@@ -276,9 +276,9 @@ class HtmlWriter(Writer):
                             f"shows {', '.join(allowed)} only); they are in {PARQUET_NAME}",
                             run=chunk.run, tag=chunk.tag, count=n, lost=False)
         if missing:
-            self.report.add("missing_blob", f"{where}: {missing} {plugin} blobs were lost by the "
-                            "source and are not shown", run=chunk.run, tag=chunk.tag,
-                            count=missing, lost=False)
+            self.report.add("lost_blob_not_shown",
+                            f"{where}: {missing} {plugin} blobs the source lost are not shown",
+                            run=chunk.run, tag=chunk.tag, count=missing, lost=False)
         points["key"] = points.get("key") or self._key("m")
 
     def _data_file(self, points: dict) -> str:
