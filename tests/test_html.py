@@ -255,6 +255,18 @@ def test_hostile_names_and_text_stay_inert(tmp_path):
     assert "&lt;script&gt;" in rendered
 
 
+def test_text_that_is_not_utf8_is_shown_with_replacement_characters(tmp_path):
+    site = tmp_path / "site"
+    chunk = text_series("r", "notes", ["x"])
+    chunk = TensorSeries(**{**{f: getattr(chunk, f) for f in ("run", "tag", "metadata", "steps",
+                                                               "wall_times", "hidden", "dtypes")},
+                            "tensors": [np.array(b"ok \xff\xfe *still* read", dtype=object)]})
+    report = write_site(site, [(Run("r", None), [chunk])])
+    meta, _ = data_file(site, manifest(site)["text"][0]["series"][0]["key"])
+    assert meta["html"] == ["<p>ok \ufffd\ufffd <em>still</em> read</p>\n"]
+    assert any(i.kind == "text_not_utf8" for i in report.issues)
+
+
 def test_media_only_in_their_real_types(tmp_path):
     site = tmp_path / "site"
     png, gif, jpeg, bmp = (image_bytes(f) for f in ("PNG", "GIF", "JPEG", "BMP"))

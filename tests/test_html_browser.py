@@ -228,7 +228,10 @@ def test_hostile_names_are_shown_as_text(browser, tmp_path):
         assert view.query_selector_all("script, img, iframe") == []
         assert "<script>window.__pwned=4</script>" in view.text_content()
         page.tab("images")
-        page.draw_all("images")
+        (card,) = page.draw_all("images")
+        assert card.query_selector("h3").text_content() == HOSTILE_TAG
+        assert card.query_selector(".sub").text_content() == HOSTILE_RUN
+        assert card.query_selector("img").get_attribute("src").startswith("media/")
         # Nothing ran: no payload set its mark, no dialog opened, no inline script was blocked.
         assert p.evaluate("() => window.__pwned") is None
         assert p.query_selector_all("body script:not([src])") == []
@@ -319,6 +322,12 @@ def test_controls_redraw_the_charts(browser, tmp_path):
         data = settled()
         assert p.evaluate(f"() => {loss}.layout.xaxis.type") == "date"
         assert data[0]["x"][0] == 1.7e12
+        # Zoom on the date axis: the range is read back in milliseconds.
+        p.evaluate(f"() => Plotly.relayout({loss}, {{'xaxis.range': ["
+                   "new Date(1.7e12 + 120e3).toISOString(), new Date(1.7e12 + 300e3).toISOString()]})")
+        p.wait_for_function(f"() => {loss}.data[0].x.length < 10")
+        xs = p.evaluate(f"() => {loss}.data[0].x")
+        assert 1.7e12 + 120e3 <= min(xs[1:-1]) and max(xs[1:-1]) <= 1.7e12 + 300e3
         p.check("#log-scale")
         settled()
         assert p.evaluate(f"() => {loss}.layout.yaxis.type") == "log"
