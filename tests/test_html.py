@@ -132,15 +132,18 @@ def torch_site(tmp_path_factory):
 
 def test_site_layout_and_bundled_assets(torch_site):
     site, _ = torch_site
-    for name in ("index.html", "assets/app.js", "assets/style.css", "assets/plotly.min.js",
-                 "data/manifest.js", "experiment.parquet"):
+    from tbconvert.formats.html.writer import SCRIPTS
+    for name in ("index.html", "assets/style.css", "assets/plotly.min.js", "data/manifest.js",
+                 "experiment.parquet", *(f"assets/{s}" for s in SCRIPTS)):
         assert (site / name).is_file(), name
     page = (site / "index.html").read_text("utf-8")
     # Offline and under file://: nothing from the network, no fetch of data.
     assert "http://" not in page and "https://" not in page
     assert "Content-Security-Policy" in page and "script-src 'self'" in page
-    app = (site / "assets" / "app.js").read_text("utf-8")
-    assert "fetch(" not in app and "XMLHttpRequest" not in app
+    for script in SCRIPTS:
+        assert f'<script src="assets/{script}"></script>' in page
+        code = (site / "assets" / script).read_text("utf-8")
+        assert "fetch(" not in code and "XMLHttpRequest" not in code and "eval(" not in code
     assert not list(site.parent.glob(".*tbconvert-tmp*"))
 
 

@@ -3,7 +3,7 @@
 Layout of the output directory::
 
     index.html              the page (no data in it)
-    assets/                 app.js, style.css, plotly.min.js (bundled: no network needed)
+    assets/                 the page's scripts, style.css, plotly.min.js (bundled: no network)
     data/manifest.js        runs, tags, hparams table: what the page lists
     data/<key>.js           one series' points, loaded when its chart is drawn
     csv/<key>.csv           one series' points as CSV (the per-series download link)
@@ -36,7 +36,9 @@ from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collec
 from tbconvert.tables._scalars import ScalarColumns
 from tbconvert.tables._tensors import HistogramColumns, TextColumns, sniff
 
-ASSETS = ("index.html", "app.js", "style.css")
+# The page's own scripts, in the order index.html loads them.
+SCRIPTS = ("util.js", "data.js", "scalars.js", "histograms.js", "media.js", "hparams.js", "page.js")
+ASSETS = ("index.html", "style.css", *SCRIPTS)
 # What a browser is given: only these types, named by their real content.
 MEDIA_TYPES = {"images": ("png", "gif", "jpg"), "audio": ("wav",)}
 PARQUET_NAME = "experiment.parquet"
