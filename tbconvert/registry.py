@@ -14,6 +14,7 @@ from tbconvert.formats.base import Format
 _BUILTIN: dict[str, str] = {
     "csv": "tbconvert.formats.tables:CsvFormat",
     "hdf5": "tbconvert.formats.hdf5:Hdf5Format",
+    "html": "tbconvert.formats.html:HtmlFormat",
     "parquet": "tbconvert.formats.parquet:ParquetFormat",
     "tbdev": "tbconvert.formats.tbdev:TbdevFormat",
     "tfevents": "tbconvert.formats.tfevents:TfeventsFormat",
