@@ -143,7 +143,8 @@ def write_table(args, ui, build):
     if not to_stdout:
         from tbconvert import api
         api.check_paths(args.src, args.output)
-        tables.check_table_path(args.output, force=args.force)
+        tables.check_table_path(args.output, force=args.force,
+                                storage_options=options.storage_options)
     table = build(args.src, report=report, options=options)
     if to_stdout:
         import io
@@ -154,6 +155,7 @@ def write_table(args, ui, build):
         sys.stdout.write(buffer.getvalue().decode("utf-8"))
         sys.stdout.flush()
         return table, report
-    tables.save_table(table, args.output, force=args.force)
+    tables.save_table(table, args.output, force=args.force,
+                      storage_options=options.storage_options)
     report.outputs.append(args.output)
     return table, report

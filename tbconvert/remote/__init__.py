@@ -32,8 +32,22 @@ if public_text not in errors.MESSAGE_FILTERS:
     errors.MESSAGE_FILTERS.append(public_text)
 
 
-def _publish(local: Path, url: str) -> None:
+def publish(local: Path, url: str) -> None:
     _PUBLIC[str(local)] = url.rstrip("/")
+
+
+def exists(url: str, storage_options=None) -> bool:
+    """Whether anything is stored at or under ``url``."""
+    from tbconvert.remote.urls import filesystem
+    failures.remember_secrets(storage_options)
+    fs, path = filesystem(url, storage_options)
+    try:
+        return bool(fs.exists(path))
+    except Exception as exc:  # noqa: BLE001
+        err = failures.describe(exc, url, writing=True)
+        if "no such bucket" in err.cli_message():
+            return False
+        raise err from None
 
 
 def public_report(report, start: int = 0) -> None:
@@ -100,7 +114,7 @@ def open_reader(url: str, fmt_name, options, report, open_local):
     """Stage ``url`` and open ``open_local(local_path)`` on it."""
     from tbconvert.remote.source import SourceStage
     stage = SourceStage(url, options.storage_options, report)
-    _publish(stage.local, url)
+    publish(stage.local, url)
     try:
         local = stage.fetch()
         inner = open_local(local)
@@ -152,7 +166,7 @@ def open_writer(url: str, fmt, options, report, open_local):
     from tbconvert.remote.dest import DestStage
     stage = DestStage(url, options.storage_options, force=options.force,
                       directory=bool(getattr(fmt, "directory", False)) or None)
-    _publish(stage.local, url)
+    publish(stage.local, url)
     try:
         inner = open_local(stage.local)
     except BaseException:
@@ -166,10 +180,10 @@ def staged_output(url: str, storage_options, *, force: bool, directory: bool):
     (tables, media): write to ``stage.local``, then ``stage.commit()`` or ``stage.abort()``."""
     from tbconvert.remote.dest import DestStage
     stage = DestStage(url, storage_options, force=force, directory=directory)
-    _publish(stage.local, url)
+    publish(stage.local, url)
     return stage
 
 
 __all__ = ["is_url", "is_remote", "localize", "join", "basename", "parse_storage_options",
-           "open_reader", "open_writer", "staged_output", "check_overlap", "public_text",
+           "open_reader", "open_writer", "exists", "publish", "staged_output", "check_overlap", "public_text",
            "public_report"]
