@@ -62,6 +62,7 @@ class DestStage:
 
     def _existing(self) -> str | None:
         try:
+            self.fs.invalidate_cache()
             info = self.fs.info(self.root)
         except FileNotFoundError:
             return None
@@ -109,6 +110,7 @@ class DestStage:
             self.fs.put([str(p) for p in files], staged)
         old = set()
         if self.kind is not None:
+            self.fs.invalidate_cache()
             old = {p.rstrip("/") for p in self.fs.find(self.root)}
         from tbconvert.interrupts import deferred
         with deferred():    # the short commit runs to its end once begun

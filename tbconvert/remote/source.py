@@ -59,6 +59,7 @@ class SourceStage:
     def listing(self) -> dict[str, tuple[str, int]]:
         """``{rel: (remote path, size)}`` of the wanted files: one recursive listing."""
         try:
+            self.fs.invalidate_cache()
             found = self.fs.find(self.root, detail=True)
         except Exception as exc:  # noqa: BLE001 - every store failure becomes one line
             raise failures.describe(exc, self.url) from None
