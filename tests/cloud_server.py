@@ -120,13 +120,14 @@ class Proxy:
                 if rule is not None:
                     payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{rule.code}'
                                f'</Code><Message>{rule.code}</Message></Error>').encode()
+                    # recorded before the answer, so a client that has its answer sees it logged
+                    proxy._record(Request(self.command, path, query, rule.status, len(body), 0))
                     self.send_response(rule.status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(payload)
-                    proxy._record(Request(self.command, path, query, rule.status, len(body), 0))
                     return
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in ("transfer-encoding", "content-length",
@@ -140,6 +141,8 @@ class Proxy:
                     data = resp.read()
                 finally:
                     conn.close()
+                proxy._record(Request(self.command, path, query, resp.status, len(body),
+                                      len(data) if self.command != "HEAD" else 0))
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "content-length", "connection",
@@ -151,8 +154,6 @@ class Proxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
-                proxy._record(Request(self.command, path, query, resp.status, len(body),
-                                      len(data) if self.command != "HEAD" else 0))
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

@@ -110,6 +110,7 @@ def test_logdir_round_trip_through_s3_keeps_tensorboards_view(store, bucket, log
     assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]
 
 
+@pytest.mark.slow
 def test_cli_logdir_to_s3_and_back_with_force(store, bucket, tmp_path):
     src = f"s3://{bucket}/logs"
     upload(store, FIXTURES / "torch_logdir", src)
@@ -137,6 +138,7 @@ def test_directory_output_replaced_with_force_drops_stale_objects(store, bucket,
     assert_same_view(tb_view(download(store, dst, tmp_path / "got")), tb_view(local))
 
 
+@pytest.mark.slow
 def test_tbdev_export_from_s3_to_s3(store, bucket, tmp_path):
     upload(store, FIXTURES / "tbdev_export", f"s3://{bucket}/exports")
     proc = tbconvert_cli("tbdev-export", f"s3://{bucket}/exports", "-o", f"s3://{bucket}/logs")
@@ -149,6 +151,7 @@ def test_tbdev_export_from_s3_to_s3(store, bucket, tmp_path):
     assert_same_view(tb_view(got), tb_view(local))
 
 
+@pytest.mark.slow
 def test_parquet_dataset_written_to_s3_is_read_by_pyarrow_from_s3(store, bucket):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
@@ -167,6 +170,7 @@ def test_parquet_dataset_written_to_s3_is_read_by_pyarrow_from_s3(store, bucket)
     assert sum(pq.read_table(f, filesystem=fs).num_rows for f in files) == points
 
 
+@pytest.mark.slow
 def test_media_and_tables_to_s3(store, bucket):
     src = f"s3://{bucket}/logs"
     upload(store, FIXTURES / "torch_logdir", src)
@@ -263,6 +267,7 @@ def test_access_denied_names_the_url_and_never_the_secret(store, bucket, flags):
         one_line_error(proc, f"s3://{bucket}/logs", "access denied")
 
 
+@pytest.mark.slow
 def test_access_denied_on_the_destination(store, bucket, tmp_path):
     store.proxy.add(Rule(lambda m, p, q: m in ("PUT", "POST"), status=403, code="AccessDenied"))
     proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", f"s3://{bucket}/x.parquet")
@@ -270,6 +275,7 @@ def test_access_denied_on_the_destination(store, bucket, tmp_path):
     one_line_error(proc, f"s3://{bucket}/x.parquet", "access denied", "write")
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_fails_in_bounded_time(store):
     import time
     port = free_port()
@@ -289,6 +295,7 @@ def test_throttling_is_retried_with_backoff(store, bucket, tmp_path):
     assert rule.times == 0 and report.runs > 0
 
 
+@pytest.mark.slow
 def test_throttling_that_does_not_stop_is_one_line(store, bucket):
     upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
     store.proxy.add(Rule(lambda m, p, q: m == "GET", status=503, code="SlowDown"))
@@ -299,6 +306,7 @@ def test_throttling_that_does_not_stop_is_one_line(store, bucket):
 
 # ------------------------------------------------------------------ atomic commit
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dst, to", [("x.parquet", None), ("x.h5", None),
                                      ("logs", "tfevents"), ("dataset", "parquet")])
 def test_killed_midway_leaves_nothing_under_the_final_name(store, bucket, dst, to):

@@ -126,9 +126,10 @@ class Data:
         return f"<tbconvert.Data: {len(self.loaded.runs)} runs, {n} series>"
 
 
-def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str | None = None
-         ) -> Data:
+def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str | None = None,
+         storage_options: dict | None = None) -> Data:
     """Read a whole source into memory (the model, with numpy arrays). For data that fits.
+    ``path`` may be a URL (``s3://bucket/logs``; ``storage_options`` go to its file system).
 
     Example::
 
@@ -137,7 +138,8 @@ def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str |
         dtype('float32')
     """
     make_options(restarts=restarts)  # validates
-    return Data(api.load(path, format=format, runs=runs, tags=tags), restarts)
+    return Data(api.load(path, format=format, runs=runs, tags=tags,
+                         storage_options=storage_options), restarts)
 
 
 # --------------------------------------------------------------------------- tables
