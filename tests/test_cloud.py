@@ -396,3 +396,45 @@ def test_same_prefix_source_and_destination_is_refused(store, bucket):
     proc = tbconvert_cli("convert", f"s3://{bucket}/logs", f"s3://{bucket}/logs/x.parquet")
     assert proc.returncode == 2
     one_line_error(proc, "is inside")
+
+
+def test_a_file_larger_than_a_block_is_read_in_ranges(store, bucket, tmp_path, monkeypatch):
+    from tbconvert.remote import source
+    monkeypatch.setattr(source, "BLOCK", 4096)
+    upload(store, FIXTURES / "torch_logdir", f"s3://{bucket}/logs")
+    sizes = [store.fs.size(k) for k in keys(store, f"s3://{bucket}/logs") if "tfevents" in k]
+    store.proxy.clear()
+    api.convert(f"s3://{bucket}/logs", tmp_path / "x.parquet")
+    gets = [r for r in store.proxy.requests(bucket)
+            if r.method == "GET" and "list-type" not in r.query]
+    assert len(gets) == sum(-(-s // 4096) for s in sizes)
+    from tbconvert.verify import compare
+    assert compare(tmp_path / "x.parquet", FIXTURES / "torch_logdir") == []
+
+
+def test_http_urls_read_single_files(tmp_path):
+    pytest.importorskip("aiohttp")
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    api.convert(FIXTURES / "torch_logdir", tmp_path / "a.parquet")
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(Quiet, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/a.parquet"
+        api.convert(url, tmp_path / "b.h5")
+        from tbconvert.verify import compare
+        assert compare(tmp_path / "b.h5", FIXTURES / "torch_logdir") == []
+        missing = tbconvert_cli("info", url.replace("a.parquet", "nothing.parquet"))
+        assert missing.returncode == 3
+        one_line_error(missing, "nothing.parquet", "no such file")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from tbconvert.errors import FormatError, OutputError
 from tbconvert.remote import failures
-from tbconvert.remote.urls import basename, filesystem
+from tbconvert.remote.urls import basename, filesystem, protocol
 
 BLOCK = 64 << 20            # bytes per ranged read (at least 8 MiB: few, large requests)
 BATCH_BYTES = 256 << 20     # bytes in flight at once
@@ -48,6 +48,7 @@ class SourceStage:
         self.url = url
         self.report = report
         self.fs, self.root = filesystem(url, storage_options)
+        self.proto = protocol(url)
         self.tmp = Path(tempfile.mkdtemp(prefix="tbconvert-src-"))
         name = basename(url)
         self.local = self.tmp / (name if _safe_rel(name) else "source")
@@ -60,7 +61,11 @@ class SourceStage:
         """``{rel: (remote path, size)}`` of the wanted files: one recursive listing."""
         try:
             self.fs.invalidate_cache()
-            found = self.fs.find(self.root, detail=True)
+            # HTTP has no listing: a URL there names one file
+            found = {} if self.proto in ("http", "https") else self.fs.find(self.root,
+                                                                             detail=True)
+            if not found:
+                found = self._single()
         except Exception as exc:  # noqa: BLE001 - every store failure becomes one line
             raise failures.describe(exc, self.url) from None
         self.requests += 1
@@ -88,6 +93,15 @@ class SourceStage:
             raise FormatError(f"{self.url}: no such file or directory (or nothing a "
                               "TensorBoard source holds under it)")
         return files
+
+    def _single(self) -> dict:
+        try:
+            info = self.fs.info(self.root)
+        except FileNotFoundError:
+            return {}
+        if info.get("type") != "file":
+            return {}
+        return {self.root.rstrip("/"): {**info, "type": "file"}}
 
     # ------------------------------------------------------------------ fetching
     def fetch(self) -> Path:
