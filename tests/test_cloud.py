@@ -438,3 +438,43 @@ def test_http_urls_read_single_files(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_no_such_bucket_for_a_destination(store):
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", "s3://no-such-bucket-out/x.h5")
+    assert proc.returncode == 11
+    one_line_error(proc, "s3://no-such-bucket-out/x.h5", "no such bucket")
+
+
+def test_secrets_are_scrubbed_from_every_message():
+    from tbconvert.errors import StorageError
+    from tbconvert.remote import failures
+    failures.remember_secrets({"client_kwargs": {"aws_secret_access_key": SECRET}})
+    err = StorageError(f"s3://b/x: failed with {SECRET} and "
+                       "https://h/o?X-Amz-Signature=abcdef0123456789&X-Amz-Credential=AKIAXYZ")
+    text = err.cli_message()
+    assert SECRET not in text and "abcdef0123456789" not in text and "AKIAXYZ" not in text
+    assert "s3://b/x" in text
+
+
+@pytest.mark.slow
+def test_sigterm_mid_upload_removes_the_temporary_objects(store, bucket):
+    import signal
+    final = f"s3://{bucket}/out/logs"
+    rule = store.proxy.add(Rule(lambda m, p, q: m == "PUT" and ".tbconvert-tmp-" in p,
+                                stall=True, times=1))
+    args = ["convert", FIXTURES / "torch_logdir", final, "--to", "tfevents"]
+    proc = subprocess.Popen([*cli_argv(), *map(str, args)], env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert rule.hit.wait(120), "the upload never started"
+        proc.send_signal(signal.SIGTERM)
+        rule.release.set()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert keys(store, final) == []
+    assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]

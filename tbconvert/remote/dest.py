@@ -29,6 +29,9 @@ from tbconvert.remote import failures
 from tbconvert.remote.urls import ATOMIC_PUT, READ_ONLY, basename, filesystem, protocol
 
 
+_UPLOADS = 8     # uploads in flight at once
+
+
 class DestStage:
     """A local stage for the output at ``url``, and its commit to the store."""
 
@@ -93,10 +96,10 @@ class DestStage:
         if self.kind == "directory":
             raise OutputExistsError(f"{self.url} exists and is a directory; remove it first")
         if self.proto in ATOMIC_PUT:
-            self.fs.put_file(str(self.local), self.root)
+            self._put([(self.local, self.root)])
             return
         self._uploaded = [self._temporary]
-        self.fs.put_file(str(self.local), self._temporary)
+        self._put([(self.local, self._temporary)])
         self.fs.mv(self._temporary, self.root)
         self._uploaded = []
 
@@ -107,7 +110,7 @@ class DestStage:
         finals = [f"{self.root}/{rel}" for rel in rels]
         self._uploaded = staged
         if files:
-            self.fs.put([str(p) for p in files], staged)
+            self._put(list(zip(files, staged)))
         old = set()
         if self.kind is not None:
             self.fs.invalidate_cache()
@@ -122,6 +125,25 @@ class DestStage:
             if staged:
                 self.fs.rm(staged)
             self._uploaded = []
+
+    def _put(self, pairs) -> None:
+        """Upload ``(local, key)`` pairs, several at once. On an interrupt or a failure no
+        new upload starts and those in flight are waited for, so nothing lands after
+        :meth:`abort` has cleaned up."""
+        from concurrent.futures import ThreadPoolExecutor, wait
+        pool = ThreadPoolExecutor(_UPLOADS)
+        futures = []
+        try:
+            futures = [pool.submit(self.fs.put_file, str(local), key) for local, key in pairs]
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            wait(futures, timeout=300)
+            raise
+        finally:
+            pool.shutdown(wait=False)
 
     def abort(self) -> None:
         """Remove the stage and whatever was uploaded under the temporary name."""

@@ -16,7 +16,7 @@ from tbconvert.errors import (FormatError, MissingDependencyError, OutputExistsE
 
 _SECRET_KEY_RE = re.compile(r"secret|token|password|passwd|credential|sas|signature|"
                             r"account_key|access_key|key$|^key|sig$", re.I)
-_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
+_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
                "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN",
                "AZURE_STORAGE_CONNECTION_STRING", "AZURE_CLIENT_SECRET", "HF_TOKEN",
                "HUGGING_FACE_HUB_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS_JSON")
@@ -25,13 +25,16 @@ _SIGNED_RE = re.compile(r"((?:X-Amz-(?:Signature|Credential|Security-Token)|Sign
                         r"AWSAccessKeyId|token|Authorization)[=:]\s*)[^&\s'\"]+", re.I)
 
 _SECRETS: set[str] = set()
+# Shorter values are not replaced: real keys and tokens are long, and replacing a short
+# word everywhere would garble messages without protecting anything.
+_MIN_SECRET = 8
 
 
 def remember_secrets(options: dict | None) -> None:
     """Note the secret values of storage options (and the environment's) for :func:`scrub`."""
     for name in _SECRET_ENV:
         value = os.environ.get(name)
-        if value and len(value) >= 4:
+        if value and len(value) >= _MIN_SECRET:
             _SECRETS.add(value)
     _collect(options or {})
 
@@ -41,7 +44,7 @@ def _collect(options: dict, parent_secret: bool = False) -> None:
         secret = parent_secret or bool(_SECRET_KEY_RE.search(str(key)))
         if isinstance(value, dict):
             _collect(value, secret)
-        elif secret and isinstance(value, str) and len(value) >= 4:
+        elif secret and isinstance(value, str) and len(value) >= _MIN_SECRET:
             _SECRETS.add(value)
 
 
