@@ -478,3 +478,25 @@ def test_sigterm_mid_upload_removes_the_temporary_objects(store, bucket):
     assert proc.returncode == 143, err
     assert keys(store, final) == []
     assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]
+
+
+def test_progress_counts_the_fetch_and_the_conversion(store, bucket, tmp_path):
+    from tbconvert.formats.base import Progress
+
+    class Seen(Progress):
+        def __init__(self):
+            self.total = self.done = 0
+
+        def start(self, total):
+            self.total += total
+
+        def advance(self, n):
+            self.done += n
+
+    upload(store, FIXTURES / "torch_logdir", f"s3://{bucket}/logs")
+    size = sum(store.fs.size(k) for k in keys(store, f"s3://{bucket}/logs") if "tfevents" in k)
+    seen = Seen()
+    api.convert(f"s3://{bucket}/logs", tmp_path / "x.parquet", options=api.make_options(
+        progress=seen))
+    assert seen.total == 2 * size
+    assert size <= seen.done <= seen.total

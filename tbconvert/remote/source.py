@@ -4,7 +4,7 @@ The stage is a private temporary directory that mirrors the files under the URL,
 reader (event files, exports, Parquet, HDF5) runs its own local code on it, parallel runs
 (``-j``) included. Only files a TensorBoard source can hold are fetched (event files, the
 export's JSON, ``tensors/`` and ``blobs/``, archives), so checkpoints saved next to the logs
-cost nothing. Requests: the listing's pages plus one ranged GET per ``BLOCK`` of each file,
+cost nothing. The progress bar counts the fetched bytes too. Requests: the listing's pages plus one ranged GET per ``BLOCK`` of each file,
 issued concurrently. :meth:`SourceStage.refresh` fetches only what a growing file gained.
 """
 
@@ -43,7 +43,7 @@ def _safe_rel(rel: str) -> bool:
 class SourceStage:
     """The files under one source URL, mirrored in a local temporary directory."""
 
-    def __init__(self, url: str, storage_options: dict | None, report) -> None:
+    def __init__(self, url: str, storage_options: dict | None, report, progress=None) -> None:
         failures.remember_secrets(storage_options)
         self.url = url
         self.report = report
@@ -55,6 +55,7 @@ class SourceStage:
         self.single = False
         self.sizes: dict[str, int] = {}     # rel -> bytes staged
         self.requests = 0
+        self.progress = progress    # told the bytes to fetch, then each batch fetched
 
     # ------------------------------------------------------------------ listing
     def listing(self) -> dict[str, tuple[str, int]]:
@@ -143,6 +144,8 @@ class SourceStage:
             self.sizes[rel] = size
             for off in range(start, size, BLOCK):
                 ranges.append((remote, target, off, min(size, off + BLOCK)))
+        if self.progress is not None and ranges:
+            self.progress.start(sum(end - start for _r, _t, start, end in ranges))
         batch: list[tuple[str, Path, int, int]] = []
         held = 0
         for item in ranges:
@@ -162,11 +165,13 @@ class SourceStage:
         except Exception as exc:  # noqa: BLE001
             raise failures.describe(exc, self.url) from None
         self.requests += len(batch)
-        for (_remote, target, start, _end), data in zip(batch, blocks):
+        for (_remote, target, start, end), data in zip(batch, blocks):
             if isinstance(data, BaseException):
                 raise failures.describe(data, self.url) from None
             with open(target, "r+b") as f:
                 os.pwrite(f.fileno(), data, start)
+            if self.progress is not None:
+                self.progress.advance(end - start)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
