@@ -187,7 +187,8 @@ def test_reading_a_logdir_takes_one_listing_and_one_get_per_file(store, bucket, 
     src = f"s3://{bucket}/logs"
     upload(store, FIXTURES / "tensorboardx_logdir", src)
     # a checkpoint beside the logs is never fetched
-    store.fs.pipe_file(f"{bucket}/logs/model.ckpt", b"\0" * 100_000)
+    for name in ("model.ckpt", "model.h5", "pytorch_model.bin", "config.json"):
+        store.fs.pipe_file(f"{bucket}/logs/train/{name}", b"\0" * 100_000)
     n_files = sum(1 for k in keys(store, src) if "tfevents" in k)
     store.proxy.clear()
     api.convert(src, tmp_path / "x.parquet")
@@ -197,7 +198,7 @@ def test_reading_a_logdir_takes_one_listing_and_one_get_per_file(store, bucket, 
     assert len(lists) == 1
     assert len(gets) == n_files
     assert len(reqs) <= 2 * n_files + len(lists)
-    assert not any("model.ckpt" in r.path for r in gets)
+    assert all("tfevents" in r.path for r in gets)
 
 
 def test_a_growing_file_is_read_from_its_old_end(store, bucket, tmp_path):

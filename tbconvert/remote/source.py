@@ -3,14 +3,15 @@
 The stage is a private temporary directory that mirrors the files under the URL, so every
 reader (event files, exports, Parquet, HDF5) runs its own local code on it, parallel runs
 (``-j``) included. Only files a TensorBoard source can hold are fetched (event files, the
-export's JSON, ``tensors/`` and ``blobs/``, archives), so checkpoints saved next to the logs
-cost nothing. The progress bar counts the fetched bytes too. Requests: the listing's pages plus one ranged GET per ``BLOCK`` of each file,
+export's JSON, ``tensors/`` and ``blobs/``, Parquet parts), so checkpoints saved next to the
+logs cost nothing (a URL naming one file fetches that file). The progress bar counts the fetched bytes too. Requests: the listing's pages plus one ranged GET per ``BLOCK`` of each file,
 issued concurrently. :meth:`SourceStage.refresh` fetches only what a growing file gained.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -21,16 +22,24 @@ from tbconvert.remote.urls import basename, filesystem, protocol
 
 BLOCK = 64 << 20            # bytes per ranged read (at least 8 MiB: few, large requests)
 BATCH_BYTES = 256 << 20     # bytes in flight at once
-_WANTED_SUFFIXES = (".json", ".npz", ".npy", ".parquet", ".pq", ".h5", ".hdf5", ".bin",
-                    ".csv")
+# What the readers of a directory source open: event files, an export's files (its JSON, and
+# whatever lies in tensors/ and blobs/), the experiment facts tbconvert keeps beside event
+# files, and a Parquet dataset's marker and part files. Checkpoints, model weights and other
+# JSON are left where they are.
+_WANTED_NAMES = frozenset({"metadata.json", "scalars.json", "tensors.json",
+                           "blob_sequences.json", "tbconvert-experiment.json",
+                           "_tbconvert.json"})
+_WANTED_SUFFIXES = (".parquet", ".pq")
 _WANTED_DIRS = frozenset({"tensors", "blobs"})
+_OLD_EXPORT_RE = re.compile(r"scalars_.+\.json")
 
 
 def wanted(rel: str) -> bool:
     """Whether a file at ``rel`` (below the source URL) can be part of a TensorBoard source."""
     parts = rel.split("/")
-    name = parts[-1].lower()
-    return ("tfevents" in name or name.endswith(_WANTED_SUFFIXES)
+    name = parts[-1]
+    return ("tfevents" in name or name in _WANTED_NAMES or name.endswith(_WANTED_SUFFIXES)
+            or _OLD_EXPORT_RE.fullmatch(name) is not None
             or any(p in _WANTED_DIRS for p in parts[:-1]))
 
 
