@@ -78,7 +78,8 @@ def main() -> None:
             remote_s = time.perf_counter() - t
             reqs = proxy.requests("bench")
             c = kinds(reqs)
-            rows.append((label, sum(c.values()), ", ".join(f"{k} {v}" for k, v in sorted(c.items())),
+            by_kind = ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+            rows.append((label, sum(c.values()), by_kind,
                          sum(r.received for r in reqs) / 2**20, sum(r.sent for r in reqs) / 2**20,
                          remote_s, local_s))
 
@@ -92,7 +93,8 @@ def main() -> None:
         print(f"{args.runs} event files, {args.runs} × {args.points:,} scalar points, "
               f"{size / 2**20:.1f} MiB; moto {__import__('moto').__version__} on loopback "
               "behind a recording proxy\n")
-        print("| conversion | requests | by kind | MiB down | MiB up | time s3 (s) | time local (s) |")
+        print("| conversion | requests | by kind | MiB down | MiB up | time s3 (s) "
+              "| time local (s) |")
         print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
         for label, n, by, down, up, rs, ls in rows:
             print(f"| {label} | {n} | {by} | {down:.1f} | {up:.1f} | {rs:.2f} | {ls:.2f} |")

@@ -4,7 +4,6 @@ mode) on 127.0.0.1, reached through a recording proxy (tests/cloud_server.py).""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -501,3 +500,27 @@ def test_progress_counts_the_fetch_and_the_conversion(store, bucket, tmp_path):
         progress=seen))
     assert seen.total == 2 * size
     assert size <= seen.done <= seen.total
+
+
+def test_endpoint_and_keys_from_storage_options_alone(store, bucket):
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+    proc = tbconvert_cli("info", f"s3://{bucket}/logs", "--storage-option",
+                         f"endpoint_url={store.proxy.url}", "--storage-option", "key=testing",
+                         "--storage-option", "secret=testing",
+                         drop=("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"))
+    assert proc.returncode == 0, proc.stderr
+    assert "train" in proc.stdout
+
+
+def test_a_source_that_does_not_fit_locally_is_one_line(store, bucket):
+    """The fetch hits a file-size limit (as it would a full disk): exit 9, one line."""
+    import resource
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    proc = subprocess.run([*cli_argv(), "info", f"s3://{bucket}/logs"], env=cli_env(),
+                          capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert proc.returncode == 9, proc.stderr
+    one_line_error(proc, f"s3://{bucket}/logs", "TMPDIR")

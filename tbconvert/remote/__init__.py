@@ -185,5 +185,6 @@ def staged_output(url: str, storage_options, *, force: bool, directory: bool):
 
 
 __all__ = ["is_url", "is_remote", "localize", "join", "basename", "parse_storage_options",
-           "open_reader", "open_writer", "exists", "publish", "staged_output", "check_overlap", "public_text",
+           "open_reader", "open_writer", "exists", "publish", "staged_output", "check_overlap",
+           "public_text",
            "public_report"]

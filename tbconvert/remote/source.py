@@ -4,8 +4,9 @@ The stage is a private temporary directory that mirrors the files under the URL,
 reader (event files, exports, Parquet, HDF5) runs its own local code on it, parallel runs
 (``-j``) included. Only files a TensorBoard source can hold are fetched (event files, the
 export's JSON, ``tensors/`` and ``blobs/``, Parquet parts), so checkpoints saved next to the
-logs cost nothing (a URL naming one file fetches that file). The progress bar counts the fetched bytes too. Requests: the listing's pages plus one ranged GET per ``BLOCK`` of each file,
-issued concurrently. :meth:`SourceStage.refresh` fetches only what a growing file gained.
+logs cost nothing (a URL naming one file fetches that file). The progress bar counts the
+fetched bytes too. Requests: the listing's pages plus one ranged GET per ``BLOCK`` of each
+file, issued concurrently. :meth:`SourceStage.refresh` fetches only what a growing file gained.
 """
 
 from __future__ import annotations
@@ -41,6 +42,19 @@ def wanted(rel: str) -> bool:
     return ("tfevents" in name or name in _WANTED_NAMES or name.endswith(_WANTED_SUFFIXES)
             or _OLD_EXPORT_RE.fullmatch(name) is not None
             or any(p in _WANTED_DIRS for p in parts[:-1]))
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    """``pwrite`` until every byte is down: a write may stop short (at a size limit or a full
+    disk) and only the next one says why."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
 
 
 def _safe_rel(rel: str) -> bool:
@@ -153,6 +167,7 @@ class SourceStage:
             self.sizes[rel] = size
             for off in range(start, size, BLOCK):
                 ranges.append((remote, target, off, min(size, off + BLOCK)))
+        self._check_room(sum(end - start for _r, _t, start, end in ranges))
         if self.progress is not None and ranges:
             self.progress.start(sum(end - start for _r, _t, start, end in ranges))
         batch: list[tuple[str, Path, int, int]] = []
@@ -167,6 +182,17 @@ class SourceStage:
             self._read(batch)
         return changed
 
+    def _check_room(self, need: int) -> None:
+        """Refuse, before fetching anything, a source the temporary directory cannot hold."""
+        try:
+            free = shutil.disk_usage(self.tmp).free
+        except OSError:
+            return
+        if need > free:
+            raise OutputError(f"{self.url}: reading it needs {_gib(need)} of local space for "
+                              f"its files, but {self.tmp.parent} has {_gib(free)} free; set "
+                              "TMPDIR to a disk with room")
+
     def _read(self, batch) -> None:
         try:
             blocks = self.fs.cat_ranges([b[0] for b in batch], [b[2] for b in batch],
@@ -177,8 +203,13 @@ class SourceStage:
         for (_remote, target, start, end), data in zip(batch, blocks):
             if isinstance(data, BaseException):
                 raise failures.describe(data, self.url) from None
-            with open(target, "r+b") as f:
-                os.pwrite(f.fileno(), data, start)
+            try:
+                with open(target, "r+b") as f:
+                    _write_all(f.fileno(), data, start)
+            except OSError as exc:
+                raise OutputError(f"{self.url}: cannot keep its files in {self.tmp.parent}: "
+                                  f"{exc.strerror or exc}; set TMPDIR to a disk with room") \
+                    from None
             if self.progress is not None:
                 self.progress.advance(end - start)
 
