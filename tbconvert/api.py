@@ -165,8 +165,8 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     Keyword arguments are those of :class:`~tbconvert.formats.base.Options`
     (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``jobs``,
     ``storage_options``), or pass a ready ``options`` object. ``src`` and ``dst`` may be
-    fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N`` reads event-file runs in N
-    processes (``0``: one per core; the default ``1`` starts none, so a script
+    fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N``
+    reads event-file runs in N processes (``0``: one per core; the default ``1`` starts none, so a script
     needs no ``if __name__ == "__main__"`` guard); the output is the same for
     every N.
     """

@@ -110,6 +110,7 @@ def test_logdir_round_trip_through_s3_keeps_tensorboards_view(store, bucket, log
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_cli_logdir_to_s3_and_back_with_force(store, bucket, tmp_path):
     src = f"s3://{bucket}/logs"
     upload(store, FIXTURES / "torch_logdir", src)
