@@ -166,9 +166,9 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``jobs``,
     ``storage_options``), or pass a ready ``options`` object. ``src`` and ``dst`` may be
     fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N``
-    reads event-file runs in N processes (``0``: one per core; the default ``1`` starts none, so a script
-    needs no ``if __name__ == "__main__"`` guard); the output is the same for
-    every N.
+    reads event-file runs in N processes (``0``: one per core; the default ``1`` starts
+    none, so a script needs no ``if __name__ == "__main__"`` guard); the output is the same
+    for every N.
     """
     report = report if report is not None else Report()
     opts = options if options is not None else make_options(**kwargs)
