@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from tbconvert import names, registry
-from tbconvert.errors import UsageError
+from tbconvert.errors import FormatError, UsageError
 from tbconvert.formats.base import Options, Reader, Writer
 from tbconvert.model import Experiment, Run, Series, concat
 from tbconvert.report import Report
@@ -53,7 +53,6 @@ def open_reader(path, *, format: str | None = None, options: Options | None = No
     if fmt.reader is None:
         raise UsageError(f"the {fmt.name} format can be written but not read")
     if not path.exists():
-        from tbconvert.errors import FormatError
         raise FormatError(f"{path}: no such file or directory")
     return fmt.reader(path, options or Options(), report if report is not None else Report())
 
@@ -66,8 +65,15 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     path = remote.localize(path)
     options = options or Options()
     report = report if report is not None else Report()
-    fmt = registry.get(format) if format else registry.detect_destination(
-        Path(remote.basename(path)) if remote.is_remote(path) else Path(path))
+    if format:
+        fmt = registry.get(format)
+    elif remote.is_remote(path):
+        try:
+            fmt = registry.detect_destination(Path(remote.basename(path)))
+        except FormatError as exc:
+            raise FormatError(f"{path}: {str(exc).split(': ', 1)[-1]}") from None
+    else:
+        fmt = registry.detect_destination(Path(path))
     if fmt.writer is None:
         raise UsageError(f"the {fmt.name} format can be read but not written")
     if remote.is_remote(path):

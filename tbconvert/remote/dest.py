@@ -44,6 +44,9 @@ class DestStage:
             raise UsageError(f"{url}: {self.proto}:// URLs can only be read; write to a "
                              "store such as s3://, gs:// or az://")
         self.fs, self.root = filesystem(url, storage_options)
+        if "/" not in self.root.strip("/"):
+            raise UsageError(f"{url}: name an object or prefix inside the bucket "
+                             f"({url.rstrip('/')}/logs, not the bucket itself)")
         self.force = force
         self.kind = self._existing()
         if self.kind is not None:
