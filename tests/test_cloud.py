@@ -535,3 +535,10 @@ def test_destination_names_are_checked_with_the_url(store, bucket):
                           "tfevents")
     assert whole.returncode == 2
     one_line_error(whole, "not the bucket itself")
+
+
+def test_an_option_the_store_does_not_take_is_a_usage_error(store, bucket):
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+    proc = tbconvert_cli("info", f"s3://{bucket}/logs", "--storage-option", "bogus=1")
+    assert proc.returncode == 2
+    one_line_error(proc, f"s3://{bucket}/logs", "bogus")

@@ -12,7 +12,7 @@ import os
 import re
 
 from tbconvert.errors import (FormatError, MissingDependencyError, OutputExistsError,
-                              StorageError, TbconvertError)
+                              StorageError, TbconvertError, UsageError)
 
 _SECRET_KEY_RE = re.compile(r"secret|token|password|passwd|credential|sas|signature|"
                             r"account_key|access_key|key$|^key|sig$", re.I)
@@ -79,6 +79,9 @@ def describe(exc: BaseException, url: str, *, writing: bool = False) -> Tbconver
     codes = {_code(e) for e in chain} - {""}
     text = " ".join(str(e) for e in chain)
     endpoint = _endpoint_of(chain)
+    if isinstance(exc, TypeError) and "unexpected keyword" in str(exc):
+        return UsageError(f"{url}: a --storage-option this store does not take "
+                          f"({scrub(_first_line(exc))})")
     if isinstance(exc, ImportError):
         from tbconvert.remote.urls import missing_extra
         return missing_extra(url, getattr(exc, "name", None) or "")

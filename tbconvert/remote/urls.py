@@ -127,7 +127,12 @@ def filesystem(url: str, storage_options: dict | None = None):
         fs = cls(**options)
     except TypeError as exc:
         raise UsageError(f"{url}: a --storage-option this store does not take "
-                         f"({_first_line(exc)})") from None
+                         f"({_scrubbed(exc)})") from None
+    except ImportError as exc:
+        raise missing_extra(url, getattr(exc, "name", None) or "a package") from None
+    except Exception as exc:  # noqa: BLE001 - a store's own setup error, said in one line
+        from tbconvert.remote.failures import describe
+        raise describe(exc, url) from None
     return fs, fs._strip_protocol(url).rstrip("/")
 
 
@@ -142,5 +147,6 @@ def _s3_options(options: dict) -> dict:
     return options
 
 
-def _first_line(exc) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _scrubbed(exc) -> str:
+    from tbconvert.remote.failures import scrub
+    return scrub((str(exc).strip().splitlines() or [type(exc).__name__])[0])
