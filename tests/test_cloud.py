@@ -300,7 +300,9 @@ def test_throttling_is_retried_with_backoff(store, bucket, tmp_path):
 def test_throttling_that_does_not_stop_is_one_line(store, bucket):
     upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
     store.proxy.add(Rule(lambda m, p, q: m == "GET", status=503, code="SlowDown"))
-    proc = tbconvert_cli("info", f"s3://{bucket}/logs")
+    # fewer attempts per request than the default keep the test short; the backoff is the same
+    proc = tbconvert_cli("info", f"s3://{bucket}/logs", "--storage-option",
+                         "config_kwargs.retries.max_attempts=2")
     assert proc.returncode == 11
     one_line_error(proc, f"s3://{bucket}/logs", "throttling")
 
