@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from tbconvert import names, registry
-from tbconvert.errors import UsageError
+from tbconvert.errors import FormatError, UsageError
 from tbconvert.formats.base import Options, Reader, Writer
 from tbconvert.model import Experiment, Run, Series, concat
 from tbconvert.report import Report
@@ -39,31 +39,57 @@ def make_options(*, runs=None, tags=None, **kw) -> Options:
 
 def open_reader(path, *, format: str | None = None, options: Options | None = None,
                 report: Report | None = None) -> Reader:
-    """A reader for ``path``; the format is told from the suffix or content unless given."""
+    """A reader for ``path`` (a local path or an fsspec URL such as ``s3://bucket/logs``);
+    the format is told from the suffix or content unless given."""
+    from tbconvert import remote
+    path = remote.localize(path)
+    options = options or Options()
+    report = report if report is not None else Report()
+    if remote.is_remote(path):
+        return remote.open_reader(path, format, options, report, lambda local: open_reader(
+            local, format=format, options=options, report=report))
     path = Path(path)
     fmt = registry.get(format) if format else registry.detect_source(path)
     if fmt.reader is None:
         raise UsageError(f"the {fmt.name} format can be written but not read")
     if not path.exists():
-        from tbconvert.errors import FormatError
         raise FormatError(f"{path}: no such file or directory")
     return fmt.reader(path, options or Options(), report if report is not None else Report())
 
 
 def open_writer(path, *, format: str | None = None, options: Options | None = None,
                 report: Report | None = None) -> Writer:
-    """A writer for ``path``; directories need ``format``. Refuses existing output without force."""
-    path = Path(path)
-    fmt = registry.get(format) if format else registry.detect_destination(path)
+    """A writer for ``path`` (a local path or an fsspec URL); directories need ``format``.
+    Refuses existing output without force."""
+    from tbconvert import remote
+    path = remote.localize(path)
+    options = options or Options()
+    report = report if report is not None else Report()
+    if format:
+        fmt = registry.get(format)
+    elif remote.is_remote(path):
+        try:
+            fmt = registry.detect_destination(Path(remote.basename(path)))
+        except FormatError as exc:
+            raise FormatError(f"{path}: {str(exc).split(': ', 1)[-1]}") from None
+    else:
+        fmt = registry.detect_destination(Path(path))
     if fmt.writer is None:
         raise UsageError(f"the {fmt.name} format can be read but not written")
+    if remote.is_remote(path):
+        return remote.open_writer(path, fmt, options, report, lambda local: open_writer(
+            local, format=fmt.name, options=options, report=report))
+    path = Path(path)
     return fmt.writer(path, options or Options(), report if report is not None else Report())
 
 
 def check_paths(src, dst) -> None:
     """Refuse (before anything is written) a destination that is, holds or lies in the source."""
+    from tbconvert import remote
     from tbconvert.output import check_destination
-    check_destination(src, dst)
+    src, dst = remote.localize(src), remote.localize(dst)
+    if not remote.check_overlap(src, dst):
+        check_destination(src, dst)
 
 
 def select(series: Iterable[Series], options: Options, report: Report,
@@ -143,11 +169,12 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
         assert not report.lost
 
     Keyword arguments are those of :class:`~tbconvert.formats.base.Options`
-    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``jobs``),
-    or pass a ready ``options`` object. ``jobs=N`` reads event-file runs in N
-    processes (``0``: one per core; the default ``1`` starts none, so a script
-    needs no ``if __name__ == "__main__"`` guard); the output is the same for
-    every N.
+    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``jobs``,
+    ``storage_options``), or pass a ready ``options`` object. ``src`` and ``dst`` may be
+    fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N``
+    reads event-file runs in N processes (``0``: one per core; the default ``1`` starts
+    none, so a script needs no ``if __name__ == "__main__"`` guard); the output is the same
+    for every N.
     """
     report = report if report is not None else Report()
     opts = options if options is not None else make_options(**kwargs)

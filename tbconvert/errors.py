@@ -10,6 +10,11 @@ from __future__ import annotations
 # Messages name the command-line option; Python callers are told the keyword argument.
 _PYTHON_WORDING = {"--force": "force=True"}
 
+# Functions every message passes through before it is shown: object-store sources and
+# destinations are staged in local temporary directories, and a message must name the
+# URL the user gave (and never a secret), not the staging path.
+MESSAGE_FILTERS: list = []
+
 
 class TbconvertError(Exception):
     """An expected failure whose message is complete and safe to show.
@@ -21,7 +26,10 @@ class TbconvertError(Exception):
     exit_code = 1
 
     def cli_message(self) -> str:
-        return super().__str__()
+        text = super().__str__()
+        for rewrite in MESSAGE_FILTERS:
+            text = rewrite(text)
+        return text
 
     def __str__(self) -> str:
         text = self.cli_message()
@@ -76,3 +84,10 @@ class OutputError(TbconvertError):
     """Writing failed (disk full, file-size limit, permission); partial output removed."""
 
     exit_code = 9
+
+
+class StorageError(TbconvertError):
+    """An object store refused or could not be reached (credentials, access denied, no such
+    bucket, unreachable endpoint, throttling that outlasted the retries)."""
+
+    exit_code = 11

@@ -48,6 +48,7 @@ EXIT_CODES = """exit codes:
   8  --strict: data was skipped or could not be written, or nothing matched
   9  writing failed (disk full, permission, file-size limit); partial output removed
  10  verify: the two sources differ
+ 11  an object store refused or could not be reached (credentials, access, endpoint, throttling)
 130  interrupted (Ctrl-C); 143 terminated (SIGTERM); partial output removed either way
 """
 

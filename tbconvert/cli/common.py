@@ -8,12 +8,22 @@ from dataclasses import dataclass, fields
 from tbconvert.api import make_options
 from tbconvert.errors import DataLossError
 from tbconvert.formats.base import Options
+from tbconvert.remote.urls import parse_storage_options
 from tbconvert.report import Report
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", metavar="REGEX", help="only runs whose name matches (re.search)")
     p.add_argument("--tags", metavar="REGEX", help="only tags that match (re.search)")
+    add_storage(p)
+
+
+def add_storage(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                   dest="storage_option",
+                   help="an option for the file system of a URL source or destination "
+                        "(s3://, gs://, az://, hf://...), e.g. anon=true, profile=NAME, "
+                        "endpoint_url=URL; values are JSON where they parse; repeatable")
 
 
 def add_reading(p: argparse.ArgumentParser, writes: bool = True) -> None:
@@ -71,7 +81,8 @@ def options_from(args, ui):
         allow_pickle=getattr(args, "allow_pickle", False), force=getattr(args, "force", False),
         restarts=getattr(args, "restarts", "visible"), wide=getattr(args, "wide", False),
         ignore_checksum=getattr(args, "ignore_checksum", False), progress=ui.progress(),
-        jobs=getattr(args, "jobs", 0))
+        jobs=getattr(args, "jobs", 0),
+        storage_options=parse_storage_options(getattr(args, "storage_option", None)))
     options = WatchedOptions(**{f.name: getattr(options, f.name) for f in fields(options)})
     args._options = options
     return options
@@ -132,7 +143,8 @@ def write_table(args, ui, build):
     if not to_stdout:
         from tbconvert import api
         api.check_paths(args.src, args.output)
-        tables.check_table_path(args.output, force=args.force)
+        tables.check_table_path(args.output, force=args.force,
+                                storage_options=options.storage_options)
     table = build(args.src, report=report, options=options)
     if to_stdout:
         import io
@@ -143,6 +155,7 @@ def write_table(args, ui, build):
         sys.stdout.write(buffer.getvalue().decode("utf-8"))
         sys.stdout.flush()
         return table, report
-    tables.save_table(table, args.output, force=args.force)
+    tables.save_table(table, args.output, force=args.force,
+                      storage_options=options.storage_options)
     report.outputs.append(args.output)
     return table, report

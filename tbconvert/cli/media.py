@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from tbconvert.cli.common import (add_extraction, finish, nothing_found, options_from,
                                   unmatched_selection)
@@ -21,7 +20,7 @@ def run(args, ui) -> int:
     from tbconvert.tables._media import extract
     report = Report()
     options = options_from(args, ui)
-    files = extract(args.src, Path(args.output), options, report)
+    files = extract(args.src, args.output, options, report)
     if files:
         ui.info(f"tbconvert: wrote {files} files under {args.output}")
     code = finish(args, ui, report)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert import api
+from tbconvert import api, remote
 from tbconvert.cli.common import add_selection, finish, options_from
 from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
 from tbconvert.names import safe_part
@@ -49,7 +49,7 @@ def _outputs(sources, out: Path) -> list[tuple[object, Path]]:
             k += 1
             name = f"{base}_{k}"
         taken.add(name.lower())
-        result.append((source, out / name))
+        result.append((source, remote.join(out, name) if isinstance(out, str) else out / name))
     return result
 
 
@@ -57,15 +57,26 @@ def run(args, ui) -> int:
     from tbconvert.formats.tbdev import layout
     from tbconvert.formats.tbdev.reader import TbdevReader
 
-    src, out = Path(args.src), Path(args.output)
+    src, out = remote.localize(args.src), remote.localize(args.output)
+    out = out if remote.is_remote(out) else Path(out)
+    options = options_from(args, ui)
+    api.check_paths(src, out)
+    if remote.is_remote(src):
+        from tbconvert.remote.source import SourceStage
+        stage = SourceStage(src, options.storage_options, Report())
+        remote.publish(stage.local, src)
+        try:
+            args.src = stage.fetch()
+            return run(args, ui)
+        finally:
+            stage.cleanup()
+    src = Path(src)
     if not src.exists():
         raise FormatError(f"{src}: no such file or directory")
-    api.check_paths(src, out)
     sources, is_root = layout.find_experiments(src)
     if not sources:
         raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
                           "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")
-    options = options_from(args, ui)
     report = Report()
     if not is_root:
         _convert_one(TbdevReader, sources[0], out, options, report)
@@ -73,12 +84,16 @@ def run(args, ui) -> int:
         ui.info(f"wrote {out}; view it with: tensorboard --logdir {out}")
         return finish_quiet(args, ui, report)
 
-    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
+    if remote.is_remote(out):
+        if not args.force and remote.exists(out, options.storage_options):
+            raise OutputExistsError(f"{out} already exists; pass --force to replace the "
+                                    "experiments' logdirs in it")
+    elif out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
         raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace "
                                 "the experiments' logdirs in it")
     failures: list[tuple[str, TbconvertError]] = []
     done = 0
-    created = not out.exists()
+    created = not remote.is_remote(out) and not out.exists()
     for source, dst in _outputs(sources, out):
         try:
             _convert_one(TbdevReader, source, dst, options, report)

@@ -51,6 +51,8 @@ class Options:
       jobs: processes that read runs side by side (0: one per core; 1, the default of
         the Python API: all in this process, so a script needs no ``__main__`` guard).
         The output is the same whatever the number.
+      storage_options: keyword arguments for the fsspec file system of a source or
+        destination given as a URL (``s3://``...): ``{"anon": True}``, ``{"profile": "x"}``.
     """
 
     runs: re.Pattern | None = None
@@ -62,6 +64,7 @@ class Options:
     ignore_checksum: bool = False
     progress: "Progress | None" = None
     jobs: int = 1
+    storage_options: dict | None = None
 
     def wants_run(self, run: str) -> bool:
         return self.runs is None or self.runs.search(run) is not None

@@ -126,9 +126,10 @@ class Data:
         return f"<tbconvert.Data: {len(self.loaded.runs)} runs, {n} series>"
 
 
-def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str | None = None
-         ) -> Data:
+def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str | None = None,
+         storage_options: dict | None = None) -> Data:
     """Read a whole source into memory (the model, with numpy arrays). For data that fits.
+    ``path`` may be a URL (``s3://bucket/logs``; ``storage_options`` go to its file system).
 
     Example::
 
@@ -137,7 +138,8 @@ def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str |
         dtype('float32')
     """
     make_options(restarts=restarts)  # validates
-    return Data(api.load(path, format=format, runs=runs, tags=tags), restarts)
+    return Data(api.load(path, format=format, runs=runs, tags=tags,
+                         storage_options=storage_options), restarts)
 
 
 # --------------------------------------------------------------------------- tables
@@ -313,9 +315,18 @@ def hparams(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
-def check_table_path(path, *, force: bool = False) -> Path:
+def check_table_path(path, *, force: bool = False, storage_options=None) -> Path:
     """Fail early (before reading anything) on a bad table name or an existing file."""
+    from tbconvert import remote
     from tbconvert.errors import OutputExistsError
+    path = remote.localize(path)
+    if remote.is_remote(path):
+        if not path.lower().endswith(TABLE_SUFFIXES):
+            raise UsageError(f"{path}: name the output .csv or .parquet")
+        if not force and remote.exists(path, storage_options):
+            raise OutputExistsError(f"{path} already exists; pass --force to replace it "
+                                    "(it is only replaced once the new output is complete)")
+        return path
     path = Path(path)
     if path.suffix.lower() not in TABLE_SUFFIXES:
         raise UsageError(f"{path}: name the output .csv or .parquet")
@@ -325,9 +336,22 @@ def check_table_path(path, *, force: bool = False) -> Path:
     return path
 
 
-def save_table(table, path, *, force: bool = False) -> Path:
-    """Write an Arrow table as ``.csv`` or ``.parquet`` (by suffix), atomically."""
+def save_table(table, path, *, force: bool = False, storage_options=None) -> Path:
+    """Write an Arrow table as ``.csv`` or ``.parquet`` (by suffix), atomically; ``path`` may
+    be an fsspec URL (``s3://bucket/t.parquet``)."""
+    from tbconvert import remote
     from tbconvert.output import AtomicOutput
+    path = remote.localize(path)
+    if remote.is_remote(path):
+        check_table_path(path, force=force, storage_options=storage_options)
+        stage = remote.staged_output(path, storage_options, force=force, directory=False)
+        try:
+            save_table(table, stage.local, force=True)
+        except BaseException:
+            stage.abort()
+            raise
+        stage.commit()
+        return path
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
@@ -364,5 +388,5 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "vis
     report = report if report is not None else Report()
     if options is None:
         options = make_options(runs=runs, tags=tags, restarts=restarts, force=force)
-    extract(source, Path(out_dir), options, report)
+    extract(source, out_dir, options, report)
     return report

@@ -33,7 +33,7 @@ import numpy as np
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
-from tbconvert.output import AtomicOutput, check_destination
+from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 from tbconvert.tables._source import iter_source
 from tbconvert.tables._tensors import media_items, sniff
@@ -114,9 +114,23 @@ class _Writer:
 def extract(source, out_dir: Path, options: Options, report: Report) -> int:
     """Write every media point of ``source`` under ``out_dir``; returns the number of files."""
     skipped: dict[str, int] = {}
+    from tbconvert import api, remote
     src_path = source if isinstance(source, (str, os.PathLike)) else getattr(source, "path", None)
     if src_path is not None:
-        check_destination(src_path, out_dir)
+        api.check_paths(src_path, out_dir)
+    out_dir = remote.localize(out_dir)
+    if remote.is_remote(out_dir):
+        stage = remote.staged_output(out_dir, options.storage_options, force=options.force,
+                                     directory=True)
+        try:
+            files = extract(source, stage.local, options, report)
+        except BaseException:
+            stage.abort()
+            raise
+        stage.commit()
+        remote.public_report(report)
+        return files
+    out_dir = Path(out_dir)
     with AtomicOutput(out_dir, force=options.force, directory=True).writing() as tmp:
         writer = _Writer(tmp, report)
         for _run, chunks in iter_source(source, options, report):

@@ -1,0 +1,165 @@
+"""Writing a destination at a URL so that it appears complete or not at all.
+
+The writer works in a local stage exactly as it does for a local destination; the commit
+then uploads. Object stores have no rename, so:
+
+- a single-object output (Parquet file, HDF5 file, CSV) is uploaded straight to its key:
+  a PUT, or a multipart upload that is completed last, makes the object appear whole, and
+  an interrupted upload leaves no object under that key;
+- a directory output (event-file logdir, export, Parquet dataset, media) is uploaded under
+  a hidden temporary prefix beside it, ``.<name>.tbconvert-tmp-<id>/``; then, with Ctrl-C
+  and SIGTERM held back, each object is copied server-side to the final prefix, objects of
+  a replaced (``--force``) output that the new one lacks are deleted, and the temporary
+  prefix is removed. Until the copies begin nothing exists under the final prefix.
+
+Stores that are not object stores (``memory://``, SFTP...) take the temporary-name route
+for single files too, finished by a move.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+from tbconvert.errors import OutputExistsError, TbconvertError, UsageError
+from tbconvert.output import _PENDING, TMP_MARK
+from tbconvert.remote import failures
+from tbconvert.remote.urls import ATOMIC_PUT, READ_ONLY, basename, filesystem, protocol
+
+
+_UPLOADS = 8     # uploads in flight at once
+
+
+class DestStage:
+    """A local stage for the output at ``url``, and its commit to the store."""
+
+    def __init__(self, url: str, storage_options: dict | None, *, force: bool,
+                 directory: bool | None = None) -> None:
+        failures.remember_secrets(storage_options)
+        self.url = url
+        self.proto = protocol(url)
+        if self.proto in READ_ONLY:
+            raise UsageError(f"{url}: {self.proto}:// URLs can only be read; write to a "
+                             "store such as s3://, gs:// or az://")
+        self.fs, self.root = filesystem(url, storage_options)
+        if "/" not in self.root.strip("/"):
+            raise UsageError(f"{url}: name an object or prefix inside the bucket "
+                             f"({url.rstrip('/')}/logs, not the bucket itself)")
+        self.force = force
+        self.kind = self._existing()
+        if self.kind is not None:
+            if not force:
+                raise OutputExistsError(f"{url} already exists; pass --force to replace it "
+                                        "(it is only replaced once the new output is complete)")
+            if directory is not None and (self.kind == "directory") != directory:
+                raise OutputExistsError(
+                    f"{url} exists and is a {'directory' if self.kind == 'directory' else 'file'}"
+                    f"; refusing to replace it with a {'directory' if directory else 'file'}; "
+                    "remove it first")
+        self.tmp = Path(tempfile.mkdtemp(prefix="tbconvert-out-"))
+        self.local = self.tmp / basename(url)
+        parent, _, name = self.root.rpartition("/")
+        self._temporary = f"{parent}/.{name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        self._uploaded: list[str] = []
+        self._done = False
+        _PENDING.add(self)
+
+    def _existing(self) -> str | None:
+        try:
+            self.fs.invalidate_cache()
+            info = self.fs.info(self.root)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            err = failures.describe(exc, self.url, writing=True)
+            if "no such bucket" in err.cli_message():
+                return None      # the upload says so, once there is something to upload
+            raise err from None
+        return "directory" if info.get("type") == "directory" else "file"
+
+    def commit(self) -> None:
+        if self._done:
+            return
+        try:
+            if self.local.is_dir():
+                self._commit_directory()
+            elif self.local.exists():
+                self._commit_file()
+        except TbconvertError:
+            self.abort()
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self.abort()
+            raise failures.describe(exc, self.url, writing=True) from None
+        self._finish()
+
+    def _commit_file(self) -> None:
+        if self.kind == "directory":
+            raise OutputExistsError(f"{self.url} exists and is a directory; remove it first")
+        if self.proto in ATOMIC_PUT:
+            self._put([(self.local, self.root)])
+            return
+        self._uploaded = [self._temporary]
+        self._put([(self.local, self._temporary)])
+        self.fs.mv(self._temporary, self.root)
+        self._uploaded = []
+
+    def _commit_directory(self) -> None:
+        files = sorted(p for p in self.local.rglob("*") if p.is_file())
+        rels = [p.relative_to(self.local).as_posix() for p in files]
+        staged = [f"{self._temporary}/{rel}" for rel in rels]
+        finals = [f"{self.root}/{rel}" for rel in rels]
+        self._uploaded = staged
+        if files:
+            self._put(list(zip(files, staged)))
+        old = set()
+        if self.kind is not None:
+            self.fs.invalidate_cache()
+            old = {p.rstrip("/") for p in self.fs.find(self.root)}
+        from tbconvert.interrupts import deferred
+        with deferred():    # the short commit runs to its end once begun
+            if staged:
+                self.fs.copy(staged, finals)
+            stale = sorted(old - set(finals))
+            if stale:
+                self.fs.rm(stale)
+            if staged:
+                self.fs.rm(staged)
+            self._uploaded = []
+
+    def _put(self, pairs) -> None:
+        """Upload ``(local, key)`` pairs, several at once. On an interrupt or a failure no
+        new upload starts and those in flight are waited for, so nothing lands after
+        :meth:`abort` has cleaned up."""
+        from concurrent.futures import ThreadPoolExecutor, wait
+        pool = ThreadPoolExecutor(_UPLOADS)
+        futures = []
+        try:
+            futures = [pool.submit(self.fs.put_file, str(local), key) for local, key in pairs]
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            wait(futures, timeout=300)
+            raise
+        finally:
+            pool.shutdown(wait=False)
+
+    def abort(self) -> None:
+        """Remove the stage and whatever was uploaded under the temporary name."""
+        if self._done:
+            return
+        if self._uploaded:
+            try:
+                self.fs.rm(self._uploaded)
+            except Exception:  # noqa: BLE001 - best effort; the name is hidden and marked
+                pass
+        self._finish()
+
+    def _finish(self) -> None:
+        self._done = True
+        _PENDING.discard(self)
+        shutil.rmtree(self.tmp, ignore_errors=True)

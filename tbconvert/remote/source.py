@@ -1,0 +1,217 @@
+"""Reading a source at a URL: one recursive listing, then large ranged reads into a local stage.
+
+The stage is a private temporary directory that mirrors the files under the URL, so every
+reader (event files, exports, Parquet, HDF5) runs its own local code on it, parallel runs
+(``-j``) included. Only files a TensorBoard source can hold are fetched (event files, the
+export's JSON, ``tensors/`` and ``blobs/``, Parquet parts), so checkpoints saved next to the
+logs cost nothing (a URL naming one file fetches that file). The progress bar counts the
+fetched bytes too. Requests: the listing's pages plus one ranged GET per ``BLOCK`` of each
+file, issued concurrently. :meth:`SourceStage.refresh` fetches only what a growing file gained.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from tbconvert.errors import FormatError, OutputError
+from tbconvert.remote import failures
+from tbconvert.remote.urls import basename, filesystem, protocol
+
+BLOCK = 64 << 20            # bytes per ranged read (at least 8 MiB: few, large requests)
+BATCH_BYTES = 256 << 20     # bytes in flight at once
+# What the readers of a directory source open: event files, an export's files (its JSON, and
+# whatever lies in tensors/ and blobs/), the experiment facts tbconvert keeps beside event
+# files, and a Parquet dataset's marker and part files. Checkpoints, model weights and other
+# JSON are left where they are.
+_WANTED_NAMES = frozenset({"metadata.json", "scalars.json", "tensors.json",
+                           "blob_sequences.json", "tbconvert-experiment.json",
+                           "_tbconvert.json"})
+_WANTED_SUFFIXES = (".parquet", ".pq")
+_WANTED_DIRS = frozenset({"tensors", "blobs"})
+_OLD_EXPORT_RE = re.compile(r"scalars_.+\.json")
+
+
+def wanted(rel: str) -> bool:
+    """Whether a file at ``rel`` (below the source URL) can be part of a TensorBoard source."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return ("tfevents" in name or name in _WANTED_NAMES or name.endswith(_WANTED_SUFFIXES)
+            or _OLD_EXPORT_RE.fullmatch(name) is not None
+            or any(p in _WANTED_DIRS for p in parts[:-1]))
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    """``pwrite`` until every byte is down: a write may stop short (at a size limit or a full
+    disk) and only the next one says why."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def _safe_rel(rel: str) -> bool:
+    parts = rel.split("/")
+    return bool(rel) and all(p not in ("", ".", "..") and "\0" not in p for p in parts) \
+        and not PurePosixPath(rel).is_absolute()
+
+
+class SourceStage:
+    """The files under one source URL, mirrored in a local temporary directory."""
+
+    def __init__(self, url: str, storage_options: dict | None, report, progress=None) -> None:
+        failures.remember_secrets(storage_options)
+        self.url = url
+        self.report = report
+        self.fs, self.root = filesystem(url, storage_options)
+        self.proto = protocol(url)
+        self.tmp = Path(tempfile.mkdtemp(prefix="tbconvert-src-"))
+        name = basename(url)
+        self.local = self.tmp / (name if _safe_rel(name) else "source")
+        self.single = False
+        self.sizes: dict[str, int] = {}     # rel -> bytes staged
+        self.requests = 0
+        self.progress = progress    # told the bytes to fetch, then each batch fetched
+
+    # ------------------------------------------------------------------ listing
+    def listing(self) -> dict[str, tuple[str, int]]:
+        """``{rel: (remote path, size)}`` of the wanted files: one recursive listing."""
+        try:
+            self.fs.invalidate_cache()
+            # HTTP has no listing: a URL there names one file
+            found = {} if self.proto in ("http", "https") else self.fs.find(self.root,
+                                                                             detail=True)
+            if not found:
+                found = self._single()
+        except Exception as exc:  # noqa: BLE001 - every store failure becomes one line
+            raise failures.describe(exc, self.url) from None
+        self.requests += 1
+        files: dict[str, tuple[str, int]] = {}
+        root = self.root.rstrip("/")
+        own = found.get(root)
+        if own is not None and own.get("type") == "file" and len(found) == 1:
+            self.single = True
+            return {"": (root, int(own.get("size") or 0))}
+        skipped = 0
+        for path, info in sorted(found.items()):
+            if info.get("type") == "directory" or not path.startswith(root + "/"):
+                continue
+            rel = path[len(root) + 1:]
+            if not rel or rel.endswith("/"):
+                continue                # a folder marker
+            if not _safe_rel(rel):
+                skipped += 1
+                self.report.add("remote_key_skipped", f"{self.url}: the object {rel!r} has a "
+                                "name that is not a safe path; skipped", path=self.url)
+                continue
+            if wanted(rel):
+                files[rel] = (path, int(info.get("size") or 0))
+        if not files and not skipped:
+            raise FormatError(f"{self.url}: no such file or directory (or nothing a "
+                              "TensorBoard source holds under it)")
+        return files
+
+    def _single(self) -> dict:
+        try:
+            info = self.fs.info(self.root)
+        except FileNotFoundError:
+            return {}
+        if info.get("type") != "file":
+            return {}
+        return {self.root.rstrip("/"): {**info, "type": "file"}}
+
+    # ------------------------------------------------------------------ fetching
+    def fetch(self) -> Path:
+        """Stage everything; returns the local path that stands for the URL."""
+        self._get(self.listing(), grow_only=False)
+        return self.local
+
+    def refresh(self) -> list[str]:
+        """Fetch what changed since the last fetch: a grown file only from its old end.
+        Returns the names (relative to the URL) that changed."""
+        return self._get(self.listing(), grow_only=True)
+
+    def _target(self, rel: str) -> Path:
+        return self.local if self.single else self.local / rel
+
+    def _get(self, files: dict[str, tuple[str, int]], grow_only: bool) -> list[str]:
+        ranges: list[tuple[str, Path, int, int]] = []
+        changed = []
+        for rel, (remote, size) in files.items():
+            target = self._target(rel)
+            have = self.sizes.get(rel)
+            if grow_only and have == size:
+                continue
+            start = have if grow_only and have is not None and have < size else 0
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "r+b" if start else "wb") as f:
+                    f.truncate(start)
+            except OSError as exc:
+                if isinstance(exc, (FileExistsError, NotADirectoryError, IsADirectoryError)):
+                    self.report.add("remote_key_skipped", f"{self.url}: {rel} clashes with "
+                                    "another object's name (a file and a folder of one name); "
+                                    "skipped", path=self.url)
+                    continue
+                raise OutputError(f"cannot stage {self.url} in {self.tmp.parent}: "
+                                  f"{exc.strerror or exc}; set TMPDIR to a disk with room") \
+                    from None
+            changed.append(rel)
+            self.sizes[rel] = size
+            for off in range(start, size, BLOCK):
+                ranges.append((remote, target, off, min(size, off + BLOCK)))
+        self._check_room(sum(end - start for _r, _t, start, end in ranges))
+        if self.progress is not None and ranges:
+            self.progress.start(sum(end - start for _r, _t, start, end in ranges))
+        batch: list[tuple[str, Path, int, int]] = []
+        held = 0
+        for item in ranges:
+            batch.append(item)
+            held += item[3] - item[2]
+            if held >= BATCH_BYTES:
+                self._read(batch)
+                batch, held = [], 0
+        if batch:
+            self._read(batch)
+        return changed
+
+    def _check_room(self, need: int) -> None:
+        """Refuse, before fetching anything, a source the temporary directory cannot hold."""
+        try:
+            free = shutil.disk_usage(self.tmp).free
+        except OSError:
+            return
+        if need > free:
+            raise OutputError(f"{self.url}: reading it needs {_gib(need)} of local space for "
+                              f"its files, but {self.tmp.parent} has {_gib(free)} free; set "
+                              "TMPDIR to a disk with room")
+
+    def _read(self, batch) -> None:
+        try:
+            blocks = self.fs.cat_ranges([b[0] for b in batch], [b[2] for b in batch],
+                                        [b[3] for b in batch], on_error="raise")
+        except Exception as exc:  # noqa: BLE001
+            raise failures.describe(exc, self.url) from None
+        self.requests += len(batch)
+        for (_remote, target, start, end), data in zip(batch, blocks):
+            if isinstance(data, BaseException):
+                raise failures.describe(data, self.url) from None
+            try:
+                with open(target, "r+b") as f:
+                    _write_all(f.fileno(), data, start)
+            except OSError as exc:
+                raise OutputError(f"{self.url}: cannot keep its files in {self.tmp.parent}: "
+                                  f"{exc.strerror or exc}; set TMPDIR to a disk with room") \
+                    from None
+            if self.progress is not None:
+                self.progress.advance(end - start)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)

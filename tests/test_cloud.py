@@ -1,0 +1,546 @@
+"""Sources and destinations in an object store: a real S3-compatible server (moto's server
+mode) on 127.0.0.1, reached through a recording proxy (tests/cloud_server.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+import tbconvert
+from tbconvert import api
+
+from cloud_server import Proxy, Rule, free_port, start_moto, stop
+from conftest import FIXTURES, LOGDIRS, cli_argv, cli_env
+from oracle import assert_same_view, tb_view
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+class Store:
+    def __init__(self, proxy: Proxy) -> None:
+        import s3fs
+        self.proxy = proxy
+        self.fs = s3fs.S3FileSystem(endpoint_url=proxy.url, use_listings_cache=False,
+                                    skip_instance_cache=True)
+
+
+@pytest.fixture(scope="session")
+def store():
+    proc, port = start_moto()
+    proxy = Proxy(port)
+    saved = {k: os.environ.get(k) for k in (*_ENV, "AWS_ENDPOINT_URL")}
+    os.environ.update(_ENV, AWS_ENDPOINT_URL=proxy.url)
+    try:
+        yield Store(proxy)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        proxy.close()
+        stop(proc)
+
+
+@pytest.fixture
+def bucket(store) -> str:
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    store.fs.mkdir(name)
+    store.proxy.clear()
+    yield name
+    store.proxy.clear()
+
+
+def upload(store, local: Path, url: str) -> None:
+    store.fs.put(str(local), url[len("s3://"):], recursive=True)
+
+
+def download(store, url: str, local: Path) -> Path:
+    store.fs.get(url[len("s3://"):], str(local), recursive=True)
+    return local
+
+
+def keys(store, url: str) -> list[str]:
+    try:
+        return sorted(store.fs.find(url[len("s3://"):]))
+    except FileNotFoundError:
+        return []
+
+
+def tbconvert_cli(*args, env_extra=None, drop=(), timeout=300):
+    env = cli_env(**(env_extra or {}))
+    for k in drop:
+        env.pop(k, None)
+    return subprocess.run([*cli_argv(), *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def one_line_error(proc, *needles):
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("tbconvert: error:")]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------ round trips
+
+@pytest.mark.parametrize("logdir", LOGDIRS)
+def test_logdir_round_trip_through_s3_keeps_tensorboards_view(store, bucket, logdir, tmp_path):
+    src = f"s3://{bucket}/{logdir}"
+    upload(store, FIXTURES / logdir, src)
+    api.convert(src, f"s3://{bucket}/a.parquet")
+    api.convert(f"s3://{bucket}/a.parquet", f"s3://{bucket}/a.h5")
+    api.convert(f"s3://{bucket}/a.h5", f"s3://{bucket}/rebuilt", to_format="tfevents")
+    rebuilt = download(store, f"s3://{bucket}/rebuilt", tmp_path / "rebuilt")
+    local = tmp_path / "local"
+    api.convert(FIXTURES / logdir, local, to_format="tfevents")
+    assert_same_view(tb_view(rebuilt), tb_view(local))
+    # nothing temporary is left beside the outputs
+    assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_cli_logdir_to_s3_and_back_with_force(store, bucket, tmp_path):
+    src = f"s3://{bucket}/logs"
+    upload(store, FIXTURES / "torch_logdir", src)
+    dst = f"s3://{bucket}/archive.parquet"
+    proc = tbconvert_cli("convert", src, dst)
+    assert proc.returncode == 0, proc.stderr
+    again = tbconvert_cli("convert", src, dst)
+    assert again.returncode == 6
+    one_line_error(again, dst, "--force")
+    forced = tbconvert_cli("convert", FIXTURES / "tf2_logdir", dst, "--force")
+    assert forced.returncode == 0, forced.stderr
+    verify = tbconvert_cli("verify", dst, FIXTURES / "tf2_logdir")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_directory_output_replaced_with_force_drops_stale_objects(store, bucket, tmp_path):
+    dst = f"s3://{bucket}/logs"
+    api.convert(FIXTURES / "torch_logdir", dst, to_format="tfevents")
+    first = keys(store, dst)
+    api.convert(FIXTURES / "tf2_logdir", dst, to_format="tfevents", force=True)
+    second = keys(store, dst)
+    assert not set(first) & set(second)
+    local = tmp_path / "local"
+    api.convert(FIXTURES / "tf2_logdir", local, to_format="tfevents")
+    assert_same_view(tb_view(download(store, dst, tmp_path / "got")), tb_view(local))
+
+
+@pytest.mark.slow
+def test_tbdev_export_from_s3_to_s3(store, bucket, tmp_path):
+    upload(store, FIXTURES / "tbdev_export", f"s3://{bucket}/exports")
+    proc = tbconvert_cli("tbdev-export", f"s3://{bucket}/exports", "-o", f"s3://{bucket}/logs")
+    assert proc.returncode == 0, proc.stderr
+    assert f"s3://{bucket}/logs" in proc.stderr
+    assert "tbconvert-src-" not in proc.stderr + proc.stdout   # staging paths never shown
+    local = tmp_path / "local"
+    assert tbconvert_cli("tbdev-export", FIXTURES / "tbdev_export", "-o", local).returncode == 0
+    got = download(store, f"s3://{bucket}/logs", tmp_path / "got")
+    assert_same_view(tb_view(got), tb_view(local))
+
+
+@pytest.mark.slow
+def test_parquet_dataset_written_to_s3_is_read_by_pyarrow_from_s3(store, bucket):
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+    dst = f"s3://{bucket}/dataset"
+    api.convert(FIXTURES / "torch_logdir", dst, to_format="parquet")
+    files = [k for k in keys(store, dst) if k.endswith(".parquet")]
+    assert len(files) > 1
+    fs = PyFileSystem(FSSpecHandler(store.fs))
+    table = ds.dataset(f"{bucket}/dataset", filesystem=fs, format="parquet").to_table()
+    local = api.load(FIXTURES / "torch_logdir", restarts="keep-all")
+    points = sum(len(s) for tags in local.series.values() for s in tags.values())
+    assert table.num_rows == points
+    # and tbconvert reads it back point for point
+    assert tbconvert_cli("verify", dst, FIXTURES / "torch_logdir").returncode == 0
+    assert sum(pq.read_table(f, filesystem=fs).num_rows for f in files) == points
+
+
+@pytest.mark.slow
+def test_media_and_tables_to_s3(store, bucket):
+    src = f"s3://{bucket}/logs"
+    upload(store, FIXTURES / "torch_logdir", src)
+    assert tbconvert_cli("media", src, "-o", f"s3://{bucket}/media").returncode == 0
+    assert any(k.endswith(".png") for k in keys(store, f"s3://{bucket}/media"))
+    proc = tbconvert_cli("hparams", src, "-o", f"s3://{bucket}/hp.csv")
+    assert proc.returncode == 0, proc.stderr
+    assert store.fs.cat_file(f"{bucket}/hp.csv").startswith(b"run")
+
+
+# ------------------------------------------------------------------ requests
+
+def test_reading_a_logdir_takes_one_listing_and_one_get_per_file(store, bucket, tmp_path):
+    src = f"s3://{bucket}/logs"
+    upload(store, FIXTURES / "tensorboardx_logdir", src)
+    # a checkpoint beside the logs is never fetched
+    for name in ("model.ckpt", "model.h5", "pytorch_model.bin", "config.json"):
+        store.fs.pipe_file(f"{bucket}/logs/train/{name}", b"\0" * 100_000)
+    n_files = sum(1 for k in keys(store, src) if "tfevents" in k)
+    store.proxy.clear()
+    api.convert(src, tmp_path / "x.parquet")
+    reqs = store.proxy.requests(bucket)
+    lists = [r for r in reqs if r.method == "GET" and "list-type" in r.query]
+    gets = [r for r in reqs if r.method == "GET" and "list-type" not in r.query]
+    assert len(lists) == 1
+    assert len(gets) == n_files
+    assert len(reqs) <= 2 * n_files + len(lists)
+    assert all("tfevents" in r.path for r in gets)
+
+
+def test_a_growing_file_is_read_from_its_old_end(store, bucket, tmp_path):
+    from tbconvert.remote.source import SourceStage
+    from tbconvert.report import Report
+    first = FIXTURES / "torch_logdir" / "train"
+    event = next(p for p in first.iterdir() if "tfevents" in p.name)
+    data = event.read_bytes()
+    half = len(data) // 2
+    store.fs.pipe_file(f"{bucket}/run/{event.name}", data[:half])
+    stage = SourceStage(f"s3://{bucket}/run", None, Report())
+    try:
+        local = stage.fetch()
+        store.fs.pipe_file(f"{bucket}/run/{event.name}", data)
+        store.proxy.clear()
+        assert stage.refresh() == [event.name]
+        gets = [r for r in store.proxy.requests(bucket)
+                if r.method == "GET" and "list-type" not in r.query]
+        assert [r.received for r in gets] == [len(data) - half]
+        assert (local / event.name).read_bytes() == data
+        store.proxy.clear()
+        assert stage.refresh() == []
+        assert not [r for r in store.proxy.requests(bucket) if "list-type" not in r.query]
+    finally:
+        stage.cleanup()
+
+
+def test_unsafe_object_names_are_skipped_and_reported(store, bucket, tmp_path):
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+    store.fs.pipe_file(f"{bucket}/logs/../evil.tfevents", b"x")
+    report = api.convert(f"s3://{bucket}/logs", tmp_path / "x.parquet")
+    assert any(i.kind == "remote_key_skipped" for i in report.issues)
+    assert not list(tmp_path.parent.glob("evil*"))
+
+
+# ------------------------------------------------------------------ errors
+
+def test_no_such_bucket(store):
+    proc = tbconvert_cli("info", "s3://no-such-bucket-here/logs")
+    assert proc.returncode == 3
+    one_line_error(proc, "s3://no-such-bucket-here/logs", "no such bucket")
+
+
+def test_no_credentials(store, tmp_path):
+    proc = tbconvert_cli("info", "s3://whatever/logs",
+                         env_extra={"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                                    "AWS_CONFIG_FILE": str(tmp_path / "none")},
+                         drop=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"))
+    assert proc.returncode == 11
+    one_line_error(proc, "s3://whatever/logs", "no credentials")
+
+
+SECRET = "sEcReT-vAlUe-4f9d2c"
+
+
+@pytest.mark.parametrize("flags", [[], ["-v"], ["--debug"]])
+def test_access_denied_names_the_url_and_never_the_secret(store, bucket, flags):
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+    store.proxy.add(Rule(lambda m, p, q: p.startswith(f"/{bucket}"), status=403,
+                         code="AccessDenied"))
+    proc = tbconvert_cli("convert", f"s3://{bucket}/logs", f"s3://{bucket}/x.parquet",
+                         "--storage-option", f"secret={SECRET}", "--storage-option",
+                         "key=testing", *flags)
+    assert proc.returncode == 11, proc.stderr
+    assert SECRET not in proc.stderr + proc.stdout
+    if "--debug" not in flags:
+        one_line_error(proc, f"s3://{bucket}/logs", "access denied")
+
+
+@pytest.mark.slow
+def test_access_denied_on_the_destination(store, bucket, tmp_path):
+    store.proxy.add(Rule(lambda m, p, q: m in ("PUT", "POST"), status=403, code="AccessDenied"))
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", f"s3://{bucket}/x.parquet")
+    assert proc.returncode == 11
+    one_line_error(proc, f"s3://{bucket}/x.parquet", "access denied", "write")
+
+
+@pytest.mark.slow
+def test_unreachable_endpoint_fails_in_bounded_time(store):
+    import time
+    port = free_port()
+    started = time.monotonic()
+    proc = tbconvert_cli("info", "s3://b/logs",
+                         env_extra={"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"})
+    assert time.monotonic() - started < 120
+    assert proc.returncode == 11
+    one_line_error(proc, "s3://b/logs", "cannot reach the endpoint")
+
+
+def test_throttling_is_retried_with_backoff(store, bucket, tmp_path):
+    upload(store, FIXTURES / "torch_logdir", f"s3://{bucket}/logs")
+    rule = store.proxy.add(Rule(lambda m, p, q: m == "GET", status=503, code="SlowDown",
+                                times=2))
+    report = api.convert(f"s3://{bucket}/logs", tmp_path / "x.parquet")
+    assert rule.times == 0 and report.runs > 0
+
+
+@pytest.mark.slow
+def test_throttling_that_does_not_stop_is_one_line(store, bucket):
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+    store.proxy.add(Rule(lambda m, p, q: m == "GET", status=503, code="SlowDown"))
+    # fewer attempts per request than the default keep the test short; the backoff is the same
+    proc = tbconvert_cli("info", f"s3://{bucket}/logs", "--storage-option",
+                         "config_kwargs.retries.max_attempts=2")
+    assert proc.returncode == 11
+    one_line_error(proc, f"s3://{bucket}/logs", "throttling")
+
+
+# ------------------------------------------------------------------ atomic commit
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dst, to", [("x.parquet", None), ("x.h5", None),
+                                     ("logs", "tfevents"), ("dataset", "parquet")])
+def test_killed_midway_leaves_nothing_under_the_final_name(store, bucket, dst, to):
+    """The conversion is killed (SIGKILL) while its upload is in flight."""
+    final = f"s3://{bucket}/out/{dst}"
+    rule = store.proxy.add(Rule(lambda m, p, q: m in ("PUT", "POST")
+                                and p.startswith(f"/{bucket}/out/"), stall=True))
+    args = ["convert", FIXTURES / "torch_logdir", final] + (["--to", to] if to else [])
+    proc = subprocess.Popen([*cli_argv(), *map(str, args)], env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert rule.hit.wait(120), "the upload never started"
+        proc.kill()
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        rule.release.set()
+    assert keys(store, final) == []
+    # the same conversion run again succeeds (nothing stale blocks it)
+    store.proxy.clear()
+    ok = tbconvert_cli(*args)
+    assert ok.returncode == 0, ok.stderr
+    assert keys(store, final)
+
+
+def test_interrupted_directory_commit_starts_only_after_every_upload(store, bucket):
+    """Objects under the final prefix are only ever made by copies, after all uploads."""
+    final = f"s3://{bucket}/logs"
+    api.convert(FIXTURES / "torch_logdir", final, to_format="tfevents")
+    reqs = store.proxy.requests(bucket)
+    writes = [r for r in reqs if r.method == "PUT"]
+    to_final = [i for i, r in enumerate(reqs) if r.method == "PUT"
+                and r.path.startswith(f"/{bucket}/logs/")]
+    to_temp = [i for i, r in enumerate(reqs) if r.method == "PUT"
+               and ".tbconvert-tmp-" in r.path]
+    assert writes and to_final and to_temp
+    assert max(to_temp) < min(to_final)
+
+
+# ------------------------------------------------------------------ other stores
+
+def test_memory_urls_take_the_generic_path(tmp_path):
+    url = f"memory://tbconvert-{uuid.uuid4().hex[:8]}"
+    api.convert(FIXTURES / "torch_logdir", f"{url}/a.parquet")
+    api.convert(f"{url}/a.parquet", f"{url}/logs", to_format="tfevents")
+    api.convert(f"{url}/logs", tmp_path / "back.h5")
+    from tbconvert.verify import compare
+    assert compare(tmp_path / "back.h5", FIXTURES / "torch_logdir") == []
+
+
+def test_file_urls_are_local_paths(tmp_path):
+    api.convert(f"file://{FIXTURES / 'torch_logdir'}", f"file://{tmp_path / 'a.parquet'}")
+    assert (tmp_path / "a.parquet").is_file()
+
+
+@pytest.mark.parametrize("url, extra", [("gs://b/logs", "gcs"), ("az://c/logs", "azure"),
+                                        ("hf://datasets/x/y", "hf")])
+def test_missing_protocol_package_names_the_extra(url, extra):
+    import importlib.util
+    module = {"gcs": "gcsfs", "azure": "adlfs", "hf": "huggingface_hub"}[extra]
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed")
+    proc = tbconvert_cli("info", url)
+    assert proc.returncode == 7
+    one_line_error(proc, url, f"tbconvert[{extra}]")
+
+
+def test_http_urls_are_read_only(tmp_path):
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", "https://example.invalid/x.parquet")
+    assert proc.returncode == 2
+    one_line_error(proc, "https://example.invalid/x.parquet", "only be read")
+
+
+def test_storage_option_parsing():
+    from tbconvert.remote.urls import parse_storage_options
+    assert parse_storage_options(["anon=true", "client_kwargs.region_name=eu-west-1",
+                                  "block_size=5", "profile=dev"]) == {
+        "anon": True, "client_kwargs": {"region_name": "eu-west-1"}, "block_size": 5,
+        "profile": "dev"}
+    with pytest.raises(tbconvert.errors.UsageError):
+        parse_storage_options(["novalue"])
+
+
+def test_same_prefix_source_and_destination_is_refused(store, bucket):
+    proc = tbconvert_cli("convert", f"s3://{bucket}/logs", f"s3://{bucket}/logs/x.parquet")
+    assert proc.returncode == 2
+    one_line_error(proc, "is inside")
+
+
+def test_a_file_larger_than_a_block_is_read_in_ranges(store, bucket, tmp_path, monkeypatch):
+    from tbconvert.remote import source
+    monkeypatch.setattr(source, "BLOCK", 4096)
+    upload(store, FIXTURES / "torch_logdir", f"s3://{bucket}/logs")
+    sizes = [store.fs.size(k) for k in keys(store, f"s3://{bucket}/logs") if "tfevents" in k]
+    store.proxy.clear()
+    api.convert(f"s3://{bucket}/logs", tmp_path / "x.parquet")
+    gets = [r for r in store.proxy.requests(bucket)
+            if r.method == "GET" and "list-type" not in r.query]
+    assert len(gets) == sum(-(-s // 4096) for s in sizes)
+    from tbconvert.verify import compare
+    assert compare(tmp_path / "x.parquet", FIXTURES / "torch_logdir") == []
+
+
+def test_http_urls_read_single_files(tmp_path):
+    pytest.importorskip("aiohttp")
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    api.convert(FIXTURES / "torch_logdir", tmp_path / "a.parquet")
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(Quiet, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/a.parquet"
+        api.convert(url, tmp_path / "b.h5")
+        from tbconvert.verify import compare
+        assert compare(tmp_path / "b.h5", FIXTURES / "torch_logdir") == []
+        missing = tbconvert_cli("info", url.replace("a.parquet", "nothing.parquet"))
+        assert missing.returncode == 3
+        one_line_error(missing, "nothing.parquet", "no such file")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_no_such_bucket_for_a_destination(store):
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", "s3://no-such-bucket-out/x.h5")
+    assert proc.returncode == 11
+    one_line_error(proc, "s3://no-such-bucket-out/x.h5", "no such bucket")
+
+
+def test_secrets_are_scrubbed_from_every_message():
+    from tbconvert.errors import StorageError
+    from tbconvert.remote import failures
+    failures.remember_secrets({"client_kwargs": {"aws_secret_access_key": SECRET}})
+    err = StorageError(f"s3://b/x: failed with {SECRET} and "
+                       "https://h/o?X-Amz-Signature=abcdef0123456789&X-Amz-Credential=AKIAXYZ")
+    text = err.cli_message()
+    assert SECRET not in text and "abcdef0123456789" not in text and "AKIAXYZ" not in text
+    assert "s3://b/x" in text
+
+
+@pytest.mark.slow
+def test_sigterm_mid_upload_removes_the_temporary_objects(store, bucket):
+    import signal
+    final = f"s3://{bucket}/out/logs"
+    rule = store.proxy.add(Rule(lambda m, p, q: m == "PUT" and ".tbconvert-tmp-" in p,
+                                stall=True, times=1))
+    args = ["convert", FIXTURES / "torch_logdir", final, "--to", "tfevents"]
+    proc = subprocess.Popen([*cli_argv(), *map(str, args)], env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert rule.hit.wait(120), "the upload never started"
+        proc.send_signal(signal.SIGTERM)
+        rule.release.set()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert keys(store, final) == []
+    assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]
+
+
+def test_progress_counts_the_fetch_and_the_conversion(store, bucket, tmp_path):
+    from tbconvert.formats.base import Progress
+
+    class Seen(Progress):
+        def __init__(self):
+            self.total = self.done = 0
+
+        def start(self, total):
+            self.total += total
+
+        def advance(self, n):
+            self.done += n
+
+    upload(store, FIXTURES / "torch_logdir", f"s3://{bucket}/logs")
+    size = sum(store.fs.size(k) for k in keys(store, f"s3://{bucket}/logs") if "tfevents" in k)
+    seen = Seen()
+    api.convert(f"s3://{bucket}/logs", tmp_path / "x.parquet", options=api.make_options(
+        progress=seen))
+    assert seen.total == 2 * size
+    assert size <= seen.done <= seen.total
+
+
+def test_endpoint_and_keys_from_storage_options_alone(store, bucket):
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+    proc = tbconvert_cli("info", f"s3://{bucket}/logs", "--storage-option",
+                         f"endpoint_url={store.proxy.url}", "--storage-option", "key=testing",
+                         "--storage-option", "secret=testing",
+                         drop=("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"))
+    assert proc.returncode == 0, proc.stderr
+    assert "train" in proc.stdout
+
+
+def test_a_source_that_does_not_fit_locally_is_one_line(store, bucket):
+    """The fetch hits a file-size limit (as it would a full disk): exit 9, one line."""
+    import resource
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    proc = subprocess.run([*cli_argv(), "info", f"s3://{bucket}/logs"], env=cli_env(),
+                          capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert proc.returncode == 9, proc.stderr
+    one_line_error(proc, f"s3://{bucket}/logs", "TMPDIR")
+
+
+def test_destination_names_are_checked_with_the_url(store, bucket):
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", f"s3://{bucket}/noext")
+    assert proc.returncode == 3
+    one_line_error(proc, f"s3://{bucket}/noext", "--to")
+    whole = tbconvert_cli("convert", FIXTURES / "torch_logdir", f"s3://{bucket}", "--to",
+                          "tfevents")
+    assert whole.returncode == 2
+    one_line_error(whole, "not the bucket itself")
+
+
+def test_an_option_the_store_does_not_take_is_a_usage_error(store, bucket):
+    upload(store, FIXTURES / "torch_logdir" / "train", f"s3://{bucket}/logs/train")
+    proc = tbconvert_cli("info", f"s3://{bucket}/logs", "--storage-option", "bogus=1")
+    assert proc.returncode == 2
+    one_line_error(proc, f"s3://{bucket}/logs", "bogus")
