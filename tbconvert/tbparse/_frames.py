@@ -1,0 +1,277 @@
+"""One event file's DataFrame per event type, laid out as tbparse lays it out.
+
+Columns come in tbparse's order (``step``, ``tag``, the value columns, then
+``wall_time``, ``dir_name``, ``file_name``); with ``pivot`` one column per tag
+(``<tag>/<field>`` for extra fields), NaN where a row belongs to another tag.
+Numbers are numpy columns; only values that are arrays (histogram buckets,
+decoded images and audio, tensors) are one object per point, as in tbparse.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tbconvert.formats.tfevents import forms
+from tbconvert.model import BlobSequenceSeries, ScalarSeries
+from tbconvert.tbparse import _media
+
+SCALARS, TENSORS, HISTOGRAMS, IMAGES, AUDIO, HPARAMS, TEXT = (
+    "scalars", "tensors", "histograms", "images", "audio", "hparams", "text")
+ALL_EVENT_TYPES = frozenset({SCALARS, TENSORS, HISTOGRAMS, IMAGES, AUDIO, HPARAMS, TEXT})
+ALL_EXTRA_COLUMNS = frozenset({"dir_name", "file_name", "wall_time", "min", "max", "num", "sum",
+                               "sum_squares", "width", "height", "content_type",
+                               "length_frames", "sample_rate"})
+_TAIL = ("wall_time", "dir_name", "file_name")
+_TEXT_SUFFIX = "/text_summary"
+_SSI_TAG = "_hparams_/session_start_info"
+# Series the reader makes from events that are not summaries (graphs, run metadata):
+# tbparse has no table for them.
+_NOT_SUMMARIES = frozenset({"graphs", "graph_tagged_run_metadata"})
+
+
+def event_type(md) -> str | None:
+    """Which tbparse table a tag's points belong to (by the form they were written in)."""
+    kind = forms.legacy_kind(md)
+    if kind is not None:
+        return {forms.SIMPLE: SCALARS, forms.HISTO: HISTOGRAMS, forms.IMAGE: IMAGES,
+                forms.AUDIO: AUDIO}[kind]
+    if md.plugin_name == "text":
+        return TEXT
+    if md.plugin_name == "hparams":
+        return HPARAMS
+    if md.plugin_name in _NOT_SUMMARIES:
+        return None
+    return TENSORS
+
+
+class Rows:
+    """The rows of one tag in one file: its visible points, in read order."""
+
+    __slots__ = ("tag", "series", "seq")
+
+    def __init__(self, tag: str, series, seq: np.ndarray) -> None:
+        self.tag, self.series, self.seq = tag, series, seq
+
+
+def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]:
+    """Each tag of ``etype`` with points in file ``index``, in order of first appearance."""
+    found = []
+    for td in dir_data.tags.values():
+        if event_type(td.metadata) != etype:
+            continue
+        seq = td.seq()
+        in_file = dir_data.file_of(seq) == index
+        if not in_file.any():
+            continue
+        first = int(seq[in_file][0])
+        series = td.series()
+        keep = in_file if keep_hidden or series.hidden is None else in_file & ~series.hidden
+        idx = np.flatnonzero(keep)
+        found.append((first, Rows(td.tag, series.take(idx).with_hidden(None), seq[idx])))
+    found.sort(key=lambda x: x[0])
+    return [r for _, r in found]
+
+
+class _Cols:
+    """tbparse's column dict: NaN-filled columns created on first use, in that order."""
+
+    def __init__(self, n: int, extra: set, file_name: str, walls, with_wall: bool) -> None:
+        self.n = n
+        self.cols: dict = {}
+        if "dir_name" in extra:
+            self.cols["dir_name"] = np.full(n, "", dtype=object) if n else []
+        if "file_name" in extra:
+            self.cols["file_name"] = np.full(n, file_name, dtype=object) if n else []
+        if "wall_time" in extra and with_wall:
+            self.cols["wall_time"] = walls if n else []
+
+    def numbers(self, name: str, start: int, values) -> None:
+        col = self.cols.get(name)
+        if col is None:
+            col = self.cols[name] = np.full(self.n, np.nan)
+        col[start:start + len(values)] = values
+
+    def objects(self, name: str, start: int, values) -> None:
+        col = self.cols.get(name)
+        if col is None:
+            col = self.cols[name] = np.full(self.n, np.nan, dtype=object)
+        col[start:start + len(values)] = values
+
+    def frame(self):
+        import pandas as pd
+        for name in _TAIL:
+            if name in self.cols:
+                self.cols[name] = self.cols.pop(name)
+        cols = {k: (list(v) if isinstance(v, np.ndarray) and v.dtype == object
+                    and not _all_str(v) else v) for k, v in self.cols.items()}
+        return pd.DataFrame(cols)
+
+
+def _all_str(arr: np.ndarray) -> bool:
+    return len(arr) > 0 and all(isinstance(x, str) for x in arr[:1]) and \
+        all(isinstance(x, str) for x in arr)
+
+
+def _python_values(arrays) -> list:
+    """Tensor points as tbparse gives them: a rank-0 tensor as its Python value."""
+    return [a.item() if a.shape == () else a for a in arrays]
+
+
+def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, extra: set,
+               keep_hidden: bool = False):
+    """The DataFrame tbparse builds for file ``index`` of a directory and ``etype``."""
+    if etype == HPARAMS:
+        return _hparams_frame(dir_data, index, file_name, pivot, extra)
+    rows = file_rows(dir_data, index, etype, keep_hidden)
+    n = sum(len(r.series) for r in rows)
+    walls = np.concatenate([r.series.wall_times for r in rows]) if rows else None
+    cols = _Cols(n, extra, file_name, walls, True)
+    start = 0
+    for r in rows:
+        s, m = r.series, len(r.series)
+        if not m:
+            continue
+        tag = r.tag
+        if etype == TEXT and tag.endswith(_TEXT_SUFFIX):
+            tag = tag[:-len(_TEXT_SUFFIX)]
+        cols.numbers("step", start, s.steps)
+        if not pivot:
+            cols.objects("tag", start, [tag] * m)
+        fields = _fields(etype, r, dir_data, extra)
+        for name, values in fields:
+            key = (tag if name == "value" else tag + "/" + name) if pivot else name
+            if isinstance(values, np.ndarray) and values.dtype != object:
+                cols.numbers(key, start, values)
+            else:
+                cols.objects(key, start, values)
+        start += m
+    if "step" in cols.cols:
+        cols.cols["step"] = cols.cols["step"].astype(np.int64)
+    return cols.frame()
+
+
+def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
+    """``(column, values)`` of one tag's rows, in tbparse's column order."""
+    s = r.series
+    if etype == SCALARS:
+        return [("value", np.asarray(s.values, dtype=np.float64))]
+    if etype == TEXT:
+        return [("value", [_text(a) for a in _arrays(s)])]
+    if etype == TENSORS:
+        arrays = _arrays(s)
+        if dir_data.histos:
+            raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
+            arrays = [a if isinstance(h, tuple) or h is None else h for a, h in zip(arrays, raw)]
+        return [("value", _python_values(arrays))]
+    if etype == HISTOGRAMS:
+        return _histogram_fields(r, dir_data, extra)
+    if etype == IMAGES:
+        seqs = _sequences(s)
+        out = [("value", [_media.decode_image(q[2]) for q in seqs])]
+        for name in ("height", "width"):
+            if name in extra:
+                pos = 1 if name == "height" else 0
+                out.append((name, np.array([int(q[pos]) for q in seqs], dtype=np.int64)))
+        return out
+    if etype == AUDIO:
+        seqs = _sequences(s)
+        clips = [_media.decode_wav(q[0]) for q in seqs]
+        out = [("value", [c[0] for c in clips])]
+        if "content_type" in extra:
+            out.append(("content_type", np.array(["audio/wav"] * len(clips), dtype=object)))
+        if "length_frames" in extra:
+            out.append(("length_frames", np.array([c[0].shape[0] for c in clips], np.int64)))
+        if "sample_rate" in extra:
+            out.append(("sample_rate", np.array([c[1] for c in clips], np.float64)))
+        return out
+    raise ValueError(etype)
+
+
+def _arrays(s) -> list:
+    if isinstance(s, ScalarSeries):
+        return [s.values[i:i + 1].reshape(()) for i in range(len(s))]
+    if isinstance(s, BlobSequenceSeries):
+        out = []
+        for seq in s.sequences():
+            arr = np.empty(len(seq), dtype=object)
+            arr[:] = [b"" if b is None else b for b in seq]
+            out.append(arr)
+        return out
+    return list(s.tensors)
+
+
+def _sequences(s) -> list:
+    if isinstance(s, BlobSequenceSeries):
+        return list(s.sequences())
+    return [list(a.reshape(-1)) for a in s.tensors]
+
+
+def _text(arr):
+    if arr.size == 1:
+        return _decode(arr.reshape(()).item())
+    # tbparse fails on text tensors of several strings; each is decoded here.
+    return [_decode(x) for x in arr.reshape(-1)]
+
+
+def _decode(x) -> str:
+    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
+
+
+_HISTO_FIELDS = ("counts", "limits", "max", "min", "num", "sum", "sum_squares")
+
+
+def _histogram_fields(r: Rows, dir_data, extra: set) -> list:
+    raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
+    raw = [h if isinstance(h, tuple) else None for h in raw]
+    if any(h is None for h in raw):
+        raw = [h if h is not None else _from_tensor(a) for h, a in zip(raw, _arrays(r.series))]
+    out = []
+    for name in _HISTO_FIELDS:
+        if name in ("counts", "limits"):
+            out.append((name, [h[6] if name == "counts" else h[5] for h in raw]))
+        elif name in extra:
+            pos = {"min": 0, "max": 1, "num": 2, "sum": 3, "sum_squares": 4}[name]
+            out.append((name, np.array([h[pos] for h in raw], dtype=np.float64)))
+    return out
+
+
+def _from_tensor(arr) -> tuple:
+    """Histogram fields of a point the reader only kept as ``[k, 3]`` buckets."""
+    arr = np.asarray(arr, dtype=np.float64).reshape(-1, 3)
+    counts, rights = arr[:, 2], arr[:, 1]
+    lo = float(arr[0, 0]) if len(arr) else 0.0
+    hi = float(arr[-1, 1]) if len(arr) else 0.0
+    return (lo, hi, float(counts.sum()), np.nan, np.nan, rights.copy(), counts.copy())
+
+
+def _hparams_frame(dir_data, index: int, file_name: str, pivot: bool, extra: set):
+    names, values = _session_hparams(dir_data, index)
+    cols = _Cols(len(names), extra, file_name, None, False)
+    if pivot:
+        for i, (name, value) in enumerate(zip(names, values)):
+            cols.objects(name, i, [value])
+    elif names:
+        cols.cols["tag"] = np.array(names, dtype=object)
+        cols.cols["value"] = values
+    frame = cols.frame()
+    return frame
+
+
+def _session_hparams(dir_data, index: int):
+    td = dir_data.tags.get(_SSI_TAG)
+    if td is None or td.metadata.plugin_name != "hparams":
+        return [], []
+    seq = td.seq()
+    if not len(seq) or dir_data.file_of(seq[:1])[0] != index:
+        return [], []
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+    try:
+        ssi = HParamsPluginData.FromString(td.metadata.plugin_content).session_start_info
+    except Exception:  # noqa: BLE001 - unreadable plugin data: no hyperparameters
+        return [], []
+    names = list(ssi.hparams.keys())
+    values = []
+    for name in names:
+        kind = ssi.hparams[name].WhichOneof("kind")
+        values.append(getattr(ssi.hparams[name], kind) if kind else None)
+    return names, values
