@@ -78,6 +78,7 @@ class _Cols:
     def __init__(self, n: int, extra: set, file_name: str, walls, with_wall: bool) -> None:
         self.n = n
         self.cols: dict = {}
+        self.ints: dict[str, int] = {}   # integer columns: how many rows are filled
         if "dir_name" in extra:
             self.cols["dir_name"] = np.full(n, "", dtype=object) if n else []
         if "file_name" in extra:
@@ -89,6 +90,10 @@ class _Cols:
         col = self.cols.get(name)
         if col is None:
             col = self.cols[name] = np.full(self.n, np.nan)
+            if np.asarray(values).dtype.kind in "iu":
+                self.ints[name] = 0
+        if name in self.ints:
+            self.ints[name] += len(values)
         col[start:start + len(values)] = values
 
     def objects(self, name: str, start: int, values) -> None:
@@ -99,6 +104,10 @@ class _Cols:
 
     def frame(self):
         import pandas as pd
+        for name, filled in self.ints.items():
+            # a column of integers on every row is an integer column (NaN makes it float)
+            if filled == self.n:
+                self.cols[name] = self.cols[name].astype(np.int64)
         for name in _TAIL:
             if name in self.cols:
                 self.cols[name] = self.cols.pop(name)
@@ -145,8 +154,6 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
             else:
                 cols.objects(key, start, values)
         start += m
-    if "step" in cols.cols:
-        cols.cols["step"] = cols.cols["step"].astype(np.int64)
     return cols.frame()
 
 

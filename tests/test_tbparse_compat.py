@@ -1,0 +1,290 @@
+"""tbconvert.tbparse.SummaryReader against tbparse itself, on the real fixtures.
+
+tbparse is the oracle for every table it can build here (TensorFlow is not
+installed, so its images and audio are compared with values decoded straight
+from TensorBoard's own reading of the fixture files). Where tbparse is wrong,
+the improvement is asserted as such.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tbconvert.tbparse import ALL_EVENT_TYPES, SummaryReader
+
+tbparse = pytest.importorskip("tbparse")
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+TF_FREE = {"scalars", "tensors", "histograms", "hparams", "text"}
+EXTRAS = [set(), {"dir_name", "file_name", "wall_time"}, {"file_name"},
+          {"wall_time", "min", "max", "num", "sum", "sum_squares"},
+          {"dir_name", "width", "height", "content_type", "length_frames", "sample_rate"}]
+# tbparse fails on TF2's text written as a table of strings (a tensor of several strings).
+TYPES = {"torch_logdir": TF_FREE, "tensorboardx_logdir": TF_FREE,
+         "tf2_logdir": TF_FREE - {"text"}}
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
+
+
+def same(x, y) -> bool:
+    """Exact equality of one cell: type, dtype, shape and value (NaN equals NaN)."""
+    if isinstance(x, list) or isinstance(y, list):
+        return type(x) is type(y) and len(x) == len(y) and all(map(same, x, y))
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return (type(x) is type(y) and x.shape == y.shape and x.dtype == y.dtype
+                and bool((x == y).all()))
+    if type(x) is not type(y):
+        return False
+    return bool(x == y) or bool(pd.isnull(x) and pd.isnull(y))
+
+
+def assert_frames_equal(ours: pd.DataFrame, theirs: pd.DataFrame, what: str) -> None:
+    assert list(ours.columns) == list(theirs.columns), what
+    assert dict(ours.dtypes) == dict(theirs.dtypes), what
+    assert len(ours) == len(theirs), what
+    for col in ours.columns:
+        for i, (x, y) in enumerate(zip(ours[col], theirs[col])):
+            assert same(x, y), f"{what}: column {col!r} row {i}: {x!r:.80} != {y!r:.80}"
+
+
+def _both(path, types, **kw):
+    theirs = tbparse.SummaryReader(str(path), event_types=set(types), **kw)
+    ours = SummaryReader(str(path), event_types=set(types), restarts="per-file", **kw)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+@pytest.mark.parametrize("pivot", [False, True])
+def test_every_table_equals_tbparse(name, pivot):
+    types = TYPES[name]
+    for extra in EXTRAS:
+        ours, theirs = _both(FIXTURES / name, types, pivot=pivot, extra_columns=set(extra))
+        for et in sorted(types):
+            assert_frames_equal(getattr(ours, et), getattr(theirs, et),
+                                f"{name} {et} pivot={pivot} extra={sorted(extra)}")
+        assert ours.tags == {k: v for k, v in theirs.tags.items() if k in types} | {
+            k: [] for k in ALL_EVENT_TYPES - types}
+
+
+def test_children_files_and_single_file_equal_tbparse():
+    root = FIXTURES / "torch_logdir"
+    ours, theirs = _both(root, TF_FREE, extra_columns={"dir_name", "file_name"})
+    assert list(ours.children) == list(theirs.children)
+    assert repr(ours) == repr(theirs) and ours.log_path == theirs.log_path
+    train_o, train_t = ours["train"], theirs["train"]
+    assert list(train_o.children) == list(train_t.children)
+    event_file = next(p for p in (root / "train").iterdir() if "tfevents" in p.name)
+    for et in ("scalars", "histograms", "tensors", "text"):
+        assert_frames_equal(getattr(train_o, et), getattr(train_t, et), f"train {et}")
+        file_o, file_t = _both(event_file, TF_FREE, pivot=True)
+        assert_frames_equal(getattr(file_o, et), getattr(file_t, et), f"file {et}")
+    assert train_o.get_tags("scalars") == train_t.get_tags("scalars")
+
+
+def test_argument_errors_are_tbparses():
+    path = str(FIXTURES / "torch_logdir")
+    for kw, exc in [({"extra_columns": ["wall_time"]}, ValueError),
+                    ({"extra_columns": {"colour"}}, KeyError),
+                    ({"event_types": ["scalars"]}, ValueError),
+                    ({"event_types": {"graphs"}}, KeyError)]:
+        with pytest.raises(exc):
+            tbparse.SummaryReader(path, **kw)
+        with pytest.raises(exc):
+            SummaryReader(path, **kw)
+    with pytest.raises(ValueError, match="File or directory not found"):
+        SummaryReader(path + "-missing")
+    reader = SummaryReader(path, event_types={"scalars"})
+    with pytest.raises(ValueError, match="ignored"):
+        reader.histograms
+    with pytest.raises(ValueError, match="Unknown event_type"):
+        reader.get_events("graphs")
+
+
+# ------------------------------------------------------------------ documented improvements
+
+def test_restart_in_a_new_file_is_purged_as_tensorboard_does():
+    """tbparse reads each file on its own, so a restart that starts a new file keeps the
+    points TensorBoard hides; ``restarts="per-file"`` gives tbparse's rows."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from oracle import tb_view
+    root = FIXTURES / "torch_logdir"
+    theirs = tbparse.SummaryReader(str(root), extra_columns={"dir_name"},
+                                   event_types={"scalars"}).scalars
+    ours = SummaryReader(str(root), extra_columns={"dir_name"}).scalars
+    tb = tb_view(root)
+    for run in ("resumed", "resumed_purged"):
+        tb_steps = [p[0] for p in tb[run]["tags"]["loss"]["points"]]
+        ours_steps = ours[(ours.dir_name == run) & (ours.tag == "loss")].step.tolist()
+        assert ours_steps == sorted(tb_steps), run
+    # the purged run: TensorBoard shows 40 points, tbparse 50 (steps 20-29 twice)
+    theirs_purged = theirs[(theirs.dir_name == "resumed_purged") & (theirs.tag == "loss")]
+    assert len(theirs_purged) == 50 and len(ours_steps) == 40
+    # everything else is the same
+    rest_o = ours[ours.dir_name != "resumed_purged"].reset_index(drop=True)
+    rest_t = theirs[theirs.dir_name != "resumed_purged"].reset_index(drop=True)
+    assert_frames_equal(rest_o, rest_t, "runs without a restart")
+    kept = SummaryReader(str(root / "resumed_purged"), restarts="keep-all").scalars
+    assert (kept.tag == "loss").sum() == 50
+
+
+def _corrupt_copy(tmp_path) -> tuple[Path, int]:
+    """A copy of tensorboardX's run_a whose 10th record has one payload byte flipped."""
+    src = FIXTURES / "tensorboardx_logdir" / "run_a"
+    dst = tmp_path / "run_a"
+    dst.mkdir()
+    event_file = next(p for p in src.iterdir() if "tfevents" in p.name)
+    data = bytearray(event_file.read_bytes())
+    pos = 0
+    for _ in range(9):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        pos += 12 + length + 4
+    data[pos + 12 + 2] ^= 0xFF
+    (dst / event_file.name).write_bytes(bytes(data))
+    return dst, pos
+
+
+def test_a_corrupt_record_costs_only_itself(tmp_path):
+    dst, pos = _corrupt_copy(tmp_path)
+    intact_file = FIXTURES / "tensorboardx_logdir" / "run_a" / next(dst.iterdir()).name
+    intact = SummaryReader(str(intact_file)).scalars
+    ours_reader = SummaryReader(str(dst))
+    ours = ours_reader.scalars
+    theirs = tbparse.SummaryReader(str(dst), event_types={"scalars"}).scalars
+    # one event (one scalar value here) is lost, and said so; tbparse loses the rest of the file
+    assert len(ours) == len(intact) - 1
+    assert len(theirs) < len(ours) - 10
+    assert any(i.kind == "corrupt_record" and str(pos) in i.message
+               for i in ours_reader.report.issues)
+
+
+def test_nothing_is_sampled():
+    """tbparse samples text down to one point when ``tensors`` is not also asked for."""
+    path = str(FIXTURES / "torch_logdir" / "train")
+    theirs = tbparse.SummaryReader(path, event_types={"text"}).text
+    ours = SummaryReader(path, event_types={"text"}).text
+    assert len(theirs) == 1
+    full = tbparse.SummaryReader(path, event_types={"text", "tensors"}).text
+    assert_frames_equal(ours, full, "text")
+
+
+def test_text_tables_read_where_tbparse_fails():
+    path = str(FIXTURES / "tf2_logdir" / "eager")
+    with pytest.raises(ValueError):
+        tbparse.SummaryReader(path, event_types={"text"}).text
+    text = SummaryReader(path).text
+    table = text[text.tag == "config_table"].value.iloc[0]
+    assert isinstance(table, list) and all(isinstance(x, str) for x in table)
+
+
+# ------------------------------------------------------------------ images and audio, no TensorFlow
+
+def _legacy_events(path, kind):
+    """TensorBoard's legacy accumulator's own events, every point kept (per file, as tbparse)."""
+    from tensorboard.backend.event_processing.event_accumulator import (
+        STORE_EVERYTHING_SIZE_GUIDANCE, EventAccumulator)
+    acc = EventAccumulator(str(path), STORE_EVERYTHING_SIZE_GUIDANCE)
+    acc.Reload()
+    get = acc.Images if kind == "images" else acc.Audio
+    return [(tag, e) for tag in acc.Tags()[kind] for e in get(tag)]
+
+
+def _png(data: bytes) -> np.ndarray:
+    from PIL import Image
+    arr = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    return arr
+
+
+def _wav(data: bytes) -> tuple[np.ndarray, int]:
+    with wave.open(io.BytesIO(data)) as w:
+        assert w.getsampwidth() == 2
+        ints = np.frombuffer(w.readframes(w.getnframes()), "<i2")
+        return (ints / 32768.0).astype(np.float32).reshape(-1, w.getnchannels()), w.getframerate()
+
+
+@pytest.mark.parametrize("name", ["torch_logdir", "tensorboardx_logdir"])
+@pytest.mark.parametrize("pivot", [False, True])
+def test_images_and_audio_without_tensorflow(name, pivot, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow", None)   # importing it fails
+    root = FIXTURES / name
+    extra = {"file_name", "width", "height", "content_type", "length_frames", "sample_rate"}
+    reader = SummaryReader(str(root), pivot=pivot, extra_columns=extra)
+    images, audio = reader.images, reader.audio
+    expected_images, expected_audio = [], []
+    for f in sorted(root.rglob("*tfevents*")):
+        for tag, e in _legacy_events(f, "images"):
+            expected_images.append((f.name, tag, e.step, e.width, e.height,
+                                    _png(e.encoded_image_string)))
+        for tag, e in _legacy_events(f, "audio"):
+            samples, rate = _wav(e.encoded_audio_string)
+            expected_audio.append((f.name, tag, e.step, e.content_type, e.length_frames,
+                                   e.sample_rate, samples, rate))
+    assert expected_images and expected_audio
+    if pivot:
+        for fname, tag, step, width, height, pixels in expected_images:
+            row = images[(images.file_name == fname) & (images.step == step)].iloc[0]
+            got = row[tag]
+            got = got if isinstance(got, np.ndarray) else got[0]
+            assert got.dtype == np.uint8 and np.array_equal(got, pixels)
+            assert row[tag + "/width"] == width and row[tag + "/height"] == height
+        return
+    assert list(images.columns) == ["step", "tag", "value", "height", "width", "file_name"]
+    assert list(audio.columns) == ["step", "tag", "value", "content_type", "length_frames",
+                                   "sample_rate", "file_name"]
+    key = sorted(expected_images, key=lambda r: (r[0], r[1], r[2]))
+    assert len(images) == len(key)
+    for (fname, tag, step, width, height, pixels), row in zip(key, images.itertuples()):
+        assert (row.file_name, row.tag, row.step, row.width, row.height) == \
+            (fname, tag, step, width, height)
+        assert row.value.dtype == np.uint8 and np.array_equal(row.value, pixels)
+    assert images.width.dtype == np.int64 and images.height.dtype == np.int64
+    key = sorted(expected_audio, key=lambda r: (r[0], r[1], r[2]))
+    assert len(audio) == len(key)
+    for (fname, tag, step, ctype, frames, rate, samples, wav_rate), row in \
+            zip(key, audio.itertuples()):
+        assert (row.file_name, row.tag, row.step, row.content_type) == (fname, tag, step, ctype)
+        assert row.length_frames == frames == len(samples) and row.sample_rate == rate == wav_rate
+        assert row.value.dtype == np.float32 and np.array_equal(row.value, samples)
+    assert audio.sample_rate.dtype == np.float64 and audio.length_frames.dtype == np.int64
+
+
+def test_tf2_image_tensors_decode_as_tbparse_would(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    tensors = SummaryReader(str(FIXTURES / "tf2_logdir" / "eager")).tensors
+    row = tensors[tensors.tag == "digits_rgb"].iloc[0]
+    image = SummaryReader.tensor_to_image(row.value)
+    assert image["width"] == 6 and image["height"] == 6
+    assert image["image"].dtype == np.uint8 and image["image"].shape[-3:] == (6, 6, 3)
+    tone = tensors[tensors.tag == "tone"].iloc[0].value
+    clip = SummaryReader.tensor_to_audio(tone)
+    samples, rate = _wav(tone[0, 0])
+    assert np.array_equal(clip["audio"], samples) and clip["sample_rate"] == rate
+
+
+def test_tensor_to_histogram_equals_tbparses():
+    tensors = SummaryReader(str(FIXTURES / "tf2_logdir" / "eager")).tensors
+    value = tensors[tensors.tag == "weights"].iloc[0].value
+    ours = SummaryReader.tensor_to_histogram(value)
+    theirs = tbparse.SummaryReader.tensor_to_histogram(value)
+    assert ours.keys() == theirs.keys()
+    for k in ours:
+        np.testing.assert_array_equal(ours[k], theirs[k])
+
+
+def test_a_directory_without_event_files(tmp_path):
+    (tmp_path / "notes.txt").write_text("not events")
+    (tmp_path / "empty").mkdir()
+    ours = SummaryReader(str(tmp_path), extra_columns={"dir_name"})
+    theirs = tbparse.SummaryReader(str(tmp_path), extra_columns={"dir_name"},
+                                   event_types=TF_FREE)
+    for et in sorted(TF_FREE):
+        assert_frames_equal(getattr(ours, et), getattr(theirs, et), et)
+    shutil.rmtree(tmp_path / "empty")
