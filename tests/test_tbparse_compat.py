@@ -288,3 +288,31 @@ def test_a_directory_without_event_files(tmp_path):
     for et in sorted(TF_FREE):
         assert_frames_equal(getattr(ours, et), getattr(theirs, et), et)
     shutil.rmtree(tmp_path / "empty")
+
+
+def test_wide_merge_equals_pandas_groupby():
+    """The vectorised wide-format merge gives what tbparse's per-group aggregation gives."""
+    from tbconvert.tbparse import _pivot
+    rng = np.random.default_rng(0)
+    n = 400
+    steps = np.sort(rng.integers(0, 60, n))
+    floats = np.where(rng.random(n) < 0.6, np.nan, rng.standard_normal(n))
+    objects = np.empty(n, dtype=object)
+    for i in range(n):
+        r = rng.random()
+        objects[i] = (np.nan if r < 0.5 else [float(i), 1.0] if r < 0.6 else
+                      np.arange(3.0) + i if r < 0.8 else f"s{i}")
+    texts = [np.nan if rng.random() < 0.7 else f"t{i}" for i in range(n)]
+    frames = [
+        pd.DataFrame({"step": steps, "a": floats, "b": objects, "c": texts,
+                      "wall_time": rng.random(n)}),
+        pd.DataFrame({"step": np.arange(n) // 2, "a": np.arange(n), "wall_time": rng.random(n)}),
+        pd.DataFrame({"step": np.arange(n), "a": floats}),
+        pd.DataFrame({"step": steps, "dir_name": np.where(steps % 3, "x", "y").astype(object),
+                      "a": floats}).sort_values(["dir_name", "step"], ignore_index=True),
+    ]
+    for df in frames:
+        keys = [k for k in ("dir_name", "step") if k in df.columns]
+        fast = _pivot._merge_groups(df, keys)
+        slow = df.groupby(keys, sort=False).aggregate(_pivot.merge_values).reset_index()
+        assert_frames_equal(fast, slow[list(fast.columns)], "merge")

@@ -79,10 +79,13 @@ class _Cols:
         self.n = n
         self.cols: dict = {}
         self.ints: dict[str, int] = {}   # integer columns: how many rows are filled
+        self.strs: set[str] = set()      # columns of strings on every row
         if "dir_name" in extra:
             self.cols["dir_name"] = np.full(n, "", dtype=object) if n else []
+            self.strs.add("dir_name")
         if "file_name" in extra:
             self.cols["file_name"] = np.full(n, file_name, dtype=object) if n else []
+            self.strs.add("file_name")
         if "wall_time" in extra and with_wall:
             self.cols["wall_time"] = walls if n else []
 
@@ -111,14 +114,10 @@ class _Cols:
         for name in _TAIL:
             if name in self.cols:
                 self.cols[name] = self.cols.pop(name)
+        # Other object columns go in as lists, so pandas infers their dtype as from tbparse's.
         cols = {k: (list(v) if isinstance(v, np.ndarray) and v.dtype == object
-                    and not _all_str(v) else v) for k, v in self.cols.items()}
+                    and k not in self.strs else v) for k, v in self.cols.items()}
         return pd.DataFrame(cols)
-
-
-def _all_str(arr: np.ndarray) -> bool:
-    return len(arr) > 0 and all(isinstance(x, str) for x in arr[:1]) and \
-        all(isinstance(x, str) for x in arr)
 
 
 def _python_values(arrays) -> list:
@@ -146,6 +145,7 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
         cols.numbers("step", start, s.steps)
         if not pivot:
             cols.objects("tag", start, [tag] * m)
+            cols.strs.add("tag")
         fields = _fields(etype, r, dir_data, extra)
         for name, values in fields:
             key = (tag if name == "value" else tag + "/" + name) if pivot else name
