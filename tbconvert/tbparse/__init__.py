@@ -94,7 +94,6 @@ class SummaryReader:
         self._children: dict[str, SummaryReader] = {}
         self._dir_data = None
         self._index = None
-        self._leaf: dict[str, object] = {}
         self._is_file = os.path.isfile(log_path)
 
     def _child(self, path: str) -> "SummaryReader":
@@ -198,17 +197,13 @@ class SummaryReader:
         return combine(frames, self._pivot, self._extra_columns)
 
     def _leaf_frame(self, etype: str):
-        frame = self._leaf.get(etype)
-        if frame is None:
-            if self._dir_data is None:
-                frame = _frames._Cols(0, self._extra_columns, "", None, etype != HPARAMS).frame()
-            else:
-                frame = _frames.leaf_frame(self._dir_data, self._index,
-                                           os.path.basename(self._log_path), etype, self._pivot,
-                                           self._extra_columns,
-                                           keep_hidden=self._restarts == "keep-all")
-            self._leaf[etype] = frame
-        return frame.copy()
+        # Built from the columnar points at each call rather than kept: a frame of object
+        # columns is several times the size of the points it is made from.
+        if self._dir_data is None:
+            return _frames._Cols(0, self._extra_columns, "", None, etype != HPARAMS).frame()
+        return _frames.leaf_frame(self._dir_data, self._index, os.path.basename(self._log_path),
+                                  etype, self._pivot, self._extra_columns,
+                                  keep_hidden=self._restarts == "keep-all")
 
     @property
     def scalars(self):

@@ -66,6 +66,9 @@ def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]
         first = int(seq[in_file][0])
         series = td.series()
         keep = in_file if keep_hidden or series.hidden is None else in_file & ~series.hidden
+        if keep.all():
+            found.append((first, Rows(td.tag, series.with_hidden(None), seq)))
+            continue
         idx = np.flatnonzero(keep)
         found.append((first, Rows(td.tag, series.take(idx).with_hidden(None), seq[idx])))
     found.sort(key=lambda x: x[0])
@@ -79,13 +82,10 @@ class _Cols:
         self.n = n
         self.cols: dict = {}
         self.ints: dict[str, int] = {}   # integer columns: how many rows are filled
-        self.strs: set[str] = set()      # columns of strings on every row
         if "dir_name" in extra:
-            self.cols["dir_name"] = np.full(n, "", dtype=object) if n else []
-            self.strs.add("dir_name")
+            self.cols["dir_name"] = StrColumn([""], np.zeros(n, np.int32)) if n else []
         if "file_name" in extra:
-            self.cols["file_name"] = np.full(n, file_name, dtype=object) if n else []
-            self.strs.add("file_name")
+            self.cols["file_name"] = StrColumn([file_name], np.zeros(n, np.int32)) if n else []
         if "wall_time" in extra and with_wall:
             self.cols["wall_time"] = walls if n else []
 
@@ -105,6 +105,13 @@ class _Cols:
             col = self.cols[name] = np.full(self.n, np.nan, dtype=object)
         col[start:start + len(values)] = values
 
+    def take(self, order: np.ndarray) -> None:
+        for name, col in self.cols.items():
+            if isinstance(col, StrColumn):
+                self.cols[name] = StrColumn(col.names, col.codes[order])
+            elif isinstance(col, np.ndarray):
+                self.cols[name] = col[order]
+
     def frame(self):
         import pandas as pd
         for name, filled in self.ints.items():
@@ -114,10 +121,29 @@ class _Cols:
         for name in _TAIL:
             if name in self.cols:
                 self.cols[name] = self.cols.pop(name)
-        # Other object columns go in as lists, so pandas infers their dtype as from tbparse's.
-        cols = {k: (list(v) if isinstance(v, np.ndarray) and v.dtype == object
-                    and k not in self.strs else v) for k, v in self.cols.items()}
+        # Object columns go in as lists, so pandas infers their dtype as from tbparse's.
+        cols = {k: (list(v) if isinstance(v, np.ndarray) and v.dtype == object else
+                    v.series() if isinstance(v, StrColumn) else v)
+                for k, v in self.cols.items()}
         return pd.DataFrame(cols)
+
+
+class StrColumn:
+    """A column of strings on every row as codes into a few names: made into pandas'
+    string column through Arrow, without a Python object per row."""
+
+    def __init__(self, names: list[str], codes: np.ndarray) -> None:
+        self.names, self.codes = names, codes
+
+    def series(self):
+        import pandas as pd
+        import pyarrow as pa
+        dtype = pd.Series(np.array(self.names[:1], dtype=object)).dtype
+        if not isinstance(dtype, pd.StringDtype) or dtype.storage != "pyarrow":
+            return np.array(self.names, dtype=object)[self.codes]
+        arr = pa.DictionaryArray.from_arrays(pa.array(self.codes, pa.int32()),
+                                             pa.array(self.names, pa.string()))
+        return pd.Series(arr.cast(pa.large_string()), dtype=dtype)
 
 
 def _python_values(arrays) -> list:
@@ -132,20 +158,20 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
         return _hparams_frame(dir_data, index, file_name, pivot, extra)
     rows = file_rows(dir_data, index, etype, keep_hidden)
     n = sum(len(r.series) for r in rows)
-    walls = np.concatenate([r.series.wall_times for r in rows]) if rows else None
+    walls = (np.concatenate([r.series.wall_times for r in rows])
+             if rows and "wall_time" in extra else None)
     cols = _Cols(n, extra, file_name, walls, True)
+    names = [_shown_tag(etype, r.tag) for r in rows]
+    if n:
+        cols.cols["step"] = np.concatenate([r.series.steps for r in rows]).astype(np.int64)
+    if not pivot and n:
+        cols.cols["tag"] = StrColumn(names, np.repeat(np.arange(len(rows), dtype=np.int32),
+                                                      [len(r.series) for r in rows]))
     start = 0
-    for r in rows:
+    for tag, r in zip(names, rows):
         s, m = r.series, len(r.series)
         if not m:
             continue
-        tag = r.tag
-        if etype == TEXT and tag.endswith(_TEXT_SUFFIX):
-            tag = tag[:-len(_TEXT_SUFFIX)]
-        cols.numbers("step", start, s.steps)
-        if not pivot:
-            cols.objects("tag", start, [tag] * m)
-            cols.strs.add("tag")
         fields = _fields(etype, r, dir_data, extra)
         for name, values in fields:
             key = (tag if name == "value" else tag + "/" + name) if pivot else name
@@ -154,7 +180,18 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
             else:
                 cols.objects(key, start, values)
         start += m
+    if not pivot and n:
+        # In the order tbparse's stable sort by (tag, step) gives, so the sort has nothing to do.
+        _, rank = np.unique(np.array(names, dtype=object), return_inverse=True)
+        cols.take(np.lexsort((cols.cols["step"], rank[cols.cols["tag"].codes])))
     return cols.frame()
+
+
+def _shown_tag(etype: str, tag: str) -> str:
+    # PyTorch and tensorboardX store text under "<tag>/text_summary"; tbparse shows "<tag>"
+    if etype == TEXT and tag.endswith(_TEXT_SUFFIX):
+        return tag[:-len(_TEXT_SUFFIX)]
+    return tag
 
 
 def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:

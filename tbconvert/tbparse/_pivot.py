@@ -28,10 +28,12 @@ def _is_null(x) -> bool:
 
 def combine(frames, pivot: bool, extra: set):
     import pandas as pd
-    frames = [f for f in frames if f is not None]
-    if not frames:
+    parts = [f for f in frames if f is not None]
+    frames.clear()      # the parts are copied into one frame: let them go as soon as they are
+    if not parts:
         return pd.DataFrame()
-    df = pd.concat(frames, ignore_index=True)
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    del parts
     if df.empty:
         return pd.DataFrame()
     keys = [k for k in ("dir_name", "file_name") if k in extra]
@@ -39,7 +41,8 @@ def combine(frames, pivot: bool, extra: set):
         keys.append("tag")
     keys.append("step")
     keys = [k for k in keys if k in df.columns]
-    df.sort_values(keys, ignore_index=True, inplace=True)
+    if not _in_order(df, keys, strict=len(keys) == 1):
+        df.sort_values(keys, ignore_index=True, inplace=True)
     if not pivot:
         return df
     merged = _merge_groups(df, keys)
@@ -51,6 +54,36 @@ def combine(frames, pivot: bool, extra: set):
     order = [c for c in ["step"] + middle + ["wall_time", "dir_name", "file_name"]
              if c in df.columns]
     return merged[order]
+
+
+def _in_order(df, keys, strict: bool) -> bool:
+    """Are the rows already sorted by ``keys``? A stable sort (several keys) leaves sorted rows
+    as they are; a one-key sort is not stable, so then only strictly increasing keys count."""
+    if len(df) < 2:
+        return False
+    less = np.zeros(len(df) - 1, dtype=bool)
+    equal = np.ones(len(df) - 1, dtype=bool)
+    for k in keys:
+        col = df[k]
+        if col.dtype.kind in "iuf":
+            v = col.to_numpy()
+            lo, hi = v[:-1], v[1:]
+            lt, eq = lo < hi, lo == hi
+        else:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+            try:
+                v = pa.chunked_array(col.array._pa_array)
+            except AttributeError:
+                return False
+            if v.null_count:
+                return False
+            lo, hi = v.slice(0, len(v) - 1), v.slice(1)
+            lt = pc.less(lo, hi).to_numpy(zero_copy_only=False)
+            eq = pc.equal(lo, hi).to_numpy(zero_copy_only=False)
+        less |= equal & lt
+        equal &= eq
+    return bool(less.all()) if strict else bool((less | equal).all())
 
 
 def _merge_groups(df, keys):
