@@ -79,7 +79,8 @@ class SummaryReader:
         self._setup(log_path, bool(pivot), set(extra), set(types), restarts, Report())
         if os.path.isfile(log_path):
             from tbconvert.tbparse._read import read_dir
-            self._dir_data = read_dir([Path(log_path)], False, self.report, str(log_path))
+            self._dir_data = read_dir([Path(log_path)], False, self.report, str(log_path),
+                                      "wall_time" in extra)
             self._index = 0
         else:
             self._populate()
@@ -128,7 +129,8 @@ class SummaryReader:
                 self.report.add("not_a_regular_file",
                                 f"{path}: not a file or directory; skipped", path=path)
         if files:
-            data = read_dir(files, self._restarts == "per-file", self.report, self._log_path)
+            data = read_dir(files, self._restarts == "per-file", self.report, self._log_path,
+                            "wall_time" in self._extra_columns)
             for child in self._children.values():
                 if child._index is not None:
                     child._dir_data = data
