@@ -316,3 +316,25 @@ def test_wide_merge_equals_pandas_groupby():
         fast = _pivot._merge_groups(df, keys)
         slow = df.groupby(keys, sort=False).aggregate(_pivot.merge_values).reset_index()
         assert_frames_equal(fast, slow[list(fast.columns)], "merge")
+
+
+def test_histogram_cdf_and_pdf_equal_tbparses():
+    hist = SummaryReader(str(FIXTURES / "tensorboardx_logdir" / "run_a")).histograms
+    for counts, limits in zip(hist.counts, hist.limits):
+        counts = np.concatenate(([0.0], counts[1:]))
+        x = np.linspace(limits[0] - 1, limits[-1] + 1, 57)
+        np.testing.assert_allclose(SummaryReader.histogram_to_cdf(counts, limits, x),
+                                   tbparse.SummaryReader.histogram_to_cdf(counts, limits, x),
+                                   rtol=1e-12, atol=1e-12)
+        for ours, theirs in zip(SummaryReader.histogram_to_pdf(counts, limits, x),
+                                tbparse.SummaryReader.histogram_to_pdf(counts, limits, x)):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+
+
+def test_raw_events_are_refused_in_one_line():
+    from tbconvert.errors import UnsupportedError
+    reader = SummaryReader(str(FIXTURES / "torch_logdir" / "train"))
+    with pytest.raises(UnsupportedError, match="not kept"):
+        reader.raw_tags
+    with pytest.raises(UnsupportedError):
+        reader.get_raw_events("scalars")

@@ -256,6 +256,36 @@ class SummaryReader:
     buckets_to_histogram_dict = tensor_to_histogram
 
     @staticmethod
+    def histogram_to_cdf(counts, limits, x) -> np.ndarray:
+        """The cumulative share of values at each ``x`` (increasing), interpolated linearly
+        inside buckets; ``counts[0]`` is 0 and ``limits[0]`` the first bucket's left edge."""
+        counts, limits, x = (np.asarray(a, dtype=np.float64) for a in (counts, limits, x))
+        if len(counts) != len(limits):
+            raise ValueError("counts and limits must have the same length")
+        if not np.all(np.diff(x) > 0):
+            raise ValueError("x must be increasing")
+        cumulative = np.cumsum(counts)
+        return np.interp(x, limits, cumulative) / cumulative[-1]
+
+    @staticmethod
+    def histogram_to_pdf(counts, limits, x) -> tuple[np.ndarray, np.ndarray]:
+        """``(centers, densities)`` between consecutive ``x``, from :meth:`histogram_to_cdf`."""
+        x = np.asarray(x, dtype=np.float64)
+        y = SummaryReader.histogram_to_cdf(counts, limits, x)
+        return (x[1:] + x[:-1]) / 2, np.diff(y) / np.diff(x)
+
+    # tbparse hands out TensorBoard's accumulator objects here; these columns have none.
+    def _no_raw(self, *args, **kwargs):
+        from tbconvert.errors import UnsupportedError
+        raise UnsupportedError(
+            "raw TensorBoard events are not kept (events are read into columns); use the "
+            "DataFrame properties, or tbconvert.read(path) for every point as numpy arrays")
+
+    get_raw_tags = get_raw_events = _no_raw
+    raw_tags = property(_no_raw)
+    raw_events = property(_no_raw)
+
+    @staticmethod
     def tensor_to_image(tensor) -> dict:
         """A TF2 image tensor ``[width, height, png, ...]`` decoded (no TensorFlow)."""
         from tbconvert.tbparse._media import decode_image
