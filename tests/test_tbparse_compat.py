@@ -134,6 +134,9 @@ def test_restart_in_a_new_file_is_purged_as_tensorboard_does():
     assert_frames_equal(rest_o, rest_t, "runs without a restart")
     kept = SummaryReader(str(root / "resumed_purged"), restarts="keep-all").scalars
     assert (kept.tag == "loss").sum() == 50
+    told = SummaryReader(str(root / "resumed_purged")).report.issues
+    assert [(i.kind, i.tag, i.count, i.lost) for i in told if i.tag == "loss"] == [
+        ("hidden_points_left_out", "loss", 10, False)]
 
 
 def _corrupt_copy(tmp_path) -> tuple[Path, int]:
@@ -338,3 +341,37 @@ def test_raw_events_are_refused_in_one_line():
         reader.raw_tags
     with pytest.raises(UnsupportedError):
         reader.get_raw_events("scalars")
+
+
+# ------------------------------------------------------------------ the tensors table
+
+def test_tensors_table_holds_every_numeric_tensor_as_tensorboard_reads_it():
+    import tbconvert
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from oracle import tb_view
+    root = FIXTURES / "torch_logdir"
+    report = tbconvert.Report()
+    table = tbconvert.tensors(str(root), report=report)
+    assert list(table.columns) == ["run", "tag", "step", "wall_time", "plugin", "dtype",
+                                   "shape", "values"]
+    tb = tb_view(root)
+    expected = []
+    for run, info in tb.items():
+        for tag, t in info["tags"].items():
+            if t["plugin_name"] in ("scalars", "text", "hparams"):
+                continue
+            for step, wall, (dtype, shape, raw) in t["points"]:
+                if dtype == "string":
+                    continue
+                arr = np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape)
+                expected.append((run, tag, step, wall, "x".join(map(str, shape)), arr))
+    assert len(table) == len(expected) > 0
+    got = {(r.run, r.tag, r.step, r.wall_time): r for r in table.itertuples()}
+    for run, tag, step, wall, shape, arr in expected:
+        row = got[(run, tag, step, wall)]
+        assert row.shape == shape and row.dtype == "float32"
+        assert np.array_equal(row.values.reshape(arr.shape), arr.astype(np.float64))
+    # the string tensor (custom scalars layout) is counted, not dropped silently
+    assert any(i.kind == "not_numeric_tensor" for i in report.issues)
+    with_scalars = tbconvert.tensors(str(root), scalars=True, tags="^loss$")
+    assert set(with_scalars["shape"]) == {""} and len(with_scalars) > 0

@@ -36,7 +36,7 @@ from tbconvert.report import Report
 from tbconvert.tables._source import iter_source, make_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
-           "histograms_table", "text", "text_table", "images", "images_table", "audio",
+           "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",
            "audio_table", "open_image", "extract_media", "save_table", "check_table_path"]
 
 
@@ -205,6 +205,34 @@ def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
     """
     return _finish(histograms_table(source, runs, tags, restarts=restarts, report=report),
                    as_arrow)
+
+
+def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
+                  restarts: str = "visible", report: Report | None = None, options=None):
+    """Numeric tensors as a ``pyarrow.Table``; see :func:`tensors`."""
+    from tbconvert.tables._tensors import TensorColumns
+    return _collect(partial(TensorColumns, scalars=scalars), source, runs, tags, restarts,
+                    report, options).arrow()
+
+
+def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: str = "visible",
+            as_arrow: bool = False, report: Report | None = None):
+    """One row per numeric tensor point (PR curves, histograms, meshes, third-party plugins):
+    ``run, tag, step, wall_time, plugin, dtype, shape, values``.
+
+    ``values`` is the tensor flattened in row-major order as float64 (exact for
+    float32 and for integers up to 2**53), ``shape`` its dimensions as ``"2x11"``,
+    ``dtype`` its TensorFlow type (``float32``, ``bfloat16``...). Text, hparams,
+    images and audio have tables of their own; string and complex tensors are
+    counted in the report. ``scalars=True`` also gives every scalar point as a
+    one-value tensor (``shape`` ``""``). Example::
+
+        >>> t = tbconvert.tensors("fixtures/torch_logdir", tags="^pr/")
+        >>> t.loc[0, "shape"], t.loc[0, "values"].reshape(6, 11).shape
+        ('6x11', (6, 11))
+    """
+    return _finish(tensors_table(source, runs, tags, scalars=scalars, restarts=restarts,
+                                 report=report), as_arrow)
 
 
 def text_table(source, runs=None, tags=None, *, restarts: str = "visible",

@@ -81,6 +81,7 @@ class SummaryReader:
             from tbconvert.tbparse._read import read_dir
             self._dir_data = read_dir([Path(log_path)], False, self.report, str(log_path),
                                       "wall_time" in extra)
+            self._report_hidden(self._dir_data, str(log_path))
             self._index = 0
         else:
             self._populate()
@@ -131,9 +132,21 @@ class SummaryReader:
         if files:
             data = read_dir(files, self._restarts == "per-file", self.report, self._log_path,
                             "wall_time" in self._extra_columns)
+            self._report_hidden(data, self._log_path)
             for child in self._children.values():
                 if child._index is not None:
                     child._dir_data = data
+
+    def _report_hidden(self, data, where: str) -> None:
+        if self._restarts == "keep-all":
+            return
+        for td in data.tags.values():
+            n = sum(c.hidden_count for c in td.chunks)
+            if n:
+                self.report.add("hidden_points_left_out",
+                                f"{where}: {td.tag}: {n} points TensorBoard's restart rule hides "
+                                "were left out (restarts='keep-all' keeps them)",
+                                path=where, tag=td.tag, count=n, lost=False)
 
     # -- what tbparse users touch ---------------------------------------------------------------
     @property
