@@ -103,6 +103,10 @@ class _Cols:
         col = self.cols.get(name)
         if col is None:
             col = self.cols[name] = np.full(self.n, np.nan, dtype=object)
+        elif col.dtype != object:
+            # a float column that now gets other values: its floats become Python floats,
+            # as in tbparse's list
+            col = self.cols[name] = col.astype(object)
         col[start:start + len(values)] = values
 
     def take(self, order: np.ndarray) -> None:
@@ -201,6 +205,9 @@ def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
         return [("value", np.asarray(s.values, dtype=np.float64))]
     if etype == TEXT:
         return [("value", [_text(a) for a in _arrays(s)])]
+    if etype == TENSORS and isinstance(s, ScalarSeries) and s.values.dtype.kind == "f":
+        # rank-0 float tensors: tbparse's Python floats, as one float column
+        return [("value", s.values.astype(np.float64))]
     if etype == TENSORS:
         arrays = _arrays(s)
         if dir_data.histos:
