@@ -37,10 +37,10 @@ FORMS = {
     "tf2": ("tensors", 1.0),
     "keras": ("tensors", 1.0),
     "tf1_merge_all": ("scalars", 1.0),
-    "histo_legacy": ("histograms", 0.01),
-    "histo_tf2": ("tensors", 0.01),
-    "images_legacy": ("images", 0.01),
-    "images_tf2": ("tensors", 0.01),
+    "histo_legacy": ("histograms", 0.02),
+    "histo_tf2": ("tensors", 0.1),
+    "images_legacy": ("images", 0.02),
+    "images_tf2": ("tensors", 0.1),
 }
 
 _CHILD = """

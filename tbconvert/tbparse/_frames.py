@@ -129,7 +129,7 @@ class _Cols:
         cols = {k: (list(v) if isinstance(v, np.ndarray) and v.dtype == object else
                     v.series() if isinstance(v, StrColumn) else v)
                 for k, v in self.cols.items()}
-        return pd.DataFrame(cols)
+        return pd.DataFrame(cols, copy=False)
 
 
 class StrColumn:
@@ -161,13 +161,22 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
     if etype == HPARAMS:
         return _hparams_frame(dir_data, index, file_name, pivot, extra)
     rows = file_rows(dir_data, index, etype, keep_hidden)
+    in_order = False
+    if not pivot:
+        names = [_shown_tag(etype, r.tag) for r in rows]
+        if len(set(names)) == len(names) and all(
+                not len(r.series) or bool((np.diff(r.series.steps) >= 0).all()) for r in rows):
+            # Each tag's steps already increase: tags in name order are the sorted rows.
+            rows = [r for _, r in sorted(zip(names, rows), key=lambda x: x[0])]
+            in_order = True
     n = sum(len(r.series) for r in rows)
     walls = (np.concatenate([r.series.wall_times for r in rows])
              if rows and "wall_time" in extra else None)
     cols = _Cols(n, extra, file_name, walls, True)
     names = [_shown_tag(etype, r.tag) for r in rows]
     if n:
-        cols.cols["step"] = np.concatenate([r.series.steps for r in rows]).astype(np.int64)
+        cols.cols["step"] = np.concatenate([r.series.steps for r in rows]).astype(np.int64,
+                                                                               copy=False)
     if not pivot and n:
         cols.cols["tag"] = StrColumn(names, np.repeat(np.arange(len(rows), dtype=np.int32),
                                                       [len(r.series) for r in rows]))
@@ -184,7 +193,7 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
             else:
                 cols.objects(key, start, values)
         start += m
-    if not pivot and n:
+    if not pivot and n and not in_order:
         # In the order tbparse's stable sort by (tag, step) gives, so the sort has nothing to do.
         _, rank = np.unique(np.array(names, dtype=object), return_inverse=True)
         cols.take(np.lexsort((cols.cols["step"], rank[cols.cols["tag"].codes])))
@@ -202,12 +211,12 @@ def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
     """``(column, values)`` of one tag's rows, in tbparse's column order."""
     s = r.series
     if etype == SCALARS:
-        return [("value", np.asarray(s.values, dtype=np.float64))]
+        return [("value", s.values)]    # widened to float64 as it is copied into the column
     if etype == TEXT:
         return [("value", [_text(a) for a in _arrays(s)])]
     if etype == TENSORS and isinstance(s, ScalarSeries) and s.values.dtype.kind == "f":
         # rank-0 float tensors: tbparse's Python floats, as one float column
-        return [("value", s.values.astype(np.float64))]
+        return [("value", s.values)]
     if etype == TENSORS:
         arrays = _arrays(s)
         if dir_data.histos:

@@ -22,6 +22,7 @@ from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import layout
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
+from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import Metadata
 from tbconvert.report import Report
 
@@ -33,7 +34,8 @@ class _Assembler(RunAssembler):
     """A run assembler that remembers the read positions of each chunk it builds."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(name)
+        # Pieces past 8 MiB wait in a temporary file: the table's columns need the memory.
+        super().__init__(name, PieceStore(limit=8 << 20))
         self.chunk_seqs: list[np.ndarray] = []
 
     def _chunk(self, tag, md, shape, pieces, purges):
@@ -62,6 +64,9 @@ class _Reader(TfeventsReader):
                         h.min, h.max, h.num, h.sum, h.sum_squares,
                         np.array(h.bucket_limit, dtype=np.float64),
                         np.array(h.bucket, dtype=np.float64))
+                    # The table is built from these fields alone: the reader need not turn
+                    # the buckets into TensorBoard's tensor as well.
+                    h.Clear()
                 elif (value.WhichOneof("value") == "tensor" and value.tensor.dtype == dt.DT_STRING
                       and len(value.tensor.tensor_shape.dim) >= 2):
                     try:
