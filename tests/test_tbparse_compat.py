@@ -375,3 +375,13 @@ def test_tensors_table_holds_every_numeric_tensor_as_tensorboard_reads_it():
     assert any(i.kind == "not_numeric_tensor" for i in report.issues)
     with_scalars = tbconvert.tensors(str(root), scalars=True, tags="^loss$")
     assert set(with_scalars["shape"]) == {""} and len(with_scalars) > 0
+
+
+def test_a_link_back_up_the_tree_is_not_followed(tmp_path):
+    shutil.copytree(FIXTURES / "tensorboardx_logdir" / "run_b", tmp_path / "run_b")
+    (tmp_path / "run_b" / "up").symlink_to(tmp_path, target_is_directory=True)
+    reader = SummaryReader(str(tmp_path), extra_columns={"dir_name"})
+    plain = SummaryReader(str(FIXTURES / "tensorboardx_logdir" / "run_b")).scalars
+    assert set(reader.scalars.dir_name) == {"run_b", "run_b/compare/x", "run_b/compare/y"}
+    assert len(reader.scalars) == len(plain) > 0
+    assert any(i.kind == "symlink_loop" for i in reader.report.issues)

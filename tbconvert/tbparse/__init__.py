@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tbconvert.errors import MissingDependencyError
+from tbconvert.errors import MissingDependencyError, UsageError
 from tbconvert.report import Report
 from tbconvert.tbparse import _frames
 from tbconvert.tbparse._frames import (ALL_EVENT_TYPES, ALL_EXTRA_COLUMNS, AUDIO, HISTOGRAMS,
@@ -41,8 +41,8 @@ def _pandas():
     try:
         import pandas
     except ImportError:
-        raise MissingDependencyError("SummaryReader needs pandas: pip install 'tbconvert[pandas]'"
-                                     ) from None
+        raise MissingDependencyError("SummaryReader needs pandas: pip install "
+                                     "'tbconvert[tbparse]'") from None
     return pandas
 
 
@@ -72,7 +72,7 @@ class SummaryReader:
         if bad:
             raise KeyError(f"Invalid event types: {bad}")
         if restarts not in RESTARTS:
-            raise ValueError(f"restarts must be one of {', '.join(RESTARTS)}, not {restarts!r}")
+            raise UsageError(f"restarts must be one of {', '.join(RESTARTS)}, not {restarts!r}")
         if not os.path.exists(log_path):
             raise ValueError(f"File or directory not found: {log_path}")
         _pandas()
@@ -104,8 +104,10 @@ class SummaryReader:
                      self.report)
         return child
 
-    def _populate(self) -> None:
+    def _populate(self, ancestors: frozenset = frozenset()) -> None:
         from tbconvert.tbparse._read import read_dir
+        # Symbolic links to directories are followed, as tbparse does, but never in a circle.
+        ancestors = ancestors | {os.path.realpath(self._log_path)}
         try:
             names = sorted(os.listdir(self._log_path))
         except OSError as exc:
@@ -123,8 +125,13 @@ class SummaryReader:
                     files.append(Path(path))
                 self._children[name] = child
             elif os.path.isdir(path):
+                if os.path.realpath(path) in ancestors:
+                    self.report.add("symlink_loop",
+                                    f"{path}: a link back to a directory above it; not followed",
+                                    path=path, lost=False)
+                    continue
                 child = self._child(path)
-                child._populate()
+                child._populate(ancestors)
                 self._children[name] = child
             else:
                 self.report.add("not_a_regular_file",
