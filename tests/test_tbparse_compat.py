@@ -185,7 +185,8 @@ def test_text_tables_read_where_tbparse_fails():
         tbparse.SummaryReader(path, event_types={"text"}).text
     text = SummaryReader(path).text
     table = text[text.tag == "config_table"].value.iloc[0]
-    assert isinstance(table, list) and all(isinstance(x, str) for x in table)
+    assert isinstance(table, np.ndarray) and table.shape == (2, 2)
+    assert table.tolist() == [["k", "v"], ["lr", "0.01"]]
 
 
 # ------------------------------------------------------------------ images and audio, no TensorFlow

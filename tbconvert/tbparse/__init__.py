@@ -77,7 +77,9 @@ class SummaryReader:
             raise ValueError(f"File or directory not found: {log_path}")
         _pandas()
         self._setup(log_path, bool(pivot), set(extra), set(types), restarts, Report())
-        if os.path.isfile(log_path):
+        if os.path.isfile(log_path) and "tfevents" not in os.path.basename(log_path):
+            pass    # not an event file by its name: empty tables, as for tbparse
+        elif os.path.isfile(log_path):
             from tbconvert.tbparse._read import read_dir
             self._dir_data = read_dir([Path(log_path)], False, self.report, str(log_path),
                                       "wall_time" in extra)

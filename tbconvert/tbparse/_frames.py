@@ -269,8 +269,11 @@ def _sequences(s) -> list:
 def _text(arr):
     if arr.size == 1:
         return _decode(arr.reshape(()).item())
-    # tbparse fails on text tensors of several strings; each is decoded here.
-    return [_decode(x) for x in arr.reshape(-1)]
+    # tbparse fails on text tensors of several strings (tables): each is decoded, in an
+    # array of the tensor's shape (a list would read as values merged by ``pivot``).
+    out = np.empty(arr.size, dtype=object)
+    out[:] = [_decode(x) for x in arr.reshape(-1)]
+    return out.reshape(arr.shape)
 
 
 def _decode(x) -> str:
