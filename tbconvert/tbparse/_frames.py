@@ -107,7 +107,11 @@ class _Cols:
             # a float column that now gets other values: its floats become Python floats,
             # as in tbparse's list
             col = self.cols[name] = col.astype(object)
-        col[start:start + len(values)] = values
+        if isinstance(values, np.ndarray) and values.dtype != object:
+            col[start:start + len(values)] = values
+            return
+        for i, value in enumerate(values, start):   # one by one: a value may be an array
+            col[i] = value
 
     def take(self, order: np.ndarray) -> None:
         for name, col in self.cols.items():
