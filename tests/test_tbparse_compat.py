@@ -386,3 +386,53 @@ def test_a_link_back_up_the_tree_is_not_followed(tmp_path):
     assert set(reader.scalars.dir_name) == {"run_b", "run_b/compare/x", "run_b/compare/y"}
     assert len(reader.scalars) == len(plain) > 0
     assert any(i.kind == "symlink_loop" for i in reader.report.issues)
+
+
+# ------------------------------------------------------------------ restarts inside one file
+
+def _event(step, **kw):
+    from tensorboard.compat.proto import event_pb2
+    return event_pb2.Event(step=step, wall_time=1.7e9 + step, **kw).SerializeToString()
+
+
+def _restart_cases():
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    def scalar(step, v):
+        return _event(step, summary=summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag="loss", simple_value=v)]))
+
+    def start(step):
+        return _event(step, session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+
+    def version(v):
+        return event_pb2.Event(wall_time=1.7e9, file_version=v).SerializeToString()
+
+    before = [scalar(s, s) for s in range(10)]
+    after = [scalar(s, 100 + s) for s in range(5, 15)]
+    return {
+        "legacy_out_of_order": [version("brain.Event:1")] + before + after,
+        "no_version_out_of_order": before + after,
+        "second_start": [version("brain.Event:2"), start(0)] + before + [start(5)] + after,
+        "first_start_after_points": [version("brain.Event:2")] + before + [start(5)] + after,
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_restart_cases()))
+def test_restarts_inside_one_file(case, tmp_path):
+    """``per-file`` purges as tbparse's accumulator does (at every START, the first one too);
+    the default as TensorBoard's dashboards do (from the second START of a run on)."""
+    from tbconvert.formats.tfevents.records import frame
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from oracle import tb_view
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "events.out.tfevents.1.host").write_bytes(
+        b"".join(frame(e) for e in _restart_cases()[case]))
+    theirs = tbparse.SummaryReader(str(tmp_path), event_types={"scalars"}).scalars
+    ours = SummaryReader(str(tmp_path), restarts="per-file").scalars
+    assert_frames_equal(ours, theirs, case)
+    shown = SummaryReader(str(tmp_path)).scalars
+    tb_steps = sorted(p[0] for p in tb_view(tmp_path)["run"]["tags"]["loss"]["points"])
+    assert shown.step.tolist() == tb_steps
+    assert (len(shown) != len(theirs)) == (case == "first_start_after_points")

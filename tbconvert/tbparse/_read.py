@@ -31,12 +31,18 @@ _INT32 = 1 << 31
 
 
 class _Assembler(RunAssembler):
-    """A run assembler that remembers the read positions of each chunk it builds."""
+    """A run assembler that remembers the read positions of each chunk it builds.
 
-    def __init__(self, name: str) -> None:
+    ``every_start_purges``: TensorBoard's legacy accumulator (tbparse's) purges at every
+    ``SessionLog.START``; its dashboards only from the second one of a run on.
+    """
+
+    def __init__(self, name: str, every_start_purges: bool = False) -> None:
         # Pieces past 8 MiB wait in a temporary file: the table's columns need the memory.
         super().__init__(name, PieceStore(limit=8 << 20))
         self.chunk_seqs: list[np.ndarray] = []
+        if every_start_purges:
+            self._seen_start = True
 
     def _chunk(self, tag, md, shape, pieces, purges):
         self.chunk_seqs.append(np.concatenate([p[0] for p in pieces]))
@@ -122,7 +128,7 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
     offset = 0
     for group in groups:
         reader = _Reader(group[0].parent, options, report)
-        asm = _Assembler(label)
+        asm = _Assembler(label, every_start_purges=per_file)
         asm.next_seq = offset
         reader._run_progress = RunProgress(None)
         try:
