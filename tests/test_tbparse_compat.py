@@ -436,3 +436,27 @@ def test_restarts_inside_one_file(case, tmp_path):
     tb_steps = sorted(p[0] for p in tb_view(tmp_path)["run"]["tags"]["loss"]["points"])
     assert shown.step.tolist() == tb_steps
     assert (len(shown) != len(theirs)) == (case == "first_start_after_points")
+
+
+def test_damaged_and_odd_files_cost_only_themselves(tmp_path):
+    """A truncated file, one of garbage and an empty one, beside an intact run: no traceback,
+    the intact run whole, each problem reported."""
+    src = FIXTURES / "tensorboardx_logdir" / "run_b"
+    event_file = next(p for p in src.iterdir() if "tfevents" in p.name)
+    shutil.copytree(src, tmp_path / "intact")
+    (tmp_path / "bad").mkdir()
+    data = event_file.read_bytes()
+    (tmp_path / "bad" / "events.out.tfevents.1.truncated").write_bytes(data[:len(data) - 7])
+    (tmp_path / "bad" / "events.out.tfevents.2.garbage").write_bytes(b"\x00\xff" * 500)
+    (tmp_path / "bad" / "events.out.tfevents.3.empty").write_bytes(b"")
+    reader = SummaryReader(str(tmp_path), extra_columns={"dir_name", "file_name"})
+    scalars = reader.scalars
+    intact = SummaryReader(str(src)).scalars
+    assert (scalars.dir_name.str.startswith("intact")).sum() == len(intact)
+    truncated = scalars[scalars.file_name == "events.out.tfevents.1.truncated"]
+    whole = SummaryReader(str(event_file)).scalars
+    assert len(whole) - 1 <= len(truncated) <= len(whole) and len(truncated) > 0
+    kinds = {i.kind for i in reader.report.issues}
+    assert {"truncated_record", "not_an_event_file"} <= kinds
+    for et in ("histograms", "tensors", "text", "hparams", "images", "audio"):
+        getattr(reader, et)
