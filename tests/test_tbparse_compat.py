@@ -460,3 +460,26 @@ def test_damaged_and_odd_files_cost_only_themselves(tmp_path):
     assert {"truncated_record", "not_an_event_file"} <= kinds
     for et in ("histograms", "tensors", "text", "hparams", "images", "audio"):
         getattr(reader, et)
+
+
+@pytest.mark.parametrize("name", ["torch_logdir", "tensorboardx_logdir"])
+def test_media_tables_details_match_the_writers_fields(name):
+    """The optional audio and image columns tbparse users look for, in tbconvert's tables:
+    equal to the fields the writer put in ``Summary.Audio`` / ``Summary.Image``."""
+    import tbconvert
+    root = FIXTURES / name
+    audio = tbconvert.audio(str(root), details=True)
+    images = tbconvert.images(str(root), details=True)
+    assert list(audio.columns) == ["run", "tag", "step", "wall_time", "index", "format",
+                                   "content_type", "sample_rate", "channels", "length_frames",
+                                   "data"]
+    assert "content_type" in images.columns and set(images.content_type) == {"image/png"}
+    expected = []
+    for f in sorted(root.rglob("*tfevents*")):
+        expected += [(tag, e.step, e.content_type, int(e.sample_rate), e.length_frames,
+                      e.encoded_audio_string) for tag, e in _legacy_events(f, "audio")]
+    got = [(r.tag, r.step, r.content_type, r.sample_rate, r.length_frames, r.data)
+           for r in audio.itertuples()]
+    assert sorted(got) == sorted(expected) and expected
+    assert list(tbconvert.audio(str(root)).columns) == ["run", "tag", "step", "wall_time",
+                                                        "index", "format", "data"]

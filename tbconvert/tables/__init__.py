@@ -258,40 +258,47 @@ def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: b
     return _finish(text_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
 
 
-def images_table(source, runs=None, tags=None, *, restarts: str = "visible",
-                 report: Report | None = None, options=None):
+def images_table(source, runs=None, tags=None, *, details: bool = False,
+                 restarts: str = "visible", report: Report | None = None, options=None):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
     from tbconvert.tables._tensors import MediaColumns
-    return _collect(partial(MediaColumns, "images"), source, runs, tags, restarts, report,
-                    options).arrow()
+    return _collect(partial(MediaColumns, "images", details=details), source, runs, tags,
+                    restarts, report, options).arrow()
 
 
-def images(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
-           report: Report | None = None):
+def images(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+           as_arrow: bool = False, report: Report | None = None):
     """Images: ``run, tag, step, wall_time, index, width, height, format, data``.
 
     ``data`` is the encoded file (PNG, JPEG...; ``format`` from its first
-    bytes); open one with :func:`open_image`. Example::
+    bytes); open one with :func:`open_image`. ``details=True`` adds
+    ``content_type`` (``image/png``...) before ``data``. Example::
 
         >>> im = tbconvert.images("fixtures/torch_logdir", tags="samples/image")
         >>> tbconvert.open_image(im.data[0]).size
         (16, 16)
     """
-    return _finish(images_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+    return _finish(images_table(source, runs, tags, details=details, restarts=restarts,
+                                report=report), as_arrow)
 
 
-def audio_table(source, runs=None, tags=None, *, restarts: str = "visible",
-                report: Report | None = None, options=None):
+def audio_table(source, runs=None, tags=None, *, details: bool = False,
+                restarts: str = "visible", report: Report | None = None, options=None):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
     from tbconvert.tables._tensors import MediaColumns
-    return _collect(partial(MediaColumns, "audio"), source, runs, tags, restarts, report,
-                    options).arrow()
+    return _collect(partial(MediaColumns, "audio", details=details), source, runs, tags,
+                    restarts, report, options).arrow()
 
 
-def audio(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
-          report: Report | None = None):
-    """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes)."""
-    return _finish(audio_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+def audio(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+          as_arrow: bool = False, report: Report | None = None):
+    """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes).
+
+    ``details=True`` adds ``content_type``, ``sample_rate``, ``channels`` and
+    ``length_frames`` (from the WAV header; missing for other formats) before ``data``.
+    """
+    return _finish(audio_table(source, runs, tags, details=details, restarts=restarts,
+                               report=report), as_arrow)
 
 
 def open_image(data: bytes):

@@ -137,12 +137,32 @@ def _int_or_none(b):
         return None
 
 
-class MediaColumns(PointColumns):
-    """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin."""
+_CONTENT_TYPES = {"png": "image/png", "jpg": "image/jpeg", "gif": "image/gif", "bmp": "image/bmp",
+                  "wav": "audio/wav", "ogg": "audio/ogg", "flac": "audio/flac", "mp3": "audio/mpeg"}
 
-    def __init__(self, plugin: str, keep_hidden: bool, report: Report) -> None:
+
+def wav_info(blob: bytes) -> tuple:
+    """``(sample_rate, channels, length_frames)`` of a WAV clip, ``(None,) * 3`` otherwise."""
+    import io
+    import wave
+    try:
+        with wave.open(io.BytesIO(blob)) as w:
+            return w.getframerate(), w.getnchannels(), w.getnframes()
+    except (wave.Error, EOFError, ValueError):
+        return None, None, None
+
+
+class MediaColumns(PointColumns):
+    """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin;
+    with ``details``, also ``content_type`` and, for audio, ``sample_rate``, ``channels`` and
+    ``length_frames`` (from the WAV header)."""
+
+    def __init__(self, plugin: str, keep_hidden: bool, report: Report,
+                 details: bool = False) -> None:
         super().__init__(keep_hidden, report)
         self.plugin = plugin
+        self.details = details
+        self._wav: list[tuple] = []
         self._index: list[int] = []
         self._width: list = []
         self._height: list = []
@@ -179,6 +199,14 @@ class MediaColumns(PointColumns):
             cols["width"] = pa.array(self._width, pa.int64())
             cols["height"] = pa.array(self._height, pa.int64())
         cols["format"] = pa.array(self._format, pa.string())
+        if self.details:
+            cols["content_type"] = pa.array(
+                [_CONTENT_TYPES.get(f, "application/octet-stream") for f in self._format],
+                pa.string())
+            if self.plugin == "audio":
+                info = [wav_info(b) for b in self._data]
+                for j, name in enumerate(("sample_rate", "channels", "length_frames")):
+                    cols[name] = pa.array([i[j] for i in info], pa.int64())
         cols["data"] = pa.array(self._data, pa.binary())
         return self.table(cols)
 
