@@ -483,3 +483,27 @@ def test_media_tables_details_match_the_writers_fields(name):
     assert sorted(got) == sorted(expected) and expected
     assert list(tbconvert.audio(str(root)).columns) == ["run", "tag", "step", "wall_time",
                                                         "index", "format", "data"]
+
+
+# ------------------------------------------------------------------ every writer form of the bench
+
+WRITER_FORMS = {"pytorch": "scalars", "tensorboardx": "scalars", "tf2": "tensors",
+                "keras": "tensors", "tf1_merge_all": "scalars", "histo_legacy": "histograms",
+                "histo_tf2": "tensors", "images_tf2": "tensors"}
+
+
+@pytest.mark.parametrize("form", sorted(WRITER_FORMS))
+def test_every_writer_form_equals_tbparse(form, tmp_path):
+    """The bench's logdirs (the byte layouts of PyTorch, tensorboardX, TF2, Keras and TF1's
+    merge_all), small: every table and pivot equal to tbparse's."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import writers
+    writers.write_form(form, tmp_path / "logs", 40)
+    table = WRITER_FORMS[form]
+    for pivot in (False, True):
+        extra = {"dir_name", "file_name", "wall_time"} | (
+            {"min", "max", "num", "sum", "sum_squares"} if table == "histograms" else set())
+        ours, theirs = _both(tmp_path / "logs", TF_FREE, pivot=pivot, extra_columns=extra)
+        for et in sorted(TF_FREE):
+            assert_frames_equal(getattr(ours, et), getattr(theirs, et), f"{form} {et} {pivot}")
+        assert len(getattr(ours, table)) > 0
