@@ -507,3 +507,20 @@ def test_every_writer_form_equals_tbparse(form, tmp_path):
         for et in sorted(TF_FREE):
             assert_frames_equal(getattr(ours, et), getattr(theirs, et), f"{form} {et} {pivot}")
         assert len(getattr(ours, table)) > 0
+
+
+def test_histogram_to_bins_equals_tbparses():
+    hist = pd.concat([SummaryReader(str(FIXTURES / name)).histograms for name in TYPES])
+    made = [(np.array([0.0, 3.0, 0.0, 2.0]), np.array([-1.0, 0.0, 0.0, 2.0])),   # zero width
+            (np.array([0.0, 5.0]), np.array([1.0, 1.0]))]
+    for counts, limits in list(zip(hist.counts, hist.limits)) + made:
+        counts = np.concatenate(([0.0], counts[1:]))
+        lo, hi = float(limits[0]), float(limits[-1])
+        for bounds in [(lo, hi), (None, None), (lo / 2, hi / 2), (lo - 1, lo - 0.5),
+                       (hi + 1, hi + 2), (0.5, 0.5)]:
+            for n in (1, 7, 30):
+                ours = SummaryReader.histogram_to_bins(counts, limits, *bounds, n_bins=n)
+                theirs = tbparse.SummaryReader.histogram_to_bins(counts, limits, *bounds,
+                                                                 n_bins=n)
+                assert all(np.array_equal(a, b, equal_nan=True)
+                           for a, b in zip(ours, theirs)), (bounds, n)

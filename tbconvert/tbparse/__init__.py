@@ -296,6 +296,54 @@ class SummaryReader:
         y = SummaryReader.histogram_to_cdf(counts, limits, x)
         return (x[1:] + x[:-1]) / 2, np.diff(y) / np.diff(x)
 
+    @staticmethod
+    def histogram_to_bins(counts, limits, lower_bound=None, upper_bound=None, n_bins: int = 30):
+        """``(centers, counts)`` of ``n_bins`` equal bins over ``[lower_bound, upper_bound]``,
+        each bucket's count shared out by overlap, as TensorBoard's histogram dashboard does.
+
+        ``counts[0]`` is 0 and ``limits[0]`` the first bucket's left edge (the layout of
+        :meth:`tensor_to_histogram` and of the ``histograms`` table's columns)."""
+        counts = np.asarray(counts, dtype=np.float64)
+        limits = np.asarray(limits, dtype=np.float64)
+        if len(counts) != len(limits) or not len(counts) or counts[0] != 0:
+            raise ValueError("counts and limits must have the same length, counts[0] == 0")
+        if lower_bound is None or upper_bound is None:
+            lower_bound = upper_bound = 0
+        if upper_bound == lower_bound:
+            # a range of no width gets a default one around it, as the dashboard draws it
+            upper_bound = lower_bound * 1.1 + 1
+            lower_bound = lower_bound / 1.1 - 1
+        width = (upper_bound - lower_bound) / n_bins
+        # bucket i (from 1) clipped to the range; rights never decrease
+        rights = np.minimum(upper_bound, limits[1:])
+        lefts = np.maximum(lower_bound, limits[:-1])
+        widths = rights - lefts
+        amounts = counts[1:]
+        centers, bins = [], []
+        first = 0   # buckets before this one were used up by earlier bins
+        for j in range(n_bins):
+            bin_left = lower_bound + j * width
+            bin_right = bin_left + width
+            # a bucket reaching past this bin is the last one it looks at (and the next
+            # bin's first)
+            last = int(np.searchsorted(rights, bin_right, side="right"))
+            stop = min(last + 1, len(rights))
+            total = 0
+            for i in range(first, stop):
+                if widths[i] > 0:
+                    inter = min(rights[i], bin_right) - max(lefts[i], bin_left)
+                    share = (inter / (rights[i] - lefts[i])) * amounts[i]
+                    total += share if inter > 0 else 0
+                else:
+                    final = bin_right >= upper_bound
+                    inside = bin_left <= lefts[i] and (
+                        rights[i] <= bin_right if final else rights[i] < bin_right)
+                    total += amounts[i] if inside else 0
+            first = max(first, min(last, len(rights)))
+            centers.append(bin_left + width / 2)
+            bins.append(total)
+        return centers, bins
+
     # tbparse hands out TensorBoard's accumulator objects here; these columns have none.
     def _no_raw(self, *args, **kwargs):
         from tbconvert.errors import UnsupportedError
