@@ -11,7 +11,7 @@ Goal: at least 10x faster and at most half the memory.
 
 Usage::
 
-    python bench/bench_tbparse.py [--points 200000] [--forms pytorch,tf2,...] [--repeat 1]
+    python bench/bench_tbparse.py [--points 500000] [--forms pytorch,tf2,...] [--repeat 1] [--pivot]
 
 tbparse must be installed (it is in the ``test`` extra). Legacy images need
 TensorFlow in tbparse, so that form is timed for tbconvert only.
@@ -53,23 +53,25 @@ else:
     from tbconvert.tbparse import SummaryReader
 table = sys.argv[3]
 t0 = time.perf_counter()   # after the imports: both sides import pandas
-df = getattr(SummaryReader(sys.argv[2], event_types={table}), table)
+pivot = sys.argv[4] == "pivot"
+df = getattr(SummaryReader(sys.argv[2], event_types={table}, pivot=pivot), table)
 elapsed = time.perf_counter() - t0
 peak = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]
 print(json.dumps({"seconds": elapsed, "peak_mib": int(peak) / 1024, "rows": len(df)}))
 """
 
 
-def run_child(which: str, logdir: Path, table: str) -> dict | None:
-    proc = subprocess.run([sys.executable, "-c", _CHILD, which, str(logdir), table],
+def run_child(which: str, logdir: Path, table: str, pivot: bool = False) -> dict | None:
+    proc = subprocess.run([sys.executable, "-c", _CHILD, which, str(logdir), table,
+                           "pivot" if pivot else "long"],
                           capture_output=True, text=True)
     if proc.returncode:
         return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def best(which: str, logdir: Path, table: str, repeat: int) -> dict | None:
-    results = [run_child(which, logdir, table) for _ in range(repeat)]
+def best(which: str, logdir: Path, table: str, repeat: int, pivot: bool = False) -> dict | None:
+    results = [run_child(which, logdir, table, pivot) for _ in range(repeat)]
     if any(r is None for r in results):
         return None
     return min(results, key=lambda r: r["seconds"])
@@ -80,6 +82,7 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=500_000)
     ap.add_argument("--forms", default=",".join(FORMS))
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--pivot", action="store_true", help="wide tables (pivot=True)")
     args = ap.parse_args()
     print("| form | table | rows | tbparse s | tbconvert s | speed-up | tbparse MiB | "
           "tbconvert MiB | memory ratio |")
@@ -89,8 +92,8 @@ def main() -> None:
         root = Path(tempfile.mkdtemp(prefix=f"bench-tbparse-{form}-"))
         try:
             writers.write_form(form, root / "logs", max(1, int(args.points * scale)))
-            ours = best("tbconvert", root / "logs", table, args.repeat)
-            theirs = best("tbparse", root / "logs", table, args.repeat)
+            ours = best("tbconvert", root / "logs", table, args.repeat, args.pivot)
+            theirs = best("tbparse", root / "logs", table, args.repeat, args.pivot)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         if ours is None:
