@@ -186,7 +186,7 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
                                                       [len(r.series) for r in rows]))
     start = 0
     for tag, r in zip(names, rows):
-        s, m = r.series, len(r.series)
+        m = len(r.series)
         if not m:
             continue
         fields = _fields(etype, r, dir_data, extra)
