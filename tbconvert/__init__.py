@@ -22,7 +22,7 @@ _WHERE = {
     "tbconvert.tables": ("Data", "audio", "audio_table", "extract_media", "hparams",
                          "hparams_table", "histograms", "histograms_table", "images",
                          "images_table", "open_image", "read", "scalars", "scalars_table",
-                         "text", "text_table"),
+                         "tensors", "tensors_table", "text", "text_table"),
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 

@@ -36,7 +36,7 @@ from tbconvert.report import Report
 from tbconvert.tables._source import iter_source, make_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
-           "histograms_table", "text", "text_table", "images", "images_table", "audio",
+           "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",
            "audio_table", "open_image", "extract_media", "save_table", "check_table_path"]
 
 
@@ -209,6 +209,34 @@ def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
                    as_arrow)
 
 
+def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
+                  restarts: str = "visible", report: Report | None = None, options=None):
+    """Numeric tensors as a ``pyarrow.Table``; see :func:`tensors`."""
+    from tbconvert.tables._tensors import TensorColumns
+    return _collect(partial(TensorColumns, scalars=scalars), source, runs, tags, restarts,
+                    report, options).arrow()
+
+
+def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: str = "visible",
+            as_arrow: bool = False, report: Report | None = None):
+    """One row per numeric tensor point (PR curves, histograms, meshes, third-party plugins):
+    ``run, tag, step, wall_time, plugin, dtype, shape, values``.
+
+    ``values`` is the tensor flattened in row-major order as float64 (exact for
+    float32 and for integers up to 2**53), ``shape`` its dimensions as ``"2x11"``,
+    ``dtype`` its TensorFlow type (``float32``, ``bfloat16``...). Text, hparams,
+    images and audio have tables of their own; string and complex tensors are
+    counted in the report. ``scalars=True`` also gives every scalar point as a
+    one-value tensor (``shape`` ``""``). Example::
+
+        >>> t = tbconvert.tensors("fixtures/torch_logdir", tags="^pr/")
+        >>> t.loc[0, "shape"], t.loc[0, "values"].reshape(6, 11).shape
+        ('6x11', (6, 11))
+    """
+    return _finish(tensors_table(source, runs, tags, scalars=scalars, restarts=restarts,
+                                 report=report), as_arrow)
+
+
 def text_table(source, runs=None, tags=None, *, restarts: str = "visible",
                report: Report | None = None, options=None):
     """Text as a ``pyarrow.Table``; see :func:`text`."""
@@ -232,40 +260,47 @@ def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: b
     return _finish(text_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
 
 
-def images_table(source, runs=None, tags=None, *, restarts: str = "visible",
-                 report: Report | None = None, options=None):
+def images_table(source, runs=None, tags=None, *, details: bool = False,
+                 restarts: str = "visible", report: Report | None = None, options=None):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
     from tbconvert.tables._tensors import MediaColumns
-    return _collect(partial(MediaColumns, "images"), source, runs, tags, restarts, report,
-                    options).arrow()
+    return _collect(partial(MediaColumns, "images", details=details), source, runs, tags,
+                    restarts, report, options).arrow()
 
 
-def images(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
-           report: Report | None = None):
+def images(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+           as_arrow: bool = False, report: Report | None = None):
     """Images: ``run, tag, step, wall_time, index, width, height, format, data``.
 
     ``data`` is the encoded file (PNG, JPEG...; ``format`` from its first
-    bytes); open one with :func:`open_image`. Example::
+    bytes); open one with :func:`open_image`. ``details=True`` adds
+    ``content_type`` (``image/png``...) before ``data``. Example::
 
         >>> im = tbconvert.images("fixtures/torch_logdir", tags="samples/image")
         >>> tbconvert.open_image(im.data[0]).size
         (16, 16)
     """
-    return _finish(images_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+    return _finish(images_table(source, runs, tags, details=details, restarts=restarts,
+                                report=report), as_arrow)
 
 
-def audio_table(source, runs=None, tags=None, *, restarts: str = "visible",
-                report: Report | None = None, options=None):
+def audio_table(source, runs=None, tags=None, *, details: bool = False,
+                restarts: str = "visible", report: Report | None = None, options=None):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
     from tbconvert.tables._tensors import MediaColumns
-    return _collect(partial(MediaColumns, "audio"), source, runs, tags, restarts, report,
-                    options).arrow()
+    return _collect(partial(MediaColumns, "audio", details=details), source, runs, tags,
+                    restarts, report, options).arrow()
 
 
-def audio(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
-          report: Report | None = None):
-    """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes)."""
-    return _finish(audio_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+def audio(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+          as_arrow: bool = False, report: Report | None = None):
+    """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes).
+
+    ``details=True`` adds ``content_type``, ``sample_rate``, ``channels`` and
+    ``length_frames`` (from the WAV header; missing for other formats) before ``data``.
+    """
+    return _finish(audio_table(source, runs, tags, details=details, restarts=restarts,
+                               report=report), as_arrow)
 
 
 def open_image(data: bytes):

@@ -1,10 +1,11 @@
-"""Tables of tensor and blob data: histograms, text, images and audio."""
+"""Tables of tensor and blob data: histograms, text, images, audio and numeric tensors."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tbconvert.model import BlobSequenceSeries, Series, TensorSeries
+from tbconvert import dtypes as dt
+from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report
 from tbconvert.tables._source import PointColumns
 
@@ -136,12 +137,32 @@ def _int_or_none(b):
         return None
 
 
-class MediaColumns(PointColumns):
-    """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin."""
+_CONTENT_TYPES = {"png": "image/png", "jpg": "image/jpeg", "gif": "image/gif", "bmp": "image/bmp",
+                  "wav": "audio/wav", "ogg": "audio/ogg", "flac": "audio/flac", "mp3": "audio/mpeg"}
 
-    def __init__(self, plugin: str, keep_hidden: bool, report: Report) -> None:
+
+def wav_info(blob: bytes) -> tuple:
+    """``(sample_rate, channels, length_frames)`` of a WAV clip, ``(None,) * 3`` otherwise."""
+    import io
+    import wave
+    try:
+        with wave.open(io.BytesIO(blob)) as w:
+            return w.getframerate(), w.getnchannels(), w.getnframes()
+    except (wave.Error, EOFError, ValueError):
+        return None, None, None
+
+
+class MediaColumns(PointColumns):
+    """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin;
+    with ``details``, also ``content_type`` and, for audio, ``sample_rate``, ``channels`` and
+    ``length_frames`` (from the WAV header)."""
+
+    def __init__(self, plugin: str, keep_hidden: bool, report: Report,
+                 details: bool = False) -> None:
         super().__init__(keep_hidden, report)
         self.plugin = plugin
+        self.details = details
+        self._wav: list[tuple] = []
         self._index: list[int] = []
         self._width: list = []
         self._height: list = []
@@ -178,5 +199,83 @@ class MediaColumns(PointColumns):
             cols["width"] = pa.array(self._width, pa.int64())
             cols["height"] = pa.array(self._height, pa.int64())
         cols["format"] = pa.array(self._format, pa.string())
+        if self.details:
+            cols["content_type"] = pa.array(
+                [_CONTENT_TYPES.get(f, "application/octet-stream") for f in self._format],
+                pa.string())
+            if self.plugin == "audio":
+                info = [wav_info(b) for b in self._data]
+                for j, name in enumerate(("sample_rate", "channels", "length_frames")):
+                    cols[name] = pa.array([i[j] for i in info], pa.int64())
         cols["data"] = pa.array(self._data, pa.binary())
         return self.table(cols)
+
+
+# Tensors the other tables hold, or that hold no numbers of their own.
+_OTHER_TABLES = frozenset({"text", "hparams"})
+_NOT_NUMBERS = frozenset({dt.DT_STRING, dt.DT_COMPLEX64, dt.DT_COMPLEX128, dt.DT_RAW_PROTO})
+
+
+def _as_float64(code: int, arr: np.ndarray) -> np.ndarray:
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    if code == dt.DT_BFLOAT16:   # kept as its bits: the upper half of a float32
+        return (flat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return flat.astype(np.float64)
+
+
+class TensorColumns(PointColumns):
+    """Rows ``run, tag, step, wall_time, plugin, dtype, shape, values``: one per numeric
+    tensor point (PR curves, histograms, meshes, TF2 scalars and third-party plugins);
+    ``values`` is the tensor flattened in row-major order, ``shape`` e.g. ``"2x11"``
+    (``""`` for a single number). Scalar series only with ``scalars``."""
+
+    def __init__(self, keep_hidden: bool, report: Report, scalars: bool = False) -> None:
+        super().__init__(keep_hidden, report)
+        self.scalars = scalars
+        self._plugin: list[str] = []
+        self._dtype: list[str] = []
+        self._shape: list[str] = []
+        self._sizes: list[int] = []
+        self._values: list[np.ndarray] = []
+
+    def add_chunk(self, chunk: Series) -> bool:
+        if isinstance(chunk, BlobSequenceSeries) or plugin_of(chunk) in _OTHER_TABLES:
+            return False
+        if isinstance(chunk, ScalarSeries):
+            if not self.scalars:
+                return False
+            keep = np.arange(len(chunk))
+            code = dt.tf_dtype_of(chunk.values.dtype)
+            self._values.append(chunk.values.astype(np.float64))
+            self._sizes.extend([1] * len(chunk))
+            self._dtype.extend([dt.NAMES.get(code, str(chunk.values.dtype))] * len(chunk))
+            self._shape.extend([""] * len(chunk))
+        else:
+            keep = [i for i, c in enumerate(chunk.dtypes.tolist()) if c not in _NOT_NUMBERS]
+            if len(keep) < len(chunk):
+                skipped = len(chunk) - len(keep)
+                self.report.add("not_numeric_tensor",
+                                f"{chunk.run}/{chunk.tag}: {skipped} points are strings or "
+                                "complex numbers and are not in the tensor table",
+                                run=chunk.run, tag=chunk.tag, count=skipped)
+            for i in keep:
+                code, arr = int(chunk.dtypes[i]), chunk.tensors[i]
+                self._values.append(_as_float64(code, arr))
+                self._sizes.append(arr.size)
+                self._dtype.append(dt.NAMES.get(code, str(arr.dtype)))
+                self._shape.append("x".join(str(d) for d in arr.shape))
+            chunk = chunk.take(keep)
+        self._plugin.extend([plugin_of(chunk)] * len(keep))
+        self.add(chunk)
+        return True
+
+    def arrow(self):
+        import pyarrow as pa
+        offsets = np.zeros(len(self._sizes) + 1, np.int64)
+        np.cumsum(np.array(self._sizes, np.int64), out=offsets[1:])
+        values = self._cat(self._values, np.float64)
+        return self.table({
+            "plugin": pa.array(self._plugin, pa.string()),
+            "dtype": pa.array(self._dtype, pa.string()),
+            "shape": pa.array(self._shape, pa.string()),
+            "values": pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))})
