@@ -70,8 +70,16 @@ class RunAssembler:
     once, after the last block.
     """
 
-    def __init__(self, name: str, store: PieceStore | None = None) -> None:
+    def __init__(self, name: str, store: PieceStore | None = None,
+                 detached: bool = False) -> None:
         self.name = name
+        # A detached assembler reads files that do not start the run (another process reads
+        # the earlier ones): what the restart rule makes of its first events depends on the
+        # step and file version that the earlier files end with, so those purges are kept as
+        # conditions and settled by :meth:`joined`, in file order.
+        self.detached = detached
+        self.cond_starts: list[tuple[int, int, bool | None]] = []
+        self.cond_purges: list[tuple[int, int, frozenset, bool, bool | None]] = []
         self.start_time: float | None = None
         self.store = store if store is not None else PieceStore()
         self.info: dict[str, _TagInfo] = {}
@@ -83,7 +91,7 @@ class RunAssembler:
         self.next_seq = 0   # where the next file's records are numbered from
         self._session_starts: list[tuple[int, int]] = []
         self._seen_start = False
-        self._last_step = -1
+        self._last_step: int | None = None if detached else -1
         self._block: dict[str, _BlockTag] = {}
         # summary events of the block: (seq, step, tag) rows, several for a multi-value event
         self._summary_rows: list[tuple[int, int, str]] = []
@@ -238,23 +246,28 @@ class RunAssembler:
 
     def _version_at(self, seqs: np.ndarray) -> np.ndarray:
         """File version in force when each event was read (0 = none seen)."""
+        before = np.nan if self.detached else 0.0   # NaN: set by the earlier files
         if not self.versions:
-            return np.zeros(len(seqs))
+            return np.full(len(seqs), before)
         vseq = np.array([s for s, _ in self.versions])
         vval = np.array([v for _, v in self.versions])
         idx = np.searchsorted(vseq, seqs, side="left") - 1
-        return np.where(idx >= 0, vval[np.maximum(idx, 0)], 0.0)
+        return np.where(idx >= 0, vval[np.maximum(idx, 0)], before)
 
     def _find_purges(self) -> None:
         """Purges of this block's events; every earlier event is already known."""
         if self._session_starts:
             seqs = np.array([s for s, _ in self._session_starts])
-            modern = self._version_at(seqs) >= 2
-            for (seq, step), is_modern in zip(self._session_starts, modern):
-                if not is_modern:
+            for (seq, step), version in zip(self._session_starts, self._version_at(seqs).tolist()):
+                if version != version:    # NaN: modern or not as the earlier files say
+                    self.cond_starts.append((seq, step, None))
+                    continue
+                if version < 2:
                     continue
                 if self._seen_start:
                     self.purges.append((seq, step, None))
+                elif self.detached:       # a purge if the earlier files saw a start
+                    self.cond_starts.append((seq, step, True))
                 self._seen_start = True
         self.purges.extend(self._out_of_order_purges())
 
@@ -272,22 +285,80 @@ class RunAssembler:
         seqs, steps = seqs[order], steps[order]
         first_of_event = np.concatenate(([True], seqs[1:] != seqs[:-1]))
         ev_seq, ev_step = seqs[first_of_event], steps[first_of_event]
-        prev = np.concatenate(([self._last_step], ev_step[:-1]))
+        unknown_prev = self._last_step is None
+        prev = np.concatenate(([0 if unknown_prev else self._last_step], ev_step[:-1]))
         self._last_step = int(ev_step[-1])
-        legacy_mode = self._version_at(ev_seq) < 2
-        hits = np.flatnonzero((ev_step < prev) & legacy_mode)
-        if not len(hits):
+        version = self._version_at(ev_seq)
+        legacy_mode = version < 2
+        lower = ev_step < prev
+        conds = []   # (index, needs a lower step than the earlier files' last, legacy or None)
+        if unknown_prev:
+            lower[0] = False
+            if not (version[0] >= 2):
+                conds.append((0, True, None if np.isnan(version[0]) else True))
+        conds.extend((int(i), False, None) for i in np.flatnonzero(lower & np.isnan(version)))
+        hits = np.flatnonzero(lower & legacy_mode)
+        if not len(hits) and not conds:
             return []
+        hits_and_conds = np.union1d(ev_seq[hits], ev_seq[[i for i, _, _ in conds]])
         tags_by_seq: dict[int, set] = {}
-        wanted = set(ev_seq[hits].tolist())
+        wanted = set(hits_and_conds.tolist())
         for seq, _, tag in self._summary_rows:
             if seq in wanted:
                 tags_by_seq.setdefault(seq, set()).add(tag)
         for fseqs, _, tag in self._fast_rows:
-            for seq in np.intersect1d(fseqs, ev_seq[hits]).tolist():
+            for seq in np.intersect1d(fseqs, hits_and_conds).tolist():
                 tags_by_seq.setdefault(seq, set()).add(tag)
+        for i, needs_prev, legacy_known in conds:
+            seq = int(ev_seq[i])
+            self.cond_purges.append((seq, int(ev_step[i]), frozenset(tags_by_seq.get(seq, ())),
+                                     needs_prev, legacy_known))
         return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq.get(int(ev_seq[h]), ())))
                 for h in hits]
+
+    # -- joining the parts of a run read by several processes --------------------------------
+    @classmethod
+    def joined(cls, name: str, parts: list["RunAssembler"]) -> "RunAssembler":
+        """One assembler for the run whose files ``parts`` read, in file order (the first part
+        starts the run; the others are detached). Built, it gives what one assembler reading
+        every file would: sequence numbers are shifted past the earlier parts', and each
+        detached part's conditional purges are settled by what the parts before it end with."""
+        run = cls(name, _JoinedStore([p.store for p in parts]))
+        last_step, version, seen_start, offset = -1, 0.0, False, 0
+        for index, part in enumerate(parts):
+            for seq, step, modern in part.cond_starts:
+                if modern if modern is not None else version >= 2:
+                    if seen_start:
+                        run.purges.append((seq + offset, step, None))
+                    seen_start = True
+            for seq, step, tags, needs_prev, legacy_known in part.cond_purges:
+                legacy_mode = legacy_known if legacy_known is not None else version < 2
+                if legacy_mode and (step < last_step or not needs_prev):
+                    run.purges.append((seq + offset, step, tags))
+            run.purges.extend((seq + offset, step, tags) for seq, step, tags in part.purges)
+            seen_start |= part._seen_start
+            if part._last_step is not None:
+                last_step = part._last_step
+            if part.versions:
+                version = part.versions[-1][1]
+            run.versions.extend((seq + offset, v) for seq, v in part.versions)
+            run.records.extend((seq + offset, r) for seq, r in part.records)
+            for tag, (seq, md) in part.first_metadata.items():
+                run.first_metadata.setdefault(tag, (seq + offset, md))
+            for tag, info in part.info.items():
+                into = run.info.get(tag)
+                if into is None:
+                    into = run.info[tag] = _TagInfo(info.first_seq + offset)
+                into.kinds |= info.kinds
+                into.has_none |= info.has_none
+                into.pieces.extend((index, key, offset) for key in info.pieces)
+            if run.start_time is None:
+                run.start_time = part.start_time
+            run.points_read += part.points_read
+            offset += part.next_seq
+        run.next_seq = offset
+        run._last_step, run._seen_start = last_step, seen_start
+        return run
 
     # -- building ----------------------------------------------------------------------------
     def run(self) -> Run:
@@ -422,3 +493,24 @@ class _Purges:
         hidden = np.zeros(len(seq), dtype=bool)
         hidden[later] = steps[later] >= self.min_step[idx[later]]
         return hidden
+
+
+class _JoinedStore:
+    """The piece stores of a run's parts as one: a key names the part's store, its key there
+    and the part's sequence offset."""
+
+    def __init__(self, stores: list) -> None:
+        self.stores = stores
+
+    def take(self, key):
+        index, inner, offset = key
+        piece = self.stores[index].take(inner)
+        return (piece[0] + offset,) + tuple(piece[1:]) if offset else piece
+
+    def spill(self) -> None:
+        for store in self.stores:
+            store.spill()
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
