@@ -17,6 +17,7 @@ masks.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,7 +209,8 @@ class RunAssembler:
         else:
             points = list(bt.points)
             for c in bt.cols:
-                points.extend((c[3], np.asarray(v)) for v in c[4])
+                rows = c[4] if isinstance(c[4], np.ndarray) else np.asarray(c[4])
+                points.extend(zip(itertools.repeat(c[3], len(rows)), rows))
             if not in_order:
                 points = [points[i] for i in order.tolist()]
             payload = ("points", None, points)
@@ -390,6 +392,9 @@ class RunAssembler:
         md = legacy.with_data_class(raw_md)
         fixups = raw_md.data_class == DataClass.UNKNOWN
         kinds = {_fixed_kind(md.plugin_name, k) for k in info.kinds} if fixups else set(info.kinds)
+        # only these plugins' points change shape (legacy.fix_point); the others pass as they are
+        refit = fixups and (md.plugin_name in ("audio", "hparams")
+                            or md.plugin_name in legacy.GRAPH_SUB_PLUGINS)
         if fixups and info.has_none and md.plugin_name == "hparams":
             kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
         if not kinds:
@@ -402,8 +407,8 @@ class RunAssembler:
             seq, steps, walls, kind, code, payload = self.store.take(key)
             if kind == "values" and fixups and shape[0] != "scalar":
                 kind, payload = "points", [(code, np.asarray(v)) for v in payload]
-            if kind == "points" and (fixups or info.has_none):
-                fixed = [legacy.fix_point(md.plugin_name, p) if fixups else p for p in payload]
+            if kind == "points" and (refit or info.has_none):
+                fixed = [legacy.fix_point(md.plugin_name, p) for p in payload] if refit else payload
                 keep = [i for i, p in enumerate(fixed) if p is not None]
                 if len(keep) != len(fixed):
                     idx = np.array(keep, dtype=np.int64)

@@ -238,6 +238,12 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 if not part.last:
                     continue
                 results, done = done, []
+                failed = [k for k, (r, _, _) in enumerate(results) if isinstance(r, str)]
+                if failed:
+                    # one reader would have stopped at the failing part: what the parts after
+                    # it found is not reported
+                    discard(results)
+                    results = results[:failed[0] + 1]
                 files_with_bytes, valid, damaged, size, sent = (sum(c) for c in zip(
                     *(counters for _, _, counters in results)))
                 for _, issues, _ in results:
@@ -250,11 +256,9 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                     if isinstance(result, OutputError):
                         discard(results)
                         raise OutputError(str(result))
-                failed = [r for r, _, _ in results if isinstance(r, str)]
                 if failed:
-                    discard(results)
                     reader.report.add("unreadable_run", f"{part.name}: could not be read "
-                                      f"({failed[0]}); skipped, the other runs were read",
+                                      f"({results[-1][0]}); skipped, the other runs were read",
                                       run=part.name)
                     run_progress.done()
                     continue
