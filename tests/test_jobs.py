@@ -17,6 +17,7 @@ from conftest import FIXTURES
 import tbconvert
 from tbconvert.api import open_writer
 from tbconvert.errors import UsageError
+from tbconvert.formats.base import Progress
 from tbconvert.formats.tfevents import reader as tfevents_reader
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 
@@ -265,6 +266,17 @@ def _restart_across_files(run_dir: Path) -> list[Path]:
     return files
 
 
+class _Counted(Progress):
+    def __init__(self):
+        self.total = self.done = 0
+
+    def start(self, total):
+        self.total += total
+
+    def advance(self, n):
+        self.done += n
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "tfevents"])
 def test_the_files_of_one_run_are_read_in_parallel(fmt, tmp_path, always_parallel, monkeypatch):
@@ -274,10 +286,14 @@ def test_the_files_of_one_run_are_read_in_parallel(fmt, tmp_path, always_paralle
     files = _restart_across_files(src / "train")
     assert [len(p.files) for p in parallel.plan([("train", files)], 3)] == [1, 1, 1]
     reports, outs = [], []
+    size = sum(f.stat().st_size for f in files)
     for jobs in (1, 3):
         out = tmp_path / f"out{jobs}{SUFFIX[fmt]}"
-        reports.append(tbconvert.convert(src, out, to_format=fmt, jobs=jobs, restarts="keep-all"))
+        progress = _Counted()
+        reports.append(tbconvert.convert(src, out, to_format=fmt, jobs=jobs, restarts="keep-all",
+                                         progress=progress))
         outs.append(_contents(out))
+        assert progress.total == progress.done == size   # every byte counted once
     assert outs[0] == outs[1]
     one, two = reports
     assert [i.message for i in one.issues] == [i.message for i in two.issues]
@@ -287,3 +303,30 @@ def test_the_files_of_one_run_are_read_in_parallel(fmt, tmp_path, always_paralle
     hidden = loss.steps[loss.hidden]
     # the start in the second file hides the first file's steps from 300 on
     assert hidden.min() == 300 and len(hidden) >= 100
+
+
+def test_a_large_run_is_cut_into_parts_of_whole_files(tmp_path):
+    from tbconvert.formats.tfevents import parallel
+    mib = 1 << 20
+
+    def files(name, sizes):
+        paths = []
+        for k, size in enumerate(sizes):
+            path = tmp_path / name / f"events.out.tfevents.{k}"
+            path.parent.mkdir(exist_ok=True)
+            with open(path, "wb") as f:
+                f.truncate(size * mib)   # sparse: only the size counts
+            paths.append(path)
+        return paths
+
+    runs = [("big", files("big", [16, 16, 16, 16])), ("one", files("one", [64])),
+            ("small", files("small", [1, 1, 1])), ("many", files("many", [4] * 10))]
+    parts = parallel.plan(runs, 2)
+    assert [(p.name, len(p.files), p.first, p.last) for p in parts] == [
+        ("big", 1, True, False), ("big", 1, False, False), ("big", 1, False, False),
+        ("big", 1, False, True), ("one", 1, True, True), ("small", 3, True, True),
+        ("many", 3, True, False), ("many", 3, False, False), ("many", 3, False, False),
+        ("many", 1, False, True)]
+    # in order, every file once
+    assert [f for p in parts for f in p.files] == [f for _, fs in runs for f in fs]
+    assert [len(p.files) for p in parallel.plan(runs[:1], 1)] == [2, 2]

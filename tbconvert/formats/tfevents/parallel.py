@@ -93,11 +93,12 @@ class Part(NamedTuple):
 
 def plan(runs, jobs: int) -> list[Part]:
     """The parts to read ``runs`` in: a run of several files large enough for it is cut into
-    about ``jobs`` parts of consecutive files."""
+    up to ``2 * jobs`` parts of consecutive files (files differ in how long they take to
+    read; a worker done early takes the next part)."""
     parts: list[Part] = []
     for index, (name, files) in enumerate(runs):
         sizes = [source_size(f) for f in files] if len(files) > 1 else [0] * len(files)
-        target = max(PART_MIN_BYTES, sum(sizes) / jobs)
+        target = max(PART_MIN_BYTES, sum(sizes) / (2 * jobs))
         groups: list[list[Path]] = [[]]
         held = 0
         for path, size in zip(files, sizes):
