@@ -37,7 +37,7 @@ def parquet_writer(where) -> pq.ParquetWriter:
     """A Parquet writer with the archive's schema and settings."""
     return pq.ParquetWriter(
         where, S.SCHEMA, compression=S.COMPRESSION,
-        compression_level=S.COMPRESSION_LEVEL, use_dictionary=S.DICTIONARY_COLUMNS,
+        compression_level=S.COMPRESSION_LEVELS, use_dictionary=S.DICTIONARY_COLUMNS,
         column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"],
         write_page_checksum=True,  # so that damage is found on reading, never read as data
         # No Arrow schema in the footer: readers then see the names as plain strings, not
@@ -192,35 +192,37 @@ def _shapes(arrays: list, n: int) -> pa.Array:
     ndims = np.fromiter((a.ndim for a in arrays), np.int64, n)
     dims = np.fromiter(itertools.chain.from_iterable(a.shape for a in arrays), np.int64,
                        int(ndims.sum()))
-    return C.lists(C.fixed(dims, pa.int64()), ndims, pa.list_(pa.int64())), ndims, dims
+    return C.lists(C.fixed(dims, pa.int64()), ndims, pa.list_(pa.int64()))
 
 
-def _uniform_content(arrays: list, codes: np.ndarray, ndims: np.ndarray, dims: np.ndarray):
-    """The content bytes and per-point length when every point has one numeric dtype and one
-    shape (a histogram series, say): one stacked copy instead of a bytes object per point."""
-    n = len(arrays)
+def _stacked(arrays: list, codes: np.ndarray):
+    """Every point in one array when all have one numeric dtype and one shape (a histogram
+    series, say): one copy instead of a bytes object per point; None otherwise."""
     code = int(codes[0])
-    if code == _dt.DT_STRING or (codes != code).any() or (ndims != ndims[0]).any():
+    if code == _dt.DT_STRING or (codes != code).any():
         return None
-    nd = int(ndims[0])
-    if nd and (dims.reshape(n, nd) != dims[:nd]).any():
+    try:
+        block = np.stack(arrays)
+    except ValueError:      # shapes differ
         return None
-    block = np.ascontiguousarray(np.stack(arrays), dtype=_dt.numpy_dtype(code))
-    return block, np.full(n, block.nbytes // n if n else 0, dtype=np.int64)
+    return np.ascontiguousarray(block, dtype=_dt.numpy_dtype(code))
 
 
 def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
     n = len(chunk)
     cols = _common_columns(chunk, sid, run)
-    arrays = [np.asarray(a) for a in chunk.tensors]
+    arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in chunk.tensors]
     codes = chunk.dtypes
-    is_string = codes == _dt.DT_STRING
     cols["tensor_dtype"] = C.dict_codes(codes, _dt.NAMES)
-    cols["tensor_shape"], ndims, dims = _shapes(arrays, n)
-    uniform = _uniform_content(arrays, codes, ndims, dims) if n else None
-    if uniform is not None:
-        cols["tensor_content"] = C.binary(uniform[0], uniform[1])
+    block = _stacked(arrays, codes) if n else None
+    if block is not None:
+        shape = np.array(block.shape[1:], dtype=np.int64)
+        cols["tensor_shape"] = C.lists(C.fixed(np.tile(shape, n), pa.int64()),
+                                       np.full(n, len(shape), np.int64), pa.list_(pa.int64()))
+        cols["tensor_content"] = C.binary(block, np.full(n, block.nbytes // n, np.int64))
         return _batch(cols, n)
+    is_string = codes == _dt.DT_STRING
+    cols["tensor_shape"] = _shapes(arrays, n)
     parts = [b"" if s else np.ascontiguousarray(a, dtype=_dt.numpy_dtype(c)).tobytes()
              for c, s, a in zip(codes.tolist(), is_string.tolist(), arrays)]
     lengths = np.fromiter(map(len, parts), np.int64, n)

@@ -445,8 +445,11 @@ class RunAssembler:
             else:
                 points.extend(payload)
         if shape[0] == "blobs":
-            return BlobSequenceSeries.from_sequences(
-                **common, sequences=[list(arr) for _, arr in points])
+            arrays = [arr for _, arr in points]
+            offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=offsets[1:])
+            return BlobSequenceSeries(**common, offsets=offsets,
+                                      blobs=tuple(itertools.chain.from_iterable(arrays)))
         return TensorSeries(**common, dtypes=np.array([c for c, _ in points], dtype=np.int32),
                             tensors=tuple(a for _, a in points))
 
