@@ -53,7 +53,7 @@ class _TagInfo:
 class _BlockTag:
     """One tag's points in the block being read."""
 
-    __slots__ = ("seq", "steps", "walls", "points", "cols")
+    __slots__ = ("seq", "steps", "walls", "points", "cols", "tables")
 
     def __init__(self) -> None:
         self.seq: list[int] = []
@@ -61,6 +61,7 @@ class _BlockTag:
         self.walls: list[float] = []
         self.points: list = []     # (code, ndarray) or None per slow point
         self.cols: list = []       # (seq array, steps, walls, code, values) per bulk-decoded group
+        self.tables: list = []     # (seq array, steps, walls, (n, k) object array) of string points
 
 
 class RunAssembler:
@@ -151,19 +152,18 @@ class RunAssembler:
         n = len(seqs)
         if not n:
             return
+        seqs = np.asarray(seqs, dtype=np.int64)
+        steps = np.asarray(cols.steps, dtype=np.int64)
         bt = self._tag(cols.tag, int(seqs[0]))
-        seq_list, step_list = seqs.tolist(), cols.steps.tolist()
-        bt.seq.extend(seq_list)
-        bt.steps.extend(step_list)
-        bt.walls.extend(cols.wall_times.tolist())
-        # one (n, k) object array; its rows are the points (views, no array built per point)
+        # one (n, k) object array: row i is point i (kept whole; rows are taken only if the
+        # tag's points must become tensors)
         table = np.empty((n, len(cols.head) + 1), dtype=object)
         for j, s in enumerate(cols.head):
             table[:, j] = s
         table[:, -1] = cols.blobs
-        bt.points.extend(zip([dt.DT_STRING] * n, table))
-        self._summary_rows.extend(zip(seq_list, step_list, [cols.tag] * n))
-        self.metadata(seq_list[0], cols.tag, cols.metadata)
+        bt.tables.append((seqs, steps, np.asarray(cols.wall_times, dtype=np.float64), table))
+        self._fast_rows.append((seqs, steps, cols.tag))
+        self.metadata(int(seqs[0]), cols.tag, cols.metadata)
 
     def _columns(self, tag: str, seqs, steps, walls, code: int, values) -> None:
         """Points of one dtype and shape as columns (the shared entry of every bulk decoder);
@@ -190,9 +190,10 @@ class RunAssembler:
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
         info = self.info[tag]
         n_slow = len(bt.seq)
-        seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in bt.cols])
-        steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in bt.cols])
-        walls = np.concatenate([np.array(bt.walls, dtype=np.float64)] + [c[2] for c in bt.cols])
+        groups = bt.cols + bt.tables
+        seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in groups])
+        steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in groups])
+        walls = np.concatenate([np.array(bt.walls, dtype=np.float64)] + [c[2] for c in groups])
         order = np.argsort(seq, kind="stable")
         in_order = bool((order == np.arange(len(order))).all())
         if not in_order:
@@ -202,8 +203,15 @@ class RunAssembler:
         info.has_none |= any(p is None for p in bt.points)
         for c in bt.cols:
             info.kinds.add((c[3], min(np.ndim(c[4]) - 1, _NDIMN)))
-        values = self._as_values(bt)
-        if values is not None:
+        if bt.tables:
+            info.kinds.add((dt.DT_STRING, _NDIM1))
+        widths = {t[3].shape[1] for t in bt.tables}
+        values = None if bt.tables else self._as_values(bt)
+        if bt.tables and not bt.points and not bt.cols and len(widths) == 1:
+            table = np.concatenate([t[3] for t in bt.tables])
+            payload = ("table", None, table if in_order else table[order])
+            size = seq.nbytes * 3 + len(seq) * (100 + 8 * widths.pop())
+        elif values is not None:
             payload = ("values", values[1], values[0] if in_order else values[0][order])
             size = seq.nbytes * 3 + values[0].nbytes
         else:
@@ -211,6 +219,8 @@ class RunAssembler:
             for c in bt.cols:
                 rows = c[4] if isinstance(c[4], np.ndarray) else np.asarray(c[4])
                 points.extend(zip(itertools.repeat(c[3], len(rows)), rows))
+            for t in bt.tables:
+                points.extend(zip(itertools.repeat(dt.DT_STRING, len(t[3])), t[3]))
             if not in_order:
                 points = [points[i] for i in order.tolist()]
             payload = ("points", None, points)
@@ -405,6 +415,8 @@ class RunAssembler:
         pending, n, nbytes = [], 0, 0
         for key in info.pieces:
             seq, steps, walls, kind, code, payload = self.store.take(key)
+            if kind == "table" and (refit or info.has_none or shape[0] != "blobs"):
+                kind, payload = "points", list(zip(itertools.repeat(dt.DT_STRING), payload))
             if kind == "values" and fixups and shape[0] != "scalar":
                 kind, payload = "points", [(code, np.asarray(v)) for v in payload]
             if kind == "points" and (refit or info.has_none):
@@ -419,8 +431,10 @@ class RunAssembler:
                 continue
             pending.append((seq, steps, walls, kind, code, payload))
             n += len(seq)
-            nbytes += seq.nbytes * 3 + (payload.nbytes if kind == "values" else
-                                        sum(p[1].nbytes + 100 for p in payload))
+            nbytes += seq.nbytes * 3 + (
+                payload.nbytes if kind == "values" else
+                len(payload) * (100 + 8 * payload.shape[1]) if kind == "table" else
+                sum(p[1].nbytes + 100 for p in payload))
             if n >= CHUNK_POINTS or nbytes >= CHUNK_BYTES:
                 yield self._chunk(tag, md, shape, pending, purges)
                 pending, n, nbytes = [], 0, 0
@@ -438,10 +452,19 @@ class RunAssembler:
             parts = [p[5] if p[3] == "values" else np.array([a for _, a in p[5]], dtype=dtype)
                      for p in pieces]
             return ScalarSeries(**common, values=np.concatenate(parts).astype(dtype, copy=False))
+        if shape[0] == "blobs" and all(p[3] == "table" for p in pieces):
+            tables = [p[5] for p in pieces]
+            widths = np.concatenate([np.full(len(t), t.shape[1], np.int64) for t in tables])
+            offsets = np.zeros(len(widths) + 1, dtype=np.int64)
+            np.cumsum(widths, out=offsets[1:])
+            blobs = tuple(itertools.chain.from_iterable(t.ravel().tolist() for t in tables))
+            return BlobSequenceSeries(**common, offsets=offsets, blobs=blobs)
         points = []
         for _, _, _, kind, code, payload in pieces:
             if kind == "values":
                 points.extend((code, np.asarray(v)) for v in payload)
+            elif kind == "table":
+                points.extend(zip(itertools.repeat(dt.DT_STRING), payload))
             else:
                 points.extend(payload)
         if shape[0] == "blobs":
