@@ -208,6 +208,20 @@ def _stacked(arrays: list, codes: np.ndarray):
     return np.ascontiguousarray(block, dtype=_dt.numpy_dtype(code))
 
 
+def _joined(arrays: list, codes: np.ndarray):
+    """Content bytes and per-point lengths when every point has one numeric dtype (shapes
+    may differ: legacy histograms): one concatenation instead of a bytes object per point."""
+    code = int(codes[0])
+    first = arrays[0].dtype
+    if code == _dt.DT_STRING or first == object or (codes != code).any() or any(
+            a.dtype != first for a in arrays):
+        return None
+    flat = np.concatenate([a.reshape(-1) for a in arrays])
+    flat = np.ascontiguousarray(flat, dtype=_dt.numpy_dtype(code))
+    sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
+    return flat, sizes * flat.itemsize
+
+
 def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
     n = len(chunk)
     cols = _common_columns(chunk, sid, run)
@@ -223,6 +237,10 @@ def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
         return _batch(cols, n)
     is_string = codes == _dt.DT_STRING
     cols["tensor_shape"] = _shapes(arrays, n)
+    joined = _joined(arrays, codes) if n else None
+    if joined is not None:
+        cols["tensor_content"] = C.binary(joined[0], joined[1])
+        return _batch(cols, n)
     parts = [b"" if s else np.ascontiguousarray(a, dtype=_dt.numpy_dtype(c)).tobytes()
              for c, s, a in zip(codes.tolist(), is_string.tolist(), arrays)]
     lengths = np.fromiter(map(len, parts), np.int64, n)
