@@ -7,8 +7,11 @@ PyTorch writes scalars (``simple_value``, no metadata), two as TensorFlow 2
 does (a DT_FLOAT tensor with its metadata on every value). In the second, the
 same four files are one run (a training resumed three times: each file goes on
 from the steps of the one before).
-Each conversion runs the command line in a fresh process, best of ``--repeat``.
-Prints a markdown table and checks that both outputs are byte for byte equal.
+Each conversion runs the command line in a fresh process, best of ``--repeat``;
+its CPU time (user + system, worker processes included) is taken too, which
+shows what the extra processes cost, and the load average, which shows how
+much of the two cores other work left. Prints a markdown table and checks that
+both outputs are byte for byte equal.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -97,12 +101,16 @@ def _event_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def convert(src: Path, dst: Path, jobs: int, fmt: str) -> float:
+def convert(src: Path, dst: Path, jobs: int, fmt: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one conversion (the CPU of every process it started)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tbconvert", "convert", str(src), str(dst), "--to", fmt,
                     "--jobs", str(jobs), "--force", "-q"], check=True, env=env)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -118,21 +126,26 @@ def main() -> None:
     size = sum(p.stat().st_size for p in sources[0][1].rglob("*") if p.is_file())
     print(f"4 event files x {args.points:,} points ({size / 2**20:.0f} MiB), "
           f"{os.cpu_count()} cores\n")
-    print("| logdir | destination | --jobs 1 | --jobs 2 | speed-up | same bytes |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| logdir | destination | --jobs 1 | --jobs 2 | speed-up | CPU --jobs 1 | CPU --jobs 2 "
+          "| load average | same bytes |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     suffix = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": ""}
     for label, src in sources:
         for fmt in args.formats.split(","):
-            times, digests = {}, {}
+            times, cpus, digests = {}, {}, {}
+            load = os.getloadavg()[0]
             for jobs in (1, 2):
                 dst = work / f"out_j{jobs}{suffix[fmt]}"
-                times[jobs] = min(convert(src, dst, jobs, fmt) for _ in range(args.repeat))
+                runs = [convert(src, dst, jobs, fmt) for _ in range(args.repeat)]
+                times[jobs], cpus[jobs] = min(runs)
                 digests[jobs] = _digest(dst) if fmt != "tfevents" else _event_digest(dst)
             same = "yes" if digests[1] == digests[2] else "NO"
             if fmt == "tfevents" and same == "yes":
                 same = "same content (file names hold the pid)"
+            load = max(load, os.getloadavg()[0])
             print(f"| {label} | {fmt} | {times[1]:.2f} s | {times[2]:.2f} s | "
-                  f"{times[1] / times[2]:.2f}x | {same} |", flush=True)
+                  f"{times[1] / times[2]:.2f}x | {cpus[1]:.2f} s | {cpus[2]:.2f} s | {load:.1f} "
+                  f"| {same} |", flush=True)
 
 
 if __name__ == "__main__":
