@@ -88,21 +88,10 @@ def const_dict(value: str, n: int, index_type=np.int32) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(index, strings([value]))
 
 
-def dict_of(values: Sequence, index_type=np.int8) -> pa.DictionaryArray:
-    """A dictionary column of (possibly null) strings, the dictionary sorted."""
-    uniq = sorted({v for v in values if v is not None})
-    pos = {v: i for i, v in enumerate(uniq)}
-    n = len(values)
-    index = np.fromiter((0 if v is None else pos[v] for v in values), index_type, n)
-    valid = np.fromiter((v is not None for v in values), bool, n)
-    return pa.DictionaryArray.from_arrays(
-        fixed(index, pa.from_numpy_dtype(np.dtype(index_type)), valid), strings(uniq))
-
-
 def dict_codes(codes: np.ndarray, names: dict, index_type=np.int8,
                valid: np.ndarray | None = None) -> pa.DictionaryArray:
-    """A dictionary column of ``names[code]`` for an array of integer codes (sorted
-    dictionary, as :func:`dict_of` gives for the same names)."""
+    """A dictionary column of ``names[code]`` for an array of integer codes, the dictionary
+    sorted by name; ``valid`` False: a null."""
     present = np.unique(codes if valid is None else codes[valid])
     uniq = sorted({names[int(c)] for c in present})
     pos = {v: i for i, v in enumerate(uniq)}
