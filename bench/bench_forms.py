@@ -10,8 +10,11 @@ For each form, TensorBoard's plugin EventMultiplexer (every size guidance 0,
 purging on, as the dashboards load) reads the logdir once in this process;
 then tbconvert, in the same process, reads it as ``tbconvert info`` does and
 converts it to Parquet (best of two each), and ``tbconvert info`` runs once
-as a whole command (interpreter start and imports included). Prints a
-markdown table for bench/RESULTS.md.
+as a whole command (interpreter start and imports included). Besides wall
+times, the CPU time of this process (every thread) is taken for
+TensorBoard's read and for the conversion to Parquet: on a machine shared
+with other work, wall times swing with the load, CPU times much less. Prints
+a markdown table for bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -71,12 +74,18 @@ def tbconvert_cmd(*args: str) -> float:
 
 
 def best_of(times: int, fn, *args) -> float:
-    best = float("inf")
+    return best_of_both(times, fn, *args)[0]
+
+
+def best_of_both(times: int, fn, *args) -> tuple[float, float]:
+    """Best wall time and best CPU time (of this process) over ``times`` calls."""
+    wall = cpu = float("inf")
     for _ in range(times):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn(*args)
-        best = min(best, time.perf_counter() - t)
-    return best
+        wall = min(wall, time.perf_counter() - t)
+        cpu = min(cpu, time.process_time() - c)
+    return wall, cpu
 
 
 def read_all(logdir: Path) -> int:
@@ -116,22 +125,27 @@ def main() -> None:
             logdir = tmp / form
             writers.write_form(form, logdir, n)
             size = sum(p.stat().st_size for p in logdir.rglob("*") if p.is_file())
+            cpu0 = time.process_time()
             tb, count = (float("nan"), 0) if args.skip_tensorboard else tensorboard_read(logdir)
+            tb_cpu = time.process_time() - cpu0
             assert read_all(logdir) == (count or read_all(logdir))
             info = best_of(2, read_all, logdir)
-            parquet = best_of(2, to_parquet, logdir, tmp / f"{form}.parquet")
+            parquet, parquet_cpu = best_of_both(2, to_parquet, logdir, tmp / f"{form}.parquet")
             command = tbconvert_cmd("info", str(logdir))
-            rows.append((form, count or n, size, tb, info, parquet, command))
-            print(f"{form}: {count or n} points, {size / 1e6:.1f} MB, TensorBoard {tb:.2f} s, "
-                  f"read {info:.2f} s, parquet {parquet:.2f} s, info command {command:.2f} s",
+            rows.append((form, count or n, size, tb, info, parquet, command, tb_cpu, parquet_cpu))
+            print(f"{form}: {count or n} points, {size / 1e6:.1f} MB, TensorBoard {tb:.2f} s "
+                  f"(CPU {tb_cpu:.2f} s), read {info:.2f} s, parquet {parquet:.2f} s "
+                  f"(CPU {parquet_cpu:.2f} s), info command {command:.2f} s",
                   file=sys.stderr, flush=True)
             shutil.rmtree(logdir)
     print("| form | points | event files (MB) | EventMultiplexer (s) | tbconvert read (s) | ratio "
-          "| → Parquet (s) | ratio | `tbconvert info` command (s) | ratio |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for form, n, size, tb, info, parquet, command in rows:
+          "| → Parquet (s) | ratio | `tbconvert info` command (s) | ratio "
+          "| CPU: EventMultiplexer (s) | CPU: → Parquet (s) | CPU ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for form, n, size, tb, info, parquet, command, tb_cpu, parquet_cpu in rows:
         print(f"| {LABELS[form]} | {n:,} | {size / 1e6:.1f} | {tb:.2f} | {info:.2f} | {tb / info:.1f}× "
-              f"| {parquet:.2f} | {tb / parquet:.1f}× | {command:.2f} | {tb / command:.1f}× |")
+              f"| {parquet:.2f} | {tb / parquet:.1f}× | {command:.2f} | {tb / command:.1f}× "
+              f"| {tb_cpu:.2f} | {parquet_cpu:.2f} | {tb_cpu / parquet_cpu:.1f}× |")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,17 @@
-"""Converting a 4-run logdir with ``--jobs 1`` and ``--jobs 2``, side by side in one run.
+"""Converting with ``--jobs 1`` and ``--jobs 2``, side by side in one run.
 
     python bench/bench_jobs.py [--points 250000] [--dir DIR]
 
-Two runs are written as PyTorch writes scalars (``simple_value``, no metadata),
-two as TensorFlow 2 does (a DT_FLOAT tensor with its metadata on every value).
-Each conversion runs the command line in a fresh process, best of ``--repeat``.
-Prints a markdown table and checks that both outputs are byte for byte equal.
+Two logdirs of four event files each. In the first, four runs: two written as
+PyTorch writes scalars (``simple_value``, no metadata), two as TensorFlow 2
+does (a DT_FLOAT tensor with its metadata on every value). In the second, the
+same four files are one run (a training resumed three times: each file goes on
+from the steps of the one before).
+Each conversion runs the command line in a fresh process, best of ``--repeat``;
+its CPU time (user + system, worker processes included) is taken too, which
+shows what the extra processes cost, and the load average, which shows how
+much of the two cores other work left. Prints a markdown table and checks that
+both outputs are byte for byte equal.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -29,7 +36,7 @@ from tbconvert.formats.tfevents import records  # noqa: E402
 TAGS = ("loss", "accuracy", "lr", "grad_norm", "val_loss")
 
 
-def _events(path: Path, n: int, tf2: bool, seed: int) -> None:
+def _events(path: Path, n: int, tf2: bool, seed: int, first_step: int = 0) -> None:
     """``n`` points over :data:`TAGS`, one value per event, as the named library writes them."""
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,7 +49,7 @@ def _events(path: Path, n: int, tf2: bool, seed: int) -> None:
         ev = event_pb2.Event()
         value = ev.summary.value.add()
         for i in range(n):
-            step = i // len(TAGS)
+            step = first_step + i // len(TAGS)
             ev.wall_time = 1.7e9 + i * 0.001
             ev.step = step
             value.tag = TAGS[i % len(TAGS)]
@@ -55,11 +62,24 @@ def _events(path: Path, n: int, tf2: bool, seed: int) -> None:
             f.write(records.frame(ev.SerializeToString()))
 
 
+FILES = [("torch_a", False), ("torch_b", False), ("tf2_a", True), ("tf2_b", True)]
+
+
 def make_logdir(logdir: Path, points: int) -> Path:
     if not (logdir / "done").exists():
-        for k, (name, tf2) in enumerate([("torch_a", False), ("torch_b", False),
-                                         ("tf2_a", True), ("tf2_b", True)]):
+        for k, (name, tf2) in enumerate(FILES):
             _events(logdir / name / f"events.out.tfevents.1700000000.bench.{k}", points, tf2, k)
+        (logdir / "done").write_text("")
+    return logdir
+
+
+def make_single_run(logdir: Path, points: int) -> Path:
+    """The same four files as one run, in order (file names sort by their start time)."""
+    if not (logdir / "done").exists():
+        per_file = points // len(TAGS)
+        for k, (_, tf2) in enumerate(FILES):
+            _events(logdir / "train" / f"events.out.tfevents.{1700000000 + k}.bench", points, tf2,
+                    k, first_step=k * per_file)
         (logdir / "done").write_text("")
     return logdir
 
@@ -72,12 +92,25 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def convert(src: Path, dst: Path, jobs: int, fmt: str) -> float:
+def _event_digest(path: Path) -> str:
+    """Event files by run directory, their names aside (a name holds the writer's pid)."""
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*"), key=lambda p: (str(p.parent), p.name)):
+        if p.is_file():
+            h.update(str(p.parent.relative_to(path)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def convert(src: Path, dst: Path, jobs: int, fmt: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one conversion (the CPU of every process it started)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tbconvert", "convert", str(src), str(dst), "--to", fmt,
                     "--jobs", str(jobs), "--force", "-q"], check=True, env=env)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -88,24 +121,31 @@ def main() -> None:
     ap.add_argument("--formats", default="parquet,hdf5,csv,tfevents")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-jobs-"))
-    src = make_logdir(work / f"logdir_{args.points}", args.points)
-    size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
-    print(f"4 runs x {args.points:,} points ({size / 2**20:.0f} MiB of event files), "
+    sources = [("4 runs", make_logdir(work / f"logdir_{args.points}", args.points)),
+               ("1 run of 4 files", make_single_run(work / f"single_{args.points}", args.points))]
+    size = sum(p.stat().st_size for p in sources[0][1].rglob("*") if p.is_file())
+    print(f"4 event files x {args.points:,} points ({size / 2**20:.0f} MiB), "
           f"{os.cpu_count()} cores\n")
-    print("| destination | --jobs 1 | --jobs 2 | speed-up | same bytes |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| logdir | destination | --jobs 1 | --jobs 2 | speed-up | CPU --jobs 1 | CPU --jobs 2 "
+          "| load average | same bytes |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     suffix = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": ""}
-    for fmt in args.formats.split(","):
-        times, digests = {}, {}
-        for jobs in (1, 2):
-            dst = work / f"out_j{jobs}{suffix[fmt]}"
-            times[jobs] = min(convert(src, dst, jobs, fmt) for _ in range(args.repeat))
-            digests[jobs] = _digest(dst) if fmt != "tfevents" else None
-        same = "yes" if digests[1] == digests[2] else "NO"
-        if fmt == "tfevents":
-            same = "n/a (file names hold the pid)"
-        print(f"| {fmt} | {times[1]:.2f} s | {times[2]:.2f} s | {times[1] / times[2]:.2f}x | {same} |",
-              flush=True)
+    for label, src in sources:
+        for fmt in args.formats.split(","):
+            times, cpus, digests = {}, {}, {}
+            load = os.getloadavg()[0]
+            for jobs in (1, 2):
+                dst = work / f"out_j{jobs}{suffix[fmt]}"
+                runs = [convert(src, dst, jobs, fmt) for _ in range(args.repeat)]
+                times[jobs], cpus[jobs] = min(runs)
+                digests[jobs] = _digest(dst) if fmt != "tfevents" else _event_digest(dst)
+            same = "yes" if digests[1] == digests[2] else "NO"
+            if fmt == "tfevents" and same == "yes":
+                same = "same content (file names hold the pid)"
+            load = max(load, os.getloadavg()[0])
+            print(f"| {label} | {fmt} | {times[1]:.2f} s | {times[2]:.2f} s | "
+                  f"{times[1] / times[2]:.2f}x | {cpus[1]:.2f} s | {cpus[2]:.2f} s | {load:.1f} "
+                  f"| {same} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from conftest import FIXTURES
 import tbconvert
 from tbconvert.api import open_writer
 from tbconvert.errors import UsageError
+from tbconvert.formats.base import Progress
 from tbconvert.formats.tfevents import reader as tfevents_reader
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 
@@ -158,3 +159,182 @@ def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, 
     alive = [w for w in workers if Path(f"/proc/{w}").exists()
              and Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert not alive, f"worker processes left running: {alive}"
+
+
+# -- a run's files read in parts -------------------------------------------------------------
+
+def _event_bytes(rng, step: int, kind: str) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+    ev = event_pb2.Event(wall_time=1.7e9 + step, step=step)
+    if kind == "start":
+        ev.session_log.status = event_pb2.SessionLog.START
+    elif kind == "fast":     # plain simple_value: decoded in bulk
+        ev.summary.value.add(tag=f"s{rng.integers(2)}", simple_value=float(rng.random()))
+    elif kind == "image":    # legacy Summary.Image: decoded in bulk as blob sequences
+        ev.summary.value.add(tag="img", image=summary_pb2.Summary.Image(
+            height=2, width=3, colorspace=3, encoded_image_string=bytes([step % 256]) * 20))
+    elif kind == "two":      # one event, two tags: decoded one by one
+        ev.summary.value.add(tag="a", simple_value=1.0)
+        ev.summary.value.add(tag="b", simple_value=2.0)
+    else:                    # a TF2 scalar tensor with metadata
+        value = ev.summary.value.add(tag="t")
+        value.metadata.plugin_data.plugin_name = "scalars"
+        value.metadata.data_class = summary_pb2.DATA_CLASS_SCALAR
+        value.tensor.CopyFrom(tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE, double_val=[step]))
+    return ev.SerializeToString()
+
+
+def _restart_run(run_dir: Path, seed: int) -> list[Path]:
+    """A run of 2-5 event files whose steps go back within and across files, some files
+    without a file_version record or with version 1, session starts here and there."""
+    from tensorboard.compat.proto import event_pb2
+    from tbconvert.formats.tfevents import records
+    rng = np.random.default_rng(seed)
+    run_dir.mkdir(parents=True)
+    files = []
+    step = int(rng.integers(0, 20))
+    for k in range(int(rng.integers(2, 6))):
+        path = run_dir / f"events.out.tfevents.{1700000000 + k}.host"
+        out = []
+        version = rng.choice(["brain.Event:2", "brain.Event:1", None, "late"])
+        if version in ("brain.Event:2", "brain.Event:1"):
+            out.append(event_pb2.Event(file_version=version).SerializeToString())
+        for i in range(int(rng.integers(0, 12))):
+            if version == "late" and i == 3:
+                out.append(event_pb2.Event(file_version="brain.Event:2").SerializeToString())
+            step = int(step + rng.integers(-6, 4)) if rng.random() < 0.4 else step + 1
+            out.append(_event_bytes(rng, step, rng.choice(["fast", "fast", "two", "tensor", "image", "start"])))
+        path.write_bytes(b"".join(records.frame(e) for e in out))
+        files.append(path)
+    return files
+
+
+def _series_facts(asm) -> tuple:
+    run, series = asm.build()
+    facts = []
+    for s in series:
+        hidden = None if s.hidden is None else s.hidden.tolist()
+        values = s.values.tolist() if hasattr(s, "values") else (
+            (s.offsets.tolist(), s.blobs) if hasattr(s, "blobs") else None)
+        facts.append((s.tag, s.metadata, s.steps.tolist(), s.wall_times.tolist(), hidden, values))
+    return run, facts
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_run_read_in_parts_is_the_run_read_whole(seed, tmp_path, monkeypatch):
+    """Every way of cutting a run's files into parts, joined, gives what reading them all in
+    one go gives: TensorBoard's restart rule purges across the cuts exactly as it would."""
+    from tbconvert.formats.tfevents import fastblobs, fastscalars
+    # these small files' scalars and images are decoded in bulk too
+    monkeypatch.setattr(fastblobs, "MIN_GROUP", 2)
+    monkeypatch.setattr(fastscalars, "MIN_GROUP", 2)
+    from tbconvert.formats.tfevents.assemble import RunAssembler
+    from tbconvert.formats.base import Options
+    from tbconvert.report import Report
+    files = _restart_run(tmp_path / "run", seed)
+    reader = tfevents_reader.TfeventsReader(tmp_path, Options(), Report())
+    whole = _series_facts(reader.read_run("run", files))
+    for cut in range(1, len(files)):
+        for second in (cut + 1, len(files)):
+            groups = [files[:cut], files[cut:second], files[second:]]
+            parts = [reader.read_run("run", g, detached=k > 0)
+                     for k, g in enumerate(groups) if g]
+            assert _series_facts(RunAssembler.joined("run", parts)) == whole, (cut, second)
+
+
+def _restart_across_files(run_dir: Path) -> list[Path]:
+    """One run of three files: the second starts with a second session START, which purges
+    the end of the first; the third has no file_version record (the second's holds) and a damaged record."""
+    from tensorboard.compat.proto import event_pb2
+    from tbconvert.formats.tfevents import records
+    rng = np.random.default_rng(3)
+    run_dir.mkdir(parents=True)
+    layout = [("brain.Event:2", 0, range(0, 400)), ("brain.Event:2", 300, range(300, 700)),
+              (None, None, range(650, 900))]
+    files = []
+    for k, (version, start, steps) in enumerate(layout):
+        out = []
+        if version:
+            out.append(event_pb2.Event(wall_time=1.7e9 + k, file_version=version))
+        if start is not None:
+            ev = event_pb2.Event(wall_time=1.7e9 + k, step=start)
+            ev.session_log.status = event_pb2.SessionLog.START
+            out.append(ev)
+        for step in steps:
+            for tag in ("loss", "acc"):
+                ev = event_pb2.Event(wall_time=1.7e9 + step, step=step)
+                ev.summary.value.add(tag=tag, simple_value=float(rng.random()))
+                out.append(ev)
+        data = bytearray(b"".join(records.frame(e.SerializeToString()) for e in out))
+        if k == 2:
+            data[len(data) // 2] ^= 0x40
+        path = run_dir / f"events.out.tfevents.{1700000000 + k}.host"
+        path.write_bytes(bytes(data))
+        files.append(path)
+    return files
+
+
+class _Counted(Progress):
+    def __init__(self):
+        self.total = self.done = 0
+
+    def start(self, total):
+        self.total += total
+
+    def advance(self, n):
+        self.done += n
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["parquet", "tfevents"])
+def test_the_files_of_one_run_are_read_in_parallel(fmt, tmp_path, always_parallel, monkeypatch):
+    from tbconvert.formats.tfevents import parallel
+    monkeypatch.setattr(parallel, "PART_MIN_BYTES", 0)
+    src = tmp_path / "logs"
+    files = _restart_across_files(src / "train")
+    assert [len(p.files) for p in parallel.plan([("train", files)], 3)] == [1, 1, 1]
+    reports, outs = [], []
+    size = sum(f.stat().st_size for f in files)
+    for jobs in (1, 3):
+        out = tmp_path / f"out{jobs}{SUFFIX[fmt]}"
+        progress = _Counted()
+        reports.append(tbconvert.convert(src, out, to_format=fmt, jobs=jobs, restarts="keep-all",
+                                         progress=progress))
+        outs.append(_contents(out))
+        assert progress.total == progress.done == size   # every byte counted once
+    assert outs[0] == outs[1]
+    one, two = reports
+    assert [i.message for i in one.issues] == [i.message for i in two.issues]
+    assert any(i.kind == "corrupt_record" for i in one.issues)
+    assert (one.runs, one.series, one.points) == (two.runs, two.series, two.points)
+    loss = tbconvert.load(src, restarts="keep-all", jobs=3).series["train"]["loss"]
+    hidden = loss.steps[loss.hidden]
+    # the start in the second file hides the first file's steps from 300 on
+    assert hidden.min() == 300 and len(hidden) >= 100
+
+
+def test_a_large_run_is_cut_into_parts_of_whole_files(tmp_path):
+    from tbconvert.formats.tfevents import parallel
+    mib = 1 << 20
+
+    def files(name, sizes):
+        paths = []
+        for k, size in enumerate(sizes):
+            path = tmp_path / name / f"events.out.tfevents.{k}"
+            path.parent.mkdir(exist_ok=True)
+            with open(path, "wb") as f:
+                f.truncate(size * mib)   # sparse: only the size counts
+            paths.append(path)
+        return paths
+
+    runs = [("big", files("big", [16, 16, 16, 16])), ("one", files("one", [64])),
+            ("small", files("small", [1, 1, 1])), ("many", files("many", [4] * 10))]
+    parts = parallel.plan(runs, 2)
+    assert [(p.name, len(p.files), p.first, p.last) for p in parts] == [
+        ("big", 1, True, False), ("big", 1, False, False), ("big", 1, False, False),
+        ("big", 1, False, True), ("one", 1, True, True), ("small", 3, True, True),
+        ("many", 3, True, False), ("many", 3, False, False), ("many", 3, False, False),
+        ("many", 1, False, True)]
+    # in order, every file once
+    assert [f for p in parts for f in p.files] == [f for _, fs in runs for f in fs]
+    assert [len(p.files) for p in parallel.plan(runs[:1], 1)] == [2, 2]

@@ -308,3 +308,35 @@ def test_damaged_marker(tmp_path):
     (out / S.MARKER_FILE).write_text(json.dumps(marker))
     with pytest.raises(CorruptDataError, match="unsafe part name"):
         _load(out)
+
+
+def test_every_tensor_and_blob_layout_round_trips(tmp_path):
+    """The writer encodes tensor points in bulk when they share dtype and shape (stacked) or
+    dtype only (concatenated), one by one otherwise; blobs with holes; each way is exact."""
+    from tbconvert import dtypes as dt
+    from tbconvert.model import BlobSequenceSeries, TensorSeries
+    md = Metadata("x", b"", "", "", DataClass.TENSOR)
+    steps = np.arange(4)
+
+    def tensors(tag, codes, arrays, hidden=None):
+        return TensorSeries(run="r", tag=tag, metadata=md, steps=steps, wall_times=steps + 0.5,
+                            hidden=hidden, dtypes=codes, tensors=tuple(arrays))
+
+    chunks = [
+        tensors("stacked", [dt.DT_DOUBLE] * 4, [np.arange(6.).reshape(2, 3) + i for i in range(4)],
+                hidden=[False, True, False, False]),
+        tensors("rank0", [dt.DT_INT64] * 4, [np.array(2**62 + i) for i in range(4)]),
+        tensors("shapes", [dt.DT_DOUBLE] * 4,
+                [np.zeros((2, 3)), np.ones((1, 3)), np.zeros((0, 3)), np.arange(9.).reshape(3, 3).T]),
+        tensors("lengths", [dt.DT_FLOAT] * 4, [np.arange(k, dtype="<f4") for k in (3, 0, 1, 5)]),
+        tensors("mixed", [dt.DT_STRING, dt.DT_FLOAT, dt.DT_STRING, dt.DT_HALF],
+                [dt.string_array([b"a", b"bc"]), np.zeros((2, 3), np.float32),
+                 dt.string_array([]), np.array([1.5, -2], np.float16)]),
+        BlobSequenceSeries.from_sequences(
+            run="r", tag="blobs", metadata=Metadata("images", b"", "", "", DataClass.BLOB_SEQUENCE),
+            steps=steps, wall_times=steps + 0.5, hidden=None,
+            sequences=[[b"a", None], [], [None], [b"", b"\x00" * 70]]),
+    ]
+    runs = [(Run("r", 1.0), chunks)]
+    path = write_sample(tmp_path / "t.parquet", runs=runs)
+    assert_lossless(path, runs)

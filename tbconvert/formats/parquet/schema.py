@@ -80,6 +80,16 @@ COLUMN_ENCODING: Final = {"step": "DELTA_BINARY_PACKED", "wall_time": "BYTE_STRE
                           "value": "BYTE_STREAM_SPLIT"}
 COMPRESSION: Final = "zstd"
 COMPRESSION_LEVEL: Final = 3
+# Tensor, string and blob payloads (histograms, images: little to gain) at zstd level 1: the
+# same size as level 3 on TF2 histograms and PNG images, and a third less compression time.
+PAYLOAD_COMPRESSION_LEVEL: Final = 1
+COMPRESSION_LEVELS: Final = {
+    **{name: COMPRESSION_LEVEL for name in COLUMNS},
+    "tensor_shape.list.element": COMPRESSION_LEVEL,
+    "tensor_content": PAYLOAD_COMPRESSION_LEVEL,
+    "tensor_strings.list.element": PAYLOAD_COMPRESSION_LEVEL,
+    "blobs.list.element": PAYLOAD_COMPRESSION_LEVEL,
+}
 
 
 def _b64(data: bytes) -> str:

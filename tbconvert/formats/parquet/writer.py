@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ import pyarrow.parquet as pq
 
 from tbconvert import dtypes as _dt
 from tbconvert.formats.base import Options, Writer
+from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
@@ -22,19 +24,6 @@ from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
 SUFFIXES = (".parquet", ".pq")
-
-
-def _const_dict(value: str, n: int, index_type=np.int32) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=index_type)),
-                                          pa.array([value], pa.string()))
-
-
-def _dict_of(values: list, index_type, value_type=pa.string()) -> pa.DictionaryArray:
-    """A dictionary array of (possibly null) strings."""
-    uniq = sorted({v for v in values if v is not None})
-    pos = {v: i for i, v in enumerate(uniq)}
-    idx = pa.array([None if v is None else pos[v] for v in values], type=index_type)
-    return pa.DictionaryArray.from_arrays(idx, pa.array(uniq, value_type))
 
 
 def _part_name(index: int, run: str) -> str:
@@ -48,7 +37,7 @@ def parquet_writer(where) -> pq.ParquetWriter:
     """A Parquet writer with the archive's schema and settings."""
     return pq.ParquetWriter(
         where, S.SCHEMA, compression=S.COMPRESSION,
-        compression_level=S.COMPRESSION_LEVEL, use_dictionary=S.DICTIONARY_COLUMNS,
+        compression_level=S.COMPRESSION_LEVELS, use_dictionary=S.DICTIONARY_COLUMNS,
         column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"],
         write_page_checksum=True,  # so that damage is found on reading, never read as data
         # No Arrow schema in the footer: readers then see the names as plain strings, not
@@ -156,13 +145,13 @@ def _common_columns(chunk: Series, sid: int, run: str) -> dict:
     md = chunk.metadata
     hidden = np.zeros(n, dtype=bool) if chunk.hidden is None else chunk.hidden
     return {
-        "run": _const_dict(run, n), "tag": _const_dict(chunk.tag, n),
-        "step": pa.array(chunk.steps, pa.int64()),
-        "wall_time": pa.array(chunk.wall_times, pa.float64()),
-        "hidden": pa.array(hidden, pa.bool_()),
-        "data_class": _const_dict(S.DATA_CLASS_NAMES[DataClass(md.data_class)], n, np.int8),
-        "plugin_name": _const_dict(md.plugin_name, n),
-        "series": pa.array(np.full(n, sid, dtype=np.int32)),
+        "run": C.const_dict(run, n), "tag": C.const_dict(chunk.tag, n),
+        "step": C.fixed(np.asarray(chunk.steps, np.int64), pa.int64()),
+        "wall_time": C.fixed(np.asarray(chunk.wall_times, np.float64), pa.float64()),
+        "hidden": C.bools(hidden),
+        "data_class": C.const_dict(S.DATA_CLASS_NAMES[DataClass(md.data_class)], n, np.int8),
+        "plugin_name": C.const_dict(md.plugin_name, n),
+        "series": C.fixed(np.full(n, sid, dtype=np.int32), pa.int32()),
     }
 
 
@@ -177,7 +166,7 @@ def scalar_batch(chunk: ScalarSeries, sid: int, run: str) -> pa.RecordBatch:
     cols = _common_columns(chunk, sid, run)
     with np.errstate(all="ignore"):
         v64 = values.astype(np.float64)
-    cols["value"] = pa.array(v64)
+    cols["value"] = C.fixed(v64, pa.float64())
     # Where float64 does not give the original back bit for bit (int64 beyond 2**53,
     # signalling NaNs), the exact little-endian bytes go to tensor_content as well.
     store = np.dtype(values.dtype.newbyteorder("<")) if values.dtype.kind != "b" else values.dtype
@@ -187,47 +176,91 @@ def scalar_batch(chunk: ScalarSeries, sid: int, run: str) -> pa.RecordBatch:
     inexact = np.flatnonzero(original.view(np.uint8).reshape(n, -1)
                              != back.view(np.uint8).reshape(n, -1)) if n else []
     if len(inexact):
-        rows = sorted({int(i) // store.itemsize for i in inexact})
-        content: list = [None] * n
-        dtype_names: list = [None] * n
-        shapes: list = [None] * n
-        name = _dt.NAMES[_dt.tf_dtype_of(store)]
-        for i in rows:
-            content[i] = original[i:i + 1].tobytes()
-            dtype_names[i] = name
-            shapes[i] = []
-        cols["tensor_content"] = pa.array(content, pa.binary())
-        cols["tensor_dtype"] = _dict_of(dtype_names, pa.int8())
-        cols["tensor_shape"] = pa.array(shapes, pa.list_(pa.int64()))
+        rows = np.unique(inexact // store.itemsize)
+        valid = np.zeros(n, dtype=bool)
+        valid[rows] = True
+        lengths = valid * store.itemsize
+        cols["tensor_content"] = C.binary(original[rows].tobytes(), lengths, valid)
+        codes = np.full(n, _dt.tf_dtype_of(store), dtype=np.int32)
+        cols["tensor_dtype"] = C.dict_codes(codes, _dt.NAMES, valid=valid)
+        cols["tensor_shape"] = C.lists(C.fixed(np.zeros(0, np.int64), pa.int64()),
+                                       np.zeros(n, np.int64), pa.list_(pa.int64()), valid)
     return _batch(cols, n)
+
+
+def _shapes(arrays: list, n: int) -> pa.Array:
+    ndims = np.fromiter((a.ndim for a in arrays), np.int64, n)
+    dims = np.fromiter(itertools.chain.from_iterable(a.shape for a in arrays), np.int64,
+                       int(ndims.sum()))
+    return C.lists(C.fixed(dims, pa.int64()), ndims, pa.list_(pa.int64()))
+
+
+def _stacked(arrays: list, codes: np.ndarray):
+    """Every point in one array when all have one numeric dtype and one shape (a histogram
+    series, say): one copy instead of a bytes object per point; None otherwise."""
+    code = int(codes[0])
+    if code == _dt.DT_STRING or (codes != code).any():
+        return None
+    try:
+        block = np.stack(arrays)
+    except ValueError:      # shapes differ
+        return None
+    return np.ascontiguousarray(block, dtype=_dt.numpy_dtype(code))
+
+
+def _joined(arrays: list, codes: np.ndarray):
+    """Content bytes and per-point lengths when every point has one numeric dtype (shapes
+    may differ: legacy histograms): one concatenation instead of a bytes object per point."""
+    code = int(codes[0])
+    first = arrays[0].dtype
+    if code == _dt.DT_STRING or first == object or (codes != code).any() or any(
+            a.dtype != first for a in arrays):
+        return None
+    flat = np.concatenate([a.reshape(-1) for a in arrays])
+    flat = np.ascontiguousarray(flat, dtype=_dt.numpy_dtype(code))
+    sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
+    return flat, sizes * flat.itemsize
 
 
 def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
     n = len(chunk)
     cols = _common_columns(chunk, sid, run)
-    names, shapes, content, strings = [], [], [], []
-    for code, arr in zip(chunk.dtypes.tolist(), chunk.tensors):
-        arr = np.asarray(arr)
-        names.append(_dt.NAMES[code])
-        shapes.append(list(arr.shape))
-        if code == _dt.DT_STRING:
-            content.append(None)
-            strings.append([bytes(x) for x in arr.reshape(-1)])
-        else:
-            content.append(np.ascontiguousarray(arr, dtype=_dt.numpy_dtype(code)).tobytes())
-            strings.append(None)
-    cols["tensor_dtype"] = _dict_of(names, pa.int8())
-    cols["tensor_shape"] = pa.array(shapes, pa.list_(pa.int64()))
-    cols["tensor_content"] = pa.array(content, pa.binary())
-    cols["tensor_strings"] = pa.array(strings, pa.list_(pa.binary()))
+    arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in chunk.tensors]
+    codes = chunk.dtypes
+    cols["tensor_dtype"] = C.dict_codes(codes, _dt.NAMES)
+    block = _stacked(arrays, codes) if n else None
+    if block is not None:
+        shape = np.array(block.shape[1:], dtype=np.int64)
+        cols["tensor_shape"] = C.lists(C.fixed(np.tile(shape, n), pa.int64()),
+                                       np.full(n, len(shape), np.int64), pa.list_(pa.int64()))
+        cols["tensor_content"] = C.binary(block, np.full(n, block.nbytes // n, np.int64))
+        return _batch(cols, n)
+    is_string = codes == _dt.DT_STRING
+    cols["tensor_shape"] = _shapes(arrays, n)
+    joined = _joined(arrays, codes) if n else None
+    if joined is not None:
+        cols["tensor_content"] = C.binary(joined[0], joined[1])
+        return _batch(cols, n)
+    parts = [b"" if s else np.ascontiguousarray(a, dtype=_dt.numpy_dtype(c)).tobytes()
+             for c, s, a in zip(codes.tolist(), is_string.tolist(), arrays)]
+    lengths = np.fromiter(map(len, parts), np.int64, n)
+    cols["tensor_content"] = C.binary(b"".join(parts), lengths, ~is_string)
+    if is_string.any():
+        elements, counts = [], np.zeros(n, dtype=np.int64)
+        for i in np.flatnonzero(is_string).tolist():
+            flat = arrays[i].reshape(-1).tolist()
+            counts[i] = len(flat)
+            elements.extend(flat)
+        cols["tensor_strings"] = C.lists(C.binary_of(elements), counts,
+                                         pa.list_(pa.binary()), is_string)
     return _batch(cols, n)
 
 
 def blob_batch(chunk: BlobSequenceSeries, sid: int, run: str) -> pa.RecordBatch:
     n = len(chunk)
     cols = _common_columns(chunk, sid, run)
-    values = pa.array(chunk.blobs, pa.binary())
-    cols["blobs"] = pa.ListArray.from_arrays(pa.array(chunk.offsets, pa.int32()), values)
+    cols["blobs"] = C.lists(C.binary_of(chunk.blobs), np.diff(chunk.offsets),
+                            pa.list_(pa.binary()))
     return _batch(cols, n)
 
 

@@ -17,6 +17,7 @@ masks.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +53,7 @@ class _TagInfo:
 class _BlockTag:
     """One tag's points in the block being read."""
 
-    __slots__ = ("seq", "steps", "walls", "points", "cols")
+    __slots__ = ("seq", "steps", "walls", "points", "cols", "tables")
 
     def __init__(self) -> None:
         self.seq: list[int] = []
@@ -60,6 +61,7 @@ class _BlockTag:
         self.walls: list[float] = []
         self.points: list = []     # (code, ndarray) or None per slow point
         self.cols: list = []       # (seq array, steps, walls, code, values) per bulk-decoded group
+        self.tables: list = []     # (seq array, steps, walls, (n, k) object array) of string points
 
 
 class RunAssembler:
@@ -70,8 +72,16 @@ class RunAssembler:
     once, after the last block.
     """
 
-    def __init__(self, name: str, store: PieceStore | None = None) -> None:
+    def __init__(self, name: str, store: PieceStore | None = None,
+                 detached: bool = False) -> None:
         self.name = name
+        # A detached assembler reads files that do not start the run (another process reads
+        # the earlier ones): what the restart rule makes of its first events depends on the
+        # step and file version that the earlier files end with, so those purges are kept as
+        # conditions and settled by :meth:`joined`, in file order.
+        self.detached = detached
+        self.cond_starts: list[tuple[int, int, bool | None]] = []
+        self.cond_purges: list[tuple[int, int, frozenset, bool, bool | None]] = []
         self.start_time: float | None = None
         self.store = store if store is not None else PieceStore()
         self.info: dict[str, _TagInfo] = {}
@@ -83,7 +93,7 @@ class RunAssembler:
         self.next_seq = 0   # where the next file's records are numbered from
         self._session_starts: list[tuple[int, int]] = []
         self._seen_start = False
-        self._last_step = -1
+        self._last_step: int | None = None if detached else -1
         self._block: dict[str, _BlockTag] = {}
         # summary events of the block: (seq, step, tag) rows, several for a multi-value event
         self._summary_rows: list[tuple[int, int, str]] = []
@@ -142,19 +152,18 @@ class RunAssembler:
         n = len(seqs)
         if not n:
             return
+        seqs = np.asarray(seqs, dtype=np.int64)
+        steps = np.asarray(cols.steps, dtype=np.int64)
         bt = self._tag(cols.tag, int(seqs[0]))
-        seq_list, step_list = seqs.tolist(), cols.steps.tolist()
-        bt.seq.extend(seq_list)
-        bt.steps.extend(step_list)
-        bt.walls.extend(cols.wall_times.tolist())
-        # one (n, k) object array; its rows are the points (views, no array built per point)
+        # one (n, k) object array: row i is point i (kept whole; rows are taken only if the
+        # tag's points must become tensors)
         table = np.empty((n, len(cols.head) + 1), dtype=object)
         for j, s in enumerate(cols.head):
             table[:, j] = s
         table[:, -1] = cols.blobs
-        bt.points.extend(zip([dt.DT_STRING] * n, table))
-        self._summary_rows.extend(zip(seq_list, step_list, [cols.tag] * n))
-        self.metadata(seq_list[0], cols.tag, cols.metadata)
+        bt.tables.append((seqs, steps, np.asarray(cols.wall_times, dtype=np.float64), table))
+        self._fast_rows.append((seqs, steps, cols.tag))
+        self.metadata(int(seqs[0]), cols.tag, cols.metadata)
 
     def _columns(self, tag: str, seqs, steps, walls, code: int, values) -> None:
         """Points of one dtype and shape as columns (the shared entry of every bulk decoder);
@@ -181,9 +190,10 @@ class RunAssembler:
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
         info = self.info[tag]
         n_slow = len(bt.seq)
-        seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in bt.cols])
-        steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in bt.cols])
-        walls = np.concatenate([np.array(bt.walls, dtype=np.float64)] + [c[2] for c in bt.cols])
+        groups = bt.cols + bt.tables
+        seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in groups])
+        steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in groups])
+        walls = np.concatenate([np.array(bt.walls, dtype=np.float64)] + [c[2] for c in groups])
         order = np.argsort(seq, kind="stable")
         in_order = bool((order == np.arange(len(order))).all())
         if not in_order:
@@ -193,14 +203,24 @@ class RunAssembler:
         info.has_none |= any(p is None for p in bt.points)
         for c in bt.cols:
             info.kinds.add((c[3], min(np.ndim(c[4]) - 1, _NDIMN)))
-        values = self._as_values(bt)
-        if values is not None:
+        if bt.tables:
+            info.kinds.add((dt.DT_STRING, _NDIM1))
+        widths = {t[3].shape[1] for t in bt.tables}
+        values = None if bt.tables else self._as_values(bt)
+        if bt.tables and not bt.points and not bt.cols and len(widths) == 1:
+            table = np.concatenate([t[3] for t in bt.tables])
+            payload = ("table", None, table if in_order else table[order])
+            size = seq.nbytes * 3 + len(seq) * (100 + 8 * widths.pop())
+        elif values is not None:
             payload = ("values", values[1], values[0] if in_order else values[0][order])
             size = seq.nbytes * 3 + values[0].nbytes
         else:
             points = list(bt.points)
             for c in bt.cols:
-                points.extend((c[3], np.asarray(v)) for v in c[4])
+                rows = c[4] if isinstance(c[4], np.ndarray) else np.asarray(c[4])
+                points.extend(zip(itertools.repeat(c[3], len(rows)), rows))
+            for t in bt.tables:
+                points.extend(zip(itertools.repeat(dt.DT_STRING, len(t[3])), t[3]))
             if not in_order:
                 points = [points[i] for i in order.tolist()]
             payload = ("points", None, points)
@@ -238,23 +258,28 @@ class RunAssembler:
 
     def _version_at(self, seqs: np.ndarray) -> np.ndarray:
         """File version in force when each event was read (0 = none seen)."""
+        before = np.nan if self.detached else 0.0   # NaN: set by the earlier files
         if not self.versions:
-            return np.zeros(len(seqs))
+            return np.full(len(seqs), before)
         vseq = np.array([s for s, _ in self.versions])
         vval = np.array([v for _, v in self.versions])
         idx = np.searchsorted(vseq, seqs, side="left") - 1
-        return np.where(idx >= 0, vval[np.maximum(idx, 0)], 0.0)
+        return np.where(idx >= 0, vval[np.maximum(idx, 0)], before)
 
     def _find_purges(self) -> None:
         """Purges of this block's events; every earlier event is already known."""
         if self._session_starts:
             seqs = np.array([s for s, _ in self._session_starts])
-            modern = self._version_at(seqs) >= 2
-            for (seq, step), is_modern in zip(self._session_starts, modern):
-                if not is_modern:
+            for (seq, step), version in zip(self._session_starts, self._version_at(seqs).tolist()):
+                if version != version:    # NaN: modern or not as the earlier files say
+                    self.cond_starts.append((seq, step, None))
+                    continue
+                if version < 2:
                     continue
                 if self._seen_start:
                     self.purges.append((seq, step, None))
+                elif self.detached:       # a purge if the earlier files saw a start
+                    self.cond_starts.append((seq, step, True))
                 self._seen_start = True
         self.purges.extend(self._out_of_order_purges())
 
@@ -272,22 +297,80 @@ class RunAssembler:
         seqs, steps = seqs[order], steps[order]
         first_of_event = np.concatenate(([True], seqs[1:] != seqs[:-1]))
         ev_seq, ev_step = seqs[first_of_event], steps[first_of_event]
-        prev = np.concatenate(([self._last_step], ev_step[:-1]))
+        unknown_prev = self._last_step is None
+        prev = np.concatenate(([0 if unknown_prev else self._last_step], ev_step[:-1]))
         self._last_step = int(ev_step[-1])
-        legacy_mode = self._version_at(ev_seq) < 2
-        hits = np.flatnonzero((ev_step < prev) & legacy_mode)
-        if not len(hits):
+        version = self._version_at(ev_seq)
+        legacy_mode = version < 2
+        lower = ev_step < prev
+        conds = []   # (index, needs a lower step than the earlier files' last, legacy or None)
+        if unknown_prev:
+            lower[0] = False
+            if not (version[0] >= 2):
+                conds.append((0, True, None if np.isnan(version[0]) else True))
+        conds.extend((int(i), False, None) for i in np.flatnonzero(lower & np.isnan(version)))
+        hits = np.flatnonzero(lower & legacy_mode)
+        if not len(hits) and not conds:
             return []
+        hits_and_conds = np.union1d(ev_seq[hits], ev_seq[[i for i, _, _ in conds]])
         tags_by_seq: dict[int, set] = {}
-        wanted = set(ev_seq[hits].tolist())
+        wanted = set(hits_and_conds.tolist())
         for seq, _, tag in self._summary_rows:
             if seq in wanted:
                 tags_by_seq.setdefault(seq, set()).add(tag)
         for fseqs, _, tag in self._fast_rows:
-            for seq in np.intersect1d(fseqs, ev_seq[hits]).tolist():
+            for seq in np.intersect1d(fseqs, hits_and_conds).tolist():
                 tags_by_seq.setdefault(seq, set()).add(tag)
+        for i, needs_prev, legacy_known in conds:
+            seq = int(ev_seq[i])
+            self.cond_purges.append((seq, int(ev_step[i]), frozenset(tags_by_seq.get(seq, ())),
+                                     needs_prev, legacy_known))
         return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq.get(int(ev_seq[h]), ())))
                 for h in hits]
+
+    # -- joining the parts of a run read by several processes --------------------------------
+    @classmethod
+    def joined(cls, name: str, parts: list["RunAssembler"]) -> "RunAssembler":
+        """One assembler for the run whose files ``parts`` read, in file order (the first part
+        starts the run; the others are detached). Built, it gives what one assembler reading
+        every file would: sequence numbers are shifted past the earlier parts', and each
+        detached part's conditional purges are settled by what the parts before it end with."""
+        run = cls(name, _JoinedStore([p.store for p in parts]))
+        last_step, version, seen_start, offset = -1, 0.0, False, 0
+        for index, part in enumerate(parts):
+            for seq, step, modern in part.cond_starts:
+                if modern if modern is not None else version >= 2:
+                    if seen_start:
+                        run.purges.append((seq + offset, step, None))
+                    seen_start = True
+            for seq, step, tags, needs_prev, legacy_known in part.cond_purges:
+                legacy_mode = legacy_known if legacy_known is not None else version < 2
+                if legacy_mode and (step < last_step or not needs_prev):
+                    run.purges.append((seq + offset, step, tags))
+            run.purges.extend((seq + offset, step, tags) for seq, step, tags in part.purges)
+            seen_start |= part._seen_start
+            if part._last_step is not None:
+                last_step = part._last_step
+            if part.versions:
+                version = part.versions[-1][1]
+            run.versions.extend((seq + offset, v) for seq, v in part.versions)
+            run.records.extend((seq + offset, r) for seq, r in part.records)
+            for tag, (seq, md) in part.first_metadata.items():
+                run.first_metadata.setdefault(tag, (seq + offset, md))
+            for tag, info in part.info.items():
+                into = run.info.get(tag)
+                if into is None:
+                    into = run.info[tag] = _TagInfo(info.first_seq + offset)
+                into.kinds |= info.kinds
+                into.has_none |= info.has_none
+                into.pieces.extend((index, key, offset) for key in info.pieces)
+            if run.start_time is None:
+                run.start_time = part.start_time
+            run.points_read += part.points_read
+            offset += part.next_seq
+        run.next_seq = offset
+        run._last_step, run._seen_start = last_step, seen_start
+        return run
 
     # -- building ----------------------------------------------------------------------------
     def run(self) -> Run:
@@ -319,6 +402,9 @@ class RunAssembler:
         md = legacy.with_data_class(raw_md)
         fixups = raw_md.data_class == DataClass.UNKNOWN
         kinds = {_fixed_kind(md.plugin_name, k) for k in info.kinds} if fixups else set(info.kinds)
+        # only these plugins' points change shape (legacy.fix_point); the others pass as they are
+        refit = fixups and (md.plugin_name in ("audio", "hparams")
+                            or md.plugin_name in legacy.GRAPH_SUB_PLUGINS)
         if fixups and info.has_none and md.plugin_name == "hparams":
             kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
         if not kinds:
@@ -329,10 +415,12 @@ class RunAssembler:
         pending, n, nbytes = [], 0, 0
         for key in info.pieces:
             seq, steps, walls, kind, code, payload = self.store.take(key)
+            if kind == "table" and (refit or info.has_none or shape[0] != "blobs"):
+                kind, payload = "points", list(zip(itertools.repeat(dt.DT_STRING), payload))
             if kind == "values" and fixups and shape[0] != "scalar":
                 kind, payload = "points", [(code, np.asarray(v)) for v in payload]
-            if kind == "points" and (fixups or info.has_none):
-                fixed = [legacy.fix_point(md.plugin_name, p) if fixups else p for p in payload]
+            if kind == "points" and (refit or info.has_none):
+                fixed = [legacy.fix_point(md.plugin_name, p) for p in payload] if refit else payload
                 keep = [i for i, p in enumerate(fixed) if p is not None]
                 if len(keep) != len(fixed):
                     idx = np.array(keep, dtype=np.int64)
@@ -343,8 +431,10 @@ class RunAssembler:
                 continue
             pending.append((seq, steps, walls, kind, code, payload))
             n += len(seq)
-            nbytes += seq.nbytes * 3 + (payload.nbytes if kind == "values" else
-                                        sum(p[1].nbytes + 100 for p in payload))
+            nbytes += seq.nbytes * 3 + (
+                payload.nbytes if kind == "values" else
+                len(payload) * (100 + 8 * payload.shape[1]) if kind == "table" else
+                sum(p[1].nbytes + 100 for p in payload))
             if n >= CHUNK_POINTS or nbytes >= CHUNK_BYTES:
                 yield self._chunk(tag, md, shape, pending, purges)
                 pending, n, nbytes = [], 0, 0
@@ -362,15 +452,27 @@ class RunAssembler:
             parts = [p[5] if p[3] == "values" else np.array([a for _, a in p[5]], dtype=dtype)
                      for p in pieces]
             return ScalarSeries(**common, values=np.concatenate(parts).astype(dtype, copy=False))
+        if shape[0] == "blobs" and all(p[3] == "table" for p in pieces):
+            tables = [p[5] for p in pieces]
+            widths = np.concatenate([np.full(len(t), t.shape[1], np.int64) for t in tables])
+            offsets = np.zeros(len(widths) + 1, dtype=np.int64)
+            np.cumsum(widths, out=offsets[1:])
+            blobs = tuple(itertools.chain.from_iterable(t.ravel().tolist() for t in tables))
+            return BlobSequenceSeries(**common, offsets=offsets, blobs=blobs)
         points = []
         for _, _, _, kind, code, payload in pieces:
             if kind == "values":
                 points.extend((code, np.asarray(v)) for v in payload)
+            elif kind == "table":
+                points.extend(zip(itertools.repeat(dt.DT_STRING), payload))
             else:
                 points.extend(payload)
         if shape[0] == "blobs":
-            return BlobSequenceSeries.from_sequences(
-                **common, sequences=[list(arr) for _, arr in points])
+            arrays = [arr for _, arr in points]
+            offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=offsets[1:])
+            return BlobSequenceSeries(**common, offsets=offsets,
+                                      blobs=tuple(itertools.chain.from_iterable(arrays)))
         return TensorSeries(**common, dtypes=np.array([c for c, _ in points], dtype=np.int32),
                             tensors=tuple(a for _, a in points))
 
@@ -422,3 +524,24 @@ class _Purges:
         hidden = np.zeros(len(seq), dtype=bool)
         hidden[later] = steps[later] >= self.min_step[idx[later]]
         return hidden
+
+
+class _JoinedStore:
+    """The piece stores of a run's parts as one: a key names the part's store, its key there
+    and the part's sequence offset."""
+
+    def __init__(self, stores: list) -> None:
+        self.stores = stores
+
+    def take(self, key):
+        index, inner, offset = key
+        piece = self.stores[index].take(inner)
+        return (piece[0] + offset,) + tuple(piece[1:]) if offset else piece
+
+    def spill(self) -> None:
+        for store in self.stores:
+            store.spill()
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()

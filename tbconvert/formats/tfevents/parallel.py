@@ -1,13 +1,18 @@
 """Reading the runs of a logdir in worker processes, handing them over in order.
 
-Each worker reads one run at a time, by path, into a
+The work is cut into *parts*: a run, or, for a run whose files are large
+enough to share, consecutive files of it (a single file is never cut). Each
+worker reads one part at a time, by path, into a
 :class:`~tbconvert.formats.tfevents.assemble.RunAssembler` whose pieces go to a
 spill file in a temporary directory of this process; the assembler (small: the
 run's facts, its purges and the pieces' places) comes back by pickle and this
 process builds the series from it exactly as if it had read the run itself. So
 the output does not depend on the number of workers, and only one writer, in
 this process, ever writes. Workers report issues and progress; both are merged
-here in run order.
+here in run order. The parts of a run are joined in file order
+(:meth:`~tbconvert.formats.tfevents.assemble.RunAssembler.joined`), which
+settles TensorBoard's restart rule across the files exactly as one reader
+going through them all would.
 
 Workers ignore Ctrl-C (the terminal sends it to every process of the group):
 this process unwinds, removing partial output, and stops them.
@@ -27,9 +32,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
-from typing import Iterator
+from pathlib import Path
+from typing import Iterator, NamedTuple
 
 from tbconvert.errors import OutputError, TbconvertError
+from tbconvert.formats.base import source_size
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.interrupts import deferred
 from tbconvert.model import RunData
@@ -37,6 +44,9 @@ from tbconvert.report import Report
 
 # A worker keeps at most this much of a run in memory; the rest waits in its spill file.
 WORKER_SPILL_AT = 8 << 20
+# A run's files are shared among workers only in parts of at least this many bytes: each
+# part costs a pickled hand-over and a join.
+PART_MIN_BYTES = 8 << 20
 _WAIT = 0.2
 
 _queue = None
@@ -71,14 +81,47 @@ class _QueueProgress:
         _queue.put(n)
 
 
-def _read(root, options, name, files, spill_dir):
-    """In a worker: read one run. Returns (assembler or error text, issues, counters)."""
+class Part(NamedTuple):
+    """Consecutive files of one run, read by one worker."""
+
+    run: int              # index of the run in reading order
+    name: str
+    files: list[Path]
+    first: bool           # holds the run's first file
+    last: bool            # holds the run's last file
+
+
+def plan(runs, jobs: int) -> list[Part]:
+    """The parts to read ``runs`` in: a run of several files large enough for it is cut into
+    up to ``2 * jobs`` parts of consecutive files (files differ in how long they take to
+    read; a worker done early takes the next part)."""
+    parts: list[Part] = []
+    for index, (name, files) in enumerate(runs):
+        sizes = [source_size(f) for f in files] if len(files) > 1 else [0] * len(files)
+        target = max(PART_MIN_BYTES, sum(sizes) / (2 * jobs))
+        groups: list[list[Path]] = [[]]
+        held = 0
+        for path, size in zip(files, sizes):
+            if groups[-1] and held >= target:
+                groups.append([])
+                held = 0
+            groups[-1].append(path)
+            held += size
+        for k, group in enumerate(groups):
+            parts.append(Part(index, name, group, k == 0, k == len(groups) - 1))
+    return parts
+
+
+def _read(root, options, name, files, spill_dir, detached=False):
+    """In a worker: read one part of a run. Returns (assembler or error text, issues,
+    counters)."""
     from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
     report = Report()
     reader = TfeventsReader(root, options, report)
     progress = RunProgress(_QueueProgress())
     try:
-        asm = reader.read_run(name, files, PieceStore(WORKER_SPILL_AT, spill_dir), progress)
+        asm = reader.read_run(name, files, PieceStore(WORKER_SPILL_AT, spill_dir), progress,
+                              detached=detached)
         asm.store.spill()
         result = asm
     except MemoryError:
@@ -123,8 +166,9 @@ class _Workers:
         self.pool = None
 
 
-def read_runs(reader, runs, jobs: int) -> Iterator[RunData]:
-    """``reader.iter_runs()`` for ``runs``, read by ``jobs`` processes."""
+def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
+    """``reader.iter_runs()`` for the runs ``parts`` cut up, read by ``jobs`` processes."""
+    from tbconvert.formats.tfevents.assemble import RunAssembler
     from tbconvert.formats.tfevents.reader import RunProgress
     progress = reader.options.progress
     options = dataclasses.replace(reader.options, progress=None, jobs=1)
@@ -140,36 +184,50 @@ def read_runs(reader, runs, jobs: int) -> Iterator[RunData]:
             if progress is not None:
                 progress.advance(n)
 
+    def discard(results) -> None:
+        for result, _, _ in results:
+            if isinstance(result, RunAssembler):
+                result.store.close()
+
     with tempfile.TemporaryDirectory(prefix="tbconvert-jobs-") as spill_dir:
-        workers = _Workers(ctx, min(jobs, len(runs)), progress_queue)
+        workers = _Workers(ctx, min(jobs, len(parts)), progress_queue)
         try:
             pending: collections.deque = collections.deque()
-            todo = collections.deque(runs)
+            todo = collections.deque(parts)
+            lost: set[int] = set()     # runs whose reading process died
+            done: list = []            # results of the current run's parts so far
 
             def submit() -> None:
+                while todo and todo[0].run in lost:
+                    todo.popleft()
                 if todo:
-                    name, files = todo.popleft()
-                    args = (reader.path, options, name, files, spill_dir)
-                    pending.append((name, files, workers.submit(*args)))
+                    part = todo.popleft()
+                    args = (reader.path, options, part.name, part.files, spill_dir, not part.first)
+                    pending.append((part, workers.submit(*args)))
 
             for _ in range(2 * jobs):
                 submit()
             while pending:
-                name, files, job = pending.popleft()
+                part, job = pending.popleft()
+                if part.run in lost:
+                    continue
                 try:
                     while True:
                         try:
-                            result, issues, counters = job.result(timeout=_WAIT)
+                            outcome = job.result(timeout=_WAIT)
                             break
                         except FutureTimeout:
                             drain()
                 except BrokenProcessPool:
                     # A worker died (killed, or crashed on hostile input): this run is lost, the
                     # others are read again by fresh workers.
-                    reader.report.add("unreadable_run", f"{name}: the process reading it died; "
-                                      "skipped, the other runs were read", run=name)
+                    reader.report.add("unreadable_run", f"{part.name}: the process reading it "
+                                      "died; skipped, the other runs were read", run=part.name)
+                    lost.add(part.run)
+                    discard(done)
+                    done = []
                     workers.stop()
-                    again = [(n, f) for n, f, _ in pending]
+                    again = [p for p, _ in pending if p.run not in lost]
                     pending.clear()
                     todo.extendleft(reversed(again))
                     for _ in range(2 * jobs):
@@ -177,21 +235,38 @@ def read_runs(reader, runs, jobs: int) -> Iterator[RunData]:
                     continue
                 drain()
                 submit()
-                reader.report.extend(issues)
-                files_with_bytes, valid, damaged, size, sent = counters
+                done.append(outcome)
+                if not part.last:
+                    continue
+                results, done = done, []
+                failed = [k for k, (r, _, _) in enumerate(results) if isinstance(r, str)]
+                if failed:
+                    # one reader would have stopped at the failing part: what the parts after
+                    # it found is not reported
+                    discard(results)
+                    results = results[:failed[0] + 1]
+                files_with_bytes, valid, damaged, size, sent = (sum(c) for c in zip(
+                    *(counters for _, _, counters in results)))
+                for _, issues, _ in results:
+                    reader.report.extend(issues)
                 reader.files_with_bytes += files_with_bytes
                 reader.valid_records += valid
                 reader.damaged_event_files += damaged
                 run_progress = RunProgress(progress, sent=sent, size=size)
-                if isinstance(result, OutputError):
-                    raise OutputError(str(result))
-                if isinstance(result, str):
-                    reader.report.add("unreadable_run", f"{name}: could not be read ({result}); "
-                                      "skipped, the other runs were read", run=name)
+                for result, _, _ in results:
+                    if isinstance(result, OutputError):
+                        discard(results)
+                        raise OutputError(str(result))
+                if failed:
+                    reader.report.add("unreadable_run", f"{part.name}: could not be read "
+                                      f"({results[-1][0]}); skipped, the other runs were read",
+                                      run=part.name)
                     run_progress.done()
                     continue
-                run, series = result.build()
-                yield RunData(run, run_progress.follow(series, result.points_read, tick=drain))
+                asms = [r for r, _, _ in results]
+                asm = asms[0] if len(asms) == 1 else RunAssembler.joined(part.name, asms)
+                run, series = asm.build()
+                yield RunData(run, run_progress.follow(series, asm.points_read, tick=drain))
         finally:
             workers.stop()
             drain()

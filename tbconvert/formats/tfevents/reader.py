@@ -117,9 +117,12 @@ class TfeventsReader(Reader):
     def iter_runs(self) -> Iterator[RunData]:
         runs = self.runs()
         jobs = self.options.jobs or cores()
-        if jobs > 1 and len(runs) > 1 and self.source_size() >= PARALLEL_MIN_BYTES:
+        parts = None
+        if jobs > 1 and self.source_size() >= PARALLEL_MIN_BYTES:
             from tbconvert.formats.tfevents import parallel
-            yield from parallel.read_runs(self, runs, jobs)
+            parts = parallel.plan(runs, jobs)
+        if parts is not None and len(parts) > 1:
+            yield from parallel.read_runs(self, parts, jobs)
         else:
             for name, files in runs:
                 progress = RunProgress(self.options.progress)
@@ -160,9 +163,10 @@ class TfeventsReader(Reader):
                 "really an event file or logdir? (check --from)")
 
     def read_run(self, name: str, files: list[Path], store: PieceStore | None = None,
-                 progress: "RunProgress | None" = None) -> RunAssembler:
-        """Read every file of a run (its pieces go to ``store``); build it with ``.build()``."""
-        asm = RunAssembler(name, store)
+                 progress: "RunProgress | None" = None, detached: bool = False) -> RunAssembler:
+        """Read every file of a run (its pieces go to ``store``); build it with ``.build()``.
+        ``detached``: ``files`` are a later part of the run (see ``RunAssembler.joined``)."""
+        asm = RunAssembler(name, store, detached=detached)
         self._run_progress = progress if progress is not None else RunProgress(None)
         try:
             for path in files:
