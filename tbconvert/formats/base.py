@@ -209,6 +209,40 @@ class Writer(abc.ABC):
             self.abort()
 
 
+class deferred:
+    """A format's reader or writer class named as ``"module:Class"``, imported on first use.
+
+    Telling a source's format imports every format package; only the reader and writer
+    actually used should load their libraries (pyarrow, h5py, protobuf), which cost
+    start-up time and tens of MiB of memory each.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner):
+        import importlib
+        module, cls = self.target.split(":")
+        value = getattr(importlib.import_module(module), cls)
+        setattr(owner, self.name, value)
+        return value
+
+
+def has_reader(fmt: type[Format]) -> bool:
+    """Whether ``fmt`` reads, without importing its reader."""
+    import inspect
+    return inspect.getattr_static(fmt, "reader") is not None
+
+
+def has_writer(fmt: type[Format]) -> bool:
+    """Whether ``fmt`` writes, without importing its writer."""
+    import inspect
+    return inspect.getattr_static(fmt, "writer") is not None
+
+
 class Format:
     """A format: its name, how to recognise it, and its reader and writer.
 
