@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert import api
 from tbconvert.cli.common import add_selection, finish, options_from
 from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
 from tbconvert.names import safe_part
@@ -60,6 +59,7 @@ def run(args, ui) -> int:
     src, out = Path(args.src), Path(args.output)
     if not src.exists():
         raise FormatError(f"{src}: no such file or directory")
+    from tbconvert import api
     api.check_paths(src, out)
     sources, is_root = layout.find_experiments(src)
     if not sources:
@@ -115,6 +115,7 @@ def _convert_one(reader_cls, source, dst: Path, options, report: Report) -> None
     try:
         reader = reader_cls(source.path, options, report, source=source)
         with reader:
+            from tbconvert import api
             writer = api.open_writer(dst, format="tfevents", options=options, report=report)
             with writer:
                 api.copy(reader, writer, report)

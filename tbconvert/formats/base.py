@@ -22,12 +22,13 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
 
 from tbconvert.errors import CorruptDataError
-from tbconvert.model import Experiment, Run, RunData, Series
-from tbconvert.output import removed_on_failure
 from tbconvert.report import Report
+
+if TYPE_CHECKING:  # numpy loads with the model, only once data is read or written
+    from tbconvert.model import Experiment, Run, RunData, Series
 
 
 @dataclass
@@ -138,6 +139,7 @@ class Reader(abc.ABC):
 
     def experiment(self) -> Experiment:
         """Experiment facts the source holds (empty for event files)."""
+        from tbconvert.model import Experiment
         return Experiment()
 
     def source_size(self) -> int:
@@ -184,6 +186,7 @@ class Writer(abc.ABC):
     def guard(self, fn):
         """Run ``fn``; an OS error (disk full, size limit...) aborts and becomes one clear error.
         An interrupt aborts too, so that no partial output outlives it."""
+        from tbconvert.output import removed_on_failure
         with removed_on_failure(self.abort, self.path):
             return fn()
 
