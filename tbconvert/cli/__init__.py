@@ -157,7 +157,11 @@ _WITHOUT_PANDAS = frozenset({"convert", "info", "verify", "tbdev-export"})
 
 
 @contextlib.contextmanager
-def _without_pandas(command: str):
+def _own_process(command: str):
+    """Process-wide choices the command may make because the process is its own: Arrow's
+    memory pool (see tbconvert.arrowpool), and no pandas where nothing uses it."""
+    from tbconvert import arrowpool
+    arrowpool.own_process()
     if command not in _WITHOUT_PANDAS or "pandas" in sys.modules:
         yield
         return
@@ -253,7 +257,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 return int(exc.code or 0)
             ui = UI(quiet=args.quiet, verbose=args.verbose)
             debug = args.debug
-            with _without_pandas(args.command):
+            with _own_process(args.command):
                 return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
         if debug:

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tbconvert import arrowpool
 from tbconvert import dtypes as _dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.parquet import schema as S
@@ -249,6 +250,7 @@ class ParquetWriter(Writer):
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
+        arrowpool.choose()
         self.directory = not self.path.name.lower().endswith(SUFFIXES)
         self._out = AtomicOutput(self.path, force=options.force, directory=self.directory)
         self._experiment = Experiment()
