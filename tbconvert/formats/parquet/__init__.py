@@ -42,11 +42,11 @@ class ParquetFormat(Format):
                 meta = json.loads(sourcefiles.read_text(marker))
                 return isinstance(meta, dict) and meta.get("format") == schema.FORMAT_NAME
             if path.is_file():
-                import pyarrow.parquet
-                from tbconvert.formats.parquet import schema
                 with sourcefiles.open_binary(path) as fh:
                     if fh.read(4) != b"PAR1":
                         return False
+                    import pyarrow.parquet
+                    from tbconvert.formats.parquet import schema
                     kv = pyarrow.parquet.read_metadata(fh).metadata or {}
                 return schema.METADATA_KEY in kv
         except Exception:  # noqa: BLE001 - sniffing never raises
