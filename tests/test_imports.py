@@ -90,3 +90,23 @@ def test_parquet_marker_name_matches_schema():
     from tbconvert.formats import parquet
     from tbconvert.formats.parquet import schema
     assert parquet._MARKER_FILE == schema.MARKER_FILE
+
+
+def _pool_after(code: str) -> str:
+    probe = code + "\nimport pyarrow\nprint(pyarrow.default_memory_pool().backend_name)"
+    env = {k: v for k, v in cli_env().items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=CLI_CWD, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip(), out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_command_allocates_arrow_memory_from_jemalloc_and_the_api_leaves_the_pool(tmp_path):
+    import pyarrow as pa
+    if "jemalloc" not in pa.supported_memory_backends():
+        pytest.skip("this pyarrow has no jemalloc")
+    src = FIXTURES / "torch_logdir"
+    assert _pool_after(command("convert", src, tmp_path / "a.parquet", "-j", "1")) == "jemalloc"
+    default = _pool_after("pass")
+    assert _pool_after(f"import tbconvert\ntbconvert.convert({str(src)!r}, "
+                       f"{str(tmp_path / 'b.parquet')!r})") == default
