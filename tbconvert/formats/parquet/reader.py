@@ -198,6 +198,8 @@ class _Source:
                     for run_index, chunk in self._decode(batch):
                         done += len(chunk)
                         yield run_index, chunk
+                batches = batch = None
+                arrowpool.release()
             except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
                     CorruptDataError) as exc:
                 lost = max(rows - done, 0)

@@ -115,6 +115,8 @@ class _FileSink:
             self._buffer = []
             self._bytes = 0
             self._rows = 0
+            del table
+            arrowpool.release()
 
     def close(self, experiment: Experiment) -> None:
         self.flush()

@@ -74,6 +74,7 @@ class CsvWriter(Writer):
     def _write_long(self, cols: ScalarColumns) -> None:
         if cols.rows:
             self.guard(lambda: _csv.write(cols.long_table(), self._file, with_header=False))
+            arrowpool.release()
 
     def close(self) -> None:
         def finish():
