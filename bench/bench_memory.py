@@ -1,17 +1,19 @@
 """Peak memory of converting one long run, for each destination and back.
 
-    python bench/bench_memory.py [--points 4000000,20000000] [--files 1] [--dir DIR]
+    python bench/bench_memory.py [--points 4000000,20000000] [--files 1] [--dir DIR] [--api]
 
 One run of N float32 scalar points (5 tags, written by tbconvert's event-file
-writer), in ``--files`` event files. Each conversion runs in a
-fresh process and reports its peak resident memory (VmHWM, ``measure.py``).
-Prints a markdown table: if memory does not grow with the run, the columns for
-4M and 20M points are about equal.
+writer), in ``--files`` event files. Each conversion runs in a fresh process as
+``tbconvert convert SRC DST --to F -j 1`` (``--api``: ``tbconvert.convert(...)``, which
+leaves pyarrow's memory pool and pandas probe as they are, see tbconvert/arrowpool.py)
+and reports its peak resident memory (VmHWM). Prints a markdown table: if memory does
+not grow with the run, the columns for 4M and 20M points are about equal.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -61,11 +63,30 @@ def make_run(logdir: Path, points: int, files: int) -> Path:
     return logdir
 
 
-def convert(src: Path, dst: Path, fmt: str) -> tuple[float, float]:
+# The command as its console script runs it, then its peak (VmHWM, KiB on Linux).
+_COMMAND = """
+import sys
+from tbconvert.cli import main
+code = main(sys.argv[1:])
+print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])
+sys.exit(code)
+"""
+
+
+def command_peak_mib(src: Path, dst: Path, fmt: str) -> float:
+    args = [sys.executable, "-c", _COMMAND, "convert", str(src), str(dst), "--to", fmt,
+            "-q", "-j", "1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+    return int(out.strip().splitlines()[-1]) / 1024
+
+
+def convert(src: Path, dst: Path, fmt: str, api: bool = False) -> tuple[float, float]:
     if dst.exists():
         subprocess.run(["rm", "-rf", str(dst)], check=True)
     start = time.perf_counter()
-    peak = peak_rss_mib(src, dst, fmt)
+    peak = peak_rss_mib(src, dst, fmt) if api else command_peak_mib(src, dst, fmt)
     return peak, time.perf_counter() - start
 
 
@@ -74,6 +95,7 @@ def main() -> None:
     ap.add_argument("--points", default="4000000,20000000")
     ap.add_argument("--files", type=int, default=1, help="event files the run is written in")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--api", action="store_true", help="measure tbconvert.convert, not the command")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-memory-"))
     sizes = [int(p) for p in args.points.split(",")]
@@ -90,7 +112,7 @@ def main() -> None:
                  ("HDF5 -> event files", work / "o.h5", work / "h_events", "tfevents")]
         for label, s, d, fmt in steps:
             try:
-                peak, secs = convert(s, d, fmt)
+                peak, secs = convert(s, d, fmt, args.api)
                 cell = f"{peak:.0f} MiB ({secs:.0f} s)"
             except subprocess.CalledProcessError as exc:
                 cell = f"failed ({exc.returncode})"

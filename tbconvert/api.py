@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tbconvert import names, registry
 from tbconvert.errors import FormatError, UsageError
 from tbconvert.formats.base import Options, Reader, Writer
-from tbconvert.model import Experiment, Run, Series, concat
 from tbconvert.report import Report
+
+if TYPE_CHECKING:  # numpy loads with the model, once data is read (not for --help or errors)
+    from tbconvert.model import Experiment, Run, Series
 
 
 def make_options(*, runs=None, tags=None, **kw) -> Options:
@@ -112,6 +112,7 @@ def select(series: Iterable[Series], options: Options, report: Report,
                        run=chunk.run, tag=chunk.tag, count=chunk.hidden_count, lost=False)
             if witness and chunk.tag not in witnessed and chunk.hidden_count:
                 witnessed.add(chunk.tag)
+                import numpy as np
                 yield chunk.take(np.flatnonzero(chunk.hidden)[:1])
             chunk = chunk.visible()
         if chunk.tag not in seen:
@@ -201,6 +202,7 @@ class Loaded:
 
 def load(path, *, format: str | None = None, **options) -> Loaded:
     """Read all of ``path`` into memory. Meant for data that fits; see :func:`convert`."""
+    from tbconvert.model import concat
     report = Report()
     opts = make_options(**options)
     with open_reader(path, format=format, options=opts, report=report) as reader:

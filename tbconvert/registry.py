@@ -8,7 +8,7 @@ import importlib.util
 from pathlib import Path
 
 from tbconvert.errors import FormatError, TbconvertError
-from tbconvert.formats.base import Format
+from tbconvert.formats.base import Format, has_reader, has_writer
 
 # name -> "module:Class"; kept alphabetical. Formats import nothing until asked for.
 _BUILTIN: dict[str, str] = {
@@ -94,7 +94,7 @@ def detect_source(path: Path) -> type[Format]:
     if not path.exists():
         raise FormatError(f"{path}: no such file or directory")
     fmt = _by_suffix(path)
-    if fmt is not None and fmt.reader is not None:
+    if fmt is not None and has_reader(fmt):
         return fmt
     for name in _SNIFF_ORDER:
         try:
@@ -106,14 +106,15 @@ def detect_source(path: Path) -> type[Format]:
     what = "directory" if path.is_dir() else "file"
     raise FormatError(
         f"{path}: cannot tell the format of this {what} (no event files, export or archive "
-        f"found); pass --from with one of: {', '.join(f.name for f in all_formats() if f.reader)}")
+        f"found); pass --from with one of: "
+        f"{', '.join(f.name for f in all_formats() if has_reader(f))}")
 
 
 def detect_destination(path: Path) -> type[Format]:
     """Tell the destination format from its suffix; directories need ``--to``."""
     fmt = _by_suffix(path)
-    if fmt is not None and fmt.writer is not None:
+    if fmt is not None and has_writer(fmt):
         return fmt
     raise FormatError(
         f"{path}: cannot tell which format to write from the name; pass --to with one of: "
-        f"{', '.join(f.name for f in all_formats() if f.writer)}")
+        f"{', '.join(f.name for f in all_formats() if has_writer(f))}")

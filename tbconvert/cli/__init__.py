@@ -152,6 +152,41 @@ class _PipeSafe:
         return getattr(self._stream, name)
 
 
+class _NoPandas:
+    """An import finder that reports pandas missing.
+
+    pyarrow imports pandas on its first array only to learn whether it is there, which
+    costs about 50 MiB and most of a second; converting, describing and comparing sources
+    never uses pandas. pyarrow remembers the answer, so this is for the command's own
+    process only, never for the Python API."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+# Commands that read and write through the model only (the table commands build DataFrames).
+_WITHOUT_PANDAS = frozenset({"convert", "info", "verify", "tbdev-export"})
+
+
+@contextlib.contextmanager
+def _own_process(command: str):
+    """Process-wide choices the command may make because the process is its own: Arrow's
+    memory pool (see tbconvert.arrowpool), and no pandas where nothing uses it."""
+    from tbconvert import arrowpool
+    arrowpool.own_process()
+    if command not in _WITHOUT_PANDAS or "pandas" in sys.modules:
+        yield
+        return
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(_NoPandas)
+
+
 @contextlib.contextmanager
 def _pipe_safe_output():
     saved = sys.stdout, sys.stderr
@@ -237,7 +272,8 @@ def _main(argv: Sequence[str] | None) -> int:
                 return int(exc.code or 0)
             ui = UI(quiet=args.quiet, verbose=args.verbose)
             debug = args.debug
-            return int(args._run(args, ui) or 0)
+            with _own_process(args.command):
+                return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
         if debug:
             import traceback

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from tbconvert.api import make_options
 from tbconvert.errors import DataLossError
 from tbconvert.formats.base import Options
 from tbconvert.remote.urls import parse_storage_options
@@ -76,6 +75,7 @@ class WatchedOptions(Options):
 
 
 def options_from(args, ui):
+    from tbconvert.api import make_options
     options = make_options(
         runs=getattr(args, "runs", None), tags=getattr(args, "tags", None),
         allow_pickle=getattr(args, "allow_pickle", False), force=getattr(args, "force", False),

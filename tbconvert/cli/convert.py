@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tbconvert import api, registry
+from tbconvert import registry
 from tbconvert.cli.common import add_reading, add_selection, add_writing, finish, options_from
 from tbconvert.errors import UsageError
 from tbconvert.report import Report
@@ -37,6 +37,7 @@ def check_suffix(dst: str, to_format: str | None) -> None:
 
 def run(args, ui) -> int:
     check_suffix(args.dst, args.to_format)
+    from tbconvert import api
     report = Report()
     api.convert(args.src, args.dst, from_format=args.from_format, to_format=args.to_format,
                 report=report, options=options_from(args, ui))

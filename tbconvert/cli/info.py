@@ -6,7 +6,6 @@ import json
 import sys
 from datetime import datetime, timezone
 
-from tbconvert import api
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
 from tbconvert.cli.text import shown
 from tbconvert.report import Report
@@ -56,6 +55,7 @@ class _Stats:
 
 
 def run(args, ui) -> int:
+    from tbconvert import api
     report = Report()
     opts = options_from(args, ui)
     out = {"experiment": None, "runs": []}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert import api, remote
 from tbconvert.cli.common import add_selection, finish, options_from
 from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
 from tbconvert.names import safe_part
@@ -54,6 +53,7 @@ def _outputs(sources, out: Path) -> list[tuple[object, Path]]:
 
 
 def run(args, ui) -> int:
+    from tbconvert import api, remote
     from tbconvert.formats.tbdev import layout
     from tbconvert.formats.tbdev.reader import TbdevReader
 
@@ -130,6 +130,7 @@ def _convert_one(reader_cls, source, dst: Path, options, report: Report) -> None
     try:
         reader = reader_cls(source.path, options, report, source=source)
         with reader:
+            from tbconvert import api
             writer = api.open_writer(dst, format="tfevents", options=options, report=report)
             with writer:
                 api.copy(reader, writer, report)

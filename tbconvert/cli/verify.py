@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tbconvert import verify
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
 from tbconvert.cli.text import shown
 from tbconvert.errors import TbconvertError
@@ -34,6 +33,7 @@ def add_arguments(p) -> None:
 
 def run(args, ui) -> int:
     report = Report()
+    from tbconvert import verify
     diffs = verify.compare(args.a, args.b, from_a=args.from_a, from_b=args.from_b,
                            options=options_from(args, ui),
                            wall_time_tolerance=args.wall_time_tolerance, report=report)

@@ -22,12 +22,13 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
 
 from tbconvert.errors import CorruptDataError
-from tbconvert.model import Experiment, Run, RunData, Series
-from tbconvert.output import removed_on_failure
 from tbconvert.report import Report
+
+if TYPE_CHECKING:  # numpy loads with the model, only once data is read or written
+    from tbconvert.model import Experiment, Run, RunData, Series
 
 
 @dataclass
@@ -141,6 +142,7 @@ class Reader(abc.ABC):
 
     def experiment(self) -> Experiment:
         """Experiment facts the source holds (empty for event files)."""
+        from tbconvert.model import Experiment
         return Experiment()
 
     def source_size(self) -> int:
@@ -187,6 +189,7 @@ class Writer(abc.ABC):
     def guard(self, fn):
         """Run ``fn``; an OS error (disk full, size limit...) aborts and becomes one clear error.
         An interrupt aborts too, so that no partial output outlives it."""
+        from tbconvert.output import removed_on_failure
         with removed_on_failure(self.abort, self.path):
             return fn()
 
@@ -210,6 +213,40 @@ class Writer(abc.ABC):
             self.close()
         else:
             self.abort()
+
+
+class deferred:
+    """A format's reader or writer class named as ``"module:Class"``, imported on first use.
+
+    Telling a source's format imports every format package; only the reader and writer
+    actually used should load their libraries (pyarrow, h5py, protobuf), which cost
+    start-up time and tens of MiB of memory each.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner):
+        import importlib
+        module, cls = self.target.split(":")
+        value = getattr(importlib.import_module(module), cls)
+        setattr(owner, self.name, value)
+        return value
+
+
+def has_reader(fmt: type[Format]) -> bool:
+    """Whether ``fmt`` reads, without importing its reader."""
+    import inspect
+    return inspect.getattr_static(fmt, "reader") is not None
+
+
+def has_writer(fmt: type[Format]) -> bool:
+    """Whether ``fmt`` writes, without importing its writer."""
+    import inspect
+    return inspect.getattr_static(fmt, "writer") is not None
 
 
 class Format:

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from tbconvert.errors import MissingDependencyError
-from tbconvert.formats.base import Format
+from tbconvert.formats.base import Format, deferred
 
-try:
-    import h5py  # noqa: F401
-except ImportError as exc:  # pragma: no cover - h5py is a dependency
-    raise MissingDependencyError("the hdf5 format needs h5py: pip install 'tbconvert[hdf5]'") from exc
+# h5py loads only with the reader or writer (or to sniff a file that starts like HDF5).
+if importlib.util.find_spec("h5py") is None:  # pragma: no cover - h5py is a dependency
+    raise MissingDependencyError("the hdf5 format needs h5py: pip install 'tbconvert[hdf5]'")
 
 from tbconvert.formats.hdf5 import layout, seal
-from tbconvert.formats.hdf5.reader import Hdf5Reader
-from tbconvert.formats.hdf5.writer import Hdf5Writer
 from tbconvert import sourcefiles
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -25,8 +23,8 @@ class Hdf5Format(Format):
     description = "HDF5 archive: one numbered group per run and series, names as attributes"
     suffixes = (".h5", ".hdf5")
     directory = False
-    reader = Hdf5Reader
-    writer = Hdf5Writer
+    reader = deferred("tbconvert.formats.hdf5.reader:Hdf5Reader")
+    writer = deferred("tbconvert.formats.hdf5.writer:Hdf5Writer")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
@@ -40,6 +38,7 @@ class Hdf5Format(Format):
                 return True  # sealed: not opened here, a damaged file could hang HDF5
             if not head.startswith(_HDF5_MAGIC):
                 return False
+            import h5py
             with sourcefiles.open_binary(path) as fh, h5py.File(fh, "r") as f:
                 return f.attrs.get(layout.ATTR_FORMAT) in (layout.FORMAT_NAME,
                                                            layout.FORMAT_NAME.encode())
@@ -48,3 +47,9 @@ class Hdf5Format(Format):
 
 
 __all__ = ["Hdf5Format", "Hdf5Reader", "Hdf5Writer"]
+
+
+def __getattr__(name: str):
+    if name in ("Hdf5Reader", "Hdf5Writer"):
+        return getattr(Hdf5Format, name[len("Hdf5"):].lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

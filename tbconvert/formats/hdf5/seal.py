@@ -16,8 +16,6 @@ import json
 import os
 from pathlib import Path
 
-import crc32c
-
 from tbconvert import sourcefiles
 
 USERBLOCK = 4096
@@ -27,6 +25,7 @@ _BLOCK = 8 << 20
 
 def _crc_of(fd: int, start: int) -> tuple[int, int]:
     """(CRC32C, byte count) of the file from ``start`` to its end."""
+    import crc32c  # here, not at the top: sniffing a file only reads MAGIC
     crc, pos = 0, start
     while True:
         data = os.pread(fd, _BLOCK, pos)

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 from tbconvert.errors import MissingDependencyError
-from tbconvert.formats.base import Format
+from tbconvert.formats.base import Format, deferred
 
-try:
-    import pyarrow  # noqa: F401
-    import pyarrow.parquet  # noqa: F401
-except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
+# pyarrow loads only with the reader or writer (or to sniff a file): telling that a logdir
+# is not a Parquet archive must not cost pyarrow's start-up time and memory.
+if importlib.util.find_spec("pyarrow") is None:  # pragma: no cover - pyarrow is a dependency
     raise MissingDependencyError(
-        "the parquet format needs pyarrow: pip install 'tbconvert[parquet]'") from exc
+        "the parquet format needs pyarrow: pip install 'tbconvert[parquet]'")
 
-from tbconvert.formats.parquet import schema
-from tbconvert.formats.parquet.reader import ParquetReader
-from tbconvert.formats.parquet.writer import ParquetWriter
 from tbconvert import sourcefiles
+
+# schema.MARKER_FILE, repeated so that sniffing a directory does not import schema (pyarrow).
+_MARKER_FILE = "_tbconvert.json"
 
 
 class ParquetFormat(Format):
@@ -27,23 +27,26 @@ class ParquetFormat(Format):
                    "a directory destination gets one file per run")
     suffixes = (".parquet", ".pq")
     directory = False
-    reader = ParquetReader
-    writer = ParquetWriter
+    reader = deferred("tbconvert.formats.parquet.reader:ParquetReader")
+    writer = deferred("tbconvert.formats.parquet.writer:ParquetWriter")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
         path = Path(path)
         try:
             if path.is_dir():
-                marker = path / schema.MARKER_FILE
+                marker = path / _MARKER_FILE
                 if not marker.is_file():
                     return False
+                from tbconvert.formats.parquet import schema
                 meta = json.loads(sourcefiles.read_text(marker))
                 return isinstance(meta, dict) and meta.get("format") == schema.FORMAT_NAME
             if path.is_file():
                 with sourcefiles.open_binary(path) as fh:
                     if fh.read(4) != b"PAR1":
                         return False
+                    import pyarrow.parquet
+                    from tbconvert.formats.parquet import schema
                     kv = pyarrow.parquet.read_metadata(fh).metadata or {}
                 return schema.METADATA_KEY in kv
         except Exception:  # noqa: BLE001 - sniffing never raises
@@ -52,3 +55,9 @@ class ParquetFormat(Format):
 
 
 __all__ = ["ParquetFormat", "ParquetReader", "ParquetWriter"]
+
+
+def __getattr__(name: str):
+    if name in ("ParquetReader", "ParquetWriter"):
+        return getattr(ParquetFormat, name[len("Parquet"):].lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tbconvert import dtypes as _dt
-from tbconvert import budget, sourcefiles
+from tbconvert import arrowpool, budget, sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.parquet import schema as S
@@ -198,6 +198,8 @@ class _Source:
                     for run_index, chunk in self._decode(batch):
                         done += len(chunk)
                         yield run_index, chunk
+                batches = batch = None
+                arrowpool.release()
             except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
                     CorruptDataError) as exc:
                 lost = max(rows - done, 0)
@@ -370,6 +372,7 @@ class ParquetReader(Reader):
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
+        arrowpool.choose()
         if self.path.is_dir():
             marker = read_marker(self.path, options, report)
             try:

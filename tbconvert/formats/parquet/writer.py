@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tbconvert import arrowpool
 from tbconvert import dtypes as _dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.parquet import columns as C
@@ -103,6 +104,8 @@ class _FileSink:
             self._buffer = []
             self._bytes = 0
             self._rows = 0
+            del table
+            arrowpool.release()
 
     def close(self, experiment: Experiment) -> None:
         self.flush()
@@ -282,6 +285,7 @@ class ParquetWriter(Writer):
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
+        arrowpool.choose()
         self.directory = not self.path.name.lower().endswith(SUFFIXES)
         self._out = AtomicOutput(self.path, force=options.force, directory=self.directory)
         self._experiment = Experiment()

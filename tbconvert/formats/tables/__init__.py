@@ -9,8 +9,7 @@ and reported; the ``histograms``, ``media`` and ``hparams`` commands and the
 
 from __future__ import annotations
 
-from tbconvert.formats.base import Format
-from tbconvert.formats.tables.csv_writer import CsvWriter
+from tbconvert.formats.base import Format, deferred
 
 
 class CsvFormat(Format):
@@ -19,7 +18,13 @@ class CsvFormat(Format):
     suffixes = (".csv",)
     directory = False
     reader = None
-    writer = CsvWriter
+    writer = deferred("tbconvert.formats.tables.csv_writer:CsvWriter")
 
 
 __all__ = ["CsvFormat", "CsvWriter"]
+
+
+def __getattr__(name: str):
+    if name == "CsvWriter":
+        return CsvFormat.writer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from tbconvert import arrowpool
 from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.model import Run, Series
@@ -21,7 +22,7 @@ from tbconvert.report import Report
 from tbconvert.tables import _csv
 from tbconvert.tables._scalars import LONG_COLUMNS, ScalarColumns
 
-FLUSH_ROWS = 1 << 18
+FLUSH_ROWS = 1 << 16   # about 6 MiB of CSV text and its Arrow intermediates at a time
 
 _OTHER_TOOLS = {"histograms": "tbconvert histograms", "images": "tbconvert media",
                 "audio": "tbconvert media", "text": "tbconvert media or tbconvert.text()",
@@ -33,6 +34,7 @@ class CsvWriter(Writer):
 
     def __init__(self, path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
+        arrowpool.choose()
         self.keep_hidden = options.restarts == "keep-all"
         if options.wide and self.keep_hidden:
             raise UsageError("--wide cannot mark the points TensorBoard's restart rule hides; "
@@ -72,6 +74,7 @@ class CsvWriter(Writer):
     def _write_long(self, cols: ScalarColumns) -> None:
         if cols.rows:
             self.guard(lambda: _csv.write(cols.long_table(), self._file, with_header=False))
+            arrowpool.release()
 
     def close(self) -> None:
         def finish():

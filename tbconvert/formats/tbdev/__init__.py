@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert.formats.base import Format
+from tbconvert.formats.base import Format, deferred
 from tbconvert.formats.tbdev import layout
-from tbconvert.formats.tbdev.reader import TbdevReader
-from tbconvert.formats.tbdev.writer import TbdevWriter
 
 
 class TbdevFormat(Format):
@@ -22,8 +20,8 @@ class TbdevFormat(Format):
     description = "TensorBoard.dev export (experiment_<id>/ with metadata.json, *.json, npz, blobs)"
     suffixes = ()
     directory = True
-    reader = TbdevReader
-    writer = TbdevWriter
+    reader = deferred("tbconvert.formats.tbdev.reader:TbdevReader")
+    writer = deferred("tbconvert.formats.tbdev.writer:TbdevWriter")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
@@ -31,3 +29,9 @@ class TbdevFormat(Format):
 
 
 __all__ = ["TbdevFormat", "TbdevReader", "TbdevWriter"]
+
+
+def __getattr__(name: str):
+    if name in ("TbdevReader", "TbdevWriter"):
+        return getattr(TbdevFormat, name[len("Tbdev"):].lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

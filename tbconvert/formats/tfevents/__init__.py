@@ -5,18 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from tbconvert import sourcefiles
-from tbconvert.formats.base import Format
+from tbconvert.formats.base import Format, deferred
 from tbconvert.formats.tfevents.layout import is_event_file
-from tbconvert.formats.tfevents.reader import TfeventsReader
-from tbconvert.formats.tfevents.writer import TfeventsWriter
 
 
 class TfeventsFormat(Format):
     name = "tfevents"
     description = "TensorBoard event files (a logdir of runs, or one event file)"
     directory = True
-    reader = TfeventsReader
-    writer = TfeventsWriter
+    reader = deferred("tbconvert.formats.tfevents.reader:TfeventsReader")
+    writer = deferred("tbconvert.formats.tfevents.writer:TfeventsWriter")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
@@ -29,3 +27,9 @@ class TfeventsFormat(Format):
         except OSError:
             return False
         return False
+
+
+def __getattr__(name: str):
+    if name in ("TfeventsReader", "TfeventsWriter"):
+        return getattr(TfeventsFormat, name[len("Tfevents"):].lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

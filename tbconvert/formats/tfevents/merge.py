@@ -17,7 +17,9 @@ import numpy as np
 
 from tbconvert.formats.tfevents.entries import COLUMN_BYTES, Entries
 
-BUFFER_BYTES = 24 << 20
+# Sorting a full buffer briefly holds about three times its size (joined, sorted, moved);
+# 12 MiB keeps that near 40 MiB, with no loss of speed measured against 24 MiB.
+BUFFER_BYTES = 12 << 20
 FAN_IN = 16
 # Entries handed on per step of the in-memory path.
 SLICE_ENTRIES = 1 << 16

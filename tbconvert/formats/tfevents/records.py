@@ -499,7 +499,7 @@ def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     return int(wrong[0]) if len(wrong) else len(starts)
 
 
-BLOCK_SIZE = 16 << 20
+BLOCK_SIZE = 4 << 20   # larger blocks cost memory (numpy temporaries per record) and no speed
 # The largest record read: a GraphDef may legitimately take tens of MiB; protobuf
 # messages stop at 2 GiB.
 MAX_RECORD = 2 << 30

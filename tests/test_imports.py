@@ -1,0 +1,112 @@
+"""Start-up weight: what ``import tbconvert`` and light commands load.
+
+pyarrow, h5py, pandas and TensorBoard's protobuf modules each cost tens of MiB and a good
+part of a second to import; a command loads only those its conversion uses.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CLI_CWD, FIXTURES, cli_env
+
+HEAVY = ("numpy", "pyarrow", "h5py", "pandas", "tensorboard", "google.protobuf", "crc32c")
+
+
+def loaded_after(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; which of :data:`HEAVY` it left imported."""
+    probe = (code + "\nimport json, sys\n"
+             "print(json.dumps({m: m in sys.modules for m in %r}))" % (HEAVY,))
+    out = subprocess.run([sys.executable, "-c", probe], cwd=CLI_CWD, env=cli_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip(), out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def command(*argv) -> str:
+    """Python code that runs ``tbconvert ARGV`` the way the installed script does."""
+    return ("import contextlib, io\nfrom tbconvert.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), "
+            f"contextlib.redirect_stderr(io.StringIO()):\n    main({list(map(str, argv))!r})")
+
+
+def test_import_tbconvert_loads_no_heavy_library():
+    loaded = loaded_after("import tbconvert")
+    assert not any(loaded.values()), loaded
+
+
+def test_public_names_still_load_on_first_use():
+    loaded = loaded_after("import tbconvert\n"
+                          "assert callable(tbconvert.convert) and callable(tbconvert.load)\n"
+                          "assert callable(tbconvert.read) and callable(tbconvert.scalars)\n"
+                          "assert tbconvert.ScalarSeries.__name__ == 'ScalarSeries'")
+    assert loaded["numpy"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["convert", "--help"], ["formats"]])
+def test_help_and_formats_load_no_heavy_library(argv):
+    loaded = loaded_after(command(*argv))
+    assert not any(loaded.values()), loaded
+
+
+def test_info_on_unrecognised_directory_loads_no_heavy_library(tmp_path):
+    loaded = loaded_after(command("info", tmp_path))
+    assert not any(loaded.values()), loaded
+
+
+def test_info_on_event_files_loads_no_archive_library():
+    loaded = loaded_after(command("info", FIXTURES / "torch_logdir", "-j", "1"))
+    assert loaded["numpy"]
+    assert not loaded["pyarrow"] and not loaded["h5py"] and not loaded["pandas"], loaded
+
+
+def test_event_files_to_hdf5_loads_no_pyarrow(tmp_path):
+    loaded = loaded_after(command("convert", FIXTURES / "torch_logdir", tmp_path / "o.h5",
+                                  "-j", "1"))
+    assert (tmp_path / "o.h5").is_file()
+    assert loaded["h5py"] and not loaded["pyarrow"] and not loaded["pandas"], loaded
+
+
+def test_event_files_to_parquet_loads_no_h5py_nor_pandas(tmp_path):
+    loaded = loaded_after(command("convert", FIXTURES / "torch_logdir", tmp_path / "o.parquet",
+                                  "-j", "1"))
+    assert (tmp_path / "o.parquet").is_file()
+    assert loaded["pyarrow"] and not loaded["h5py"] and not loaded["pandas"], loaded
+
+
+def test_format_classes_name_their_reader_and_writer():
+    from tbconvert import registry
+    from tbconvert.formats.base import has_reader, has_writer
+    for fmt in registry.all_formats():
+        assert has_reader(fmt) == (fmt.reader is not None)
+        assert has_writer(fmt) == (fmt.writer is not None)
+        if fmt.reader is not None:
+            assert fmt.reader.__module__.startswith(f"tbconvert.formats.")
+
+
+def test_parquet_marker_name_matches_schema():
+    from tbconvert.formats import parquet
+    from tbconvert.formats.parquet import schema
+    assert parquet._MARKER_FILE == schema.MARKER_FILE
+
+
+def _pool_after(code: str) -> str:
+    probe = code + "\nimport pyarrow\nprint(pyarrow.default_memory_pool().backend_name)"
+    env = {k: v for k, v in cli_env().items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=CLI_CWD, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip(), out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_command_allocates_arrow_memory_from_jemalloc_and_the_api_leaves_the_pool(tmp_path):
+    import pyarrow as pa
+    if "jemalloc" not in pa.supported_memory_backends():
+        pytest.skip("this pyarrow has no jemalloc")
+    src = FIXTURES / "torch_logdir"
+    assert _pool_after(command("convert", src, tmp_path / "a.parquet", "-j", "1")) == "jemalloc"
+    default = _pool_after("pass")
+    assert _pool_after(f"import tbconvert\ntbconvert.convert({str(src)!r}, "
+                       f"{str(tmp_path / 'b.parquet')!r})") == default

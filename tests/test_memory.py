@@ -1,0 +1,76 @@
+"""Peak memory of the tbconvert command on a long run stays well under 256 MiB.
+
+The figures for 4M and 20M points are in bench/RESULTS.md (bench/bench_memory.py); here
+one run of 1M scalar points, big enough that every buffer (event-file blocks, the writer's
+sort buffer, Parquet row groups, CSV batches) fills many times over.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import CLI_CWD, cli_env
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not Path("/proc/self/status").is_file(),
+                                 reason="peak memory is read from /proc")]
+
+POINTS = 1_000_000
+TAGS = ("loss", "accuracy", "lr", "grad_norm", "val_loss")
+LIMIT_MIB = 200
+
+_CHILD = """
+import sys
+from tbconvert.cli import main
+code = main(sys.argv[1:])
+peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0]
+print(code, int(peak) // 1024)
+"""
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory) -> Path:
+    from tbconvert.api import open_writer
+    from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+    logdir = tmp_path_factory.mktemp("long_run")
+    rng = np.random.default_rng(0)
+    per_tag = POINTS // len(TAGS)
+
+    def chunks():
+        for tag in TAGS:
+            md = Metadata("scalars", b"", tag, "", DataClass.SCALAR)
+            for start in range(0, per_tag, 1 << 17):
+                steps = np.arange(start, min(per_tag, start + (1 << 17)), dtype=np.int64)
+                yield ScalarSeries(run="train", tag=tag, metadata=md, steps=steps,
+                                   wall_times=1.7e9 + steps * 0.01, hidden=None,
+                                   values=rng.random(len(steps)).astype(np.float32))
+    with open_writer(logdir, format="tfevents") as w:
+        w.write_run(Run("train", 1.7e9), chunks())
+    return logdir
+
+
+def peak_mib(*argv) -> int:
+    out = subprocess.run([sys.executable, "-c", _CHILD, *map(str, argv), "-q", "-j", "1"],
+                         cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=600)
+    code, peak = out.stdout.split()[-2:]
+    assert code == "0", out.stderr
+    return int(peak)
+
+
+@pytest.mark.parametrize("name", ["o.parquet", "o.h5", "o.csv"])
+def test_event_files_to_archives_and_tables(long_run, tmp_path, name):
+    peak = peak_mib("convert", long_run, tmp_path / name)
+    assert peak <= LIMIT_MIB, f"{name}: {peak} MiB"
+
+
+def test_archives_back_to_event_files(long_run, tmp_path):
+    peaks = {}
+    peaks["event files"] = peak_mib("convert", long_run, tmp_path / "e", "--to", "tfevents")
+    for name in ("o.parquet", "o.h5"):
+        assert peak_mib("convert", long_run, tmp_path / name) <= LIMIT_MIB
+        peaks[name] = peak_mib("convert", tmp_path / name, tmp_path / f"{name}_e",
+                               "--to", "tfevents")
+    assert max(peaks.values()) <= LIMIT_MIB, peaks
