@@ -7,8 +7,7 @@ or from any static host, offline, with no server code. See docs/html.md.
 
 from __future__ import annotations
 
-from tbconvert.formats.base import Format
-from tbconvert.formats.html.writer import HtmlWriter
+from tbconvert.formats.base import Format, deferred
 
 
 class HtmlFormat(Format):
@@ -18,7 +17,13 @@ class HtmlFormat(Format):
     suffixes = ()
     directory = True
     reader = None
-    writer = HtmlWriter
+    writer = deferred("tbconvert.formats.html.writer:HtmlWriter")
 
 
 __all__ = ["HtmlFormat", "HtmlWriter"]
+
+
+def __getattr__(name: str):
+    if name == "HtmlWriter":
+        return HtmlFormat.writer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
