@@ -110,6 +110,30 @@ def test_interrupt_while_starting_up_is_one_line(monkeypatch, capsys):
         assert err.startswith(f"tbconvert: error: {word}") and err.count("\n") == 1, err
 
 
+def test_signal_swallowed_where_it_landed_still_stops_the_command(monkeypatch, capsys):
+    """A signal handled inside a finaliser (or another place Python cannot unwind from) is
+    not printed as "Exception ignored" and lost: it comes again and stops the command with
+    one line."""
+    import signal
+    import time
+    import tbconvert.cli as cli
+
+    class Finalised:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)
+
+    def busy_start():
+        Finalised()               # the handler's exception is swallowed in __del__
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            pass
+        raise AssertionError("the signal was lost")
+    monkeypatch.setattr(cli, "build_parser", busy_start)
+    assert main(["formats"]) == 143
+    err = capsys.readouterr().err
+    assert err == "tbconvert: error: terminated; partial output was removed\n", err
+
+
 def test_signal_that_a_c_import_turns_into_another_error_is_still_an_interrupt(monkeypatch, capsys):
     """A signal inside an extension module's import can surface as that module's ImportError
     (numpy's, when its own imports are cut short): still one line and 130 / 143, not an

@@ -88,9 +88,28 @@ def _signal_handlers():
         for signum, (handler, default) in wanted.items():
             if signal.getsignal(signum) is default:
                 old[signum] = signal.signal(signum, handler)
+    redeliver: list[threading.Timer] = []
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info):
+        # A signal handled where an exception cannot propagate (a finaliser, a callback of
+        # C code, parts of the import system) is printed as "Exception ignored" and lost.
+        # Stay quiet, and send it again shortly, to land where it unwinds the command.
+        if old and isinstance(info.exc_value, KeyboardInterrupt) and _received:
+            timer = threading.Timer(0.05, os.kill, (os.getpid(), _received[-1]))
+            timer.daemon = True
+            redeliver.append(timer)
+            timer.start()
+            return
+        previous_hook(info)
+
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
+        for timer in redeliver:     # the command is over: a late repeat has nothing to stop
+            timer.cancel()
         for signum, handler in old.items():
             signal.signal(signum, handler)
 
