@@ -33,33 +33,31 @@ sys.path.insert(0, str(ROOT))
 
 from tbconvert.formats.tfevents import records  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import writers  # noqa: E402
+
 TAGS = ("loss", "accuracy", "lr", "grad_norm", "val_loss")
 
 
 def _events(path: Path, n: int, tf2: bool, seed: int, first_step: int = 0) -> None:
-    """``n`` points over :data:`TAGS`, one value per event, as the named library writes them."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+    """``n`` points over :data:`TAGS`, one value per event, byte for byte as PyTorch or
+    TensorFlow 2 writes them (the event forms of ``bench/writers.py``)."""
+    from tensorboard.compat.proto import event_pb2
     path.parent.mkdir(parents=True, exist_ok=True)
     values = np.random.default_rng(seed).random(n).astype(np.float32)
-    md = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
-        plugin_name="scalars"), data_class=summary_pb2.DATA_CLASS_SCALAR)
-    with open(path, "wb") as f:
-        f.write(records.frame(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")
-                              .SerializeToString()))
-        ev = event_pb2.Event()
-        value = ev.summary.value.add()
-        for i in range(n):
-            step = first_step + i // len(TAGS)
-            ev.wall_time = 1.7e9 + i * 0.001
-            ev.step = step
-            value.tag = TAGS[i % len(TAGS)]
-            if tf2:
-                value.metadata.CopyFrom(md)
-                value.tensor.CopyFrom(tensor_pb2.TensorProto(
-                    dtype=types_pb2.DT_FLOAT, tensor_content=values[i:i + 1].tobytes()))
-            else:
-                value.simple_value = float(values[i])
-            f.write(records.frame(ev.SerializeToString()))
+    library = "tf2" if tf2 else "pytorch"
+    first = event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")
+    if writers.SOURCE_WRITER[library]:
+        first.source_metadata.writer = writers.SOURCE_WRITER[library]
+    out = [records.frame(first.SerializeToString())]
+    for i in range(n):
+        step, wall, tag = first_step + i // len(TAGS), 1.7e9 + i * 0.001, TAGS[i % len(TAGS)]
+        if tf2:
+            payload = writers.tf2_scalar_event(step, wall, tag, float(values[i]))
+        else:
+            payload = writers.simple_value_event(step, wall, {tag: values[i]})
+        out.append(records.frame(payload))
+    path.write_bytes(b"".join(out))
 
 
 FILES = [("torch_a", False), ("torch_b", False), ("tf2_a", True), ("tf2_b", True)]
