@@ -13,6 +13,7 @@ import dataclasses
 from pathlib import Path
 
 from tbconvert import errors
+from tbconvert.formats.base import Writer
 from tbconvert.remote import failures
 from tbconvert.remote.urls import (basename, is_remote, is_url, join, localize,
                                    parse_storage_options, protocol)
@@ -151,14 +152,9 @@ class RemoteWriter:
             self._stage.abort()
             public_report(self._inner.report)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    # the same context protocol as every writer: commit on success, remove on failure
+    __enter__ = Writer.__enter__
+    __exit__ = Writer.__exit__
 
 
 def open_writer(url: str, fmt, options, report, open_local):
