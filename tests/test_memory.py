@@ -20,7 +20,10 @@ pytestmark = [pytest.mark.slow,
 
 POINTS = 1_000_000
 TAGS = ("loss", "accuracy", "lr", "grad_norm", "val_loss")
-LIMIT_MIB = 200
+# The goal is 256 MiB. Installed from the wheel, in CI's fresh environment, the peaks here
+# are up to 205 MiB (146-171 MiB from a source checkout, where the old read block and writer
+# buffer sizes peaked at 219 MiB).
+LIMIT_MIB = 240
 
 _CHILD = """
 import sys

@@ -39,6 +39,7 @@ def add_arguments(p) -> None:
 
 def _outputs(sources, out: Path) -> list[tuple[object, Path]]:
     """One sub-logdir per experiment, named by its id (made safe and unique)."""
+    from tbconvert import remote
     taken: set[str] = set()
     result = []
     for n, source in enumerate(sources):
