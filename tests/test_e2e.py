@@ -59,6 +59,16 @@ def test_info_on_every_kind_of_directory_source():
     assert rows
 
 
+def test_info_on_one_run_by_relative_path_from_the_project_root():
+    """As a user types it in a checkout: a relative path, with the project's own source tree
+    in the working directory (the installed package must still be the one that runs)."""
+    p = subprocess.run([*cli_argv(), "info", "fixtures/tf2_logdir/hparams/trial_0"],
+                       cwd=FIXTURES.parent, env=cli_env(), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert "session_start_info" in p.stdout and "1 runs, 3 series, 7 points" in p.stdout
+
+
 def test_console_script_entry_on_a_directory_source():
     """Exactly what the installed ``tbconvert`` script runs (no ``runpy``, which would import
     ``importlib.util`` on the way and hide a missing import)."""
