@@ -151,11 +151,8 @@ def selected_runs(reader: Reader, options: Options, report: Report,
 def copy(reader: Reader, writer: Writer, report: Report) -> None:
     """Stream everything ``reader`` yields into ``writer``, one run at a time."""
     writer.write_experiment(reader.experiment())
-    keeps_hidden = getattr(writer, "keeps_hidden", False)
-    keeps_byte_names = getattr(writer, "keeps_byte_names", False)
-    witness = getattr(writer, "takes_hidden_witness", False)
-    for run, chunks in selected_runs(reader, reader.options, report, keeps_hidden,
-                                     keeps_byte_names, witness):
+    for run, chunks in selected_runs(reader, reader.options, report, writer.keeps_hidden,
+                                     writer.keeps_byte_names, writer.takes_hidden_witness):
         writer.write_run(run, chunks)
 
 

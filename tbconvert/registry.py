@@ -1,92 +1,134 @@
-"""Which formats exist, loaded by name on first use, and how a path's format is told."""
+"""Which formats exist, loaded by name on first use, and how a path's format is told.
+
+Each format has one :class:`FormatRecord`: its name, where its :class:`Format` class lives,
+the suffixes that name it, whether it writes a directory, and where it stands in the order
+directory sources are sniffed. Everything else asks the record; a format's class reads its
+``suffixes`` and ``directory_output`` from it. Records name modules rather than hold
+classes, so telling a format by suffix imports no format's libraries.
+"""
 
 from __future__ import annotations
 
 import difflib
 import importlib
-import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 
-from tbconvert.errors import FormatError, TbconvertError
+from tbconvert.errors import FormatError, UsageError
 from tbconvert.formats.base import Format, has_reader, has_writer
 
-# name -> "module:Class"; kept alphabetical. Formats import nothing until asked for.
-_BUILTIN: dict[str, str] = {
-    "csv": "tbconvert.formats.tables:CsvFormat",
-    "hdf5": "tbconvert.formats.hdf5:Hdf5Format",
-    "html": "tbconvert.formats.html:HtmlFormat",
-    "parquet": "tbconvert.formats.parquet:ParquetFormat",
-    "tbdev": "tbconvert.formats.tbdev:TbdevFormat",
-    "tfevents": "tbconvert.formats.tfevents:TfeventsFormat",
-}
-# Suffixes that name a format, so telling one does not import every format's libraries.
-_SUFFIXES: dict[str, tuple[str, ...]] = {
-    "csv": (".csv",),
-    "hdf5": (".h5", ".hdf5"),
-    "parquet": (".parquet", ".pq"),
-}
 
-# Directory layouts are sniffed in this order (an export also holds no event files).
-_SNIFF_ORDER = ("tbdev", "parquet", "tfevents")
+@dataclass(frozen=True)
+class FormatRecord:
+    """The facts about one format that are known without importing it.
+
+    Attributes:
+      name: what ``--from``/``--to`` say, and the :class:`Format` subclass's ``name``.
+      module, cls: where the :class:`Format` subclass is (imported on first use).
+      suffixes: lower-case name endings that name the format (``.parquet``); none for
+        formats told by content alone.
+      directory_output: the writer writes a directory when the destination's name carries
+        none of ``suffixes`` (so such a destination needs ``--to``).
+      sniff_rank: sources whose suffix names no format are sniffed by the formats that have
+        a rank, lowest first (an export holds no event files, so it is asked before the
+        event-file layout); None: never sniffed.
+    """
+
+    name: str
+    module: str
+    cls: str
+    suffixes: tuple[str, ...] = ()
+    directory_output: bool = False
+    sniff_rank: int | None = None
+
+    def load(self) -> type[Format]:
+        fmt = getattr(importlib.import_module(self.module), self.cls)
+        if fmt.name != self.name:
+            raise TypeError(f"{self.module}.{self.cls} is named {fmt.name!r}, "
+                            f"not {self.name!r} as its record says")
+        return fmt
 
 
-def names() -> list[str]:
-    """Names of the formats this installation knows."""
-    return [name for name in _BUILTIN if _loadable(name)]
+_BUILTIN = (
+    FormatRecord("csv", "tbconvert.formats.csv", "CsvFormat", suffixes=(".csv",)),
+    FormatRecord("hdf5", "tbconvert.formats.hdf5", "Hdf5Format", suffixes=(".h5", ".hdf5")),
+    FormatRecord("html", "tbconvert.formats.html", "HtmlFormat", directory_output=True),
+    FormatRecord("parquet", "tbconvert.formats.parquet", "ParquetFormat",
+                 suffixes=(".parquet", ".pq"), directory_output=True, sniff_rank=1),
+    FormatRecord("tbdev", "tbconvert.formats.tbdev", "TbdevFormat", directory_output=True,
+                 sniff_rank=0),
+    FormatRecord("tfevents", "tbconvert.formats.tfevents", "TfeventsFormat",
+                 directory_output=True, sniff_rank=2),
+)
+
+_RECORDS: dict[str, FormatRecord] = {r.name: r for r in _BUILTIN}
 
 
-def _loadable(name: str) -> bool:
-    module = _BUILTIN[name].split(":")[0]
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:
-        return False
+def register(record: FormatRecord) -> None:
+    """Add a format (a plug-in's, or a test's). Its name and suffixes must be new."""
+    if record.name in _RECORDS:
+        raise UsageError(f"a format named {record.name!r} is already registered")
+    for other in _RECORDS.values():
+        shared = set(record.suffixes) & set(other.suffixes)
+        if shared:
+            raise UsageError(f"suffix {sorted(shared)[0]!r} already names format {other.name!r}")
+    if any(s != s.lower() or not s.startswith(".") for s in record.suffixes):
+        raise UsageError(f"suffixes are lower case and start with a dot: {record.suffixes!r}")
+    _RECORDS[record.name] = record
 
 
-def get(name: str) -> type[Format]:
-    """The format called ``name``; a did-you-mean error for unknown names."""
-    if name not in _BUILTIN or not _loadable(name):
+def unregister(name: str) -> None:
+    """Remove a format added by :func:`register`; built-in formats stay."""
+    if any(r.name == name for r in _BUILTIN):
+        raise UsageError(f"{name!r} is a built-in format")
+    _RECORDS.pop(name, None)
+
+
+def record(name: str) -> FormatRecord:
+    """The record of format ``name``; a did-you-mean error for unknown names."""
+    rec = _RECORDS.get(name)
+    if rec is None:
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise FormatError(f"unknown format {name!r}.{hint} Known: {', '.join(names())}")
-    module, cls = _BUILTIN[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return rec
+
+
+def names() -> list[str]:
+    """Names of the formats this installation knows, alphabetical."""
+    return sorted(_RECORDS)
+
+
+def get(name: str) -> type[Format]:
+    """The format called ``name`` (imported now); a did-you-mean error for unknown names.
+
+    A format that fails to import is an error, not a format left out."""
+    return record(name).load()
 
 
 def all_formats() -> list[type[Format]]:
-    """Every format that loads; one that fails to import is left out, not fatal."""
-    out = []
-    for name in names():
-        try:
-            out.append(get(name))
-        except (ImportError, AttributeError):
-            continue
-    return out
+    """Every format, alphabetical (each imported)."""
+    return [get(name) for name in names()]
 
 
 def suffix_format(path: Path) -> str | None:
     """The name of the format that ``path``'s suffix names (``x.parquet``: parquet), if any."""
     name = Path(path).name.lower()
-    for fmt_name, suffixes in _SUFFIXES.items():
-        if any(name.endswith(s) for s in suffixes):
-            return fmt_name
+    for rec in _RECORDS.values():
+        if name.endswith(rec.suffixes) and rec.suffixes:
+            return rec.name
     return None
 
 
 def suffixes(name: str) -> tuple[str, ...]:
-    """The suffixes that name format ``name`` (none for directory formats)."""
-    return _SUFFIXES.get(name, ())
+    """The suffixes that name format ``name`` (none for formats told by content)."""
+    rec = _RECORDS.get(name)
+    return rec.suffixes if rec is not None else ()
 
 
 def _by_suffix(path: Path) -> type[Format] | None:
-    name = path.name.lower()
-    for fmt_name, suffixes in _SUFFIXES.items():
-        if any(name.endswith(s) for s in suffixes) and _loadable(fmt_name):
-            try:
-                return get(fmt_name)
-            except (ImportError, AttributeError):
-                return None
-    return None
+    name = suffix_format(path)
+    return get(name) if name is not None else None
 
 
 def detect_source(path: Path) -> type[Format]:
@@ -96,11 +138,10 @@ def detect_source(path: Path) -> type[Format]:
     fmt = _by_suffix(path)
     if fmt is not None and has_reader(fmt):
         return fmt
-    for name in _SNIFF_ORDER:
-        try:
-            fmt = get(name)
-        except (TbconvertError, ImportError, AttributeError):
-            continue
+    ranked = sorted((r for r in _RECORDS.values() if r.sniff_rank is not None),
+                    key=lambda r: r.sniff_rank)
+    for rec in ranked:
+        fmt = rec.load()
         if fmt.sniff(path):
             return fmt
     what = "directory" if path.is_dir() else "file"

@@ -237,7 +237,7 @@ import sys, tracemalloc, tbconvert
 from tbconvert.formats.tfevents import spill
 from tbconvert.formats.tfevents import assemble
 spill.PieceStore.__init__.__defaults__ = (4 << 20, None)
-from tbconvert.formats.tables import csv_writer
+from tbconvert.formats.csv import writer as csv_writer
 assemble.CHUNK_POINTS = csv_writer.FLUSH_ROWS = 50_000
 tracemalloc.start()
 tbconvert.convert(sys.argv[1], sys.argv[2])

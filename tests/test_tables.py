@@ -26,7 +26,7 @@ from tbconvert.formats.base import Options, Reader
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunData, ScalarSeries,
                              TensorSeries)
 from tbconvert.report import Report
-from tbconvert.tables import _csv
+from tbconvert.formats.csv import encode as _csv
 
 from conftest import LOGDIRS, csv_exact
 

@@ -220,11 +220,7 @@ def _pipe_safe_output():
 
 def _modules():
     for name in COMMANDS:
-        try:
-            yield importlib.import_module(f"tbconvert.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"tbconvert.cli.{name}":
-                raise
+        yield importlib.import_module(f"tbconvert.cli.{name}")
 
 
 def build_parser() -> argparse.ArgumentParser:

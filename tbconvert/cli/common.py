@@ -149,9 +149,9 @@ def write_table(args, ui, build):
     if to_stdout:
         import io
         import sys
-        from tbconvert.tables import _csv
+        from tbconvert.formats.csv import encode
         buffer = io.BytesIO()
-        _csv.write(table, buffer)
+        encode.write(table, buffer)
         sys.stdout.write(buffer.getvalue().decode("utf-8"))
         sys.stdout.flush()
         return table, report

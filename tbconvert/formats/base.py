@@ -172,7 +172,23 @@ class Writer(abc.ABC):
 
     Leaving the ``with`` block normally calls :meth:`close`; leaving it by an
     exception calls :meth:`abort`.
+
+    What the copy loop hands over depends on three class attributes:
+
+    * ``keeps_hidden``: the format stores the points TensorBoard's restart rule hides,
+      marked as such, so they arrive whatever ``Options.restarts`` says. Otherwise they
+      arrive only with ``restarts="keep-all"``, and are left out (and counted) by default.
+    * ``keeps_byte_names``: run and tag names that are not valid UTF-8 arrive as the bytes
+      they were logged with (the format can store them); otherwise as text, with the odd
+      bytes written ``%XX``.
+    * ``takes_hidden_witness``: when hidden points are left out, a tag's first hidden point
+      still arrives (marked hidden) while the tag has shown nothing else, so that a
+      format TensorBoard reads can keep listing a tag all of whose points are hidden.
     """
+
+    keeps_hidden: ClassVar[bool] = False
+    keeps_byte_names: ClassVar[bool] = False
+    takes_hidden_witness: ClassVar[bool] = False
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         self.path = Path(path)
@@ -237,6 +253,28 @@ class deferred:
         return value
 
 
+def classes_on_demand(fmt: type[Format], module: str):
+    """A module ``__getattr__`` that hands out ``fmt``'s reader and writer classes under
+    their own names (``from tbconvert.formats.parquet import ParquetWriter``), imported only
+    then. A format package ends with ``__getattr__ = classes_on_demand(TheFormat, __name__)``.
+    """
+    import inspect
+    roles = {}
+    for role in ("reader", "writer"):
+        target = inspect.getattr_static(fmt, role)
+        if isinstance(target, deferred):
+            roles[target.target.split(":")[1]] = role
+        elif target is not None:
+            roles[target.__name__] = role
+
+    def __getattr__(name: str):
+        role = roles.get(name)
+        if role is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        return getattr(fmt, role)
+    return __getattr__
+
+
 def has_reader(fmt: type[Format]) -> bool:
     """Whether ``fmt`` reads, without importing its reader."""
     import inspect
@@ -249,17 +287,30 @@ def has_writer(fmt: type[Format]) -> bool:
     return inspect.getattr_static(fmt, "writer") is not None
 
 
+class _Recorded:
+    """A fact of the format's registry record, read through its class: the record is the
+    one place that says it."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner):
+        from tbconvert import registry
+        return getattr(registry.record(owner.name), self.name)
+
+
 class Format:
     """A format: its name, how to recognise it, and its reader and writer.
 
-    ``directory`` says whether the format is a directory layout (then the
-    destination needs ``--to`` unless it is named by the format's suffix).
+    A format is found through its :class:`~tbconvert.registry.FormatRecord`, which also
+    holds the facts known without importing it: ``suffixes`` and ``directory_output`` are
+    read from there. See docs/architecture.md for the checklist of a new format.
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
-    suffixes: ClassVar[tuple[str, ...]] = ()
-    directory: ClassVar[bool] = False
+    suffixes = _Recorded()
+    directory_output = _Recorded()
     reader: ClassVar[type[Reader] | None] = None
     writer: ClassVar[type[Writer] | None] = None
 

@@ -160,7 +160,7 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None):
 def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
                   restarts: str = "visible", report: Report | None = None, options=None):
     """Scalars as a ``pyarrow.Table``; see :func:`scalars`."""
-    from tbconvert.tables._scalars import ScalarColumns
+    from tbconvert.columns import ScalarColumns
     cols = _collect(ScalarColumns, source, runs, tags, restarts, report, options)
     return cols.wide_table() if wide else cols.long_table()
 
@@ -393,9 +393,9 @@ def save_table(table, path, *, force: bool = False, storage_options=None) -> Pat
         raise UsageError(f"{path}: name the output .csv or .parquet")
     with AtomicOutput(path, force=force, directory=False).writing() as tmp:
         if suffix == ".csv":
-            from tbconvert.tables import _csv
+            from tbconvert.formats.csv import encode
             with open(tmp, "wb") as f:
-                _csv.write(table, f)
+                encode.write(table, f)
         else:
             import pyarrow.parquet as pq
             pq.write_table(table, tmp)

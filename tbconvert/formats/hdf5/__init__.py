@@ -6,11 +6,12 @@ import importlib.util
 from pathlib import Path
 
 from tbconvert.errors import MissingDependencyError
-from tbconvert.formats.base import Format, deferred
+from tbconvert.formats.base import Format, classes_on_demand, deferred
 
 # h5py loads only with the reader or writer (or to sniff a file that starts like HDF5).
 if importlib.util.find_spec("h5py") is None:  # pragma: no cover - h5py is a dependency
-    raise MissingDependencyError("the hdf5 format needs h5py: pip install 'tbconvert[hdf5]'")
+    raise MissingDependencyError("the hdf5 format needs h5py, which tbconvert depends on: "
+                                 "pip install h5py, or reinstall tbconvert")
 
 from tbconvert.formats.hdf5 import layout, seal
 from tbconvert import sourcefiles
@@ -21,8 +22,6 @@ _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 class Hdf5Format(Format):
     name = "hdf5"
     description = "HDF5 archive: one numbered group per run and series, names as attributes"
-    suffixes = (".h5", ".hdf5")
-    directory = False
     reader = deferred("tbconvert.formats.hdf5.reader:Hdf5Reader")
     writer = deferred("tbconvert.formats.hdf5.writer:Hdf5Writer")
 
@@ -48,8 +47,4 @@ class Hdf5Format(Format):
 
 __all__ = ["Hdf5Format", "Hdf5Reader", "Hdf5Writer"]
 
-
-def __getattr__(name: str):
-    if name in ("Hdf5Reader", "Hdf5Writer"):
-        return getattr(Hdf5Format, name[len("Hdf5"):].lower())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = classes_on_demand(Hdf5Format, __name__)

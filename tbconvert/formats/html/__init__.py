@@ -7,23 +7,17 @@ or from any static host, offline, with no server code. See docs/html.md.
 
 from __future__ import annotations
 
-from tbconvert.formats.base import Format, deferred
+from tbconvert.formats.base import Format, classes_on_demand, deferred
 
 
 class HtmlFormat(Format):
     name = "html"
     description = ("static web view: index.html with charts, media, text and hparams "
                    "(a directory; opens from disk or a static host); write-only")
-    suffixes = ()
-    directory = True
     reader = None
     writer = deferred("tbconvert.formats.html.writer:HtmlWriter")
 
 
 __all__ = ["HtmlFormat", "HtmlWriter"]
 
-
-def __getattr__(name: str):
-    if name == "HtmlWriter":
-        return HtmlFormat.writer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = classes_on_demand(HtmlFormat, __name__)

@@ -23,7 +23,9 @@ from typing import Iterable
 
 import numpy as np
 
+from tbconvert.columns import ScalarColumns
 from tbconvert.formats.base import Options, Writer
+from tbconvert.formats.csv import encode as csv_encode
 from tbconvert.formats.html import pack, vendor
 from tbconvert.formats.html.markdown import render_tensor
 from tbconvert.formats.parquet.writer import ParquetWriter
@@ -31,9 +33,7 @@ from tbconvert.model import (BlobSequenceSeries, Experiment, Run, ScalarSeries, 
                              TensorSeries, concat)
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
-from tbconvert.tables import _csv
 from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, hparams_table
-from tbconvert.tables._scalars import ScalarColumns
 from tbconvert.tables._tensors import HistogramColumns, TextColumns, sniff
 
 # The page's own scripts, in the order index.html loads them.
@@ -173,7 +173,7 @@ class HtmlWriter(Writer):
     def _csv(self, key: str, table) -> str:
         name = f"csv/{key}.csv"
         with open(self._root / name, "xb") as fh:
-            _csv.write(table, fh)
+            csv_encode.write(table, fh)
         return name
 
     def _check_steps(self, chunk: Series) -> None:

@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 from tbconvert.errors import MissingDependencyError
-from tbconvert.formats.base import Format, deferred
+from tbconvert.formats.base import Format, classes_on_demand, deferred
 
 # pyarrow loads only with the reader or writer (or to sniff a file): telling that a logdir
 # is not a Parquet archive must not cost pyarrow's start-up time and memory.
 if importlib.util.find_spec("pyarrow") is None:  # pragma: no cover - pyarrow is a dependency
     raise MissingDependencyError(
-        "the parquet format needs pyarrow: pip install 'tbconvert[parquet]'")
+        "the parquet format needs pyarrow, which tbconvert depends on: pip install pyarrow, "
+        "or reinstall tbconvert")
 
 from tbconvert import sourcefiles
 
@@ -25,8 +26,6 @@ class ParquetFormat(Format):
     name = "parquet"
     description = ("Parquet archive: one row per point (run, tag, step, wall_time, value, ...); "
                    "a directory destination gets one file per run")
-    suffixes = (".parquet", ".pq")
-    directory = False
     reader = deferred("tbconvert.formats.parquet.reader:ParquetReader")
     writer = deferred("tbconvert.formats.parquet.writer:ParquetWriter")
 
@@ -56,8 +55,4 @@ class ParquetFormat(Format):
 
 __all__ = ["ParquetFormat", "ParquetReader", "ParquetWriter"]
 
-
-def __getattr__(name: str):
-    if name in ("ParquetReader", "ParquetWriter"):
-        return getattr(ParquetFormat, name[len("Parquet"):].lower())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = classes_on_demand(ParquetFormat, __name__)

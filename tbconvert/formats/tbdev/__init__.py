@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert.formats.base import Format, deferred
+from tbconvert.formats.base import Format, classes_on_demand, deferred
 from tbconvert.formats.tbdev import layout
 
 
 class TbdevFormat(Format):
     name = "tbdev"
     description = "TensorBoard.dev export (experiment_<id>/ with metadata.json, *.json, npz, blobs)"
-    suffixes = ()
-    directory = True
     reader = deferred("tbconvert.formats.tbdev.reader:TbdevReader")
     writer = deferred("tbconvert.formats.tbdev.writer:TbdevWriter")
 
@@ -30,8 +28,4 @@ class TbdevFormat(Format):
 
 __all__ = ["TbdevFormat", "TbdevReader", "TbdevWriter"]
 
-
-def __getattr__(name: str):
-    if name in ("TbdevReader", "TbdevWriter"):
-        return getattr(TbdevFormat, name[len("Tbdev"):].lower())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = classes_on_demand(TbdevFormat, __name__)

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tbconvert import sourcefiles
-from tbconvert.formats.base import Format, deferred
+from tbconvert.formats.base import Format, classes_on_demand, deferred
 from tbconvert.formats.tfevents.layout import is_event_file
 
 
 class TfeventsFormat(Format):
     name = "tfevents"
     description = "TensorBoard event files (a logdir of runs, or one event file)"
-    directory = True
     reader = deferred("tbconvert.formats.tfevents.reader:TfeventsReader")
     writer = deferred("tbconvert.formats.tfevents.writer:TfeventsWriter")
 
@@ -29,7 +28,6 @@ class TfeventsFormat(Format):
         return False
 
 
-def __getattr__(name: str):
-    if name in ("TfeventsReader", "TfeventsWriter"):
-        return getattr(TfeventsFormat, name[len("Tfevents"):].lower())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["TfeventsFormat", "TfeventsReader", "TfeventsWriter"]
+
+__getattr__ = classes_on_demand(TfeventsFormat, __name__)

@@ -9,22 +9,16 @@ and reported; the ``histograms``, ``media`` and ``hparams`` commands and the
 
 from __future__ import annotations
 
-from tbconvert.formats.base import Format, deferred
+from tbconvert.formats.base import Format, classes_on_demand, deferred
 
 
 class CsvFormat(Format):
     name = "csv"
     description = "scalars as a CSV table (long, or --wide); write-only"
-    suffixes = (".csv",)
-    directory = False
     reader = None
-    writer = deferred("tbconvert.formats.tables.csv_writer:CsvWriter")
+    writer = deferred("tbconvert.formats.csv.writer:CsvWriter")
 
 
 __all__ = ["CsvFormat", "CsvWriter"]
 
-
-def __getattr__(name: str):
-    if name == "CsvWriter":
-        return CsvFormat.writer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = classes_on_demand(CsvFormat, __name__)

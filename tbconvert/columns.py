@@ -1,4 +1,10 @@
-"""Scalar tables: long form (one row per point) and wide form (one row per run and step)."""
+"""Points as Arrow columns: the shared run/tag/step/wall-time columns, and scalar tables in
+long form (one row per point) and wide form (one row per run and step).
+
+Both the CSV writer and the table functions of :mod:`tbconvert.tables` build on these, so
+they sit below both. Run and tag names become dictionary columns, numbered in order of first
+appearance; nothing builds one Python object per point.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,87 @@ import numpy as np
 from tbconvert.errors import UsageError
 from tbconvert.model import ScalarSeries, Series
 from tbconvert.report import Report
-from tbconvert.tables._source import PointColumns, dictionary
+
+
+class Names:
+    """Strings numbered in order of first appearance (for dictionary columns)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def id(self, name: str) -> int:
+        i = self.index.get(name)
+        if i is None:
+            i = self.index[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+
+def dictionary(ids: np.ndarray, names: Names):
+    """A dictionary-encoded Arrow string column."""
+    import pyarrow as pa
+    return pa.DictionaryArray.from_arrays(pa.array(ids.astype(np.int32, copy=False)),
+                                          pa.array(names.names, pa.string()))
+
+
+class PointColumns:
+    """The columns every table shares: run, tag, step, wall_time (and hidden).
+
+    Rows are added one chunk at a time, ``repeat`` rows per point (e.g. one per
+    histogram bucket).
+    """
+
+    def __init__(self, keep_hidden: bool, report: Report) -> None:
+        self.keep_hidden = keep_hidden
+        self.report = report
+        self.runs = Names()
+        self.tags = Names()
+        self._run_ids: list[np.ndarray] = []
+        self._tag_ids: list[np.ndarray] = []
+        self._steps: list[np.ndarray] = []
+        self._walls: list[np.ndarray] = []
+        self._hidden: list[np.ndarray] = []
+        self.rows = 0
+
+    def add(self, chunk: Series, repeat: np.ndarray | None = None) -> None:
+        steps, walls = chunk.steps, chunk.wall_times
+        hidden = chunk.hidden if chunk.hidden is not None else np.zeros(len(chunk), np.bool_)
+        if repeat is not None:
+            steps, walls, hidden = (np.repeat(a, repeat) for a in (steps, walls, hidden))
+        n = len(steps)
+        self._run_ids.append(np.full(n, self.runs.id(chunk.run), np.int32))
+        self._tag_ids.append(np.full(n, self.tags.id(chunk.tag), np.int32))
+        self._steps.append(steps)
+        self._walls.append(walls)
+        self._hidden.append(hidden)
+        self.rows += n
+
+    @staticmethod
+    def _cat(parts, dtype) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"run": self._cat(self._run_ids, np.int32),
+                "tag": self._cat(self._tag_ids, np.int32),
+                "step": self._cat(self._steps, np.int64),
+                "wall_time": self._cat(self._walls, np.float64),
+                "hidden": self._cat(self._hidden, np.bool_)}
+
+    def table(self, extra: dict):
+        """An Arrow table: the shared columns, then ``extra`` (name -> array), then hidden."""
+        import pyarrow as pa
+        a = self.arrays()
+        cols = {"run": dictionary(a["run"], self.runs), "tag": dictionary(a["tag"], self.tags),
+                "step": pa.array(a["step"], pa.int64()),
+                "wall_time": pa.array(a["wall_time"], pa.float64())}
+        cols.update(extra)
+        if self.keep_hidden:
+            cols["hidden"] = pa.array(a["hidden"], pa.bool_())
+        return pa.table(cols)
+
 
 LONG_COLUMNS = ("run", "tag", "step", "wall_time", "value")
-WIDE_KEYS = ("run", "step", "wall_time")
 
 
 def as_float64(chunk: ScalarSeries, report: Report) -> np.ndarray:
@@ -116,15 +199,3 @@ class ScalarColumns(PointColumns):
                 name = renamed
             cols[name] = pa.array(col, pa.float64(), mask=missing)
         return pa.table(cols)
-
-
-def scalar_columns_from(runs, keep_hidden: bool, report: Report,
-                        on_other=None) -> ScalarColumns:
-    """Collect the scalar chunks of ``iter_source`` output; ``on_other(chunk)`` sees the rest."""
-    cols = ScalarColumns(keep_hidden, report)
-    for _run, chunks in runs:
-        for chunk in chunks:
-            if not cols.add_chunk(chunk) and on_other is not None:
-                on_other(chunk)
-    return cols
-

@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Iterable
 
 from tbconvert import arrowpool
+from tbconvert.columns import LONG_COLUMNS, ScalarColumns
 from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Writer
+from tbconvert.formats.csv import encode
 from tbconvert.model import Run, Series
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
-from tbconvert.tables import _csv
-from tbconvert.tables._scalars import LONG_COLUMNS, ScalarColumns
 
 FLUSH_ROWS = 1 << 16   # about 6 MiB of CSV text and its Arrow intermediates at a time
 
@@ -35,8 +35,8 @@ class CsvWriter(Writer):
     def __init__(self, path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
         arrowpool.choose()
-        self.keep_hidden = options.restarts == "keep-all"
-        if options.wide and self.keep_hidden:
+        self._mark_hidden = options.restarts == "keep-all"
+        if options.wide and self._mark_hidden:
             raise UsageError("--wide cannot mark the points TensorBoard's restart rule hides; "
                              "use the long form with --restarts keep-all")
         self._out = AtomicOutput(self.path, force=options.force, directory=False)
@@ -47,11 +47,11 @@ class CsvWriter(Writer):
     def _open(self) -> None:
         self._file = open(self._out.tmp, "wb")
         if self._wide is None:
-            names = LONG_COLUMNS + (("hidden",) if self.keep_hidden else ())
-            self._file.write(_csv.header(names))
+            names = LONG_COLUMNS + (("hidden",) if self._mark_hidden else ())
+            self._file.write(encode.header(names))
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
-        cols = self._wide if self._wide is not None else ScalarColumns(self.keep_hidden,
+        cols = self._wide if self._wide is not None else ScalarColumns(self._mark_hidden,
                                                                        self.report)
         others: dict[str, list] = {}
         for chunk in series:
@@ -60,7 +60,7 @@ class CsvWriter(Writer):
                 entry[1] += len(chunk)
             elif self._wide is None and cols.rows >= FLUSH_ROWS:
                 self._write_long(cols)
-                cols = ScalarColumns(self.keep_hidden, self.report)
+                cols = ScalarColumns(self._mark_hidden, self.report)
         for tag, (chunk, n) in others.items():
             what = chunk.metadata.plugin_name or chunk.data_class.name.lower()
             hint = _OTHER_TOOLS.get(chunk.metadata.plugin_name)
@@ -73,13 +73,13 @@ class CsvWriter(Writer):
 
     def _write_long(self, cols: ScalarColumns) -> None:
         if cols.rows:
-            self.guard(lambda: _csv.write(cols.long_table(), self._file, with_header=False))
+            self.guard(lambda: encode.write(cols.long_table(), self._file, with_header=False))
             arrowpool.release()
 
     def close(self) -> None:
         def finish():
             if self._wide is not None:
-                _csv.write(self._wide.wide_table(), self._file)
+                encode.write(self._wide.wide_table(), self._file)
             self._file.close()
             self._out.commit()
         self.guard(finish)
