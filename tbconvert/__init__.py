@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 _WHERE = {
     "tbconvert.api": ("convert", "load", "open_reader", "open_writer"),
     "tbconvert.errors": ("TbconvertError",),
+    "tbconvert.exports": ("tbdev_export",),
     "tbconvert.model": ("BlobSequenceSeries", "DataClass", "Experiment", "Metadata", "Run",
                         "ScalarSeries", "TensorSeries"),
     "tbconvert.report": ("Issue", "Report"),

@@ -8,11 +8,7 @@ EXPORT is one experiment directory (any name), an old-layout
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tbconvert.cli.common import add_selection, finish, options_from
-from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
-from tbconvert.names import safe_part
 from tbconvert.report import Report
 
 NAME = "tbdev-export"
@@ -37,82 +33,32 @@ def add_arguments(p) -> None:
                    help="replace existing output (each logdir only once its conversion is done)")
 
 
-def _outputs(sources, out: Path) -> list[tuple[object, Path]]:
-    """One sub-logdir per experiment, named by its id (made safe and unique)."""
-    from tbconvert import remote
-    taken: set[str] = set()
-    result = []
-    for n, source in enumerate(sources):
-        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
-        base, k = name, 1
-        while name.lower() in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name.lower())
-        result.append((source, remote.join(out, name) if isinstance(out, str) else out / name))
-    return result
-
-
 def run(args, ui) -> int:
-    from tbconvert import api, remote
-    from tbconvert.formats.tbdev import layout
-    from tbconvert.formats.tbdev.reader import TbdevReader
+    from pathlib import Path
 
-    src, out = remote.localize(args.src), remote.localize(args.output)
-    out = out if remote.is_remote(out) else Path(out)
-    options = options_from(args, ui)
-    api.check_paths(src, out)
-    if remote.is_remote(src):
-        from tbconvert.remote.source import SourceStage
-        stage = SourceStage(src, options.storage_options, Report())
-        remote.publish(stage.local, src)
-        try:
-            args.src = stage.fetch()
-            return run(args, ui)
-        finally:
-            stage.cleanup()
-    src = Path(src)
-    if not src.exists():
-        raise FormatError(f"{src}: no such file or directory")
-    sources, is_root = layout.find_experiments(src)
-    if not sources:
-        raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
-                          "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")
-    report = Report()
-    if not is_root:
-        _convert_one(TbdevReader, sources[0], out, options, report)
-        ui.summary(report)
+    from tbconvert import remote
+    from tbconvert.exports import tbdev_export
+
+    def failed(name, exc):
+        ui.error(f"experiment {name}: {exc.cli_message()}")
+
+    report = tbdev_export(args.src, args.output, options=options_from(args, ui),
+                          on_failure=failed)
+    out = remote.localize(args.output)
+    out = out if remote.is_remote(out) else Path(out)   # printed as the user would write it
+    ui.summary(report)
+    if not report.root:
         ui.info(f"wrote {out}; view it with: tensorboard --logdir {out}")
         return finish_quiet(args, ui, report)
-
-    if remote.is_remote(out):
-        if not args.force and remote.exists(out, options.storage_options):
-            raise OutputExistsError(f"{out} already exists; pass --force to replace the "
-                                    "experiments' logdirs in it")
-    elif out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
-        raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace "
-                                "the experiments' logdirs in it")
-    failures: list[tuple[str, TbconvertError]] = []
-    done = 0
-    created = not remote.is_remote(out) and not out.exists()
-    for source, dst in _outputs(sources, out):
-        try:
-            _convert_one(TbdevReader, source, dst, options, report)
-            done += 1
-        except TbconvertError as exc:
-            failures.append((source.experiment_id or source.path.name, exc))
-            ui.error(f"experiment {source.path.name}: {exc.cli_message()}")
-    ui.summary(report)
+    done = len(report.outputs)
     if done:
-        ui.info(f"wrote {done} of {len(sources)} experiment(s) to {out}/<id>/; "
+        ui.info(f"wrote {done} of {report.experiments} experiment(s) to {out}/<id>/; "
                 f"view them with: tensorboard --logdir {out}")
     else:
-        ui.info(f"wrote none of the {len(sources)} experiment(s)")
-        if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()   # nothing of ours in it: leave no trace
+        ui.info(f"wrote none of the {report.experiments} experiment(s)")
     code = finish_quiet(args, ui, report)
-    if failures:
-        return max(exc.exit_code for _, exc in failures)
+    if report.failures:
+        return max(exc.exit_code for _, exc in report.failures)
     return code
 
 
@@ -124,19 +70,3 @@ def finish_quiet(args, ui, report: Report) -> int:
         def summary(self, report):
             pass
     return finish(args, _Silent(), report)
-
-
-def _convert_one(reader_cls, source, dst: Path, options, report: Report) -> None:
-    before = len(report.issues)
-    try:
-        reader = reader_cls(source.path, options, report, source=source)
-        with reader:
-            from tbconvert import api
-            writer = api.open_writer(dst, format="tfevents", options=options, report=report)
-            with writer:
-                api.copy(reader, writer, report)
-    except TbconvertError:
-        # notes about what was written (lost=False) are moot: nothing of it was kept
-        report.issues[before:] = [i for i in report.issues[before:] if i.lost]
-        raise
-    report.outputs.append(str(dst))

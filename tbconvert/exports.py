@@ -1,0 +1,134 @@
+"""TensorBoard.dev exports back to event files, one logdir per experiment.
+
+An export is one experiment directory (any name), an old-layout ``scalars_<id>.json`` file,
+or an export root holding several ``experiment_<id>`` directories. A root becomes one
+sub-logdir per experiment, ``DST/<id>/``, and an experiment that fails does not stop the
+others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
+from tbconvert.formats.base import Options
+from tbconvert.report import Report
+
+
+@dataclass
+class ExportReport(Report):
+    """The :class:`~tbconvert.report.Report` of :func:`tbdev_export`, with what happened to
+    each experiment: ``outputs`` lists the logdirs written, ``failures`` the experiments
+    that could not be converted (name, error), ``experiments`` how many were found, and
+    ``root`` whether the source was an export root (one sub-logdir per experiment)."""
+
+    experiments: int = 0
+    root: bool = False
+    failures: list[tuple[str, TbconvertError]] = field(default_factory=list)
+
+
+def tbdev_export(src, dst, *, options: Options | None = None, report: ExportReport | None = None,
+                 on_failure: Callable[[str, TbconvertError], None] | None = None,
+                 **kwargs) -> ExportReport:
+    """Convert a TensorBoard.dev export at ``src`` to event files under ``dst``.
+
+    Example::
+
+        report = tbconvert.tbdev_export("export/", "logs/")
+        for name, error in report.failures:
+            print(name, error)
+
+    Keyword arguments are those of :func:`tbconvert.convert` (``force``, ``runs``, ``tags``,
+    ``allow_pickle``, ``jobs``, ``storage_options``, ``progress``...), or pass a ready
+    ``options``. ``src`` and ``dst`` may be fsspec URLs. For one experiment, an error is
+    raised; for an export root, each failing experiment is recorded in ``failures`` (and
+    passed to ``on_failure(name, error)`` as it happens) and the others are still written.
+    A root of which no experiment could be written leaves no ``dst`` directory behind.
+    """
+    from tbconvert import api, remote
+    report = report if report is not None else ExportReport()
+    options = options if options is not None else api.make_options(**kwargs)
+    src, dst = remote.localize(src), remote.localize(dst)
+    dst = dst if remote.is_remote(dst) else Path(dst)
+    api.check_paths(src, dst)
+    if remote.is_remote(src):
+        from tbconvert.remote.source import SourceStage
+        stage = SourceStage(src, options.storage_options, Report())
+        remote.publish(stage.local, src)
+        try:
+            local = stage.fetch()
+            return tbdev_export(local, dst, options=options, report=report,
+                                on_failure=on_failure)
+        finally:
+            stage.cleanup()
+    from tbconvert.formats.tbdev import layout
+    src = Path(src)
+    if not src.exists():
+        raise FormatError(f"{src}: no such file or directory")
+    sources, report.root = layout.find_experiments(src)
+    report.experiments = len(sources)
+    if not sources:
+        raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
+                          "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")
+    if not report.root:
+        _convert_one(sources[0], dst, options, report)
+        return report
+
+    _check_root_destination(dst, options)
+    created = not remote.is_remote(dst) and not dst.exists()
+    for source, out in _outputs(sources, dst):
+        try:
+            _convert_one(source, out, options, report)
+        except TbconvertError as exc:
+            report.failures.append((source.experiment_id or source.path.name, exc))
+            if on_failure is not None:
+                on_failure(source.path.name, exc)
+    if not report.outputs and created and dst.is_dir() and not any(dst.iterdir()):
+        dst.rmdir()   # nothing of ours in it: leave no trace
+    return report
+
+
+def _check_root_destination(dst, options: Options) -> None:
+    from tbconvert import remote
+    if remote.is_remote(dst):
+        if not options.force and remote.exists(dst, options.storage_options):
+            raise OutputExistsError(f"{dst} already exists; pass --force to replace the "
+                                    "experiments' logdirs in it")
+    elif dst.exists() and not options.force and (not dst.is_dir() or any(dst.iterdir())):
+        raise OutputExistsError(f"{dst} already exists and is not empty; pass --force to replace "
+                                "the experiments' logdirs in it")
+
+
+def _outputs(sources, out) -> list[tuple[object, object]]:
+    """One sub-logdir per experiment, named by its id (made safe and unique)."""
+    from tbconvert import remote
+    from tbconvert.names import safe_part
+    taken: set[str] = set()
+    result = []
+    for n, source in enumerate(sources):
+        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
+        base, k = name, 1
+        while name.lower() in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name.lower())
+        result.append((source, remote.join(out, name) if isinstance(out, str) else out / name))
+    return result
+
+
+def _convert_one(source, dst, options: Options, report: Report) -> None:
+    from tbconvert import api
+    from tbconvert.formats.tbdev.reader import TbdevReader
+    before = len(report.issues)
+    try:
+        with TbdevReader(source.path, options, report, source=source) as reader:
+            with api.open_writer(dst, format="tfevents", options=options,
+                                 report=report) as writer:
+                api.copy(reader, writer, report)
+    except TbconvertError:
+        # notes about what was written (lost=False) are moot: nothing of it was kept
+        report.issues[before:] = [i for i in report.issues[before:] if i.lost]
+        raise
+    report.outputs.append(str(dst))
