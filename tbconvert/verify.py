@@ -15,31 +15,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tbconvert import api, names
+from tbconvert.describe import SeriesStats, scan
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report
 
 
 @dataclass
-class _Fingerprint:
-    metadata: tuple
-    points: int = 0
-    hidden: int = 0
-    step_range: tuple | None = None
+class _Fingerprint(SeriesStats):
+    """The counts of :class:`~tbconvert.describe.SeriesStats`, and digests of the points."""
+
+    metadata: tuple = ()
+    keep_walls: bool = False
     steps: "hashlib._Hash" = field(default_factory=hashlib.sha256)
     walls: "hashlib._Hash" = field(default_factory=hashlib.sha256)
     values: "hashlib._Hash" = field(default_factory=hashlib.sha256)
     wall_list: list = field(default_factory=list)
 
-    def add(self, s: Series, keep_walls: bool) -> None:
-        self.points += len(s)
-        self.hidden += s.hidden_count
-        if len(s):
-            lo, hi = int(s.steps.min()), int(s.steps.max())
-            self.step_range = (lo, hi) if self.step_range is None else (
-                min(lo, self.step_range[0]), max(hi, self.step_range[1]))
+    def add(self, s: Series) -> None:
+        super().add(s)
         self.steps.update(s.steps.astype("<i8").tobytes())
-        if keep_walls:
+        if self.keep_walls:
             self.wall_list.append(s.wall_times.copy())
         else:
             self.walls.update(s.wall_times.astype("<f8").tobytes())
@@ -74,24 +70,22 @@ def _metadata_key(s: Series) -> tuple:
 def fingerprints(path, *, fmt: str | None, options: Options, report: Report, keep_walls: bool):
     """``({run: {tag: fingerprint}}, experiment)`` of a source, streaming."""
     out: dict[str, dict[str, _Fingerprint]] = {}
+
+    def fingerprint_of(run, s: Series) -> _Fingerprint:
+        # names as conversions store them (odd bytes %XX), so a round trip compares equal
+        tags = out.setdefault(names.text(run.name), {})
+        tag = names.text(s.tag)
+        fp = tags.get(tag)
+        if fp is None:
+            fp = tags[tag] = _Fingerprint(s.metadata.plugin_name, s.data_class.name,
+                                          metadata=_metadata_key(s), keep_walls=keep_walls)
+        return fp
+
     with api.open_reader(path, format=fmt, options=options, report=report) as reader:
         experiment = reader.experiment()
-        for run_data in reader.iter_runs():
-            # names as conversions store them (odd bytes %XX), so a round trip compares equal
-            run_name = names.text(run_data.run.name)
-            tags = out.setdefault(run_name, {})
-            for s in run_data.series:
-                if not options.wants_tag(s.tag) or not options.wants_run(s.run):
-                    continue
-                if options.restarts != "keep-all":
-                    s = s.visible()
-                tag = names.text(s.tag)
-                fp = tags.get(tag)
-                if fp is None:
-                    fp = tags[tag] = _Fingerprint(_metadata_key(s))
-                fp.add(s, keep_walls)
-            if not options.wants_run(run_data.run.name):
-                out.pop(run_name, None)
+        for run, selected in scan(reader, options, fingerprint_of, visible_only=True):
+            if not selected:
+                out.pop(names.text(run.name), None)
     return out, experiment
 
 

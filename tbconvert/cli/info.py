@@ -31,49 +31,11 @@ def _time(t) -> str:
         return repr(t)
 
 
-class _Stats:
-    def __init__(self, series) -> None:
-        self.plugin = series.metadata.plugin_name
-        self.data_class = series.data_class.name
-        self.points = self.hidden = self.missing = 0
-        self.step_min = self.step_max = None
-        self.wall_min = self.wall_max = None
-
-    def add(self, s) -> None:
-        self.points += len(s)
-        self.hidden += s.hidden_count
-        self.missing += getattr(s, "missing_count", 0)
-        if len(s):
-            lo, hi = int(s.steps.min()), int(s.steps.max())
-            self.step_min = lo if self.step_min is None else min(lo, self.step_min)
-            self.step_max = hi if self.step_max is None else max(hi, self.step_max)
-            w = s.wall_times[s.wall_times == s.wall_times]
-            if len(w):
-                lo_w, hi_w = float(w.min()), float(w.max())
-                self.wall_min = lo_w if self.wall_min is None else min(lo_w, self.wall_min)
-                self.wall_max = hi_w if self.wall_max is None else max(hi_w, self.wall_max)
-
-
 def run(args, ui) -> int:
-    from tbconvert import api
+    from tbconvert.describe import info
     report = Report()
-    opts = options_from(args, ui)
-    out = {"experiment": None, "runs": []}
-    with api.open_reader(args.src, format=args.from_format, options=opts, report=report) as reader:
-        exp = reader.experiment()
-        if not exp.is_empty():
-            out["experiment"] = {"id": exp.experiment_id, "name": exp.name,
-                                 "description": exp.description}
-        for run_data in reader.iter_runs():
-            stats: dict[str, _Stats] = {}
-            for s in run_data.series:
-                if not opts.wants_tag(s.tag):
-                    continue
-                stats.setdefault(s.tag, _Stats(s)).add(s)
-            if not opts.wants_run(run_data.run.name):
-                continue
-            out["runs"].append({"run": run_data.run.name, "start_time": run_data.run.start_time,
-                                "tags": {t: vars(st) for t, st in stats.items()}})
+    found = info(args.src, format=args.from_format, options=options_from(args, ui), report=report)
+    out = found.to_dict()
     if args.json:
         json.dump(out, sys.stdout, indent=1)
         print()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-
 from tbconvert.cli.common import (add_extraction, finish, nothing_found, options_from,
                                   unmatched_selection)
-from tbconvert.report import Report
 
 NAME = "media"
 HELP = ("write images (PNG/JPEG/GIF), audio (WAV) and text (UTF-8 .txt) as files under "
@@ -17,10 +15,9 @@ def add_arguments(p) -> None:
 
 
 def run(args, ui) -> int:
-    from tbconvert.tables._media import extract
-    report = Report()
-    options = options_from(args, ui)
-    files = extract(args.src, args.output, options, report)
+    from tbconvert.tables import extract_media
+    report = extract_media(args.src, args.output, options=options_from(args, ui))
+    files = report.files
     if files:
         ui.info(f"tbconvert: wrote {files} files under {args.output}")
     code = finish(args, ui, report)

@@ -25,7 +25,7 @@ Example::
 from __future__ import annotations
 
 import io
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from tbconvert.tables._source import iter_source, make_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
            "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",
-           "audio_table", "open_image", "extract_media", "save_table", "check_table_path"]
+           "audio_table", "open_image", "extract_media", "MediaReport", "save_table", "check_table_path"]
 
 
 def _pandas(table):
@@ -402,6 +402,13 @@ def save_table(table, path, *, force: bool = False, storage_options=None) -> Pat
     return path
 
 
+@dataclass
+class MediaReport(Report):
+    """The report of :func:`extract_media`, with the number of ``files`` written."""
+
+    files: int = 0
+
+
 def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "visible",
                   force: bool = False, report: Report | None = None, options=None) -> Report:
     """Write images, audio and text as files: ``out_dir/<run>/<tag>/<step>_<index>.<ext>``.
@@ -409,7 +416,9 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "vis
     PNG/JPEG/GIF by their first bytes, audio as ``.wav``, text as UTF-8
     ``.txt``; run and tag parts are made safe (the root run ``.`` is ``%2E``).
     ``out_dir`` must not exist or be empty unless ``force=True``; it appears
-    only once complete. Returns the report (lost blobs, renamed paths).
+    only once complete. Returns the report (lost blobs, renamed paths); unless a plain
+    :class:`~tbconvert.report.Report` was passed in, a :class:`MediaReport` that also
+    counts the files.
 
     Example::
 
@@ -420,8 +429,10 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "vis
         ['0_0.png', '49_0.png']
     """
     from tbconvert.tables._media import extract
-    report = report if report is not None else Report()
+    report = report if report is not None else MediaReport()
     if options is None:
         options = make_options(runs=runs, tags=tags, restarts=restarts, force=force)
-    extract(source, out_dir, options, report)
+    files = extract(source, out_dir, options, report)
+    if isinstance(report, MediaReport):
+        report.files += files
     return report
