@@ -544,3 +544,14 @@ def test_an_option_the_store_does_not_take_is_a_usage_error(store, bucket):
     proc = tbconvert_cli("info", f"s3://{bucket}/logs", "--storage-option", "bogus=1")
     assert proc.returncode == 2
     one_line_error(proc, f"s3://{bucket}/logs", "bogus")
+
+
+@pytest.mark.parametrize("name, to", [("logs", "tfevents"), ("site", "html"), ("ds", "parquet")])
+def test_a_file_is_not_replaced_by_a_directory_output(name, to):
+    """A format that writes a directory refuses, even with --force, to replace a file at the URL."""
+    import fsspec
+    url = f"memory://tbconvert-{uuid.uuid4().hex[:8]}/{name}"
+    with fsspec.open(url, "wb") as fh:
+        fh.write(b"not a directory")
+    with pytest.raises(tbconvert.errors.OutputExistsError, match="is a file; refusing"):
+        api.convert(FIXTURES / "torch_logdir", url, to_format=to, force=True)

@@ -160,8 +160,10 @@ class RemoteWriter:
 def open_writer(url: str, fmt, options, report, open_local):
     """A writer for ``url``: ``open_local(staged_path)`` wrapped to commit to the store."""
     from tbconvert.remote.dest import DestStage
+    # A directory-writing format writes a directory unless the name carries its suffix.
+    directory = fmt.directory_output and not basename(url).lower().endswith(fmt.suffixes)
     stage = DestStage(url, options.storage_options, force=options.force,
-                      directory=bool(getattr(fmt, "directory", False)) or None)
+                      directory=directory or None)
     publish(stage.local, url)
     try:
         inner = open_local(stage.local)
