@@ -1,0 +1,83 @@
+"""tbconvert.info and tbconvert.tbdev_export: the library functions behind `info` and
+`tbdev-export`, which the commands only print."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import tbconvert
+from conftest import FIXTURES
+from tbconvert import verify
+from tbconvert.cli import main
+from tbconvert.errors import FormatError, UnsupportedError
+
+EXPORT_ID = "9bFlIkpYt5HfavHYMD5hzQ"
+EXPORT = FIXTURES / "tbdev_export" / f"experiment_{EXPORT_ID}"
+
+
+def test_info_is_what_the_command_prints(capsys):
+    found = tbconvert.info(FIXTURES / "torch_logdir", runs="^(train|resumed)$")
+    assert main(["info", str(FIXTURES / "torch_logdir"), "--runs", "^(train|resumed)$",
+                 "--json", "-j", "1"]) == 0
+    assert json.loads(capsys.readouterr().out) == found.to_dict()
+    assert sorted(r.run for r in found.runs) == ["resumed", "train"]
+    loss = found.runs[[r.run for r in found.runs].index("train")].tags["loss"]
+    assert (loss.plugin, loss.data_class, loss.points, loss.step_range) == \
+        ("scalars", "SCALAR", 50, (0, 49))
+    assert found.series == sum(len(r.tags) for r in found.runs) > 1
+    assert found.points == sum(s.points for r in found.runs for s in r.tags.values())
+
+
+def test_info_counts_hidden_points_without_dropping_them():
+    found = tbconvert.info(FIXTURES / "torch_logdir", runs="^resumed_purged$", tags="^loss$")
+    loss = found.runs[0].tags["loss"]
+    assert loss.hidden > 0 and loss.points > loss.hidden
+
+
+def test_info_of_an_export_names_the_experiment():
+    found = tbconvert.info(EXPORT)
+    assert found.experiment["id"] == EXPORT_ID
+
+
+def _root_with_a_pickled_experiment(tmp_path):
+    root = tmp_path / "export"
+    shutil.copytree(EXPORT, root / EXPORT.name)
+    bad = root / f"experiment_{'B' * 22}"
+    shutil.copytree(EXPORT, bad)
+    npz = next((bad / "tensors").glob("*.npz"))
+    np.savez(npz, np.array(["a"], dtype=object), np.array(["b"], dtype=object))
+    return root
+
+
+def test_tbdev_export_isolates_a_failing_experiment(tmp_path):
+    root = _root_with_a_pickled_experiment(tmp_path)
+    seen = []
+    report = tbconvert.tbdev_export(root, tmp_path / "logs",
+                                    on_failure=lambda name, exc: seen.append(name))
+    assert report.root and report.experiments == 2
+    assert report.outputs == [str(tmp_path / "logs" / EXPORT_ID)]
+    assert [name for name, _ in report.failures] == ["B" * 22]
+    assert isinstance(report.failures[0][1], UnsupportedError)
+    assert seen == [f"experiment_{'B' * 22}"]
+    assert verify.compare(EXPORT, tmp_path / "logs" / EXPORT_ID,
+                                    wall_time_tolerance=1e-6) == []
+
+
+def test_tbdev_export_that_writes_nothing_leaves_no_directory(tmp_path):
+    root = _root_with_a_pickled_experiment(tmp_path)
+    shutil.rmtree(root / EXPORT.name)
+    report = tbconvert.tbdev_export(root, tmp_path / "logs")
+    assert report.outputs == [] and len(report.failures) == 1
+    assert not (tmp_path / "logs").exists()
+
+
+def test_tbdev_export_of_one_experiment_raises(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FormatError):
+        tbconvert.tbdev_export(tmp_path / "empty", tmp_path / "logs")
+    report = tbconvert.tbdev_export(EXPORT, tmp_path / "logs", tags="loss")
+    assert not report.root and report.outputs == [str(tmp_path / "logs")]
