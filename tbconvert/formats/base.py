@@ -1,7 +1,8 @@
 """The contract between the copy loop and each format's reader and writer.
 
 A format lives in ``tbconvert/formats/<name>/`` and exposes one
-:class:`Format` subclass. Its reader hands over one run at a time
+:class:`Format` subclass, found through its record in :mod:`tbconvert.registry`
+(docs/architecture.md has the checklist for a new format). Its reader hands over one run at a time
 (:class:`~tbconvert.model.RunData`: the run, then all of its series chunks),
 so peak memory is bounded by a run, not by the whole source (the event-file
 reader bounds it further: its chunks are of bounded size whatever the run's). Its writer takes
