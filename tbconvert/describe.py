@@ -112,7 +112,8 @@ class SourceInfo:
                          for r in self.runs]}
 
 
-def info(src, *, format: str | None = None, options: Options | None = None,
+def info(src, *, format: str | None = None, runs=None, tags=None, allow_pickle: bool = False,
+         jobs: int = 1, storage_options: dict | None = None, options: Options | None = None,
          report: Report | None = None, **kwargs) -> SourceInfo:
     """Runs and tags of ``src`` (any readable source, or an fsspec URL) with their counts.
 
@@ -123,13 +124,15 @@ def info(src, *, format: str | None = None, options: Options | None = None,
         >>> st.points, st.step_range
         (50, (0, 49))
 
-    Keyword arguments are those of :func:`tbconvert.convert` that apply to reading
-    (``runs``, ``tags``, ``allow_pickle``, ``jobs``, ``storage_options``...). Hidden points
-    are counted, not left out.
+    ``runs`` and ``tags`` are regexes; the other keyword arguments are those of
+    :func:`tbconvert.convert` that apply to reading. Hidden points are counted, not left out.
+    ``format`` names the source's format when it cannot be told.
     """
     from tbconvert import api
     report = report if report is not None else Report()
-    options = options if options is not None else api.make_options(**kwargs)
+    if options is None:
+        options = api.make_options(runs=runs, tags=tags, allow_pickle=allow_pickle, jobs=jobs,
+                                   storage_options=storage_options, **kwargs)
     runs: list[RunInfo] = []
     with api.open_reader(src, format=format, options=options, report=report) as reader:
         exp = reader.experiment()

@@ -29,7 +29,10 @@ class ExportReport(Report):
     failures: list[tuple[str, TbconvertError]] = field(default_factory=list)
 
 
-def tbdev_export(src, dst, *, options: Options | None = None, report: ExportReport | None = None,
+def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
+                 allow_pickle: bool = False, jobs: int = 1, storage_options: dict | None = None,
+                 progress=None, options: Options | None = None,
+                 report: ExportReport | None = None,
                  on_failure: Callable[[str, TbconvertError], None] | None = None,
                  **kwargs) -> ExportReport:
     """Convert a TensorBoard.dev export at ``src`` to event files under ``dst``.
@@ -40,16 +43,20 @@ def tbdev_export(src, dst, *, options: Options | None = None, report: ExportRepo
         for name, error in report.failures:
             print(name, error)
 
-    Keyword arguments are those of :func:`tbconvert.convert` (``force``, ``runs``, ``tags``,
-    ``allow_pickle``, ``jobs``, ``storage_options``, ``progress``...), or pass a ready
-    ``options``. ``src`` and ``dst`` may be fsspec URLs. For one experiment, an error is
+    ``force`` replaces existing logdirs (each only once its conversion is done); ``runs`` and
+    ``tags`` are regexes; ``allow_pickle`` lets TensorBoard 2.3 exports be unpickled (trusted
+    exports only); further keyword arguments are those of :func:`tbconvert.convert`, or pass
+    a ready ``options``. ``src`` and ``dst`` may be fsspec URLs. For one experiment, an error is
     raised; for an export root, each failing experiment is recorded in ``failures`` (and
     passed to ``on_failure(name, error)`` as it happens) and the others are still written.
     A root of which no experiment could be written leaves no ``dst`` directory behind.
     """
     from tbconvert import api, remote
     report = report if report is not None else ExportReport()
-    options = options if options is not None else api.make_options(**kwargs)
+    if options is None:
+        options = api.make_options(force=force, runs=runs, tags=tags, allow_pickle=allow_pickle,
+                                   jobs=jobs, storage_options=storage_options,
+                                   progress=progress, **kwargs)
     src, dst = remote.localize(src), remote.localize(dst)
     dst = dst if remote.is_remote(dst) else Path(dst)
     api.check_paths(src, dst)
