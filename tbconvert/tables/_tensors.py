@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from tbconvert import dtypes as dt
+from tbconvert.columns import PointColumns
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report
-from tbconvert.columns import PointColumns
 
 # First bytes -> file extension, for blobs that are files.
 MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpg"), (b"GIF87a", "gif"),
