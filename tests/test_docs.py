@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, cli_argv, cli_env
+from helpers import FIXTURES, cli_argv, cli_env
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import pytest
 
 import tbconvert
 
-from conftest import CLI_CWD, FIXTURES, cli_argv, cli_env, run_tbconvert
+from helpers import CLI_CWD, FIXTURES, cli_argv, cli_env, run_tbconvert
 
 pytestmark = pytest.mark.e2e
 

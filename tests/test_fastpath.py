@@ -8,7 +8,6 @@ hypothesis-generated events.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tbconvert
 from tbconvert.formats.tfevents import fastblobs, fastscalars, records
-from conftest import FIXTURES, LOGDIRS
+from helpers import BENCH, FIXTURES, LOGDIRS, on_path
 from oracle import canonical, tb_view
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+on_path(BENCH)
 import writers  # noqa: E402
 
 

@@ -11,13 +11,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "fuzz"))
+from helpers import FUZZ, REPO, on_path
+
+on_path(FUZZ)
 
 import fuzz_tbdev  # noqa: E402
 from limits import deadline
@@ -71,7 +71,7 @@ def test_coverage_guided_campaign_finds_no_crash(tmp_path):
     artifacts.mkdir()
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, str(REPO / "fuzz" / "fuzz_tbdev.py"), "-max_total_time=60",
+        [sys.executable, str(FUZZ / "fuzz_tbdev.py"), "-max_total_time=60",
          "-timeout=10", "-rss_limit_mb=2048", "-seed=1", f"-artifact_prefix={artifacts}/",
          str(tmp_path / "corpus")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -16,7 +16,7 @@ from tbconvert import api, names
 from tbconvert.cli import main
 from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 SCALAR_MD = Metadata("scalars", b"", "", "", DataClass.SCALAR)
 IMAGE_MD = Metadata("images", b"\x10\x01", "", "", DataClass.BLOB_SEQUENCE)

@@ -31,7 +31,7 @@ from tbconvert.formats.tfevents import records
 from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.report import Report
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 from limits import deadline
 
 EVENT_FILES = {

@@ -27,7 +27,7 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, Scala
 from tbconvert.output import TMP_MARK
 from tbconvert.report import Report
 
-from conftest import CLI_CWD, FIXTURES, LOGDIRS, cli_argv, cli_env
+from helpers import CLI_CWD, FIXTURES, LOGDIRS, cli_argv, cli_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALAR_MD = Metadata("scalars", b"", "", "", DataClass.SCALAR)

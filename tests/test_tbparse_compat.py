@@ -19,11 +19,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import BENCH, FIXTURES, on_path
+
 from tbconvert.tbparse import ALL_EVENT_TYPES, SummaryReader
 
 tbparse = pytest.importorskip("tbparse")
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TF_FREE = {"scalars", "tensors", "histograms", "hparams", "text"}
 EXTRAS = [set(), {"dir_name", "file_name", "wall_time"}, {"file_name"},
           {"wall_time", "min", "max", "num", "sum", "sum_squares"},
@@ -114,7 +115,6 @@ def test_argument_errors_are_tbparses():
 def test_restart_in_a_new_file_is_purged_as_tensorboard_does():
     """tbparse reads each file on its own, so a restart that starts a new file keeps the
     points TensorBoard hides; ``restarts="per-file"`` gives tbparse's rows."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from oracle import tb_view
     root = FIXTURES / "torch_logdir"
     theirs = tbparse.SummaryReader(str(root), extra_columns={"dir_name"},
@@ -348,7 +348,6 @@ def test_raw_events_are_refused_in_one_line():
 
 def test_tensors_table_holds_every_numeric_tensor_as_tensorboard_reads_it():
     import tbconvert
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from oracle import tb_view
     root = FIXTURES / "torch_logdir"
     report = tbconvert.Report()
@@ -423,7 +422,6 @@ def test_restarts_inside_one_file(case, tmp_path):
     """``per-file`` purges as tbparse's accumulator does (at every START, the first one too);
     the default as TensorBoard's dashboards do (from the second START of a run on)."""
     from tbconvert.formats.tfevents.records import frame
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from oracle import tb_view
     run = tmp_path / "run"
     run.mkdir()
@@ -496,7 +494,7 @@ WRITER_FORMS = {"pytorch": "scalars", "tensorboardx": "scalars", "tf2": "tensors
 def test_every_writer_form_equals_tbparse(form, tmp_path):
     """The bench's logdirs (the byte layouts of PyTorch, tensorboardX, TF2, Keras and TF1's
     merge_all), small: every table and pivot equal to tbparse's."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    on_path(BENCH)
     import writers
     writers.write_form(form, tmp_path / "logs", 40)
     table = WRITER_FORMS[form]
