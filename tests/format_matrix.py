@@ -20,8 +20,8 @@ Each loss says it three ways:
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from tbconvert.model import BlobSequenceSeries, DataClass, ScalarSeries, TensorSeries
 

@@ -54,8 +54,9 @@ def run_tbconvert(*args, timeout: float = 900, **kw) -> subprocess.CompletedProc
     """Run ``tbconvert ARGS`` as its own process; text output captured."""
     kw.setdefault("capture_output", True)
     kw.setdefault("text", True)
+    check = kw.pop("check", False)
     return subprocess.run([*cli_argv(), *map(str, args)], cwd=CLI_CWD, env=cli_env(),
-                          timeout=timeout, **kw)
+                          timeout=timeout, check=check, **kw)
 
 
 def csv_exact() -> dict:

@@ -18,11 +18,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-import tbconvert
-from format_matrix import LOSSES, README_DESTINATIONS, expected_view, left_out, readme_rows
+from format_matrix import (
+    LOSSES,
+    README_DESTINATIONS,
+    expected_view,
+    left_out,
+    readme_rows,
+)
 from helpers import FIXTURES, LOGDIRS, REPO, run_tbconvert
 from oracle import assert_same_view, tb_view
+
+import tbconvert
 from tbconvert import registry
 from tbconvert.formats.base import has_reader, has_writer
 
@@ -59,7 +65,7 @@ def _native(name: str) -> str:
     return "tbdev" if name == "tbdev_export" else "tfevents"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source(name: str, fmt: str) -> Path:
     """Fixture ``name`` in format ``fmt`` (its own files when it is in that format)."""
     if fmt == _native(name):
@@ -71,7 +77,7 @@ def source(name: str, fmt: str) -> Path:
     return dst
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def original_view(name: str) -> dict:
     """TensorBoard's view of fixture ``name`` (an export: of its event-file conversion, the
     form TensorBoard reads; ``test_tbdev`` checks that conversion against the export)."""
