@@ -324,6 +324,7 @@ def test_wide_merge_equals_pandas_groupby():
 
 def test_histogram_cdf_and_pdf_equal_tbparses():
     hist = SummaryReader(str(FIXTURES / "tensorboardx_logdir" / "run_a")).histograms
+    assert len(hist) > 0
     for counts, limits in zip(hist.counts, hist.limits):
         counts = np.concatenate(([0.0], counts[1:]))
         x = np.linspace(limits[0] - 1, limits[-1] + 1, 57)
