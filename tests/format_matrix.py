@@ -88,6 +88,9 @@ def _media_not_shown(series) -> int:
 def _without_run_records(view: dict) -> dict:
     for run in view.values():
         run["meta_graph"] = False
+        if run["graph_from_meta_graph"]:
+            run["graph"], run["serialized_graph"] = False, None
+            run["graph_from_meta_graph"] = False
     return view
 
 
@@ -111,8 +114,11 @@ def _start_at_first_point(view: dict) -> dict:
 
 
 def _strip_string_nuls(view: dict) -> dict:
+    # tensors only: blobs are files of their own, kept byte for byte
     for run in view.values():
         for t in run["tags"].values():
+            if t["data_class"] != DataClass.TENSOR:
+                continue
             t["points"] = [(step, wall, (kind, shape, tuple(b.rstrip(b"\0") for b in data))
                            if kind == "string" else (kind, shape, data))
                            for step, wall, (kind, shape, data) in t["points"]]
@@ -192,3 +198,58 @@ def readme_rows(markdown: str) -> dict[str, list[str]]:
             continue
         rows.setdefault(cells[0], []).append(" | ".join(cells[1:]))
     return rows
+
+
+# -- a source holding one of everything some destination cannot hold ----------------------
+
+def write_every_loss(path) -> None:
+    """A Parquet archive (which holds everything) with one instance of every loss above."""
+    import numpy as np
+
+    import tbconvert
+    from tbconvert import dtypes as dt
+    from tbconvert.model import Experiment, Metadata, Run, RunRecord
+
+    def md(plugin, dc, content=b""):
+        return Metadata(plugin, content, "", "", dc)
+
+    steps = np.arange(4)
+    walls = 10.0 + steps
+    scal = md("scalars", DataClass.SCALAR)
+    image = md("images", DataClass.BLOB_SEQUENCE)
+    text = md("text", DataClass.TENSOR, b"\x08\x01")
+    run = "train"
+    series = [
+        # points TensorBoard's restart rule hides
+        ScalarSeries(run=run, tag="loss", metadata=scal, steps=steps, wall_times=walls,
+                     hidden=[False, True, False, False], values=np.arange(4, dtype=np.float32)),
+        # a lost blob; and an image type the web view does not show (BMP)
+        BlobSequenceSeries.from_sequences(
+            run=run, tag="img", metadata=image, steps=steps[:2], wall_times=walls[:2],
+            hidden=None, sequences=[[b"1", b"1", b"\x89PNG\r\n\x1a\n"], [b"1", b"1", None]]),
+        BlobSequenceSeries.from_sequences(
+            run=run, tag="bmp", metadata=image, steps=steps[:1], wall_times=walls[:1],
+            hidden=None, sequences=[[b"1", b"1", b"BM" + bytes(30)]]),
+        # a string tensor ending in NUL bytes
+        TensorSeries(run=run, tag="note", metadata=text, steps=steps[:2], wall_times=walls[:2],
+                     hidden=None, dtypes=[dt.DT_STRING] * 2,
+                     tensors=(dt.string_array([b"ab\0\0"], (1,)), dt.string_array([b"c"], (1,)))),
+        # an UNKNOWN-class series of another plugin, and a PR curve
+        TensorSeries(run=run, tag="custom", metadata=md("custom", DataClass.UNKNOWN),
+                     steps=steps[:2], wall_times=walls[:2], hidden=None,
+                     dtypes=[dt.DT_FLOAT] * 2,
+                     tensors=(np.ones(2, np.float32), np.zeros(2, np.float32))),
+        TensorSeries(run=run, tag="pr", metadata=md("pr_curves", DataClass.TENSOR, b"\x08\x03"),
+                     steps=steps[:1], wall_times=walls[:1], hidden=None, dtypes=[dt.DT_FLOAT],
+                     tensors=(np.ones((6, 3), np.float32),)),
+    ]
+    with tbconvert.open_writer(path, format="parquet") as w:
+        w.write_experiment(Experiment(name="every loss", description="one of each"))
+        # a start before the first point; a meta graph (a run record)
+        w.write_run(Run(run, 1.0, (RunRecord("meta_graph_def", 0, 1.0, b""),)), iter(series))
+        # a run name that is not a safe path
+        w.write_run(Run("../outside", 2.0), iter([ScalarSeries(
+            run="../outside", tag="x", metadata=scal, steps=steps[:1], wall_times=walls[:1],
+            hidden=None, values=np.ones(1, np.float32))]))
+        # a run without data
+        w.write_run(Run("empty", 3.0), iter([]))

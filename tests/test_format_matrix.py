@@ -24,6 +24,7 @@ from format_matrix import (
     expected_view,
     left_out,
     readme_rows,
+    write_every_loss,
 )
 from helpers import FIXTURES, LOGDIRS, REPO, run_tbconvert
 from oracle import assert_same_view, tb_view
@@ -216,3 +217,27 @@ def test_readme_states_each_loss(fmt, loss):
     else:
         assert any(loss.readme in row for row in readme_rows(_readme())[_label(fmt)]), \
             f"README's {_label(fmt)} rows do not name {loss.readme!r}"
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_every_loss_in_the_table_is_reported_as_it_happens(writer, tmp_path):
+    """A source with one of everything some destination cannot hold: converting it reports
+    exactly the kinds the loss table names for the destination (what cost data, at least),
+    and a destination read back shows TensorBoard the source minus exactly those losses."""
+    if writer == "html":
+        pytest.importorskip("plotly")
+    src = tmp_path / "every.parquet"
+    write_every_loss(src)
+    (tmp_path / "out").mkdir()
+    dst = destination(tmp_path / "out", writer)
+    report = tbconvert.convert(src, dst, to_format=writer)
+    declared = {k for loss in LOSSES[writer] for k in loss.kinds}
+    got = set(_kinds(report.issues))
+    assert declared <= got, f"{writer}: losses that happened were not reported: {declared - got}"
+    assert set(_kinds(i for i in report.issues if i.lost)) <= declared
+    if writer in READ_BACK:
+        reference = tb_view(back_to_event_files(src, "parquet", tmp_path / "ref"))
+        back = back_to_event_files(dst, writer, tmp_path)
+        assert_same_view(tb_view(back), expected_view(reference, writer))
+    else:
+        _check_left_out(report, tbconvert.load(src, restarts="keep-all"), writer)
