@@ -221,6 +221,7 @@ def _cli(*args, preexec=None, **kw):
                             preexec_fn=preexec, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to,name", [("tfevents", "dst"), ("parquet", "dst.parquet")])
 def test_sigkill_leaves_old_destination_or_none(tmp_path, big_logdir, to, name):
     dst = tmp_path / name
@@ -249,6 +250,7 @@ def test_sigkill_leaves_old_destination_or_none(tmp_path, big_logdir, to, name):
     assert -signal.SIGKILL in outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to,name", [
     ("tfevents", "dst"), ("parquet", "dst.parquet"), ("parquet", "dst_dataset"), ("csv", "dst.csv"),
     ("hdf5", "dst.h5"), ("tbdev", "dst_export")])
@@ -412,6 +414,7 @@ def _age_access_times(root: Path) -> None:
         os.utime(p, ns=(old, p.lstat().st_mtime_ns), follow_symlinks=False)
 
 
+@pytest.mark.slow
 def test_read_only_sources_are_never_modified(tmp_path, capsys):
     srcs = [_copy_logdir(tmp_path / "src", name) for name in LOGDIRS + ["tbdev_export"]]
     archives = [tmp_path / "src" / "arch.parquet", tmp_path / "src" / "arch_dataset",
