@@ -79,9 +79,10 @@ def test_console_script_entry_on_a_directory_source():
 
 
 def test_formats():
-    out = ok("formats").stdout
-    for name in ("tfevents", "tbdev", "parquet", "hdf5", "csv"):
-        assert name in out
+    rows = {line.split()[0]: line.split()[1:3] for line in ok("formats").stdout.splitlines()[1:]}
+    assert rows == {"csv": ["-", "yes"], "hdf5": ["yes", "yes"], "html": ["-", "yes"],
+                    "parquet": ["yes", "yes"], "tbdev": ["yes", "yes"],
+                    "tfevents": ["yes", "yes"]}
 
 
 def test_convert_archive_rebuild_and_verify(tmp_path):

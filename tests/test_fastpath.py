@@ -308,7 +308,9 @@ def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
     from tbconvert.formats.tfevents import fastframe
     writers.write_form(form, tmp_path, 600)
     rng = np.random.default_rng(5)
-    for path in tmp_path.rglob("events.out.tfevents.*"):
+    paths = sorted(tmp_path.rglob("events.out.tfevents.*"))
+    assert paths
+    for path in paths:
         buf = path.read_bytes()
         variants = [buf, buf[:len(buf) * 2 // 3]]
         for _ in range(3):

@@ -50,6 +50,7 @@ def mutate(seed: bytes, rng: np.random.Generator) -> bytes:
 def test_seeded_mutations_of_every_export_part(tmp_path):
     harness = fuzz_tbdev.Harness(tmp_path)
     seeds = harness.seeds()
+    assert len(seeds) == len(fuzz_tbdev.PARTS)             # one per part of an export
     for seed in seeds:                                      # the unmutated export reads cleanly
         harness.run_one(seed)
     rng = np.random.default_rng(2024)

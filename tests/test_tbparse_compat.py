@@ -74,6 +74,7 @@ def test_every_table_equals_tbparse(name, pivot):
                                 f"{name} {et} pivot={pivot} extra={sorted(extra)}")
         assert ours.tags == {k: v for k, v in theirs.tags.items() if k in types} | {
             k: [] for k in ALL_EVENT_TYPES - types}
+        assert len(ours.scalars) > 0
 
 
 def test_children_files_and_single_file_equal_tbparse():
@@ -510,6 +511,7 @@ def test_every_writer_form_equals_tbparse(form, tmp_path):
 
 def test_histogram_to_bins_equals_tbparses():
     hist = pd.concat([SummaryReader(str(FIXTURES / name)).histograms for name in TYPES])
+    assert len(hist) > 0
     made = [(np.array([0.0, 3.0, 0.0, 2.0]), np.array([-1.0, 0.0, 0.0, 2.0])),   # zero width
             (np.array([0.0, 5.0]), np.array([1.0, 1.0]))]
     for counts, limits in list(zip(hist.counts, hist.limits)) + made:
