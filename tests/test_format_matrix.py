@@ -157,7 +157,6 @@ def _check_left_out(report, read, writer):
     assert got == want
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("reader,writer", [("hdf5", "parquet"), ("parquet", "csv"),
                                           ("tbdev", "hdf5"), ("parquet", "tfevents")])
 def test_conversion_by_the_command(reader, writer, tmp_path):
