@@ -29,14 +29,12 @@ with atheris.instrument_imports(include=["tbconvert"]):
     from tbconvert.errors import TbconvertError
     from tbconvert.formats.tfevents import records
 
+import blockscan  # noqa: E402 - after the instrumented import of tbconvert
+
 BLOCK = 256          # small blocks, so block edges fall inside inputs
 _WORK = Path(tempfile.mkdtemp(prefix="tbconvert-fuzz-"))
 _LOGDIR = _WORK / "logs"
 _FILE = _LOGDIR / "run" / "events.out.tfevents.1.fuzz"
-
-
-def _payloads(buf, starts, lengths):
-    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
 
 
 def _longest_claim(data: bytes) -> int:
@@ -56,15 +54,13 @@ def check_one(data: bytes) -> None:
     if covered != len(data):
         raise AssertionError(f"scan accounts for {covered} of {len(data)} bytes")
     _FILE.write_bytes(data)
-    blocked = []
-    for block in records.scan_file(_FILE, block_size=BLOCK):
-        blocked += _payloads(block.buf, block.starts, block.lengths)
+    blocked = blockscan.in_blocks(_FILE, block_size=BLOCK).payloads
     # Blocks may differ from a whole-file scan only for records longer than their lookahead,
     # and for a header that claims more than two blocks over a damaged payload (skipped whole
     # when read in blocks: a documented limit).
     if len(data) and int(lengths.max(initial=0)) + 16 <= BLOCK and \
             all(d.length <= BLOCK for d in damage) and _longest_claim(data) <= 2 * BLOCK:
-        whole = _payloads(data, starts, lengths)
+        whole = blockscan.payloads(data, starts, lengths)
         if blocked != whole:
             raise AssertionError(f"blocks found {len(blocked)} records, a whole-file scan "
                                  f"{len(whole)}")

@@ -1,59 +1,15 @@
-import atexit
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
+# The test modules import their shared helpers (``helpers``, ``oracle``, ``limits``...) by
+# name, also when they run from a copy of ``tests/`` against the installed package.
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-FIXTURES = HERE.parent / "fixtures"
-LOGDIRS = ["torch_logdir", "tensorboardx_logdir", "tf2_logdir"]
-
-# The command line is run the way a user runs it: the installed ``tbconvert`` script next to
-# this Python, and never from the repository root (where ``python -m`` would import the source
-# tree instead of the installed package).
-CLI_CWD = Path(tempfile.mkdtemp(prefix="tbconvert-cli-cwd-"))
-atexit.register(shutil.rmtree, CLI_CWD, True)
-
-
-def cli_argv() -> list[str]:
-    """The command prefix that starts the ``tbconvert`` command."""
-    script = Path(sys.executable).with_name("tbconvert")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "tbconvert"]
-
-
-def cli_env(**extra: str) -> dict:
-    """The environment for the command: with ``python -m`` (no installed script), the same
-    ``tbconvert`` package the tests import must be found from outside the repository."""
-    import tbconvert
-    env = {**os.environ, **extra}
-    package_parent = str(Path(tbconvert.__file__).resolve().parent.parent)
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if package_parent not in parts:
-        env["PYTHONPATH"] = os.pathsep.join([package_parent, *parts])
-    return env
-
-
-def run_tbconvert(*args, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
-    """Run ``tbconvert ARGS`` as its own process; text output captured."""
-    kw.setdefault("capture_output", True)
-    kw.setdefault("text", True)
-    return subprocess.run([*cli_argv(), *map(str, args)], cwd=CLI_CWD, env=cli_env(),
-                          timeout=timeout, **kw)
-
-
-def csv_exact() -> dict:
-    """``pandas.read_csv`` arguments that parse floats exactly: pandas before 3.0 uses a fast,
-    inexact parser unless asked (pandas 3 is exact and deprecates the argument)."""
-    import pandas as pd
-    return {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+from helpers import FIXTURES  # noqa: E402
 
 
 @pytest.fixture

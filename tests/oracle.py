@@ -53,6 +53,8 @@ def tb_view(logdir) -> dict:
             first = None
         view[run] = {"graph": bool(info["graph"]), "meta_graph": bool(info["meta_graph"]),
                      "serialized_graph": acc._graph if info["graph"] else None,
+                     # TensorBoard shows a meta graph's graph when the run has no graph of its own
+                     "graph_from_meta_graph": bool(info["graph"] and acc._graph_from_metagraph),
                      "first_event": first, "tags": tags}
     return view
 

@@ -14,7 +14,7 @@ from tbconvert.formats.base import Options
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              RunRecord, ScalarSeries, TensorSeries, concat)
 
-from conftest import FIXTURES, LOGDIRS
+from helpers import FIXTURES, LOGDIRS
 
 ARCHIVES = ["x.parquet", "x.h5", "pq_dir"]
 

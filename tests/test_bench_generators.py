@@ -8,16 +8,15 @@ the parts that carry no data (summary metadata, the writer's source metadata).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tbconvert.formats.tfevents import records
-from conftest import FIXTURES
+from helpers import BENCH, FIXTURES, on_path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+on_path(BENCH)
 import writers  # noqa: E402
 
 # Which length-delimited fields are messages, per message kind (the rest are bytes/strings

@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import CLI_CWD, FIXTURES, cli_env
+from helpers import CLI_CWD, FIXTURES, cli_env
 from oracle import assert_same_view, tb_view
 
 from tbconvert.cli import main

@@ -14,7 +14,7 @@ import tbconvert
 from tbconvert import api
 
 from cloud_server import Proxy, Rule, free_port, start_moto, stop
-from conftest import FIXTURES, LOGDIRS, cli_argv, cli_env
+from helpers import FIXTURES, LOGDIRS, cli_argv, cli_env, counting_progress
 from oracle import assert_same_view, tb_view
 
 pytest.importorskip("s3fs")
@@ -484,21 +484,9 @@ def test_sigterm_mid_upload_removes_the_temporary_objects(store, bucket):
 
 
 def test_progress_counts_the_fetch_and_the_conversion(store, bucket, tmp_path):
-    from tbconvert.formats.base import Progress
-
-    class Seen(Progress):
-        def __init__(self):
-            self.total = self.done = 0
-
-        def start(self, total):
-            self.total += total
-
-        def advance(self, n):
-            self.done += n
-
     upload(store, FIXTURES / "torch_logdir", f"s3://{bucket}/logs")
     size = sum(store.fs.size(k) for k in keys(store, f"s3://{bucket}/logs") if "tfevents" in k)
-    seen = Seen()
+    seen = counting_progress()
     api.convert(f"s3://{bucket}/logs", tmp_path / "x.parquet", options=api.make_options(
         progress=seen))
     assert seen.total == 2 * size

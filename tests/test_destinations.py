@@ -15,7 +15,7 @@ from tbconvert import output
 from tbconvert.cli import main
 from tbconvert.errors import OutputError, UsageError
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 
 def _digest(root: Path) -> dict[str, str]:

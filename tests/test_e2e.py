@@ -15,7 +15,7 @@ import pytest
 
 import tbconvert
 
-from conftest import CLI_CWD, FIXTURES, cli_argv, cli_env, run_tbconvert
+from helpers import CLI_CWD, FIXTURES, cli_argv, cli_env, run_tbconvert
 
 pytestmark = pytest.mark.e2e
 
@@ -79,9 +79,13 @@ def test_console_script_entry_on_a_directory_source():
 
 
 def test_formats():
-    out = ok("formats").stdout
-    for name in ("tfevents", "tbdev", "parquet", "hdf5", "csv"):
-        assert name in out
+    from tbconvert import registry
+    from tbconvert.formats.base import has_reader, has_writer
+    rows = {line.split()[0]: line.split()[1:3] for line in ok("formats").stdout.splitlines()[1:]}
+    assert {"tfevents", "tbdev", "parquet", "hdf5", "csv", "html"} <= set(rows)
+    yes = {True: "yes", False: "-"}
+    assert rows == {name: [yes[has_reader(registry.get(name))], yes[has_writer(registry.get(name))]]
+                    for name in registry.names()}
 
 
 def test_convert_archive_rebuild_and_verify(tmp_path):

@@ -11,13 +11,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "fuzz"))
+from helpers import FUZZ, REPO, on_path
+
+on_path(FUZZ)
 
 import fuzz_tbdev  # noqa: E402
 from limits import deadline
@@ -50,6 +50,7 @@ def mutate(seed: bytes, rng: np.random.Generator) -> bytes:
 def test_seeded_mutations_of_every_export_part(tmp_path):
     harness = fuzz_tbdev.Harness(tmp_path)
     seeds = harness.seeds()
+    assert len(seeds) == len(fuzz_tbdev.PARTS)             # one per part of an export
     for seed in seeds:                                      # the unmutated export reads cleanly
         harness.run_one(seed)
     rng = np.random.default_rng(2024)
@@ -71,7 +72,7 @@ def test_coverage_guided_campaign_finds_no_crash(tmp_path):
     artifacts.mkdir()
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, str(REPO / "fuzz" / "fuzz_tbdev.py"), "-max_total_time=60",
+        [sys.executable, str(FUZZ / "fuzz_tbdev.py"), "-max_total_time=60",
          "-timeout=10", "-rss_limit_mb=2048", "-seed=1", f"-artifact_prefix={artifacts}/",
          str(tmp_path / "corpus")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -20,9 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import FUZZ, REPO, on_path
+
 from tbconvert.formats.tfevents import records
 
-ROOT = Path(__file__).resolve().parent.parent
+on_path(FUZZ)
+import blockscan  # noqa: E402
+
+ROOT = REPO
 
 
 def _event_payload(step: int, tag: str, text: bool) -> bytes:
@@ -148,9 +153,7 @@ def test_damage_costs_exactly_the_damaged_records(events, damage):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "events.out.tfevents.1.prop"
         path.write_bytes(buf)
-        blocked = set()
-        for block in records.scan_file(path, block_size=512):
-            blocked |= set((block.starts - records.HEADER + block.offset).tolist())
+        blocked = set(blockscan.in_blocks(path, block_size=512).offsets)
     assert blocked == found
 
 
@@ -188,17 +191,12 @@ def test_regression_inputs_read_alike_in_blocks(path, block_size, tmp_path):
     import tbconvert
     from tbconvert.errors import TbconvertError
     data = path.read_bytes()
-    starts, lengths, _ = records.scan(data)
-    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+    whole = blockscan.whole_file(data)
     logdir = tmp_path / "logs"
     (logdir / "run").mkdir(parents=True)
     target = logdir / "run" / "events.out.tfevents.1.regression"
     target.write_bytes(data)
-    blocked = []
-    for block in records.scan_file(target, block_size=block_size):
-        blocked += [bytes(block.buf[s:s + n])
-                    for s, n in zip(block.starts.tolist(), block.lengths.tolist())]
-    assert blocked == whole
+    assert blockscan.in_blocks(target, block_size=block_size).payloads == whole
     try:
         tbconvert.load(logdir)
     except TbconvertError:

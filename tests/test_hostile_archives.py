@@ -256,7 +256,9 @@ def test_a_row_2_to_the_40_wide(tmp_path):
 
 
 def test_a_string_tensor_with_too_few_elements(tmp_path):
-    _damage_rows(tmp_path, "tensor_strings", lambda v: [b"a"] if v is not None else v, "hist")
+    issue = _damage_rows(tmp_path, "tensor_strings", lambda v: [b"a"] if v is not None else v,
+                         "hist")
+    assert "a string tensor of shape [2] holds 1 elements" in issue.message
 
 
 @pytest.mark.parametrize("column,type_", [("series", pa.string()), ("blobs", pa.string()),

@@ -31,7 +31,7 @@ from tbconvert.formats.base import Options
 from tbconvert.formats.tbdev.writer import TbdevWriter
 from tbconvert.report import Report
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 from limits import deadline
 
 EXPORT = next((FIXTURES / "tbdev_export").glob("experiment_*"))

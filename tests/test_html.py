@@ -19,7 +19,7 @@ pytest.importorskip("markdown_it")
 pytest.importorskip("nh3")
 
 import tbconvert  # noqa: E402
-from conftest import FIXTURES, run_tbconvert  # noqa: E402
+from helpers import FIXTURES, run_tbconvert  # noqa: E402
 from tbconvert import api, verify  # noqa: E402
 from tbconvert.errors import OutputExistsError  # noqa: E402
 from tbconvert.formats.base import Options  # noqa: E402

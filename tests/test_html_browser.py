@@ -26,7 +26,7 @@ if not IN_CI:
 from playwright import sync_api as playwright_api  # noqa: E402
 
 import tbconvert  # noqa: E402
-from conftest import FIXTURES  # noqa: E402
+from helpers import FIXTURES  # noqa: E402
 from test_html import (HOSTILE_NAME, HOSTILE_RUN, HOSTILE_TAG, HOSTILE_TEXT, image_bytes,  # noqa: E402
                        manifest, media_series, scalar, text_series, write_site)
 from tbconvert.model import Experiment, Run  # noqa: E402

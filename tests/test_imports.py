@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import CLI_CWD, FIXTURES, cli_env
+from helpers import CLI_CWD, FIXTURES, cli_env
 
 HEAVY = ("numpy", "pyarrow", "h5py", "pandas", "tensorboard", "google.protobuf", "crc32c")
 

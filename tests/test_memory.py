@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CLI_CWD, cli_env
+from helpers import CLI_CWD, cli_env
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/proc/self/status").is_file(),

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import counting_progress
 from test_jobs import scalar_logdir
 
 from tbconvert.cli.ui import UI
-from tbconvert.formats.base import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", "TERM": "xterm"}
@@ -89,26 +89,13 @@ def test_silent_on_a_pipe_and_with_quiet(slow_logdir, tmp_path):
     assert text == "" and first is None
 
 
-class _Count(Progress):
-    def __init__(self):
-        self.total, self.done, self.calls = 0, 0, 0
-
-    def start(self, total):
-        self.total += total
-
-    def advance(self, n):
-        assert n > 0
-        self.done += n
-        self.calls += 1
-
-
 def test_progress_counts_every_byte_once(tmp_path, monkeypatch):
     """Reading counts half of a run's bytes, writing the other half; the sum is the total."""
     import tbconvert
     from tbconvert.formats.tfevents import assemble
     monkeypatch.setattr(assemble, "CHUNK_POINTS", 1000)
     src = scalar_logdir(tmp_path / "logs", runs=3, points=5000)
-    progress = _Count()
+    progress = counting_progress()
     tbconvert.convert(src, tmp_path / "o.parquet", progress=progress)
     size = sum(p.stat().st_size for p in src.rglob("*") if p.is_file())
     assert progress.total == size and progress.done == size

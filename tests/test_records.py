@@ -1,8 +1,12 @@
 """Record framing and CRC-32C against the specification's test vectors."""
 
 import numpy as np
+from helpers import FUZZ, on_path
 
 from tbconvert.formats.tfevents import records
+
+on_path(FUZZ)
+import blockscan  # noqa: E402
 
 
 def test_masked_crc_vectors():
@@ -111,8 +115,7 @@ def _event_record(tag: str, step: int) -> bytes:
     return records.frame(ev.SerializeToString())
 
 
-def _payloads(buf, starts, lengths):
-    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
+_payloads = blockscan.payloads
 
 
 def _text_record_holding(inner: bytes, broken: bool) -> bytes:
@@ -210,13 +213,8 @@ def test_zeros_and_random_bytes_are_scanned_fast():
 # --- scan_file: bounded blocks, holes, huge records -----------------------------------------
 
 def _blocks_as_scan(path, **kw):
-    payloads, damage = [], []
-    for b in records.scan_file(path, **kw):
-        payloads += _payloads(b.buf, b.starts, b.lengths)
-        assert all(s >= records.HEADER and s + n + records.FOOTER <= len(b.buf)
-                   for s, n in zip(b.starts.tolist(), b.lengths.tolist()))
-        damage += [(d.offset, d.length) for d in b.damage]
-    return payloads, damage
+    found = blockscan.in_blocks(path, **kw)
+    return found.payloads, found.damage
 
 
 def _merged(damage):
@@ -372,10 +370,6 @@ def test_scan_file_judges_a_claim_of_up_to_two_blocks_as_a_whole_file_scan(tmp_p
     assert len(prefix) < 256 < 512 < len(prefix) + claim          # and crosses the first read
     path = tmp_path / "events.out.tfevents.1.x"
     path.write_bytes(data)
-    starts, lengths, _ = records.scan(data)
-    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+    whole = blockscan.whole_file(data)
     assert len(whole) == 14
-    blocked = []
-    for block in records.scan_file(path, block_size=256):
-        blocked += [block.buf[s:s + n] for s, n in zip(block.starts.tolist(), block.lengths.tolist())]
-    assert blocked == whole
+    assert blockscan.in_blocks(path, block_size=256).payloads == whole

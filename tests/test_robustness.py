@@ -31,7 +31,7 @@ from tbconvert.formats.tfevents import records
 from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.report import Report
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 from limits import deadline
 
 EVENT_FILES = {
@@ -192,7 +192,8 @@ def _read_one_file(path: Path):
 @pytest.mark.parametrize("name,other,seed,stride", [
     ("tbx_run_b", "tf2_legacy", 1, 1),
     ("tf2_legacy", "tbx_run_b", 2, 1),
-    ("torch_train", "tbx_run_b", 3, 9),   # 227 records: every 9th for the exhaustive cases
+    # 227 records: every 9th for the exhaustive cases
+    pytest.param("torch_train", "tbx_run_b", 3, 9, marks=pytest.mark.slow),
 ])
 def test_fuzz_event_file_records(tmp_path, name, other, seed, stride):
     orig, donor = Original(EVENT_FILES[name]), Original(EVENT_FILES[other])
@@ -428,6 +429,7 @@ def _convert_or_refuse(src: Path, dst: Path, **kw):
         return exc
 
 
+@pytest.mark.slow
 def test_fuzz_export_lines(tmp_path):
     """Seeded line mutations of every export JSON file: read and convert, never a traceback."""
     rng = np.random.default_rng(5)
@@ -461,6 +463,7 @@ def test_fuzz_export_lines(tmp_path):
     assert outcomes["ok"] > 100, outcomes
 
 
+@pytest.mark.slow
 def test_fuzz_export_files(tmp_path):
     """Missing, empty, garbage and truncated npz and blob files; every outcome is clear."""
     rng = np.random.default_rng(9)
@@ -645,7 +648,7 @@ def _archive_damage(data: bytes, body_end: int, rng, cases: int):
         yield case, bytes(buf)
 
 
-@pytest.mark.parametrize("suffix", [".parquet", ".h5"])
+@pytest.mark.parametrize("suffix", [".parquet", pytest.param(".h5", marks=pytest.mark.slow)])
 def test_fuzz_archives_never_read_damage_as_data(tmp_path, suffix):
     from tbconvert import verify
 

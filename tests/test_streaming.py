@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, LOGDIRS
+from helpers import FIXTURES, LOGDIRS
 from oracle import assert_same_view, tb_view
 
 import tbconvert

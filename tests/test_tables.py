@@ -28,7 +28,7 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunDa
 from tbconvert.report import Report
 from tbconvert.formats.csv import encode as _csv
 
-from conftest import LOGDIRS, csv_exact
+from helpers import LOGDIRS, csv_exact
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import csv_exact
+from helpers import csv_exact
 
 import tbconvert
 import tbconvert.tables

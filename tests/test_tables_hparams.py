@@ -11,7 +11,7 @@ import pytest
 import tbconvert
 from tbconvert.cli import main
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 TORCH_TRIAL = FIXTURES / "torch_logdir" / "train" / "1795299212.1548328"
 TBX_TRIAL = FIXTURES / "tensorboardx_logdir" / "run_a" / "1795299215.1055038"

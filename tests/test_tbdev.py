@@ -27,7 +27,7 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata
                              ScalarSeries, TensorSeries)
 from tbconvert.report import Report
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 from oracle import tb_view
 
 EXP_ID = "9bFlIkpYt5HfavHYMD5hzQ"

@@ -19,11 +19,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import BENCH, FIXTURES, on_path
+
 from tbconvert.tbparse import ALL_EVENT_TYPES, SummaryReader
 
 tbparse = pytest.importorskip("tbparse")
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TF_FREE = {"scalars", "tensors", "histograms", "hparams", "text"}
 EXTRAS = [set(), {"dir_name", "file_name", "wall_time"}, {"file_name"},
           {"wall_time", "min", "max", "num", "sum", "sum_squares"},
@@ -73,6 +74,7 @@ def test_every_table_equals_tbparse(name, pivot):
                                 f"{name} {et} pivot={pivot} extra={sorted(extra)}")
         assert ours.tags == {k: v for k, v in theirs.tags.items() if k in types} | {
             k: [] for k in ALL_EVENT_TYPES - types}
+        assert len(ours.scalars) > 0
 
 
 def test_children_files_and_single_file_equal_tbparse():
@@ -114,7 +116,6 @@ def test_argument_errors_are_tbparses():
 def test_restart_in_a_new_file_is_purged_as_tensorboard_does():
     """tbparse reads each file on its own, so a restart that starts a new file keeps the
     points TensorBoard hides; ``restarts="per-file"`` gives tbparse's rows."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from oracle import tb_view
     root = FIXTURES / "torch_logdir"
     theirs = tbparse.SummaryReader(str(root), extra_columns={"dir_name"},
@@ -324,6 +325,7 @@ def test_wide_merge_equals_pandas_groupby():
 
 def test_histogram_cdf_and_pdf_equal_tbparses():
     hist = SummaryReader(str(FIXTURES / "tensorboardx_logdir" / "run_a")).histograms
+    assert len(hist) > 0
     for counts, limits in zip(hist.counts, hist.limits):
         counts = np.concatenate(([0.0], counts[1:]))
         x = np.linspace(limits[0] - 1, limits[-1] + 1, 57)
@@ -348,7 +350,6 @@ def test_raw_events_are_refused_in_one_line():
 
 def test_tensors_table_holds_every_numeric_tensor_as_tensorboard_reads_it():
     import tbconvert
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from oracle import tb_view
     root = FIXTURES / "torch_logdir"
     report = tbconvert.Report()
@@ -423,7 +424,6 @@ def test_restarts_inside_one_file(case, tmp_path):
     """``per-file`` purges as tbparse's accumulator does (at every START, the first one too);
     the default as TensorBoard's dashboards do (from the second START of a run on)."""
     from tbconvert.formats.tfevents.records import frame
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from oracle import tb_view
     run = tmp_path / "run"
     run.mkdir()
@@ -496,7 +496,7 @@ WRITER_FORMS = {"pytorch": "scalars", "tensorboardx": "scalars", "tf2": "tensors
 def test_every_writer_form_equals_tbparse(form, tmp_path):
     """The bench's logdirs (the byte layouts of PyTorch, tensorboardX, TF2, Keras and TF1's
     merge_all), small: every table and pivot equal to tbparse's."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    on_path(BENCH)
     import writers
     writers.write_form(form, tmp_path / "logs", 40)
     table = WRITER_FORMS[form]
@@ -511,6 +511,7 @@ def test_every_writer_form_equals_tbparse(form, tmp_path):
 
 def test_histogram_to_bins_equals_tbparses():
     hist = pd.concat([SummaryReader(str(FIXTURES / name)).histograms for name in TYPES])
+    assert len(hist) > 0
     made = [(np.array([0.0, 3.0, 0.0, 2.0]), np.array([-1.0, 0.0, 0.0, 2.0])),   # zero width
             (np.array([0.0, 5.0]), np.array([1.0, 1.0]))]
     for counts, limits in list(zip(hist.counts, hist.limits)) + made:

@@ -22,7 +22,7 @@ from tbconvert.cli.text import shown
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries,
                              TensorSeries)
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 SCALAR_MD = Metadata("scalars", b"", "", "", DataClass.SCALAR)
 TEXT_MD = Metadata("text", b"", "", "", DataClass.TENSOR)

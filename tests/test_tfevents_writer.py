@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, LOGDIRS
+from helpers import FIXTURES, LOGDIRS
 from oracle import assert_same_view, canonical, tb_view
 
 import tbconvert

@@ -3,7 +3,7 @@
 import shutil
 
 import numpy as np
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 import tbconvert
 from tbconvert.cli import main

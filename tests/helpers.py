@@ -1,0 +1,94 @@
+"""What many test modules share: where the fixtures are, how the command line is started the
+way a user starts it, exact CSV parsing, and a progress counter.
+
+Importable as ``helpers`` from every test module (``tests/`` is on the path, put there by
+pytest's rootdir ``conftest.py``), whether the tests run against the source tree or against
+the installed wheel from a copy of ``tests/`` (``tests/run-installed.sh``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+FIXTURES = REPO / "fixtures"
+BENCH = REPO / "bench"
+FUZZ = REPO / "fuzz"
+LOGDIRS = ["torch_logdir", "tensorboardx_logdir", "tf2_logdir"]
+
+# The command line is run the way a user runs it: the installed ``tbconvert`` script next to
+# this Python, and never from the repository root (where ``python -m`` would import the source
+# tree instead of the installed package).
+CLI_CWD = Path(tempfile.mkdtemp(prefix="tbconvert-cli-cwd-"))
+atexit.register(shutil.rmtree, CLI_CWD, True)
+
+
+def cli_argv() -> list[str]:
+    """The command prefix that starts the ``tbconvert`` command."""
+    script = Path(sys.executable).with_name("tbconvert")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "tbconvert"]
+
+
+def cli_env(**extra: str) -> dict:
+    """The environment for the command: with ``python -m`` (no installed script), the same
+    ``tbconvert`` package the tests import must be found from outside the repository."""
+    import tbconvert
+    env = {**os.environ, **extra}
+    package_parent = str(Path(tbconvert.__file__).resolve().parent.parent)
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if package_parent not in parts:
+        env["PYTHONPATH"] = os.pathsep.join([package_parent, *parts])
+    return env
+
+
+def run_tbconvert(*args, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
+    """Run ``tbconvert ARGS`` as its own process; text output captured."""
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    check = kw.pop("check", False)
+    return subprocess.run([*cli_argv(), *map(str, args)], cwd=CLI_CWD, env=cli_env(),
+                          timeout=timeout, check=check, **kw)
+
+
+def csv_exact() -> dict:
+    """``pandas.read_csv`` arguments that parse floats exactly: pandas before 3.0 uses a fast,
+    inexact parser unless asked (pandas 3 is exact and deprecates the argument)."""
+    import pandas as pd
+    return {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
+def counting_progress():
+    """A :class:`~tbconvert.formats.base.Progress` that adds up what it is told: ``total``
+    (every ``start``), ``done`` (every ``advance``) and ``calls`` (how many advances).
+    An advance of zero or less bytes is a bug in the caller, so it fails the test."""
+    from tbconvert.formats.base import Progress
+
+    class Counted(Progress):
+        def __init__(self):
+            self.total = self.done = self.calls = 0
+
+        def start(self, total):
+            self.total += total
+
+        def advance(self, n):
+            assert n > 0, f"advance({n})"
+            self.done += n
+            self.calls += 1
+
+    return Counted()
+
+
+def on_path(*dirs: Path) -> None:
+    """Make modules in ``dirs`` (``BENCH``, ``FUZZ``: test tooling, not package) importable."""
+    for d in dirs:
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
