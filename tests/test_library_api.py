@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tbconvert
-from conftest import FIXTURES
+from helpers import FIXTURES
 from tbconvert import verify
 from tbconvert.cli import main
 from tbconvert.errors import FormatError, UnsupportedError

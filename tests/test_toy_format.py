@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import tbconvert
-from conftest import FIXTURES
+from helpers import FIXTURES
 from tbconvert import registry, verify
 from tbconvert.cli import main
 from tbconvert.errors import FormatError, OutputExistsError, UsageError
