@@ -112,11 +112,15 @@ class TbdevWriter(Writer):
         pending: dict[str, _Pending] = {}
         points_seen: dict[str, int] = {}
         buffered = 0
+        first_wall = None
         for chunk in series:
             routed = self._route(chunk)
             if routed is None:
                 continue
             kind, chunk = routed
+            if len(chunk):
+                wall = float(chunk.wall_times.min())
+                first_wall = wall if first_wall is None else min(first_wall, wall)
             p = pending.get(chunk.tag)
             if p is not None and (p.kind != kind or p.metadata != chunk.metadata):
                 self._flush(run.name, p)
@@ -133,6 +137,12 @@ class TbdevWriter(Writer):
                 buffered = 0
         for p in pending.values():
             self._flush(run.name, p)
+        if run.start_time is not None and first_wall is not None and run.start_time < first_wall:
+            # An export has no run start time: read back, the run starts at its first point.
+            self.report.add("run_start_time_dropped",
+                            f"{run.name}: the run's start time ({run.start_time}) comes before its "
+                            "first point and has no place in the export layout; read back, the run "
+                            "starts at its first point", run=run.name, lost=False)
         if run.records:
             kinds = sorted({r.kind for r in run.records})
             self.report.add("run_records_dropped",
