@@ -260,12 +260,12 @@ def test_summary_reads_as_sentences():
         report.add("not_in_table", f"run/{tag}: {n} histograms points are not scalars",
                    run="run", tag=tag, count=n)
     report.add("experiment_facts_sidecar", "kept in tbconvert-experiment.json", lost=False)
-    report.add("some_new_kind", "x")
-    report.add("other_kind", "y")
-    report.add("other_kind", "z")
+    report.add("bad_line", "x")
+    report.add("unsafe_path", "y")
+    report.add("unsafe_path", "z")
     lines = report.summary_lines()
     assert lines[0] == ("warning: 7 points of 2 series were not written to the table (not "
                         "scalars; the hparams, histograms and media commands write those)")
     assert "note: the experiment's name, description and times were kept in a file beside the runs" in lines
-    assert "warning: some new kind" in lines and "warning: other kind: 2 times" in lines
+    assert "warning: bad line" in lines and "warning: unsafe path: 2 times" in lines
     assert not any("in all" in line or "1 time" in line for line in lines)
