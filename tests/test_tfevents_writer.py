@@ -10,7 +10,7 @@ from oracle import assert_same_view, canonical, tb_view
 import tbconvert
 from tbconvert import dtypes as dt
 from tbconvert.api import open_writer
-from tbconvert.formats.tfevents import events, layout, legacy, records
+from tbconvert.formats.tfevents import event_files, events, legacy, records
 from tbconvert.formats.tfevents.entries import VALUE, Entries
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
@@ -26,7 +26,7 @@ def _pb():
 
 def _events(logdir):
     event_pb2, _ = _pb()
-    for path in sorted(p for p in logdir.rglob("*") if layout.is_event_file(p.name)):
+    for path in sorted(p for p in logdir.rglob("*") if event_files.is_event_file(p.name)):
         buf = path.read_bytes()
         starts, lengths, damage = records.scan(buf)
         assert not damage, path
@@ -45,7 +45,7 @@ def _value_kinds(logdir) -> dict:
 
 
 def _size(logdir) -> int:
-    return sum(p.stat().st_size for p in logdir.rglob("*") if layout.is_event_file(p.name))
+    return sum(p.stat().st_size for p in logdir.rglob("*") if event_files.is_event_file(p.name))
 
 
 def legacy_view(logdir) -> dict:
@@ -55,7 +55,7 @@ def legacy_view(logdir) -> dict:
     guidance = {k: 0 for k in (ea.SCALARS, ea.HISTOGRAMS, ea.COMPRESSED_HISTOGRAMS, ea.IMAGES,
                                ea.AUDIO, ea.TENSORS, ea.GRAPH, ea.META_GRAPH, ea.RUN_METADATA)}
     view = {}
-    for run, _ in layout.discover(logdir, lambda *a: None):
+    for run, _ in event_files.discover(logdir, lambda *a: None):
         acc = ea.EventAccumulator(str(logdir / run), size_guidance=guidance)
         acc.Reload()
         tags = acc.Tags()

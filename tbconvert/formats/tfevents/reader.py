@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Progress, Reader, cores, source_size
-from tbconvert.formats.tfevents import fastblobs, fastscalars, layout, legacy, records
+from tbconvert.formats.tfevents import event_files, fastblobs, fastscalars, legacy, records
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
@@ -101,7 +101,7 @@ class TfeventsReader(Reader):
         self._run_progress = RunProgress(None)
 
     def experiment(self) -> Experiment:
-        sidecar = self.path / layout.EXPERIMENT_SIDECAR
+        sidecar = self.path / event_files.EXPERIMENT_SIDECAR
         if not self.path.is_dir() or not sidecar.is_file():
             return Experiment()
         try:
@@ -141,7 +141,7 @@ class TfeventsReader(Reader):
     def runs(self) -> list[tuple[str, list[Path]]]:
         """``(run name, event files)`` of every run the options select, in reading order."""
         if self._runs is None:
-            runs = layout.discover(self.path,
+            runs = event_files.discover(self.path,
                                    lambda kind, msg: self.report.add(kind, msg, path=self.path))
             self._runs = [(name, files) for name, files in runs if self.options.wants_run(name)]
         return self._runs
@@ -170,7 +170,7 @@ class TfeventsReader(Reader):
         self._run_progress = progress if progress is not None else RunProgress(None)
         try:
             for path in files:
-                if path.name.endswith(layout.PROFILE_EMPTY):
+                if path.name.endswith(event_files.PROFILE_EMPTY):
                     continue  # TensorBoard skips these placeholders when reading data
                 self._read_file(path, asm)
         except BaseException:
