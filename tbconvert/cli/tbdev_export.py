@@ -55,7 +55,7 @@ def _outputs(sources, out: Path) -> list[tuple[object, Path]]:
 
 def run(args, ui) -> int:
     from tbconvert import api, remote
-    from tbconvert.formats.tbdev import layout
+    from tbconvert.formats.tbdev import export_dir
     from tbconvert.formats.tbdev.reader import TbdevReader
 
     src, out = remote.localize(args.src), remote.localize(args.output)
@@ -74,7 +74,7 @@ def run(args, ui) -> int:
     src = Path(src)
     if not src.exists():
         raise FormatError(f"{src}: no such file or directory")
-    sources, is_root = layout.find_experiments(src)
+    sources, is_root = export_dir.find_experiments(src)
     if not sources:
         raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
                           "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tbconvert.formats.base import Format, deferred
-from tbconvert.formats.tbdev import layout
+from tbconvert.formats.tbdev import export_dir
 
 
 class TbdevFormat(Format):
@@ -25,7 +25,7 @@ class TbdevFormat(Format):
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
-        return layout.looks_like_export(Path(path))
+        return export_dir.looks_like_export(Path(path))
 
 
 __all__ = ["TbdevFormat", "TbdevReader", "TbdevWriter"]

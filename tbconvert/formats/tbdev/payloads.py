@@ -20,7 +20,7 @@ import numpy as np
 from tbconvert import dtypes as tfdt
 from tbconvert.errors import UnsupportedError
 from tbconvert import budget
-from tbconvert.formats.tbdev import fastparse, layout, regular
+from tbconvert.formats.tbdev import export_dir, fastparse, regular
 from tbconvert.model import BlobSequenceSeries, Metadata, TensorSeries
 from tbconvert.names import is_within
 
@@ -216,7 +216,7 @@ class PayloadMixin:
             raise _BadLine("not an npz archive")
         fh.seek(0)
         try:
-            return fastparse.Npz(fh, regular.size_of(fh), layout.ARR_RE)
+            return fastparse.Npz(fh, regular.size_of(fh), export_dir.ARR_RE)
         except fastparse.MEMBER_ERRORS as exc:
             raise _BadLine(f"unreadable npz ({exc})") from None
 

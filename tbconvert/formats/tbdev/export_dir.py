@@ -1,4 +1,4 @@
-"""The TensorBoard.dev export layout: file names, JSON-line encoding, discovery.
+"""What an export directory holds and how it is spelled: file names, JSON-line encoding, discovery.
 
 One experiment directory holds ``metadata.json``, three JSON-lines files
 (``scalars.json``, ``tensors.json``, ``blob_sequences.json``) and the
