@@ -15,7 +15,7 @@ from tbconvert import registry
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.hdf5 import Hdf5Format
 from tbconvert.cli import main
-from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5 import schema
 from tbconvert.formats.hdf5 import seal
 
 from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
@@ -94,7 +94,7 @@ def test_lossless_and_suffixes(tmp_path):
 
 def test_many_chunks_and_big_series_read_in_slices(tmp_path, monkeypatch):
     from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
-    monkeypatch.setattr(L, "READ_POINTS", 1000)
+    monkeypatch.setattr(schema, "READ_POINTS", 1000)
     md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
     chunks = [ScalarSeries(run="r", tag="t", metadata=md, steps=np.arange(k * 700, k * 700 + 700),
                            wall_times=np.arange(700) + 0.25, hidden=None,

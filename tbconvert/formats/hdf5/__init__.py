@@ -12,7 +12,7 @@ from tbconvert.formats.base import Format, deferred
 if importlib.util.find_spec("h5py") is None:  # pragma: no cover - h5py is a dependency
     raise MissingDependencyError("the hdf5 format needs h5py: pip install 'tbconvert[hdf5]'")
 
-from tbconvert.formats.hdf5 import layout, seal
+from tbconvert.formats.hdf5 import schema, seal
 from tbconvert import sourcefiles
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -40,8 +40,8 @@ class Hdf5Format(Format):
                 return False
             import h5py
             with sourcefiles.open_binary(path) as fh, h5py.File(fh, "r") as f:
-                return f.attrs.get(layout.ATTR_FORMAT) in (layout.FORMAT_NAME,
-                                                           layout.FORMAT_NAME.encode())
+                return f.attrs.get(schema.ATTR_FORMAT) in (schema.FORMAT_NAME,
+                                                           schema.FORMAT_NAME.encode())
         except Exception:  # noqa: BLE001 - sniffing never raises
             return False
 
