@@ -1,4 +1,4 @@
-"""The vectorised event decoders (fastscalars, fastblobs) give exactly what protobuf decoding gives.
+"""The vectorised event decoders (summary_templates, fastblobs) give exactly what protobuf decoding gives.
 
 Every layout the bulk path accepts is checked against the same files read with
 the bulk path switched off (every record through protobuf and the legacy
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tbconvert
-from tbconvert.formats.tfevents import fastblobs, fastscalars, records
+from tbconvert.formats.tfevents import fastblobs, records, summary_templates
 from conftest import FIXTURES, LOGDIRS
 from oracle import canonical, tb_view
 
@@ -44,7 +44,7 @@ def _snapshot(logdir: Path) -> dict:
 
 def _protobuf_only(monkeypatch, logdir: Path) -> dict:
     with monkeypatch.context() as m:
-        m.setattr(fastscalars, "MIN_GROUP", 1 << 62)
+        m.setattr(summary_templates, "MIN_GROUP", 1 << 62)
         m.setattr(fastblobs, "MIN_GROUP", 1 << 62)
         return _snapshot(logdir)
 
@@ -55,7 +55,7 @@ def _bulk_share(logdir: Path) -> float:
     for path in logdir.rglob("events.out.tfevents.*"):
         buf = path.read_bytes()
         starts, lengths, _ = records.scan(buf)
-        _, rest = fastscalars.decode(buf, starts, lengths)
+        _, rest = summary_templates.decode(buf, starts, lengths)
         _, rest = fastblobs.decode(buf, starts, lengths, rest)
         done += len(starts) - len(rest)
         total += len(starts)
@@ -106,21 +106,21 @@ def _repeat_records(src: Path, dst: Path, times: int) -> None:
 @pytest.mark.parametrize("name", LOGDIRS)
 def test_real_writers_records_bulk_equals_protobuf(name, tmp_path, monkeypatch):
     """Real writers' exact records, each repeated so that the bulk path takes them."""
-    _repeat_records(FIXTURES / name, tmp_path, fastscalars.MIN_GROUP + 1)
+    _repeat_records(FIXTURES / name, tmp_path, summary_templates.MIN_GROUP + 1)
     assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
 
 
 def test_real_tf2_scalar_and_histogram_records_take_the_bulk_path(tmp_path):
     """TF2 writes metadata on every value: those records must not fall back to protobuf."""
-    _repeat_records(FIXTURES / "tf2_logdir" / "eager", tmp_path, fastscalars.MIN_GROUP + 1)
+    _repeat_records(FIXTURES / "tf2_logdir" / "eager", tmp_path, summary_templates.MIN_GROUP + 1)
     path = next(p for p in tmp_path.rglob("*.0.v2"))
     buf = path.read_bytes()
     starts, lengths, _ = records.scan(buf)
-    cols, _ = fastscalars.decode(buf, starts, lengths)
+    cols, _ = summary_templates.decode(buf, starts, lengths)
     kinds = {(c.tag, c.values.shape[1:]) for c in cols}
     assert ("loss", ()) in kinds and ("learning_rate", ()) in kinds
     assert ("weights", (20, 3)) in kinds
-    md = {c.tag: fastscalars.column_metadata(c) for c in cols}
+    md = {c.tag: summary_templates.column_metadata(c) for c in cols}
     assert md["learning_rate"].plugin_name == "scalars"
     assert md["learning_rate"].description == "learning rate (exponential decay)"
 
@@ -258,7 +258,7 @@ def test_every_dtype_and_shape_bulk_equals_protobuf(code, np_dtype, shape, tmp_p
             _value(ev, spec, rng)
             f.add(ev.SerializeToString())
     assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
-    if 0 not in shape and code != 10:  # bool stays with protobuf (see fastscalars)
+    if 0 not in shape and code != 10:  # bool stays with protobuf (see summary_templates)
         assert _bulk_share(tmp_path) > 0.9
 
 

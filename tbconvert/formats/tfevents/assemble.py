@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import fastscalars, legacy
-from tbconvert.formats.tfevents.fastscalars import ScalarColumns
+from tbconvert.formats.tfevents import legacy, summary_templates
+from tbconvert.formats.tfevents.summary_templates import ScalarColumns
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
@@ -143,7 +143,7 @@ class RunAssembler:
     def fast(self, seqs: np.ndarray, cols: ScalarColumns) -> None:
         """Points decoded in bulk: one tag, one dtype and shape (events may hold several tags)."""
         self._columns(cols.tag, seqs, cols.steps, cols.wall_times, cols.code, cols.values)
-        md = fastscalars.column_metadata(cols) if len(seqs) else None
+        md = summary_templates.column_metadata(cols) if len(seqs) else None
         if md is not None:
             self.metadata(int(seqs[0]), cols.tag, md)
 

@@ -2,7 +2,7 @@
 
 Runs, file order and naming follow TensorBoard's loader (spec 4.1-4.2);
 legacy summaries are migrated as TensorBoard does (``legacy``); plain scalar
-events are decoded in bulk (``fastscalars``), everything else through
+events are decoded in bulk (``summary_templates``), everything else through
 TensorBoard's protobuf classes. Damaged records cost only themselves
 (``records.scan``), and every skipped byte is reported.
 """
@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Progress, Reader, cores, source_size
-from tbconvert.formats.tfevents import event_files, fastblobs, fastscalars, legacy, records
+from tbconvert.formats.tfevents import event_files, fastblobs, legacy, records, summary_templates
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
@@ -231,7 +231,7 @@ class TfeventsReader(Reader):
         if not len(starts):
             return
         event_cls = _event_class()
-        columns, rest = fastscalars.decode(buf, starts, lengths)
+        columns, rest = summary_templates.decode(buf, starts, lengths)
         blob_columns, rest = fastblobs.decode(buf, starts, lengths, rest)
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         for i in rest.tolist():
