@@ -24,7 +24,7 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy, summary_templates
-from tbconvert.formats.tfevents.summary_templates import ScalarColumns
+from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
@@ -140,7 +140,7 @@ class RunAssembler:
         for tag in tags:
             self._summary_rows.append((seq, step, tag))
 
-    def fast(self, seqs: np.ndarray, cols: ScalarColumns) -> None:
+    def fast(self, seqs: np.ndarray, cols: TagColumns) -> None:
         """Points decoded in bulk: one tag, one dtype and shape (events may hold several tags)."""
         self._columns(cols.tag, seqs, cols.steps, cols.wall_times, cols.code, cols.values)
         md = summary_templates.column_metadata(cols) if len(seqs) else None
