@@ -1,4 +1,4 @@
-"""The vectorised event decoders (summary_templates, fastblobs) give exactly what protobuf decoding gives.
+"""The vectorised event decoders (summary_templates, blob_templates) give exactly what protobuf decoding gives.
 
 Every layout the bulk path accepts is checked against the same files read with
 the bulk path switched off (every record through protobuf and the legacy
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tbconvert
-from tbconvert.formats.tfevents import fastblobs, records, summary_templates
+from tbconvert.formats.tfevents import blob_templates, records, summary_templates
 from conftest import FIXTURES, LOGDIRS
 from oracle import canonical, tb_view
 
@@ -45,7 +45,7 @@ def _snapshot(logdir: Path) -> dict:
 def _protobuf_only(monkeypatch, logdir: Path) -> dict:
     with monkeypatch.context() as m:
         m.setattr(summary_templates, "MIN_GROUP", 1 << 62)
-        m.setattr(fastblobs, "MIN_GROUP", 1 << 62)
+        m.setattr(blob_templates, "MIN_GROUP", 1 << 62)
         return _snapshot(logdir)
 
 
@@ -56,7 +56,7 @@ def _bulk_share(logdir: Path) -> float:
         buf = path.read_bytes()
         starts, lengths, _ = records.scan(buf)
         _, rest = summary_templates.decode(buf, starts, lengths)
-        _, rest = fastblobs.decode(buf, starts, lengths, rest)
+        _, rest = blob_templates.decode(buf, starts, lengths, rest)
         done += len(starts) - len(rest)
         total += len(starts)
     return done / total

@@ -224,9 +224,9 @@ def _series_facts(asm) -> tuple:
 def test_a_run_read_in_parts_is_the_run_read_whole(seed, tmp_path, monkeypatch):
     """Every way of cutting a run's files into parts, joined, gives what reading them all in
     one go gives: TensorBoard's restart rule purges across the cuts exactly as it would."""
-    from tbconvert.formats.tfevents import fastblobs, summary_templates
+    from tbconvert.formats.tfevents import blob_templates, summary_templates
     # these small files' scalars and images are decoded in bulk too
-    monkeypatch.setattr(fastblobs, "MIN_GROUP", 2)
+    monkeypatch.setattr(blob_templates, "MIN_GROUP", 2)
     monkeypatch.setattr(summary_templates, "MIN_GROUP", 2)
     from tbconvert.formats.tfevents.assemble import RunAssembler
     from tbconvert.formats.base import Options

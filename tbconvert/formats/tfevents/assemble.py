@@ -148,7 +148,7 @@ class RunAssembler:
             self.metadata(int(seqs[0]), cols.tag, md)
 
     def fast_blobs(self, seqs: np.ndarray, cols) -> None:
-        """Points decoded in bulk by ``fastblobs``: each is ``cols.head + (blob,)``."""
+        """Points decoded in bulk by ``blob_templates``: each is ``cols.head + (blob,)``."""
         n = len(seqs)
         if not n:
             return

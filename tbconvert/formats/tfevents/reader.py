@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Progress, Reader, cores, source_size
-from tbconvert.formats.tfevents import event_files, fastblobs, legacy, records, summary_templates
+from tbconvert.formats.tfevents import blob_templates, event_files, legacy, records, summary_templates
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
@@ -232,7 +232,7 @@ class TfeventsReader(Reader):
             return
         event_cls = _event_class()
         columns, rest = summary_templates.decode(buf, starts, lengths)
-        blob_columns, rest = fastblobs.decode(buf, starts, lengths, rest)
+        blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         for i in rest.tolist():
             s, n = int(starts[i]), int(lengths[i])
