@@ -1,4 +1,4 @@
-"""The vectorised event decoders (summary_templates, blob_templates) give exactly what protobuf decoding gives.
+"""The vectorised event decoders (summary_templates, blob_templates) decode exactly as protobuf does.
 
 Every layout the bulk path accepts is checked against the same files read with
 the bulk path switched off (every record through protobuf and the legacy
@@ -302,9 +302,9 @@ def test_random_blob_events_bulk_equals_protobuf(tag, form, head, sizes, meta, s
 
 @pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy"])
 def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
-    """fastframe predicts record positions from repeating lengths; it must find exactly the
+    """record_chain predicts record positions from repeating lengths; it must find exactly the
     records a one-by-one walk finds, from any offset, for any limit, damaged bytes included."""
-    from tbconvert.formats.tfevents import fastframe
+    from tbconvert.formats.tfevents import record_chain
     writers.write_form(form, tmp_path, 600)
     rng = np.random.default_rng(5)
     for path in tmp_path.rglob("events.out.tfevents.*"):
@@ -318,7 +318,7 @@ def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
             for off in (0, 1, len(data) // 2):
                 for limit in (1, 47, 48, 49, 1000, 1 << 20):
                     a = records._frame_quickly(data, off, limit)
-                    b = fastframe.walk(data, off, limit)
+                    b = record_chain.walk(data, off, limit)
                     assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
 
 

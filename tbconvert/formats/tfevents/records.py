@@ -64,7 +64,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from crc32c import crc32c
 
-from tbconvert.formats.tfevents import crcmath, fastframe
+from tbconvert.formats.tfevents import crcmath, record_chain
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -208,7 +208,7 @@ class _Scanner:
         batch = _FIRST_BATCH
         while pos < self.own:
             self.searching = False
-            starts, lengths = fastframe.walk(buf, pos, batch)
+            starts, lengths = record_chain.walk(buf, pos, batch)
             ok = _valid_prefix(data, mv, starts, lengths)
             if ok:
                 out_starts.append(starts[:ok])
@@ -405,7 +405,7 @@ class _Scanner:
         buf, data, mv, n = self.buf, self.data, self.mv, self.n
         batch = _FIRST_BATCH
         while pos <= end:
-            starts, lengths = fastframe.walk(buf, pos, batch)
+            starts, lengths = record_chain.walk(buf, pos, batch)
             ok = _valid_prefix(data, mv, starts, lengths)
             if ok:
                 pos = int(starts[ok - 1] + lengths[ok - 1]) + FOOTER
