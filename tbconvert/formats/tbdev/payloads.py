@@ -20,7 +20,7 @@ import numpy as np
 from tbconvert import dtypes as tfdt
 from tbconvert.errors import UnsupportedError
 from tbconvert import budget
-from tbconvert.formats.tbdev import export_dir, fastparse, regular
+from tbconvert.formats.tbdev import export_dir, npz_files, regular
 from tbconvert.model import BlobSequenceSeries, Metadata, TensorSeries
 from tbconvert.names import is_within
 
@@ -216,19 +216,19 @@ class PayloadMixin:
             raise _BadLine("not an npz archive")
         fh.seek(0)
         try:
-            return fastparse.Npz(fh, regular.size_of(fh), export_dir.ARR_RE)
-        except fastparse.MEMBER_ERRORS as exc:
+            return npz_files.Npz(fh, regular.size_of(fh), export_dir.ARR_RE)
+        except npz_files.MEMBER_ERRORS as exc:
             raise _BadLine(f"unreadable npz ({exc})") from None
 
     def _member(self, npz, i: int, path: Path) -> np.ndarray:
         try:
             return npz.array(i, self.options.allow_pickle)
-        except fastparse.PickledDataError:
+        except npz_files.PickledDataError:
             raise UnsupportedError(
                 f"{path}: holds pickled string tensors (a TensorBoard 2.3 export); "
                 "unpickling can run code from the file, so it is off by default. If you "
                 "trust this export, rerun with --allow-pickle") from None
-        except fastparse.MEMBER_ERRORS as exc:
+        except npz_files.MEMBER_ERRORS as exc:
             raise _BadLine(f"arr_{i}: unreadable ({exc})") from None
         except Exception as exc:  # unpickling with --allow-pickle can raise anything
             if self.options.allow_pickle:

@@ -26,7 +26,7 @@ import numpy as np
 from tbconvert import budget
 from tbconvert.errors import CorruptDataError, FormatError, UsageError
 from tbconvert.formats.base import Options, Reader
-from tbconvert.formats.tbdev import export_dir, fastparse, regular, text, wire
+from tbconvert.formats.tbdev import export_dir, regular, scalar_lines, text, wire
 from tbconvert.formats.tbdev.payloads import _BadLine, _Chunk, _Entry, PayloadMixin
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
@@ -315,7 +315,7 @@ class TbdevReader(PayloadMixin, Reader):
         return tags
 
     def _parse_line(self, entry: _Entry, raw: bytes, run: str) -> _Chunk | None:
-        fast = fastparse.scalar_line(raw) if entry.kind == "scalars" else None
+        fast = scalar_lines.scalar_line(raw) if entry.kind == "scalars" else None
         if fast is not None:
             obj, steps, values, walls = fast
             points = {"steps": [], "values": [], "wall_times": []}  # checked below, then replaced
