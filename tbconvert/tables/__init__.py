@@ -33,7 +33,7 @@ from tbconvert import api
 from tbconvert.errors import MissingDependencyError, UsageError
 from tbconvert.model import ScalarSeries, Series
 from tbconvert.report import Report
-from tbconvert.tables._source import iter_source, make_options
+from tbconvert.tables._columns import iter_source, make_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
            "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",

@@ -35,7 +35,7 @@ from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
-from tbconvert.tables._source import iter_source
+from tbconvert.tables._columns import iter_source
 from tbconvert.tables._tensors import media_items, sniff
 
 MEDIA_PLUGINS = ("images", "audio", "text")

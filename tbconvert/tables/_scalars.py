@@ -7,7 +7,7 @@ import numpy as np
 from tbconvert.errors import UsageError
 from tbconvert.model import ScalarSeries, Series
 from tbconvert.report import Report
-from tbconvert.tables._source import PointColumns, dictionary
+from tbconvert.tables._columns import PointColumns, dictionary
 
 LONG_COLUMNS = ("run", "tag", "step", "wall_time", "value")
 WIDE_KEYS = ("run", "step", "wall_time")

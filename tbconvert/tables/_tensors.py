@@ -7,7 +7,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report
-from tbconvert.tables._source import PointColumns
+from tbconvert.tables._columns import PointColumns
 
 # First bytes -> file extension, for blobs that are files.
 MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpg"), (b"GIF87a", "gif"),

@@ -1,6 +1,6 @@
-"""Where table rows come from: any source the registry reads, streamed run by run.
+"""Column builders for the tables, and the stream of runs they are filled from.
 
-Everything here works on the reader stream (``Reader.iter_runs``): one run at a
+Rows come from any source the registry reads, streamed run by run. Everything here works on the reader stream (``Reader.iter_runs``): one run at a
 time, series in chunks, points as numpy columns. Nothing builds one Python
 object per point.
 """
