@@ -33,7 +33,7 @@ from tbconvert import api
 from tbconvert.errors import MissingDependencyError, UsageError
 from tbconvert.model import ScalarSeries, Series
 from tbconvert.report import Report
-from tbconvert.tables._columns import iter_source, make_options
+from tbconvert.tables._columns import iter_source, table_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
            "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",
@@ -137,7 +137,7 @@ def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str |
         >>> data.scalars("train", "lr").values.dtype
         dtype('float32')
     """
-    make_options(restarts=restarts)  # validates
+    table_options(restarts=restarts)  # validates
     return Data(api.load(path, format=format, runs=runs, tags=tags,
                          storage_options=storage_options), restarts)
 
@@ -149,7 +149,7 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None):
     into the collector ``make_columns(keep_hidden, report)`` builds."""
     report = report if report is not None else Report()
     if options is None:
-        options = make_options(runs=runs, tags=tags, restarts=restarts)
+        options = table_options(runs=runs, tags=tags, restarts=restarts)
     collector = make_columns(options.restarts == "keep-all", report)
     for _run, chunks in iter_source(source, options, report):
         for chunk in chunks:
@@ -319,7 +319,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
-    sel = options if options is not None else make_options(runs=runs, tags=tags,
+    sel = options if options is not None else table_options(runs=runs, tags=tags,
                                                             restarts=restarts)
     read_options = replace(sel, runs=None, tags=None)
     collected = Collected()
@@ -422,6 +422,6 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "vis
     from tbconvert.tables._media import extract
     report = report if report is not None else Report()
     if options is None:
-        options = make_options(runs=runs, tags=tags, restarts=restarts, force=force)
+        options = table_options(runs=runs, tags=tags, restarts=restarts, force=force)
     extract(source, out_dir, options, report)
     return report

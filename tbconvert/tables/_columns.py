@@ -21,7 +21,7 @@ from tbconvert.report import Report
 RESTART_CHOICES = ("visible", "keep-all")
 
 
-def make_options(runs=None, tags=None, restarts: str = "visible", **kw) -> Options:
+def table_options(runs=None, tags=None, restarts: str = "visible", **kw) -> Options:
     """Options for a table: run/tag regexes (strings or compiled) and the restart rule."""
     if restarts not in RESTART_CHOICES:
         raise UsageError(f"restarts must be one of {', '.join(RESTART_CHOICES)}, not {restarts!r}")
