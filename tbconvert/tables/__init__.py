@@ -190,7 +190,7 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: str =
 def histograms_table(source, runs=None, tags=None, *, restarts: str = "visible",
                      report: Report | None = None, options=None):
     """Histograms as a ``pyarrow.Table``; see :func:`histograms`."""
-    from tbconvert.tables._tensors import HistogramColumns
+    from tbconvert.tables._nonscalar_columns import HistogramColumns
     return _collect(HistogramColumns, source, runs, tags, restarts, report, options).arrow()
 
 
@@ -212,7 +212,7 @@ def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
 def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
                   restarts: str = "visible", report: Report | None = None, options=None):
     """Numeric tensors as a ``pyarrow.Table``; see :func:`tensors`."""
-    from tbconvert.tables._tensors import TensorColumns
+    from tbconvert.tables._nonscalar_columns import TensorColumns
     return _collect(partial(TensorColumns, scalars=scalars), source, runs, tags, restarts,
                     report, options).arrow()
 
@@ -240,7 +240,7 @@ def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: st
 def text_table(source, runs=None, tags=None, *, restarts: str = "visible",
                report: Report | None = None, options=None):
     """Text as a ``pyarrow.Table``; see :func:`text`."""
-    from tbconvert.tables._tensors import TextColumns
+    from tbconvert.tables._nonscalar_columns import TextColumns
     return _collect(TextColumns, source, runs, tags, restarts, report, options).arrow()
 
 
@@ -263,7 +263,7 @@ def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: b
 def images_table(source, runs=None, tags=None, *, details: bool = False,
                  restarts: str = "visible", report: Report | None = None, options=None):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
-    from tbconvert.tables._tensors import MediaColumns
+    from tbconvert.tables._nonscalar_columns import MediaColumns
     return _collect(partial(MediaColumns, "images", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 
@@ -287,7 +287,7 @@ def images(source, runs=None, tags=None, *, details: bool = False, restarts: str
 def audio_table(source, runs=None, tags=None, *, details: bool = False,
                 restarts: str = "visible", report: Report | None = None, options=None):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
-    from tbconvert.tables._tensors import MediaColumns
+    from tbconvert.tables._nonscalar_columns import MediaColumns
     return _collect(partial(MediaColumns, "audio", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 

@@ -34,7 +34,7 @@ from tbconvert.report import Report
 from tbconvert.tables import _csv
 from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, hparams_table
 from tbconvert.tables._scalars import ScalarColumns
-from tbconvert.tables._tensors import HistogramColumns, TextColumns, sniff
+from tbconvert.tables._nonscalar_columns import HistogramColumns, TextColumns, sniff
 
 # The page's own scripts, in the order index.html loads them.
 SCRIPTS = ("util.js", "data.js", "scalars.js", "histograms.js", "media.js", "hparams.js", "page.js")
