@@ -315,7 +315,7 @@ def open_image(data: bytes):
 def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
                   report: Report | None = None, options=None):
     """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
-    from tbconvert.tables._hparams import Collected, hparams_table as build
+    from tbconvert.tables._hparams import Collected, trials_table
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
@@ -325,7 +325,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
     collected = Collected()
     for run, chunks in iter_source(source, read_options, report):
         collected.add(run.name, chunks, report)
-    return build(collected, report, session_filter=sel.wants_run if sel.runs else None,
+    return trials_table(collected, report, session_filter=sel.wants_run if sel.runs else None,
                  tag_filter=sel.wants_tag if sel.tags else None)
 
 

@@ -140,7 +140,7 @@ def _column_name(name: str, taken: set, what: str, report: Report) -> str:
     return renamed
 
 
-def hparams_table(collected: Collected, report: Report, *, session_filter=None, tag_filter=None):
+def trials_table(collected: Collected, report: Report, *, session_filter=None, tag_filter=None):
     """One row per session: run, hparams (sorted), metrics, status, start_time, end_time."""
     import pyarrow as pa
 

@@ -32,7 +32,7 @@ from tbconvert.model import (BlobSequenceSeries, Experiment, Run, ScalarSeries, 
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 from tbconvert.tables import _csv
-from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, hparams_table
+from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, trials_table
 from tbconvert.tables._scalars import ScalarColumns
 from tbconvert.tables._nonscalar_columns import HistogramColumns, TextColumns, sniff
 
@@ -307,7 +307,7 @@ class HtmlWriter(Writer):
     def _hparams_table(self):
         if not self._hparams.starts:
             return None
-        table = hparams_table(self._hparams, self.report)
+        table = trials_table(self._hparams, self.report)
         return {"columns": table.column_names,
                 "rows": [list(r.values()) for r in table.to_pylist()]}
 
