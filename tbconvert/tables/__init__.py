@@ -326,7 +326,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
     for run, chunks in iter_source(source, read_options, report):
         collected.add(run.name, chunks, report)
     return trials_table(collected, report, session_filter=sel.wants_run if sel.runs else None,
-                 tag_filter=sel.wants_tag if sel.tags else None)
+                        tag_filter=sel.wants_tag if sel.tags else None)
 
 
 def hparams(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
