@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import tbconvert
-from tbconvert import dtypes as tfdt
+from tbconvert import dtypes as dt
 from tbconvert.api import load
 from tbconvert.cli import main
 from tbconvert.errors import OutputExistsError, UnsupportedError, UsageError
@@ -115,7 +115,7 @@ def assert_matches_expected(loaded) -> None:
                     assert dtype_name(arr) == pe["dtype"]
                     assert list(arr.shape) == pe["shape"]
                     assert canonical_sha(arr) == pe["sha256"]
-                    assert tfdt.NAMES[int(code)] == pe["dtype"]
+                    assert dt.NAMES[int(code)] == pe["dtype"]
             else:
                 assert isinstance(s, BlobSequenceSeries)
                 for seq, pe in zip(s.sequences(), exp["points"]):
@@ -283,7 +283,7 @@ def test_pickled_npz_is_refused_without_opt_in(tmp_path):
     assert info.value.exit_code == 5
     loaded = load_tbdev(d, allow_pickle=True)
     text = loaded.series["train"]["notes/text_summary"]
-    assert list(text.dtypes) == [tfdt.DT_STRING] * 2
+    assert list(text.dtypes) == [dt.DT_STRING] * 2
     assert text.tensors[0].tolist() == [b"Run notes: **bold**"]
     assert text.tensors[1].tolist() == [b"second"]
 
@@ -464,15 +464,15 @@ def test_writer_from_model_objects(tmp_path):
         ScalarSeries(run="a/b", tag="loss", metadata=sc, steps=[0, 1], wall_times=[1.0, 2.0],
                      values=np.array([0.5, np.nan], np.float32), **common),
         TensorSeries(run="a/b", tag="txt", metadata=_md("text", DataClass.TENSOR),
-                     steps=[0], wall_times=[1.25], dtypes=[tfdt.DT_STRING],
-                     tensors=(tfdt.string_array([b"hi", b"nul\x00"], (2,)),), **common),
+                     steps=[0], wall_times=[1.25], dtypes=[dt.DT_STRING],
+                     tensors=(dt.string_array([b"hi", b"nul\x00"], (2,)),), **common),
         ScalarSeries(run="a/b", tag="loss", metadata=sc, steps=[2], wall_times=[3.0],
                      values=np.array([np.inf], np.float32), **common),
         TensorSeries(run="a/b", tag="i64", metadata=_md("custom", DataClass.SCALAR),
-                     steps=[0], wall_times=[1.0], dtypes=[tfdt.DT_INT64],
+                     steps=[0], wall_times=[1.0], dtypes=[dt.DT_INT64],
                      tensors=(np.array(7, np.int64),), **common),
         TensorSeries(run="a/b", tag="odd", metadata=_md("x", DataClass.UNKNOWN),
-                     steps=[0], wall_times=[1.0], dtypes=[tfdt.DT_FLOAT],
+                     steps=[0], wall_times=[1.0], dtypes=[dt.DT_FLOAT],
                      tensors=(np.zeros(3, np.float32),), **common),
         TensorSeries(run="a/b", tag="empty", metadata=_md("histograms", DataClass.TENSOR),
                      steps=[], wall_times=[], dtypes=[], tensors=(), **common),
@@ -590,25 +590,25 @@ def assert_logdir_holds_export(logdir: Path, expected_runs=None) -> None:
             pts = got["points"]
             assert [p[0] for p in pts] == exp["steps"], (run, tag)
             assert np.allclose([p[1] for p in pts], exp["wall_times"], rtol=0, atol=1e-6)
-            for i, (_, _, (dt, shape, data)) in enumerate(pts):
+            for i, (_, _, (kind, shape, data)) in enumerate(pts):
                 if "values" in exp:
                     assert shape == ()
-                    value = np.frombuffer(data, dtype=dt)[0]
+                    value = np.frombuffer(data, dtype=kind)[0]
                     assert float(np.float32(value)) == float(np.float32(exp["values"][i]))
                 elif exp["data_class"] == "DATA_CLASS_TENSOR":
                     pe = exp["points"][i]
                     assert list(shape) == pe["shape"]
-                    if dt == "string":
+                    if kind == "string":
                         assert pe["dtype"] == "string"
                         arr = np.empty(len(data), object)
                         arr[:] = list(data)
                     else:
-                        arr = np.frombuffer(data, dtype=dt).reshape(shape)
+                        arr = np.frombuffer(data, dtype=kind).reshape(shape)
                         assert str(arr.dtype) == pe["dtype"]
                     assert canonical_sha(arr) == pe["sha256"]
                 else:
                     pe = exp["points"][i]
-                    assert dt == "string" and shape == (pe["num_blobs"],)
+                    assert kind == "string" and shape == (pe["num_blobs"],)
                     assert [hashlib.sha256(b).hexdigest() for b in data] == pe["blob_sha256"]
     assert view["train"]["graph"]
 

@@ -8,7 +8,7 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from tbconvert import dtypes as _dt
+from tbconvert import dtypes as dt
 from tbconvert import budget, sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
@@ -248,7 +248,7 @@ class Hdf5Reader(Reader):
     def _dense_chunks(self, s, run, tag, md, n):
         values = s["values"]
         code = int(s.attrs["tensor_dtype"])
-        storage = _dt.numpy_dtype(code)
+        storage = dt.numpy_dtype(code)
         check_dataset(values, storage.kind, "values")
         if values.dtype.itemsize != storage.itemsize or storage.kind == "O":
             raise ValueError(f"values are {values.dtype}, not {storage} of tensor_dtype {code}")
@@ -287,13 +287,13 @@ class Hdf5Reader(Reader):
             for i in range(b - a):
                 code = int(codes[i])
                 shape = tuple(int(d) for d in shapes[i])
-                if code == _dt.DT_STRING:
+                if code == dt.DT_STRING:
                     elems = strings[s_off[i] - s_off[0]:s_off[i + 1] - s_off[0]]
-                    tensors.append(_dt.string_array(
+                    tensors.append(dt.string_array(
                         (np.asarray(e, np.uint8).tobytes() for e in elems), shape))
                 else:
                     lo, hi = d_off[i] - d_off[0], d_off[i + 1] - d_off[0]
-                    arr = np.frombuffer(data[lo:hi], dtype=_dt.numpy_dtype(code))
+                    arr = np.frombuffer(data[lo:hi], dtype=dt.numpy_dtype(code))
                     tensors.append(arr.reshape(shape))
             yield TensorSeries(**self._common(s, run, tag, md, a, b), dtypes=codes,
                                tensors=tuple(tensors))

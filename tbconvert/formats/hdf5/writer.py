@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 
 from tbconvert import budget
-from tbconvert import dtypes as _dt
+from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import schema
 from tbconvert.formats.hdf5.seal import USERBLOCK, write_seal
@@ -73,7 +73,7 @@ def _is_uniform(chunk: TensorSeries):
     """(code, shape) when every point has one numeric dtype and shape, else None."""
     codes = chunk.dtypes
     code = int(codes[0])
-    if code in (_dt.DT_STRING, _dt.DT_RAW_PROTO) or (codes != code).any():
+    if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or (codes != code).any():
         return None
     shape = np.shape(chunk.tensors[0])
     if 0 in shape or len(shape) >= MAX_DENSE_DIMS or any(np.shape(t) != shape for t in chunk.tensors):
@@ -257,13 +257,13 @@ class Hdf5Writer(Writer):
             if uniform is not None:
                 state.dense_key = uniform
                 s.attrs["tensor_dtype"] = np.int32(uniform[0])
-                s.attrs["tensor_dtype_name"] = _dt.NAMES[uniform[0]]
+                s.attrs["tensor_dtype_name"] = dt.NAMES[uniform[0]]
         if state.layout == schema.LAYOUT_DENSE and uniform != state.dense_key:
             self._to_ragged(state)
         if state.layout == schema.LAYOUT_DENSE:
             code = state.dense_key[0]
             stacked = np.stack([np.asarray(t) for t in chunk.tensors]).astype(
-                _dt.numpy_dtype(code), copy=False)
+                dt.numpy_dtype(code), copy=False)
             _append(s, "values", stacked)
         else:
             self._append_ragged(state, chunk.dtypes, chunk.tensors)
@@ -280,10 +280,10 @@ class Hdf5Writer(Writer):
         for i, (code, arr) in enumerate(zip(np.asarray(codes).tolist(), tensors)):
             arr = np.asarray(arr)
             shapes.append(np.asarray(arr.shape, dtype=np.int64))
-            if code == _dt.DT_STRING:
+            if code == dt.DT_STRING:
                 strings.extend(bytes(x) for x in arr.reshape(-1))
             else:
-                raw = np.ascontiguousarray(arr, dtype=_dt.numpy_dtype(code)).tobytes()
+                raw = np.ascontiguousarray(arr, dtype=dt.numpy_dtype(code)).tobytes()
                 data.append(raw)
                 state.data_bytes += len(raw)
             data_off[i] = state.data_bytes

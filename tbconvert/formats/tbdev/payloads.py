@@ -17,7 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
-from tbconvert import dtypes as tfdt
+from tbconvert import dtypes as dt
 from tbconvert.errors import UnsupportedError
 from tbconvert import budget
 from tbconvert.formats.tbdev import export_dir, npz_files, regular
@@ -67,7 +67,7 @@ def _numpy_to_model(arr: np.ndarray) -> tuple[int, np.ndarray]:
     """An npz array -> (TensorFlow dtype code, the model's array)."""
     kind = arr.dtype.kind
     if kind == "S":
-        return tfdt.DT_STRING, tfdt.string_array(arr.reshape(-1), arr.shape)
+        return dt.DT_STRING, dt.string_array(arr.reshape(-1), arr.shape)
     if kind in "OU":
         flat = []
         for v in arr.reshape(-1):
@@ -76,11 +76,11 @@ def _numpy_to_model(arr: np.ndarray) -> tuple[int, np.ndarray]:
             elif isinstance(v, str):
                 flat.append(v.encode("utf-8"))
             else:
-                raise tfdt.TensorDecodeError(
+                raise dt.TensorDecodeError(
                     f"an object array holds a {type(v).__name__}, not a string")
-        return tfdt.DT_STRING, tfdt.string_array(flat, arr.shape)
-    code = tfdt.tf_dtype_of(arr.dtype)
-    return code, arr.astype(tfdt.numpy_dtype(code), copy=False)
+        return dt.DT_STRING, dt.string_array(flat, arr.shape)
+    code = dt.tf_dtype_of(arr.dtype)
+    return code, arr.astype(dt.numpy_dtype(code), copy=False)
 
 
 class PayloadMixin:
@@ -170,7 +170,7 @@ class PayloadMixin:
             try:
                 arr = self._member(npz, i, path)
                 code, value = _numpy_to_model(arr)
-            except (_BadLine, tfdt.TensorDecodeError) as exc:
+            except (_BadLine, dt.TensorDecodeError) as exc:
                 bad.setdefault(str(exc), []).append(i)
                 continue
             index.append(i)

@@ -22,7 +22,7 @@ from typing import Iterable
 
 import numpy as np
 
-from tbconvert import dtypes as tfdt
+from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.tbdev import export_dir, text
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
@@ -30,10 +30,10 @@ from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
-_NUMPY_EXACT = {tfdt.DT_FLOAT, tfdt.DT_DOUBLE, tfdt.DT_INT32, tfdt.DT_UINT8, tfdt.DT_INT16,
-                tfdt.DT_INT8, tfdt.DT_STRING, tfdt.DT_COMPLEX64, tfdt.DT_INT64, tfdt.DT_BOOL,
-                tfdt.DT_UINT16, tfdt.DT_COMPLEX128, tfdt.DT_HALF, tfdt.DT_UINT32,
-                tfdt.DT_UINT64}
+_NUMPY_EXACT = {dt.DT_FLOAT, dt.DT_DOUBLE, dt.DT_INT32, dt.DT_UINT8, dt.DT_INT16,
+                dt.DT_INT8, dt.DT_STRING, dt.DT_COMPLEX64, dt.DT_INT64, dt.DT_BOOL,
+                dt.DT_UINT16, dt.DT_COMPLEX128, dt.DT_HALF, dt.DT_UINT32,
+                dt.DT_UINT64}
 _EXACT_INT = 2 ** 53
 
 
@@ -154,7 +154,7 @@ class TbdevWriter(Writer):
             return "blobs", chunk
         dc = chunk.data_class
         if dc == DataClass.TENSOR:
-            if any(int(c) == tfdt.DT_RAW_PROTO for c in chunk.dtypes):
+            if any(int(c) == dt.DT_RAW_PROTO for c in chunk.dtypes):
                 self._unsupported(chunk, "tensors of a type numpy cannot hold")
                 return None
             return "tensors", chunk
@@ -168,7 +168,7 @@ class TbdevWriter(Writer):
             self._unsupported(chunk, "SCALAR series whose points are not single numbers")
             return None
         if dc == DataClass.BLOB_SEQUENCE:
-            if all(int(c) == tfdt.DT_STRING and np.ndim(t) == 1
+            if all(int(c) == dt.DT_STRING and np.ndim(t) == 1
                    for c, t in zip(chunk.dtypes, chunk.tensors)):
                 return "blobs", BlobSequenceSeries.from_sequences(
                     run=chunk.run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
@@ -248,15 +248,15 @@ class TbdevWriter(Writer):
             return None
         arrays, nul_lost, changed = [], 0, set()
         for code, arr in p.payload:
-            if code == tfdt.DT_STRING:
+            if code == dt.DT_STRING:
                 flat = [bytes(x) for x in np.asarray(arr, dtype=object).reshape(-1)]
                 nul_lost += sum(1 for b in flat if b.endswith(b"\x00"))
                 out = np.array(flat, dtype=np.bytes_) if flat else np.zeros(0, "S1")
                 arrays.append(out.reshape(np.shape(arr)))
             else:
                 if code not in _NUMPY_EXACT:
-                    changed.add(tfdt.NAMES.get(code, str(code)))
-                arrays.append(np.ascontiguousarray(arr, dtype=tfdt.numpy_dtype(code)))
+                    changed.add(dt.NAMES.get(code, str(code)))
+                arrays.append(np.ascontiguousarray(arr, dtype=dt.numpy_dtype(code)))
         if nul_lost:
             self.report.add("string_nul_stripped",
                             f"{run}/{p.tag}: {nul_lost} string(s) end in NUL bytes, which the "
