@@ -109,7 +109,7 @@ def official_method(exp_dir: Path, out: Path) -> None:
 
     def scalar_values(d, md):
         p = d["points"]
-        for i, (step, wall, value) in enumerate(zip(p["steps"], p["wall_times"], p["values"])):
+        for i, (step, wall, value) in enumerate(zip(p["steps"], p["wall_times"], p["values"], strict=True)):
             v = summary_pb2.Summary.Value(tag=d["tag"], simple_value=value)
             if i == 0:
                 v.metadata.CopyFrom(md)
@@ -118,13 +118,13 @@ def official_method(exp_dir: Path, out: Path) -> None:
     def tensor_values(d, md):
         p = d["points"]
         with np.load(exp_dir / p["tensors_file_path"]) as npz:
-            for step, wall, name in zip(p["steps"], p["wall_times"], npz.files):
+            for step, wall, name in zip(p["steps"], p["wall_times"], npz.files, strict=True):
                 yield step, wall, summary_pb2.Summary.Value(
                     tag=d["tag"], metadata=md, tensor=tensor_util.make_tensor_proto(npz[name]))
 
     def blob_values(d, md):
         p = d["points"]
-        for step, wall, paths in zip(p["steps"], p["wall_times"], p["blob_file_paths"]):
+        for step, wall, paths in zip(p["steps"], p["wall_times"], p["blob_file_paths"], strict=True):
             blobs = [(exp_dir / x).read_bytes() for x in paths]
             yield step, wall, summary_pb2.Summary.Value(
                 tag=d["tag"], metadata=md,

@@ -36,7 +36,7 @@ _FILE = _LOGDIR / "run" / "events.out.tfevents.1.fuzz"
 
 
 def _payloads(buf, starts, lengths):
-    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
+    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
 
 
 def _longest_claim(data: bytes) -> int:

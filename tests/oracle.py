@@ -85,5 +85,5 @@ def assert_same_view(actual: dict, expected: dict, *, ignore_first_event: bool =
                 assert at[key] == et[key], f"{run}/{tag}: {key} {at[key]!r} != {et[key]!r}"
             assert len(at["points"]) == len(et["points"]), \
                 f"{run}/{tag}: {len(at['points'])} points != {len(et['points'])}"
-            for i, (pa, pe) in enumerate(zip(at["points"], et["points"])):
+            for i, (pa, pe) in enumerate(zip(at["points"], et["points"], strict=True)):
                 assert pa == pe, f"{run}/{tag}: point {i} differs: {pa[:2]} vs {pe[:2]}"

@@ -166,7 +166,7 @@ def canon_series(s):
     elif isinstance(s, BlobSequenceSeries):
         out["blobs"] = [tuple(q) for q in s.sequences()]
     else:
-        out["tensors"] = [canon_tensor(int(c), t) for c, t in zip(s.dtypes, s.tensors)]
+        out["tensors"] = [canon_tensor(int(c), t) for c, t in zip(s.dtypes, s.tensors, strict=True)]
     return out
 
 

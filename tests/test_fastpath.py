@@ -100,7 +100,7 @@ def _repeat_records(src: Path, dst: Path, times: int) -> None:
         out = dst / path.relative_to(src)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(b"".join(records.frame(buf[s:s + n]) * times
-                                 for s, n in zip(starts.tolist(), lengths.tolist())))
+                                 for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)))
 
 
 @pytest.mark.parametrize("name", LOGDIRS)

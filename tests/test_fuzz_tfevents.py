@@ -189,7 +189,7 @@ def test_regression_inputs_read_alike_in_blocks(path, block_size, tmp_path):
     from tbconvert.errors import TbconvertError
     data = path.read_bytes()
     starts, lengths, _ = records.scan(data)
-    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
     logdir = tmp_path / "logs"
     (logdir / "run").mkdir(parents=True)
     target = logdir / "run" / "events.out.tfevents.1.regression"
@@ -197,7 +197,7 @@ def test_regression_inputs_read_alike_in_blocks(path, block_size, tmp_path):
     blocked = []
     for block in records.scan_file(target, block_size=block_size):
         blocked += [bytes(block.buf[s:s + n])
-                    for s, n in zip(block.starts.tolist(), block.lengths.tolist())]
+                    for s, n in zip(block.starts.tolist(), block.lengths.tolist(), strict=True)]
     assert blocked == whole
     try:
         tbconvert.load(logdir)

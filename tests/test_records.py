@@ -39,7 +39,7 @@ def test_scan_clean():
     buf = _file()
     starts, lengths, damage = records.scan(buf)
     assert len(starts) == 5 and not damage
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)][2] == b"payload-2"
+    assert [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)][2] == b"payload-2"
 
 
 def test_scan_truncated_tail_costs_only_last_record():
@@ -55,7 +55,7 @@ def test_scan_bad_payload_crc_costs_one_record():
     second = len(records.frame(b"payload-0"))
     buf[second + 14] ^= 0x01  # inside payload-1
     starts, lengths, damage = records.scan(bytes(buf))
-    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths)]
+    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths, strict=True)]
     assert payloads == [b"payload-0", b"payload-2", b"payload-3", b"payload-4"]
     assert [d.reason for d in damage] == ["bad payload checksum"]
 
@@ -65,7 +65,7 @@ def test_scan_bad_length_resyncs_to_next_record():
     second = len(records.frame(b"payload-0"))
     buf[second + 3] ^= 0xFF  # the length of record 1: framing lost until the next record
     starts, lengths, damage = records.scan(bytes(buf))
-    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths)]
+    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths, strict=True)]
     assert payloads == [b"payload-0", b"payload-2", b"payload-3", b"payload-4"]
     assert damage[0].reason == "bad length checksum"
 
@@ -74,7 +74,7 @@ def test_scan_garbage_between_records_and_huge_length():
     garbage = b"\xff" * 8 + b"\x00" * 50  # a length field of 2**64-1
     buf = records.frame(b"a") + garbage + records.frame(b"b")
     starts, lengths, damage = records.scan(buf)
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)] == [b"a", b"b"]
+    assert [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)] == [b"a", b"b"]
     assert sum(d.length for d in damage) == len(garbage)
 
 
@@ -112,7 +112,7 @@ def _event_record(tag: str, step: int) -> bytes:
 
 
 def _payloads(buf, starts, lengths):
-    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
+    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
 
 
 def _text_record_holding(inner: bytes, broken: bool) -> bytes:
@@ -214,7 +214,7 @@ def _blocks_as_scan(path, **kw):
     for b in records.scan_file(path, **kw):
         payloads += _payloads(b.buf, b.starts, b.lengths)
         assert all(s >= records.HEADER and s + n + records.FOOTER <= len(b.buf)
-                   for s, n in zip(b.starts.tolist(), b.lengths.tolist()))
+                   for s, n in zip(b.starts.tolist(), b.lengths.tolist(), strict=True))
         damage += [(d.offset, d.length) for d in b.damage]
     return payloads, damage
 
@@ -373,9 +373,9 @@ def test_scan_file_judges_a_claim_of_up_to_two_blocks_as_a_whole_file_scan(tmp_p
     path = tmp_path / "events.out.tfevents.1.x"
     path.write_bytes(data)
     starts, lengths, _ = records.scan(data)
-    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+    whole = [data[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
     assert len(whole) == 14
     blocked = []
     for block in records.scan_file(path, block_size=256):
-        blocked += [block.buf[s:s + n] for s, n in zip(block.starts.tolist(), block.lengths.tolist())]
+        blocked += [block.buf[s:s + n] for s, n in zip(block.starts.tolist(), block.lengths.tolist(), strict=True)]
     assert blocked == whole

@@ -60,11 +60,11 @@ class Original:
         assert not damage
         self.offsets = (starts - records.HEADER).tolist()
         self.sizes = (lengths + records.HEADER + records.FOOTER).tolist()
-        self.ends = [o + s for o, s in zip(self.offsets, self.sizes)]
+        self.ends = [o + s for o, s in zip(self.offsets, self.sizes, strict=True)]
         assert self.ends[-1] == len(self.buf)
         self.tags: list[collections.Counter] = []
         cls = _event_cls()
-        for s, n in zip(starts.tolist(), lengths.tolist()):
+        for s, n in zip(starts.tolist(), lengths.tolist(), strict=True):
             ev = cls.FromString(self.buf[s:s + n])
             c = collections.Counter()
             what = ev.WhichOneof("what")
@@ -83,7 +83,7 @@ class Original:
 
     def untouched(self, lo: int, hi: int) -> list[int]:
         """Records that share no byte with ``[lo, hi)``."""
-        return [i for i, (o, e) in enumerate(zip(self.offsets, self.ends)) if e <= lo or o >= hi]
+        return [i for i, (o, e) in enumerate(zip(self.offsets, self.ends, strict=True)) if e <= lo or o >= hi]
 
     def expected(self, intact) -> collections.Counter:
         total = collections.Counter()
@@ -106,7 +106,7 @@ def _mutations(orig: Original, other: Original, rng: np.random.Generator, stride
         yield "cut_boundary", buf[:end], everything[:k + 1], False
     yield "empty", b"", [], False
     # truncation inside every record, at several offsets (header, length CRC, payload, data CRC)
-    for k, (o, size) in list(enumerate(zip(orig.offsets, orig.sizes)))[::stride]:
+    for k, (o, size) in list(enumerate(zip(orig.offsets, orig.sizes, strict=True)))[::stride]:
         for inside in sorted({1, 7, 8, 11, 12, 13, size // 2, size - 4, size - 1}):
             if 0 < inside < size:
                 yield "cut_inside", buf[:o + inside], everything[:k], True
@@ -138,7 +138,7 @@ def _mutations(orig: Original, other: Original, rng: np.random.Generator, stride
             for p in pos.tolist():
                 m[p] ^= 1 << int(rng.integers(0, 8))
             lo, hi = int(pos.min()), int(pos.max()) + 1
-            touched = {i for i, (o, e) in enumerate(zip(orig.offsets, orig.ends))
+            touched = {i for i, (o, e) in enumerate(zip(orig.offsets, orig.ends, strict=True))
                        if any(o <= p < e for p in pos.tolist())}
             yield kind, bytes(m), [i for i in everything if i not in touched], True
         elif kind in ("overwrite", "zeros"):
@@ -226,7 +226,7 @@ def test_fuzz_event_file_via_cli_summarises(tmp_path, capsys):
     from tbconvert.cli import main
     orig = Original(EVENT_FILES["torch_train"])
     m = bytearray(orig.buf)
-    for o, e in list(zip(orig.offsets, orig.ends))[5::3]:
+    for o, e in list(zip(orig.offsets, orig.ends, strict=True))[5::3]:
         m[(o + e) // 2] ^= 0x10   # a payload byte of every third record
     src = tmp_path / "logs" / "run"
     src.mkdir(parents=True)
@@ -305,7 +305,7 @@ def test_forged_length_does_not_swallow_records():
     forged = head + struct.pack("<I", records.masked_crc32c(head))
     buf = recs[0] + forged + inner + recs[4] + recs[5]
     starts, lengths, damage = records.scan(buf)
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)] == [
+    assert [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)] == [
         f"payload-{i}".encode() for i in range(6)]
     assert [d.reason for d in damage] == ["bad payload checksum"]
 
@@ -323,7 +323,7 @@ def test_many_forged_long_records_take_linear_time():
     buf = bytes(out) + b"".join(tail)
     with deadline(20, "forged long records"):
         starts, lengths, damage = records.scan(buf)
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)] == [b"after-0", b"after-1", b"after-2"]
+    assert [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)] == [b"after-0", b"after-1", b"after-2"]
     assert sum(d.length for d in damage) == len(out)
 
 

@@ -111,14 +111,14 @@ def assert_matches_expected(loaded) -> None:
                 assert s.values.astype(np.float64).tolist() == exp["values"]
             elif md.data_class == DataClass.TENSOR:
                 assert isinstance(s, TensorSeries)
-                for arr, code, pe in zip(s.tensors, s.dtypes, exp["points"]):
+                for arr, code, pe in zip(s.tensors, s.dtypes, exp["points"], strict=True):
                     assert dtype_name(arr) == pe["dtype"]
                     assert list(arr.shape) == pe["shape"]
                     assert canonical_sha(arr) == pe["sha256"]
                     assert dt.NAMES[int(code)] == pe["dtype"]
             else:
                 assert isinstance(s, BlobSequenceSeries)
-                for seq, pe in zip(s.sequences(), exp["points"]):
+                for seq, pe in zip(s.sequences(), exp["points"], strict=True):
                     assert len(seq) == pe["num_blobs"]
                     assert [len(b) for b in seq] == pe["blob_lengths"]
                     assert [hashlib.sha256(b).hexdigest() for b in seq] == pe["blob_sha256"]
@@ -662,7 +662,7 @@ def test_tbdev_export_root_one_broken_experiment(tmp_path):
 def test_traversal_run_names_stay_inside(tmp_path):
     d = copy_export(tmp_path / "in")
     lines = read_lines(d / export_dir.SCALARS)
-    for line, name in zip(lines, ["../../evil", "/abs/olute", "..\\..\\win", "", "a/../../b"]):
+    for line, name in zip(lines, ["../../evil", "/abs/olute", "..\\..\\win", "", "a/../../b"], strict=False):
         line["run"] = name
     write_lines(d / export_dir.SCALARS, lines)
     out = tmp_path / "sandbox" / "logs"

@@ -47,7 +47,7 @@ def test_reader_matches_expected_reading(name):
             if "values" in exp and isinstance(s, ScalarSeries):
                 want = [float(v) for v in exp["values"]]
                 got = s.values.astype(np.float64).tolist()
-                assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, want))
+                assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, want, strict=True))
 
 
 def test_restart_rule_marks_instead_of_dropping():

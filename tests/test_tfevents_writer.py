@@ -30,7 +30,7 @@ def _events(logdir):
         buf = path.read_bytes()
         starts, lengths, damage = records.scan(buf)
         assert not damage, path
-        for s, n in zip(starts.tolist(), lengths.tolist()):
+        for s, n in zip(starts.tolist(), lengths.tolist(), strict=True):
             yield path, event_pb2.Event.FromString(buf[s:s + n])
 
 
@@ -83,9 +83,9 @@ def legacy_view(logdir) -> dict:
 
 def _same_values(a, b):
     assert len(a) == len(b)
-    for pa, pb in zip(a, b):
+    for pa, pb in zip(a, b, strict=True):
         assert pa[:2] == pb[:2]
-        for x, y in zip(pa[2:], pb[2:]):
+        for x, y in zip(pa[2:], pb[2:], strict=True):
             assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
 
 
@@ -151,7 +151,7 @@ def test_tbparse_reads_every_scalar_tensorboard_shows(name, tmp_path):
                   if tag in had[run]["scalars"] for step, wall, c in tv["points"])
     assert want
     assert [g[:4] for g in got] == [w[:4] for w in want]
-    assert all(a[4] == b[4] or (math.isnan(a[4]) and math.isnan(b[4])) for a, b in zip(got, want))
+    assert all(a[4] == b[4] or (math.isnan(a[4]) and math.isnan(b[4])) for a, b in zip(got, want, strict=True))
 
 
 def test_exported_scalars_are_visible_to_common_readers(tmp_path):
@@ -398,7 +398,7 @@ def test_events_split_across_pieces_frame_as_in_one_piece():
         out = []
         stream = events.EventStream(out.append)
         bounds = [0] + cuts + [len(e)]
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             stream.feed(e.slice(a, b))
         stream.finish()
         assert b"".join(out) == whole

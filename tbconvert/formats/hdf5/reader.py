@@ -172,7 +172,7 @@ class Hdf5Reader(Reader):
             steps, walls, payloads = r["step"][()], r["wall_time"][()], r["payload"][()]
             records = tuple(RunRecord(kind=str(k), step=int(s), wall_time=float(w),
                                       payload=np.asarray(p, np.uint8).tobytes())
-                            for k, s, w, p in zip(kinds, steps, walls, payloads))
+                            for k, s, w, p in zip(kinds, steps, walls, payloads, strict=True))
         if start is not None and (np.shape(start) != () or np.asarray(start).dtype.kind not in "fiu"):
             raise ValueError("start_time is not a number")
         return Run(name=_str(g.attrs["name"]), start_time=None if start is None else float(start),
@@ -314,7 +314,7 @@ class Hdf5Reader(Reader):
             raw = blobs_ds[lo:hi] if hi > lo else []
             missing = missing_ds[lo:hi] if hi > lo else []
             blobs = tuple(None if m else np.asarray(r, np.uint8).tobytes()
-                          for r, m in zip(raw, missing))
+                          for r, m in zip(raw, missing, strict=True))
             yield BlobSequenceSeries(**self._common(s, run, tag, md, a, b),
                                      offsets=window - lo, blobs=blobs)
             a = b

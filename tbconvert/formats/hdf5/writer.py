@@ -277,7 +277,7 @@ class Hdf5Writer(Writer):
         shapes, data, strings = [], [], []
         data_off = np.empty(len(tensors), np.int64)
         str_off = np.empty(len(tensors), np.int64)
-        for i, (code, arr) in enumerate(zip(np.asarray(codes).tolist(), tensors)):
+        for i, (code, arr) in enumerate(zip(np.asarray(codes).tolist(), tensors, strict=True)):
             arr = np.asarray(arr)
             shapes.append(np.asarray(arr.shape, dtype=np.int64))
             if code == dt.DT_STRING:

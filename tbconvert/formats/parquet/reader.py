@@ -264,7 +264,7 @@ class _Source:
         if any(col[c].null_count for c in ("step", "wall_time", "hidden")):
             raise CorruptDataError("a row without a step, wall time or hidden flag")
         values = None
-        for s, e in zip(starts, ends):
+        for s, e in zip(starts, ends, strict=True):
             run_index, tag, kind, md, dtype = self.series[int(sids[s])]
             common = dict(run=self.runs[run_index].name, tag=tag, metadata=md,
                           steps=steps[s:e], wall_times=walls[s:e], hidden=hidden[s:e])

@@ -245,7 +245,7 @@ def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
         cols["tensor_content"] = C.binary(joined[0], joined[1])
         return _batch(cols, n)
     parts = [b"" if s else np.ascontiguousarray(a, dtype=dt.numpy_dtype(c)).tobytes()
-             for c, s, a in zip(codes.tolist(), is_string.tolist(), arrays)]
+             for c, s, a in zip(codes.tolist(), is_string.tolist(), arrays, strict=True)]
     lengths = np.fromiter(map(len, parts), np.int64, n)
     cols["tensor_content"] = C.binary(b"".join(parts), lengths, ~is_string)
     if is_string.any():

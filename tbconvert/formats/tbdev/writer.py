@@ -169,7 +169,7 @@ class TbdevWriter(Writer):
             return None
         if dc == DataClass.BLOB_SEQUENCE:
             if all(int(c) == dt.DT_STRING and np.ndim(t) == 1
-                   for c, t in zip(chunk.dtypes, chunk.tensors)):
+                   for c, t in zip(chunk.dtypes, chunk.tensors, strict=True)):
                 return "blobs", BlobSequenceSeries.from_sequences(
                     run=chunk.run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
                     wall_times=chunk.wall_times, hidden=None,
@@ -194,7 +194,7 @@ class TbdevWriter(Writer):
             return 24 * len(chunk)
         if p.kind == "tensors":
             nbytes = 0
-            for code, arr in zip(chunk.dtypes, chunk.tensors):
+            for code, arr in zip(chunk.dtypes, chunk.tensors, strict=True):
                 p.payload.append((int(code), arr))
                 nbytes += getattr(arr, "nbytes", 0) + 64
             return nbytes

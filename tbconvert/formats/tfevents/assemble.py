@@ -218,9 +218,9 @@ class RunAssembler:
             points = list(bt.points)
             for c in bt.cols:
                 rows = c[4] if isinstance(c[4], np.ndarray) else np.asarray(c[4])
-                points.extend(zip(itertools.repeat(c[3], len(rows)), rows))
+                points.extend(zip(itertools.repeat(c[3], len(rows)), rows, strict=True))
             for t in bt.tables:
-                points.extend(zip(itertools.repeat(dt.DT_STRING, len(t[3])), t[3]))
+                points.extend(zip(itertools.repeat(dt.DT_STRING, len(t[3])), t[3], strict=True))
             if not in_order:
                 points = [points[i] for i in order.tolist()]
             payload = ("points", None, points)
@@ -270,7 +270,7 @@ class RunAssembler:
         """Purges of this block's events; every earlier event is already known."""
         if self._session_starts:
             seqs = np.array([s for s, _ in self._session_starts])
-            for (seq, step), version in zip(self._session_starts, self._version_at(seqs).tolist()):
+            for (seq, step), version in zip(self._session_starts, self._version_at(seqs).tolist(), strict=True):
                 if version != version:    # NaN: modern or not as the earlier files say
                     self.cond_starts.append((seq, step, None))
                     continue

@@ -251,5 +251,5 @@ def _columns(buf, data, index, starts, lengths, t: _Template) -> BlobColumns:
             steps |= (head[:, t.step_off + j].astype(np.uint64) & np.uint64(0x7F)) << np.uint64(7 * j)
     begin = (s + len(t.prefix)).tolist()
     end = (starts[index] + lengths[index] - len(t.suffix)).tolist()
-    blobs = [bytes(buf[b:e]) for b, e in zip(begin, end)]
+    blobs = [bytes(buf[b:e]) for b, e in zip(begin, end, strict=True)]
     return BlobColumns(t.tag, index, steps.view(np.int64), walls, t.head, blobs, t.metadata)

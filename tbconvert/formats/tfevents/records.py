@@ -452,7 +452,7 @@ def _payload_crcs(buf, data, starts, lengths) -> np.ndarray:
     rest = np.flatnonzero(~single)
     mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
     raw[rest] = np.fromiter((crc32c(mv[s:s + k]) for s, k in
-                             zip(starts[rest].tolist(), lengths[rest].tolist())),
+                             zip(starts[rest].tolist(), lengths[rest].tolist(), strict=True)),
                             dtype=np.uint32, count=len(rest))
     return raw
 

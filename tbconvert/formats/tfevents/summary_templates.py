@@ -323,7 +323,7 @@ def _length_groups(lengths: np.ndarray):
     ordered = lengths[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
     bounds = np.concatenate(([0], cuts, [len(order)])).tolist()
-    return [(int(ordered[lo]), order[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return [(int(ordered[lo]), order[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
