@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
 
 from tbconvert.errors import CorruptDataError
 from tbconvert.report import Report
+from tbconvert.restarts import Restarts
 
 if TYPE_CHECKING:  # numpy loads with the model, only once data is read or written
     from tbconvert.model import Experiment, Run, RunData, Series
@@ -60,7 +61,7 @@ class Options:
     tags: re.Pattern | None = None
     allow_pickle: bool = False
     force: bool = False
-    restarts: str = "visible"
+    restarts: Restarts = "visible"
     wide: bool = False
     ignore_checksum: bool = False
     progress: "Progress | None" = None

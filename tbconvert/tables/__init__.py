@@ -33,6 +33,7 @@ from tbconvert import api
 from tbconvert.errors import MissingDependencyError, UsageError
 from tbconvert.model import ScalarSeries, Series
 from tbconvert.report import Report
+from tbconvert.restarts import Restarts
 from tbconvert.tables._columns import iter_source, table_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
@@ -71,7 +72,7 @@ class Data:
         (50, 2)
     """
 
-    def __init__(self, loaded: api.Loaded, restarts: str = "visible") -> None:
+    def __init__(self, loaded: api.Loaded, restarts: Restarts = "visible") -> None:
         self.loaded = loaded
         self.restarts = restarts
 
@@ -126,7 +127,7 @@ class Data:
         return f"<tbconvert.Data: {len(self.loaded.runs)} runs, {n} series>"
 
 
-def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str | None = None,
+def read(path, *, runs=None, tags=None, restarts: Restarts = "visible", format: str | None = None,
          storage_options: dict | None = None) -> Data:
     """Read a whole source into memory (the model, with numpy arrays). For data that fits.
     ``path`` may be a URL (``s3://bucket/logs``; ``storage_options`` go to its file system).
@@ -158,14 +159,14 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None):
 
 
 def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
-                  restarts: str = "visible", report: Report | None = None, options=None):
+                  restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Scalars as a ``pyarrow.Table``; see :func:`scalars`."""
     from tbconvert.tables._scalars import ScalarColumns
     cols = _collect(ScalarColumns, source, runs, tags, restarts, report, options)
     return cols.wide_table() if wide else cols.long_table()
 
 
-def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: str = "visible",
+def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Restarts = "visible",
             as_arrow: bool = False, report: Report | None = None):
     """Every scalar point: columns ``run, tag, step, wall_time, value`` (+ ``hidden``).
 
@@ -187,14 +188,14 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: str =
                    as_arrow)
 
 
-def histograms_table(source, runs=None, tags=None, *, restarts: str = "visible",
+def histograms_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                      report: Report | None = None, options=None):
     """Histograms as a ``pyarrow.Table``; see :func:`histograms`."""
     from tbconvert.tables._nonscalar_columns import HistogramColumns
     return _collect(HistogramColumns, source, runs, tags, restarts, report, options).arrow()
 
 
-def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
+def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                as_arrow: bool = False, report: Report | None = None):
     """One row per histogram bucket: ``run, tag, step, wall_time, left, right, count``.
 
@@ -210,14 +211,14 @@ def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
 
 
 def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
-                  restarts: str = "visible", report: Report | None = None, options=None):
+                  restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Numeric tensors as a ``pyarrow.Table``; see :func:`tensors`."""
     from tbconvert.tables._nonscalar_columns import TensorColumns
     return _collect(partial(TensorColumns, scalars=scalars), source, runs, tags, restarts,
                     report, options).arrow()
 
 
-def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: str = "visible",
+def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Restarts = "visible",
             as_arrow: bool = False, report: Report | None = None):
     """One row per numeric tensor point (PR curves, histograms, meshes, third-party plugins):
     ``run, tag, step, wall_time, plugin, dtype, shape, values``.
@@ -237,14 +238,14 @@ def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: st
                                  report=report), as_arrow)
 
 
-def text_table(source, runs=None, tags=None, *, restarts: str = "visible",
+def text_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                report: Report | None = None, options=None):
     """Text as a ``pyarrow.Table``; see :func:`text`."""
     from tbconvert.tables._nonscalar_columns import TextColumns
     return _collect(TextColumns, source, runs, tags, restarts, report, options).arrow()
 
 
-def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
          report: Report | None = None):
     """Text summaries: ``run, tag, step, wall_time, index, dims, text``.
 
@@ -261,14 +262,14 @@ def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: b
 
 
 def images_table(source, runs=None, tags=None, *, details: bool = False,
-                 restarts: str = "visible", report: Report | None = None, options=None):
+                 restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
     from tbconvert.tables._nonscalar_columns import MediaColumns
     return _collect(partial(MediaColumns, "images", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 
 
-def images(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+def images(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
            as_arrow: bool = False, report: Report | None = None):
     """Images: ``run, tag, step, wall_time, index, width, height, format, data``.
 
@@ -285,14 +286,14 @@ def images(source, runs=None, tags=None, *, details: bool = False, restarts: str
 
 
 def audio_table(source, runs=None, tags=None, *, details: bool = False,
-                restarts: str = "visible", report: Report | None = None, options=None):
+                restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
     from tbconvert.tables._nonscalar_columns import MediaColumns
     return _collect(partial(MediaColumns, "audio", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 
 
-def audio(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+def audio(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
           as_arrow: bool = False, report: Report | None = None):
     """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes).
 
@@ -312,7 +313,7 @@ def open_image(data: bytes):
     return Image.open(io.BytesIO(bytes(data)))
 
 
-def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
+def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                   report: Report | None = None, options=None):
     """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
     from tbconvert.tables._hparams import Collected, trials_table
@@ -329,7 +330,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
                         tag_filter=sel.wants_tag if sel.tags else None)
 
 
-def hparams(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+def hparams(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
             report: Report | None = None):
     """One row per trial: ``run``, each hyperparameter (sorted), each metric's last value,
     ``status`` (success/failure/running/unknown), ``start_time``, ``end_time``.
@@ -402,7 +403,7 @@ def save_table(table, path, *, force: bool = False, storage_options=None) -> Pat
     return path
 
 
-def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "visible",
+def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts = "visible",
                   force: bool = False, report: Report | None = None, options=None) -> Report:
     """Write images, audio and text as files: ``out_dir/<run>/<tag>/<step>_<index>.<ext>``.
 

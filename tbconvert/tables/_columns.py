@@ -1,8 +1,9 @@
 """Column builders for the tables, and the stream of runs they are filled from.
 
-Rows come from any source the registry reads, streamed run by run. Everything here works on the reader stream (``Reader.iter_runs``): one run at a
-time, series in chunks, points as numpy columns. Nothing builds one Python
-object per point.
+Rows come from any source the registry reads, streamed run by run. Everything
+here works on the reader stream (``Reader.iter_runs``): one run at a time,
+series in chunks, points as numpy columns. Nothing builds one Python object
+per point.
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Reader
 from tbconvert.model import Run, Series
 from tbconvert.report import Report
+from tbconvert.restarts import Restarts
+from tbconvert.restarts import check as check_restarts
 
-RESTART_CHOICES = ("visible", "keep-all")
-
-
-def table_options(runs=None, tags=None, restarts: str = "visible", **kw) -> Options:
+def table_options(runs=None, tags=None, restarts: Restarts = "visible", **kw) -> Options:
     """Options for a table: run/tag regexes (strings or compiled) and the restart rule."""
-    if restarts not in RESTART_CHOICES:
-        raise UsageError(f"restarts must be one of {', '.join(RESTART_CHOICES)}, not {restarts!r}")
+    check_restarts(restarts)
     return api.make_options(runs=runs, tags=tags, restarts=restarts, **kw)
 
 
