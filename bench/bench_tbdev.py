@@ -5,7 +5,7 @@ histogram tensors and image blob sequences) in a temporary directory with
 tbconvert's tbdev writer, then times, side by side in one process:
 
 * **official method**: what ``tensorboard/tools/convert_tbdev_export.py``
-  does (spec 6.1), reimplemented minimally here: per run and data class one
+  does, reimplemented minimally here: per run and data class one
   ``EventFileWriter``; one ``Event`` per point (``simple_value`` scalars with
   the metadata on the first point, ``make_tensor_proto`` tensors and DT_STRING
   blob tensors with the metadata on every point);

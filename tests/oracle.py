@@ -75,7 +75,7 @@ def assert_same_view(actual: dict, expected: dict, *, ignore_first_event: bool =
             assert a[key] == e[key], f"{run}: {key} differs"
         if not ignore_first_event:
             # Writers may stamp the first event after their first point; a converted run
-            # starts at the earliest of the two (spec 1.3), which both loaders then agree on.
+            # starts at the earliest of the two (docs/format-notes.md), which both loaders then agree on.
             assert run_start(a) == run_start(e), \
                 f"{run}: start time {run_start(a)!r} != {run_start(e)!r}"
         for tag in e["tags"]:

@@ -2,7 +2,7 @@
 
 Everything the dashboards show (runs, scalars, histograms, images, text,
 hparams, the graph) is read back through TensorBoard's HTTP API and compared
-with the export itself (spec 9.3 and 9.5). The server is started with the
+with the export itself. The server is started with the
 Python loader, blocking reload and no sampling, and is always stopped.
 """
 

@@ -1,6 +1,6 @@
 """The TensorBoard.dev export layout (``tensorboard dev export``), read and written.
 
-Reading accepts every export generation (spec section 5.1): old
+Reading accepts every export generation (docs/format-notes.md): old
 ``scalars_<id>.json`` files, 2.1-2.2 exports with scalars only, 2.3 exports
 with pickled string tensors (refused unless ``--allow-pickle``) and the
 2.4-2.15 layout. Writing produces one experiment directory laid out exactly

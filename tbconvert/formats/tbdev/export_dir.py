@@ -2,7 +2,7 @@
 
 One experiment directory holds ``metadata.json``, three JSON-lines files
 (``scalars.json``, ``tensors.json``, ``blob_sequences.json``) and the
-``tensors/`` and ``blobs/`` directories (spec section 5). Older exports
+``tensors/`` and ``blobs/`` directories (docs/format-notes.md). Older exports
 (TensorBoard 2.0.1-2.1.0) wrote one ``scalars_<id>.json`` per experiment
 directly into the export root instead.
 """

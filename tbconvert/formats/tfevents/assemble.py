@@ -2,7 +2,7 @@
 
 Points of a tag keep read order (duplicates included). The first metadata seen
 for a tag wins, as in TensorBoard's accumulator. TensorBoard's restart rule
-(spec section 4.4) is reproduced exactly, but what it would hide is marked in
+(docs/format-notes.md) is reproduced exactly, but what it would hide is marked in
 the series' ``hidden`` mask instead of being thrown away.
 
 Memory stays bounded whatever the run's size. The rule is exact only once the

@@ -1,6 +1,6 @@
 """Reads event-file logdirs into the model, every record, no sampling.
 
-Runs, file order and naming follow TensorBoard's loader (spec 4.1-4.2);
+Runs, file order and naming follow TensorBoard's loader (docs/format-notes.md);
 legacy summaries are migrated as TensorBoard does (``legacy``); plain scalar
 events are decoded in bulk (``summary_templates``), everything else through
 TensorBoard's protobuf classes. Damaged records cost only themselves

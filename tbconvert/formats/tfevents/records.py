@@ -1,6 +1,6 @@
 """TFRecord framing: ``u64 length | masked crc32c(length) | payload | masked crc32c(payload)``.
 
-The framing follows TensorFlow's record writer (spec section 1.1); the
+The framing follows TensorFlow's record writer (docs/format-notes.md, "Record framing"); the
 CRC-32C comes from the C-backed ``crc32c`` package. Reading never stops at the
 first bad record as TensorBoard does. A record counts only when both of its
 CRCs check out; everything else is reported as :class:`Damage` and reading goes
