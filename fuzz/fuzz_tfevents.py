@@ -8,7 +8,8 @@ assembly, as ``tbconvert.load`` reads a logdir. Any exception other than a
     python fuzz/fuzz_tfevents.py -max_total_time=600 [libFuzzer options] [corpus dirs]
 
 The seed corpus is built at start from the event files under ``fixtures/`` and
-the inputs in ``fuzz/regressions/tfevents/`` (into a temporary directory, unless corpus directories are given).
+the inputs in ``fuzz/regressions/tfevents/`` (into a temporary directory, unless corpus
+directories are given).
 """
 
 from __future__ import annotations

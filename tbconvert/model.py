@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator, Sequence, Union
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -269,7 +269,7 @@ class BlobSequenceSeries(_Series):
         return cls(**kw, offsets=offsets, blobs=blobs)
 
 
-Series = Union[ScalarSeries, TensorSeries, BlobSequenceSeries]
+Series = ScalarSeries | TensorSeries | BlobSequenceSeries
 
 
 @dataclass(slots=True)

@@ -174,7 +174,7 @@ def test_unmatched_runs_or_tags_say_so_in_one_line(tmp_path, capsys):
     for argv, needle in cases:
         code, _, err = run_cli(capsys, *argv)
         assert code == 0, (argv, err)
-        lines = [l for l in err.splitlines() if needle in l]
+        lines = [line for line in err.splitlines() if needle in line]
         assert len(lines) == 1 and lines[0].startswith("tbconvert: warning: "), (argv, err)
         force = [] if argv[0] in ("info", "verify") else ["--force"]
         code, _, err = run_cli(capsys, *argv, "--strict", *force)

@@ -31,7 +31,7 @@ def _event_payload(step: int, tag: str, text: bool) -> bytes:
     if text:
         v = ev.summary.value.add(tag=tag)
         v.tensor.dtype = 7
-        v.tensor.string_val.append(("note %d " % step).encode() * (step % 5 + 1))
+        v.tensor.string_val.append(f"note {step} ".encode() * (step % 5 + 1))
     else:
         ev.summary.value.add(tag=tag, simple_value=step * 0.25)
     return ev.SerializeToString()

@@ -18,7 +18,7 @@ HEAVY = ("numpy", "pyarrow", "h5py", "pandas", "tensorboard", "google.protobuf",
 def loaded_after(code: str) -> dict:
     """Run ``code`` in a fresh interpreter; which of :data:`HEAVY` it left imported."""
     probe = (code + "\nimport json, sys\n"
-             "print(json.dumps({m: m in sys.modules for m in %r}))" % (HEAVY,))
+             f"print(json.dumps({{m: m in sys.modules for m in {HEAVY!r}}}))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=CLI_CWD, env=cli_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.stdout.strip(), out.stderr

@@ -203,7 +203,8 @@ def _restart_run(run_dir: Path, seed: int) -> list[Path]:
             if version == "late" and i == 3:
                 out.append(event_pb2.Event(file_version="brain.Event:2").SerializeToString())
             step = int(step + rng.integers(-6, 4)) if rng.random() < 0.4 else step + 1
-            out.append(_event_bytes(rng, step, rng.choice(["fast", "fast", "two", "tensor", "image", "start"])))
+            kind = rng.choice(["fast", "fast", "two", "tensor", "image", "start"])
+            out.append(_event_bytes(rng, step, kind))
         path.write_bytes(b"".join(records.frame(e) for e in out))
         files.append(path)
     return files

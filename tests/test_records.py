@@ -1,6 +1,12 @@
-"""Record framing and CRC-32C against the specification's test vectors."""
+"""Record framing and CRC-32C against the published test vectors."""
+
+import os
+import struct
+import time
+import tracemalloc
 
 import numpy as np
+import pytest
 
 from tbconvert.formats.tfevents import records
 
@@ -95,13 +101,6 @@ def test_bulk_crc_matches_c_crc():
 
 
 # --- damage inside records, forged prefixes ------------------------------------------------
-
-import os
-import struct
-import time
-import tracemalloc
-
-import pytest
 
 
 def _event_record(tag: str, step: int) -> bytes:
@@ -377,5 +376,6 @@ def test_scan_file_judges_a_claim_of_up_to_two_blocks_as_a_whole_file_scan(tmp_p
     assert len(whole) == 14
     blocked = []
     for block in records.scan_file(path, block_size=256):
-        blocked += [block.buf[s:s + n] for s, n in zip(block.starts.tolist(), block.lengths.tolist(), strict=True)]
+        blocked += [block.buf[s:s + n]
+                    for s, n in zip(block.starts.tolist(), block.lengths.tolist(), strict=True)]
     assert blocked == whole

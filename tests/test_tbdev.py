@@ -200,7 +200,7 @@ def test_windows_paths_and_run_names(tmp_path):
 def test_null_tensor_path_is_reported_not_a_crash(tmp_path):
     d = copy_export(tmp_path)
     edit_line(d / export_dir.TENSORS, "train", "grads/fc1",
-              lambda l: l["points"].update(tensors_file_path=None))
+              lambda line: line["points"].update(tensors_file_path=None))
     lines = read_lines(d / export_dir.TENSORS)
     lines.append({"points": {"steps": [], "tensors_file_path": None, "wall_times": []},
                   "run": "train", "summary_metadata": "CgYKBHRleHQSBWVtcHR5IAI=", "tag": "empty"})
@@ -240,7 +240,7 @@ def test_paths_outside_the_export_are_refused(tmp_path):
     secret = tmp_path / "outside.npz"
     shutil.copy(d / "tensors" / "1795299211.646126.npz", secret)
     edit_line(d / export_dir.TENSORS, "train", "grads/fc1",
-              lambda l: l["points"].update(tensors_file_path="../../outside.npz"))
+              lambda line: line["points"].update(tensors_file_path="../../outside.npz"))
 
     def bad_blob(line):
         line["points"]["blob_file_paths"][0][0] = "/etc/passwd"
@@ -335,7 +335,7 @@ def test_nan_tokens_and_series_split_over_lines(tmp_path):
 def test_float64_scalars_are_kept_and_noted(tmp_path):
     d = copy_export(tmp_path)
     edit_line(d / export_dir.SCALARS, "train", "lr",
-              lambda l: l["points"].update(values=[0.1, 0.05, 2.0 ** 40 + 1, 1e300, 3.0]))
+              lambda line: line["points"].update(values=[0.1, 0.05, 2.0 ** 40 + 1, 1e300, 3.0]))
     loaded = load_tbdev(d)
     lr = loaded.series["train"]["lr"]
     assert lr.values.dtype == np.float64
@@ -721,6 +721,6 @@ def test_cli_old_scalars_file_and_strict(tmp_path):
     assert sum(len(t["points"]) for r in view.values() for t in r["tags"].values()) == 327
     d = copy_export(tmp_path / "in")
     edit_line(d / export_dir.BLOB_SEQUENCES, "train", "samples/batch",
-              lambda l: l["points"]["blob_file_paths"][0].__setitem__(2, None))
+              lambda line: line["points"]["blob_file_paths"][0].__setitem__(2, None))
     code, err = run_cli("tbdev-export", d, "-o", tmp_path / "strict", "--strict")
     assert code == 8 and "missing blob" in err, err

@@ -104,7 +104,7 @@ def test_argument_errors_are_tbparses():
         SummaryReader(path + "-missing")
     reader = SummaryReader(path, event_types={"scalars"})
     with pytest.raises(ValueError, match="ignored"):
-        reader.histograms
+        _ = reader.histograms
     with pytest.raises(ValueError, match="Unknown event_type"):
         reader.get_events("graphs")
 
@@ -182,7 +182,7 @@ def test_nothing_is_sampled():
 def test_text_tables_read_where_tbparse_fails():
     path = str(FIXTURES / "tf2_logdir" / "eager")
     with pytest.raises(ValueError):
-        tbparse.SummaryReader(path, event_types={"text"}).text
+        _ = tbparse.SummaryReader(path, event_types={"text"}).text
     text = SummaryReader(path).text
     table = text[text.tag == "config_table"].value.iloc[0]
     assert isinstance(table, np.ndarray) and table.shape == (2, 2)
@@ -339,7 +339,7 @@ def test_raw_events_are_refused_in_one_line():
     from tbconvert.errors import UnsupportedError
     reader = SummaryReader(str(FIXTURES / "torch_logdir" / "train"))
     with pytest.raises(UnsupportedError, match="not kept"):
-        reader.raw_tags
+        _ = reader.raw_tags
     with pytest.raises(UnsupportedError):
         reader.get_raw_events("scalars")
 

@@ -47,7 +47,8 @@ def test_reader_matches_expected_reading(name):
             if "values" in exp and isinstance(s, ScalarSeries):
                 want = [float(v) for v in exp["values"]]
                 got = s.values.astype(np.float64).tolist()
-                assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, want, strict=True))
+                assert all((math.isnan(a) and math.isnan(b)) or a == b
+                           for a, b in zip(got, want, strict=True))
 
 
 def test_restart_rule_marks_instead_of_dropping():
@@ -62,7 +63,8 @@ def test_restart_rule_marks_instead_of_dropping():
 
 
 def test_keep_all_writes_hidden_points(tmp_path):
-    out, report = _roundtrip(FIXTURES / "torch_logdir", tmp_path, restarts="keep-all", runs="^resumed_purged$")
+    out, report = _roundtrip(FIXTURES / "torch_logdir", tmp_path, restarts="keep-all",
+                             runs="^resumed_purged$")
     view = tb_view(out)
     assert len(view["resumed_purged"]["tags"]["loss"]["points"]) == 50
 

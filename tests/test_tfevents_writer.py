@@ -151,7 +151,8 @@ def test_tbparse_reads_every_scalar_tensorboard_shows(name, tmp_path):
                   if tag in had[run]["scalars"] for step, wall, c in tv["points"])
     assert want
     assert [g[:4] for g in got] == [w[:4] for w in want]
-    assert all(a[4] == b[4] or (math.isnan(a[4]) and math.isnan(b[4])) for a, b in zip(got, want, strict=True))
+    assert all(a[4] == b[4] or (math.isnan(a[4]) and math.isnan(b[4]))
+               for a, b in zip(got, want, strict=True))
 
 
 def test_exported_scalars_are_visible_to_common_readers(tmp_path):

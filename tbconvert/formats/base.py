@@ -158,7 +158,7 @@ class Reader(abc.ABC):
         Runs filtered out by ``options.runs`` may be skipped without reading.
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - nothing to release unless a reader holds files
         """Release open files."""
 
     def __enter__(self):

@@ -37,8 +37,8 @@ from tbconvert.restarts import Restarts
 from tbconvert.tables._columns import iter_source, table_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
-           "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",
-           "audio_table", "open_image", "extract_media", "save_table", "check_table_path"]
+           "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table",
+           "audio", "audio_table", "open_image", "extract_media", "save_table", "check_table_path"]
 
 
 def _pandas(table):

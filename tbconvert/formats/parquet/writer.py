@@ -216,7 +216,7 @@ def _joined(arrays: list, codes: np.ndarray):
     may differ: legacy histograms): one concatenation instead of a bytes object per point."""
     code = int(codes[0])
     first = arrays[0].dtype
-    if code == dt.DT_STRING or first == object or (codes != code).any() or any(
+    if code == dt.DT_STRING or first.kind == "O" or (codes != code).any() or any(
             a.dtype != first for a in arrays):
         return None
     flat = np.concatenate([a.reshape(-1) for a in arrays])

@@ -56,7 +56,7 @@ MAX_TIME_NAME_CHARS = 32
 def tensor_file_base(first_wall_time: float) -> tuple[str, bool]:
     """The exporter's ``%.6f`` name stem, and False when that is too long and the shortest
     exact spelling of the number (``1e+300``) is used instead."""
-    base = "%.6f" % first_wall_time
+    base = f"{first_wall_time:.6f}"
     if len(base) <= MAX_TIME_NAME_CHARS:
         return base, True
     return repr(float(first_wall_time)), False

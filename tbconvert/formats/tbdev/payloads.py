@@ -268,7 +268,8 @@ class PayloadMixin:
         for why, (count, first) in problems.items():
             what = "do not exist" if why == "does not exist" else f"cannot be read: {why}"
             self.report.add("missing_blob", f"{where}: {count} blob file(s) {what} (first: "
-                            f"{first!r:.200}); kept as holes in the same positions", path=chunk.entry.file, run=run,
+                            f"{first!r:.200}); kept as holes in the same positions",
+                            path=chunk.entry.file, run=run,
                             tag=chunk.tag, count=count)
         return BlobSequenceSeries.from_sequences(
             run=run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,

@@ -209,7 +209,7 @@ class TbdevWriter(Writer):
                     bid = export_dir.blob_id(self._seed + bid, run, chunk.tag, first_point + i, j)
                 self._blob_ids.add(bid)
                 rel = f"{export_dir.BLOBS_DIR}/blob_{bid}.bin"
-                self.guard(lambda: (self._tmp / rel).write_bytes(bytes(blob)))
+                self.guard(lambda rel=rel, blob=blob: (self._tmp / rel).write_bytes(bytes(blob)))
                 paths.append(rel)
             p.payload.append(paths)
         return 0

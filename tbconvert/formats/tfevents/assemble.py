@@ -270,7 +270,8 @@ class RunAssembler:
         """Purges of this block's events; every earlier event is already known."""
         if self._session_starts:
             seqs = np.array([s for s, _ in self._session_starts])
-            for (seq, step), version in zip(self._session_starts, self._version_at(seqs).tolist(), strict=True):
+            versions = self._version_at(seqs).tolist()
+            for (seq, step), version in zip(self._session_starts, versions, strict=True):
                 if version != version:    # NaN: modern or not as the earlier files say
                     self.cond_starts.append((seq, step, None))
                     continue

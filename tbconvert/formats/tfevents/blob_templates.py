@@ -226,7 +226,8 @@ def _matches(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, t: _Temp
     for off, width, const in t.lengths:
         u = (blob + const).astype(np.uint64)
         for j in range(width):
-            byte = ((u >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8) | (0x80 if j < width - 1 else 0)
+            more = 0x80 if j < width - 1 else 0
+            byte = ((u >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8) | more
             good &= head[:, off + j] == byte
     if t.step_off >= 0:
         step = head[:, t.step_off:t.step_off + t.step_len]

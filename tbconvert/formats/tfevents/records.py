@@ -581,7 +581,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
         final = pos + len(buf) >= size
         base = pos
 
-        def peek(i: int, k: int) -> bytes:
+        def peek(i: int, k: int, base: int = base) -> bytes:
             return _pread(fd, k, base + i) if base + i < size else b""
 
         sc = _Scanner(buf, None if final else peek, want, size - pos, searching)

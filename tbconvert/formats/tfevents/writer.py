@@ -62,7 +62,7 @@ class TfeventsWriter(Writer):
         body = RunFile(run, self.report, self.out.tmp, **self.limits)
         for chunk in series:
             # Only the writer's own failures (a full disk while spilling) become output errors.
-            self.guard(lambda: body.add(chunk))
+            self.guard(lambda chunk=chunk: body.add(chunk))
 
         def write():
             name = event_files.event_file_name(body.start(), self._counter)
