@@ -25,7 +25,7 @@ import writers  # noqa: E402
 
 
 def _snapshot(logdir: Path) -> dict:
-    data = tbconvert.load(logdir)
+    data = tbconvert.read(logdir, restarts="keep-all")
     out = {"report": sorted((i.kind, i.message) for i in data.report.issues)}
     for run, tags in data.series.items():
         out[(run, "start")] = data.runs[run].start_time
@@ -76,7 +76,7 @@ def test_generated_forms_match_tensorboard(form, tmp_path):
     """The new layouts (metadata on every value, several values, [k, 3] tensors) as TensorBoard sees them."""
     writers.write_form(form, tmp_path, 200)
     view = tb_view(tmp_path)
-    ours = tbconvert.load(tmp_path).series
+    ours = tbconvert.read(tmp_path, restarts="keep-all").series
     assert sorted(view) == sorted(ours)
     for run, tags in view.items():
         assert sorted(tags["tags"]) == sorted(ours[run])
@@ -137,7 +137,7 @@ def test_first_metadata_wins_between_layouts(tmp_path, monkeypatch):
             ev.summary.value[0].metadata.display_name = "first" if i < 40 else "later"
             f.add(ev.SerializeToString())
     assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
-    assert tbconvert.load(tmp_path).series["r"]["x"].metadata.display_name == "first"
+    assert tbconvert.read(tmp_path, restarts="keep-all").series["r"]["x"].metadata.display_name == "first"
 
 
 # -- hypothesis: random events through both paths ---------------------------------------------

@@ -200,6 +200,6 @@ def test_regression_inputs_read_alike_in_blocks(path, block_size, tmp_path):
                     for s, n in zip(block.starts.tolist(), block.lengths.tolist(), strict=True)]
     assert blocked == whole
     try:
-        tbconvert.load(logdir)
+        tbconvert.read(logdir)
     except TbconvertError:
         pass

@@ -78,7 +78,7 @@ def blob_line(run, paths, tag="img"):
 
 
 def load(path):
-    return tbconvert.load(path)
+    return tbconvert.read(path, restarts="keep-all")
 
 
 def runs(loaded) -> set[str]:

@@ -39,7 +39,7 @@ def test_import_tbconvert_loads_no_heavy_library():
 
 def test_public_names_still_load_on_first_use():
     loaded = loaded_after("import tbconvert\n"
-                          "assert callable(tbconvert.convert) and callable(tbconvert.load)\n"
+                          "assert callable(tbconvert.convert) and callable(tbconvert.read)\n"
                           "assert callable(tbconvert.read) and callable(tbconvert.scalars)\n"
                           "assert tbconvert.ScalarSeries.__name__ == 'ScalarSeries'")
     assert loaded["numpy"]

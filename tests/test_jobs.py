@@ -89,10 +89,10 @@ def test_jobs_output_is_byte_identical(fmt, tmp_path, always_parallel):
 
 def test_jobs_reads_every_run(tmp_path, always_parallel):
     src = scalar_logdir(tmp_path / "logs", runs=5, points=3000)
-    one = tbconvert.load(src)
+    one = tbconvert.read(src, restarts="keep-all")
     report = tbconvert.convert(src, tmp_path / "o.parquet", jobs=3)
     assert report.runs == 5 and report.points["scalar"] == 5 * 2 * 3000
-    back = tbconvert.load(tmp_path / "o.parquet")
+    back = tbconvert.read(tmp_path / "o.parquet", restarts="keep-all")
     for run, series in one.series.items():
         for tag, s in series.items():
             assert back.series[run][tag].values.tobytes() == s.values.tobytes()
@@ -308,7 +308,7 @@ def test_the_files_of_one_run_are_read_in_parallel(fmt, tmp_path, always_paralle
     assert [i.message for i in one.issues] == [i.message for i in two.issues]
     assert any(i.kind == "corrupt_record" for i in one.issues)
     assert (one.runs, one.series, one.points) == (two.runs, two.series, two.points)
-    loss = tbconvert.load(src, restarts="keep-all", jobs=3).series["train"]["loss"]
+    loss = tbconvert.read(src, restarts="keep-all", jobs=3).series["train"]["loss"]
     hidden = loss.steps[loss.hidden]
     # the start in the second file hides the first file's steps from 300 on
     assert hidden.min() == 300 and len(hidden) >= 100

@@ -259,7 +259,7 @@ def test_random_and_empty_files_named_tfevents(tmp_path):
     (logdir / "zeros").mkdir()
     (logdir / "zeros" / "x.tfevents.y").write_bytes(bytes(1 << 20))
     with deadline(20, "random files"):
-        loaded = tbconvert.load(logdir)
+        loaded = tbconvert.read(logdir, restarts="keep-all")
     assert len(loaded.series["good"]["loss"]) == 25
     kinds = {i.kind for i in loaded.report.issues}
     assert "not_an_event_file" in kinds
@@ -337,7 +337,7 @@ def test_fifo_and_device_named_tfevents_do_not_hang(tmp_path):
     (logdir / "dev").mkdir()
     os.symlink("/dev/zero", logdir / "dev" / "events.out.tfevents.1.zero")
     with deadline(10, "fifo / device"):
-        loaded = tbconvert.load(logdir)
+        loaded = tbconvert.read(logdir, restarts="keep-all")
     assert len(loaded.series["good"]["loss"]) == 25
     skipped = [i for i in loaded.report.issues if i.kind == "not_a_regular_file"]
     assert len(skipped) == 2
@@ -601,7 +601,7 @@ def test_pickled_npz_is_read_with_allow_pickle(tmp_path, capsys):
     code = main(["convert", str(exp), str(tmp_path / "out"), "--to", "tfevents", "--allow-pickle"])
     err = capsys.readouterr().err
     assert code == 0, err
-    loaded = tbconvert.load(tmp_path / "out")
+    loaded = tbconvert.read(tmp_path / "out", restarts="keep-all")
     notes = loaded.series["train"]["notes"]
     assert bytes(np.asarray(notes.tensors[0]).reshape(-1)[0]) == b"hello"
     # pickled garbage with --allow-pickle: a clear error or a reported loss, never a traceback

@@ -19,7 +19,7 @@ import pytest
 
 import tbconvert
 from tbconvert import dtypes as dt
-from tbconvert.api import load
+from tbconvert import read
 from tbconvert.cli import main
 from tbconvert.errors import OutputExistsError, UnsupportedError, UsageError
 from tbconvert.formats.tbdev import TbdevFormat, export_dir
@@ -88,7 +88,7 @@ def kinds(report: Report) -> dict[str, int]:
 
 
 def load_tbdev(path, **kw):
-    return load(path, format="tbdev", **kw)
+    return read(path, format="tbdev", restarts="keep-all", **kw)
 
 
 def assert_matches_expected(loaded) -> None:

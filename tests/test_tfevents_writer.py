@@ -158,7 +158,7 @@ def test_tbparse_reads_every_scalar_tensorboard_shows(name, tmp_path):
 def test_exported_scalars_are_visible_to_common_readers(tmp_path):
     from tbparse import SummaryReader
     out, _ = _convert(TBDEV, tmp_path)
-    data = tbconvert.load(TBDEV)
+    data = tbconvert.read(TBDEV, restarts="keep-all")
     want = sum(len(s) for tags in data.series.values() for s in tags.values()
                if isinstance(s, ScalarSeries) and s.values.dtype == np.float32)
     assert want > 0
@@ -282,7 +282,7 @@ def test_inexact_legacy_candidates_keep_the_tensor_form(tmp_path):
     assert kinds["h"] == ["histo", "tensor", "tensor"]
     assert kinds["i"] == ["image", "tensor", "tensor"]
     view = tb_view(out)["r"]["tags"]
-    back = tbconvert.load(out).series["r"]
+    back = tbconvert.read(out, restarts="keep-all").series["r"]
     assert back["s"].values.tobytes() == snan.tobytes()
     assert [p[2] for p in view["h"]["points"]] == [canonical(a) for a in (ok, trimmed, gap)]
     assert view["i"]["display_name"] == "Pics"
@@ -334,7 +334,7 @@ def test_spilled_write_is_byte_identical_and_memory_is_capped(tmp_path):
     a, b = list(full.rglob("*tfevents*")), list(small.rglob("*tfevents*"))
     assert [p.name for p in a] == [p.name for p in b]
     assert a[0].read_bytes() == b[0].read_bytes()
-    back = tbconvert.load(small).series["big"]
+    back = tbconvert.read(small, restarts="keep-all").series["big"]
     assert {t: len(s) for t, s in back.items()} == \
         {"t0": 15_000, "t1": 15_000, "t2": 15_000, "t3": 15_000, "text": 200, "img": 200}
 

@@ -29,12 +29,11 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from tbconvert import api
 from tbconvert.errors import MissingDependencyError, UsageError
-from tbconvert.model import ScalarSeries, Series
 from tbconvert.report import Report
 from tbconvert.restarts import Restarts
 from tbconvert.tables._columns import iter_source, table_options
+from tbconvert.tables._data import Data, read
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
            "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table",
@@ -53,94 +52,6 @@ def _pandas(table):
 
 def _finish(table, as_arrow: bool):
     return table if as_arrow else _pandas(table)
-
-
-# --------------------------------------------------------------------------- read()
-
-class Data:
-    """A whole source in memory, with short ways in. Made by :func:`read`.
-
-    Example::
-
-        >>> data = tbconvert.read("fixtures/torch_logdir")
-        >>> "train" in data.runs
-        True
-        >>> loss = data.scalars("train", "loss")     # a ScalarSeries
-        >>> loss.steps[:3], loss.values[:3]          # numpy arrays   # doctest: +SKIP
-        >>> import numpy as np
-        >>> np.column_stack((loss.steps, loss.values)).shape      # (step, value) pairs
-        (50, 2)
-    """
-
-    def __init__(self, loaded: api.Loaded, restarts: Restarts = "visible") -> None:
-        self.loaded = loaded
-        self.restarts = restarts
-
-    @property
-    def experiment(self):
-        return self.loaded.experiment
-
-    @property
-    def report(self) -> Report:
-        return self.loaded.report
-
-    @property
-    def runs(self) -> list[str]:
-        """Run names in source order (``"."`` is the logdir itself)."""
-        return list(self.loaded.runs)
-
-    def tags(self, run: str | None = None) -> list[str]:
-        """Tags of ``run``, or of all runs (sorted, each once)."""
-        if run is not None:
-            return list(self._run(run))
-        return sorted({t for tags in self.loaded.series.values() for t in tags})
-
-    def _run(self, run: str) -> dict:
-        try:
-            return self.loaded.series[run]
-        except KeyError:
-            raise KeyError(f"no run {run!r}; runs: {', '.join(self.runs)}") from None
-
-    def series(self, run: str, tag: str) -> Series:
-        """The series (all chunks joined); without hidden points unless ``restarts="keep-all"``."""
-        tags = self._run(run)
-        if tag not in tags:
-            raise KeyError(f"run {run!r} has no tag {tag!r}; tags: {', '.join(tags)}")
-        s = tags[tag]
-        return s if self.restarts == "keep-all" else s.visible()
-
-    def scalars(self, run: str, tag: str) -> ScalarSeries:
-        """A scalar series: ``.steps``, ``.wall_times`` and ``.values`` are numpy arrays."""
-        s = self.series(run, tag)
-        if not isinstance(s, ScalarSeries):
-            raise TypeError(f"{run}/{tag} is not a scalar series ({type(s).__name__})")
-        return s
-
-    def __iter__(self):
-        """``(run, tag, series)`` for every series."""
-        for run, tags in self.loaded.series.items():
-            for tag in tags:
-                yield run, tag, self.series(run, tag)
-
-    def __repr__(self) -> str:
-        n = sum(len(t) for t in self.loaded.series.values())
-        return f"<tbconvert.Data: {len(self.loaded.runs)} runs, {n} series>"
-
-
-def read(path, *, runs=None, tags=None, restarts: Restarts = "visible", format: str | None = None,
-         storage_options: dict | None = None) -> Data:
-    """Read a whole source into memory (the model, with numpy arrays). For data that fits.
-    ``path`` may be a URL (``s3://bucket/logs``; ``storage_options`` go to its file system).
-
-    Example::
-
-        >>> data = tbconvert.read("fixtures/torch_logdir", runs="^train$")
-        >>> data.scalars("train", "lr").values.dtype
-        dtype('float32')
-    """
-    table_options(restarts=restarts)  # validates
-    return Data(api.load(path, format=format, runs=runs, tags=tags,
-                         storage_options=storage_options), restarts)
 
 
 # --------------------------------------------------------------------------- tables
