@@ -40,7 +40,7 @@ def make_logdir(logdir: Path, runs: int, points: int, seed: int = 0) -> None:
             name = f"run{r}"
             t0 = 1.7e9 + r
 
-            def chunks():
+            def chunks(name=name, t0=t0):
                 for start in range(0, points, block):
                     n = min(block, points - start)
                     steps = np.arange(start, start + n, dtype=np.int64)
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
         one, four = root / "mem1", root / "mem4"
         make_logdir(one, 1, m, seed=1)
         make_logdir(four, 4, m, seed=2)
-        for label, dst, fmt in (("parquet", "x.parquet", None), ("hdf5", "x.h5", None)):
+        for label, dst in (("parquet", "x.parquet"), ("hdf5", "x.h5")):
             r1 = peak_rss_mib(one, root / f"m1-{dst}")
             r4 = peak_rss_mib(four, root / f"m4-{dst}")
             rows.append((f"peak RSS, event files -> {label}", f"1 run: {r1:.0f} MB",

@@ -45,7 +45,7 @@ def make_run(logdir: Path, points: int, files: int) -> Path:
     for f in range(files):
         lo, hi = f * per_file, min(per_tag, (f + 1) * per_file)
 
-        def chunks():
+        def chunks(lo=lo, hi=hi):
             for tag in TAGS:
                 md = Metadata("scalars", b"", tag, "", DataClass.SCALAR)
                 for start in range(lo, hi, 1 << 20):

@@ -20,7 +20,8 @@ import numpy as np
 from measure import peak_rss_mib
 import writers
 
-from tbconvert.api import load, open_writer
+from tbconvert import read
+from tbconvert.api import open_writer
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 from tbconvert.report import Report
 
@@ -56,7 +57,7 @@ def tb_read(logdir: Path) -> int:
 
 
 def our_read(logdir: Path) -> int:
-    data = load(logdir)
+    data = read(logdir, restarts="keep-all")
     return sum(len(s) for tags in data.series.values() for s in tags.values())
 
 

@@ -209,7 +209,7 @@ def merge_all_run(run_dir: Path, points: int, tags=TF1_TAGS, seed: int = 0) -> N
     vals = _values(steps * len(tags), seed).reshape(steps, len(tags))
     with EventFile(run_dir, "tf1") as f:
         for s in range(steps):
-            f.add(simple_value_event(s, WALL0 + 1 + s * 0.01, dict(zip(tags, vals[s]))))
+            f.add(simple_value_event(s, WALL0 + 1 + s * 0.01, dict(zip(tags, vals[s], strict=True))))
 
 
 def histogram_run(run_dir: Path, form: str, points: int, tags=("weights", "grads"), seed: int = 0) -> None:

@@ -81,7 +81,7 @@ def read(data: bytes) -> None:
         finally:
             os.close(fd)
     try:
-        loaded = tbconvert.load(path, format=fmt, ignore_checksum=bool(mode & 2))
+        loaded = tbconvert.read(path, format=fmt, ignore_checksum=bool(mode & 2), restarts="keep-all")
     except TbconvertError as exc:
         if "\n" in str(exc):
             raise AssertionError(f"a message of several lines: {exc!r}") from None

@@ -2,7 +2,7 @@
 
 Each input is one event file. It goes through record scanning (whole-file and
 in small blocks, which must agree), event decoding, legacy migration and run
-assembly, as ``tbconvert.load`` reads a logdir. Any exception other than a
+assembly, as ``tbconvert.read`` reads a logdir. Any exception other than a
 :class:`tbconvert.errors.TbconvertError` is a finding.
 
     python fuzz/fuzz_tfevents.py -max_total_time=600 [libFuzzer options] [corpus dirs]
@@ -13,7 +13,6 @@ the inputs in ``fuzz/regressions/tfevents/`` (into a temporary directory, unless
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -65,7 +64,7 @@ def check_one(data: bytes) -> None:
             raise AssertionError(f"blocks found {len(blocked)} records, a whole-file scan "
                                  f"{len(whole)}")
     try:
-        tbconvert.load(_LOGDIR)
+        tbconvert.read(_LOGDIR)
     except TbconvertError:
         pass
 

@@ -14,7 +14,7 @@ import importlib
 __version__ = "0.1.0"
 
 _WHERE = {
-    "tbconvert.api": ("convert", "load", "open_reader", "open_writer"),
+    "tbconvert.api": ("convert", "open_reader", "open_writer"),
     "tbconvert.describe": ("info",),
     "tbconvert.errors": ("TbconvertError",),
     "tbconvert.exports": ("tbdev_export",),

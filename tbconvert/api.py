@@ -8,7 +8,6 @@ time, counting what passes and reporting what does not.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -18,7 +17,7 @@ from tbconvert.formats.base import Options, Reader, Writer
 from tbconvert.report import Report
 
 if TYPE_CHECKING:  # numpy loads with the model, once data is read (not for --help or errors)
-    from tbconvert.model import Experiment, Run, Series
+    from tbconvert.model import Run, Series
 
 
 def make_options(*, runs=None, tags=None, **kw) -> Options:
@@ -186,32 +185,3 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     return report
 
 
-@dataclass
-class Loaded:
-    """A whole source in memory (small data, tests): experiment, runs, and
-    ``series[run][tag]`` with chunks joined."""
-
-    experiment: Experiment
-    runs: dict[str, Run] = field(default_factory=dict)
-    series: dict[str, dict[str, Series]] = field(default_factory=dict)
-    report: Report = field(default_factory=Report)
-
-
-def load(path, *, format: str | None = None, **options) -> Loaded:
-    """Read all of ``path`` into memory. Meant for data that fits; see :func:`convert`."""
-    from tbconvert.model import concat
-    report = Report()
-    opts = make_options(**options)
-    with open_reader(path, format=format, options=opts, report=report) as reader:
-        out = Loaded(experiment=reader.experiment(), report=report)
-        for run_data in reader.iter_runs():
-            name = run_data.run.name
-            chunks: dict[str, list[Series]] = {}
-            for chunk in run_data.series:
-                if opts.wants_tag(chunk.tag):
-                    chunks.setdefault(chunk.tag, []).append(chunk)
-            if not opts.wants_run(name):
-                continue
-            out.runs[name] = run_data.run
-            out.series[name] = {tag: concat(c) for tag, c in chunks.items()}
-    return out

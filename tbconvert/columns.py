@@ -161,7 +161,7 @@ class ScalarColumns(PointColumns):
         if dropped:
             dup = ~last
             pairs = sorted({(self.runs.names[r], self.tags.names[t])
-                            for r, t in zip(run[dup].tolist(), tag[dup].tolist())})
+                            for r, t in zip(run[dup].tolist(), tag[dup].tolist(), strict=True)})
             for r, t in pairs:
                 count = int(np.count_nonzero(dup & (run == self.runs.index[r])
                                              & (tag == self.tags.index[t])))

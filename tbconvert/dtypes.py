@@ -1,6 +1,6 @@
 """TensorFlow ``DataType`` codes, their numpy storage, and TensorProto <-> ndarray.
 
-The decoding rules are TensorBoard's (spec section 2.5): ``tensor_content``
+The decoding rules are TensorBoard's (docs/format-notes.md, "Tensor values"): ``tensor_content``
 wins; otherwise the typed field, where a single element fills the whole
 shape. Types numpy lacks keep their bits: bfloat16 as uint16, quantized types
 as the integer of their width. Anything else (resource, variant, float8...)

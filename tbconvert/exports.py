@@ -70,11 +70,11 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
                                 on_failure=on_failure)
         finally:
             stage.cleanup()
-    from tbconvert.formats.tbdev import layout
+    from tbconvert.formats.tbdev import export_dir
     src = Path(src)
     if not src.exists():
         raise FormatError(f"{src}: no such file or directory")
-    sources, report.root = layout.find_experiments(src)
+    sources, report.root = export_dir.find_experiments(src)
     report.experiments = len(sources)
     if not sources:
         raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator, Sequence, Union
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -269,7 +269,7 @@ class BlobSequenceSeries(_Series):
         return cls(**kw, offsets=offsets, blobs=blobs)
 
 
-Series = Union[ScalarSeries, TensorSeries, BlobSequenceSeries]
+Series = ScalarSeries | TensorSeries | BlobSequenceSeries
 
 
 @dataclass(slots=True)
@@ -310,14 +310,14 @@ def concat(chunks: Sequence[Series]) -> Series:
 
 def as_tensor_series(series: Series) -> TensorSeries:
     """The same points in the most general container (one array per point)."""
-    from tbconvert import dtypes as _dt
+    from tbconvert import dtypes as dt
 
     if isinstance(series, TensorSeries):
         return series
     common = dict(run=series.run, tag=series.tag, metadata=series.metadata,
                   steps=series.steps, wall_times=series.wall_times, hidden=series.hidden)
     if isinstance(series, ScalarSeries):
-        code = _dt.tf_dtype_of(series.values.dtype)
+        code = dt.tf_dtype_of(series.values.dtype)
         return TensorSeries(**common, dtypes=np.full(len(series), code, np.int32),
                             tensors=tuple(series.values[i:i + 1].reshape(()) for i in range(len(series))))
     tensors = []
@@ -325,5 +325,5 @@ def as_tensor_series(series: Series) -> TensorSeries:
         arr = np.empty(len(seq), dtype=object)
         arr[:] = [b"" if b is None else b for b in seq]
         tensors.append(arr)
-    return TensorSeries(**common, dtypes=np.full(len(series), _dt.DT_STRING, np.int32),
+    return TensorSeries(**common, dtypes=np.full(len(series), dt.DT_STRING, np.int32),
                         tensors=tuple(tensors))

@@ -12,13 +12,16 @@ import collections
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from tbconvert import kinds
+
 
 @dataclass(frozen=True, slots=True)
 class Issue:
     """One thing that did not go through unchanged.
 
     ``kind`` is a short stable identifier (``corrupt_record``,
-    ``missing_blob``, ``hidden_points``...). ``count`` is how many points,
+    ``missing_blob``, ``hidden_points_left_out``...), one of
+    :data:`tbconvert.kinds.KINDS`. ``count`` is how many points,
     records or bytes it concerns (see the kind). ``lost`` is False for
     notes that lose no data (a renamed run, hidden points kept and marked).
     """
@@ -44,6 +47,9 @@ class Report:
 
     def add(self, kind: str, message: str, *, path=None, run=None, tag=None,
             count: int = 1, lost: bool = True) -> Issue:
+        """Record one issue; ``kind`` must be in :data:`tbconvert.kinds.KINDS` (ValueError
+        otherwise: a new kind belongs in the catalogue, with its meaning)."""
+        kinds.check(kind, lost)
         issue = Issue(kind, message, None if path is None else str(path), run, tag, count, lost)
         self.issues.append(issue)
         return issue

@@ -131,4 +131,5 @@ def read_text(path, encoding: str = "utf-8") -> str:
     return read_bytes(path).decode(encoding)
 
 
-__all__ = ["open_fd", "open_regular", "NotRegularFile", "describe", "open_binary", "read_bytes", "read_text", "listdir", "walk"]
+__all__ = ["open_fd", "open_regular", "NotRegularFile", "describe", "open_binary", "read_bytes", "read_text",
+           "listdir", "walk"]

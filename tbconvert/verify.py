@@ -52,7 +52,7 @@ def _hash_values(h, s: Series) -> None:
             for blob in seq:
                 h.update(b"\x00" if blob is None else b"\x01" + len(blob).to_bytes(8, "little") + blob)
     elif isinstance(s, TensorSeries):
-        for code, arr in zip(s.dtypes.tolist(), s.tensors):
+        for code, arr in zip(s.dtypes.tolist(), s.tensors, strict=True):
             arr = np.asarray(arr)
             h.update(code.to_bytes(4, "little", signed=True) + repr(arr.shape).encode())
             if arr.dtype == object:
@@ -129,7 +129,7 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
 
 def _compare_series(where: str, x: _Fingerprint, y: _Fingerprint, tol: float) -> list[str]:
     out = []
-    for name, u, v in zip(_MD_FIELDS, x.metadata, y.metadata):
+    for name, u, v in zip(_MD_FIELDS, x.metadata, y.metadata, strict=True):
         if u != v:
             out.append(f"{where}: {name} differs: {u!r} != {v!r}")
     if x.points != y.points:

@@ -77,7 +77,7 @@ def assert_same_view(actual: dict, expected: dict, *, ignore_first_event: bool =
             assert a[key] == e[key], f"{run}: {key} differs"
         if not ignore_first_event:
             # Writers may stamp the first event after their first point; a converted run
-            # starts at the earliest of the two (spec 1.3), which both loaders then agree on.
+            # starts at the earliest of the two (docs/format-notes.md), which both loaders then agree on.
             assert run_start(a) == run_start(e), \
                 f"{run}: start time {run_start(a)!r} != {run_start(e)!r}"
         for tag in e["tags"]:
@@ -87,5 +87,5 @@ def assert_same_view(actual: dict, expected: dict, *, ignore_first_event: bool =
                 assert at[key] == et[key], f"{run}/{tag}: {key} {at[key]!r} != {et[key]!r}"
             assert len(at["points"]) == len(et["points"]), \
                 f"{run}/{tag}: {len(at['points'])} points != {len(et['points'])}"
-            for i, (pa, pe) in enumerate(zip(at["points"], et["points"])):
+            for i, (pa, pe) in enumerate(zip(at["points"], et["points"], strict=True)):
                 assert pa == pe, f"{run}/{tag}: point {i} differs: {pa[:2]} vs {pe[:2]}"

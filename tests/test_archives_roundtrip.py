@@ -166,7 +166,7 @@ def canon_series(s):
     elif isinstance(s, BlobSequenceSeries):
         out["blobs"] = [tuple(q) for q in s.sequences()]
     else:
-        out["tensors"] = [canon_tensor(int(c), t) for c, t in zip(s.dtypes, s.tensors)]
+        out["tensors"] = [canon_tensor(int(c), t) for c, t in zip(s.dtypes, s.tensors, strict=True)]
     return out
 
 
@@ -236,7 +236,7 @@ def test_unconsumed_runs_are_skipped_cleanly(tmp_path, dst):
     with tbconvert.open_reader(tmp_path / dst) as reader:
         names = [rd.run.name for rd in reader.iter_runs()]  # series never consumed
     assert names == [r.name for r, _ in sample_runs()]
-    loaded = tbconvert.load(tmp_path / dst, runs="^\\.$", tags="ü")
+    loaded = tbconvert.read(tmp_path / dst, runs="^\\.$", tags="ü", restarts="keep-all")
     assert list(loaded.series) == ["."] and list(loaded.series["."]) == ["images/ü"]
 
 
@@ -279,8 +279,8 @@ def test_export_archive_export_keeps_metadata_json(tmp_path, archive):
     copy = json.loads(copies[0].read_text())
     assert copy.get("name") == original.get("name")
     assert copy.get("description") == original.get("description")
-    before = tbconvert.load(src)
-    after = tbconvert.load(tmp_path / archive)
+    before = tbconvert.read(src, restarts="keep-all")
+    after = tbconvert.read(tmp_path / archive, restarts="keep-all")
     assert before.experiment == after.experiment
     assert list(before.runs) == list(after.runs)
     for run in before.series:

@@ -71,7 +71,7 @@ def skeleton(buf: bytes, kind: str = "Event") -> list:
 def _records(path: Path):
     buf = path.read_bytes()
     starts, lengths, _ = records.scan(buf)
-    return [buf[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
+    return [buf[s:s + n] for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
 
 
 def _fixture_event(run_dir: str, tag: str, min_step: int = 1) -> bytes:

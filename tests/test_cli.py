@@ -174,7 +174,7 @@ def test_unmatched_runs_or_tags_say_so_in_one_line(tmp_path, capsys):
     for argv, needle in cases:
         code, _, err = run_cli(capsys, *argv)
         assert code == 0, (argv, err)
-        lines = [l for l in err.splitlines() if needle in l]
+        lines = [line for line in err.splitlines() if needle in line]
         assert len(lines) == 1 and lines[0].startswith("tbconvert: warning: "), (argv, err)
         force = [] if argv[0] in ("info", "verify") else ["--force"]
         code, _, err = run_cli(capsys, *argv, "--strict", *force)
@@ -196,7 +196,7 @@ def test_extraction_of_a_source_without_that_data_says_so(tmp_path, capsys):
              (["hparams", nohp, "-o", tmp_path / "p.csv"], "holds no hparams trials")]
     for argv, needle in cases:
         code, _, err = run_cli(capsys, *argv)
-        assert code == 0 and f"tbconvert: warning: " in err and needle in err, err
+        assert code == 0 and "tbconvert: warning: " in err and needle in err, err
         code, _, err = run_cli(capsys, *argv, "--strict", "--force")
         last = err.splitlines()[-1]
         assert code == 8 and last.startswith("tbconvert: error: --strict: ") and needle in last, err
@@ -260,12 +260,12 @@ def test_summary_reads_as_sentences():
         report.add("not_in_table", f"run/{tag}: {n} histograms points are not scalars",
                    run="run", tag=tag, count=n)
     report.add("experiment_facts_sidecar", "kept in tbconvert-experiment.json", lost=False)
-    report.add("some_new_kind", "x")
-    report.add("other_kind", "y")
-    report.add("other_kind", "z")
+    report.add("bad_line", "x")
+    report.add("unsafe_path", "y")
+    report.add("unsafe_path", "z")
     lines = report.summary_lines()
     assert lines[0] == ("warning: 7 points of 2 series were not written to the table (not "
                         "scalars; the hparams, histograms and media commands write those)")
     assert "note: the experiment's name, description and times were kept in a file beside the runs" in lines
-    assert "warning: some new kind" in lines and "warning: other kind: 2 times" in lines
+    assert "warning: bad line" in lines and "warning: unsafe path: 2 times" in lines
     assert not any("in all" in line or "1 time" in line for line in lines)

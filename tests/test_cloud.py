@@ -162,7 +162,7 @@ def test_parquet_dataset_written_to_s3_is_read_by_pyarrow_from_s3(store, bucket)
     assert len(files) > 1
     fs = PyFileSystem(FSSpecHandler(store.fs))
     table = ds.dataset(f"{bucket}/dataset", filesystem=fs, format="parquet").to_table()
-    local = api.load(FIXTURES / "torch_logdir", restarts="keep-all")
+    local = tbconvert.read(FIXTURES / "torch_logdir", restarts="keep-all")
     points = sum(len(s) for tags in local.series.values() for s in tags.values())
     assert table.num_rows == points
     # and tbconvert reads it back point for point

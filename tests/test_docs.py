@@ -115,7 +115,7 @@ def test_recipes_run(doc, base, path_dir, tmp_path, monkeypatch):
 
 
 def _sql_statements(code: str):
-    lines = [l.split("--")[0] for l in code.splitlines()]
+    lines = [line.split("--")[0] for line in code.splitlines()]
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 

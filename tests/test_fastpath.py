@@ -1,4 +1,4 @@
-"""The vectorised event decoders (fastscalars, fastblobs) give exactly what protobuf decoding gives.
+"""The vectorised event decoders (summary_templates, blob_templates) decode exactly as protobuf does.
 
 Every layout the bulk path accepts is checked against the same files read with
 the bulk path switched off (every record through protobuf and the legacy
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tbconvert
-from tbconvert.formats.tfevents import fastblobs, fastscalars, records
 from helpers import BENCH, FIXTURES, LOGDIRS, on_path
+from tbconvert.formats.tfevents import blob_templates, records, summary_templates
 from oracle import canonical, tb_view
 
 on_path(BENCH)
@@ -24,7 +24,7 @@ import writers  # noqa: E402
 
 
 def _snapshot(logdir: Path) -> dict:
-    data = tbconvert.load(logdir)
+    data = tbconvert.read(logdir, restarts="keep-all")
     out = {"report": sorted((i.kind, i.message) for i in data.report.issues)}
     for run, tags in data.series.items():
         out[(run, "start")] = data.runs[run].start_time
@@ -43,8 +43,8 @@ def _snapshot(logdir: Path) -> dict:
 
 def _protobuf_only(monkeypatch, logdir: Path) -> dict:
     with monkeypatch.context() as m:
-        m.setattr(fastscalars, "MIN_GROUP", 1 << 62)
-        m.setattr(fastblobs, "MIN_GROUP", 1 << 62)
+        m.setattr(summary_templates, "MIN_GROUP", 1 << 62)
+        m.setattr(blob_templates, "MIN_GROUP", 1 << 62)
         return _snapshot(logdir)
 
 
@@ -54,8 +54,8 @@ def _bulk_share(logdir: Path) -> float:
     for path in logdir.rglob("events.out.tfevents.*"):
         buf = path.read_bytes()
         starts, lengths, _ = records.scan(buf)
-        _, rest = fastscalars.decode(buf, starts, lengths)
-        _, rest = fastblobs.decode(buf, starts, lengths, rest)
+        _, rest = summary_templates.decode(buf, starts, lengths)
+        _, rest = blob_templates.decode(buf, starts, lengths, rest)
         done += len(starts) - len(rest)
         total += len(starts)
     return done / total
@@ -75,7 +75,7 @@ def test_generated_forms_match_tensorboard(form, tmp_path):
     """The new layouts (metadata on every value, several values, [k, 3] tensors) as TensorBoard sees them."""
     writers.write_form(form, tmp_path, 200)
     view = tb_view(tmp_path)
-    ours = tbconvert.load(tmp_path).series
+    ours = tbconvert.read(tmp_path, restarts="keep-all").series
     assert sorted(view) == sorted(ours)
     for run, tags in view.items():
         assert sorted(tags["tags"]) == sorted(ours[run])
@@ -99,27 +99,27 @@ def _repeat_records(src: Path, dst: Path, times: int) -> None:
         out = dst / path.relative_to(src)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(b"".join(records.frame(buf[s:s + n]) * times
-                                 for s, n in zip(starts.tolist(), lengths.tolist())))
+                                 for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)))
 
 
 @pytest.mark.parametrize("name", LOGDIRS)
 def test_real_writers_records_bulk_equals_protobuf(name, tmp_path, monkeypatch):
     """Real writers' exact records, each repeated so that the bulk path takes them."""
-    _repeat_records(FIXTURES / name, tmp_path, fastscalars.MIN_GROUP + 1)
+    _repeat_records(FIXTURES / name, tmp_path, summary_templates.MIN_GROUP + 1)
     assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
 
 
 def test_real_tf2_scalar_and_histogram_records_take_the_bulk_path(tmp_path):
     """TF2 writes metadata on every value: those records must not fall back to protobuf."""
-    _repeat_records(FIXTURES / "tf2_logdir" / "eager", tmp_path, fastscalars.MIN_GROUP + 1)
+    _repeat_records(FIXTURES / "tf2_logdir" / "eager", tmp_path, summary_templates.MIN_GROUP + 1)
     path = next(p for p in tmp_path.rglob("*.0.v2"))
     buf = path.read_bytes()
     starts, lengths, _ = records.scan(buf)
-    cols, _ = fastscalars.decode(buf, starts, lengths)
+    cols, _ = summary_templates.decode(buf, starts, lengths)
     kinds = {(c.tag, c.values.shape[1:]) for c in cols}
     assert ("loss", ()) in kinds and ("learning_rate", ()) in kinds
     assert ("weights", (20, 3)) in kinds
-    md = {c.tag: fastscalars.column_metadata(c) for c in cols}
+    md = {c.tag: summary_templates.column_metadata(c) for c in cols}
     assert md["learning_rate"].plugin_name == "scalars"
     assert md["learning_rate"].description == "learning rate (exponential decay)"
 
@@ -136,7 +136,7 @@ def test_first_metadata_wins_between_layouts(tmp_path, monkeypatch):
             ev.summary.value[0].metadata.display_name = "first" if i < 40 else "later"
             f.add(ev.SerializeToString())
     assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
-    assert tbconvert.load(tmp_path).series["r"]["x"].metadata.display_name == "first"
+    assert tbconvert.read(tmp_path, restarts="keep-all").series["r"]["x"].metadata.display_name == "first"
 
 
 # -- hypothesis: random events through both paths ---------------------------------------------
@@ -258,7 +258,7 @@ def test_every_dtype_and_shape_bulk_equals_protobuf(code, np_dtype, shape, tmp_p
             _value(ev, spec, rng)
             f.add(ev.SerializeToString())
     assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
-    if 0 not in shape and code != 10:  # bool stays with protobuf (see fastscalars)
+    if 0 not in shape and code != 10:  # bool stays with protobuf (see summary_templates)
         assert _bulk_share(tmp_path) > 0.9
 
 
@@ -303,9 +303,9 @@ def test_random_blob_events_bulk_equals_protobuf(tag, form, head, sizes, meta, s
 
 @pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy"])
 def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
-    """fastframe predicts record positions from repeating lengths; it must find exactly the
+    """record_chain predicts record positions from repeating lengths; it must find exactly the
     records a one-by-one walk finds, from any offset, for any limit, damaged bytes included."""
-    from tbconvert.formats.tfevents import fastframe
+    from tbconvert.formats.tfevents import record_chain
     writers.write_form(form, tmp_path, 600)
     rng = np.random.default_rng(5)
     paths = sorted(tmp_path.rglob("events.out.tfevents.*"))
@@ -321,7 +321,7 @@ def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
             for off in (0, 1, len(data) // 2):
                 for limit in (1, 47, 48, 49, 1000, 1 << 20):
                     a = records._frame_quickly(data, off, limit)
-                    b = fastframe.walk(data, off, limit)
+                    b = record_chain.walk(data, off, limit)
                     assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
 
 
@@ -335,7 +335,7 @@ def test_random_record_lengths_bulk_framing_equals_walk(cycle, steps, breaks, fl
                                                         shift, limit):
     """Records whose lengths repeat with any period (tags logged per step), broken by odd
     records, damaged bytes and a cut-off end: the predicted framing is the one-by-one walk."""
-    from tbconvert.formats.tfevents import fastframe
+    from tbconvert.formats.tfevents import record_chain
     lengths = [cycle[i % len(cycle)] for i in range(len(cycle) * steps)]
     for where, length in breaks:
         lengths.insert(where % (len(lengths) + 1), length)
@@ -346,7 +346,7 @@ def test_random_record_lengths_bulk_framing_equals_walk(cycle, steps, breaks, fl
     # from a record's start (or a few bytes off it, as after a damaged stretch)
     off = min(sum(16 + n for n in lengths[:first]) + shift, len(data))
     want = records._frame_quickly(data, off, limit)
-    got = fastframe.walk(data, off, limit)
+    got = record_chain.walk(data, off, limit)
     assert want[0].tolist() == got[0].tolist() and want[1].tolist() == got[1].tolist()
 
 

@@ -128,7 +128,7 @@ def test_conversion(reader, writer, name, tmp_path):
     src = source(name, reader)
     dst = destination(tmp_path, writer)
     report = tbconvert.convert(src, dst, from_format=reader, to_format=writer)
-    read = tbconvert.load(src, format=reader, restarts="keep-all")
+    read = tbconvert.read(src, format=reader, restarts="keep-all")
     read_kinds = _kinds(read.report.issues)
     written = _kinds(i for i in report.issues if i.lost) - read_kinds
     declared = {k for loss in LOSSES[writer] for k in loss.kinds}
@@ -239,4 +239,4 @@ def test_every_loss_in_the_table_is_reported_as_it_happens(writer, tmp_path):
         back = back_to_event_files(dst, writer, tmp_path)
         assert_same_view(tb_view(back), expected_view(reference, writer))
     else:
-        _check_left_out(report, tbconvert.load(src, restarts="keep-all"), writer)
+        _check_left_out(report, tbconvert.read(src, restarts="keep-all"), writer)

@@ -20,7 +20,7 @@ from helpers import FUZZ, REPO, on_path
 on_path(FUZZ)
 
 import fuzz_tbdev  # noqa: E402
-from limits import deadline
+from limits import deadline  # noqa: E402
 
 # Byte strings that reach far: deep nesting, out-of-range numbers, surrogates, bad headers.
 TOKENS = [b"[" * 5000, b"{\"run\": " * 200, b"18446744073709551615", b"-9223372036854775809",

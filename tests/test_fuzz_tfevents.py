@@ -36,7 +36,7 @@ def _event_payload(step: int, tag: str, text: bool) -> bytes:
     if text:
         v = ev.summary.value.add(tag=tag)
         v.tensor.dtype = 7
-        v.tensor.string_val.append(("note %d " % step).encode() * (step % 5 + 1))
+        v.tensor.string_val.append(f"note {step} ".encode() * (step % 5 + 1))
     else:
         ev.summary.value.add(tag=tag, simple_value=step * 0.25)
     return ev.SerializeToString()
@@ -198,6 +198,6 @@ def test_regression_inputs_read_alike_in_blocks(path, block_size, tmp_path):
     target.write_bytes(data)
     assert blockscan.in_blocks(target, block_size=block_size).payloads == whole
     try:
-        tbconvert.load(logdir)
+        tbconvert.read(logdir)
     except TbconvertError:
         pass

@@ -15,7 +15,7 @@ from tbconvert import registry
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.hdf5 import Hdf5Format
 from tbconvert.cli import main
-from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5 import schema
 from tbconvert.formats.hdf5 import seal
 
 from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
@@ -94,7 +94,7 @@ def test_lossless_and_suffixes(tmp_path):
 
 def test_many_chunks_and_big_series_read_in_slices(tmp_path, monkeypatch):
     from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
-    monkeypatch.setattr(L, "READ_POINTS", 1000)
+    monkeypatch.setattr(schema, "READ_POINTS", 1000)
     md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
     chunks = [ScalarSeries(run="r", tag="t", metadata=md, steps=np.arange(k * 700, k * 700 + 700),
                            wall_times=np.arange(700) + 0.25, hidden=None,
@@ -114,7 +114,7 @@ def test_foreign_hdf5(tmp_path):
     with h5py.File(path, "w") as f:
         f["x"] = np.arange(3)
     with pytest.raises(CorruptDataError, match="not a tbconvert HDF5 archive") as info:
-        tbconvert.load(path)
+        tbconvert.read(path)
     assert str(path) in str(info.value)
     assert not Hdf5Format.sniff(path)
 
@@ -123,7 +123,7 @@ def test_not_hdf5(tmp_path):
     path = tmp_path / "junk.h5"
     path.write_bytes(b"\x00junk" * 100)
     with pytest.raises(CorruptDataError, match="not a readable HDF5 file"):
-        tbconvert.load(path)
+        tbconvert.read(path)
 
 
 def _reseal(path):
@@ -141,7 +141,7 @@ def test_newer_schema_version(tmp_path):
         f.attrs["schema_version"] = 7
     _reseal(path)
     with pytest.raises(FormatError, match="newer tbconvert.*upgrade"):
-        tbconvert.load(path)
+        tbconvert.read(path)
 
 
 def test_truncated_file(tmp_path):
@@ -149,7 +149,7 @@ def test_truncated_file(tmp_path):
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CorruptDataError, match="x.h5: the archive is damaged.*truncated"):
-        tbconvert.load(path)
+        tbconvert.read(path)
 
 
 def test_seal_is_in_the_user_block_and_plain_h5py_reads_the_archive(tmp_path):
@@ -169,11 +169,11 @@ def test_changed_bytes_are_refused_before_hdf5_opens_the_file(tmp_path, capsys):
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptDataError, match="checksum does not match.*--ignore-checksum"):
-        tbconvert.load(path)
+        tbconvert.read(path)
     assert main(["info", str(path)]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--ignore-checksum" in err
-    loaded = tbconvert.load(path, ignore_checksum=True)
+    loaded = tbconvert.read(path, ignore_checksum=True, restarts="keep-all")
     assert [i.kind for i in loaded.report.issues][:1] == ["damaged_archive"]
 
 
@@ -182,21 +182,21 @@ def test_editing_with_h5py_breaks_the_seal(tmp_path):
     with h5py.File(path, "a") as f:
         f.attrs["note"] = "added by hand"
     with pytest.raises(CorruptDataError, match="edited after it was written"):
-        tbconvert.load(path)
-    loaded = tbconvert.load(path, ignore_checksum=True)
+        tbconvert.read(path)
+    loaded = tbconvert.read(path, ignore_checksum=True, restarts="keep-all")
     assert loaded.report.issues[0].kind == "damaged_archive" and len(loaded.report.issues) == 1
-    assert loaded.series.keys() == tbconvert.load(write_sample(tmp_path / "y.h5")).series.keys()
+    assert loaded.series.keys() == tbconvert.read(write_sample(tmp_path / "y.h5")).series.keys()
 
 
 def test_damaged_series_costs_that_series_only(tmp_path):
     path = write_sample(tmp_path / "x.h5")
-    whole = tbconvert.load(path)
+    whole = tbconvert.read(path, restarts="keep-all")
     with h5py.File(path, "a") as f:
         run0 = f["runs/0"].attrs["name"]
         tag0 = f["runs/0/series/0"].attrs["tag"]
         del f["runs/0/series/0/wall_times"]
     _reseal(path)
-    loaded = tbconvert.load(path)
+    loaded = tbconvert.read(path, restarts="keep-all")
     (issue,) = loaded.report.issues
     assert issue.kind == "damaged_series" and "/runs/0/series/0" in issue.message
     assert (issue.run, issue.tag) == (run0, tag0)

@@ -59,7 +59,7 @@ def small_runs():
 def snapshot(path, **kw):
     """("error", message) / ("reported", kinds) / ("ok", every value read, as bytes)."""
     try:
-        loaded = tbconvert.load(path, **kw)
+        loaded = tbconvert.read(path, restarts="keep-all", **kw)
     except TbconvertError as exc:
         assert "\n" not in str(exc) and str(path.name) in str(exc), str(exc)
         return "error", str(exc)
@@ -138,7 +138,7 @@ def test_a_damaged_footer_schema_is_refused_not_a_crash(tmp_path):
     data[at + len(b"\x06hidden\x00\x15\x0c%")] = 0x02   # REQUIRED -> OPTIONAL
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptDataError, match="x.parquet: damaged archive: its Parquet schema"):
-        tbconvert.load(path)
+        tbconvert.read(path)
 
 
 # ------------------------------------------------------------------ Parquet: hand-made
@@ -179,7 +179,7 @@ def _rewrite(path, *, meta_fn=None, table_fn=None, schema=None):
 
 def _one_line_error(path, match):
     with pytest.raises(TbconvertError, match=match) as info:
-        tbconvert.load(path)
+        tbconvert.read(path)
     msg = str(info.value)
     assert "\n" not in msg and path.name in msg, msg
     return msg
@@ -219,7 +219,7 @@ def _damage_rows(tmp_path, column, fn, series_tag, type_=None):
     """Change ``column`` in the rows of the series ``series_tag`` of run "train"; reading then
     costs exactly those rows (reported), every other series is read."""
     path = write_sample(tmp_path / "x.parquet", runs=small_runs())
-    whole = tbconvert.load(path)
+    whole = tbconvert.read(path, restarts="keep-all")
 
     def table_fn(t):
         rows = t.to_pylist()
@@ -227,7 +227,7 @@ def _damage_rows(tmp_path, column, fn, series_tag, type_=None):
                   for r in rows]
         return _set_column(t, column, values, type_)
     _rewrite(path, table_fn=table_fn)
-    loaded = tbconvert.load(path)
+    loaded = tbconvert.read(path, restarts="keep-all")
     (issue,) = loaded.report.issues
     assert issue.kind == "damaged_points" and (issue.run, issue.tag) == ("train", series_tag)
     assert "x.parquet" in issue.message
@@ -285,7 +285,7 @@ def test_a_point_larger_than_a_row_group(tmp_path, monkeypatch):
                                      tensors=(np.ones(3, np.float32), big, big[:10]))])]
     path = write_sample(tmp_path / "x.parquet", runs=runs)
     assert pq.ParquetFile(path).metadata.num_row_groups >= 2
-    got = tbconvert.load(path).series["r"]["t"]
+    got = tbconvert.read(path, restarts="keep-all").series["r"]["t"]
     np.testing.assert_array_equal(got.tensors[1], big)
 
 
@@ -297,7 +297,7 @@ def test_a_72_mib_tensor_round_trips(tmp_path, name):
                                      wall_times=[0, 1], hidden=None, dtypes=[dt.DT_FLOAT] * 2,
                                      tensors=(big, big[:5]))])]
     path = write_sample(tmp_path / name, runs=runs)
-    got = tbconvert.load(path)
+    got = tbconvert.read(path, restarts="keep-all")
     assert not got.report.issues
     np.testing.assert_array_equal(got.series["r"]["graph"].tensors[0], big)
 
@@ -308,7 +308,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
         os.mkfifo(fifo)
         t0 = time.monotonic()
         with pytest.raises(TbconvertError, match="not a regular file"):
-            tbconvert.load(fifo, format="parquet" if name.endswith("parquet") else "hdf5")
+            tbconvert.read(fifo, format="parquet" if name.endswith("parquet") else "hdf5")
         assert time.monotonic() - t0 < 5
 
 
@@ -379,7 +379,7 @@ def test_links_and_virtual_datasets_are_refused(tmp_path):
 
 
 def _only_series_damaged(path, match):
-    loaded = tbconvert.load(path)
+    loaded = tbconvert.read(path, restarts="keep-all")
     (issue,) = loaded.report.issues
     assert issue.kind == "damaged_series" and "/runs/0/series/0" in issue.message
     assert match in issue.message, issue.message
@@ -455,7 +455,7 @@ def test_32_dimensional_tensors(tmp_path):
                                      wall_times=[0, 1], hidden=None, dtypes=[dt.DT_FLOAT] * 2,
                                      tensors=(t32, t32 * 2))])]
     path = _write_h5(tmp_path, runs)
-    got = tbconvert.load(path).series["r"]["t"]
+    got = tbconvert.read(path, restarts="keep-all").series["r"]["t"]
     assert got.tensors[1].shape == (1,) * 32 and got.tensors[1].sum() == 2
     t33 = np.ones((1,) * 33, np.float32)
     runs = [(Run("r"), [TensorSeries(run="r", tag="t", metadata=HIST, steps=[0], wall_times=[0],
@@ -496,7 +496,7 @@ def test_a_dense_hdf5_row_2_to_the_40_wide(tmp_path):
         s.attrs["tensor_dtype"] = np.int32(dt.DT_DOUBLE)
         s.create_dataset("values", shape=(3, 2**40), dtype="f8", chunks=(1, 1 << 16))
     path = _edit_h5(tmp_path, fn)
-    loaded = tbconvert.load(path)
+    loaded = tbconvert.read(path, restarts="keep-all")
     (issue,) = loaded.report.issues
     assert issue.kind == "damaged_series" and "declares" in issue.message
     assert "hist" not in loaded.series["train"] and "hist" in loaded.series["eval"]
@@ -512,10 +512,10 @@ def test_wrong_types_in_a_dataset_marker(tmp_path):
     marker[S.MARKER_DIGEST] = S.marker_digest(marker)
     marker_path.write_text(json.dumps(marker))
     with pytest.raises(CorruptDataError, match=r"_tbconvert.json: damaged \(experiment.name"):
-        tbconvert.load(out)
+        tbconvert.read(out)
     marker_path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(CorruptDataError, match="_tbconvert.json: damaged: JSON nested"):
-        tbconvert.load(out, format="parquet")
+        tbconvert.read(out, format="parquet")
 
 
 @pytest.mark.parametrize("series,name", [(3, "blob_offsets"), (2, "data_offsets"),
@@ -527,7 +527,7 @@ def test_offsets_out_of_order_cost_their_series(tmp_path, series, name):
         off[1] = off[-1] + 1          # past the end, and then going back
         ds[...] = off
     path = _edit_h5(tmp_path, fn)
-    loaded = tbconvert.load(path)
+    loaded = tbconvert.read(path, restarts="keep-all")
     (issue,) = loaded.report.issues
     assert issue.kind == "damaged_series" and f"{name} does not index" in issue.message
     assert len(loaded.series["train"]) == 3 and len(loaded.series["eval"]) == 4

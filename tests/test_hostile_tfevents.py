@@ -63,7 +63,7 @@ def test_absurd_tensor_is_a_reported_skip(case, tmp_path):
     path = _write(tmp_path / "logs" / "run" / "events.out.tfevents.1.host", events)
     tracemalloc.start()
     try:
-        loaded = tbconvert.load(path.parent.parent)
+        loaded = tbconvert.read(path.parent.parent, restarts="keep-all")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -85,7 +85,7 @@ def test_tiny_file_never_becomes_a_huge_tensor(tmp_path):
     assert path.stat().st_size < 100
     tracemalloc.start()
     try:
-        loaded = tbconvert.load(path.parent)
+        loaded = tbconvert.read(path.parent, restarts="keep-all")
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -102,7 +102,7 @@ def test_histogram_with_more_buckets_than_limits_is_a_reported_skip(tmp_path):
     v.histo.bucket_limit.extend([0.5])
     ok = ev.summary.value.add(tag="fine", simple_value=1.0)
     path = _write(tmp_path / "logs" / "events.out.tfevents.1.h", [ev])
-    loaded = tbconvert.load(path.parent)
+    loaded = tbconvert.read(path.parent, restarts="keep-all")
     assert "h" not in loaded.series["."] and len(loaded.series["."]["fine"]) == 1
     assert any("bucket limits" in i.message for i in loaded.report.issues)
     assert ok.simple_value == 1.0
@@ -177,7 +177,7 @@ def test_node_name_only_values_read_as_tensorboard_reads_them(tmp_path):
     _write(src / "run" / "events.out.tfevents.1.host", _node_name_events())
     expected = _loose_view(src)
     assert sorted(expected["run"]) == ["", "loss", "nn"]
-    loaded = tbconvert.load(src)
+    loaded = tbconvert.read(src, restarts="keep-all")
     assert sorted(loaded.series["run"]) == ["", "loss", "nn"]
     assert len(loaded.series["run"]["nn"]) == 3
     out = tmp_path / "out"

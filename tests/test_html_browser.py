@@ -263,7 +263,7 @@ def test_big_series_is_downsampled_for_display_and_zoom_shows_real_points(browse
         xs = p.evaluate(trace % "x", card)
         ys = p.evaluate(trace % "y", card)
         assert set(range(1000, 1401, 2)) <= set(xs)
-        for x, y in zip(xs, ys):
+        for x, y in zip(xs, ys, strict=True):
             assert np.float32(y) == values[x // 2]
         # Double click (autorange) goes back to the whole series.
         p.evaluate("c => Plotly.relayout(c.querySelector('.chart'), {'xaxis.autorange': true})", card)

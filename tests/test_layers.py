@@ -32,7 +32,7 @@ RANK = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
 KNOWN_CROSSINGS = {
     # the web view builds its histogram, text and hparams tables with the table builders
     ("formats/html/writer.py", "tbconvert.tables._hparams"),
-    ("formats/html/writer.py", "tbconvert.tables._tensors"),
+    ("formats/html/writer.py", "tbconvert.tables._nonscalar_columns"),
 }
 
 # Calls that print or end the process, allowed outside the command line only here.

@@ -71,7 +71,7 @@ def test_non_utf8_run_directory_converts_with_every_writer(tmp_path, fmt, dst_na
         assert escaped in text and "plain" in text
         assert any(i.kind == "name_escaped" for i in report.issues)
         return
-    loaded = tbconvert.load(tmp_path / dst_name)
+    loaded = tbconvert.read(tmp_path / dst_name, restarts="keep-all")
     if fmt == "tfevents":   # the same bytes as directory names: a true round trip
         assert os.fsencode(BYTES_NAME) in os.listdir(os.fsencode(tmp_path / dst_name))
         assert BYTES_NAME in loaded.runs
@@ -115,7 +115,7 @@ def test_lone_surrogates_from_an_export_are_escaped_for_every_writer(tmp_path):
         if fmt == "csv":
             assert run in (tmp_path / dst_name).read_text(encoding="utf-8")
             continue
-        loaded = tbconvert.load(tmp_path / dst_name)
+        loaded = tbconvert.read(tmp_path / dst_name, restarts="keep-all")
         assert run in loaded.runs, fmt
         assert tag in loaded.series[run], fmt
 
@@ -167,7 +167,7 @@ def test_very_long_run_path_is_shortened_for_event_files_and_media(tmp_path):
         LONG_RUN + "/x": [_scalars(LONG_RUN + "/x")]})
     report = tbconvert.convert(src, tmp_path / "out", to_format="tfevents")
     assert sum(i.kind == "run_renamed" for i in report.issues) == 2
-    loaded = tbconvert.load(tmp_path / "out")
+    loaded = tbconvert.read(tmp_path / "out", restarts="keep-all")
     assert len(loaded.runs) == 3 and "ok" in loaded.runs
     for root, dirs, files in os.walk(tmp_path / "out"):
         rel = os.path.relpath(root, tmp_path / "out")

@@ -194,7 +194,7 @@ def test_size_of_scalar_archive_is_small(tmp_path):
 # ------------------------------------------------------------------ errors
 
 def _load(path):
-    return tbconvert.load(path, format="parquet")
+    return tbconvert.read(path, format="parquet", restarts="keep-all")
 
 
 def test_foreign_parquet_file(tmp_path):
@@ -289,7 +289,7 @@ def test_damaged_names_are_caught_by_the_metadata_checksum(tmp_path):
     pq.write_table(table, tmp_path / "y.parquet")
     with pytest.raises(CorruptDataError, match="y.parquet: damaged tbconvert metadata.*checksum"):
         _load(tmp_path / "y.parquet")
-    loaded = tbconvert.load(tmp_path / "y.parquet", ignore_checksum=True)
+    loaded = tbconvert.read(tmp_path / "y.parquet", ignore_checksum=True, restarts="keep-all")
     assert [i.kind for i in loaded.report.issues] == ["damaged_archive"]
     assert "acc/top2" in loaded.series["train"]
 

@@ -1,6 +1,12 @@
-"""Record framing and CRC-32C against the specification's test vectors."""
+"""Record framing and CRC-32C against the published test vectors."""
+
+import os
+import struct
+import time
+import tracemalloc
 
 import numpy as np
+import pytest
 from helpers import FUZZ, on_path
 
 from tbconvert.formats.tfevents import records
@@ -43,7 +49,7 @@ def test_scan_clean():
     buf = _file()
     starts, lengths, damage = records.scan(buf)
     assert len(starts) == 5 and not damage
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)][2] == b"payload-2"
+    assert [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)][2] == b"payload-2"
 
 
 def test_scan_truncated_tail_costs_only_last_record():
@@ -59,7 +65,7 @@ def test_scan_bad_payload_crc_costs_one_record():
     second = len(records.frame(b"payload-0"))
     buf[second + 14] ^= 0x01  # inside payload-1
     starts, lengths, damage = records.scan(bytes(buf))
-    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths)]
+    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths, strict=True)]
     assert payloads == [b"payload-0", b"payload-2", b"payload-3", b"payload-4"]
     assert [d.reason for d in damage] == ["bad payload checksum"]
 
@@ -69,7 +75,7 @@ def test_scan_bad_length_resyncs_to_next_record():
     second = len(records.frame(b"payload-0"))
     buf[second + 3] ^= 0xFF  # the length of record 1: framing lost until the next record
     starts, lengths, damage = records.scan(bytes(buf))
-    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths)]
+    payloads = [bytes(buf[s:s + n]) for s, n in zip(starts, lengths, strict=True)]
     assert payloads == [b"payload-0", b"payload-2", b"payload-3", b"payload-4"]
     assert damage[0].reason == "bad length checksum"
 
@@ -78,7 +84,7 @@ def test_scan_garbage_between_records_and_huge_length():
     garbage = b"\xff" * 8 + b"\x00" * 50  # a length field of 2**64-1
     buf = records.frame(b"a") + garbage + records.frame(b"b")
     starts, lengths, damage = records.scan(buf)
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)] == [b"a", b"b"]
+    assert [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)] == [b"a", b"b"]
     assert sum(d.length for d in damage) == len(garbage)
 
 
@@ -99,13 +105,6 @@ def test_bulk_crc_matches_c_crc():
 
 
 # --- damage inside records, forged prefixes ------------------------------------------------
-
-import os
-import struct
-import time
-import tracemalloc
-
-import pytest
 
 
 def _event_record(tag: str, step: int) -> bytes:

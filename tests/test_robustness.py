@@ -60,11 +60,11 @@ class Original:
         assert not damage
         self.offsets = (starts - records.HEADER).tolist()
         self.sizes = (lengths + records.HEADER + records.FOOTER).tolist()
-        self.ends = [o + s for o, s in zip(self.offsets, self.sizes)]
+        self.ends = [o + s for o, s in zip(self.offsets, self.sizes, strict=True)]
         assert self.ends[-1] == len(self.buf)
         self.tags: list[collections.Counter] = []
         cls = _event_cls()
-        for s, n in zip(starts.tolist(), lengths.tolist()):
+        for s, n in zip(starts.tolist(), lengths.tolist(), strict=True):
             ev = cls.FromString(self.buf[s:s + n])
             c = collections.Counter()
             what = ev.WhichOneof("what")
@@ -83,7 +83,7 @@ class Original:
 
     def untouched(self, lo: int, hi: int) -> list[int]:
         """Records that share no byte with ``[lo, hi)``."""
-        return [i for i, (o, e) in enumerate(zip(self.offsets, self.ends)) if e <= lo or o >= hi]
+        return [i for i, (o, e) in enumerate(zip(self.offsets, self.ends, strict=True)) if e <= lo or o >= hi]
 
     def expected(self, intact) -> collections.Counter:
         total = collections.Counter()
@@ -106,12 +106,12 @@ def _mutations(orig: Original, other: Original, rng: np.random.Generator, stride
         yield "cut_boundary", buf[:end], everything[:k + 1], False
     yield "empty", b"", [], False
     # truncation inside every record, at several offsets (header, length CRC, payload, data CRC)
-    for k, (o, size) in list(enumerate(zip(orig.offsets, orig.sizes)))[::stride]:
+    for k, (o, size) in list(enumerate(zip(orig.offsets, orig.sizes, strict=True)))[::stride]:
         for inside in sorted({1, 7, 8, 11, 12, 13, size // 2, size - 4, size - 1}):
             if 0 < inside < size:
                 yield "cut_inside", buf[:o + inside], everything[:k], True
     # huge and garbage length fields, with and without a correct length CRC
-    for k, o in list(enumerate(orig.offsets))[::stride]:
+    for o in list(orig.offsets)[::stride]:
         for length in (0xFFFFFFFFFFFFFFFF, 1 << 62, n, int(rng.integers(0, 1 << 40))):
             head = struct.pack("<Q", length)
             for good_crc in (False, True):
@@ -138,7 +138,7 @@ def _mutations(orig: Original, other: Original, rng: np.random.Generator, stride
             for p in pos.tolist():
                 m[p] ^= 1 << int(rng.integers(0, 8))
             lo, hi = int(pos.min()), int(pos.max()) + 1
-            touched = {i for i, (o, e) in enumerate(zip(orig.offsets, orig.ends))
+            touched = {i for i, (o, e) in enumerate(zip(orig.offsets, orig.ends, strict=True))
                        if any(o <= p < e for p in pos.tolist())}
             yield kind, bytes(m), [i for i in everything if i not in touched], True
         elif kind in ("overwrite", "zeros"):
@@ -227,7 +227,7 @@ def test_fuzz_event_file_via_cli_summarises(tmp_path, capsys):
     from tbconvert.cli import main
     orig = Original(EVENT_FILES["torch_train"])
     m = bytearray(orig.buf)
-    for o, e in list(zip(orig.offsets, orig.ends))[5::3]:
+    for o, e in list(zip(orig.offsets, orig.ends, strict=True))[5::3]:
         m[(o + e) // 2] ^= 0x10   # a payload byte of every third record
     src = tmp_path / "logs" / "run"
     src.mkdir(parents=True)
@@ -260,7 +260,7 @@ def test_random_and_empty_files_named_tfevents(tmp_path):
     (logdir / "zeros").mkdir()
     (logdir / "zeros" / "x.tfevents.y").write_bytes(bytes(1 << 20))
     with deadline(20, "random files"):
-        loaded = tbconvert.load(logdir)
+        loaded = tbconvert.read(logdir, restarts="keep-all")
     assert len(loaded.series["good"]["loss"]) == 25
     kinds = {i.kind for i in loaded.report.issues}
     assert "not_an_event_file" in kinds
@@ -306,7 +306,7 @@ def test_forged_length_does_not_swallow_records():
     forged = head + struct.pack("<I", records.masked_crc32c(head))
     buf = recs[0] + forged + inner + recs[4] + recs[5]
     starts, lengths, damage = records.scan(buf)
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)] == [
+    assert [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)] == [
         f"payload-{i}".encode() for i in range(6)]
     assert [d.reason for d in damage] == ["bad payload checksum"]
 
@@ -324,7 +324,8 @@ def test_many_forged_long_records_take_linear_time():
     buf = bytes(out) + b"".join(tail)
     with deadline(20, "forged long records"):
         starts, lengths, damage = records.scan(buf)
-    assert [buf[s:s + n] for s, n in zip(starts, lengths)] == [b"after-0", b"after-1", b"after-2"]
+    found = [buf[s:s + n] for s, n in zip(starts, lengths, strict=True)]
+    assert found == [b"after-0", b"after-1", b"after-2"]
     assert sum(d.length for d in damage) == len(out)
 
 
@@ -337,7 +338,7 @@ def test_fifo_and_device_named_tfevents_do_not_hang(tmp_path):
     (logdir / "dev").mkdir()
     os.symlink("/dev/zero", logdir / "dev" / "events.out.tfevents.1.zero")
     with deadline(10, "fifo / device"):
-        loaded = tbconvert.load(logdir)
+        loaded = tbconvert.read(logdir, restarts="keep-all")
     assert len(loaded.series["good"]["loss"]) == 25
     skipped = [i for i in loaded.report.issues if i.kind == "not_a_regular_file"]
     assert len(skipped) == 2
@@ -603,7 +604,7 @@ def test_pickled_npz_is_read_with_allow_pickle(tmp_path, capsys):
     code = main(["convert", str(exp), str(tmp_path / "out"), "--to", "tfevents", "--allow-pickle"])
     err = capsys.readouterr().err
     assert code == 0, err
-    loaded = tbconvert.load(tmp_path / "out")
+    loaded = tbconvert.read(tmp_path / "out", restarts="keep-all")
     notes = loaded.series["train"]["notes"]
     assert bytes(np.asarray(notes.tensors[0]).reshape(-1)[0]) == b"hello"
     # pickled garbage with --allow-pickle: a clear error or a reported loss, never a traceback

@@ -124,7 +124,7 @@ def test_hostile_names_never_escape(tmp_path, fmt, dst_name):
     if fmt in ("tfevents", "tbdev"):
         # Every run comes back under its own name, or its renaming was reported (writing event
         # files turns names into paths; an export reads Windows separators as '/').
-        back = tbconvert.load(dst)
+        back = tbconvert.read(dst, restarts="keep-all")
         renamed = {i.run for i in report.issues if i.kind == "run_renamed"}
         renamed |= {i.run for i in back.report.issues if i.kind == "run_renamed"}
         kept = set(back.runs)
@@ -156,7 +156,7 @@ def test_hostile_names_round_trip_through_event_files(tmp_path):
     with api.open_writer(src, format="tfevents") as w:
         for run, series in _hostile_runs():
             w.write_run(run, iter(series))
-    loaded = tbconvert.load(src)
+    loaded = tbconvert.read(src, restarts="keep-all")
     assert len(loaded.runs) == len({r for r, _ in _hostile_runs()})
 
 
@@ -192,7 +192,7 @@ def test_existing_destination_untouched_without_force(tmp_path, capsys):
     code = main(["convert", str(src), str(tmp_path / "old_dir"), "--to", "tfevents", "--force"])
     assert code == 0
     assert not (tmp_path / "old_dir" / "keep.txt").exists()
-    assert len(tbconvert.load(tmp_path / "old_dir").runs) == len(tbconvert.load(src).runs)
+    assert len(tbconvert.read(tmp_path / "old_dir").runs) == len(tbconvert.read(src).runs)
     assert not list(tmp_path.glob(f"*{TMP_MARK}*"))
 
 
@@ -455,8 +455,9 @@ def test_symlink_loop_is_reported_and_skipped(tmp_path, capsys):
     os.symlink(str(src), src / "run_b" / "self")
     os.symlink("missing-target", src / "run_b" / "dangling.tfevents.x")
     expected = {r: {t: len(s) for t, s in v.items()}
-                for r, v in tbconvert.load(FIXTURES / "tensorboardx_logdir").series.items()}
-    loaded = tbconvert.load(src)
+                for r, v in tbconvert.read(FIXTURES / "tensorboardx_logdir",
+                                           restarts="keep-all").series.items()}
+    loaded = tbconvert.read(src, restarts="keep-all")
     assert {r: {t: len(s) for t, s in v.items()} for r, v in loaded.series.items()} == expected
     kinds = [i.kind for i in loaded.report.issues]
     assert kinds.count("symlink_not_followed") == 2
@@ -494,8 +495,8 @@ def test_unreadable_directory_is_reported_and_skipped(tmp_path):
     assert p.returncode == 0, err[-2000:]
     assert "Traceback" not in err
     assert "warning: unreadable directory\n" in err and str(bad) in err, err
-    converted = tbconvert.load(tmp_path / "out")
-    expected = tbconvert.load(FIXTURES / "torch_logdir")
+    converted = tbconvert.read(tmp_path / "out", restarts="keep-all")
+    expected = tbconvert.read(FIXTURES / "torch_logdir", restarts="keep-all")
     assert sorted(converted.runs) == sorted(
         r for r in expected.runs if r != "multi" and not r.startswith("multi/"))
     assert {"train", "resumed", "resumed_purged"} <= set(converted.runs)

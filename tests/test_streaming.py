@@ -73,9 +73,9 @@ def tiny_blocks(monkeypatch):
 @pytest.mark.parametrize("name", LOGDIRS)
 @pytest.mark.parametrize("k", [1, 3, 50])
 def test_blocks_and_spill_read_the_same_as_whole_files(name, k, tiny_blocks):
-    whole = _snapshot(tbconvert.load(FIXTURES / name))
+    whole = _snapshot(tbconvert.read(FIXTURES / name, restarts="keep-all"))
     tiny_blocks(k)
-    assert _snapshot(tbconvert.load(FIXTURES / name)) == whole
+    assert _snapshot(tbconvert.read(FIXTURES / name, restarts="keep-all")) == whole
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "hdf5", "csv", "tfevents"])
@@ -139,9 +139,9 @@ def _restarts_logdir(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("k", [1, 7, 64])
 def test_restart_rule_exact_across_blocks(k, tmp_path, tiny_blocks):
     logdir = _restarts_logdir(tmp_path)
-    whole = tbconvert.load(logdir)
+    whole = tbconvert.read(logdir, restarts="keep-all")
     tiny_blocks(k, chunk_points=37)
-    streamed = tbconvert.load(logdir)
+    streamed = tbconvert.read(logdir, restarts="keep-all")
     assert _snapshot(streamed) == _snapshot(whole)
     hidden = streamed.series["modern"]["a"].hidden
     assert hidden is not None and hidden[:60].sum() == 30  # steps 30..59 of the first file
@@ -206,8 +206,8 @@ def test_one_bad_run_costs_only_itself(tmp_path, monkeypatch):
             raise ValueError("decoder fell over")
         return real(self, path, asm)
     monkeypatch.setattr(TfeventsReader, "_read_file", read_file)
-    data = tbconvert.load(FIXTURES / "tensorboardx_logdir")
-    everything = tbconvert.load(FIXTURES / "tensorboardx_logdir", runs="^(?!run_a$)")
+    data = tbconvert.read(FIXTURES / "tensorboardx_logdir", restarts="keep-all")
+    everything = tbconvert.read(FIXTURES / "tensorboardx_logdir", runs="^(?!run_a$)", restarts="keep-all")
     assert "run_a" not in data.runs and sorted(data.runs) == sorted(everything.runs)
     assert _snapshot(data) == _snapshot(everything)
     bad = [i for i in data.report.issues if i.kind == "unreadable_run"]

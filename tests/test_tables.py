@@ -310,7 +310,7 @@ def test_csv_wide_matches_tensorboard(source, tmp_path):
     cells = 0
     for (run, tag), (steps, _walls, values) in exp.items():
         sub = df[df.run == run].set_index("step")[tag]
-        last = dict(zip(steps, values))  # the last value at each step wins
+        last = dict(zip(steps, values, strict=True))  # the last value at each step wins
         assert bits(sub.loc[list(last)].to_numpy()) == bits(list(last.values())), (run, tag)
         assert sub.notna().sum() == len(last) or any(math.isnan(v) for v in values)
         if len(last) != len(steps):
@@ -347,7 +347,7 @@ def test_histograms_match_tensorboard(source):
         assert sub.step.unique().tolist() == sorted(set(e["steps"]), key=e["steps"].index)
         pos = 0
         arr = sub[["left", "right", "count"]].to_numpy()
-        for step, wall, p in zip(e["steps"], e["wall_times"], e["points"]):
+        for step, wall, p in zip(e["steps"], e["wall_times"], e["points"], strict=True):
             k = p["shape"][0]
             point = arr[pos:pos + k].astype(p["dtype"])
             assert _tensor_sha(point) == p["sha256"], (run, tag, step)
@@ -361,10 +361,10 @@ def test_text_matches_tensorboard():
         for run, tag, e in expected_series(name, "text"):
             sub = df[(df.run == run) & (df.tag == tag)]
             want = []
-            for step, p in zip(e["steps"], e["points"]):
+            for step, p in zip(e["steps"], e["points"], strict=True):
                 texts = p["text"] if isinstance(p["text"], list) else [p["text"]]
                 want += [(step, i, s) for i, s in enumerate(texts)]
-            assert list(zip(sub.step, sub["index"], sub.text)) == want
+            assert list(zip(sub.step, sub["index"], sub.text, strict=True)) == want
     table = tbconvert.text(SOURCES["tf2_logdir"], tags="config_table")
     assert table.dims.tolist() == ["2x2"] * 4
     assert np.array(table.text).reshape(2, 2).tolist() == [["k", "v"], ["lr", "0.01"]]
@@ -372,7 +372,7 @@ def test_text_matches_tensorboard():
 
 def _blob_points(name, plugin):
     for run, tag, e in expected_series(name, plugin):
-        for step, p in zip(e["steps"], e["points"]):
+        for step, p in zip(e["steps"], e["points"], strict=True):
             first = 2 if plugin == "images" else 0
             for i, sha in enumerate(p["blob_sha256"][first:]):
                 yield run, tag, step, i, sha
@@ -383,9 +383,9 @@ def test_images_table_matches_and_decodes(source):
     df = tbconvert.images(SOURCES[source])
     want = sorted(_blob_points(source, "images"))
     got = sorted((r, t, s, i, hashlib.sha256(d).hexdigest())
-                 for r, t, s, i, d in zip(df.run, df.tag, df.step, df["index"], df.data))
+                 for r, t, s, i, d in zip(df.run, df.tag, df.step, df["index"], df.data, strict=True))
     assert got == want and want
-    for data, w, h in zip(df.data, df.width, df.height):
+    for data, w, h in zip(df.data, df.width, df.height, strict=True):
         img = tbconvert.open_image(data)
         img.load()
         assert img.size == (w, h)

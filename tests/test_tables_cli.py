@@ -77,7 +77,7 @@ def test_histograms_command(tmp_path):
     assert t.column_names == ["run", "tag", "step", "wall_time", "left", "right", "count"]
     steps = t.column("step").to_pylist()
     assert sorted(set(steps)) == [0, 10, 20, 30]      # step 20 twice: TB keeps both (README)
-    assert len(set(zip(steps, t.column("wall_time").to_pylist()))) == 5
+    assert len(set(zip(steps, t.column("wall_time").to_pylist(), strict=True))) == 5
     assert set(t.column("tag").to_pylist()) == {"act"}
     csv = tmp_path / "h.csv"
     assert main(["histograms", TORCH, "-o", str(csv), "--runs", "^resumed$", "-q"]) == 0

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 import tbconvert
-from tbconvert import dtypes as tfdt
-from tbconvert.api import load
+from tbconvert import dtypes as dt
+from tbconvert import read
 from tbconvert.cli import main
 from tbconvert.errors import OutputExistsError, UnsupportedError, UsageError
-from tbconvert.formats.tbdev import TbdevFormat, layout
+from tbconvert.formats.tbdev import TbdevFormat, export_dir
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              ScalarSeries, TensorSeries)
 from tbconvert.report import Report
@@ -50,7 +50,7 @@ def read_lines(path: Path) -> list[dict]:
 
 
 def write_lines(path: Path, lines: list[dict]) -> None:
-    path.write_text("".join(layout.dumps_line(d) for d in lines))
+    path.write_text("".join(export_dir.dumps_line(d) for d in lines))
 
 
 def edit_line(path: Path, run: str, tag: str, fn) -> None:
@@ -88,7 +88,7 @@ def kinds(report: Report) -> dict[str, int]:
 
 
 def load_tbdev(path, **kw):
-    return load(path, format="tbdev", **kw)
+    return read(path, format="tbdev", restarts="keep-all", **kw)
 
 
 def assert_matches_expected(loaded) -> None:
@@ -111,14 +111,14 @@ def assert_matches_expected(loaded) -> None:
                 assert s.values.astype(np.float64).tolist() == exp["values"]
             elif md.data_class == DataClass.TENSOR:
                 assert isinstance(s, TensorSeries)
-                for arr, code, pe in zip(s.tensors, s.dtypes, exp["points"]):
+                for arr, code, pe in zip(s.tensors, s.dtypes, exp["points"], strict=True):
                     assert dtype_name(arr) == pe["dtype"]
                     assert list(arr.shape) == pe["shape"]
                     assert canonical_sha(arr) == pe["sha256"]
-                    assert tfdt.NAMES[int(code)] == pe["dtype"]
+                    assert dt.NAMES[int(code)] == pe["dtype"]
             else:
                 assert isinstance(s, BlobSequenceSeries)
-                for seq, pe in zip(s.sequences(), exp["points"]):
+                for seq, pe in zip(s.sequences(), exp["points"], strict=True):
                     assert len(seq) == pe["num_blobs"]
                     assert [len(b) for b in seq] == pe["blob_lengths"]
                     assert [hashlib.sha256(b).hexdigest() for b in seq] == pe["blob_sha256"]
@@ -179,7 +179,7 @@ def test_run_and_tag_selection_skips_unwanted():
 
 def test_windows_paths_and_run_names(tmp_path):
     d = copy_export(tmp_path)
-    for name in (layout.SCALARS, layout.TENSORS, layout.BLOB_SEQUENCES):
+    for name in (export_dir.SCALARS, export_dir.TENSORS, export_dir.BLOB_SEQUENCES):
         lines = read_lines(d / name)
         for line in lines:
             line["run"] = line["run"].replace("/", "\\")
@@ -199,12 +199,12 @@ def test_windows_paths_and_run_names(tmp_path):
 
 def test_null_tensor_path_is_reported_not_a_crash(tmp_path):
     d = copy_export(tmp_path)
-    edit_line(d / layout.TENSORS, "train", "grads/fc1",
-              lambda l: l["points"].update(tensors_file_path=None))
-    lines = read_lines(d / layout.TENSORS)
+    edit_line(d / export_dir.TENSORS, "train", "grads/fc1",
+              lambda line: line["points"].update(tensors_file_path=None))
+    lines = read_lines(d / export_dir.TENSORS)
     lines.append({"points": {"steps": [], "tensors_file_path": None, "wall_times": []},
                   "run": "train", "summary_metadata": "CgYKBHRleHQSBWVtcHR5IAI=", "tag": "empty"})
-    write_lines(d / layout.TENSORS, lines)
+    write_lines(d / export_dir.TENSORS, lines)
     loaded = load_tbdev(d)
     assert "grads/fc1" not in loaded.series["train"]
     assert len(loaded.series["train"]["empty"]) == 0          # zero points: kept, not an error
@@ -219,8 +219,8 @@ def test_null_and_missing_blobs_keep_positions(tmp_path):
 
     def hole(line):
         line["points"]["blob_file_paths"][1][1] = None
-    edit_line(d / layout.BLOB_SEQUENCES, "train", "samples/image", hole)
-    gone = read_lines(d / layout.BLOB_SEQUENCES)[1]["points"]["blob_file_paths"][0][2]
+    edit_line(d / export_dir.BLOB_SEQUENCES, "train", "samples/image", hole)
+    gone = read_lines(d / export_dir.BLOB_SEQUENCES)[1]["points"]["blob_file_paths"][0][2]
     (d / gone).unlink()                                        # samples/batch image blob
     (d / "blobs" / "blob_junkjunkjunkjunkjunk1.bin").write_bytes(b"")   # unreferenced junk
     loaded = load_tbdev(d)
@@ -239,13 +239,13 @@ def test_paths_outside_the_export_are_refused(tmp_path):
     d = copy_export(tmp_path / "x")
     secret = tmp_path / "outside.npz"
     shutil.copy(d / "tensors" / "1795299211.646126.npz", secret)
-    edit_line(d / layout.TENSORS, "train", "grads/fc1",
-              lambda l: l["points"].update(tensors_file_path="../../outside.npz"))
+    edit_line(d / export_dir.TENSORS, "train", "grads/fc1",
+              lambda line: line["points"].update(tensors_file_path="../../outside.npz"))
 
     def bad_blob(line):
         line["points"]["blob_file_paths"][0][0] = "/etc/passwd"
         line["points"]["blob_file_paths"][1][0] = "..\\..\\outside.npz"
-    edit_line(d / layout.BLOB_SEQUENCES, "train", "samples/image", bad_blob)
+    edit_line(d / export_dir.BLOB_SEQUENCES, "train", "samples/image", bad_blob)
     loaded = load_tbdev(d)
     assert "grads/fc1" not in loaded.series["train"]
     seqs = list(loaded.series["train"]["samples/image"].sequences())
@@ -259,7 +259,7 @@ def test_tensor_count_mismatch_drops_chunk_never_truncates(tmp_path):
     def extra_step(line):
         line["points"]["steps"].append(50)
         line["points"]["wall_times"].append(1795299211.7)
-    edit_line(d / layout.TENSORS, "train", "weights/fc1", extra_step)
+    edit_line(d / export_dir.TENSORS, "train", "weights/fc1", extra_step)
     loaded = load_tbdev(d)
     assert "weights/fc1" not in loaded.series["train"]
     assert kinds(loaded.report) == {"tensor_count_mismatch": 6}
@@ -283,20 +283,20 @@ def test_pickled_npz_is_refused_without_opt_in(tmp_path):
     assert info.value.exit_code == 5
     loaded = load_tbdev(d, allow_pickle=True)
     text = loaded.series["train"]["notes/text_summary"]
-    assert list(text.dtypes) == [tfdt.DT_STRING] * 2
+    assert list(text.dtypes) == [dt.DT_STRING] * 2
     assert text.tensors[0].tolist() == [b"Run notes: **bold**"]
     assert text.tensors[1].tolist() == [b"second"]
 
 
 def test_truncated_last_line_and_bad_lines(tmp_path):
     d = copy_export(tmp_path)
-    raw = (d / layout.SCALARS).read_bytes()
+    raw = (d / export_dir.SCALARS).read_bytes()
     lines = raw.splitlines(keepends=True)
     lines.insert(3, b"{this is not json\n")
     lines.insert(4, b'{"points": {"steps": ["a"], "values": [1], "wall_times": [1]}, '
                     b'"run": "train", "summary_metadata": "CgkKB3NjYWxhcnMgAQ==", "tag": "t"}\n')
     lines[-1] = lines[-1][:len(lines[-1]) // 2]                # interrupted export
-    (d / layout.SCALARS).write_bytes(b"".join(lines))
+    (d / export_dir.SCALARS).write_bytes(b"".join(lines))
     loaded = load_tbdev(d)
     k = kinds(loaded.report)
     assert k == {"bad_line": 2, "truncated_line": 1}
@@ -319,9 +319,9 @@ def test_nan_tokens_and_series_split_over_lines(tmp_path):
         '{"points": {"steps": [3], "values": [0.5], "wall_times": [13.0]}, '
         f'"run": "r", "summary_metadata": "{md}", "tag": "loss"}}',           # no final newline
     ])
-    (d / layout.SCALARS).write_text(text)
-    (d / layout.TENSORS).write_text("")
-    (d / layout.BLOB_SEQUENCES).unlink()
+    (d / export_dir.SCALARS).write_text(text)
+    (d / export_dir.TENSORS).write_text("")
+    (d / export_dir.BLOB_SEQUENCES).unlink()
     loaded = load_tbdev(d)
     assert list(loaded.series) == ["r", "other"]
     s = loaded.series["r"]["loss"]
@@ -334,8 +334,8 @@ def test_nan_tokens_and_series_split_over_lines(tmp_path):
 
 def test_float64_scalars_are_kept_and_noted(tmp_path):
     d = copy_export(tmp_path)
-    edit_line(d / layout.SCALARS, "train", "lr",
-              lambda l: l["points"].update(values=[0.1, 0.05, 2.0 ** 40 + 1, 1e300, 3.0]))
+    edit_line(d / export_dir.SCALARS, "train", "lr",
+              lambda line: line["points"].update(values=[0.1, 0.05, 2.0 ** 40 + 1, 1e300, 3.0]))
     loaded = load_tbdev(d)
     lr = loaded.series["train"]["lr"]
     assert lr.values.dtype == np.float64
@@ -347,8 +347,8 @@ def test_float64_scalars_are_kept_and_noted(tmp_path):
 def test_old_layout_scalars_id_json(tmp_path):
     """TensorBoard 2.0.1-2.1.0: D/scalars_<id>.json, no metadata, scalars only."""
     (tmp_path / "scalars_OLDEXPERIMENTID00000000.json").write_bytes(
-        (EXPORT / layout.SCALARS).read_bytes())
-    sources, is_root = layout.find_experiments(tmp_path)
+        (EXPORT / export_dir.SCALARS).read_bytes())
+    sources, is_root = export_dir.find_experiments(tmp_path)
     assert is_root and [s.experiment_id for s in sources] == ["OLDEXPERIMENTID00000000"]
     loaded = load_tbdev(tmp_path)
     assert loaded.experiment.experiment_id == "OLDEXPERIMENTID00000000"
@@ -361,17 +361,17 @@ def test_scalars_only_and_empty_exports(tmp_path):
     """2.1.1/2.2: metadata.json + scalars.json; also empty files, no blobs/, metadata only."""
     d = tmp_path / "experiment_22"
     d.mkdir()
-    shutil.copy(EXPORT / layout.METADATA, d)
-    shutil.copy(EXPORT / layout.SCALARS, d)
+    shutil.copy(EXPORT / export_dir.METADATA, d)
+    shutil.copy(EXPORT / export_dir.SCALARS, d)
     loaded = load_tbdev(d)
     assert sum(len(t) for t in loaded.series.values()) == 11
     assert loaded.report.issues == []
     e = tmp_path / "experiment_empty"
     e.mkdir()
-    shutil.copy(EXPORT / layout.METADATA, e)
+    shutil.copy(EXPORT / export_dir.METADATA, e)
     loaded = load_tbdev(e)
     assert loaded.series == {} and loaded.experiment.name == "torch demo run"
-    for name in (layout.SCALARS, layout.TENSORS, layout.BLOB_SEQUENCES):
+    for name in (export_dir.SCALARS, export_dir.TENSORS, export_dir.BLOB_SEQUENCES):
         (e / name).write_bytes(b"")
     assert load_tbdev(e).series == {}
     f = copy_export(tmp_path)
@@ -383,12 +383,12 @@ def test_scalars_only_and_empty_exports(tmp_path):
 
 def test_conflicting_and_changed_metadata(tmp_path):
     d = copy_export(tmp_path)
-    lines = read_lines(d / layout.SCALARS)
+    lines = read_lines(d / export_dir.SCALARS)
     extra = dict(lines[-1])
     extra["summary_metadata"] = "CgkKB3NjYWxhcnMgAQ=="          # no display name
     extra["points"] = {"steps": [5], "values": [1.0], "wall_times": [1795299300.0]}
     lines.append(extra)
-    write_lines(d / layout.SCALARS, lines)
+    write_lines(d / export_dir.SCALARS, lines)
     loaded = load_tbdev(d)
     s = loaded.series["train/1795299212.1548328"]["hparam/loss"]
     assert s.steps.tolist() == [0, 5]
@@ -402,7 +402,7 @@ def test_tbdev_roundtrip_is_byte_identical(tmp_path):
     out = tmp_path / f"experiment_{EXP_ID}"
     report = tbconvert.convert(EXPORT, out, from_format="tbdev", to_format="tbdev")
     assert report.issues == []
-    for name in (layout.METADATA, layout.SCALARS, layout.TENSORS):
+    for name in (export_dir.METADATA, export_dir.SCALARS, export_dir.TENSORS):
         assert (out / name).read_bytes() == (EXPORT / name).read_bytes(), name
     assert sorted(p.name for p in (out / "tensors").iterdir()) == \
         sorted(p.name for p in (EXPORT / "tensors").iterdir())
@@ -411,19 +411,19 @@ def test_tbdev_roundtrip_is_byte_identical(tmp_path):
             assert a.files == b.files
             for k in a.files:
                 assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k])
-    ours, theirs = read_lines(out / layout.BLOB_SEQUENCES), read_lines(EXPORT / layout.BLOB_SEQUENCES)
+    ours, theirs = read_lines(out / export_dir.BLOB_SEQUENCES), read_lines(EXPORT / export_dir.BLOB_SEQUENCES)
     for a, b in zip(ours, theirs, strict=True):
         pa, pb = a.pop("points"), b.pop("points")
         assert a == b
         assert pa["steps"] == pb["steps"] and pa["wall_times"] == pb["wall_times"]
         for sa, sb in zip(pa["blob_file_paths"], pb["blob_file_paths"], strict=True):
             assert [(out / x).read_bytes() for x in sa] == [(EXPORT / x).read_bytes() for x in sb]
-            assert all(layout.EXPERIMENT_ID_RE.fullmatch(x[len("blobs/blob_"):-4]) for x in sa)
+            assert all(export_dir.EXPERIMENT_ID_RE.fullmatch(x[len("blobs/blob_"):-4]) for x in sa)
     assert_matches_expected(load_tbdev(out))
     # deterministic: the same input gives the same blob ids
     again = tmp_path / "again" / f"experiment_{EXP_ID}"
     tbconvert.convert(EXPORT, again, from_format="tbdev", to_format="tbdev")
-    assert (again / layout.BLOB_SEQUENCES).read_bytes() == (out / layout.BLOB_SEQUENCES).read_bytes()
+    assert (again / export_dir.BLOB_SEQUENCES).read_bytes() == (out / export_dir.BLOB_SEQUENCES).read_bytes()
 
 
 def _md(plugin, dc, **kw):
@@ -464,15 +464,15 @@ def test_writer_from_model_objects(tmp_path):
         ScalarSeries(run="a/b", tag="loss", metadata=sc, steps=[0, 1], wall_times=[1.0, 2.0],
                      values=np.array([0.5, np.nan], np.float32), **common),
         TensorSeries(run="a/b", tag="txt", metadata=_md("text", DataClass.TENSOR),
-                     steps=[0], wall_times=[1.25], dtypes=[tfdt.DT_STRING],
-                     tensors=(tfdt.string_array([b"hi", b"nul\x00"], (2,)),), **common),
+                     steps=[0], wall_times=[1.25], dtypes=[dt.DT_STRING],
+                     tensors=(dt.string_array([b"hi", b"nul\x00"], (2,)),), **common),
         ScalarSeries(run="a/b", tag="loss", metadata=sc, steps=[2], wall_times=[3.0],
                      values=np.array([np.inf], np.float32), **common),
         TensorSeries(run="a/b", tag="i64", metadata=_md("custom", DataClass.SCALAR),
-                     steps=[0], wall_times=[1.0], dtypes=[tfdt.DT_INT64],
+                     steps=[0], wall_times=[1.0], dtypes=[dt.DT_INT64],
                      tensors=(np.array(7, np.int64),), **common),
         TensorSeries(run="a/b", tag="odd", metadata=_md("x", DataClass.UNKNOWN),
-                     steps=[0], wall_times=[1.0], dtypes=[tfdt.DT_FLOAT],
+                     steps=[0], wall_times=[1.0], dtypes=[dt.DT_FLOAT],
                      tensors=(np.zeros(3, np.float32),), **common),
         TensorSeries(run="a/b", tag="empty", metadata=_md("histograms", DataClass.TENSOR),
                      steps=[], wall_times=[], dtypes=[], tensors=(), **common),
@@ -485,15 +485,15 @@ def test_writer_from_model_objects(tmp_path):
                      create_time="2020-01-01T00:00:00Z", update_time="2020-01-02T00:00:00Z",
                      extra={"converted_from": "somewhere"})
     out, report = _write_model(tmp_path, [(run, chunks)], exp)
-    assert json.loads((out / layout.METADATA).read_text()) == {
+    assert json.loads((out / export_dir.METADATA).read_text()) == {
         "converted_from": "somewhere", "create_time": "2020-01-01T00:00:00Z",
         "description": "d", "name": "n", "update_time": "2020-01-02T00:00:00Z"}
     k = kinds(report)
     assert k == {"string_nul_stripped": 1, "unsupported_series": 1, "experiment_id_not_kept": 1}
-    scalars = read_lines(out / layout.SCALARS)
+    scalars = read_lines(out / export_dir.SCALARS)
     assert [(d["tag"], d["points"]["steps"]) for d in scalars] == [("loss", [0, 1, 2]), ("i64", [0])]
-    assert "NaN" in (out / layout.SCALARS).read_text()
-    tensors = read_lines(out / layout.TENSORS)
+    assert "NaN" in (out / export_dir.SCALARS).read_text()
+    tensors = read_lines(out / export_dir.TENSORS)
     assert tensors[0]["points"]["tensors_file_path"] == "tensors/1.250000.npz"
     assert tensors[1]["points"] == {"steps": [], "tensors_file_path": None, "wall_times": []}
     back = load_tbdev(out)
@@ -526,7 +526,7 @@ def test_writer_refuses_existing_output_and_cleans_up(tmp_path):
         _write_model(tmp_path / "b", [(Run("r"), bad_chunks())])
     assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
     tbconvert.convert(EXPORT, out, from_format="tbdev", to_format="tbdev", force=True)
-    assert not (out / "keep.txt").exists() and (out / layout.SCALARS).exists()
+    assert not (out / "keep.txt").exists() and (out / export_dir.SCALARS).exists()
 
 
 def test_buffer_limit_splits_lines_but_keeps_points(tmp_path):
@@ -535,14 +535,14 @@ def test_buffer_limit_splits_lines_but_keeps_points(tmp_path):
     runs = [(loaded.runs[name], [s.take([i]) for s in tags.values() for i in range(len(s))])
             for name, tags in loaded.series.items()]
     out, report = _write_model(tmp_path, runs, loaded.experiment)
-    assert len(read_lines(out / layout.TENSORS)) == 8          # within budget: one line each
+    assert len(read_lines(out / export_dir.TENSORS)) == 8          # within budget: one line each
     from tbconvert.api import copy, open_writer
     out2 = tmp_path / "small"
     with open_writer(out2, format="tbdev", report=report) as w:
         w.max_buffer_bytes = 1
         copy(_ModelReader(loaded.experiment, runs), w, report)
-    assert len(read_lines(out2 / layout.TENSORS)) == 25
-    assert len(read_lines(out2 / layout.SCALARS)) == 327
+    assert len(read_lines(out2 / export_dir.TENSORS)) == 25
+    assert len(read_lines(out2 / export_dir.SCALARS)) == 327
     for d in (out, out2):
         assert_matches_expected(load_tbdev(d))
 
@@ -590,25 +590,25 @@ def assert_logdir_holds_export(logdir: Path, expected_runs=None) -> None:
             pts = got["points"]
             assert [p[0] for p in pts] == exp["steps"], (run, tag)
             assert np.allclose([p[1] for p in pts], exp["wall_times"], rtol=0, atol=1e-6)
-            for i, (_, _, (dt, shape, data)) in enumerate(pts):
+            for i, (_, _, (kind, shape, data)) in enumerate(pts):
                 if "values" in exp:
                     assert shape == ()
-                    value = np.frombuffer(data, dtype=dt)[0]
+                    value = np.frombuffer(data, dtype=kind)[0]
                     assert float(np.float32(value)) == float(np.float32(exp["values"][i]))
                 elif exp["data_class"] == "DATA_CLASS_TENSOR":
                     pe = exp["points"][i]
                     assert list(shape) == pe["shape"]
-                    if dt == "string":
+                    if kind == "string":
                         assert pe["dtype"] == "string"
                         arr = np.empty(len(data), object)
                         arr[:] = list(data)
                     else:
-                        arr = np.frombuffer(data, dtype=dt).reshape(shape)
+                        arr = np.frombuffer(data, dtype=kind).reshape(shape)
                         assert str(arr.dtype) == pe["dtype"]
                     assert canonical_sha(arr) == pe["sha256"]
                 else:
                     pe = exp["points"][i]
-                    assert dt == "string" and shape == (pe["num_blobs"],)
+                    assert kind == "string" and shape == (pe["num_blobs"],)
                     assert [hashlib.sha256(b).hexdigest() for b in data] == pe["blob_sha256"]
     assert view["train"]["graph"]
 
@@ -622,7 +622,7 @@ def test_tbdev_export_real_fixture(tmp_path):
     # experiment facts are kept beside the logdir and come back on the way to an export
     back = tmp_path / f"experiment_{EXP_ID}"
     tbconvert.convert(out, back, from_format="tfevents", to_format="tbdev")
-    assert (back / layout.METADATA).read_bytes() == (EXPORT / layout.METADATA).read_bytes()
+    assert (back / export_dir.METADATA).read_bytes() == (EXPORT / export_dir.METADATA).read_bytes()
     assert_matches_expected(load_tbdev(back))
 
 
@@ -640,7 +640,7 @@ def test_tbdev_export_root_one_broken_experiment(tmp_path):
     bad = copy_export(root, f"experiment_{bad_id}")
     np.savez(bad / "tensors" / "1795299211.678016.npz",
              np.array(["a"], dtype=object), np.array(["b"], dtype=object))
-    (root / "scalars_OLD.json").write_bytes((EXPORT / layout.SCALARS).read_bytes())
+    (root / "scalars_OLD.json").write_bytes((EXPORT / export_dir.SCALARS).read_bytes())
     out = tmp_path / "logs"
     code, err = run_cli("tbdev-export", root, "-o", out)
     assert code == 5, err
@@ -661,10 +661,10 @@ def test_tbdev_export_root_one_broken_experiment(tmp_path):
 
 def test_traversal_run_names_stay_inside(tmp_path):
     d = copy_export(tmp_path / "in")
-    lines = read_lines(d / layout.SCALARS)
-    for line, name in zip(lines, ["../../evil", "/abs/olute", "..\\..\\win", "", "a/../../b"]):
+    lines = read_lines(d / export_dir.SCALARS)
+    for line, name in zip(lines, ["../../evil", "/abs/olute", "..\\..\\win", "", "a/../../b"], strict=False):
         line["run"] = name
-    write_lines(d / layout.SCALARS, lines)
+    write_lines(d / export_dir.SCALARS, lines)
     out = tmp_path / "sandbox" / "logs"
     code, err = run_cli("tbdev-export", d, "-o", out)
     assert code == 0, err
@@ -704,7 +704,7 @@ def test_symlink_out_of_the_export_is_refused(tmp_path):
     d = copy_export(tmp_path / "x")
     secret = tmp_path / "secret.bin"
     secret.write_bytes(b"secret")
-    first = read_lines(d / layout.BLOB_SEQUENCES)[0]["points"]["blob_file_paths"][0][0]
+    first = read_lines(d / export_dir.BLOB_SEQUENCES)[0]["points"]["blob_file_paths"][0][0]
     (d / first).unlink()
     (d / first).symlink_to(secret)
     loaded = load_tbdev(d)
@@ -714,13 +714,13 @@ def test_symlink_out_of_the_export_is_refused(tmp_path):
 
 def test_cli_old_scalars_file_and_strict(tmp_path):
     old = tmp_path / "scalars_OLDID.json"
-    old.write_bytes((EXPORT / layout.SCALARS).read_bytes())
+    old.write_bytes((EXPORT / export_dir.SCALARS).read_bytes())
     code, err = run_cli("tbdev-export", old, "-o", tmp_path / "logs")
     assert code == 0, err
     view = tb_view(tmp_path / "logs")
     assert sum(len(t["points"]) for r in view.values() for t in r["tags"].values()) == 327
     d = copy_export(tmp_path / "in")
-    edit_line(d / layout.BLOB_SEQUENCES, "train", "samples/batch",
-              lambda l: l["points"]["blob_file_paths"][0].__setitem__(2, None))
+    edit_line(d / export_dir.BLOB_SEQUENCES, "train", "samples/batch",
+              lambda line: line["points"]["blob_file_paths"][0].__setitem__(2, None))
     code, err = run_cli("tbdev-export", d, "-o", tmp_path / "strict", "--strict")
     assert code == 8 and "missing blob" in err, err

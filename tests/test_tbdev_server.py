@@ -2,7 +2,7 @@
 
 Everything the dashboards show (runs, scalars, histograms, images, text,
 hparams, the graph) is read back through TensorBoard's HTTP API and compared
-with the export itself (spec 9.3 and 9.5). The server is started with the
+with the export itself. The server is started with the
 Python loader, blocking reload and no sampling, and is always stopped.
 """
 
@@ -151,7 +151,7 @@ def test_images(server):
             got = server.json("/data/plugin/images/images", run="train", tag=d["tag"],
                               sample=sample)
             assert [g["step"] for g in got] == d["points"]["steps"]
-            for g, seq in zip(got, paths):
+            for g, seq in zip(got, paths, strict=True):
                 data = server.get("/data/plugin/images/individualImage?" + g["query"])
                 assert data == (EXPORT / seq[sample + 2]).read_bytes()
                 assert data[:8] == b"\x89PNG\r\n\x1a\n"

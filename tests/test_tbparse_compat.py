@@ -53,7 +53,7 @@ def assert_frames_equal(ours: pd.DataFrame, theirs: pd.DataFrame, what: str) -> 
     assert dict(ours.dtypes) == dict(theirs.dtypes), what
     assert len(ours) == len(theirs), what
     for col in ours.columns:
-        for i, (x, y) in enumerate(zip(ours[col], theirs[col])):
+        for i, (x, y) in enumerate(zip(ours[col], theirs[col], strict=True)):
             assert same(x, y), f"{what}: column {col!r} row {i}: {x!r:.80} != {y!r:.80}"
 
 
@@ -106,7 +106,7 @@ def test_argument_errors_are_tbparses():
         SummaryReader(path + "-missing")
     reader = SummaryReader(path, event_types={"scalars"})
     with pytest.raises(ValueError, match="ignored"):
-        reader.histograms
+        _ = reader.histograms
     with pytest.raises(ValueError, match="Unknown event_type"):
         reader.get_events("graphs")
 
@@ -183,7 +183,7 @@ def test_nothing_is_sampled():
 def test_text_tables_read_where_tbparse_fails():
     path = str(FIXTURES / "tf2_logdir" / "eager")
     with pytest.raises(ValueError):
-        tbparse.SummaryReader(path, event_types={"text"}).text
+        _ = tbparse.SummaryReader(path, event_types={"text"}).text
     text = SummaryReader(path).text
     table = text[text.tag == "config_table"].value.iloc[0]
     assert isinstance(table, np.ndarray) and table.shape == (2, 2)
@@ -246,7 +246,7 @@ def test_images_and_audio_without_tensorflow(name, pivot, monkeypatch):
                                    "sample_rate", "file_name"]
     key = sorted(expected_images, key=lambda r: (r[0], r[1], r[2]))
     assert len(images) == len(key)
-    for (fname, tag, step, width, height, pixels), row in zip(key, images.itertuples()):
+    for (fname, tag, step, width, height, pixels), row in zip(key, images.itertuples(), strict=True):
         assert (row.file_name, row.tag, row.step, row.width, row.height) == \
             (fname, tag, step, width, height)
         assert row.value.dtype == np.uint8 and np.array_equal(row.value, pixels)
@@ -254,7 +254,7 @@ def test_images_and_audio_without_tensorflow(name, pivot, monkeypatch):
     key = sorted(expected_audio, key=lambda r: (r[0], r[1], r[2]))
     assert len(audio) == len(key)
     for (fname, tag, step, ctype, frames, rate, samples, wav_rate), row in \
-            zip(key, audio.itertuples()):
+            zip(key, audio.itertuples(), strict=True):
         assert (row.file_name, row.tag, row.step, row.content_type) == (fname, tag, step, ctype)
         assert row.length_frames == frames == len(samples) and row.sample_rate == rate == wav_rate
         assert row.value.dtype == np.float32 and np.array_equal(row.value, samples)
@@ -326,14 +326,14 @@ def test_wide_merge_equals_pandas_groupby():
 def test_histogram_cdf_and_pdf_equal_tbparses():
     hist = SummaryReader(str(FIXTURES / "tensorboardx_logdir" / "run_a")).histograms
     assert len(hist) > 0
-    for counts, limits in zip(hist.counts, hist.limits):
+    for counts, limits in zip(hist.counts, hist.limits, strict=True):
         counts = np.concatenate(([0.0], counts[1:]))
         x = np.linspace(limits[0] - 1, limits[-1] + 1, 57)
         np.testing.assert_allclose(SummaryReader.histogram_to_cdf(counts, limits, x),
                                    tbparse.SummaryReader.histogram_to_cdf(counts, limits, x),
                                    rtol=1e-12, atol=1e-12)
         for ours, theirs in zip(SummaryReader.histogram_to_pdf(counts, limits, x),
-                                tbparse.SummaryReader.histogram_to_pdf(counts, limits, x)):
+                                tbparse.SummaryReader.histogram_to_pdf(counts, limits, x), strict=True):
             np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
 
 
@@ -341,7 +341,7 @@ def test_raw_events_are_refused_in_one_line():
     from tbconvert.errors import UnsupportedError
     reader = SummaryReader(str(FIXTURES / "torch_logdir" / "train"))
     with pytest.raises(UnsupportedError, match="not kept"):
-        reader.raw_tags
+        _ = reader.raw_tags
     with pytest.raises(UnsupportedError):
         reader.get_raw_events("scalars")
 
@@ -514,7 +514,7 @@ def test_histogram_to_bins_equals_tbparses():
     assert len(hist) > 0
     made = [(np.array([0.0, 3.0, 0.0, 2.0]), np.array([-1.0, 0.0, 0.0, 2.0])),   # zero width
             (np.array([0.0, 5.0]), np.array([1.0, 1.0]))]
-    for counts, limits in list(zip(hist.counts, hist.limits)) + made:
+    for counts, limits in list(zip(hist.counts, hist.limits, strict=True)) + made:
         counts = np.concatenate(([0.0], counts[1:]))
         lo, hi = float(limits[0]), float(limits[-1])
         for bounds in [(lo, hi), (None, None), (lo / 2, hi / 2), (lo - 1, lo - 0.5),
@@ -524,4 +524,4 @@ def test_histogram_to_bins_equals_tbparses():
                 theirs = tbparse.SummaryReader.histogram_to_bins(counts, limits, *bounds,
                                                                  n_bins=n)
                 assert all(np.array_equal(a, b, equal_nan=True)
-                           for a, b in zip(ours, theirs)), (bounds, n)
+                           for a, b in zip(ours, theirs, strict=True)), (bounds, n)

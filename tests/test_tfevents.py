@@ -32,7 +32,7 @@ def test_fixture_roundtrip_equals_tensorboard_view(name, tmp_path):
 @pytest.mark.parametrize("name", LOGDIRS)
 def test_reader_matches_expected_reading(name):
     expected = json.loads((FIXTURES / "expected" / f"{name}.json").read_text())
-    data = tbconvert.load(FIXTURES / name)
+    data = tbconvert.read(FIXTURES / name, restarts="keep-all")
     runs = expected["runs"]
     assert sorted(data.runs) == sorted(runs)
     for run, info in runs.items():
@@ -47,11 +47,12 @@ def test_reader_matches_expected_reading(name):
             if "values" in exp and isinstance(s, ScalarSeries):
                 want = [float(v) for v in exp["values"]]
                 got = s.values.astype(np.float64).tolist()
-                assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, want))
+                assert all((math.isnan(a) and math.isnan(b)) or a == b
+                           for a, b in zip(got, want, strict=True))
 
 
 def test_restart_rule_marks_instead_of_dropping():
-    data = tbconvert.load(FIXTURES / "torch_logdir")
+    data = tbconvert.read(FIXTURES / "torch_logdir", restarts="keep-all")
     resumed = data.series["resumed"]["loss"]
     purged = data.series["resumed_purged"]["loss"]
     assert len(resumed) == 50 and resumed.hidden_count == 0
@@ -62,7 +63,8 @@ def test_restart_rule_marks_instead_of_dropping():
 
 
 def test_keep_all_writes_hidden_points(tmp_path):
-    out, report = _roundtrip(FIXTURES / "torch_logdir", tmp_path, restarts="keep-all", runs="^resumed_purged$")
+    out, report = _roundtrip(FIXTURES / "torch_logdir", tmp_path, restarts="keep-all",
+                             runs="^resumed_purged$")
     view = tb_view(out)
     assert len(view["resumed_purged"]["tags"]["loss"]["points"]) == 50
 
@@ -114,7 +116,7 @@ def test_corrupt_middle_record_costs_only_that_record(tmp_path):
     victim = len(starts) // 2
     buf[int(starts[victim]) + 2] ^= 0x40   # payload bit flip: bad data CRC
     f.write_bytes(bytes(buf))
-    data = tbconvert.load(src, runs="^run_b$")
+    data = tbconvert.read(src, runs="^run_b$", restarts="keep-all")
     loss = data.series["run_b"]["loss"]
     assert len(loss) == 24  # 25 points, one lost: TensorBoard would keep only those before it
     kinds = [i.kind for i in data.report.issues]
@@ -126,7 +128,7 @@ def test_truncated_last_record(tmp_path):
     src = _copy(tmp_path)
     f = _event_file(src / "run_b")
     f.write_bytes(f.read_bytes()[:-7])
-    data = tbconvert.load(src, runs="^run_b$")
+    data = tbconvert.read(src, runs="^run_b$", restarts="keep-all")
     assert len(data.series["run_b"]["loss"]) == 24
     assert [i.kind for i in data.report.issues] == ["truncated_record"]
 
@@ -134,7 +136,7 @@ def test_truncated_last_record(tmp_path):
 def test_not_an_event_file_is_reported_and_others_kept(tmp_path):
     src = _copy(tmp_path)
     (src / "run_b" / "zz.tfevents.notes").write_text("hello, I am not an event file\n" * 3)
-    data = tbconvert.load(src)
+    data = tbconvert.read(src, restarts="keep-all")
     assert len(data.series["run_b"]["loss"]) == 25
     assert any(i.kind == "not_an_event_file" and "zz.tfevents.notes" in i.message
                for i in data.report.issues)
@@ -186,7 +188,7 @@ def test_bulk_scalar_path_equals_protobuf(tmp_path):
         assert [p[0] for p in pts] == s.steps.tolist()
         assert [p[1] for p in pts] == s.wall_times.tolist()
         assert b"".join(p[2][2] for p in pts) == s.values.tobytes()
-    back = tbconvert.load(out).series["r"]
+    back = tbconvert.read(out, restarts="keep-all").series["r"]
     assert back["f32"].values.tobytes() == s32.values.tobytes()
     assert back["f64"].values.dtype == np.float64
     assert back["f64"].values.tobytes() == s64.values.tobytes()

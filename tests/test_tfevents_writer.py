@@ -10,7 +10,7 @@ from oracle import assert_same_view, canonical, tb_view
 import tbconvert
 from tbconvert import dtypes as dt
 from tbconvert.api import open_writer
-from tbconvert.formats.tfevents import events, layout, legacy, records
+from tbconvert.formats.tfevents import event_files, events, legacy, records
 from tbconvert.formats.tfevents.entries import VALUE, Entries
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
@@ -26,11 +26,11 @@ def _pb():
 
 def _events(logdir):
     event_pb2, _ = _pb()
-    for path in sorted(p for p in logdir.rglob("*") if layout.is_event_file(p.name)):
+    for path in sorted(p for p in logdir.rglob("*") if event_files.is_event_file(p.name)):
         buf = path.read_bytes()
         starts, lengths, damage = records.scan(buf)
         assert not damage, path
-        for s, n in zip(starts.tolist(), lengths.tolist()):
+        for s, n in zip(starts.tolist(), lengths.tolist(), strict=True):
             yield path, event_pb2.Event.FromString(buf[s:s + n])
 
 
@@ -45,7 +45,7 @@ def _value_kinds(logdir) -> dict:
 
 
 def _size(logdir) -> int:
-    return sum(p.stat().st_size for p in logdir.rglob("*") if layout.is_event_file(p.name))
+    return sum(p.stat().st_size for p in logdir.rglob("*") if event_files.is_event_file(p.name))
 
 
 def legacy_view(logdir) -> dict:
@@ -55,7 +55,7 @@ def legacy_view(logdir) -> dict:
     guidance = {k: 0 for k in (ea.SCALARS, ea.HISTOGRAMS, ea.COMPRESSED_HISTOGRAMS, ea.IMAGES,
                                ea.AUDIO, ea.TENSORS, ea.GRAPH, ea.META_GRAPH, ea.RUN_METADATA)}
     view = {}
-    for run, _ in layout.discover(logdir, lambda *a: None):
+    for run, _ in event_files.discover(logdir, lambda *a: None):
         acc = ea.EventAccumulator(str(logdir / run), size_guidance=guidance)
         acc.Reload()
         tags = acc.Tags()
@@ -83,9 +83,9 @@ def legacy_view(logdir) -> dict:
 
 def _same_values(a, b):
     assert len(a) == len(b)
-    for pa, pb in zip(a, b):
+    for pa, pb in zip(a, b, strict=True):
         assert pa[:2] == pb[:2]
-        for x, y in zip(pa[2:], pb[2:]):
+        for x, y in zip(pa[2:], pb[2:], strict=True):
             assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
 
 
@@ -151,13 +151,14 @@ def test_tbparse_reads_every_scalar_tensorboard_shows(name, tmp_path):
                   if tag in had[run]["scalars"] for step, wall, c in tv["points"])
     assert want
     assert [g[:4] for g in got] == [w[:4] for w in want]
-    assert all(a[4] == b[4] or (math.isnan(a[4]) and math.isnan(b[4])) for a, b in zip(got, want))
+    assert all(a[4] == b[4] or (math.isnan(a[4]) and math.isnan(b[4]))
+               for a, b in zip(got, want, strict=True))
 
 
 def test_exported_scalars_are_visible_to_common_readers(tmp_path):
     from tbparse import SummaryReader
     out, _ = _convert(TBDEV, tmp_path)
-    data = tbconvert.load(TBDEV)
+    data = tbconvert.read(TBDEV, restarts="keep-all")
     want = sum(len(s) for tags in data.series.values() for s in tags.values()
                if isinstance(s, ScalarSeries) and s.values.dtype == np.float32)
     assert want > 0
@@ -281,7 +282,7 @@ def test_inexact_legacy_candidates_keep_the_tensor_form(tmp_path):
     assert kinds["h"] == ["histo", "tensor", "tensor"]
     assert kinds["i"] == ["image", "tensor", "tensor"]
     view = tb_view(out)["r"]["tags"]
-    back = tbconvert.load(out).series["r"]
+    back = tbconvert.read(out, restarts="keep-all").series["r"]
     assert back["s"].values.tobytes() == snan.tobytes()
     assert [p[2] for p in view["h"]["points"]] == [canonical(a) for a in (ok, trimmed, gap)]
     assert view["i"]["display_name"] == "Pics"
@@ -333,7 +334,7 @@ def test_spilled_write_is_byte_identical_and_memory_is_capped(tmp_path):
     a, b = list(full.rglob("*tfevents*")), list(small.rglob("*tfevents*"))
     assert [p.name for p in a] == [p.name for p in b]
     assert a[0].read_bytes() == b[0].read_bytes()
-    back = tbconvert.load(small).series["big"]
+    back = tbconvert.read(small, restarts="keep-all").series["big"]
     assert {t: len(s) for t, s in back.items()} == \
         {"t0": 15_000, "t1": 15_000, "t2": 15_000, "t3": 15_000, "text": 200, "img": 200}
 
@@ -398,7 +399,7 @@ def test_events_split_across_pieces_frame_as_in_one_piece():
         out = []
         stream = events.EventStream(out.append)
         bounds = [0] + cuts + [len(e)]
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             stream.feed(e.slice(a, b))
         stream.finish()
         assert b"".join(out) == whole

@@ -263,7 +263,7 @@ def test_hidden_points_are_left_out_and_counted_unless_kept(toy, tmp_path):
     left_out = sum(i.count for i in visible.issues if i.kind == "hidden_points_left_out")
     assert left_out > 0
     tbconvert.convert(SOURCE, tmp_path / "k.jsonl", runs="^resumed", restarts="keep-all")
-    kept = tbconvert.load(tmp_path / "k.jsonl", restarts="keep-all")
+    kept = tbconvert.read(tmp_path / "k.jsonl", restarts="keep-all")
     marked = sum(s.hidden_count for tags in kept.series.values() for s in tags.values())
     assert 0 < marked <= left_out
 
@@ -281,7 +281,7 @@ def test_bad_input_is_one_clear_error_or_a_reported_skip(toy, tmp_path, capsys):
     damaged.write_text(json.dumps(MAGIC) + '\n{"run": "a"}\n{"series": {"tag": "t", '
                        '"plugin": "scalars", "content": "", "display_name": "", '
                        '"description": ""}}\n[1, 1.5, 2.0]\n{oops\n[2, 2.5, 3.0]\n')
-    loaded = tbconvert.load(damaged)
+    loaded = tbconvert.read(damaged)
     assert [i.kind for i in loaded.report.issues] == ["corrupt_record"]
     assert "damaged.jsonl:5" in loaded.report.issues[0].message
     assert loaded.series["a"]["t"].values.tolist() == [2.0, 3.0]
@@ -297,7 +297,7 @@ def test_values_round_trip_bit_exact(toy, tmp_path):
     path = tmp_path / "v.jsonl"
     with tbconvert.open_writer(path, report=report) as writer:
         writer.write_run(Run("r"), [src])
-    got = tbconvert.load(path).series["r"]["t"].values
+    got = tbconvert.read(path).series["r"]["t"].values
     assert got.tobytes() == values.tobytes()
 
 

@@ -34,7 +34,7 @@ def test_verify_names_differences(tmp_path, capsys):
 
 def test_verify_detects_changed_value(tmp_path):
     from tbconvert.verify import compare
-    data = tbconvert.load(FIXTURES / "tf2_logdir")
+    data = tbconvert.read(FIXTURES / "tf2_logdir", restarts="keep-all")
     loss = data.series["eager"]["loss"]
     changed = loss.values.copy()
     changed[3] = np.nextafter(changed[3], np.float32(10))

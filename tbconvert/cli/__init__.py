@@ -8,6 +8,10 @@ lists them in the order ``--help`` shows them.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 # Only what is needed to catch Ctrl-C is imported here: everything else loads inside main(),
 # once the handlers are in. Ctrl-C while even these load (a busy machine can take a second
@@ -301,7 +305,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         ui.error("interrupted; partial output was removed")
         return 130
-    except Exception:  # a bug: say so plainly
+    except Exception:  # noqa: BLE001 - a bug: say so plainly
         if _received:      # unless a signal cut short what raised it
             terminated = _received[0] == signal.SIGTERM
             ui.error(("terminated" if terminated else "interrupted")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
+from tbconvert import restarts
 from tbconvert.errors import DataLossError
 from tbconvert.formats.base import Options
 from tbconvert.remote.urls import parse_storage_options
@@ -45,7 +46,7 @@ def add_reading(p: argparse.ArgumentParser, writes: bool = True) -> None:
 def add_writing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace an existing destination (once the new output is complete)")
-    p.add_argument("--restarts", choices=("visible", "keep-all"), default="visible",
+    p.add_argument("--restarts", choices=restarts.CHOICES, default="visible",
                    help="visible (default): write what TensorBoard shows; keep-all: also points "
                         "TensorBoard's restart rule hides (archives always keep them, marked)")
 

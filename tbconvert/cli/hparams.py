@@ -11,7 +11,8 @@ HELP = ("write one row per hparams trial (each hyperparameter, each metric's las
 
 
 def add_arguments(p) -> None:
-    add_extraction(p, "FILE", "destination: .csv or .parquet, or - for CSV on stdout")  # --runs selects trial runs, --tags metric columns
+    # --runs selects trial runs, --tags metric columns
+    add_extraction(p, "FILE", "destination: .csv or .parquet, or - for CSV on stdout")
 
 
 def run(args, ui) -> int:

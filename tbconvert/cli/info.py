@@ -66,6 +66,6 @@ def _print_table(out) -> None:
     rows = [tuple(shown(cell) for cell in row) for row in rows]
     widths = [min(max(len(row[i]) for row in rows), 48) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     n_tags = sum(len(r["tags"]) for r in out["runs"])
     print(f"{len(out['runs'])} runs, {n_tags} series, {total} points")

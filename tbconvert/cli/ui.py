@@ -53,7 +53,8 @@ class UI:
 
 class _Bar:
     """A :class:`tbconvert.formats.base.Progress` (not imported here: this module loads
-    before the signal handlers are in place, so it stays light). Source bytes done of the total, with rate and time left; drawn once a job has run
+    before the signal handlers are in place, so it stays light). Source bytes done of the
+    total, with rate and time left; drawn once a job has run
     for :data:`SHOW_AFTER` seconds (short jobs stay silent), then at least every
     :data:`REFRESH` seconds while work advances."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tbconvert import restarts
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
 from tbconvert.cli.text import shown
 from tbconvert.errors import TbconvertError
@@ -24,7 +25,7 @@ def add_arguments(p) -> None:
     p.add_argument("--wall-time-tolerance", type=float, default=0.0, metavar="SECONDS",
                    help="allow wall times to differ this much (TensorBoard.dev exports keep "
                         "about a microsecond; try 1e-6)")
-    p.add_argument("--restarts", choices=("visible", "keep-all"), default="visible",
+    p.add_argument("--restarts", choices=restarts.CHOICES, default="visible",
                    help="visible (default): compare what TensorBoard shows; keep-all: also the "
                         "points its restart rule hides")
     add_selection(p)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
 
 from tbconvert.errors import CorruptDataError
 from tbconvert.report import Report
+from tbconvert.restarts import Restarts
 
 if TYPE_CHECKING:  # numpy loads with the model, only once data is read or written
     from tbconvert.model import Experiment, Run, RunData, Series
@@ -61,7 +62,7 @@ class Options:
     tags: re.Pattern | None = None
     allow_pickle: bool = False
     force: bool = False
-    restarts: str = "visible"
+    restarts: Restarts = "visible"
     wide: bool = False
     ignore_checksum: bool = False
     progress: "Progress | None" = None
@@ -158,7 +159,7 @@ class Reader(abc.ABC):
         Runs filtered out by ``options.runs`` may be skipped without reading.
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - nothing to release unless a reader holds files
         """Release open files."""
 
     def __enter__(self):

@@ -113,7 +113,7 @@ class DestStage:
         finals = [f"{self.root}/{rel}" for rel in rels]
         self._uploaded = staged
         if files:
-            self._put(list(zip(files, staged)))
+            self._put(list(zip(files, staged, strict=True)))
         old = set()
         if self.kind is not None:
             self.fs.invalidate_cache()

@@ -200,7 +200,7 @@ class SourceStage:
         except Exception as exc:  # noqa: BLE001
             raise failures.describe(exc, self.url) from None
         self.requests += len(batch)
-        for (_remote, target, start, end), data in zip(batch, blocks):
+        for (_remote, target, start, end), data in zip(batch, blocks, strict=True):
             if isinstance(data, BaseException):
                 raise failures.describe(data, self.url) from None
             try:

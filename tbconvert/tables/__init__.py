@@ -29,11 +29,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from tbconvert import api
 from tbconvert.errors import MissingDependencyError, UsageError
-from tbconvert.model import ScalarSeries, Series
 from tbconvert.report import Report
-from tbconvert.tables._source import iter_source, make_options
+from tbconvert.restarts import Restarts
+from tbconvert.tables._source import iter_source, table_options
+from tbconvert.tables._data import Data, read
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
            "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",
@@ -54,94 +54,6 @@ def _finish(table, as_arrow: bool):
     return table if as_arrow else _pandas(table)
 
 
-# --------------------------------------------------------------------------- read()
-
-class Data:
-    """A whole source in memory, with short ways in. Made by :func:`read`.
-
-    Example::
-
-        >>> data = tbconvert.read("fixtures/torch_logdir")
-        >>> "train" in data.runs
-        True
-        >>> loss = data.scalars("train", "loss")     # a ScalarSeries
-        >>> loss.steps[:3], loss.values[:3]          # numpy arrays   # doctest: +SKIP
-        >>> import numpy as np
-        >>> np.column_stack((loss.steps, loss.values)).shape      # (step, value) pairs
-        (50, 2)
-    """
-
-    def __init__(self, loaded: api.Loaded, restarts: str = "visible") -> None:
-        self.loaded = loaded
-        self.restarts = restarts
-
-    @property
-    def experiment(self):
-        return self.loaded.experiment
-
-    @property
-    def report(self) -> Report:
-        return self.loaded.report
-
-    @property
-    def runs(self) -> list[str]:
-        """Run names in source order (``"."`` is the logdir itself)."""
-        return list(self.loaded.runs)
-
-    def tags(self, run: str | None = None) -> list[str]:
-        """Tags of ``run``, or of all runs (sorted, each once)."""
-        if run is not None:
-            return list(self._run(run))
-        return sorted({t for tags in self.loaded.series.values() for t in tags})
-
-    def _run(self, run: str) -> dict:
-        try:
-            return self.loaded.series[run]
-        except KeyError:
-            raise KeyError(f"no run {run!r}; runs: {', '.join(self.runs)}") from None
-
-    def series(self, run: str, tag: str) -> Series:
-        """The series (all chunks joined); without hidden points unless ``restarts="keep-all"``."""
-        tags = self._run(run)
-        if tag not in tags:
-            raise KeyError(f"run {run!r} has no tag {tag!r}; tags: {', '.join(tags)}")
-        s = tags[tag]
-        return s if self.restarts == "keep-all" else s.visible()
-
-    def scalars(self, run: str, tag: str) -> ScalarSeries:
-        """A scalar series: ``.steps``, ``.wall_times`` and ``.values`` are numpy arrays."""
-        s = self.series(run, tag)
-        if not isinstance(s, ScalarSeries):
-            raise TypeError(f"{run}/{tag} is not a scalar series ({type(s).__name__})")
-        return s
-
-    def __iter__(self):
-        """``(run, tag, series)`` for every series."""
-        for run, tags in self.loaded.series.items():
-            for tag in tags:
-                yield run, tag, self.series(run, tag)
-
-    def __repr__(self) -> str:
-        n = sum(len(t) for t in self.loaded.series.values())
-        return f"<tbconvert.Data: {len(self.loaded.runs)} runs, {n} series>"
-
-
-def read(path, *, runs=None, tags=None, restarts: str = "visible", format: str | None = None,
-         storage_options: dict | None = None) -> Data:
-    """Read a whole source into memory (the model, with numpy arrays). For data that fits.
-    ``path`` may be a URL (``s3://bucket/logs``; ``storage_options`` go to its file system).
-
-    Example::
-
-        >>> data = tbconvert.read("fixtures/torch_logdir", runs="^train$")
-        >>> data.scalars("train", "lr").values.dtype
-        dtype('float32')
-    """
-    make_options(restarts=restarts)  # validates
-    return Data(api.load(path, format=format, runs=runs, tags=tags,
-                         storage_options=storage_options), restarts)
-
-
 # --------------------------------------------------------------------------- tables
 
 def _collect(make_columns, source, runs, tags, restarts, report, options=None):
@@ -149,7 +61,7 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None):
     into the collector ``make_columns(keep_hidden, report)`` builds."""
     report = report if report is not None else Report()
     if options is None:
-        options = make_options(runs=runs, tags=tags, restarts=restarts)
+        options = table_options(runs=runs, tags=tags, restarts=restarts)
     collector = make_columns(options.restarts == "keep-all", report)
     for _run, chunks in iter_source(source, options, report):
         for chunk in chunks:
@@ -158,14 +70,14 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None):
 
 
 def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
-                  restarts: str = "visible", report: Report | None = None, options=None):
+                  restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Scalars as a ``pyarrow.Table``; see :func:`scalars`."""
     from tbconvert.columns import ScalarColumns
     cols = _collect(ScalarColumns, source, runs, tags, restarts, report, options)
     return cols.wide_table() if wide else cols.long_table()
 
 
-def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: str = "visible",
+def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Restarts = "visible",
             as_arrow: bool = False, report: Report | None = None):
     """Every scalar point: columns ``run, tag, step, wall_time, value`` (+ ``hidden``).
 
@@ -187,14 +99,14 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: str =
                    as_arrow)
 
 
-def histograms_table(source, runs=None, tags=None, *, restarts: str = "visible",
+def histograms_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                      report: Report | None = None, options=None):
     """Histograms as a ``pyarrow.Table``; see :func:`histograms`."""
-    from tbconvert.tables._tensors import HistogramColumns
+    from tbconvert.tables._nonscalar_columns import HistogramColumns
     return _collect(HistogramColumns, source, runs, tags, restarts, report, options).arrow()
 
 
-def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
+def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                as_arrow: bool = False, report: Report | None = None):
     """One row per histogram bucket: ``run, tag, step, wall_time, left, right, count``.
 
@@ -210,14 +122,14 @@ def histograms(source, runs=None, tags=None, *, restarts: str = "visible",
 
 
 def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
-                  restarts: str = "visible", report: Report | None = None, options=None):
+                  restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Numeric tensors as a ``pyarrow.Table``; see :func:`tensors`."""
-    from tbconvert.tables._tensors import TensorColumns
+    from tbconvert.tables._nonscalar_columns import TensorColumns
     return _collect(partial(TensorColumns, scalars=scalars), source, runs, tags, restarts,
                     report, options).arrow()
 
 
-def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: str = "visible",
+def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Restarts = "visible",
             as_arrow: bool = False, report: Report | None = None):
     """One row per numeric tensor point (PR curves, histograms, meshes, third-party plugins):
     ``run, tag, step, wall_time, plugin, dtype, shape, values``.
@@ -237,14 +149,14 @@ def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: st
                                  report=report), as_arrow)
 
 
-def text_table(source, runs=None, tags=None, *, restarts: str = "visible",
+def text_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                report: Report | None = None, options=None):
     """Text as a ``pyarrow.Table``; see :func:`text`."""
-    from tbconvert.tables._tensors import TextColumns
+    from tbconvert.tables._nonscalar_columns import TextColumns
     return _collect(TextColumns, source, runs, tags, restarts, report, options).arrow()
 
 
-def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
          report: Report | None = None):
     """Text summaries: ``run, tag, step, wall_time, index, dims, text``.
 
@@ -261,14 +173,14 @@ def text(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: b
 
 
 def images_table(source, runs=None, tags=None, *, details: bool = False,
-                 restarts: str = "visible", report: Report | None = None, options=None):
+                 restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
-    from tbconvert.tables._tensors import MediaColumns
+    from tbconvert.tables._nonscalar_columns import MediaColumns
     return _collect(partial(MediaColumns, "images", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 
 
-def images(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+def images(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
            as_arrow: bool = False, report: Report | None = None):
     """Images: ``run, tag, step, wall_time, index, width, height, format, data``.
 
@@ -285,14 +197,14 @@ def images(source, runs=None, tags=None, *, details: bool = False, restarts: str
 
 
 def audio_table(source, runs=None, tags=None, *, details: bool = False,
-                restarts: str = "visible", report: Report | None = None, options=None):
+                restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
-    from tbconvert.tables._tensors import MediaColumns
+    from tbconvert.tables._nonscalar_columns import MediaColumns
     return _collect(partial(MediaColumns, "audio", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 
 
-def audio(source, runs=None, tags=None, *, details: bool = False, restarts: str = "visible",
+def audio(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
           as_arrow: bool = False, report: Report | None = None):
     """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes).
 
@@ -312,24 +224,24 @@ def open_image(data: bytes):
     return Image.open(io.BytesIO(bytes(data)))
 
 
-def hparams_table(source, runs=None, tags=None, *, restarts: str = "visible",
+def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                   report: Report | None = None, options=None):
     """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
-    from tbconvert.tables._hparams import Collected, hparams_table as build
+    from tbconvert.tables._hparams import Collected, trials_table
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
-    sel = options if options is not None else make_options(runs=runs, tags=tags,
+    sel = options if options is not None else table_options(runs=runs, tags=tags,
                                                             restarts=restarts)
     read_options = replace(sel, runs=None, tags=None)
     collected = Collected()
     for run, chunks in iter_source(source, read_options, report):
         collected.add(run.name, chunks, report)
-    return build(collected, report, session_filter=sel.wants_run if sel.runs else None,
-                 tag_filter=sel.wants_tag if sel.tags else None)
+    return trials_table(collected, report, session_filter=sel.wants_run if sel.runs else None,
+                        tag_filter=sel.wants_tag if sel.tags else None)
 
 
-def hparams(source, runs=None, tags=None, *, restarts: str = "visible", as_arrow: bool = False,
+def hparams(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
             report: Report | None = None):
     """One row per trial: ``run``, each hyperparameter (sorted), each metric's last value,
     ``status`` (success/failure/running/unknown), ``start_time``, ``end_time``.
@@ -409,7 +321,7 @@ class MediaReport(Report):
     files: int = 0
 
 
-def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "visible",
+def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts = "visible",
                   force: bool = False, report: Report | None = None, options=None) -> Report:
     """Write images, audio and text as files: ``out_dir/<run>/<tag>/<step>_<index>.<ext>``.
 
@@ -431,7 +343,7 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: str = "vis
     from tbconvert.tables._media import extract
     report = report if report is not None else MediaReport()
     if options is None:
-        options = make_options(runs=runs, tags=tags, restarts=restarts, force=force)
+        options = table_options(runs=runs, tags=tags, restarts=restarts, force=force)
     files = extract(source, out_dir, options, report)
     if isinstance(report, MediaReport):
         report.files += files

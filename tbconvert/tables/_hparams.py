@@ -34,7 +34,7 @@ def _parse(content: bytes, run: str, tag: str, report: Report):
     from tensorboard.plugins.hparams import plugin_data_pb2
     try:
         return plugin_data_pb2.HParamsPluginData.FromString(content)
-    except Exception:  # a damaged proto: say so, keep going
+    except Exception:  # noqa: BLE001 - a damaged proto (any decode error): say so, keep going
         report.add("bad_hparams", f"{run}/{tag}: the hparams plugin data does not parse; "
                    "this trial information is not in the table", run=run, tag=tag)
         return None
@@ -140,7 +140,7 @@ def _column_name(name: str, taken: set, what: str, report: Report) -> str:
     return renamed
 
 
-def hparams_table(collected: Collected, report: Report, *, session_filter=None, tag_filter=None):
+def trials_table(collected: Collected, report: Report, *, session_filter=None, tag_filter=None):
     """One row per session: run, hparams (sorted), metrics, status, start_time, end_time."""
     import pyarrow as pa
 

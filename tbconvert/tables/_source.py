@@ -2,7 +2,8 @@
 
 Everything here works on the reader stream (``Reader.iter_runs``): one run at a
 time, series in chunks, points as numpy columns. Nothing builds one Python
-object per point.
+object per point. The column builders the rows go into are in
+:mod:`tbconvert.columns` and :mod:`tbconvert.tables._nonscalar_columns`.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Reader
 from tbconvert.model import Run, Series
 from tbconvert.report import Report
+from tbconvert.restarts import Restarts
+from tbconvert.restarts import check as check_restarts
+from tbconvert.tables._data import Data
 
-RESTART_CHOICES = ("visible", "keep-all")
-
-
-def make_options(runs=None, tags=None, restarts: str = "visible", **kw) -> Options:
+def table_options(runs=None, tags=None, restarts: Restarts = "visible", **kw) -> Options:
     """Options for a table: run/tag regexes (strings or compiled) and the restart rule."""
-    if restarts not in RESTART_CHOICES:
-        raise UsageError(f"restarts must be one of {', '.join(RESTART_CHOICES)}, not {restarts!r}")
+    check_restarts(restarts)
     return api.make_options(runs=runs, tags=tags, restarts=restarts, **kw)
 
 
@@ -30,19 +30,18 @@ def iter_source(source, options: Options, report: Report) -> Iterator[tuple[Run,
     """Yield ``(run, chunks)`` for each selected run of ``source``.
 
     ``source`` is a path (any format the registry can read), an open
-    :class:`~tbconvert.formats.base.Reader`, a :class:`tbconvert.api.Loaded`
-    or a :class:`tbconvert.tables.Data`. Chunks are filtered by tag and, unless
-    ``options.restarts == "keep-all"``, stripped of the points TensorBoard's
-    restart rule hides (counted in the report). The caller must consume each
+    :class:`~tbconvert.formats.base.Reader` or a :class:`tbconvert.tables.Data`.
+    Chunks are filtered by tag and, unless ``options.restarts == "keep-all"``,
+    stripped of the points TensorBoard's restart rule hides (counted in the
+    report). The caller must consume each
     run's chunks before asking for the next run (unconsumed ones are drained).
     """
-    loaded = getattr(source, "loaded", source)
-    if isinstance(loaded, api.Loaded):
-        for name, run in loaded.runs.items():
+    if isinstance(source, Data):
+        for name, run in source.runs.items():
             if not options.wants_run(name):
                 continue
             report.runs += 1
-            yield run, api.select(loaded.series.get(name, {}).values(), options, report)
+            yield run, api.select(source.every_point.get(name, {}).values(), options, report)
         return
     if isinstance(source, Reader):
         yield from api.selected_runs(source, options, report)

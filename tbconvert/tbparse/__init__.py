@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 
-from tbconvert.errors import MissingDependencyError, UsageError
+from tbconvert.errors import MissingDependencyError
 from tbconvert.report import Report
+from tbconvert.restarts import TbparseRestarts
+from tbconvert.restarts import check as check_restarts
 from tbconvert.tbparse import _frames
 from tbconvert.tbparse._frames import (ALL_EVENT_TYPES, ALL_EXTRA_COLUMNS, AUDIO, HISTOGRAMS,
                                        HPARAMS, IMAGES, SCALARS, TENSORS, TEXT)
@@ -34,7 +37,7 @@ from tbconvert.tbparse._pivot import combine
 
 __all__ = ["SummaryReader", "ALL_EVENT_TYPES", "ALL_EXTRA_COLUMNS", "RESTARTS"]
 
-RESTARTS = ("visible", "per-file", "keep-all")
+RESTARTS = get_args(TbparseRestarts)
 
 
 def _pandas():
@@ -58,7 +61,7 @@ class SummaryReader:
     """
 
     def __init__(self, log_path: str, *, pivot: bool = False, extra_columns=None,
-                 event_types=None, restarts: str = "visible") -> None:
+                 event_types=None, restarts: TbparseRestarts = "visible") -> None:
         extra = extra_columns if extra_columns is not None else set()
         if not isinstance(extra, set):
             raise ValueError(f"`columns` should be a {set} instead of {type(extra)}")
@@ -71,8 +74,7 @@ class SummaryReader:
         bad = types - ALL_EVENT_TYPES
         if bad:
             raise KeyError(f"Invalid event types: {bad}")
-        if restarts not in RESTARTS:
-            raise UsageError(f"restarts must be one of {', '.join(RESTARTS)}, not {restarts!r}")
+        check_restarts(restarts, RESTARTS)
         if not os.path.exists(log_path):
             raise ValueError(f"File or directory not found: {log_path}")
         _pandas()

@@ -171,7 +171,7 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
         if len(set(names)) == len(names) and all(
                 not len(r.series) or bool((np.diff(r.series.steps) >= 0).all()) for r in rows):
             # Each tag's steps already increase: tags in name order are the sorted rows.
-            rows = [r for _, r in sorted(zip(names, rows), key=lambda x: x[0])]
+            rows = [r for _, r in sorted(zip(names, rows, strict=True), key=lambda x: x[0])]
             in_order = True
     n = sum(len(r.series) for r in rows)
     walls = (np.concatenate([r.series.wall_times for r in rows])
@@ -185,7 +185,7 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
         cols.cols["tag"] = StrColumn(names, np.repeat(np.arange(len(rows), dtype=np.int32),
                                                       [len(r.series) for r in rows]))
     start = 0
-    for tag, r in zip(names, rows):
+    for tag, r in zip(names, rows, strict=True):
         m = len(r.series)
         if not m:
             continue
@@ -225,7 +225,7 @@ def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
         arrays = _arrays(s)
         if dir_data.histos:
             raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
-            arrays = [a if isinstance(h, tuple) or h is None else h for a, h in zip(arrays, raw)]
+            arrays = [a if isinstance(h, tuple) or h is None else h for a, h in zip(arrays, raw, strict=True)]
         return [("value", _python_values(arrays))]
     if etype == HISTOGRAMS:
         return _histogram_fields(r, dir_data, extra)
@@ -291,7 +291,7 @@ def _histogram_fields(r: Rows, dir_data, extra: set) -> list:
     raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
     raw = [h if isinstance(h, tuple) else None for h in raw]
     if any(h is None for h in raw):
-        raw = [h if h is not None else _from_tensor(a) for h, a in zip(raw, _arrays(r.series))]
+        raw = [h if h is not None else _from_tensor(a) for h, a in zip(raw, _arrays(r.series), strict=True)]
     out = []
     for name in _HISTO_FIELDS:
         if name in ("counts", "limits"):
@@ -315,7 +315,7 @@ def _hparams_frame(dir_data, index: int, file_name: str, pivot: bool, extra: set
     names, values = _session_hparams(dir_data, index)
     cols = _Cols(len(names), extra, file_name, None, False)
     if pivot:
-        for i, (name, value) in enumerate(zip(names, values)):
+        for i, (name, value) in enumerate(zip(names, values, strict=True)):
             cols.objects(name, i, [value])
     elif names:
         cols.cols["tag"] = np.array(names, dtype=object)

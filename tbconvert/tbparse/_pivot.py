@@ -156,7 +156,7 @@ def _put(result: np.ndarray, mask: np.ndarray, items) -> None:
     if isinstance(items, np.ndarray) and items.dtype != object:
         result[idx] = list(items)   # numpy scalars, not Python ones
         return
-    for i, item in zip(idx.tolist(), items):
+    for i, item in zip(idx.tolist(), items, strict=True):
         result[i] = item
 
 

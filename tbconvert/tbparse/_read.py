@@ -19,7 +19,7 @@ import numpy as np
 
 from tbconvert import api
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import layout
+from tbconvert.formats.tfevents import event_files
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
@@ -134,7 +134,7 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
         try:
             for path in group:
                 starts.append(asm.next_seq)
-                if path.name.endswith(layout.PROFILE_EMPTY):
+                if path.name.endswith(event_files.PROFILE_EMPTY):
                     continue
                 reader._read_file(path, asm)
             _run, chunks = asm.build()

@@ -13,7 +13,7 @@ if importlib.util.find_spec("h5py") is None:  # pragma: no cover - h5py is a dep
     raise MissingDependencyError("the hdf5 format needs h5py, which tbconvert depends on: "
                                  "pip install h5py, or reinstall tbconvert")
 
-from tbconvert.formats.hdf5 import layout, seal
+from tbconvert.formats.hdf5 import schema, seal
 from tbconvert import sourcefiles
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -39,8 +39,8 @@ class Hdf5Format(Format):
                 return False
             import h5py
             with sourcefiles.open_binary(path) as fh, h5py.File(fh, "r") as f:
-                return f.attrs.get(layout.ATTR_FORMAT) in (layout.FORMAT_NAME,
-                                                           layout.FORMAT_NAME.encode())
+                return f.attrs.get(schema.ATTR_FORMAT) in (schema.FORMAT_NAME,
+                                                           schema.FORMAT_NAME.encode())
         except Exception:  # noqa: BLE001 - sniffing never raises
             return False
 

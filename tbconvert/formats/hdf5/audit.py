@@ -76,7 +76,7 @@ def _visit_links(f: h5py.File, fn) -> None:
     while groups:
         gid, prefix = groups.pop()
         names = []
-        gid.links.iterate(lambda n: names.append(n) and None)
+        gid.links.iterate(names.append)  # None from append: iteration goes on
         for raw in names:
             info = gid.links.get_info(raw)
             name = prefix + raw.decode("utf-8", "replace")

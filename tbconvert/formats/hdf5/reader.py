@@ -8,11 +8,11 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from tbconvert import dtypes as _dt
+from tbconvert import dtypes as dt
 from tbconvert import budget, sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
-from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5 import schema
 from tbconvert.formats.hdf5.audit import audit, check_dataset, check_regular_file
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run, RunData,
@@ -67,18 +67,18 @@ _DAMAGE = (OSError, KeyError, TypeError, ValueError, IndexError, RuntimeError)
 
 
 def check_root(f: h5py.File, path: Path) -> None:
-    fmt = f.attrs.get(L.ATTR_FORMAT)
-    if fmt is None or _str(fmt) != L.FORMAT_NAME:
-        raise CorruptDataError(f"{path}: not a tbconvert HDF5 archive (no {L.ATTR_FORMAT} attribute)")
-    version = f.attrs.get(L.ATTR_VERSION)
+    fmt = f.attrs.get(schema.ATTR_FORMAT)
+    if fmt is None or _str(fmt) != schema.FORMAT_NAME:
+        raise CorruptDataError(f"{path}: not a tbconvert HDF5 archive (no {schema.ATTR_FORMAT} attribute)")
+    version = f.attrs.get(schema.ATTR_VERSION)
     try:
         version = int(version)
     except (TypeError, ValueError):
         raise CorruptDataError(f"{path}: damaged archive (bad schema_version {version!r})") from None
-    if version > L.SCHEMA_VERSION:
+    if version > schema.SCHEMA_VERSION:
         raise FormatError(
             f"{path}: written by a newer tbconvert (archive schema version {version}; this "
-            f"version reads up to {L.SCHEMA_VERSION}); upgrade tbconvert to read it")
+            f"version reads up to {schema.SCHEMA_VERSION}); upgrade tbconvert to read it")
     if version < 1:
         raise CorruptDataError(f"{path}: damaged archive (bad schema_version {version})")
 
@@ -101,16 +101,16 @@ class Hdf5Reader(Reader):
             audit(self._file, self.path)
             attrs = self._file.attrs
             get = lambda k: _str(attrs.get(k, ""))  # noqa: E731
-            extra = budget.loads_json(get(L.ATTR_EXPERIMENT_EXTRA) or "{}",
-                                      f"{self.path}: damaged attribute {L.ATTR_EXPERIMENT_EXTRA}")
+            extra = budget.loads_json(get(schema.ATTR_EXPERIMENT_EXTRA) or "{}",
+                                      f"{self.path}: damaged attribute {schema.ATTR_EXPERIMENT_EXTRA}")
             if not isinstance(extra, dict):
                 raise CorruptDataError(f"{self.path}: damaged attribute "
-                                       f"{L.ATTR_EXPERIMENT_EXTRA} (not a JSON object)")
+                                       f"{schema.ATTR_EXPERIMENT_EXTRA} (not a JSON object)")
             self._experiment = Experiment(
                 experiment_id=get("experiment_id"), name=get("experiment_name"),
                 description=get("experiment_description"), create_time=get("experiment_create_time"),
                 update_time=get("experiment_update_time"), extra=dict(extra))
-            self._run_count = len(self._file[L.RUNS])
+            self._run_count = len(self._file[schema.RUNS])
         except TbconvertError:
             self.close()
             raise
@@ -145,11 +145,11 @@ class Hdf5Reader(Reader):
     def iter_runs(self) -> Iterator[RunData]:
         # A damaged run or series costs itself (reported), not the rest of the archive.
         for i in range(self._run_count):
-            where = "/" + L.run_path(i)
+            where = "/" + schema.run_path(i)
             try:
-                g = self._file[L.run_path(i)]
+                g = self._file[schema.run_path(i)]
                 run = self._run(g)
-                count = len(g[L.SERIES])
+                count = len(g[schema.SERIES])
             except TbconvertError:
                 raise
             except _DAMAGE as exc:
@@ -162,8 +162,8 @@ class Hdf5Reader(Reader):
     def _run(g: h5py.Group) -> Run:
         start = g.attrs.get("start_time")
         records = ()
-        if L.RECORDS in g:
-            r = g[L.RECORDS]
+        if schema.RECORDS in g:
+            r = g[schema.RECORDS]
             for name, kinds_ in (("kind", "O"), ("step", "i"), ("wall_time", "f"), ("payload", "O")):
                 check_dataset(r[name], kinds_, f"records/{name}")
                 if r[name].ndim != 1 or r[name].shape != r["kind"].shape:
@@ -172,7 +172,7 @@ class Hdf5Reader(Reader):
             steps, walls, payloads = r["step"][()], r["wall_time"][()], r["payload"][()]
             records = tuple(RunRecord(kind=str(k), step=int(s), wall_time=float(w),
                                       payload=np.asarray(p, np.uint8).tobytes())
-                            for k, s, w, p in zip(kinds, steps, walls, payloads))
+                            for k, s, w, p in zip(kinds, steps, walls, payloads, strict=True))
         if start is not None and (np.shape(start) != () or np.asarray(start).dtype.kind not in "fiu"):
             raise ValueError("start_time is not a number")
         return Run(name=_str(g.attrs["name"]), start_time=None if start is None else float(start),
@@ -180,10 +180,10 @@ class Hdf5Reader(Reader):
 
     def _series_of(self, g: h5py.Group, run: str, count: int, where: str):
         for j in range(count):
-            spath = f"{where}/{L.SERIES}/{j}"
+            spath = f"{where}/{schema.SERIES}/{j}"
             tag, n, done = None, None, 0
             try:
-                s = g[L.SERIES][str(j)]
+                s = g[schema.SERIES][str(j)]
                 tag = _str(s.attrs["tag"])
                 n, gen = self._open_series(s, run, tag)
                 for chunk in gen:
@@ -201,7 +201,7 @@ class Hdf5Reader(Reader):
         """The series' point count and a generator of its chunks."""
         a = s.attrs
         kind = _str(a["kind"])
-        if kind not in L.KINDS:
+        if kind not in schema.KINDS:
             raise ValueError(f"unknown kind {kind!r}")
         md = Metadata(plugin_name=_str(a["plugin_name"]),
                       plugin_content=np.asarray(a["plugin_content"], np.uint8).tobytes(),
@@ -221,11 +221,11 @@ class Hdf5Reader(Reader):
         for k in ("wall_times", "hidden"):
             if s[k].shape != (n,):
                 raise ValueError(f"{k} has shape {s[k].shape}, steps {n} entries")
-        if kind == L.KIND_SCALAR:
+        if kind == schema.KIND_SCALAR:
             gen = self._scalar_chunks(s, run, tag, md, n)
-        elif kind == L.KIND_BLOB_SEQUENCE:
+        elif kind == schema.KIND_BLOB_SEQUENCE:
             gen = self._blob_chunks(s, run, tag, md, n)
-        elif _str(a["layout"]) == L.LAYOUT_DENSE:
+        elif _str(a["layout"]) == schema.LAYOUT_DENSE:
             gen = self._dense_chunks(s, run, tag, md, n)
         else:
             gen = self._ragged_chunks(s, run, tag, md, n)
@@ -241,21 +241,21 @@ class Hdf5Reader(Reader):
         check_dataset(values, "fiub", "values")
         if values.shape != (n,):
             raise ValueError(f"values has shape {values.shape}, expected ({n},)")
-        for a in range(0, n, L.READ_POINTS):
-            b = min(n, a + L.READ_POINTS)
+        for a in range(0, n, schema.READ_POINTS):
+            b = min(n, a + schema.READ_POINTS)
             yield ScalarSeries(**self._common(s, run, tag, md, a, b), values=values[a:b])
 
     def _dense_chunks(self, s, run, tag, md, n):
         values = s["values"]
         code = int(s.attrs["tensor_dtype"])
-        storage = _dt.numpy_dtype(code)
+        storage = dt.numpy_dtype(code)
         check_dataset(values, storage.kind, "values")
         if values.dtype.itemsize != storage.itemsize or storage.kind == "O":
             raise ValueError(f"values are {values.dtype}, not {storage} of tensor_dtype {code}")
         if values.ndim < 1 or values.shape[0] != n:
             raise ValueError(f"values has {values.shape[0]} rows, expected {n}")
         row_bytes = max(1, storage.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
-        step = max(1, L.READ_BYTES // row_bytes)
+        step = max(1, schema.READ_BYTES // row_bytes)
         for a in range(0, n, step):
             b = min(n, a + step)
             block = values[a:b].astype(storage, copy=False)
@@ -276,7 +276,7 @@ class Hdf5Reader(Reader):
         while a < n:
             # as many points as fit in READ_BYTES (at least one)
             window = data_off(a, min(n, a + 65536))
-            b = a + int(np.searchsorted(window, window[0] + L.READ_BYTES, side="right"))
+            b = a + int(np.searchsorted(window, window[0] + schema.READ_BYTES, side="right"))
             b = max(a + 1, min(n, b - 1, a + 65536))
             d_off, s_off = window[:b - a + 1], str_off(a, b)
             codes = codes_ds[a:b]
@@ -287,13 +287,13 @@ class Hdf5Reader(Reader):
             for i in range(b - a):
                 code = int(codes[i])
                 shape = tuple(int(d) for d in shapes[i])
-                if code == _dt.DT_STRING:
+                if code == dt.DT_STRING:
                     elems = strings[s_off[i] - s_off[0]:s_off[i + 1] - s_off[0]]
-                    tensors.append(_dt.string_array(
+                    tensors.append(dt.string_array(
                         (np.asarray(e, np.uint8).tobytes() for e in elems), shape))
                 else:
                     lo, hi = d_off[i] - d_off[0], d_off[i + 1] - d_off[0]
-                    arr = np.frombuffer(data[lo:hi], dtype=_dt.numpy_dtype(code))
+                    arr = np.frombuffer(data[lo:hi], dtype=dt.numpy_dtype(code))
                     tensors.append(arr.reshape(shape))
             yield TensorSeries(**self._common(s, run, tag, md, a, b), dtypes=codes,
                                tensors=tuple(tensors))
@@ -314,7 +314,7 @@ class Hdf5Reader(Reader):
             raw = blobs_ds[lo:hi] if hi > lo else []
             missing = missing_ds[lo:hi] if hi > lo else []
             blobs = tuple(None if m else np.asarray(r, np.uint8).tobytes()
-                          for r, m in zip(raw, missing))
+                          for r, m in zip(raw, missing, strict=True))
             yield BlobSequenceSeries(**self._common(s, run, tag, md, a, b),
                                      offsets=window - lo, blobs=blobs)
             a = b

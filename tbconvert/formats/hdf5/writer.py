@@ -11,9 +11,9 @@ import h5py
 import numpy as np
 
 from tbconvert import budget
-from tbconvert import dtypes as _dt
+from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.hdf5 import layout as L
+from tbconvert.formats.hdf5 import schema
 from tbconvert.formats.hdf5.seal import USERBLOCK, write_seal
 from tbconvert.formats.hdf5.sink import FailSafeFile
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
@@ -39,12 +39,12 @@ def _create(group: h5py.Group, name: str, dtype, tail=(), rows_hint: int = 0) ->
     dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
     vlen = h5py.check_vlen_dtype(dtype) is not None or h5py.check_string_dtype(dtype) is not None
     if vlen:
-        rows = L.VLEN_CHUNK_ROWS
+        rows = schema.VLEN_CHUNK_ROWS
     else:
         row_bytes = max(1, dtype.itemsize * int(np.prod(tail, dtype=np.int64)))
-        rows = max(1, min(L.CHUNK_BYTES // row_bytes, 65536))
+        rows = max(1, min(schema.CHUNK_BYTES // row_bytes, 65536))
         rows = min(rows, max(1024, rows_hint)) if rows >= 1024 else rows
-    kwargs = dict(compression=L.COMPRESSION, compression_opts=L.COMPRESSION_LEVEL)
+    kwargs = dict(compression=schema.COMPRESSION, compression_opts=schema.COMPRESSION_LEVEL)
     if not vlen and dtype.kind in "iufc" and dtype.itemsize > 1:
         kwargs["shuffle"] = True
     return group.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), dtype=dtype,
@@ -73,7 +73,7 @@ def _is_uniform(chunk: TensorSeries):
     """(code, shape) when every point has one numeric dtype and shape, else None."""
     codes = chunk.dtypes
     code = int(codes[0])
-    if code in (_dt.DT_STRING, _dt.DT_RAW_PROTO) or (codes != code).any():
+    if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or (codes != code).any():
         return None
     shape = np.shape(chunk.tensors[0])
     if 0 in shape or len(shape) >= MAX_DENSE_DIMS or any(np.shape(t) != shape for t in chunk.tensors):
@@ -109,13 +109,13 @@ class Hdf5Writer(Writer):
     def _open(self):
         self._sink = FailSafeFile(self._out.tmp)
         f = h5py.File(self._sink, "w", libver=("v108", "latest"), userblock_size=USERBLOCK)
-        f.attrs[L.ATTR_FORMAT] = L.FORMAT_NAME
-        f.attrs[L.ATTR_VERSION] = np.int64(L.SCHEMA_VERSION)
-        f.create_group(L.RUNS)
+        f.attrs[schema.ATTR_FORMAT] = schema.FORMAT_NAME
+        f.attrs[schema.ATTR_VERSION] = np.int64(schema.SCHEMA_VERSION)
+        f.create_group(schema.RUNS)
         return f
 
     def write_experiment(self, experiment: Experiment) -> None:
-        for key in L.EXPERIMENT_ATTRS:
+        for key in schema.EXPERIMENT_ATTRS:
             if "\x00" in getattr(experiment, key):
                 raise UnsupportedError(
                     f"{self.path}: the experiment's {key.replace('_', ' ')} holds a NUL character, "
@@ -124,11 +124,11 @@ class Hdf5Writer(Writer):
         def do():
             with self._writing():
                 attrs = self._file.attrs
-                for key in L.EXPERIMENT_ATTRS:
-                    name = key if key.startswith(L.ATTR_EXPERIMENT_PREFIX) \
-                        else L.ATTR_EXPERIMENT_PREFIX + key
+                for key in schema.EXPERIMENT_ATTRS:
+                    name = key if key.startswith(schema.ATTR_EXPERIMENT_PREFIX) \
+                        else schema.ATTR_EXPERIMENT_PREFIX + key
                     attrs[name] = getattr(experiment, key)
-                attrs[L.ATTR_EXPERIMENT_EXTRA] = json.dumps(experiment.extra, ensure_ascii=False)
+                attrs[schema.ATTR_EXPERIMENT_EXTRA] = json.dumps(experiment.extra, ensure_ascii=False)
         self.guard(do)
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
@@ -142,7 +142,7 @@ class Hdf5Writer(Writer):
         # breaks it); reading the source between chunks stays interruptible.
         with self._writing():
             g = self._start_run(run)
-            sg = g.create_group(L.SERIES)
+            sg = g.create_group(schema.SERIES)
         states: dict = {}
         tags: list[str] = []
         try:
@@ -152,7 +152,7 @@ class Hdf5Writer(Writer):
                 with self._writing():
                     self._add_chunk(sg, states, tags, chunk)
             with self._writing():
-                g.create_dataset(L.TAGS, data=np.array(tags, dtype=object), dtype=STR)
+                g.create_dataset(schema.TAGS, data=np.array(tags, dtype=object), dtype=STR)
         finally:
             with deferred():  # h5py objects released here, not wherever the collector runs
                 states.clear()
@@ -175,12 +175,12 @@ class Hdf5Writer(Writer):
     def _start_run(self, run: Run) -> h5py.Group:
         index = len(self._run_names)
         self._run_names.append(run.name)
-        g = self._file.create_group(L.run_path(index))
+        g = self._file.create_group(schema.run_path(index))
         g.attrs["name"] = run.name
         if run.start_time is not None:
             g.attrs["start_time"] = np.float64(run.start_time)
         if run.records:
-            rec = g.create_group(L.RECORDS)
+            rec = g.create_group(schema.RECORDS)
             rec.create_dataset("kind", data=np.array([r.kind for r in run.records], dtype=object),
                                dtype=STR)
             rec.create_dataset("step", data=np.array([r.step for r in run.records], np.int64))
@@ -191,11 +191,11 @@ class Hdf5Writer(Writer):
 
     def _add_chunk(self, sg: h5py.Group, states: dict, tags: list, chunk: Series) -> None:
         if isinstance(chunk, ScalarSeries):
-            kind, extra = L.KIND_SCALAR, chunk.values.dtype.name
+            kind, extra = schema.KIND_SCALAR, chunk.values.dtype.name
         elif isinstance(chunk, BlobSequenceSeries):
-            kind, extra = L.KIND_BLOB_SEQUENCE, None
+            kind, extra = schema.KIND_BLOB_SEQUENCE, None
         else:
-            kind, extra = L.KIND_TENSOR, None
+            kind, extra = schema.KIND_TENSOR, None
         key = (chunk.tag, kind, chunk.metadata, extra)
         state = states.get(key)
         if state is None:
@@ -223,12 +223,12 @@ class Hdf5Writer(Writer):
         _append(s, "steps", chunk.steps)
         _append(s, "wall_times", chunk.wall_times)
         _append(s, "hidden", np.zeros(n, bool) if chunk.hidden is None else chunk.hidden)
-        if state.kind == L.KIND_SCALAR:
+        if state.kind == schema.KIND_SCALAR:
             values = chunk.values
             if values.dtype.kind != "b":
                 values = values.astype(values.dtype.newbyteorder("<"), copy=False)
             _append(s, "values", values)
-        elif state.kind == L.KIND_BLOB_SEQUENCE:
+        elif state.kind == schema.KIND_BLOB_SEQUENCE:
             self._append_blobs(state, chunk)
         else:
             self._append_tensors(state, chunk)
@@ -252,18 +252,18 @@ class Hdf5Writer(Writer):
                     f"{budget.MAX_DIMS} can be written or read back)")
         uniform = _is_uniform(chunk)
         if state.layout is None:
-            state.layout = L.LAYOUT_DENSE if uniform is not None else L.LAYOUT_RAGGED
+            state.layout = schema.LAYOUT_DENSE if uniform is not None else schema.LAYOUT_RAGGED
             s.attrs["layout"] = state.layout
             if uniform is not None:
                 state.dense_key = uniform
                 s.attrs["tensor_dtype"] = np.int32(uniform[0])
-                s.attrs["tensor_dtype_name"] = _dt.NAMES[uniform[0]]
-        if state.layout == L.LAYOUT_DENSE and uniform != state.dense_key:
+                s.attrs["tensor_dtype_name"] = dt.NAMES[uniform[0]]
+        if state.layout == schema.LAYOUT_DENSE and uniform != state.dense_key:
             self._to_ragged(state)
-        if state.layout == L.LAYOUT_DENSE:
+        if state.layout == schema.LAYOUT_DENSE:
             code = state.dense_key[0]
             stacked = np.stack([np.asarray(t) for t in chunk.tensors]).astype(
-                _dt.numpy_dtype(code), copy=False)
+                dt.numpy_dtype(code), copy=False)
             _append(s, "values", stacked)
         else:
             self._append_ragged(state, chunk.dtypes, chunk.tensors)
@@ -277,13 +277,13 @@ class Hdf5Writer(Writer):
         shapes, data, strings = [], [], []
         data_off = np.empty(len(tensors), np.int64)
         str_off = np.empty(len(tensors), np.int64)
-        for i, (code, arr) in enumerate(zip(np.asarray(codes).tolist(), tensors)):
+        for i, (code, arr) in enumerate(zip(np.asarray(codes).tolist(), tensors, strict=True)):
             arr = np.asarray(arr)
             shapes.append(np.asarray(arr.shape, dtype=np.int64))
-            if code == _dt.DT_STRING:
+            if code == dt.DT_STRING:
                 strings.extend(bytes(x) for x in arr.reshape(-1))
             else:
-                raw = np.ascontiguousarray(arr, dtype=_dt.numpy_dtype(code)).tobytes()
+                raw = np.ascontiguousarray(arr, dtype=dt.numpy_dtype(code)).tobytes()
                 data.append(raw)
                 state.data_bytes += len(raw)
             data_off[i] = state.data_bytes
@@ -301,12 +301,12 @@ class Hdf5Writer(Writer):
         s = state.group
         values = s["values"]
         code = state.dense_key[0]
-        state.layout = L.LAYOUT_RAGGED
-        s.attrs["layout"] = L.LAYOUT_RAGGED
+        state.layout = schema.LAYOUT_RAGGED
+        s.attrs["layout"] = schema.LAYOUT_RAGGED
         del s.attrs["tensor_dtype"]
         del s.attrs["tensor_dtype_name"]
         row_bytes = max(1, values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
-        step = max(1, L.READ_BYTES // row_bytes)
+        step = max(1, schema.READ_BYTES // row_bytes)
         for start in range(0, values.shape[0], step):
             block = values[start:start + step]
             self._append_ragged(state, np.full(len(block), code, np.int32), list(block))
@@ -316,7 +316,7 @@ class Hdf5Writer(Writer):
         def finish():
             with self._writing():
                 if self._file is not None:
-                    self._file.create_dataset(L.RUN_NAMES,
+                    self._file.create_dataset(schema.RUN_NAMES,
                                               data=np.array(self._run_names, dtype=object), dtype=STR)
                     self._file.close()
                     self._file = None

@@ -33,8 +33,8 @@ from tbconvert.model import (BlobSequenceSeries, Experiment, Run, ScalarSeries, 
                              TensorSeries, concat)
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
-from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, hparams_table
-from tbconvert.tables._tensors import HistogramColumns, TextColumns, sniff
+from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, trials_table
+from tbconvert.tables._nonscalar_columns import HistogramColumns, TextColumns, sniff
 
 # The page's own scripts, in the order index.html loads them.
 SCRIPTS = ("util.js", "data.js", "scalars.js", "histograms.js", "media.js", "hparams.js", "page.js")
@@ -307,7 +307,7 @@ class HtmlWriter(Writer):
     def _hparams_table(self):
         if not self._hparams.starts:
             return None
-        table = hparams_table(self._hparams, self.report)
+        table = trials_table(self._hparams, self.report)
         return {"columns": table.column_names,
                 "rows": [list(r.values()) for r in table.to_pylist()]}
 

@@ -47,8 +47,10 @@ def offsets_of(lengths: np.ndarray) -> np.ndarray:
 
 
 def binary(data, lengths: np.ndarray, valid: np.ndarray | None = None,
-           type_: pa.DataType = pa.binary()) -> pa.Array:
-    """A binary (or string) column: ``data`` holds the values back to back."""
+           type_: pa.DataType | None = None) -> pa.Array:
+    """A binary (or string: ``type_=pa.string()``) column: ``data`` holds the values back
+    to back."""
+    type_ = pa.binary() if type_ is None else type_
     offsets = offsets_of(lengths)
     buf = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     return pa.Array.from_buffers(type_, len(lengths),

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tbconvert import dtypes as _dt
+from tbconvert import dtypes as dt
 from tbconvert import arrowpool, budget, sourcefiles
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.base import Options, Reader, checksum_failed
@@ -264,7 +264,7 @@ class _Source:
         if any(col[c].null_count for c in ("step", "wall_time", "hidden")):
             raise CorruptDataError("a row without a step, wall time or hidden flag")
         values = None
-        for s, e in zip(starts, ends):
+        for s, e in zip(starts, ends, strict=True):
             run_index, tag, kind, md, dtype = self.series[int(sids[s])]
             common = dict(run=self.runs[run_index].name, tag=tag, metadata=md,
                           steps=steps[s:e], wall_times=walls[s:e], hidden=hidden[s:e])
@@ -313,9 +313,9 @@ class _Source:
         codes = np.empty(k, dtype=np.int32)
         tensors = []
         for i in range(k):
-            if names[i] not in _dt.CODES:
+            if names[i] not in dt.CODES:
                 raise ValueError(f"unknown tensor_dtype {str(names[i])[:40]!r}")
-            code = _dt.CODES[names[i]]
+            code = dt.CODES[names[i]]
             codes[i] = code
             if shapes[i] is None or None in shapes[i]:
                 raise ValueError("a tensor without a shape")
@@ -323,15 +323,15 @@ class _Source:
             where = f"{self.path}: series {common['tag']!r}"
             budget.check_dims(shape, where)
             size = int(np.prod(shape, dtype=object))
-            if code == _dt.DT_STRING:
+            if code == dt.DT_STRING:
                 elems = strings[i].as_py()
                 if elems is None or None in elems or len(elems) != size:
                     raise ValueError(f"a string tensor of shape {list(shape)} holds "
                                      f"{0 if elems is None else len(elems)} elements")
-                tensors.append(_dt.string_array(elems, shape))
+                tensors.append(dt.string_array(elems, shape))
             else:
                 raw = content[i].as_py()
-                dtype = _dt.numpy_dtype(code)
+                dtype = dt.numpy_dtype(code)
                 if raw is None or len(raw) != size * dtype.itemsize:
                     raise ValueError(f"a {names[i]} tensor of shape {list(shape)} holds "
                                      f"{0 if raw is None else len(raw)} bytes")

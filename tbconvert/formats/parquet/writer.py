@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tbconvert import arrowpool
-from tbconvert import dtypes as _dt
+from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
@@ -184,8 +184,8 @@ def scalar_batch(chunk: ScalarSeries, sid: int, run: str) -> pa.RecordBatch:
         valid[rows] = True
         lengths = valid * store.itemsize
         cols["tensor_content"] = C.binary(original[rows].tobytes(), lengths, valid)
-        codes = np.full(n, _dt.tf_dtype_of(store), dtype=np.int32)
-        cols["tensor_dtype"] = C.dict_codes(codes, _dt.NAMES, valid=valid)
+        codes = np.full(n, dt.tf_dtype_of(store), dtype=np.int32)
+        cols["tensor_dtype"] = C.dict_codes(codes, dt.NAMES, valid=valid)
         cols["tensor_shape"] = C.lists(C.fixed(np.zeros(0, np.int64), pa.int64()),
                                        np.zeros(n, np.int64), pa.list_(pa.int64()), valid)
     return _batch(cols, n)
@@ -202,13 +202,13 @@ def _stacked(arrays: list, codes: np.ndarray):
     """Every point in one array when all have one numeric dtype and one shape (a histogram
     series, say): one copy instead of a bytes object per point; None otherwise."""
     code = int(codes[0])
-    if code == _dt.DT_STRING or (codes != code).any():
+    if code == dt.DT_STRING or (codes != code).any():
         return None
     try:
         block = np.stack(arrays)
     except ValueError:      # shapes differ
         return None
-    return np.ascontiguousarray(block, dtype=_dt.numpy_dtype(code))
+    return np.ascontiguousarray(block, dtype=dt.numpy_dtype(code))
 
 
 def _joined(arrays: list, codes: np.ndarray):
@@ -216,11 +216,11 @@ def _joined(arrays: list, codes: np.ndarray):
     may differ: legacy histograms): one concatenation instead of a bytes object per point."""
     code = int(codes[0])
     first = arrays[0].dtype
-    if code == _dt.DT_STRING or first == object or (codes != code).any() or any(
+    if code == dt.DT_STRING or first.kind == "O" or (codes != code).any() or any(
             a.dtype != first for a in arrays):
         return None
     flat = np.concatenate([a.reshape(-1) for a in arrays])
-    flat = np.ascontiguousarray(flat, dtype=_dt.numpy_dtype(code))
+    flat = np.ascontiguousarray(flat, dtype=dt.numpy_dtype(code))
     sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
     return flat, sizes * flat.itemsize
 
@@ -230,7 +230,7 @@ def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
     cols = _common_columns(chunk, sid, run)
     arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in chunk.tensors]
     codes = chunk.dtypes
-    cols["tensor_dtype"] = C.dict_codes(codes, _dt.NAMES)
+    cols["tensor_dtype"] = C.dict_codes(codes, dt.NAMES)
     block = _stacked(arrays, codes) if n else None
     if block is not None:
         shape = np.array(block.shape[1:], dtype=np.int64)
@@ -238,14 +238,14 @@ def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
                                        np.full(n, len(shape), np.int64), pa.list_(pa.int64()))
         cols["tensor_content"] = C.binary(block, np.full(n, block.nbytes // n, np.int64))
         return _batch(cols, n)
-    is_string = codes == _dt.DT_STRING
+    is_string = codes == dt.DT_STRING
     cols["tensor_shape"] = _shapes(arrays, n)
     joined = _joined(arrays, codes) if n else None
     if joined is not None:
         cols["tensor_content"] = C.binary(joined[0], joined[1])
         return _batch(cols, n)
-    parts = [b"" if s else np.ascontiguousarray(a, dtype=_dt.numpy_dtype(c)).tobytes()
-             for c, s, a in zip(codes.tolist(), is_string.tolist(), arrays)]
+    parts = [b"" if s else np.ascontiguousarray(a, dtype=dt.numpy_dtype(c)).tobytes()
+             for c, s, a in zip(codes.tolist(), is_string.tolist(), arrays, strict=True)]
     lengths = np.fromiter(map(len, parts), np.int64, n)
     cols["tensor_content"] = C.binary(b"".join(parts), lengths, ~is_string)
     if is_string.any():

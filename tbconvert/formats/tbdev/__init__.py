@@ -1,6 +1,6 @@
 """The TensorBoard.dev export layout (``tensorboard dev export``), read and written.
 
-Reading accepts every export generation (spec section 5.1): old
+Reading accepts every export generation (docs/format-notes.md): old
 ``scalars_<id>.json`` files, 2.1-2.2 exports with scalars only, 2.3 exports
 with pickled string tensors (refused unless ``--allow-pickle``) and the
 2.4-2.15 layout. Writing produces one experiment directory laid out exactly
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tbconvert.formats.base import Format, classes_on_demand, deferred
-from tbconvert.formats.tbdev import layout
+from tbconvert.formats.tbdev import export_dir
 
 
 class TbdevFormat(Format):
@@ -23,7 +23,7 @@ class TbdevFormat(Format):
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
-        return layout.looks_like_export(Path(path))
+        return export_dir.looks_like_export(Path(path))
 
 
 __all__ = ["TbdevFormat", "TbdevReader", "TbdevWriter"]

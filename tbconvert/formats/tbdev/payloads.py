@@ -17,10 +17,10 @@ from typing import Iterator
 
 import numpy as np
 
-from tbconvert import dtypes as tfdt
+from tbconvert import dtypes as dt
 from tbconvert.errors import UnsupportedError
 from tbconvert import budget
-from tbconvert.formats.tbdev import fastparse, layout, regular
+from tbconvert.formats.tbdev import export_dir, npz_files, regular
 from tbconvert.model import BlobSequenceSeries, Metadata, TensorSeries
 from tbconvert.names import is_within
 
@@ -67,7 +67,7 @@ def _numpy_to_model(arr: np.ndarray) -> tuple[int, np.ndarray]:
     """An npz array -> (TensorFlow dtype code, the model's array)."""
     kind = arr.dtype.kind
     if kind == "S":
-        return tfdt.DT_STRING, tfdt.string_array(arr.reshape(-1), arr.shape)
+        return dt.DT_STRING, dt.string_array(arr.reshape(-1), arr.shape)
     if kind in "OU":
         flat = []
         for v in arr.reshape(-1):
@@ -76,11 +76,11 @@ def _numpy_to_model(arr: np.ndarray) -> tuple[int, np.ndarray]:
             elif isinstance(v, str):
                 flat.append(v.encode("utf-8"))
             else:
-                raise tfdt.TensorDecodeError(
+                raise dt.TensorDecodeError(
                     f"an object array holds a {type(v).__name__}, not a string")
-        return tfdt.DT_STRING, tfdt.string_array(flat, arr.shape)
-    code = tfdt.tf_dtype_of(arr.dtype)
-    return code, arr.astype(tfdt.numpy_dtype(code), copy=False)
+        return dt.DT_STRING, dt.string_array(flat, arr.shape)
+    code = dt.tf_dtype_of(arr.dtype)
+    return code, arr.astype(dt.numpy_dtype(code), copy=False)
 
 
 class PayloadMixin:
@@ -170,7 +170,7 @@ class PayloadMixin:
             try:
                 arr = self._member(npz, i, path)
                 code, value = _numpy_to_model(arr)
-            except (_BadLine, tfdt.TensorDecodeError) as exc:
+            except (_BadLine, dt.TensorDecodeError) as exc:
                 bad.setdefault(str(exc), []).append(i)
                 continue
             index.append(i)
@@ -216,19 +216,19 @@ class PayloadMixin:
             raise _BadLine("not an npz archive")
         fh.seek(0)
         try:
-            return fastparse.Npz(fh, regular.size_of(fh), layout.ARR_RE)
-        except fastparse.MEMBER_ERRORS as exc:
+            return npz_files.Npz(fh, regular.size_of(fh), export_dir.ARR_RE)
+        except npz_files.MEMBER_ERRORS as exc:
             raise _BadLine(f"unreadable npz ({exc})") from None
 
     def _member(self, npz, i: int, path: Path) -> np.ndarray:
         try:
             return npz.array(i, self.options.allow_pickle)
-        except fastparse.PickledDataError:
+        except npz_files.PickledDataError:
             raise UnsupportedError(
                 f"{path}: holds pickled string tensors (a TensorBoard 2.3 export); "
                 "unpickling can run code from the file, so it is off by default. If you "
                 "trust this export, rerun with --allow-pickle") from None
-        except fastparse.MEMBER_ERRORS as exc:
+        except npz_files.MEMBER_ERRORS as exc:
             raise _BadLine(f"arr_{i}: unreadable ({exc})") from None
         except Exception as exc:  # unpickling with --allow-pickle can raise anything
             if self.options.allow_pickle:
@@ -268,7 +268,8 @@ class PayloadMixin:
         for why, (count, first) in problems.items():
             what = "do not exist" if why == "does not exist" else f"cannot be read: {why}"
             self.report.add("missing_blob", f"{where}: {count} blob file(s) {what} (first: "
-                            f"{first!r:.200}); kept as holes in the same positions", path=chunk.entry.file, run=run,
+                            f"{first!r:.200}); kept as holes in the same positions",
+                            path=chunk.entry.file, run=run,
                             tag=chunk.tag, count=count)
         return BlobSequenceSeries.from_sequences(
             run=run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,

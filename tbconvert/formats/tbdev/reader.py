@@ -26,7 +26,7 @@ import numpy as np
 from tbconvert import budget
 from tbconvert.errors import CorruptDataError, FormatError, UsageError
 from tbconvert.formats.base import Options, Reader
-from tbconvert.formats.tbdev import fastparse, layout, regular, text, wire
+from tbconvert.formats.tbdev import export_dir, regular, scalar_lines, text, wire
 from tbconvert.formats.tbdev.payloads import _BadLine, _Chunk, _Entry, PayloadMixin
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
@@ -137,10 +137,10 @@ class TbdevReader(PayloadMixin, Reader):
     """Reads one experiment of a TensorBoard.dev export (directory or old scalars file)."""
 
     def __init__(self, path: Path, options: Options, report: Report, *,
-                 source: layout.Source | None = None) -> None:
+                 source: export_dir.Source | None = None) -> None:
         super().__init__(path, options, report)
         if source is None:
-            sources, _ = layout.find_experiments(self.path)
+            sources, _ = export_dir.find_experiments(self.path)
             if not sources:
                 raise FormatError(
                     f"{self.path}: not a TensorBoard.dev export (no metadata.json, scalars.json, "
@@ -184,7 +184,7 @@ class TbdevReader(PayloadMixin, Reader):
                             path=path, lost=False)
         data = clean
         facts = {}
-        for key in layout.METADATA_KEYS:
+        for key in export_dir.METADATA_KEYS:
             value = data.get(key, "")
             if value is None:
                 value = ""
@@ -193,7 +193,7 @@ class TbdevReader(PayloadMixin, Reader):
                                 path=path, lost=False)
                 value = json.dumps(value)
             facts[key] = value
-        extra = {k: v for k, v in data.items() if k not in layout.METADATA_KEYS}
+        extra = {k: v for k, v in data.items() if k not in export_dir.METADATA_KEYS}
         return Experiment(experiment_id=exp_id, extra=extra, **facts)
 
     # -- index pass ---------------------------------------------------------------------
@@ -201,7 +201,7 @@ class TbdevReader(PayloadMixin, Reader):
     def _index(self) -> dict[str, list[_Entry]]:
         runs: dict[str, list[_Entry]] = {}
         renamed: set[str] = set()
-        for kind in layout.KINDS:
+        for kind in export_dir.KINDS:
             path = self.source.json_file(kind)
             if path is None or not regular.exists(path):
                 continue
@@ -315,7 +315,7 @@ class TbdevReader(PayloadMixin, Reader):
         return tags
 
     def _parse_line(self, entry: _Entry, raw: bytes, run: str) -> _Chunk | None:
-        fast = fastparse.scalar_line(raw) if entry.kind == "scalars" else None
+        fast = scalar_lines.scalar_line(raw) if entry.kind == "scalars" else None
         if fast is not None:
             obj, steps, values, walls = fast
             points = {"steps": [], "values": [], "wall_times": []}  # checked below, then replaced

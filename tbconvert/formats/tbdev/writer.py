@@ -22,18 +22,18 @@ from typing import Iterable
 
 import numpy as np
 
-from tbconvert import dtypes as tfdt
+from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.tbdev import layout, text
+from tbconvert.formats.tbdev import export_dir, text
 from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
                              ScalarSeries, Series)
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
-_NUMPY_EXACT = {tfdt.DT_FLOAT, tfdt.DT_DOUBLE, tfdt.DT_INT32, tfdt.DT_UINT8, tfdt.DT_INT16,
-                tfdt.DT_INT8, tfdt.DT_STRING, tfdt.DT_COMPLEX64, tfdt.DT_INT64, tfdt.DT_BOOL,
-                tfdt.DT_UINT16, tfdt.DT_COMPLEX128, tfdt.DT_HALF, tfdt.DT_UINT32,
-                tfdt.DT_UINT64}
+_NUMPY_EXACT = {dt.DT_FLOAT, dt.DT_DOUBLE, dt.DT_INT32, dt.DT_UINT8, dt.DT_INT16,
+                dt.DT_INT8, dt.DT_STRING, dt.DT_COMPLEX64, dt.DT_INT64, dt.DT_BOOL,
+                dt.DT_UINT16, dt.DT_COMPLEX128, dt.DT_HALF, dt.DT_UINT32,
+                dt.DT_UINT64}
 _EXACT_INT = 2 ** 53
 
 
@@ -46,7 +46,7 @@ def encode_metadata(md: Metadata) -> str:
                                         data_class=int(md.data_class))
     proto.plugin_data.plugin_name = md.plugin_name
     proto.plugin_data.content = md.plugin_content
-    return layout.b64encode(proto.SerializeToString())
+    return export_dir.b64encode(proto.SerializeToString())
 
 
 @dataclass
@@ -80,30 +80,30 @@ class TbdevWriter(Writer):
         self._seed = hashlib.sha256(
             str(self.path.name).encode("utf-8", "surrogatepass")).hexdigest()[:16]
         def start():
-            for kind in layout.KINDS:
-                self._files[kind] = open(self._tmp / layout.FILE_OF[kind], "w",
+            for kind in export_dir.KINDS:
+                self._files[kind] = open(self._tmp / export_dir.FILE_OF[kind], "w",
                                          encoding="ascii", newline="\n")
-            (self._tmp / layout.TENSORS_DIR).mkdir()
-            (self._tmp / layout.BLOBS_DIR).mkdir()
+            (self._tmp / export_dir.TENSORS_DIR).mkdir()
+            (self._tmp / export_dir.BLOBS_DIR).mkdir()
         self.guard(start)
 
     # -- experiment -----------------------------------------------------------------------
 
     def write_experiment(self, experiment: Experiment) -> None:
-        data = {k: v for k, v in experiment.extra.items() if k not in layout.METADATA_KEYS}
+        data = {k: v for k, v in experiment.extra.items() if k not in export_dir.METADATA_KEYS}
         data.update(create_time=experiment.create_time, description=experiment.description,
                     name=experiment.name, update_time=experiment.update_time)
         if experiment.experiment_id:
             self._seed = experiment.experiment_id
-            named = layout.experiment_id_from_name(self.path.name)
+            named = export_dir.experiment_id_from_name(self.path.name)
             if named != experiment.experiment_id:
                 self.report.add(
                     "experiment_id_not_kept",
                     f"{self.path}: an export keeps the experiment id only in the directory name; "
                     f"name the destination experiment_{experiment.experiment_id} to keep "
                     f"{experiment.experiment_id!r}", path=self.path, lost=False)
-        self.guard(lambda: (self._tmp / layout.METADATA).write_text(
-            layout.dumps_line(data), encoding="ascii"))
+        self.guard(lambda: (self._tmp / export_dir.METADATA).write_text(
+            export_dir.dumps_line(data), encoding="ascii"))
         self._experiment_written = True
 
     # -- runs -------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ class TbdevWriter(Writer):
             return "blobs", chunk
         dc = chunk.data_class
         if dc == DataClass.TENSOR:
-            if any(int(c) == tfdt.DT_RAW_PROTO for c in chunk.dtypes):
+            if any(int(c) == dt.DT_RAW_PROTO for c in chunk.dtypes):
                 self._unsupported(chunk, "tensors of a type numpy cannot hold")
                 return None
             return "tensors", chunk
@@ -178,8 +178,8 @@ class TbdevWriter(Writer):
             self._unsupported(chunk, "SCALAR series whose points are not single numbers")
             return None
         if dc == DataClass.BLOB_SEQUENCE:
-            if all(int(c) == tfdt.DT_STRING and np.ndim(t) == 1
-                   for c, t in zip(chunk.dtypes, chunk.tensors)):
+            if all(int(c) == dt.DT_STRING and np.ndim(t) == 1
+                   for c, t in zip(chunk.dtypes, chunk.tensors, strict=True)):
                 return "blobs", BlobSequenceSeries.from_sequences(
                     run=chunk.run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
                     wall_times=chunk.wall_times, hidden=None,
@@ -204,7 +204,7 @@ class TbdevWriter(Writer):
             return 24 * len(chunk)
         if p.kind == "tensors":
             nbytes = 0
-            for code, arr in zip(chunk.dtypes, chunk.tensors):
+            for code, arr in zip(chunk.dtypes, chunk.tensors, strict=True):
                 p.payload.append((int(code), arr))
                 nbytes += getattr(arr, "nbytes", 0) + 64
             return nbytes
@@ -214,12 +214,12 @@ class TbdevWriter(Writer):
                 if blob is None:
                     paths.append(None)
                     continue
-                bid = layout.blob_id(self._seed, run, chunk.tag, first_point + i, j)
+                bid = export_dir.blob_id(self._seed, run, chunk.tag, first_point + i, j)
                 while bid in self._blob_ids:
-                    bid = layout.blob_id(self._seed + bid, run, chunk.tag, first_point + i, j)
+                    bid = export_dir.blob_id(self._seed + bid, run, chunk.tag, first_point + i, j)
                 self._blob_ids.add(bid)
-                rel = f"{layout.BLOBS_DIR}/blob_{bid}.bin"
-                self.guard(lambda: (self._tmp / rel).write_bytes(bytes(blob)))
+                rel = f"{export_dir.BLOBS_DIR}/blob_{bid}.bin"
+                self.guard(lambda rel=rel, blob=blob: (self._tmp / rel).write_bytes(bytes(blob)))
                 paths.append(rel)
             p.payload.append(paths)
         return 0
@@ -235,7 +235,7 @@ class TbdevWriter(Writer):
             points["tensors_file_path"] = self._write_npz(run, p, walls)
         else:
             points["blob_file_paths"] = p.payload
-        line = layout.dumps_line({"points": points, "run": run,
+        line = export_dir.dumps_line({"points": points, "run": run,
                                   "summary_metadata": self._encode_metadata(run, p),
                                   "tag": p.tag})
         self.guard(lambda: self._files[p.kind].write(line))
@@ -258,15 +258,15 @@ class TbdevWriter(Writer):
             return None
         arrays, nul_lost, changed = [], 0, set()
         for code, arr in p.payload:
-            if code == tfdt.DT_STRING:
+            if code == dt.DT_STRING:
                 flat = [bytes(x) for x in np.asarray(arr, dtype=object).reshape(-1)]
                 nul_lost += sum(1 for b in flat if b.endswith(b"\x00"))
                 out = np.array(flat, dtype=np.bytes_) if flat else np.zeros(0, "S1")
                 arrays.append(out.reshape(np.shape(arr)))
             else:
                 if code not in _NUMPY_EXACT:
-                    changed.add(tfdt.NAMES.get(code, str(code)))
-                arrays.append(np.ascontiguousarray(arr, dtype=tfdt.numpy_dtype(code)))
+                    changed.add(dt.NAMES.get(code, str(code)))
+                arrays.append(np.ascontiguousarray(arr, dtype=dt.numpy_dtype(code)))
         if nul_lost:
             self.report.add("string_nul_stripped",
                             f"{run}/{p.tag}: {nul_lost} string(s) end in NUL bytes, which the "
@@ -277,13 +277,13 @@ class TbdevWriter(Writer):
                             f"{run}/{p.tag}: {', '.join(sorted(changed))} tensors are stored as "
                             "their unsigned storage integers (numpy has no such type)",
                             run=run, tag=p.tag, count=len(arrays))
-        name = layout.tensor_file_name(float(walls[0]), self._tensor_names)
-        if not layout.tensor_file_base(float(walls[0]))[1]:
+        name = export_dir.tensor_file_name(float(walls[0]), self._tensor_names)
+        if not export_dir.tensor_file_base(float(walls[0]))[1]:
             self.report.add("tensor_file_renamed",
                             f"{run}/{p.tag}: first wall time {float(walls[0])!r} is too long to "
-                            f"spell as %.6f in a file name; written as {layout.TENSORS_DIR}/"
+                            f"spell as %.6f in a file name; written as {export_dir.TENSORS_DIR}/"
                             f"{name}", run=run, tag=p.tag, lost=False)
-        rel = f"{layout.TENSORS_DIR}/{name}"
+        rel = f"{export_dir.TENSORS_DIR}/{name}"
         self.guard(lambda: np.savez(self._tmp / rel, *arrays))
         return rel
 

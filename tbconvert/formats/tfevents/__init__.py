@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tbconvert import sourcefiles
 from tbconvert.formats.base import Format, classes_on_demand, deferred
-from tbconvert.formats.tfevents.layout import is_event_file
+from tbconvert.formats.tfevents.event_files import is_event_file
 
 
 class TfeventsFormat(Format):

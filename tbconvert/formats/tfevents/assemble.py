@@ -2,7 +2,7 @@
 
 Points of a tag keep read order (duplicates included). The first metadata seen
 for a tag wins, as in TensorBoard's accumulator. TensorBoard's restart rule
-(spec section 4.4) is reproduced exactly, but what it would hide is marked in
+(docs/format-notes.md) is reproduced exactly, but what it would hide is marked in
 the series' ``hidden`` mask instead of being thrown away.
 
 Memory stays bounded whatever the run's size. The rule is exact only once the
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import fastscalars, legacy
-from tbconvert.formats.tfevents.fastscalars import ScalarColumns
+from tbconvert.formats.tfevents import legacy, summary_templates
+from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
                              ScalarSeries, TensorSeries)
@@ -140,15 +140,15 @@ class RunAssembler:
         for tag in tags:
             self._summary_rows.append((seq, step, tag))
 
-    def fast(self, seqs: np.ndarray, cols: ScalarColumns) -> None:
+    def fast(self, seqs: np.ndarray, cols: TagColumns) -> None:
         """Points decoded in bulk: one tag, one dtype and shape (events may hold several tags)."""
         self._columns(cols.tag, seqs, cols.steps, cols.wall_times, cols.code, cols.values)
-        md = fastscalars.column_metadata(cols) if len(seqs) else None
+        md = summary_templates.column_metadata(cols) if len(seqs) else None
         if md is not None:
             self.metadata(int(seqs[0]), cols.tag, md)
 
     def fast_blobs(self, seqs: np.ndarray, cols) -> None:
-        """Points decoded in bulk by ``fastblobs``: each is ``cols.head + (blob,)``."""
+        """Points decoded in bulk by ``blob_templates``: each is ``cols.head + (blob,)``."""
         n = len(seqs)
         if not n:
             return
@@ -218,9 +218,9 @@ class RunAssembler:
             points = list(bt.points)
             for c in bt.cols:
                 rows = c[4] if isinstance(c[4], np.ndarray) else np.asarray(c[4])
-                points.extend(zip(itertools.repeat(c[3], len(rows)), rows))
+                points.extend(zip(itertools.repeat(c[3], len(rows)), rows, strict=True))
             for t in bt.tables:
-                points.extend(zip(itertools.repeat(dt.DT_STRING, len(t[3])), t[3]))
+                points.extend(zip(itertools.repeat(dt.DT_STRING, len(t[3])), t[3], strict=True))
             if not in_order:
                 points = [points[i] for i in order.tolist()]
             payload = ("points", None, points)
@@ -270,7 +270,8 @@ class RunAssembler:
         """Purges of this block's events; every earlier event is already known."""
         if self._session_starts:
             seqs = np.array([s for s, _ in self._session_starts])
-            for (seq, step), version in zip(self._session_starts, self._version_at(seqs).tolist()):
+            versions = self._version_at(seqs).tolist()
+            for (seq, step), version in zip(self._session_starts, versions, strict=True):
                 if version != version:    # NaN: modern or not as the earlier files say
                     self.cond_starts.append((seq, step, None))
                     continue

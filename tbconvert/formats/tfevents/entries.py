@@ -143,13 +143,13 @@ def scatter(src: np.ndarray, src_starts: np.ndarray, lengths: np.ndarray,
     if not len(lengths):
         return
     uniq, inverse, counts = np.unique(lengths, return_inverse=True, return_counts=True)
-    for u, (length, count) in enumerate(zip(uniq.tolist(), counts.tolist())):
+    for u, (length, count) in enumerate(zip(uniq.tolist(), counts.tolist(), strict=True)):
         if length == 0:
             continue
         sel = np.flatnonzero(inverse == u) if len(uniq) > 1 else slice(None)
         s, d = src_starts[sel], dst_starts[sel]
         if count < _FEW or length > 4096:
-            for a, b in zip(np.atleast_1d(s).tolist(), np.atleast_1d(d).tolist()):
+            for a, b in zip(np.atleast_1d(s).tolist(), np.atleast_1d(d).tolist(), strict=True):
                 dst[b:b + length] = src[a:a + length]
         else:
             sliding_window_view(dst, length, writeable=True)[d] = \

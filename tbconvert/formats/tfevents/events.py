@@ -163,12 +163,12 @@ def _frame_single_values(e: Entries, length: int) -> bytes:
 def _fill_payload_crcs(out: np.ndarray, p: np.ndarray, payload_len: np.ndarray) -> None:
     crcs = np.empty(len(p), np.uint32)
     uniq, inverse, counts = np.unique(payload_len, return_inverse=True, return_counts=True)
-    for u, (length, count) in enumerate(zip(uniq.tolist(), counts.tolist())):
+    for u, (length, count) in enumerate(zip(uniq.tolist(), counts.tolist(), strict=True)):
         sel = np.flatnonzero(inverse == u) if len(uniq) > 1 else np.arange(len(p))
         if count >= _ROWS_CRC and length <= 4096:
             crcs[sel] = records.crc32c_rows(sliding_window_view(out, length)[p[sel]])
         else:
-            for j, start in zip(sel.tolist(), p[sel].tolist()):
+            for j, start in zip(sel.tolist(), p[sel].tolist(), strict=True):
                 crcs[j] = crc32c(out[start:start + length])
     sliding_window_view(out, 4, writeable=True)[p + payload_len] = \
         records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)

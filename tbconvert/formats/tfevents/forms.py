@@ -3,7 +3,7 @@
 Many readers (the legacy ``EventAccumulator``'s ``Scalars()``/``Histograms()``/
 ``Images()``, tbparse, tensorboard-reducer) only see ``simple_value``,
 ``histo``, ``image`` and ``audio``. TensorBoard turns those into tensors with
-fresh metadata (spec section 3.1), so a point whose metadata is exactly what
+fresh metadata (docs/format-notes.md), so a point whose metadata is exactly what
 that migration makes, and whose data survives the trip back bit for bit, is
 written in the legacy form; everything else keeps the tensor form. TensorBoard
 shows the same either way.

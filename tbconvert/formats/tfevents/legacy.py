@@ -1,4 +1,6 @@
-"""TensorBoard's migration of legacy summaries to the data-class form (spec section 3).
+"""TensorBoard's migration of legacy summaries to the data-class form.
+
+The rules are written down in docs/format-notes.md, "Legacy summaries and their migration".
 
 ``simple_value``, ``histo``, ``image`` and ``audio`` values become tensors with
 fresh metadata exactly as TensorBoard's ``data_compat`` does; the data class

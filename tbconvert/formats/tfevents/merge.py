@@ -141,7 +141,7 @@ class Sorter:
         for run in runs:
             run.rewind()
         blocks = [run.next_block() for run in runs]
-        live = [(r, b) for r, b in zip(runs, blocks) if b is not None and len(b)]
+        live = [(r, b) for r, b in zip(runs, blocks, strict=True) if b is not None and len(b)]
         try:
             while live:
                 held = sum(b.nbytes for _, b in live)

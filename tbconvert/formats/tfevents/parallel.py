@@ -101,7 +101,7 @@ def plan(runs, jobs: int) -> list[Part]:
         target = max(PART_MIN_BYTES, sum(sizes) / (2 * jobs))
         groups: list[list[Path]] = [[]]
         held = 0
-        for path, size in zip(files, sizes):
+        for path, size in zip(files, sizes, strict=True):
             if groups[-1] and held >= target:
                 groups.append([])
                 held = 0
@@ -246,7 +246,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                     discard(results)
                     results = results[:failed[0] + 1]
                 files_with_bytes, valid, damaged, size, sent = (sum(c) for c in zip(
-                    *(counters for _, _, counters in results)))
+                    *(counters for _, _, counters in results), strict=True))
                 for _, issues, _ in results:
                     reader.report.extend(issues)
                 reader.files_with_bytes += files_with_bytes

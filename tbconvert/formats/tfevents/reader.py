@@ -1,8 +1,8 @@
 """Reads event-file logdirs into the model, every record, no sampling.
 
-Runs, file order and naming follow TensorBoard's loader (spec 4.1-4.2);
+Runs, file order and naming follow TensorBoard's loader (docs/format-notes.md);
 legacy summaries are migrated as TensorBoard does (``legacy``); plain scalar
-events are decoded in bulk (``fastscalars``), everything else through
+events are decoded in bulk (``summary_templates``), everything else through
 TensorBoard's protobuf classes. Damaged records cost only themselves
 (``records.scan``), and every skipped byte is reported.
 """
@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Progress, Reader, cores, source_size
-from tbconvert.formats.tfevents import fastblobs, fastscalars, layout, legacy, records
+from tbconvert.formats.tfevents import blob_templates, event_files, legacy, records, summary_templates
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
@@ -101,7 +101,7 @@ class TfeventsReader(Reader):
         self._run_progress = RunProgress(None)
 
     def experiment(self) -> Experiment:
-        sidecar = self.path / layout.EXPERIMENT_SIDECAR
+        sidecar = self.path / event_files.EXPERIMENT_SIDECAR
         if not self.path.is_dir() or not sidecar.is_file():
             return Experiment()
         try:
@@ -141,7 +141,7 @@ class TfeventsReader(Reader):
     def runs(self) -> list[tuple[str, list[Path]]]:
         """``(run name, event files)`` of every run the options select, in reading order."""
         if self._runs is None:
-            runs = layout.discover(self.path,
+            runs = event_files.discover(self.path,
                                    lambda kind, msg: self.report.add(kind, msg, path=self.path))
             self._runs = [(name, files) for name, files in runs if self.options.wants_run(name)]
         return self._runs
@@ -170,7 +170,7 @@ class TfeventsReader(Reader):
         self._run_progress = progress if progress is not None else RunProgress(None)
         try:
             for path in files:
-                if path.name.endswith(layout.PROFILE_EMPTY):
+                if path.name.endswith(event_files.PROFILE_EMPTY):
                     continue  # TensorBoard skips these placeholders when reading data
                 self._read_file(path, asm)
         except BaseException:
@@ -231,8 +231,8 @@ class TfeventsReader(Reader):
         if not len(starts):
             return
         event_cls = _event_class()
-        columns, rest = fastscalars.decode(buf, starts, lengths)
-        blob_columns, rest = fastblobs.decode(buf, starts, lengths, rest)
+        columns, rest = summary_templates.decode(buf, starts, lengths)
+        blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         for i in rest.tolist():
             s, n = int(starts[i]), int(lengths[i])

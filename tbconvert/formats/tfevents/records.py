@@ -1,6 +1,6 @@
 """TFRecord framing: ``u64 length | masked crc32c(length) | payload | masked crc32c(payload)``.
 
-The framing follows TensorFlow's record writer (spec section 1.1); the
+The framing follows TensorFlow's record writer (docs/format-notes.md, "Record framing"); the
 CRC-32C comes from the C-backed ``crc32c`` package. Reading never stops at the
 first bad record as TensorBoard does. A record counts only when both of its
 CRCs check out; everything else is reported as :class:`Damage` and reading goes
@@ -64,7 +64,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from crc32c import crc32c
 
-from tbconvert.formats.tfevents import crcmath, fastframe
+from tbconvert.formats.tfevents import crcmath, record_chain
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -208,7 +208,7 @@ class _Scanner:
         batch = _FIRST_BATCH
         while pos < self.own:
             self.searching = False
-            starts, lengths = fastframe.walk(buf, pos, batch)
+            starts, lengths = record_chain.walk(buf, pos, batch)
             ok = _valid_prefix(data, mv, starts, lengths)
             if ok:
                 out_starts.append(starts[:ok])
@@ -405,7 +405,7 @@ class _Scanner:
         buf, data, mv, n = self.buf, self.data, self.mv, self.n
         batch = _FIRST_BATCH
         while pos <= end:
-            starts, lengths = fastframe.walk(buf, pos, batch)
+            starts, lengths = record_chain.walk(buf, pos, batch)
             ok = _valid_prefix(data, mv, starts, lengths)
             if ok:
                 pos = int(starts[ok - 1] + lengths[ok - 1]) + FOOTER
@@ -452,7 +452,7 @@ def _payload_crcs(buf, data, starts, lengths) -> np.ndarray:
     rest = np.flatnonzero(~single)
     mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
     raw[rest] = np.fromiter((crc32c(mv[s:s + k]) for s, k in
-                             zip(starts[rest].tolist(), lengths[rest].tolist())),
+                             zip(starts[rest].tolist(), lengths[rest].tolist(), strict=True)),
                             dtype=np.uint32, count=len(rest))
     return raw
 
@@ -581,7 +581,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int):
         final = pos + len(buf) >= size
         base = pos
 
-        def peek(i: int, k: int) -> bytes:
+        def peek(i: int, k: int, base: int = base) -> bytes:
             return _pread(fd, k, base + i) if base + i < size else b""
 
         sc = _Scanner(buf, None if final else peek, want, size - pos, searching)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import encode, forms, layout, legacy, records
+from tbconvert.formats.tfevents import encode, event_files, forms, legacy, records
 from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries
 from tbconvert.formats.tfevents.events import EventStream
 from tbconvert.formats.tfevents.merge import BUFFER_BYTES, FAN_IN, Sorter
@@ -240,7 +240,7 @@ class RunFile:
         """Write the whole file to the binary file object ``f``."""
         self._records()
         start = self.start()
-        head = [self.event_pb2.Event(wall_time=start, file_version=layout.FILE_VERSION)]
+        head = [self.event_pb2.Event(wall_time=start, file_version=event_files.FILE_VERSION)]
         head += self._shown_without_points(start)
         f.write(b"".join(records.frame(ev.SerializeToString()) for ev in head))
         stream = EventStream(f.write)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from tbconvert.formats.base import Writer
-from tbconvert.formats.tfevents import layout
+from tbconvert.formats.tfevents import event_files
 from tbconvert.formats.tfevents.runfile import RunFile
 from tbconvert.model import Experiment, Run
 from tbconvert.names import run_dir
@@ -47,10 +47,10 @@ class TfeventsWriter(Writer):
         facts.update(experiment_id=experiment.experiment_id, name=experiment.name,
                      description=experiment.description, create_time=experiment.create_time,
                      update_time=experiment.update_time)
-        self.guard(lambda: (self.out.tmp / layout.EXPERIMENT_SIDECAR).write_text(
+        self.guard(lambda: (self.out.tmp / event_files.EXPERIMENT_SIDECAR).write_text(
             json.dumps(facts, sort_keys=True, indent=1) + "\n", encoding="utf-8"))
         self.report.add("experiment_facts_sidecar",
-                        f"experiment name, description and times kept in {layout.EXPERIMENT_SIDECAR} "
+                        f"experiment name, description and times kept in {event_files.EXPERIMENT_SIDECAR} "
                         "(TensorBoard does not show them)", lost=False)
 
     def write_run(self, run: Run, series) -> None:
@@ -62,10 +62,10 @@ class TfeventsWriter(Writer):
         body = RunFile(run, self.report, self.out.tmp, **self.limits)
         for chunk in series:
             # Only the writer's own failures (a full disk while spilling) become output errors.
-            self.guard(lambda: body.add(chunk))
+            self.guard(lambda chunk=chunk: body.add(chunk))
 
         def write():
-            name = layout.event_file_name(body.start(), self._counter)
+            name = event_files.event_file_name(body.start(), self._counter)
             self._counter += 1
             directory.mkdir(parents=True, exist_ok=True)
             with open(directory / name, "xb") as f:

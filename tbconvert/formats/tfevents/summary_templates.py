@@ -6,7 +6,7 @@ step and the numbers of their values: PyTorch and tensorboardX write
 and Keras a tensor with ``tensor_content`` and the same ``SummaryMetadata``
 on every value; ``tf.summary.merge_all`` several values in one event; TF2
 histograms a ``[k, 3]`` double tensor. Records of one length that share a
-layout share every other byte, so we learn the layout from one record,
+field map (where each field sits) share every other byte, so we learn the map from one record,
 check that the others match it byte for byte (numpy, all at once) and slice
 the varying fields out as columns. Anything that does not match exactly
 (strings, typed repeated fields, unknown fields, a tag twice in one event)
@@ -28,9 +28,9 @@ from tbconvert.formats.tfevents import legacy
 from tbconvert.model import DataClass, Metadata
 
 MIN_GROUP = 16        # below this, protobuf is as fast and simpler
-MAX_TEMPLATES = 64    # layouts tried per record length before giving up on the rest
+MAX_TEMPLATES = 64    # field maps tried per record length before giving up on the rest
 MAX_VALUES = 256      # values per event a template may hold
-MAX_FAILURES = 4      # layouts that could not be learnt before a length group is left to protobuf
+MAX_FAILURES = 4      # field maps that could not be learnt before a length group is left to protobuf
 
 
 @dataclass
@@ -48,19 +48,21 @@ class Slot:
 
 
 @dataclass
-class Layout:
+class FieldMap:
+    """Where the varying fields of one record shape sit: wall time, step, and a slot per value."""
+
     wall_off: int          # -1: field absent (wall time 0.0)
     step_off: int          # -1: field absent (step 0)
     step_len: int
     slots: list = dc_field(default_factory=list)
 
     @property
-    def tag(self) -> bytes:  # single-value layouts, kept for callers that predate slots
+    def tag(self) -> bytes:  # single-value field maps, kept for callers that predate slots
         return self.slots[0].tag
 
 
 @dataclass
-class ScalarColumns:
+class TagColumns:
     """Decoded events of one tag: record indices, steps, wall times, values.
 
     ``values`` has one row per event: shape ``(n,)`` for scalars, ``(n, *shape)``
@@ -119,8 +121,8 @@ def _fields(buf: bytes, pos: int, end: int):
             raise ValueError("field runs past its message")
 
 
-def learn_layout(buf: bytes) -> Layout | None:
-    """The layout of a templatable summary event, or None if ``buf`` is anything else."""
+def learn_field_map(buf: bytes) -> FieldMap | None:
+    """Where the fields of a templatable summary event sit, or None if ``buf`` is anything else."""
     try:
         return _learn(buf)
     except (ValueError, IndexError):
@@ -151,23 +153,23 @@ def event_fields(buf: bytes):
     return wall_off, step_off, step_len, summary
 
 
-def _learn(buf: bytes) -> Layout | None:
+def _learn(buf: bytes) -> FieldMap | None:
     head = event_fields(buf)
     if head is None:
         return None
     wall_off, step_off, step_len, summary = head
-    layout = Layout(wall_off, step_off, step_len)
+    field_map = FieldMap(wall_off, step_off, step_len)
     tags = set()
     for field, wire, start, end, _ in _fields(buf, *summary):
-        if (field, wire) != (1, 2) or len(layout.slots) >= MAX_VALUES:
+        if (field, wire) != (1, 2) or len(field_map.slots) >= MAX_VALUES:
             return None
         slot = _slot(buf, start, end)
         # a tag twice in one event: which metadata wins is an ordering question; protobuf decides
         if slot is None or slot.tag in tags:
             return None
         tags.add(slot.tag)
-        layout.slots.append(slot)
-    return layout if layout.slots else None
+        field_map.slots.append(slot)
+    return field_map if field_map.slots else None
 
 
 def _slot(buf: bytes, start: int, end: int) -> Slot | None:
@@ -268,7 +270,7 @@ def _metadata(tag: str, simple: bool, raw: bytes | None) -> Metadata | None:
     return legacy.metadata_from_proto(_parse_metadata(raw))
 
 
-def column_metadata(cols: ScalarColumns) -> Metadata | None:
+def column_metadata(cols: TagColumns) -> Metadata | None:
     """The metadata TensorBoard keeps for the points of ``cols`` (None: they bring none)."""
     return _metadata(cols.tag, cols.simple, cols.metadata)
 
@@ -276,13 +278,13 @@ def column_metadata(cols: ScalarColumns) -> Metadata | None:
 def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
     """Split records into decoded columns and the indices left for protobuf.
 
-    Returns ``(columns, rest)``: a list of :class:`ScalarColumns` (one per tag
-    and layout; a multi-value layout gives one per value, sharing ``index``)
+    Returns ``(columns, rest)``: a list of :class:`TagColumns` (one per tag
+    and field map; a multi-value map gives one per value, sharing ``index``)
     and a sorted int64 array of record indices that still need the general
     decoder.
     """
     data = np.frombuffer(buf, dtype=np.uint8)
-    columns: list[ScalarColumns] = []
+    columns: list[TagColumns] = []
     rest = [np.zeros(0, np.int64)]
     for length, members in _length_groups(lengths):
         if len(members) < MIN_GROUP:
@@ -298,15 +300,15 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
             if len(todo) < MIN_GROUP or failures >= MAX_FAILURES:
                 break
             first = todo[0]
-            layout = learn_layout(rows[first].tobytes())
-            if layout is None:
+            field_map = learn_field_map(rows[first].tobytes())
+            if field_map is None:
                 failures += 1
                 pending[first] = False
                 rest.append(members[first:first + 1])
                 continue
-            matched = todo[_matches(rows[todo], rows[first], layout)]
+            matched = todo[_matches(rows[todo], rows[first], field_map)]
             pending[matched] = False
-            columns.extend(_columns(layout, members[matched], rows[matched]))
+            columns.extend(_columns(field_map, members[matched], rows[matched]))
         rest.append(members[pending])
     return columns, np.sort(np.concatenate(rest))
 
@@ -321,50 +323,50 @@ def _length_groups(lengths: np.ndarray):
     ordered = lengths[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
     bounds = np.concatenate(([0], cuts, [len(order)])).tolist()
-    return [(int(ordered[lo]), order[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return [(int(ordered[lo]), order[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def _variable_bytes(layout: Layout, length: int) -> np.ndarray:
+def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
     mask = np.zeros(length, dtype=bool)
-    if layout.wall_off >= 0:
-        mask[layout.wall_off:layout.wall_off + 8] = True
-    if layout.step_off >= 0:
-        mask[layout.step_off:layout.step_off + layout.step_len] = True
-    for slot in layout.slots:
+    if field_map.wall_off >= 0:
+        mask[field_map.wall_off:field_map.wall_off + 8] = True
+    if field_map.step_off >= 0:
+        mask[field_map.step_off:field_map.step_off + field_map.step_len] = True
+    for slot in field_map.slots:
         mask[slot.value_off:slot.value_off + slot.value_size] = True
     return mask
 
 
-def _matches(rows: np.ndarray, template: np.ndarray, layout: Layout) -> np.ndarray:
-    fixed = np.flatnonzero(~_variable_bytes(layout, rows.shape[1]))
+def _matches(rows: np.ndarray, template: np.ndarray, field_map: FieldMap) -> np.ndarray:
+    fixed = np.flatnonzero(~_variable_bytes(field_map, rows.shape[1]))
     ok = np.ones(len(rows), dtype=bool)
     # in slices, so a wide record (a multi-value event, a histogram) never needs an (n x length) copy
     for lo in range(0, len(fixed), 256):
         cols = fixed[lo:lo + 256]
         ok &= (rows[:, cols] == template[cols]).all(axis=1)
-    if layout.step_off >= 0:
-        step = rows[:, layout.step_off:layout.step_off + layout.step_len]
+    if field_map.step_off >= 0:
+        step = rows[:, field_map.step_off:field_map.step_off + field_map.step_len]
         ok &= (step[:, :-1] & 0x80 != 0).all(axis=1) & (step[:, -1] & 0x80 == 0)
     return np.flatnonzero(ok)
 
 
-def _columns(layout: Layout, index: np.ndarray, rows: np.ndarray) -> list[ScalarColumns]:
+def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray) -> list[TagColumns]:
     n = len(index)
-    if layout.wall_off >= 0:
-        walls = np.ascontiguousarray(rows[:, layout.wall_off:layout.wall_off + 8]).view("<f8")[:, 0]
+    if field_map.wall_off >= 0:
+        walls = np.ascontiguousarray(rows[:, field_map.wall_off:field_map.wall_off + 8]).view("<f8")[:, 0]
     else:
         walls = np.zeros(n, np.float64)
     steps = np.zeros(n, dtype=np.uint64)
-    if layout.step_off >= 0:
-        for j in range(layout.step_len):
-            byte = rows[:, layout.step_off + j].astype(np.uint64) & np.uint64(0x7F)
+    if field_map.step_off >= 0:
+        for j in range(field_map.step_len):
+            byte = rows[:, field_map.step_off + j].astype(np.uint64) & np.uint64(0x7F)
             steps |= byte << np.uint64(7 * j)
     steps = steps.view(np.int64)
     walls = walls.astype(np.float64)
     out = []
-    for slot in layout.slots:
+    for slot in field_map.slots:
         raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
         values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
-        out.append(ScalarColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
+        out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
                                  steps, walls, values, slot.metadata))
     return out

@@ -1,4 +1,7 @@
-"""Where event files are and what they are called (spec sections 1.2 and 4.1)."""
+"""Where event files are and what they are called.
+
+The rules are TensorBoard's (docs/format-notes.md, "Event files, runs and their order").
+"""
 
 from __future__ import annotations
 

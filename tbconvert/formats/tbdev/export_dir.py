@@ -1,8 +1,8 @@
-"""The TensorBoard.dev export layout: file names, JSON-line encoding, discovery.
+"""What an export directory holds and how it is spelled: file names, JSON-line encoding, discovery.
 
 One experiment directory holds ``metadata.json``, three JSON-lines files
 (``scalars.json``, ``tensors.json``, ``blob_sequences.json``) and the
-``tensors/`` and ``blobs/`` directories (spec section 5). Older exports
+``tensors/`` and ``blobs/`` directories (docs/format-notes.md). Older exports
 (TensorBoard 2.0.1-2.1.0) wrote one ``scalars_<id>.json`` per experiment
 directly into the export root instead.
 """
@@ -56,7 +56,7 @@ MAX_TIME_NAME_CHARS = 32
 def tensor_file_base(first_wall_time: float) -> tuple[str, bool]:
     """The exporter's ``%.6f`` name stem, and False when that is too long and the shortest
     exact spelling of the number (``1e+300``) is used instead."""
-    base = "%.6f" % first_wall_time
+    base = f"{first_wall_time:.6f}"
     if len(base) <= MAX_TIME_NAME_CHARS:
         return base, True
     return repr(float(first_wall_time)), False

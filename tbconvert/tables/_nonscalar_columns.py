@@ -1,4 +1,4 @@
-"""Tables of tensor and blob data: histograms, text, images, audio and numeric tensors."""
+"""Column builders of the tables that are not scalars: histograms, text, media and numeric tensors."""
 
 from __future__ import annotations
 

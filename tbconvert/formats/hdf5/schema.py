@@ -1,4 +1,6 @@
-"""The HDF5 archive layout, declared once (schema version 1; see docs/archives.md).
+"""The HDF5 archive schema: group, dataset and attribute names, declared once (version 1).
+
+See docs/archives.md.
 
 ::
 

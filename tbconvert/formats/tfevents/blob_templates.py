@@ -22,7 +22,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import encode, legacy
-from tbconvert.formats.tfevents.fastscalars import (_fields, _metadata, _parse_metadata, _shape,
+from tbconvert.formats.tfevents.summary_templates import (_fields, _metadata, _parse_metadata, _shape,
                                                    event_fields)
 from tbconvert.model import Metadata
 
@@ -226,7 +226,8 @@ def _matches(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, t: _Temp
     for off, width, const in t.lengths:
         u = (blob + const).astype(np.uint64)
         for j in range(width):
-            byte = ((u >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8) | (0x80 if j < width - 1 else 0)
+            more = 0x80 if j < width - 1 else 0
+            byte = ((u >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8) | more
             good &= head[:, off + j] == byte
     if t.step_off >= 0:
         step = head[:, t.step_off:t.step_off + t.step_len]
@@ -251,5 +252,5 @@ def _columns(buf, data, index, starts, lengths, t: _Template) -> BlobColumns:
             steps |= (head[:, t.step_off + j].astype(np.uint64) & np.uint64(0x7F)) << np.uint64(7 * j)
     begin = (s + len(t.prefix)).tolist()
     end = (starts[index] + lengths[index] - len(t.suffix)).tolist()
-    blobs = [bytes(buf[b:e]) for b, e in zip(begin, end)]
+    blobs = [bytes(buf[b:e]) for b, e in zip(begin, end, strict=True)]
     return BlobColumns(t.tag, index, steps.view(np.int64), walls, t.head, blobs, t.metadata)

@@ -1,0 +1,161 @@
+"""Every kind of report issue, with what it means and whether it costs data.
+
+:meth:`tbconvert.report.Report.add` refuses a kind that is not listed here, so
+the list stays complete: users can rely on these identifiers (in ``--json``
+output and in the ``Report`` the API returns), and ``docs/robustness.md``
+shows the same table (``tests/test_kinds.py`` checks both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """``lost``: True when every issue of this kind costs data, False when none does,
+    None when it depends on the case (each issue says so in its own ``lost``)."""
+
+    meaning: str
+    lost: bool | None
+
+
+_LOST, _KEPT, _EITHER = True, False, None
+
+KINDS: dict[str, Kind] = {
+    "bad_histogram": Kind("histogram points that are not [k, 3] numeric tensors are left out of "
+                          "the histogram table", _LOST),
+    "bad_hparams": Kind("hparams plugin data that does not parse; that trial information is not "
+                        "in the table", _LOST),
+    "bad_line": Kind("a line of an export's JSON files that cannot be read is skipped", _LOST),
+    "bad_metadata": Kind("an export's metadata.json is unreadable (the experiment facts are lost) "
+                         "or holds a field of the wrong type (kept as text)", _EITHER),
+    "bad_path": Kind("a blob or tensor file path in an export is too long or unusable; treated "
+                     "as missing", _LOST),
+    "bad_sidecar": Kind("the experiment facts file beside event files is unreadable; ignored",
+                        _LOST),
+    "column_renamed": Kind("a table column was renamed so that it does not clash with another",
+                           _KEPT),
+    "conflicting_series": Kind("an export names one series in two files of different data "
+                               "classes; the later line is skipped", _LOST),
+    "corrupt_record": Kind("an event-file record whose checksums fail, which is not an Event, "
+                           "or whose value cannot be decoded; it is skipped", _LOST),
+    "corrupt_tensor": Kind("points of an export tensor file that cannot be decoded are lost",
+                           _LOST),
+    "corrupt_tensor_file": Kind("an export tensor file (.npz) that cannot be read; its points "
+                                "are lost", _LOST),
+    "damaged_archive": Kind("an archive whose checksum does not match was read anyway "
+                            "(--ignore-checksum); parts may be missing or wrong", _LOST),
+    "damaged_points": Kind("damaged rows of one series in a Parquet archive are skipped", _LOST),
+    "damaged_row_group": Kind("a damaged or unrecorded Parquet row group is skipped", _LOST),
+    "damaged_run": Kind("a damaged run of an HDF5 archive is skipped", _LOST),
+    "damaged_series": Kind("a damaged series of an HDF5 archive loses its points", _LOST),
+    "data_class_changed": Kind("an export series whose metadata names another data class than "
+                               "its file is read as its file's class", _KEPT),
+    "duplicate_step_in_wide": Kind("points sharing a step: the wide table keeps the last one",
+                                   _LOST),
+    "empty_series_not_listed": Kind("series without points are not written to event files "
+                                    "(TensorBoard lists no tag without data)", _KEPT),
+    "experiment_facts_dropped": Kind("the destination cannot hold the experiment's name, "
+                                     "description and times", _LOST),
+    "experiment_facts_sidecar": Kind("the experiment's name, description and times are kept in "
+                                     "a file beside the event files", _KEPT),
+    "experiment_id_not_kept": Kind("an export keeps the experiment id only in its directory "
+                                   "name, which the destination does not carry", _KEPT),
+    "float64_scalars": Kind("export scalars that are not all float32-exact are kept as float64",
+                            _KEPT),
+    "hidden_points_left_out": Kind("points TensorBoard's restart rule hides are left out "
+                                   "(--restarts keep-all writes them)", _KEPT),
+    "hidden_points_not_shown": Kind("points TensorBoard's restart rule hides are not charted by "
+                                    "the web view (they are in its Parquet file)", _KEPT),
+    "inexact_value": Kind("integers beyond 2**53 are rounded to the nearest float64 in a table",
+                          _LOST),
+    "lost_blob_not_shown": Kind("blobs the source lost are not shown by the web view", _KEPT),
+    "media_not_shown": Kind("media of a type the web view does not show (they are in its "
+                            "Parquet file)", _KEPT),
+    "metadata_differs": Kind("an export line's summary metadata differs from its series' first "
+                             "line; the first line's is kept", _LOST),
+    "missing_blob": Kind("blobs the source lost (null, missing or unreadable blob files); kept "
+                         "as holes where the destination can hold them", _LOST),
+    "missing_blob_written_empty": Kind("lost blobs written to event files as empty blobs, so "
+                                       "the others keep their positions", _LOST),
+    "missing_tensors": Kind("an export tensor file that is missing or cannot be opened; its "
+                            "points are lost", _LOST),
+    "mixed_hparam_types": Kind("an hparam with values of several types; its column holds text",
+                               _KEPT),
+    "name_clash": Kind("an extracted media file's natural name was taken; written under another",
+                       _KEPT),
+    "name_escaped": Kind("a run or tag name that is not valid UTF-8 is stored with its odd bytes "
+                         "escaped (%XX)", _KEPT),
+    "name_made_safe": Kind("an extracted media file's path was escaped or shortened to be safe",
+                           _KEPT),
+    "not_a_regular_file": Kind("a pipe, device or socket where a file was expected is skipped",
+                               _LOST),
+    "not_an_event_file": Kind("a file named like an event file holds no valid record; skipped",
+                              _LOST),
+    "not_in_table": Kind("points that are not scalars are not written to the CSV table", _LOST),
+    "not_in_web_view": Kind("points the web view does not chart (they are in its Parquet file)",
+                            _KEPT),
+    "not_media": Kind("points that are not images, audio or text are not extracted", _KEPT),
+    "not_numeric_tensor": Kind("string or complex tensors are left out of the tensor table",
+                               _LOST),
+    "remote_key_skipped": Kind("an object-store key that is not a safe path, or clashes with "
+                               "another, is skipped", _LOST),
+    "restart_markers_not_written": Kind("restart markers not written to event files; the points "
+                                        "they hid are left out instead", _KEPT),
+    "run_records_dropped": Kind("run-level events (meta graphs, session logs) the destination "
+                                "has no place for", _LOST),
+    "run_renamed": Kind("a run written or read under another name (unsafe path, Windows "
+                        "separators)", _KEPT),
+    "scalar_rounded": Kind("integer scalars above 2^53 are rounded to an export's doubles",
+                           _LOST),
+    "steps_rounded_in_view": Kind("steps of 2**53 or more are charted rounded by the web view",
+                                  _KEPT),
+    "string_nul_stripped": Kind("strings ending in NUL bytes lose them in an export's byte "
+                                "arrays", _LOST),
+    "symlink_loop": Kind("a link back to a directory above it is not followed", _KEPT),
+    "symlink_not_followed": Kind("a symbolic link to a directory is not followed", _LOST),
+    "tags_without_points_kept": Kind("tags whose points are all hidden are kept listed in event "
+                                     "files", _KEPT),
+    "tensor_count_mismatch": Kind("an export tensor file holds another number of tensors than "
+                                  "its series has points; the points are lost", _LOST),
+    "tensor_dtype_changed": Kind("tensors of a type numpy lacks are stored in an export as their "
+                                 "unsigned storage integers", _LOST),
+    "tensor_file_renamed": Kind("an export tensor file written under another name than the "
+                                "exporter's", _KEPT),
+    "text_escaped": Kind("text no file format can store (lone surrogates, bad UTF-8) is kept "
+                         "spelled as %uXXXX", _KEPT),
+    "text_not_utf8": Kind("text values that are not UTF-8 hold U+FFFD in a table", _LOST),
+    "truncated_line": Kind("an export's last line is cut off; the series on it is lost", _LOST),
+    "truncated_record": Kind("an event file's last record is cut off; it is skipped", _LOST),
+    "undecodable_tensor": Kind("a tensor value that cannot be decoded is kept as raw bytes",
+                               _KEPT),
+    "unreadable_directory": Kind("a directory that cannot be read is skipped", _LOST),
+    "unreadable_file": Kind("a file that cannot be read (or read again) is skipped", _LOST),
+    "unreadable_run": Kind("a run that cannot be read is skipped; the other runs are read",
+                           _LOST),
+    "unsafe_path": Kind("a path in an export that points outside it is treated as missing",
+                        _LOST),
+    "unsupported_series": Kind("series the destination cannot hold are left out", _LOST),
+    "wall_time_replaced": Kind("non-finite wall times are written as the run's start time",
+                               _LOST),
+}
+
+
+def check(kind: str, lost: bool) -> None:
+    """Refuse a kind missing from :data:`KINDS`, or a ``lost`` that contradicts it: both are
+    mistakes in tbconvert, not in its input."""
+    entry = KINDS.get(kind)
+    if entry is None:
+        raise ValueError(f"unknown report kind {kind!r}: add it to tbconvert.kinds.KINDS")
+    if entry.lost is not None and entry.lost != lost:
+        raise ValueError(f"report kind {kind!r} is catalogued with lost={entry.lost}, "
+                         f"not lost={lost}")
+
+
+def markdown_table() -> str:
+    """The catalogue as the Markdown table ``docs/robustness.md`` shows."""
+    costs = {True: "yes", False: "no", None: "depends"}
+    lines = ["| kind | loses data | meaning |", "| --- | --- | --- |"]
+    lines += [f"| `{name}` | {costs[k.lost]} | {k.meaning} |" for name, k in sorted(KINDS.items())]
+    return "\n".join(lines) + "\n"
