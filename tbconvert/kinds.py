@@ -105,6 +105,9 @@ KINDS: dict[str, Kind] = {
                                         "they hid are left out instead", _KEPT),
     "run_records_dropped": Kind("run-level events (meta graphs, session logs) the destination "
                                 "has no place for", _LOST),
+    "run_start_time_dropped": Kind("a run's start time before its first point has no place in "
+                                   "a TensorBoard.dev export; read back, the run starts at its "
+                                   "first point", _KEPT),
     "run_renamed": Kind("a run written or read under another name (unsafe path, Windows "
                         "separators)", _KEPT),
     "scalar_rounded": Kind("integer scalars above 2^53 are rounded to an export's doubles",
@@ -140,6 +143,18 @@ KINDS: dict[str, Kind] = {
     "wall_time_replaced": Kind("non-finite wall times are written as the run's start time",
                                _LOST),
 }
+
+
+def register(kind: str, meaning: str, lost: bool | None) -> None:
+    """Catalogue the kind of a format that lives outside tbconvert (see docs/architecture.md)."""
+    if kind in KINDS:
+        raise ValueError(f"report kind {kind!r} is already catalogued")
+    KINDS[kind] = Kind(meaning, lost)
+
+
+def unregister(kind: str) -> None:
+    """Take back a kind :func:`register` added."""
+    del KINDS[kind]
 
 
 def check(kind: str, lost: bool) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 import tbconvert
 from helpers import FIXTURES
-from tbconvert import registry, verify
+from tbconvert import kinds, registry, verify
 from tbconvert.cli import main
 from tbconvert.errors import FormatError, OutputExistsError, UsageError
 from tbconvert.formats.base import (Format, Options, Reader, Writer, classes_on_demand,
@@ -156,12 +156,16 @@ class JsonlWriter(Writer):
 
 @pytest.fixture
 def toy():
-    """The toy format registered through its record for one test, removed afterwards."""
+    """The toy format registered through its record for one test, removed afterwards, with
+    the report kind its writer adds."""
     registry.register(RECORD)
+    kinds.register("not_in_jsonl", "series that are not scalars are left out of a JSON-lines "
+                   "file", lost=True)
     try:
         yield JsonlFormat
     finally:
         registry.unregister("jsonl")
+        kinds.unregister("not_in_jsonl")
 
 
 @pytest.fixture

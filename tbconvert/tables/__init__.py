@@ -102,7 +102,7 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Resta
 def histograms_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                      report: Report | None = None, options=None):
     """Histograms as a ``pyarrow.Table``; see :func:`histograms`."""
-    from tbconvert.tables._nonscalar_columns import HistogramColumns
+    from tbconvert.columns.nonscalar import HistogramColumns
     return _collect(HistogramColumns, source, runs, tags, restarts, report, options).arrow()
 
 
@@ -124,7 +124,7 @@ def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
 def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
                   restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Numeric tensors as a ``pyarrow.Table``; see :func:`tensors`."""
-    from tbconvert.tables._nonscalar_columns import TensorColumns
+    from tbconvert.columns.nonscalar import TensorColumns
     return _collect(partial(TensorColumns, scalars=scalars), source, runs, tags, restarts,
                     report, options).arrow()
 
@@ -152,7 +152,7 @@ def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Re
 def text_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                report: Report | None = None, options=None):
     """Text as a ``pyarrow.Table``; see :func:`text`."""
-    from tbconvert.tables._nonscalar_columns import TextColumns
+    from tbconvert.columns.nonscalar import TextColumns
     return _collect(TextColumns, source, runs, tags, restarts, report, options).arrow()
 
 
@@ -175,7 +175,7 @@ def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arr
 def images_table(source, runs=None, tags=None, *, details: bool = False,
                  restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
-    from tbconvert.tables._nonscalar_columns import MediaColumns
+    from tbconvert.columns.nonscalar import MediaColumns
     return _collect(partial(MediaColumns, "images", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 
@@ -199,7 +199,7 @@ def images(source, runs=None, tags=None, *, details: bool = False, restarts: Res
 def audio_table(source, runs=None, tags=None, *, details: bool = False,
                 restarts: Restarts = "visible", report: Report | None = None, options=None):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
-    from tbconvert.tables._nonscalar_columns import MediaColumns
+    from tbconvert.columns.nonscalar import MediaColumns
     return _collect(partial(MediaColumns, "audio", details=details), source, runs, tags,
                     restarts, report, options).arrow()
 
@@ -227,7 +227,7 @@ def open_image(data: bytes):
 def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                   report: Report | None = None, options=None):
     """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
-    from tbconvert.tables._hparams import Collected, trials_table
+    from tbconvert.columns.hparams import Collected, trials_table
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.

@@ -36,7 +36,7 @@ from tbconvert.names import safe_part, shortened
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 from tbconvert.tables._source import iter_source
-from tbconvert.tables._nonscalar_columns import media_items, sniff
+from tbconvert.columns.nonscalar import media_items, sniff
 
 MEDIA_PLUGINS = ("images", "audio", "text")
 

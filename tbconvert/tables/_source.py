@@ -3,7 +3,7 @@
 Everything here works on the reader stream (``Reader.iter_runs``): one run at a
 time, series in chunks, points as numpy columns. Nothing builds one Python
 object per point. The column builders the rows go into are in
-:mod:`tbconvert.columns` and :mod:`tbconvert.tables._nonscalar_columns`.
+:mod:`tbconvert.columns`.
 """
 
 from __future__ import annotations

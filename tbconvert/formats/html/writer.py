@@ -33,8 +33,8 @@ from tbconvert.model import (BlobSequenceSeries, Experiment, Run, ScalarSeries, 
                              TensorSeries, concat)
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
-from tbconvert.tables._hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, trials_table
-from tbconvert.tables._nonscalar_columns import HistogramColumns, TextColumns, sniff
+from tbconvert.columns.hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, trials_table
+from tbconvert.columns.nonscalar import HistogramColumns, TextColumns, sniff
 
 # The page's own scripts, in the order index.html loads them.
 SCRIPTS = ("util.js", "data.js", "scalars.js", "histograms.js", "media.js", "hparams.js", "page.js")

@@ -3,7 +3,9 @@ long form (one row per point) and wide form (one row per run and step).
 
 Both the CSV writer and the table functions of :mod:`tbconvert.tables` build on these, so
 they sit below both. Run and tag names become dictionary columns, numbered in order of first
-appearance; nothing builds one Python object per point.
+appearance; nothing builds one Python object per point. The builders of the other tables
+are beside this one: :mod:`~tbconvert.columns.nonscalar` (histograms, text, media, tensors)
+and :mod:`~tbconvert.columns.hparams` (one row per hyperparameter trial).
 """
 
 from __future__ import annotations
