@@ -14,7 +14,6 @@ directories are given).
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -75,7 +74,7 @@ def check_one(data: bytes) -> None:
         pass
 
 
-def TestOneInput(data: bytes) -> None:   # noqa: N802 - the name atheris calls
+def TestOneInput(data: bytes) -> None:
     check_one(data)
 
 

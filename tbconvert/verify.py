@@ -26,9 +26,9 @@ class _Fingerprint:
     points: int = 0
     hidden: int = 0
     step_range: tuple | None = None
-    steps: "hashlib._Hash" = field(default_factory=hashlib.sha256)
-    walls: "hashlib._Hash" = field(default_factory=hashlib.sha256)
-    values: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    steps: hashlib._Hash = field(default_factory=hashlib.sha256)
+    walls: hashlib._Hash = field(default_factory=hashlib.sha256)
+    values: hashlib._Hash = field(default_factory=hashlib.sha256)
     wall_list: list = field(default_factory=list)
 
     def add(self, s: Series, keep_walls: bool) -> None:

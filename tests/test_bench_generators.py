@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tbconvert.formats.tfevents import records
 from conftest import FIXTURES
 
+from tbconvert.formats.tfevents import records
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import writers  # noqa: E402
+import writers
 
 # Which length-delimited fields are messages, per message kind (the rest are bytes/strings
 # or packed numbers).
@@ -170,7 +170,8 @@ def test_tf2_images():
 
 
 def test_generated_pngs_decode():
-    from PIL import Image
     import io
+
+    from PIL import Image
     img = Image.open(io.BytesIO(writers.png(12, 7)))
     assert img.size == (12, 7) and img.mode == "RGB"

@@ -13,15 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import FIXTURES, LOGDIRS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import canonical, tb_view
 
 import tbconvert
 from tbconvert.formats.tfevents import blob_templates, records, summary_templates
-from conftest import FIXTURES, LOGDIRS
-from oracle import canonical, tb_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import writers  # noqa: E402
+import writers
 
 
 def _snapshot(logdir: Path) -> dict:
@@ -343,6 +344,7 @@ def test_legacy_histogram_from_packed_bytes_equals_elementwise(counts, lo, hi, u
     """Reading bucket arrays from the packed bytes gives TensorBoard's element-wise migration,
     also for histograms written with unpacked repeated fields."""
     from tensorboard.compat.proto import summary_pb2
+
     from tbconvert.formats.tfevents import legacy
     limits = [float(i) / 3 for i in range(len(counts))]
     histo = summary_pb2.HistogramProto(min=lo, max=hi, num=5.0, bucket_limit=limits, bucket=counts)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import CLI_CWD, FIXTURES, cli_env
 
 HEAVY = ("numpy", "pyarrow", "h5py", "pandas", "tensorboard", "google.protobuf", "crc32c")
@@ -83,7 +82,7 @@ def test_format_classes_name_their_reader_and_writer():
         assert has_reader(fmt) == (fmt.reader is not None)
         assert has_writer(fmt) == (fmt.writer is not None)
         if fmt.reader is not None:
-            assert fmt.reader.__module__.startswith(f"tbconvert.formats.")
+            assert fmt.reader.__module__.startswith("tbconvert.formats.")
 
 
 def test_parquet_marker_name_matches_schema():

@@ -194,7 +194,9 @@ def test_text_tables_read_where_tbparse_fails():
 def _legacy_events(path, kind):
     """TensorBoard's legacy accumulator's own events, every point kept (per file, as tbparse)."""
     from tensorboard.backend.event_processing.event_accumulator import (
-        STORE_EVERYTHING_SIZE_GUIDANCE, EventAccumulator)
+        STORE_EVERYTHING_SIZE_GUIDANCE,
+        EventAccumulator,
+    )
     acc = EventAccumulator(str(path), STORE_EVERYTHING_SIZE_GUIDANCE)
     acc.Reload()
     get = acc.Images if kind == "images" else acc.Audio

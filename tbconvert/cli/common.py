@@ -150,6 +150,7 @@ def write_table(args, ui, build):
     if to_stdout:
         import io
         import sys
+
         from tbconvert.tables import _csv
         buffer = io.BytesIO()
         _csv.write(table, buffer)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-from tbconvert.cli.common import (add_extraction, finish, nothing_found, options_from,
-                                  unmatched_selection)
+from tbconvert.cli.common import add_extraction, finish, nothing_found, options_from, unmatched_selection
 from tbconvert.report import Report
 
 NAME = "media"

@@ -9,7 +9,7 @@ per point.
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from tbconvert.report import Report
 from tbconvert.restarts import Restarts
 from tbconvert.restarts import check as check_restarts
 from tbconvert.tables._data import Data
+
 
 def table_options(runs=None, tags=None, restarts: Restarts = "visible", **kw) -> Options:
     """Options for a table: run/tag regexes (strings or compiled) and the restart rule."""

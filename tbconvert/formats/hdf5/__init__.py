@@ -12,8 +12,8 @@ from tbconvert.formats.base import Format, deferred
 if importlib.util.find_spec("h5py") is None:  # pragma: no cover - h5py is a dependency
     raise MissingDependencyError("the hdf5 format needs h5py: pip install 'tbconvert[hdf5]'")
 
-from tbconvert.formats.hdf5 import schema, seal
 from tbconvert import sourcefiles
+from tbconvert.formats.hdf5 import schema, seal
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
