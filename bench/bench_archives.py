@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from measure import peak_rss_mib
 
 

@@ -47,6 +47,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import s3fs
+
     import tbconvert
 
     tmp = Path(tempfile.mkdtemp(dir=args.tmp, prefix="bench-cloud-"))

@@ -33,8 +33,16 @@ def generate(root: Path, *, scalars: int, runs: int, tags: int = 10, seed: int =
     """Write an export with ``scalars`` scalar points (plus tensors and blobs) under ``root``."""
     from tbconvert.api import copy, open_writer
     from tbconvert.formats.base import Options
-    from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
-                                 RunData, ScalarSeries, TensorSeries)
+    from tbconvert.model import (
+        BlobSequenceSeries,
+        DataClass,
+        Experiment,
+        Metadata,
+        Run,
+        RunData,
+        ScalarSeries,
+        TensorSeries,
+    )
     from tbconvert.report import Report
 
     rng = np.random.default_rng(seed)

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import writers  # noqa: E402
+import writers
 
 # form -> (table, points scale: histograms and images are heavier per point)
 FORMS = {

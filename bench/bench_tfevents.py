@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from measure import peak_rss_mib
 import writers
+from measure import peak_rss_mib
 
 from tbconvert import read
 from tbconvert.api import open_writer

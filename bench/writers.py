@@ -21,8 +21,8 @@ in field-number order exactly as the libraries' own protobuf runtimes do.
 
 from __future__ import annotations
 
-import zlib
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np

@@ -13,7 +13,7 @@ from tbconvert.formats.tfevents import records
 
 def payloads(buf, starts, lengths) -> list[bytes]:
     """The payloads of the records starting at ``starts`` in ``buf``."""
-    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist())]
+    return [bytes(buf[s:s + n]) for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
 
 
 def whole_file(data: bytes) -> list[bytes]:
@@ -39,7 +39,7 @@ def in_blocks(path, **kw) -> Blocked:
     for block in records.scan_file(path, **kw):
         starts, lengths = block.starts, block.lengths
         assert all(s >= records.HEADER and s + n + records.FOOTER <= len(block.buf)
-                   for s, n in zip(starts.tolist(), lengths.tolist())), "record outside its block"
+                   for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)), "record outside its block"
         out.payloads += payloads(block.buf, starts, lengths)
         out.offsets += (starts - records.HEADER + block.offset).tolist()
         out.damage += [(d.offset, d.length) for d in block.damage]

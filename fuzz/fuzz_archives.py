@@ -35,9 +35,10 @@ _WORK = Path(tempfile.mkdtemp(prefix="fuzz-archives-"))
 def make_seeds(corpus: Path) -> None:
     """Archives made from the repository's fixtures (one input file each)."""
     import numpy as np
+
+    from tbconvert import dtypes as dt
     from tbconvert.formats.base import Options
     from tbconvert.model import DataClass, Metadata, Run, ScalarSeries, TensorSeries
-    from tbconvert import dtypes as dt
 
     corpus.mkdir(parents=True, exist_ok=True)
     sources = [ROOT / "fixtures" / d for d in ("torch_logdir", "tensorboardx_logdir")]

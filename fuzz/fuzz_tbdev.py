@@ -124,8 +124,8 @@ def main(argv: list[str]) -> None:
     import atheris
 
     with atheris.instrument_imports():
+        import tbconvert.budget
         import tbconvert.formats.tbdev  # noqa: F401  (instrumented for coverage)
-        import tbconvert.budget  # noqa: F401
 
     shm = Path("/dev/shm")   # each input rewrites a file: memory-backed where there is one
     work = Path(tempfile.mkdtemp(prefix="fuzz_tbdev_", dir=shm if shm.is_dir() else None))

@@ -8,7 +8,8 @@ assembly, as ``tbconvert.read`` reads a logdir. Any exception other than a
     python fuzz/fuzz_tfevents.py -max_total_time=600 [libFuzzer options] [corpus dirs]
 
 The seed corpus is built at start from the event files under ``fixtures/`` and
-the inputs in ``fuzz/regressions/tfevents/`` (into a temporary directory, unless corpus directories are given).
+the inputs in ``fuzz/regressions/tfevents/`` (into a temporary directory, unless corpus
+directories are given).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def check_one(data: bytes) -> None:
         pass
 
 
-def TestOneInput(data: bytes) -> None:   # noqa: N802 - the name atheris calls
+def TestOneInput(data: bytes) -> None:
     check_one(data)
 
 

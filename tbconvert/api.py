@@ -8,8 +8,9 @@ time, counting what passes and reporting what does not.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from tbconvert import names, registry
 from tbconvert.errors import FormatError, UsageError

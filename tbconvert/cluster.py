@@ -9,7 +9,8 @@ item order whatever the order of completion.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from tbconvert.errors import MissingDependencyError
 

@@ -7,8 +7,9 @@ the reading and counting it shares with :mod:`tbconvert.verify`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from tbconvert.formats.base import Options, Reader
 from tbconvert.report import Report
@@ -36,7 +37,7 @@ class SeriesStats:
     wall_max: float | None = None
 
     @classmethod
-    def of(cls, s: Series) -> "SeriesStats":
+    def of(cls, s: Series) -> SeriesStats:
         return cls(s.metadata.plugin_name, s.data_class.name)
 
     def add(self, s: Series) -> None:

@@ -6,7 +6,6 @@ record or line) involved and what to do.
 
 from __future__ import annotations
 
-
 # Messages name the command-line option; Python callers are told the keyword argument.
 _PYTHON_WORDING = {"--force": "force=True"}
 

@@ -8,9 +8,9 @@ others.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
 from tbconvert.formats.base import Options

@@ -24,8 +24,8 @@ Which container a series uses follows the shape of its points, and
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -189,7 +189,7 @@ class ScalarSeries(_Series):
             raise ValueError(f"{self._what('values')}: numeric dtype needed, got {values.dtype}")
         object.__setattr__(self, "values", values)
 
-    def take(self, indices) -> "ScalarSeries":
+    def take(self, indices) -> ScalarSeries:
         idx = np.asarray(indices)
         return ScalarSeries(**self._take_common(idx), values=self.values[idx])
 
@@ -215,7 +215,7 @@ class TensorSeries(_Series):
             raise ValueError(f"{self._what('tensors')}: {len(tensors)} tensors for {n} steps")
         object.__setattr__(self, "tensors", tensors)
 
-    def take(self, indices) -> "TensorSeries":
+    def take(self, indices) -> TensorSeries:
         idx = np.asarray(indices, dtype=np.int64)
         return TensorSeries(**self._take_common(idx), dtypes=self.dtypes[idx],
                             tensors=tuple(self.tensors[i] for i in idx))
@@ -254,14 +254,14 @@ class BlobSequenceSeries(_Series):
     def missing_count(self) -> int:
         return sum(1 for b in self.blobs if b is None)
 
-    def take(self, indices) -> "BlobSequenceSeries":
+    def take(self, indices) -> BlobSequenceSeries:
         idx = np.asarray(indices, dtype=np.int64)
         seqs = [self.sequence(i) for i in idx]
         return BlobSequenceSeries.from_sequences(
             **self._take_common(idx), sequences=seqs)
 
     @classmethod
-    def from_sequences(cls, *, sequences: Sequence[Sequence], **kw) -> "BlobSequenceSeries":
+    def from_sequences(cls, *, sequences: Sequence[Sequence], **kw) -> BlobSequenceSeries:
         offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
         if len(sequences):
             np.cumsum([len(s) for s in sequences], out=offsets[1:])

@@ -21,9 +21,9 @@ import functools
 import hashlib
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 # NAME_MAX is 255 bytes on every common file system; stay under it with room for a
 # "~N" clash suffix and the hidden ".<name>.tbconvert-tmp-*" name of a top-level output.

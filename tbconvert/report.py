@@ -9,8 +9,8 @@ API hands the report back.
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from tbconvert import kinds
 

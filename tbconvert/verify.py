@@ -27,9 +27,9 @@ class _Fingerprint(SeriesStats):
 
     metadata: tuple = ()
     keep_walls: bool = False
-    steps: "hashlib._Hash" = field(default_factory=hashlib.sha256)
-    walls: "hashlib._Hash" = field(default_factory=hashlib.sha256)
-    values: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    steps: hashlib._Hash = field(default_factory=hashlib.sha256)
+    walls: hashlib._Hash = field(default_factory=hashlib.sha256)
+    values: hashlib._Hash = field(default_factory=hashlib.sha256)
     wall_list: list = field(default_factory=list)
 
     def add(self, s: Series) -> None:

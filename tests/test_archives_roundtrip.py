@@ -7,14 +7,22 @@ import json
 
 import numpy as np
 import pytest
+from helpers import FIXTURES, LOGDIRS
 
 import tbconvert
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
-                             RunRecord, ScalarSeries, TensorSeries, concat)
-
-from helpers import FIXTURES, LOGDIRS
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Metadata,
+    Run,
+    RunRecord,
+    ScalarSeries,
+    TensorSeries,
+    concat,
+)
 
 ARCHIVES = ["x.parquet", "x.h5", "pq_dir"]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import BENCH, FIXTURES, on_path
 
 from tbconvert.formats.tfevents import records
-from helpers import BENCH, FIXTURES, on_path
 
 on_path(BENCH)
 import writers  # noqa: E402
@@ -169,7 +169,8 @@ def test_tf2_images():
 
 
 def test_generated_pngs_decode():
-    from PIL import Image
     import io
+
+    from PIL import Image
     img = Image.open(io.BytesIO(writers.png(12, 7)))
     assert img.size == (12, 7) and img.mode == "RGB"

@@ -116,6 +116,7 @@ def test_signal_swallowed_where_it_landed_still_stops_the_command(monkeypatch, c
     one line."""
     import signal
     import time
+
     import tbconvert.cli as cli
 
     class Finalised:
@@ -139,6 +140,7 @@ def test_signal_that_a_c_import_turns_into_another_error_is_still_an_interrupt(m
     (numpy's, when its own imports are cut short): still one line and 130 / 143, not an
     internal error with a traceback."""
     import signal
+
     import tbconvert.cli as cli
 
     for signum, code, word in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")):
@@ -242,6 +244,7 @@ def test_help_says_what_each_command_does(capsys):
 
 def test_api_errors_name_the_keyword_and_the_cli_the_option(tmp_path, capsys):
     import pytest
+
     import tbconvert
     from tbconvert.errors import OutputExistsError
     dst = tmp_path / "o.parquet"

@@ -9,13 +9,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-import tbconvert
-from tbconvert import api
-
 from cloud_server import Proxy, Rule, free_port, start_moto, stop
 from helpers import FIXTURES, LOGDIRS, cli_argv, cli_env, counting_progress
 from oracle import assert_same_view, tb_view
+
+import tbconvert
+from tbconvert import api
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

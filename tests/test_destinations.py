@@ -9,13 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURES
 
 import tbconvert
 from tbconvert import output
 from tbconvert.cli import main
 from tbconvert.errors import OutputError, UsageError
-
-from helpers import FIXTURES
 
 
 def _digest(root: Path) -> dict[str, str]:
@@ -131,6 +130,7 @@ def test_failed_conversion_removes_the_parents_it_created(tmp_path, logs):
 
 def _archive_with_nul_run(path: Path) -> None:
     import numpy as np
+
     from tbconvert import api
     from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
     md = Metadata("scalars", b"", "", "", DataClass.SCALAR)

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import FIXTURES, cli_argv, cli_env
 
 pytestmark = pytest.mark.e2e

@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import CLI_CWD, FIXTURES, cli_argv, cli_env, run_tbconvert
 
 import tbconvert
-
-from helpers import CLI_CWD, FIXTURES, cli_argv, cli_env, run_tbconvert
 
 pytestmark = pytest.mark.e2e
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from helpers import BENCH, FIXTURES, LOGDIRS, on_path
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import canonical, tb_view
 
 import tbconvert
-from helpers import BENCH, FIXTURES, LOGDIRS, on_path
 from tbconvert.formats.tfevents import blob_templates, records, summary_templates
-from oracle import canonical, tb_view
 
 on_path(BENCH)
 import writers  # noqa: E402
@@ -371,6 +372,7 @@ def test_legacy_histogram_from_packed_bytes_equals_elementwise(counts, lo, hi, u
     """Reading bucket arrays from the packed bytes gives TensorBoard's element-wise migration,
     also for histograms written with unpacked repeated fields."""
     from tensorboard.compat.proto import summary_pb2
+
     from tbconvert.formats.tfevents import legacy
     limits = [float(i) / 3 for i in range(len(counts))]
     histo = summary_pb2.HistogramProto(min=lo, max=hi, num=5.0, bucket_limit=limits, bucket=counts)

@@ -14,7 +14,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from helpers import FUZZ, REPO, on_path
 
 on_path(FUZZ)

@@ -17,10 +17,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import FUZZ, REPO, on_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from helpers import FUZZ, REPO, on_path
 
 from tbconvert.formats.tfevents import records
 

@@ -8,17 +8,14 @@ import os
 import h5py
 import numpy as np
 import pytest
+from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
 
 import tbconvert
 from tbconvert import dtypes as dt
 from tbconvert import registry
-from tbconvert.errors import CorruptDataError, FormatError
-from tbconvert.formats.hdf5 import Hdf5Format
 from tbconvert.cli import main
-from tbconvert.formats.hdf5 import schema
-from tbconvert.formats.hdf5 import seal
-
-from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
+from tbconvert.errors import CorruptDataError, FormatError
+from tbconvert.formats.hdf5 import Hdf5Format, schema, seal
 
 
 def _series(f, run, tag):

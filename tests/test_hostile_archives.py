@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_archives_roundtrip import write_sample
 
 import tbconvert
 from tbconvert import dtypes as dt
@@ -25,10 +26,15 @@ from tbconvert.formats.hdf5 import sink as hdf5_sink
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.formats.parquet.writer import parquet_writer
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
-                             ScalarSeries, TensorSeries)
-
-from test_archives_roundtrip import write_sample
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Metadata,
+    Run,
+    ScalarSeries,
+    TensorSeries,
+)
 
 SCAL = Metadata("scalars", b"", "", "", DataClass.SCALAR)
 HIST = Metadata("histograms", b"\x08\x01", "", "", DataClass.TENSOR)

@@ -20,19 +20,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
+from limits import deadline
 
 import tbconvert
 from tbconvert import budget
 from tbconvert.cli import main
 from tbconvert.errors import TbconvertError
-from tbconvert.formats.tbdev import export_dir, payloads
-from tbconvert.model import Experiment, Metadata, DataClass, Run, TensorSeries
 from tbconvert.formats.base import Options
+from tbconvert.formats.tbdev import export_dir, payloads
 from tbconvert.formats.tbdev.writer import TbdevWriter
+from tbconvert.model import DataClass, Experiment, Metadata, Run, TensorSeries
 from tbconvert.report import Report
-
-from helpers import FIXTURES
-from limits import deadline
 
 EXPORT = next((FIXTURES / "tbdev_export").glob("experiment_*"))
 SCALAR_MD = "CgkKB3NjYWxhcnMSBGxvc3MgAQ=="

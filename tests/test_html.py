@@ -18,15 +18,23 @@ pytest.importorskip("plotly")
 pytest.importorskip("markdown_it")
 pytest.importorskip("nh3")
 
-import tbconvert  # noqa: E402
-from helpers import FIXTURES, run_tbconvert  # noqa: E402
-from tbconvert import verify  # noqa: E402
-from tbconvert.errors import OutputExistsError  # noqa: E402
-from tbconvert.formats.base import Options  # noqa: E402
-from tbconvert.formats.html import HtmlWriter  # noqa: E402
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,  # noqa: E402
-                             ScalarSeries, TensorSeries)
-from tbconvert.report import Report  # noqa: E402
+from helpers import FIXTURES, run_tbconvert
+
+import tbconvert
+from tbconvert import verify
+from tbconvert.errors import OutputExistsError
+from tbconvert.formats.base import Options
+from tbconvert.formats.html import HtmlWriter
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Metadata,
+    Run,
+    ScalarSeries,
+    TensorSeries,
+)
+from tbconvert.report import Report
 
 # What a log could hold to attack whoever opens the page.
 HOSTILE_RUN = "<img src=x onerror=\"window.__pwned=1\">'run"

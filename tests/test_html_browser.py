@@ -23,12 +23,22 @@ IN_CI = os.environ.get("CI") == "true"
 pytest.importorskip("plotly")
 if not IN_CI:
     pytest.importorskip("playwright.sync_api")
+from helpers import FIXTURES  # noqa: E402
 from playwright import sync_api as playwright_api  # noqa: E402
+from test_html import (  # noqa: E402
+    HOSTILE_NAME,
+    HOSTILE_RUN,
+    HOSTILE_TAG,
+    HOSTILE_TEXT,
+    image_bytes,
+    manifest,
+    media_series,
+    scalar,
+    text_series,
+    write_site,
+)
 
 import tbconvert  # noqa: E402
-from helpers import FIXTURES  # noqa: E402
-from test_html import (HOSTILE_NAME, HOSTILE_RUN, HOSTILE_TAG, HOSTILE_TEXT, image_bytes,  # noqa: E402
-                       manifest, media_series, scalar, text_series, write_site)
 from tbconvert.model import Experiment, Run  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import CLI_CWD, FIXTURES, cli_env
 
 HEAVY = ("numpy", "pyarrow", "h5py", "pandas", "tensorboard", "google.protobuf", "crc32c")

@@ -185,6 +185,7 @@ def _restart_run(run_dir: Path, seed: int) -> list[Path]:
     """A run of 2-5 event files whose steps go back within and across files, some files
     without a file_version record or with version 1, session starts here and there."""
     from tensorboard.compat.proto import event_pb2
+
     from tbconvert.formats.tfevents import records
     rng = np.random.default_rng(seed)
     run_dir.mkdir(parents=True)
@@ -226,8 +227,8 @@ def test_a_run_read_in_parts_is_the_run_read_whole(seed, tmp_path, monkeypatch):
     # these small files' scalars and images are decoded in bulk too
     monkeypatch.setattr(blob_templates, "MIN_GROUP", 2)
     monkeypatch.setattr(summary_templates, "MIN_GROUP", 2)
-    from tbconvert.formats.tfevents.assemble import RunAssembler
     from tbconvert.formats.base import Options
+    from tbconvert.formats.tfevents.assemble import RunAssembler
     from tbconvert.report import Report
     files = _restart_run(tmp_path / "run", seed)
     reader = tfevents_reader.TfeventsReader(tmp_path, Options(), Report())
@@ -244,6 +245,7 @@ def _restart_across_files(run_dir: Path) -> list[Path]:
     """One run of three files: the second starts with a second session START, which purges
     the end of the first; the third has no file_version record (the second's holds) and a damaged record."""
     from tensorboard.compat.proto import event_pb2
+
     from tbconvert.formats.tfevents import records
     rng = np.random.default_rng(3)
     run_dir.mkdir(parents=True)

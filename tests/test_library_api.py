@@ -8,9 +8,9 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 import tbconvert
-from helpers import FIXTURES
 from tbconvert import verify
 from tbconvert.cli import main
 from tbconvert.errors import FormatError, UnsupportedError

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import CLI_CWD, cli_env
 
 pytestmark = [pytest.mark.slow,

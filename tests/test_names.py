@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 import tbconvert
 from tbconvert import api, names
 from tbconvert.cli import main
 from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries
-
-from helpers import FIXTURES
 
 SCALAR_MD = Metadata("scalars", b"", "", "", DataClass.SCALAR)
 IMAGE_MD = Metadata("images", b"\x10\x01", "", "", DataClass.BLOB_SEQUENCE)

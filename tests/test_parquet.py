@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
 
 import tbconvert
 from tbconvert import registry
@@ -18,8 +19,6 @@ from tbconvert.formats.parquet import ParquetFormat
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.writer import _FileSink
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
-
-from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
 
 SCAL = Metadata("scalars", b"", "", "", DataClass.SCALAR)
 

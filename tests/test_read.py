@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 import tbconvert
 

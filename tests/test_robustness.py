@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
+from limits import deadline
 
 import tbconvert
 from tbconvert.errors import TbconvertError, UnsupportedError
@@ -30,9 +32,6 @@ from tbconvert.formats.base import Options
 from tbconvert.formats.tfevents import records
 from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.report import Report
-
-from helpers import FIXTURES
-from limits import deadline
 
 EVENT_FILES = {
     "tbx_run_b": FIXTURES / "tensorboardx_logdir/run_b/events.out.tfevents.1795299215.vm",
@@ -651,9 +650,9 @@ def _archive_damage(data: bytes, body_end: int, rng, cases: int):
 
 @pytest.mark.parametrize("suffix", [".parquet", pytest.param(".h5", marks=pytest.mark.slow)])
 def test_fuzz_archives_never_read_damage_as_data(tmp_path, suffix):
-    from tbconvert import verify
-
     from test_archives_roundtrip import write_sample
+
+    from tbconvert import verify
     original = write_sample(tmp_path / f"original{suffix}")
     data = original.read_bytes()
     body_end = len(data)

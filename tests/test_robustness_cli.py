@@ -17,17 +17,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import CLI_CWD, FIXTURES, LOGDIRS, cli_argv, cli_env
 
 import tbconvert
 from tbconvert import api, sourcefiles
 from tbconvert.cli import main
 from tbconvert.formats.base import Options
-from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries,
-                             TensorSeries)
+from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries, TensorSeries
 from tbconvert.output import TMP_MARK
 from tbconvert.report import Report
-
-from helpers import CLI_CWD, FIXTURES, LOGDIRS, cli_argv, cli_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALAR_MD = Metadata("scalars", b"", "", "", DataClass.SCALAR)
@@ -81,6 +79,7 @@ def _hostile_runs():
 
 def _png() -> bytes:
     import io
+
     from PIL import Image
     buf = io.BytesIO()
     Image.new("RGB", (1, 1)).save(buf, "PNG")

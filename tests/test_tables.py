@@ -18,17 +18,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from helpers import LOGDIRS, csv_exact
 
 import tbconvert
 from tbconvert import api
 from tbconvert.errors import OutputExistsError, UsageError
 from tbconvert.formats.base import Options, Reader
-from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunData, ScalarSeries,
-                             TensorSeries)
-from tbconvert.report import Report
 from tbconvert.formats.csv import encode as _csv
-
-from helpers import LOGDIRS, csv_exact
+from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, RunData, ScalarSeries, TensorSeries
+from tbconvert.report import Report
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
@@ -500,6 +498,7 @@ def test_media_names_made_safe(tmp_path):
 
 def test_without_pandas_the_message_names_the_extra(monkeypatch):
     import sys
+
     from tbconvert.errors import MissingDependencyError
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(MissingDependencyError, match=r"tbconvert\[pandas\]"):

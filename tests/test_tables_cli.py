@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from helpers import csv_exact
 
 import tbconvert

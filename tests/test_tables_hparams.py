@@ -7,11 +7,10 @@ import math
 import shutil
 
 import pytest
+from helpers import FIXTURES
 
 import tbconvert
 from tbconvert.cli import main
-
-from helpers import FIXTURES
 
 TORCH_TRIAL = FIXTURES / "torch_logdir" / "train" / "1795299212.1548328"
 TBX_TRIAL = FIXTURES / "tensorboardx_logdir" / "run_a" / "1795299215.1055038"

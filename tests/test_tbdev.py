@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
+from oracle import tb_view
 
 import tbconvert
 from tbconvert import dtypes as dt
@@ -23,12 +25,16 @@ from tbconvert import read
 from tbconvert.cli import main
 from tbconvert.errors import OutputExistsError, UnsupportedError, UsageError
 from tbconvert.formats.tbdev import TbdevFormat, export_dir
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
-                             ScalarSeries, TensorSeries)
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Metadata,
+    Run,
+    ScalarSeries,
+    TensorSeries,
+)
 from tbconvert.report import Report
-
-from helpers import FIXTURES
-from oracle import tb_view
 
 EXP_ID = "9bFlIkpYt5HfavHYMD5hzQ"
 EXPORT = FIXTURES / "tbdev_export" / f"experiment_{EXP_ID}"

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from helpers import BENCH, FIXTURES, on_path
 
 from tbconvert.tbparse import ALL_EVENT_TYPES, SummaryReader
@@ -195,7 +194,9 @@ def test_text_tables_read_where_tbparse_fails():
 def _legacy_events(path, kind):
     """TensorBoard's legacy accumulator's own events, every point kept (per file, as tbparse)."""
     from tensorboard.backend.event_processing.event_accumulator import (
-        STORE_EVERYTHING_SIZE_GUIDANCE, EventAccumulator)
+        STORE_EVERYTHING_SIZE_GUIDANCE,
+        EventAccumulator,
+    )
     acc = EventAccumulator(str(path), STORE_EVERYTHING_SIZE_GUIDANCE)
     acc.Reload()
     get = acc.Images if kind == "images" else acc.Audio
@@ -349,8 +350,9 @@ def test_raw_events_are_refused_in_one_line():
 # ------------------------------------------------------------------ the tensors table
 
 def test_tensors_table_holds_every_numeric_tensor_as_tensorboard_reads_it():
-    import tbconvert
     from oracle import tb_view
+
+    import tbconvert
     root = FIXTURES / "torch_logdir"
     report = tbconvert.Report()
     table = tbconvert.tensors(str(root), report=report)
@@ -423,8 +425,9 @@ def _restart_cases():
 def test_restarts_inside_one_file(case, tmp_path):
     """``per-file`` purges as tbparse's accumulator does (at every START, the first one too);
     the default as TensorBoard's dashboards do (from the second START of a run on)."""
-    from tbconvert.formats.tfevents.records import frame
     from oracle import tb_view
+
+    from tbconvert.formats.tfevents.records import frame
     run = tmp_path / "run"
     run.mkdir()
     (run / "events.out.tfevents.1.host").write_bytes(

@@ -15,14 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 from tbconvert import api
 from tbconvert.cli import main
 from tbconvert.cli.text import shown
-from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries,
-                             TensorSeries)
-
-from helpers import FIXTURES
+from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries, TensorSeries
 
 SCALAR_MD = Metadata("scalars", b"", "", "", DataClass.SCALAR)
 TEXT_MD = Metadata("text", b"", "", "", DataClass.TENSOR)

@@ -12,8 +12,15 @@ from tbconvert import dtypes as dt
 from tbconvert.api import open_writer
 from tbconvert.formats.tfevents import event_files, events, legacy, records
 from tbconvert.formats.tfevents.entries import VALUE, Entries
-from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
-                             ScalarSeries, TensorSeries)
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Metadata,
+    Run,
+    RunRecord,
+    ScalarSeries,
+    TensorSeries,
+)
 from tbconvert.report import Report
 
 TBDEV = FIXTURES / "tbdev_export"

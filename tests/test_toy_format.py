@@ -13,19 +13,27 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import pytest
+from helpers import FIXTURES
 
 import tbconvert
-from helpers import FIXTURES
 from tbconvert import kinds, registry, verify
 from tbconvert.cli import main
 from tbconvert.errors import FormatError, OutputExistsError, UsageError
-from tbconvert.formats.base import (Format, Options, Reader, Writer, classes_on_demand,
-                                    deferred, has_reader, has_writer)
+from tbconvert.formats.base import (
+    Format,
+    Options,
+    Reader,
+    Writer,
+    classes_on_demand,
+    deferred,
+    has_reader,
+    has_writer,
+)
 from tbconvert.model import DataClass, Metadata, Run, RunData, ScalarSeries, Series
 from tbconvert.output import AtomicOutput
 
@@ -142,7 +150,7 @@ class JsonlWriter(Writer):
             hidden = chunk.hidden if chunk.hidden is not None else np.zeros(len(chunk), bool)
             for step, wall, value, hide in zip(chunk.steps.tolist(), chunk.wall_times.tolist(),
                                                chunk.values.astype(np.float64).tolist(),
-                                               hidden.tolist()):
+                                               hidden.tolist(), strict=True):
                 self._line([step, wall, value] + ([1] if hide else []))
 
     def close(self) -> None:

@@ -229,6 +229,7 @@ def _modules():
 
 def build_parser() -> argparse.ArgumentParser:
     import argparse
+
     from tbconvert.cli.text import shown
 
     class _Parser(argparse.ArgumentParser):

@@ -150,6 +150,7 @@ def write_table(args, ui, build):
     if to_stdout:
         import io
         import sys
+
         from tbconvert.formats.csv import encode
         buffer = io.BytesIO()
         encode.write(table, buffer)

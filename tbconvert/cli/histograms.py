@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import (add_extraction, finish, nothing_found, unmatched_selection,
-                                  write_table)
+from tbconvert.cli.common import add_extraction, finish, nothing_found, unmatched_selection, write_table
 
 NAME = "histograms"
 HELP = ("write every histogram bucket (run, tag, step, wall_time, left, right, count) to a "

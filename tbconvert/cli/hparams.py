@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import (add_extraction, finish, nothing_found, unmatched_selection,
-                                  write_table)
+from tbconvert.cli.common import add_extraction, finish, nothing_found, unmatched_selection, write_table
 
 NAME = "hparams"
 HELP = ("write one row per hparams trial (each hyperparameter, each metric's last value, "

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import (add_extraction, finish, nothing_found, options_from,
-                                  unmatched_selection)
+from tbconvert.cli.common import add_extraction, finish, nothing_found, options_from, unmatched_selection
 
 NAME = "media"
 HELP = ("write images (PNG/JPEG/GIF), audio (WAV) and text (UTF-8 .txt) as files under "

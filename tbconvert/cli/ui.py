@@ -10,6 +10,7 @@ import time
 from tbconvert.cli.text import shown as one_line
 from tbconvert.report import Report
 
+
 class UI:
     """What the command line says: errors, the warning summary, a progress bar."""
 
@@ -38,7 +39,7 @@ class UI:
             line = one_line(line)
             print(f"tbconvert: {line}" if not line.startswith("  ") else line, file=self.stream)
 
-    def progress(self) -> "_Bar | None":
+    def progress(self) -> _Bar | None:
         """A progress receiver for the copy loop: None (nothing drawn) unless stderr is a
         terminal and not ``--quiet``."""
         if self.quiet or not getattr(self.stream, "isatty", lambda: False)():

@@ -21,9 +21,10 @@ import abc
 import os
 import re
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, ClassVar
 
 from tbconvert.errors import CorruptDataError
 from tbconvert.report import Report
@@ -65,7 +66,7 @@ class Options:
     restarts: Restarts = "visible"
     wide: bool = False
     ignore_checksum: bool = False
-    progress: "Progress | None" = None
+    progress: Progress | None = None
     jobs: int = 1
     storage_options: dict | None = None
 

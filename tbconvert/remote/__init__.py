@@ -15,8 +15,7 @@ from pathlib import Path
 from tbconvert import errors
 from tbconvert.formats.base import Writer
 from tbconvert.remote import failures
-from tbconvert.remote.urls import (basename, is_remote, is_url, join, localize,
-                                   parse_storage_options, protocol)
+from tbconvert.remote.urls import basename, is_remote, is_url, join, localize, parse_storage_options, protocol
 
 _PUBLIC: dict[str, str] = {}
 

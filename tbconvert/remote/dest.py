@@ -28,7 +28,6 @@ from tbconvert.output import _PENDING, TMP_MARK
 from tbconvert.remote import failures
 from tbconvert.remote.urls import ATOMIC_PUT, READ_ONLY, basename, filesystem, protocol
 
-
 _UPLOADS = 8     # uploads in flight at once
 
 

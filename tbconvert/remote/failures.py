@@ -11,8 +11,14 @@ from __future__ import annotations
 import os
 import re
 
-from tbconvert.errors import (FormatError, MissingDependencyError, OutputExistsError,
-                              StorageError, TbconvertError, UsageError)
+from tbconvert.errors import (
+    FormatError,
+    MissingDependencyError,
+    OutputExistsError,
+    StorageError,
+    TbconvertError,
+    UsageError,
+)
 
 _SECRET_KEY_RE = re.compile(r"secret|token|password|passwd|credential|sas|signature|"
                             r"account_key|access_key|key$|^key|sig$", re.I)

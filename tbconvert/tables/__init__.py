@@ -32,12 +32,12 @@ from pathlib import Path
 from tbconvert.errors import MissingDependencyError, UsageError
 from tbconvert.report import Report
 from tbconvert.restarts import Restarts
-from tbconvert.tables._source import iter_source, table_options
 from tbconvert.tables._data import Data, read
+from tbconvert.tables._source import iter_source, table_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
-           "histograms_table", "tensors", "tensors_table", "text", "text_table", "images", "images_table", "audio",
-           "audio_table", "open_image", "extract_media", "MediaReport", "save_table", "check_table_path"]
+           "histograms_table", "tensors", "tensors_table", "text", "text_table", "images",
+           "images_table", "audio", "audio_table", "open_image", "extract_media", "MediaReport", "save_table", "check_table_path"]
 
 
 def _pandas(table):

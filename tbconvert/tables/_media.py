@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
+from tbconvert.columns.nonscalar import media_items, sniff
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 from tbconvert.tables._source import iter_source
-from tbconvert.columns.nonscalar import media_items, sniff
 
 MEDIA_PLUGINS = ("images", "audio", "text")
 

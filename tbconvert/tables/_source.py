@@ -9,7 +9,7 @@ object per point. The column builders the rows go into are in
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from tbconvert import api
 from tbconvert.errors import UsageError
@@ -19,6 +19,7 @@ from tbconvert.report import Report
 from tbconvert.restarts import Restarts
 from tbconvert.restarts import check as check_restarts
 from tbconvert.tables._data import Data
+
 
 def table_options(runs=None, tags=None, restarts: Restarts = "visible", **kw) -> Options:
     """Options for a table: run/tag regexes (strings or compiled) and the restart rule."""

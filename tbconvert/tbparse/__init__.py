@@ -31,8 +31,17 @@ from tbconvert.report import Report
 from tbconvert.restarts import TbparseRestarts
 from tbconvert.restarts import check as check_restarts
 from tbconvert.tbparse import _frames
-from tbconvert.tbparse._frames import (ALL_EVENT_TYPES, ALL_EXTRA_COLUMNS, AUDIO, HISTOGRAMS,
-                                       HPARAMS, IMAGES, SCALARS, TENSORS, TEXT)
+from tbconvert.tbparse._frames import (
+    ALL_EVENT_TYPES,
+    ALL_EXTRA_COLUMNS,
+    AUDIO,
+    HISTOGRAMS,
+    HPARAMS,
+    IMAGES,
+    SCALARS,
+    TENSORS,
+    TEXT,
+)
 from tbconvert.tbparse._pivot import combine
 
 __all__ = ["SummaryReader", "ALL_EVENT_TYPES", "ALL_EXTRA_COLUMNS", "RESTARTS"]
@@ -102,7 +111,7 @@ class SummaryReader:
         self._index = None
         self._is_file = os.path.isfile(log_path)
 
-    def _child(self, path: str) -> "SummaryReader":
+    def _child(self, path: str) -> SummaryReader:
         child = object.__new__(SummaryReader)
         child._setup(path, self._pivot, self._extra_columns, self._event_types, self._restarts,
                      self.report)
@@ -166,11 +175,11 @@ class SummaryReader:
         return self._log_path
 
     @property
-    def children(self) -> dict[str, "SummaryReader"]:
+    def children(self) -> dict[str, SummaryReader]:
         """A reader per entry of the directory (``{name: SummaryReader}``)."""
         return self._children.copy()
 
-    def __getitem__(self, name) -> "SummaryReader":
+    def __getitem__(self, name) -> SummaryReader:
         return self.children[name]
 
     def __repr__(self) -> str:

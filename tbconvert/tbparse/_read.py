@@ -26,7 +26,6 @@ from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import Metadata
 from tbconvert.report import Report
 
-
 _INT32 = 1 << 31
 
 

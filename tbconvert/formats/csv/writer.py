@@ -11,7 +11,7 @@ TensorBoard's restart rule hides.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from tbconvert import arrowpool
 from tbconvert.columns import LONG_COLUMNS, ScalarColumns

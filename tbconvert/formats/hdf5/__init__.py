@@ -13,8 +13,8 @@ if importlib.util.find_spec("h5py") is None:  # pragma: no cover - h5py is a dep
     raise MissingDependencyError("the hdf5 format needs h5py, which tbconvert depends on: "
                                  "pip install h5py, or reinstall tbconvert")
 
-from tbconvert.formats.hdf5 import schema, seal
 from tbconvert import sourcefiles
+from tbconvert.formats.hdf5 import schema, seal
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 

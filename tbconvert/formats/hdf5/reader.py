@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import h5py
 import numpy as np
 
-from tbconvert import dtypes as dt
 from tbconvert import budget, sourcefiles
+from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import schema
 from tbconvert.formats.hdf5.audit import audit, check_dataset, check_regular_file
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run, RunData,
-                             RunRecord, ScalarSeries, TensorSeries)
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Metadata,
+    Run,
+    RunData,
+    RunRecord,
+    ScalarSeries,
+    TensorSeries,
+)
 from tbconvert.report import Report
 
 

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import h5py
 import numpy as np
 
 from tbconvert import budget
 from tbconvert import dtypes as dt
+from tbconvert.errors import UnsupportedError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import schema
 from tbconvert.formats.hdf5.seal import USERBLOCK, write_seal
 from tbconvert.formats.hdf5.sink import FailSafeFile
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
-                             Series, TensorSeries)
-from tbconvert.errors import UnsupportedError
 from tbconvert.interrupts import deferred
+from tbconvert.model import BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries, Series, TensorSeries
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 

@@ -17,24 +17,23 @@ other plugins' data) is still in ``experiment.parquet`` and is reported.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from importlib import resources
-from typing import Iterable
 
 import numpy as np
 
 from tbconvert.columns import ScalarColumns
+from tbconvert.columns.hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, trials_table
+from tbconvert.columns.nonscalar import HistogramColumns, TextColumns, sniff
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.csv import encode as csv_encode
 from tbconvert.formats.html import pack, vendor
 from tbconvert.formats.html.markdown import render_tensor
 from tbconvert.formats.parquet.writer import ParquetWriter
-from tbconvert.model import (BlobSequenceSeries, Experiment, Run, ScalarSeries, Series,
-                             TensorSeries, concat)
+from tbconvert.model import BlobSequenceSeries, Experiment, Run, ScalarSeries, Series, TensorSeries, concat
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
-from tbconvert.columns.hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, trials_table
-from tbconvert.columns.nonscalar import HistogramColumns, TextColumns, sniff
 
 # The page's own scripts, in the order index.html loads them.
 SCRIPTS = ("util.js", "data.js", "scalars.js", "histograms.js", "media.js", "hparams.js", "page.js")
@@ -123,7 +122,7 @@ class HtmlWriter(Writer):
                             lost=False)
         self._hparams.add(run.name, held.for_hparams, self.report)
 
-    def _observe(self, index: int, run: Run, series: Iterable[Series], held: "_RunSeries"):
+    def _observe(self, index: int, run: Run, series: Iterable[Series], held: _RunSeries):
         """Each chunk, taken in for the page on its way to the Parquet archive."""
         for chunk in series:
             shown = chunk
@@ -138,7 +137,7 @@ class HtmlWriter(Writer):
                 self._take(shown, held)
             yield chunk
 
-    def _take(self, chunk: Series, held: "_RunSeries") -> None:
+    def _take(self, chunk: Series, held: _RunSeries) -> None:
         plugin = chunk.metadata.plugin_name
         if isinstance(chunk, ScalarSeries):
             held.scalars.setdefault(chunk.tag, []).append(chunk)

@@ -45,6 +45,7 @@ class ParquetFormat(Format):
                     if fh.read(4) != b"PAR1":
                         return False
                     import pyarrow.parquet
+
                     from tbconvert.formats.parquet import schema
                     kv = pyarrow.parquet.read_metadata(fh).metadata or {}
                 return schema.METADATA_KEY in kv

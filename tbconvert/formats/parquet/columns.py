@@ -9,7 +9,7 @@ second of imports) out of a conversion that never needs pandas.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa

@@ -5,21 +5,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tbconvert import dtypes as dt
 from tbconvert import arrowpool, budget, sourcefiles
+from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
-from tbconvert.model import (BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries,
-                             TensorSeries)
+from tbconvert.model import BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries, TensorSeries
 from tbconvert.report import Report
 
 # Columns the reader needs (names, data class and plugin come from the series table).

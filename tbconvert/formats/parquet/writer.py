@@ -6,8 +6,8 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -19,8 +19,7 @@ from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries,
-                             Series, TensorSeries)
+from tbconvert.model import BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries, Series, TensorSeries
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import errno
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
+from tbconvert import budget
 from tbconvert import dtypes as dt
 from tbconvert.errors import UnsupportedError
-from tbconvert import budget
 from tbconvert.formats.tbdev import export_dir, npz_files, regular
 from tbconvert.model import BlobSequenceSeries, Metadata, TensorSeries
 from tbconvert.names import is_within

@@ -18,8 +18,8 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from tbconvert import budget
 from tbconvert.errors import CorruptDataError, FormatError, UsageError
 from tbconvert.formats.base import Options, Reader
 from tbconvert.formats.tbdev import export_dir, regular, scalar_lines, text, wire
-from tbconvert.formats.tbdev.payloads import _BadLine, _Chunk, _Entry, PayloadMixin
+from tbconvert.formats.tbdev.payloads import PayloadMixin, _BadLine, _Chunk, _Entry
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
 

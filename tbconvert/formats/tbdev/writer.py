@@ -16,17 +16,16 @@ several lines per series). Blob bytes go to their files at once.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.tbdev import export_dir, text
-from tbconvert.model import (BlobSequenceSeries, DataClass, Experiment, Metadata, Run,
-                             ScalarSeries, Series)
+from tbconvert.model import BlobSequenceSeries, DataClass, Experiment, Metadata, Run, ScalarSeries, Series
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 

@@ -24,10 +24,17 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy, summary_templates
-from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, RunRecord,
-                             ScalarSeries, TensorSeries)
+from tbconvert.formats.tfevents.summary_templates import TagColumns
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Metadata,
+    Run,
+    RunRecord,
+    ScalarSeries,
+    TensorSeries,
+)
 
 # A chunk handed to the writer holds at most this many points or (about) this many bytes.
 CHUNK_POINTS = 1 << 18
@@ -331,7 +338,7 @@ class RunAssembler:
 
     # -- joining the parts of a run read by several processes --------------------------------
     @classmethod
-    def joined(cls, name: str, parts: list["RunAssembler"]) -> "RunAssembler":
+    def joined(cls, name: str, parts: list[RunAssembler]) -> RunAssembler:
         """One assembler for the run whose files ``parts`` read, in file order (the first part
         starts the run; the others are detached). Built, it gives what one assembler reading
         every file would: sequence numbers are shifted past the earlier parts', and each
@@ -397,7 +404,7 @@ class RunAssembler:
         finally:
             self.store.close()
 
-    def _tag_series(self, tag: str, purges: "_Purges"):
+    def _tag_series(self, tag: str, purges: _Purges):
         info = self.info[tag]
         raw_md = self.first_metadata.get(tag, (0, Metadata()))[1]
         md = legacy.with_data_class(raw_md)

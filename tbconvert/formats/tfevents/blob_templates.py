@@ -22,8 +22,13 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import encode, legacy
-from tbconvert.formats.tfevents.summary_templates import (_fields, _metadata, _parse_metadata, _shape,
-                                                   event_fields)
+from tbconvert.formats.tfevents.summary_templates import (
+    _fields,
+    _metadata,
+    _parse_metadata,
+    _shape,
+    event_fields,
+)
 from tbconvert.model import Metadata
 
 MIN_GROUP = 16

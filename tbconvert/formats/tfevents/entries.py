@@ -45,12 +45,12 @@ class Entries:
         return np.diff(self.offs)
 
     @classmethod
-    def empty(cls) -> "Entries":
+    def empty(cls) -> Entries:
         z = np.zeros(0)
         return cls(z, z, z, z, z, z, np.zeros(1), z)
 
     @classmethod
-    def from_rows(cls, key, tag, idx, step, wall, kind, mat: np.ndarray) -> "Entries":
+    def from_rows(cls, key, tag, idx, step, wall, kind, mat: np.ndarray) -> Entries:
         """Entries whose bytes are the rows of an equal-width uint8 matrix."""
         n, width = mat.shape
         return cls(key, np.broadcast_to(np.int32(tag), (n,)), idx, step, wall,
@@ -58,7 +58,7 @@ class Entries:
                    np.arange(n + 1, dtype=np.int64) * width, mat.reshape(-1))
 
     @classmethod
-    def from_list(cls, key, tag, idx, step, wall, kind, blobs: list) -> "Entries":
+    def from_list(cls, key, tag, idx, step, wall, kind, blobs: list) -> Entries:
         lengths = np.fromiter((len(b) for b in blobs), np.int64, len(blobs))
         offs = np.zeros(len(blobs) + 1, np.int64)
         np.cumsum(lengths, out=offs[1:])
@@ -67,7 +67,7 @@ class Entries:
         return cls(key, np.broadcast_to(np.asarray(tag, np.int32), (n,)), idx, step, wall,
                    np.broadcast_to(np.asarray(kind, np.uint8), (n,)), offs, data)
 
-    def slice(self, a: int, b: int) -> "Entries":
+    def slice(self, a: int, b: int) -> Entries:
         lo, hi = int(self.offs[a]), int(self.offs[b])
         return Entries(self.key[a:b], self.tag[a:b], self.idx[a:b], self.step[a:b],
                        self.wall[a:b], self.kind[a:b], self.offs[a:b + 1] - lo, self.data[lo:hi])
@@ -75,7 +75,7 @@ class Entries:
     def order(self) -> np.ndarray:
         return np.lexsort((self.idx, self.tag, self.key))
 
-    def take(self, order: np.ndarray) -> "Entries":
+    def take(self, order: np.ndarray) -> Entries:
         all_lengths = self.lengths
         width = int(all_lengths[0]) if len(all_lengths) else 0
         if width and (all_lengths == width).all():
@@ -100,12 +100,12 @@ class Entries:
         ok = (k0 < k1) | ((k0 == k1) & ((t0 < t1) | ((t0 == t1) & (i[:-1] < i[1:]))))
         return bool(ok.all())
 
-    def sorted(self) -> "Entries":
+    def sorted(self) -> Entries:
         """These entries in order (themselves when they already are)."""
         return self if self.is_sorted() else self.take(self.order())
 
     @staticmethod
-    def concat(parts: list) -> "Entries":
+    def concat(parts: list) -> Entries:
         parts = [p for p in parts if len(p)]
         if not parts:
             return Entries.empty()

@@ -29,11 +29,12 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from tbconvert.errors import OutputError, TbconvertError
 from tbconvert.formats.base import source_size

@@ -12,20 +12,20 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
+from tbconvert import sourcefiles
+from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
 from tbconvert.formats.base import Progress, Reader, cores, source_size
 from tbconvert.formats.tfevents import blob_templates, event_files, legacy, records, summary_templates
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
 from tbconvert.model import DataClass, Experiment, Metadata, RunData, RunRecord
-from tbconvert import sourcefiles
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
@@ -163,7 +163,7 @@ class TfeventsReader(Reader):
                 "really an event file or logdir? (check --from)")
 
     def read_run(self, name: str, files: list[Path], store: PieceStore | None = None,
-                 progress: "RunProgress | None" = None, detached: bool = False) -> RunAssembler:
+                 progress: RunProgress | None = None, detached: bool = False) -> RunAssembler:
         """Read every file of a run (its pieces go to ``store``); build it with ``.build()``.
         ``detached``: ``files`` are a later part of the run (see ``RunAssembler.joined``)."""
         asm = RunAssembler(name, store, detached=detached)
@@ -217,7 +217,7 @@ class TfeventsReader(Reader):
         asm.next_seq = seq_base + 2 * state.records + 2
 
     def _read_block(self, path: Path, asm: RunAssembler, block, seq_base: int,
-                    state: "_FileState") -> None:
+                    state: _FileState) -> None:
         for d in block.damage:
             # a record whose header checks out: the file is event data, only damaged
             state.damaged_records |= d.reason != _NOT_A_HEADER

@@ -61,8 +61,8 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 from crc32c import crc32c
+from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert.formats.tfevents import crcmath, record_chain
 

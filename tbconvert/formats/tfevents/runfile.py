@@ -19,8 +19,7 @@ from tbconvert.formats.tfevents import encode, event_files, forms, legacy, recor
 from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries
 from tbconvert.formats.tfevents.events import EventStream
 from tbconvert.formats.tfevents.merge import BUFFER_BYTES, FAN_IN, Sorter
-from tbconvert.model import (BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries,
-                             Series)
+from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries, Series
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)

@@ -17,7 +17,8 @@ have decoded.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from functools import lru_cache
 
 import numpy as np
