@@ -38,8 +38,9 @@ def in_blocks(path, **kw) -> Blocked:
     out = Blocked()
     for block in records.scan_file(path, **kw):
         starts, lengths = block.starts, block.lengths
-        assert all(s >= records.HEADER and s + n + records.FOOTER <= len(block.buf)
-                   for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)), "record outside its block"
+        inside = all(s >= records.HEADER and s + n + records.FOOTER <= len(block.buf)
+                     for s, n in zip(starts.tolist(), lengths.tolist(), strict=True))
+        assert inside, "record outside its block"
         out.payloads += payloads(block.buf, starts, lengths)
         out.offsets += (starts - records.HEADER + block.offset).tolist()
         out.damage += [(d.offset, d.length) for d in block.damage]

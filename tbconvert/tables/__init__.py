@@ -37,7 +37,8 @@ from tbconvert.tables._source import iter_source, table_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
            "histograms_table", "tensors", "tensors_table", "text", "text_table", "images",
-           "images_table", "audio", "audio_table", "open_image", "extract_media", "MediaReport", "save_table", "check_table_path"]
+           "images_table", "audio", "audio_table", "open_image", "extract_media",
+           "MediaReport", "save_table", "check_table_path"]
 
 
 def _pandas(table):
