@@ -34,6 +34,7 @@ COMMANDS = (
     "histograms",
     "media",
     "verify",
+    "sync",
 )
 
 EXIT_CODES = """exit codes:

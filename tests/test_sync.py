@@ -1,0 +1,363 @@
+"""``tbconvert sync``: a growing logdir kept in a Parquet dataset, checked after every step
+against TensorBoard's own view and against one full conversion."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as pads
+import pytest
+
+import tbconvert
+from tbconvert.errors import UsageError
+from tbconvert.formats.tfevents import records
+from tbconvert.incremental.lock import LOCK_FILE
+from conftest import cli_argv, cli_env, run_tbconvert
+from oracle import assert_same_view, tb_view
+
+WALL0 = 1_700_000_000.0
+
+
+def _pb():
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    return event_pb2, summary_pb2
+
+
+class Events:
+    """An event file written the way training writes it: opened, appended to, maybe cut."""
+
+    def __init__(self, path: Path, version: str = "brain.Event:2", wall: float = WALL0) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        event_pb2, _ = _pb()
+        self.write(event_pb2.Event(wall_time=wall, file_version=version))
+
+    def write(self, event, cut: int | None = None) -> None:
+        data = records.frame(event.SerializeToString())
+        with open(self.path, "ab") as fh:
+            fh.write(data if cut is None else data[:cut])
+
+    def finish_cut(self, event, cut: int) -> None:
+        """Write the rest of an event whose first ``cut`` bytes were written."""
+        with open(self.path, "ab") as fh:
+            fh.write(records.frame(event.SerializeToString())[cut:])
+
+
+def scalar(step: int, tags=("loss", "acc")):
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=WALL0 + step, step=step)
+    for i, tag in enumerate(tags):
+        ev.summary.value.add(tag=tag, simple_value=float(np.float32(step * 0.5 + i)))
+    return ev
+
+
+def tf2_tensor(step: int, tag="hist", first=False):
+    """A TF2-style tensor summary: metadata only with the tag's first event."""
+    event_pb2, summary_pb2 = _pb()
+    ev = event_pb2.Event(wall_time=WALL0 + step, step=step)
+    v = ev.summary.value.add(tag=tag)
+    v.tensor.dtype = 2          # DT_DOUBLE
+    arr = np.arange(6, dtype=np.float64).reshape(2, 3) + step
+    v.tensor.tensor_shape.dim.add(size=2)
+    v.tensor.tensor_shape.dim.add(size=3)
+    v.tensor.tensor_content = arr.tobytes()
+    if first:
+        v.metadata.plugin_data.plugin_name = "histograms"
+        v.metadata.data_class = summary_pb2.DATA_CLASS_TENSOR
+    return ev
+
+
+def session_start(step: int):
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=WALL0 + step + 0.5, step=step)
+    ev.session_log.status = 1
+    return ev
+
+
+def full_rows(path: Path) -> list:
+    cols = ["run", "tag", "step", "wall_time", "value", "hidden", "data_class", "plugin_name",
+            "tensor_dtype", "tensor_shape", "tensor_content", "tensor_strings", "blobs"]
+    table = pads.dataset(str(path), format="parquet").to_table(columns=cols)
+    return sorted(map(repr, zip(*(table.column(c).to_pylist() for c in cols))))
+
+
+def check(src: Path, dst: Path, tmp: Path) -> None:
+    """DST holds what one full conversion of SRC holds, and TensorBoard sees SRC in it."""
+    full = tmp / "full"
+    back = tmp / "back"
+    shutil.rmtree(full, ignore_errors=True)
+    shutil.rmtree(back, ignore_errors=True)
+    tbconvert.convert(src, full, to_format="parquet")
+    assert full_rows(dst) == full_rows(full)
+    ours, theirs = tbconvert.load(dst), tbconvert.load(full)
+    assert ours.runs == theirs.runs
+    for run, tags in theirs.series.items():
+        assert sorted(ours.series[run]) == sorted(tags)
+        for tag, s in tags.items():
+            o = ours.series[run][tag]
+            assert o.metadata == s.metadata and type(o) is type(s), (run, tag)
+    tbconvert.convert(dst, back, to_format="tfevents")
+    assert_same_view(tb_view(back), tb_view(src))
+
+
+def sync(src, dst):
+    return tbconvert.sync(src, dst)
+
+
+def test_growing_logdir(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write(session_start(0))       # a later start then purges (the first one does not)
+    for step in range(50):
+        a.write(scalar(step))
+    b = Events(src / "b" / "events.out.tfevents.1.host")
+    b.write(tf2_tensor(0, first=True))
+    for step in range(1, 20):
+        b.write(tf2_tensor(step))
+    r = sync(src, dst)
+    assert r.runs_added == 2 and r.parts_written == 2
+    check(src, dst, tmp_path)
+
+    # appended bytes, the last record only half written
+    for step in range(50, 80):
+        a.write(scalar(step))
+    a.write(scalar(80), cut=17)
+    r = sync(src, dst)
+    assert r.runs_extended == 1 and r.runs_rearchived == 0 and r.runs_unchanged == 1
+    assert not r.lost
+    check(src, dst, tmp_path)
+
+    # the half record completed, more points, a new run, a new tag in b
+    a.finish_cut(scalar(80), 17)
+    for step in range(81, 100):
+        a.write(scalar(step))
+    for step in range(20, 30):
+        b.write(tf2_tensor(step))
+    b.write(tf2_tensor(20, tag="new_hist", first=True))
+    c = Events(src / "c" / "events.out.tfevents.5.host")
+    for step in range(10):
+        c.write(scalar(step, tags=("x",)))
+    r = sync(src, dst)
+    assert (r.runs_added, r.runs_extended, r.runs_rearchived) == (1, 2, 0)
+    assert len([p for p in dst.iterdir() if p.name.startswith("part-")]) == 6
+    check(src, dst, tmp_path)
+
+    # a restart: a new file whose session start hides archived steps 90 and later
+    a2 = Events(src / "a" / "events.out.tfevents.2.host", wall=WALL0 + 200)
+    a2.write(session_start(90))
+    for step in range(90, 120):
+        a2.write(scalar(step))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+    hidden = pads.dataset(str(dst), format="parquet").to_table(
+        filter=pads.field("hidden")).num_rows
+    assert hidden == 2 * 10
+
+    # a restart that hides nothing archived: one more part, not a rewrite
+    a2.write(session_start(200))
+    for step in range(200, 210):
+        a2.write(scalar(step))
+    r = sync(src, dst)
+    assert r.runs_extended == 1 and r.runs_rearchived == 0
+    check(src, dst, tmp_path)
+
+    # a truncated file is found and its run read whole again
+    path = src / "b" / "events.out.tfevents.1.host"
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+
+    # a file rewritten in place with other content, then grown past its old size
+    path = src / "c" / "events.out.tfevents.5.host"
+    path.unlink()
+    c = Events(path)
+    for step in range(15):
+        c.write(scalar(step, tags=("y",)))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+
+    # a run removed from the source leaves the dataset
+    shutil.rmtree(src / "c")
+    r = sync(src, dst)
+    assert r.runs_removed == 1
+    check(src, dst, tmp_path)
+    assert not [p for p in dst.iterdir() if "-c-" in p.name]
+
+
+def test_legacy_out_of_order_purge_and_new_file_order(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    old = Events(src / "run" / "events.out.tfevents.3.host", version="brain.Event:1")
+    for step in range(30):
+        old.write(scalar(step))
+    sync(src, dst)
+    check(src, dst, tmp_path)
+    # an older-style file: a step going back purges the points after it, per tag
+    old.write(scalar(10, tags=("loss",)))
+    old.write(scalar(11, tags=("loss",)))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+    # a step going back that hides nothing archived (the tag is new)
+    old.write(scalar(5, tags=("fresh",)))
+    old.write(scalar(3, tags=("fresh",)))
+    r = sync(src, dst)
+    check(src, dst, tmp_path)
+    # a new file that sorts before the archived one: read whole again
+    early = Events(src / "run" / "events.out.tfevents.1.host")
+    early.write(scalar(1000))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+    # bytes appended to a file that is not the run's last one
+    early.write(scalar(1001))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+
+
+def test_fixture_logdirs_sync_to_what_convert_writes(tmp_path, fixtures_dir):
+    for name in ("torch_logdir", "tensorboardx_logdir", "tf2_logdir"):
+        dst = tmp_path / name
+        sync(fixtures_dir / name, dst)
+        r = sync(fixtures_dir / name, dst)
+        assert r.runs_unchanged == r.runs and r.parts_written == 0
+        check(fixtures_dir / name, dst, tmp_path)
+
+
+def test_fixture_files_grown_record_by_record(tmp_path, fixtures_dir):
+    """Real writers' files appear a few records at a time (summary metadata only in a tag's
+    first event, graphs, hparams): after each sync the dataset is what convert writes."""
+    base = fixtures_dir / "tf2_logdir"
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    plan = []
+    for f in sorted(base.rglob("*tfevents*")):
+        frames = []
+        for block in records.scan_file(f):
+            for s, n in zip(block.starts.tolist(), block.lengths.tolist()):
+                frames.append(block.buf[s - records.HEADER:s + n + records.FOOTER])
+        plan.append((src / f.relative_to(base), frames))
+    rng = random.Random(5)
+    for _ in range(4):
+        for target, frames in plan:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            done = target.stat().st_size if target.exists() else 0
+            have = 0
+            taken = 0
+            for fr in frames:
+                if have >= done:
+                    break
+                have += len(fr)
+                taken += 1
+            k = rng.randint(1, max(1, len(frames) // 3))
+            with open(target, "ab") as fh:
+                fh.write(b"".join(frames[taken:taken + k]))
+        sync(src, dst)
+        check(src, dst, tmp_path)
+
+
+def test_concurrent_sync_refused_and_stale_lock_taken_over(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write(scalar(0))
+    sync(src, dst)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        (dst / LOCK_FILE).write_text(json.dumps(
+            {"host": socket.gethostname(), "pid": sleeper.pid, "time": time.time()}))
+        with pytest.raises(UsageError, match="another sync is running"):
+            sync(src, dst)
+        proc = run_tbconvert("sync", src, dst)
+        assert proc.returncode == 2 and "another sync is running" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # its process is gone: the lock is stale and taken over, with a note
+    a.write(scalar(1))
+    r = sync(src, dst)
+    assert [i.kind for i in r.issues] == ["stale_lock_taken_over"]
+    assert not (dst / LOCK_FILE).exists()
+    check(src, dst, tmp_path)
+
+
+def test_destination_that_is_not_a_dataset_is_refused(tmp_path):
+    src = tmp_path / "logs"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    proc = run_tbconvert("sync", src, other)
+    assert proc.returncode == 6 and "not a tbconvert dataset" in proc.stderr
+    assert (other / "notes.txt").read_text() == "mine"
+
+
+def _dataset_state(dst: Path):
+    if not (dst / "_tbconvert.json").exists():
+        return None
+    return full_rows(dst)
+
+
+@pytest.mark.slow
+def test_killed_sync_leaves_the_dataset_as_it_was(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(6)]
+    step = 0
+    for ev in runs:
+        for s in range(2000):
+            ev.write(scalar(s))
+    step = 2000
+    rng = random.Random(1)
+    for seed in range(6):
+        before = _dataset_state(dst)
+        for ev in runs:
+            if rng.random() < 0.7:
+                for s in range(step, step + 500):
+                    ev.write(scalar(s))
+        step += 500
+        proc = subprocess.Popen([*cli_argv(), "sync", str(src), str(dst)], env=cli_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 2.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        after = _dataset_state(dst)
+        if after != before:
+            # the kill came after the manifest was committed: the sync's whole result is in
+            full = tmp_path / "full"
+            shutil.rmtree(full, ignore_errors=True)
+            tbconvert.convert(src, full, to_format="parquet")
+            assert after == full_rows(full)
+        # the dead sync's lock is stale and its parts are garbage: a new sync completes
+        r = sync(src, dst)
+        assert not r.lost
+        check(src, dst, tmp_path)
+        named = {p["file"] for p in json.loads((dst / "_tbconvert.json").read_text())["parts"]}
+        assert {p.name for p in dst.iterdir() if p.name.startswith("part-")} == named
+
+
+def test_sync_cli_and_errors(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    proc = run_tbconvert("sync", src, dst)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 run(s) added" in proc.stdout + proc.stderr
+    proc = run_tbconvert("sync", src, tmp_path / "x.parquet")
+    assert proc.returncode == 2 and "directory dataset" in proc.stderr
+    proc = run_tbconvert("sync", tmp_path / "missing", dst)
+    assert proc.returncode == 3
+    proc = run_tbconvert("sync", dst, tmp_path / "again")
+    assert proc.returncode == 2 and "use convert" in proc.stderr
+    proc = run_tbconvert("sync", src, "s3://bucket/archive")
+    assert proc.returncode == 2 and "not supported yet" in proc.stderr
