@@ -86,7 +86,10 @@ def session_start(step: int):
 def full_rows(path: Path) -> list:
     cols = ["run", "tag", "step", "wall_time", "value", "hidden", "data_class", "plugin_name",
             "tensor_dtype", "tensor_shape", "tensor_content", "tensor_strings", "blobs"]
-    table = pads.dataset(str(path), format="parquet").to_table(columns=cols)
+    # the files the manifest names (what every reader following it sees)
+    parts = json.loads((path / "_tbconvert.json").read_text())["parts"]
+    table = pads.dataset([str(path / p["file"]) for p in parts], format="parquet").to_table(
+        columns=cols)
     return sorted(map(repr, zip(*(table.column(c).to_pylist() for c in cols))))
 
 

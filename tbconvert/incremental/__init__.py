@@ -113,7 +113,7 @@ def _prepare_destination(dst: Path) -> None:
         # what a first sync that was killed leaves: its parts, lock and manifest draft
         foreign = [p.name for p in dst.iterdir()
                    if not (re.fullmatch(r"part-\d{5}-.*-g\d{4,}\.parquet", p.name)
-                           or p.name.startswith("_tbconvert"))]
+                           or p.name.startswith(("_tbconvert", "_pending-")))]
         if foreign:
             raise OutputExistsError(f"{dst}: exists and is not a tbconvert dataset (it holds "
                                     f"{foreign[0]!r}); choose a new or empty directory")
@@ -192,6 +192,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
     new_marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                   "experiment": experiment, "parts": parts,
                   "sync": {"generation": generation, "runs": runs_state}}
+    manifest.publish(dst, [r.part for r in results if r.part is not None and r.state is not None])
     manifest.commit(dst, new_marker)
     manifest.remove_garbage(dst, new_marker)
 

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from tbconvert.errors import CorruptDataError
+from tbconvert.incremental.runs import PENDING_PREFIX
 
 _TMP_PREFIX = "_tbconvert.json.tmp-"
 
@@ -82,6 +83,18 @@ def commit(dst: Path, marker: dict) -> None:
     _fsync_dir(dst)
 
 
+def publish(dst: Path, parts: list[str]) -> None:
+    """Give the parts a sync wrote their final names (the manifest, committed next, names them)."""
+    from tbconvert.errors import OutputError
+    from tbconvert.incremental.runs import pending_name
+    from tbconvert.output import describe_os_error
+    for part in parts:
+        try:
+            os.replace(dst / pending_name(part), dst / part)
+        except OSError as exc:
+            raise OutputError(describe_os_error(exc, dst / part)) from None
+
+
 def remove_garbage(dst: Path, marker: dict) -> int:
     """Remove part files (and manifest drafts) that ``marker`` does not name; how many."""
     from tbconvert.formats.parquet import schema as S
@@ -90,7 +103,7 @@ def remove_garbage(dst: Path, marker: dict) -> int:
     for entry in os.scandir(dst):
         name = entry.name
         stray = (name.startswith(S.PART_PREFIX) and name.endswith(".parquet")
-                 and name not in named) or name.startswith(_TMP_PREFIX)
+                 and name not in named) or name.startswith((_TMP_PREFIX, PENDING_PREFIX))
         if stray and entry.is_file(follow_symlinks=False):
             try:
                 os.unlink(entry.path)

@@ -19,7 +19,6 @@ change the container its series needs.
 from __future__ import annotations
 
 import base64
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -215,7 +214,7 @@ def _write(task: RunTask, run: Run, series, report: Report, tags: dict) -> int:
     from tbconvert.formats.parquet.writer import write_part
     counts = [0]
     run_out, chunks = names.storable(run, _watched(series, tags, counts), report)
-    write_part(Path(task.dst) / task.part, run_out, chunks,
+    write_part(Path(task.dst) / pending_name(task.part), run_out, chunks,
                S.experiment_from_json(task.experiment))
     return counts[0]
 
@@ -334,8 +333,10 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
                      report=report)
 
 
-def part_size(dst: str, part: str) -> int:
-    try:
-        return os.stat(os.path.join(dst, part)).st_size
-    except OSError:
-        return 0
+def pending_name(part: str) -> str:
+    """Where a task writes ``part``: a name that readers listing the directory skip
+    (leading ``_``, no ``.parquet`` suffix) until the sync renames it, before it commits."""
+    return f"{PENDING_PREFIX}{part}.tmp"
+
+
+PENDING_PREFIX = "_pending-"
