@@ -46,6 +46,10 @@ class Events:
         with open(self.path, "ab") as fh:
             fh.write(data if cut is None else data[:cut])
 
+    def write_many(self, events) -> None:
+        with open(self.path, "ab") as fh:
+            fh.write(b"".join(records.frame(e.SerializeToString()) for e in events))
+
     def finish_cut(self, event, cut: int) -> None:
         """Write the rest of an event whose first ``cut`` bytes were written."""
         with open(self.path, "ab") as fh:
@@ -316,26 +320,30 @@ def _dataset_state(dst: Path):
 @pytest.mark.slow
 def test_killed_sync_leaves_the_dataset_as_it_was(tmp_path):
     src, dst = tmp_path / "logs", tmp_path / "archive"
-    runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(6)]
-    step = 0
+    runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(8)]
     for ev in runs:
-        for s in range(2000):
-            ev.write(scalar(s))
-    step = 2000
+        ev.write_many(scalar(s) for s in range(3000))
+    step = 3000
     rng = random.Random(1)
-    for seed in range(6):
+    outcomes = []
+    for seed in range(5):
         before = _dataset_state(dst)
-        for ev in runs:
+        for i, ev in enumerate(runs):
             if rng.random() < 0.7:
-                for s in range(step, step + 500):
-                    ev.write(scalar(s))
+                ev.write_many(scalar(s) for s in range(step, step + 500))
+            if seed == 3 and i == 2:    # one run's file cut short: read whole again
+                data = ev.path.read_bytes()
+                ev.path.write_bytes(b"")
+                ev.write_many(scalar(s) for s in range(1000))
+                assert ev.path.stat().st_size < len(data)
         step += 500
         proc = subprocess.Popen([*cli_argv(), "sync", str(src), str(dst)], env=cli_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 2.5))
+        time.sleep(rng.uniform(0.3, 3.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         after = _dataset_state(dst)
+        outcomes.append(after == before)
         if after != before:
             # the kill came after the manifest was committed: the sync's whole result is in
             full = tmp_path / "full"
@@ -344,10 +352,16 @@ def test_killed_sync_leaves_the_dataset_as_it_was(tmp_path):
             assert after == full_rows(full)
         # the dead sync's lock is stale and its parts are garbage: a new sync completes
         r = sync(src, dst)
-        assert not r.lost
-        check(src, dst, tmp_path)
+        assert not r.lost, [i.message for i in r.lost]
+        full = tmp_path / "full"
+        shutil.rmtree(full, ignore_errors=True)
+        tbconvert.convert(src, full, to_format="parquet")
+        assert full_rows(dst) == full_rows(full)
         named = {p["file"] for p in json.loads((dst / "_tbconvert.json").read_text())["parts"]}
-        assert {p.name for p in dst.iterdir() if p.name.startswith("part-")} == named
+        assert {p.name for p in dst.iterdir() if p.name.startswith(("part-", "_pending"))} \
+            == named
+    assert any(outcomes), "no kill landed before a commit"
+    check(src, dst, tmp_path)
 
 
 def test_sync_cli_and_errors(tmp_path):
