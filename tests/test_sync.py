@@ -378,3 +378,28 @@ def test_sync_cli_and_errors(tmp_path):
     assert proc.returncode == 2 and "use convert" in proc.stderr
     proc = run_tbconvert("sync", src, "s3://bucket/archive")
     assert proc.returncode == 2 and "not supported yet" in proc.stderr
+
+
+def test_parts_of_a_run_read_as_one_table_by_other_readers(tmp_path):
+    """A run kept in several parts: DuckDB, Dask and tbconvert's own verify see one table."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(100))
+    sync(src, dst)
+    a.write_many(scalar(s) for s in range(100, 150))
+    Events(src / "b" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(7))
+    sync(src, dst)
+    assert len(list(dst.glob("part-00000-a-*.parquet"))) == 2
+    import duckdb
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{dst}/*.parquet') "
+                   "WHERE run = 'a' AND tag = 'loss'").fetchall()[0][0]
+    assert n == 150
+    import dask.dataframe as dd
+    df = dd.read_parquet(str(dst)).compute()
+    assert len(df) == 2 * 157 and sorted(df["run"].unique()) == ["a", "b"]
+    proc = run_tbconvert("verify", src, dst)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    info = run_tbconvert("info", dst, "--json")
+    assert info.returncode == 0
+    runs = json.loads(info.stdout)["runs"]
+    assert len(runs) == 2

@@ -141,18 +141,19 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
     source = TfeventsReader(src, Options(), report)
     runs = source.runs() if src.exists() else []
     experiment = S.experiment_to_json(source.experiment())
-    known = state["runs"]
+    known = state["runs"]      # keyed by the name the dataset stores (see _stored_name)
     indices = {name: s["index"] for name, s in known.items()}
     next_index = max(indices.values(), default=-1) + 1
     tasks = []
     for name, files in runs:
-        if name not in indices:
-            indices[name] = next_index
+        key = _stored_name(name)
+        if key not in indices:
+            indices[key] = next_index
             next_index += 1
-        run_state = known.get(name)
+        run_state = known.get(key)
         tasks.append(RunTask(
             name=name, logdir=str(src), files=[str(f) for f in files], dst=str(dst),
-            part=part_name(indices[name], name, generation), experiment=experiment,
+            part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")}))
     results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
@@ -160,7 +161,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
     for task, result in zip(tasks, results):
         report.extend(result.report.issues)
         report.new_bytes += result.new_bytes
-        old = known.get(task.name)
+        key = _stored_name(task.name)
+        old = known.get(key)
         if result.state is None:        # a new run that could not be read
             continue
         run_parts = [] if old is None else list(old["parts"])
@@ -180,12 +182,11 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
         else:
             report.runs_unchanged += 1
         report.runs += 1
-        report.points["all"] += result.points
-        runs_state[task.name] = dict(result.state, index=indices[task.name], parts=run_parts)
-        run_name = _stored_name(task.name)
-        parts.extend({"file": p, "run": run_name} for p in run_parts)
+        report.points.update(result.points)
+        runs_state[key] = dict(result.state, index=indices[key], parts=run_parts)
+        parts.extend({"file": p, "run": key} for p in run_parts)
     for name in known:
-        if name not in runs_state and name not in {t.name for t in tasks}:
+        if name not in runs_state and name not in {_stored_name(t.name) for t in tasks}:
             report.runs_removed += 1
             report.add("run_removed", f"{name}: no longer in the source; taken out of the "
                        "dataset (as a full conversion would leave it out)", run=name, lost=False)

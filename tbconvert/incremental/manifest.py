@@ -84,10 +84,25 @@ def commit(dst: Path, marker: dict) -> None:
 
 
 def publish(dst: Path, parts: list[str]) -> None:
-    """Give the parts a sync wrote their final names (the manifest, committed next, names them)."""
+    """Flush the parts a sync wrote to disk and give them their final names (the manifest,
+    committed next, names them)."""
     from tbconvert.errors import OutputError
     from tbconvert.incremental.runs import pending_name
     from tbconvert.output import describe_os_error
+    from concurrent.futures import ThreadPoolExecutor
+
+    def flush(part: str) -> None:
+        fd = os.open(dst / pending_name(part), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    try:
+        # side by side: the file system commits them together instead of one after another
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(parts)))) as pool:
+            list(pool.map(flush, parts))
+    except OSError as exc:
+        raise OutputError(describe_os_error(exc, dst)) from None
     for part in parts:
         try:
             os.replace(dst / pending_name(part), dst / part)

@@ -19,6 +19,7 @@ change the container its series needs.
 from __future__ import annotations
 
 import base64
+import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +58,7 @@ class RunResult:
     replaces: bool = False          # the part replaces the run's earlier parts
     why: str | None = None          # why the run was read whole again
     new_bytes: int = 0
-    points: int = 0
+    points: collections.Counter = field(default_factory=collections.Counter)
     report: Report = field(default_factory=Report)
 
 
@@ -199,6 +200,7 @@ def _watched(series, tags: dict, counts: list):
     import numpy as np
     for chunk in series:
         counts[0] += len(chunk)
+        counts[1][chunk.data_class.name.lower()] += len(chunk)
         if len(chunk):
             steps = chunk.steps if chunk.hidden is None else chunk.steps[~chunk.hidden]
             if len(steps):
@@ -212,11 +214,12 @@ def _watched(series, tags: dict, counts: list):
 def _write(task: RunTask, run: Run, series, report: Report, tags: dict) -> int:
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import write_part
-    counts = [0]
+    counts = [0, collections.Counter()]
     run_out, chunks = names.storable(run, _watched(series, tags, counts), report)
+    # flushed to disk by the sync, all parts at once, before it commits
     write_part(Path(task.dst) / pending_name(task.part), run_out, chunks,
-               S.experiment_from_json(task.experiment))
-    return counts[0]
+               S.experiment_from_json(task.experiment), fsync=False)
+    return counts[1]
 
 
 def _sync_run(task: RunTask, report: Report) -> RunResult:

@@ -40,9 +40,10 @@ def _part_name(index: int, run: str, generation: int | None = None) -> str:
 part_name = _part_name
 
 
-def write_part(path: Path, run: Run, series: Iterable[Series], experiment: Experiment) -> None:
-    """One self-describing part file holding ``run`` (flushed to disk before it returns);
-    the caller lists it in the dataset's marker."""
+def write_part(path: Path, run: Run, series: Iterable[Series], experiment: Experiment,
+               fsync: bool = True) -> None:
+    """One self-describing part file holding ``run`` (flushed to disk before it returns unless
+    ``fsync`` is False); the caller lists it in the dataset's marker."""
     sink = _FileSink(path)
     try:
         sink.runs.append(S.run_to_json(run))
@@ -53,6 +54,8 @@ def write_part(path: Path, run: Run, series: Iterable[Series], experiment: Exper
     except BaseException:
         sink.discard()
         raise
+    if not fsync:
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
