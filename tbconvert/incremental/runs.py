@@ -286,6 +286,10 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
         if any((top := visible_top(t)) is not None and top >= step for t in hit):
             run.store.close()
             return None
+    if any(tag in archived_tags and tag not in archived_md for tag in run.first_metadata):
+        # the tag's first metadata arrives only now: its archived points were stored without it
+        run.store.close()
+        return None
     for tag, md in archived_md.items():
         run.first_metadata[tag] = (-1, md)
     for tag, info in run.info.items():
