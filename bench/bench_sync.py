@@ -31,9 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import writers  # noqa: E402
+import writers
 
-from tbconvert.formats.tfevents import records  # noqa: E402
+from tbconvert.formats.tfevents import records
 
 TAGS = writers.SCALAR_TAGS
 
@@ -83,6 +83,7 @@ def best(fn, repeat: int) -> float:
 
 def rows(path: Path) -> list:
     import json
+
     import pyarrow.dataset as pads
     cols = ["run", "tag", "step", "wall_time", "value", "hidden"]
     parts = json.loads((path / "_tbconvert.json").read_text())["parts"]

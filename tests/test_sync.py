@@ -4,25 +4,25 @@ against TensorBoard's own view and against one full conversion."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow.dataset as pads
 import pytest
+from conftest import cli_argv, cli_env, run_tbconvert
+from oracle import assert_same_view, tb_view
 
 import tbconvert
 from tbconvert.errors import UsageError
 from tbconvert.formats.tfevents import records
 from tbconvert.incremental.lock import LOCK_FILE
-from conftest import cli_argv, cli_env, run_tbconvert
-from oracle import assert_same_view, tb_view
 
 WALL0 = 1_700_000_000.0
 
@@ -448,7 +448,8 @@ def test_run_tasks_and_results_travel_to_other_processes(tmp_path):
     import pickle
     from concurrent.futures import ProcessPoolExecutor
 
-    from tbconvert.incremental.runs import RunTask, pending_name, sync_run
+    from tbconvert.incremental.files import pending_name
+    from tbconvert.incremental.runs import RunTask, sync_run
     src = tmp_path / "logs"
     Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(20))
     dst = tmp_path / "archive"
@@ -480,3 +481,16 @@ def test_metadata_that_arrives_after_the_points(tmp_path):
     r = sync(src, dst)
     assert r.runs_extended == 1
     check(src, dst, tmp_path, view=False)
+
+
+def test_nothing_new_loads_neither_numpy_nor_pyarrow(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(5))
+    sync(src, dst)
+    code = ("import sys, tbconvert; r = tbconvert.sync(sys.argv[1], sys.argv[2]); "
+            "assert r.runs_unchanged == 1 and r.parts_written == 0; "
+            "print(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code, str(src), str(dst)], env=cli_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

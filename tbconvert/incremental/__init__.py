@@ -14,14 +14,13 @@ dataset as it was. A lock file keeps a second sync off the same dataset.
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tbconvert.errors import FormatError, OutputError, OutputExistsError, UsageError
+from tbconvert.incremental.lock import Lock
 from tbconvert.report import Report
-from tbconvert.incremental.lock import LOCK_FILE, Lock
 
 __all__ = ["SyncReport", "sync"]
 
@@ -81,7 +80,8 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     check_destination(src, dst)
     _prepare_destination(dst)
     with Lock(dst, report, break_lock=break_lock):
-        _sync_locked(src, dst, scheduler, report)
+        if not _nothing_new(src, dst, report):
+            _sync_locked(src, dst, scheduler, report)
     report.outputs.append(str(dst))
     return report
 
@@ -101,15 +101,19 @@ def _check_source(src: Path) -> None:
                          "(use convert for it)")
 
 
+# The dataset's marker (schema.MARKER_FILE), named here so that a sync finding nothing new
+# does not load pyarrow.
+_MARKER_FILE = "_tbconvert.json"
+
+
 def _prepare_destination(dst: Path) -> None:
-    from tbconvert.formats.parquet import schema as S
     if dst.name.lower().endswith((".parquet", ".pq")):
         raise UsageError(f"{dst}: sync keeps a directory dataset; choose a name without the "
                          ".parquet suffix")
     if dst.exists() and not dst.is_dir():
         raise OutputExistsError(f"{dst}: exists and is not a directory; sync needs a "
                                 "directory dataset (choose another DST)")
-    if dst.is_dir() and not (dst / S.MARKER_FILE).exists():
+    if dst.is_dir() and not (dst / _MARKER_FILE).exists():
         # what a first sync that was killed leaves: its parts, lock and manifest draft
         foreign = [p.name for p in dst.iterdir()
                    if not (re.fullmatch(r"part-\d{5}-.*-g\d{4,}\.parquet", p.name)
@@ -122,6 +126,37 @@ def _prepare_destination(dst: Path) -> None:
     except OSError as exc:
         from tbconvert.output import describe_os_error
         raise OutputError(describe_os_error(exc, dst)) from None
+
+
+def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
+    """Whether the dataset is up to date, told from the manifest and the files' sizes and
+    checksums alone (no numpy, no pyarrow: a sync run often, finding nothing, stays cheap).
+    Anything unusual answers False, and the full path looks again and reports it."""
+    import json
+
+    from tbconvert.formats.tfevents import layout
+    from tbconvert.incremental.files import plan_files
+    try:
+        marker = json.loads((dst / _MARKER_FILE).read_bytes())
+        state = marker["sync"]
+        known, generation = state["runs"], state["generation"]
+        if not isinstance(known, dict) or not isinstance(generation, int):
+            return False
+        if src.is_dir() and (src / layout.EXPERIMENT_SIDECAR).exists():
+            return False        # its facts may have changed: the full path compares them
+        problems = []
+        runs = layout.discover(src, lambda kind, msg: problems.append(kind))
+        if problems or sorted(_stored_name(n) for n, _ in runs) != sorted(known):
+            return False
+        for name, files in runs:
+            why, reads = plan_files(files, known[_stored_name(name)])
+            if why is not None or reads:
+                return False
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return False
+    report.generation = generation
+    report.runs = report.runs_unchanged = len(runs)
+    return True
 
 
 def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:

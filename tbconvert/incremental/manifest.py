@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from tbconvert.errors import CorruptDataError
-from tbconvert.incremental.runs import PENDING_PREFIX
+from tbconvert.incremental.files import PENDING_PREFIX
 
 _TMP_PREFIX = "_tbconvert.json.tmp-"
 
@@ -60,9 +60,9 @@ def _fsync_dir(path: Path) -> None:
 
 def commit(dst: Path, marker: dict) -> None:
     """Replace the manifest with ``marker`` in one step (its digest added here)."""
+    from tbconvert.errors import OutputError
     from tbconvert.formats.parquet import schema as S
     from tbconvert.output import describe_os_error
-    from tbconvert.errors import OutputError
     marker = dict(marker)
     marker[S.MARKER_DIGEST] = S.marker_digest(marker)
     # Every part the manifest names must be on disk before the manifest is.
@@ -86,10 +86,11 @@ def commit(dst: Path, marker: dict) -> None:
 def publish(dst: Path, parts: list[str]) -> None:
     """Flush the parts a sync wrote to disk and give them their final names (the manifest,
     committed next, names them)."""
-    from tbconvert.errors import OutputError
-    from tbconvert.incremental.runs import pending_name
-    from tbconvert.output import describe_os_error
     from concurrent.futures import ThreadPoolExecutor
+
+    from tbconvert.errors import OutputError
+    from tbconvert.incremental.files import pending_name
+    from tbconvert.output import describe_os_error
 
     def flush(part: str) -> None:
         fd = os.open(dst / pending_name(part), os.O_RDONLY)

@@ -23,18 +23,20 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import crc32c
-
 from tbconvert import names
 from tbconvert.errors import OutputError, TbconvertError
 from tbconvert.formats.base import Options
 from tbconvert.formats.tfevents import layout, legacy
-from tbconvert.formats.tfevents.assemble import RunAssembler, _container, _fixed_kind, _NDIM1
+from tbconvert.formats.tfevents.assemble import (
+    _NDIM1,
+    RunAssembler,
+    _container,
+    _fixed_kind,
+)
+from tbconvert.incremental.files import file_entry as _file_entry
+from tbconvert.incremental.files import pending_name, plan_files
 from tbconvert.model import DataClass, Metadata, Run
 from tbconvert.report import Report
-
-# The head checksum covers this much of a file: enough to tell a rewritten file.
-HEAD_BYTES = 4096
 
 
 @dataclass
@@ -74,71 +76,6 @@ def sync_run(task: RunTask) -> RunResult:
         report.add("unreadable_run", f"{task.name}: could not be read ({why}); its archived "
                    "data was kept as it was", run=task.name)
         return RunResult(task.name, task.state, report=report)
-
-
-# -- file identity ---------------------------------------------------------------------------
-
-def _crc_at(path: Path, offset: int, length: int) -> str | None:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(length)
-    except OSError:
-        return None
-    if len(data) != length:
-        return None
-    return f"{crc32c.crc32c(data):08x}"
-
-
-def _file_entry(path: Path, size: int, end: int, last) -> dict:
-    head = min(HEAD_BYTES, end)
-    entry = {"name": path.name, "size": size, "end": end,
-             "head": _crc_at(path, 0, head) if head else f"{0:08x}", "last": None}
-    if last is not None:
-        entry["last"] = [last[0], last[1], _crc_at(path, last[0], last[1])]
-    return entry
-
-
-def _changed(path: Path, entry: dict) -> str | None:
-    """Why ``path`` is not the file archived as ``entry`` plus appended bytes (None: it is)."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        return f"{path.name} cannot be read ({exc.strerror})"
-    if size < entry["end"]:
-        return f"{path.name} was truncated"
-    head = min(HEAD_BYTES, entry["end"])
-    if head and _crc_at(path, 0, head) != entry["head"]:
-        return f"{path.name} was replaced or rewritten"
-    last = entry.get("last")
-    if last is not None and _crc_at(path, last[0], last[1]) != last[2]:
-        return f"{path.name} was rewritten"
-    return None
-
-
-def plan(task: RunTask) -> tuple[str | None, list[tuple[Path, int]]]:
-    """``(why the run is read whole or None, [(file, offset to read from)])``."""
-    files = [Path(f) for f in task.files]
-    state = task.state
-    if state is None:
-        return "a new run", [(f, 0) for f in files]
-    whole = [(f, 0) for f in files]
-    archived = state["files"]
-    if [f.name for f in files[:len(archived)]] != [a["name"] for a in archived]:
-        return "its event files were removed, renamed or one sorts before archived ones", whole
-    reads = []
-    for i, (path, entry) in enumerate(zip(files, archived)):
-        why = _changed(path, entry)
-        if why is not None:
-            return why, whole
-        if path.stat().st_size != entry["size"]:
-            if i != len(archived) - 1:
-                return f"{path.name} grew but is not the run's last event file", whole
-            reads.append((path, entry["end"]))
-    reads.extend((f, 0) for f in files[len(archived):])
-    if reads and state.get("start_time") is None:
-        return "nothing of it was archived yet", whole
-    return None, reads
 
 
 # -- metadata and tag state as JSON ----------------------------------------------------------
@@ -223,7 +160,7 @@ def _write(task: RunTask, run: Run, series, report: Report, tags: dict) -> int:
 
 
 def _sync_run(task: RunTask, report: Report) -> RunResult:
-    why, reads = plan(task)
+    why, reads = plan_files(task.files, task.state)
     if why is None and not reads:
         return RunResult(task.name, task.state, report=report)
     reader = _reader(task, report)
@@ -338,12 +275,3 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
     points = _write(task, new_run, series, report, tags)
     return RunResult(task.name, new_state, part=task.part, new_bytes=total, points=points,
                      report=report)
-
-
-def pending_name(part: str) -> str:
-    """Where a task writes ``part``: a name that readers listing the directory skip
-    (leading ``_``, no ``.parquet`` suffix) until the sync renames it, before it commits."""
-    return f"{PENDING_PREFIX}{part}.tmp"
-
-
-PENDING_PREFIX = "_pending-"
