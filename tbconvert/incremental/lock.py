@@ -154,7 +154,7 @@ class Lock:
             except OSError:
                 pass
 
-    def __enter__(self) -> Lock:
+    def __enter__(self):
         self.acquire()
         return self
 
