@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import add_storage, finish
+from tbconvert.cli.common import finish
 
 NAME = "sync"
 HELP = ("bring the Parquet directory dataset DST up to date with the logdir SRC, reading "
@@ -19,13 +19,10 @@ def add_arguments(p) -> None:
                    help="take the dataset's lock even if the sync holding it looks alive")
     p.add_argument("--strict", action="store_true",
                    help="exit with code 8 if any data was skipped")
-    add_storage(p)
 
 
 def run(args, ui) -> int:
-    from tbconvert.cli.common import parse_storage_options
     from tbconvert.incremental import sync
-    report = sync(args.src, args.dst, scheduler=args.scheduler, break_lock=args.break_lock,
-                  storage_options=parse_storage_options(args.storage_option))
+    report = sync(args.src, args.dst, scheduler=args.scheduler, break_lock=args.break_lock)
     ui.info(f"tbconvert: {args.dst}: {report.summary()}")
     return finish(args, ui, report)

@@ -53,7 +53,7 @@ class SyncReport(Report):
 
 
 def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
-         storage_options: dict | None = None, report: SyncReport | None = None) -> SyncReport:
+         report: SyncReport | None = None) -> SyncReport:
     """Bring the Parquet directory dataset ``dst`` up to date with the logdir ``src``.
 
     Example::
