@@ -213,7 +213,8 @@ class TfeventsReader(Reader):
         seq_base = asm.next_seq
         state = FileState(start, size)
         try:
-            for block in records.scan_file(path, block_size=self.block_size, start=start):
+            extra = {"start": start} if start else {}
+            for block in records.scan_file(path, block_size=self.block_size, **extra):
                 self._read_block(path, asm, block, seq_base, state)
                 asm.end_block()
                 self._run_progress.read(block.offset + len(block.buf) - state.reported)
