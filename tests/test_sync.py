@@ -495,3 +495,34 @@ def test_nothing_new_loads_neither_numpy_nor_pyarrow(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_reading_resumes_at_a_record_boundary(tmp_path):
+    """scan_file(start=...) finds exactly the records a whole scan finds after that offset,
+    and a reader told to leave a cut-off last record for later does not report it."""
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.tfevents.assemble import RunAssembler
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    from tbconvert.report import Report
+    path = tmp_path / "run" / "events.out.tfevents.1.host"
+    ev = Events(path)
+    ev.write_many(scalar(s) for s in range(300))
+    ev.write(scalar(300), cut=20)
+
+    def found(start=0):
+        out = []
+        for b in records.scan_file(path, block_size=256, start=start):
+            out.extend((b.offset + s, n) for s, n in zip(b.starts.tolist(), b.lengths.tolist()))
+        return out
+    whole = found()
+    middle = whole[150][0] - records.HEADER
+    assert found(middle) == whole[150:]
+    report = Report()
+    reader = TfeventsReader(tmp_path, Options(), report)
+    reader.defer_partial_tail = True
+    state = reader.read_file(path, RunAssembler("run", detached=True), middle)
+    assert state.partial_tail and not report.issues and state.records == len(whole) - 150
+    assert state.end == whole[-1][0] + whole[-1][1] + records.FOOTER
+    reader.defer_partial_tail = False
+    reader.read_file(path, RunAssembler("run", detached=True), middle)
+    assert [i.kind for i in report.issues] == ["truncated_record"]
