@@ -526,3 +526,34 @@ def test_reading_resumes_at_a_record_boundary(tmp_path):
     reader.defer_partial_tail = False
     reader.read_file(path, RunAssembler("run", detached=True), middle)
     assert [i.kind for i in report.issues] == ["truncated_record"]
+
+
+def test_export_root_synced_per_experiment(tmp_path, fixtures_dir):
+    """An export root: one dataset per experiment, read again only when its files change."""
+    root = tmp_path / "export"
+    shutil.copytree(fixtures_dir / "tbdev_export", root)
+    (exp,) = [p for p in root.iterdir() if p.name.startswith("experiment_")]
+    dst = tmp_path / "archive"
+    r = sync(root, dst)
+    assert r.runs_added > 0 and not r.lost
+    sub = dst / exp.name[len("experiment_"):]
+    full = tmp_path / "full"
+    tbconvert.convert(exp, full, to_format="parquet")
+    assert full_rows(sub) == full_rows(full)
+    assert tbconvert.load(sub).runs == tbconvert.load(full).runs
+    r = sync(root, dst)
+    assert r.parts_written == 0 and r.runs_unchanged > 0
+    # a newer export of the same experiment (one run fewer) replaces the dataset's runs
+    scalars = exp / "scalars.json"
+    lines = scalars.read_text().splitlines(keepends=True)
+    first_run = json.loads(lines[0])["run"]
+    scalars.write_text("".join(l for l in lines if json.loads(l)["run"] != first_run))
+    r = sync(root, dst)
+    assert r.parts_written > 0
+    shutil.rmtree(full)
+    tbconvert.convert(exp, full, to_format="parquet")
+    assert full_rows(sub) == full_rows(full)
+    # one experiment given as the source: one dataset
+    one = tmp_path / "one"
+    sync(exp, one)
+    assert full_rows(one) == full_rows(full)

@@ -75,9 +75,12 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
                              f"only; an object-store {what} is not supported yet (convert "
                              "to a local dataset, or mount the bucket)")
     src, dst = Path(src), Path(dst)
-    _check_source(src)
+    kind = _check_source(src)
     from tbconvert.output import check_destination
     check_destination(src, dst)
+    if kind == "tbdev":
+        _sync_export(src, dst, report, break_lock)
+        return report
     _prepare_destination(dst)
     with Lock(dst, report, break_lock=break_lock):
         if not _nothing_new(src, dst, report):
@@ -86,7 +89,26 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     return report
 
 
-def _check_source(src: Path) -> None:
+def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> None:
+    """A TensorBoard.dev export: one dataset, or one per experiment of an export root."""
+    from tbconvert.incremental import exports
+    targets = exports.experiments(src)
+    if targets == [(src, None)]:
+        targets = [(src, dst)]
+    else:
+        if dst.exists() and (not dst.is_dir() or (dst / _MARKER_FILE).exists()):
+            raise OutputExistsError(f"{dst}: an export root syncs into a directory of datasets, "
+                                    "one per experiment; this is not one (choose another DST)")
+        targets = [(path, dst / name) for path, name in targets]
+    for path, target in targets:
+        _prepare_destination(target)
+        with Lock(target, report, break_lock=break_lock):
+            exports.sync_experiment(path, target, report)
+        report.outputs.append(str(target))
+
+
+def _check_source(src: Path) -> str:
+    """``"tfevents"`` or ``"tbdev"``: what kind of source ``src`` is."""
     if not src.exists():
         raise FormatError(f"{src}: no such file or directory")
     from tbconvert import registry
@@ -94,11 +116,12 @@ def _check_source(src: Path) -> None:
         fmt = registry.detect_source(src)
     except FormatError:
         if src.is_dir():
-            return      # a logdir with no event file yet: nothing to archive so far
+            return "tfevents"   # a logdir with no event file yet: nothing to archive so far
         raise
-    if fmt.name != "tfevents":
-        raise UsageError(f"{src}: sync reads event-file logdirs; this is a {fmt.name} source "
-                         "(use convert for it)")
+    if fmt.name not in ("tfevents", "tbdev"):
+        raise UsageError(f"{src}: sync reads event-file logdirs and TensorBoard.dev exports; "
+                         f"this is a {fmt.name} source (use convert for it)")
+    return fmt.name
 
 
 # The dataset's marker (schema.MARKER_FILE), named here so that a sync finding nothing new
