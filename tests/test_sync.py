@@ -557,3 +557,30 @@ def test_export_root_synced_per_experiment(tmp_path, fixtures_dir):
     one = tmp_path / "one"
     sync(exp, one)
     assert full_rows(one) == full_rows(full)
+
+
+def test_interrupted_sync_removes_its_parts(tmp_path, monkeypatch):
+    """Ctrl-C while runs are read: the dataset stays as it was, with nothing left behind."""
+    from tbconvert.incremental import runs as runs_mod
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    for name in ("a", "b"):
+        Events(src / name / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(9))
+    sync(src, dst)
+    before = sorted(p.name for p in dst.iterdir())
+    for name in ("a", "b"):
+        Events(src / name / "events.out.tfevents.2.host").write(scalar(20))
+    real = runs_mod.sync_run
+    calls = []
+
+    def interrupted(task):
+        calls.append(task.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(task)
+    monkeypatch.setattr(runs_mod, "sync_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sync(src, dst)
+    assert sorted(p.name for p in dst.iterdir()) == before
+    monkeypatch.setattr(runs_mod, "sync_run", real)
+    assert sync(src, dst).runs_extended == 2
+    check(src, dst, tmp_path)

@@ -214,7 +214,12 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
             part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")}))
-    results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
+    try:
+        results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
+    except BaseException:
+        # interrupted or failed before anything was committed: the parts written so far go
+        manifest.remove_garbage(dst, marker)
+        raise
     parts, runs_state = [], {}
     for task, result in zip(tasks, results):
         report.extend(result.report.issues)
@@ -251,8 +256,13 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
     new_marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                   "experiment": experiment, "parts": parts,
                   "sync": {"generation": generation, "runs": runs_state}}
-    manifest.publish(dst, [r.part for r in results if r.part is not None and r.state is not None])
-    manifest.commit(dst, new_marker)
+    try:
+        manifest.publish(dst, [r.part for r in results
+                               if r.part is not None and r.state is not None])
+        manifest.commit(dst, new_marker)
+    except BaseException:
+        manifest.remove_garbage(dst, manifest.load(dst, Report()))
+        raise
     manifest.remove_garbage(dst, new_marker)
 
 
