@@ -370,6 +370,7 @@ def test_killed_sync_leaves_the_dataset_as_it_was(tmp_path):
     check(src, dst, tmp_path)
 
 
+@pytest.mark.e2e
 def test_sync_cli_and_errors(tmp_path):
     src, dst = tmp_path / "logs", tmp_path / "archive"
     Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
