@@ -21,6 +21,7 @@ _WHERE = {
     "tbconvert.model": ("BlobSequenceSeries", "DataClass", "Experiment", "Metadata", "Run",
                         "ScalarSeries", "TensorSeries"),
     "tbconvert.report": ("Issue", "Report"),
+    "tbconvert.incremental": ("sync",),
     "tbconvert.tables": ("Data", "audio", "audio_table", "extract_media", "hparams",
                          "hparams_table", "histograms", "histograms_table", "images",
                          "images_table", "open_image", "read", "scalars", "scalars_table",

@@ -38,6 +38,7 @@ COMMANDS = (
     "histograms",
     "media",
     "verify",
+    "sync",
 )
 
 EXIT_CODES = """exit codes:

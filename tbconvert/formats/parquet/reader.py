@@ -366,6 +366,20 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
     return meta
 
 
+def _run_groups(files: list[Path], parts: list[dict]) -> list[list[Path]]:
+    """The part files by run: consecutive parts naming one run hold that one run."""
+    groups: list[list[Path]] = []
+    last = None
+    for f, p in zip(files, parts):
+        run = p.get("run")
+        if groups and isinstance(run, str) and run == last:
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+        last = run if isinstance(run, str) else None
+    return groups
+
+
 class ParquetReader(Reader):
     """Reads a file written by :class:`ParquetWriter`, or a directory dataset."""
 
@@ -382,25 +396,63 @@ class ParquetReader(Reader):
             for f in self._files:
                 if not f.is_file():
                     raise CorruptDataError(f"{f}: missing from the dataset listed in {S.MARKER_FILE}")
+            self._groups = _run_groups(self._files, marker["parts"])
             self._first = None
         else:
             self._first = _Source(self.path, options, report)
             self._experiment = self._first.experiment
             self._files = [self.path]
+            self._groups = [[self.path]]
 
     def experiment(self) -> Experiment:
         return self._experiment
 
     def iter_runs(self) -> Iterator[RunData]:
-        for f in self._files:
+        for group in self._groups:
+            f = group[0]
             if self._first is not None and f == self.path:
                 yield from self._runs_of(self._first)
+                continue
+            if len(group) > 1:
+                yield from self._spread_run(group)
                 continue
             source = _Source(f, self.options, self.report)
             try:
                 yield from self._runs_of(source)
             finally:
                 source.close()
+
+    def _spread_run(self, files: list[Path]) -> Iterator[RunData]:
+        """One run kept in several parts (a dataset that ``sync`` keeps up to date), read as
+        one: the first part's start time, every part's records and points, in part order.
+        A tag's chunks come part by part, so other tags' chunks may come between them."""
+        runs = []
+        for f in files:
+            source = _Source(f, self.options, self.report)
+            try:
+                if len(source.runs) != 1:
+                    raise CorruptDataError(f"{f}: damaged dataset: a part of run "
+                                           f"{source.runs[0].name if source.runs else '?'!r} "
+                                           f"holds {len(source.runs)} runs, not one")
+                runs.append(source.runs[0])
+            finally:
+                source.close()
+        first = runs[0]
+        run = Run(name=first.name, start_time=first.start_time,
+                  records=tuple(r for part in runs for r in part.records))
+
+        def chunks():
+            for f in files:
+                source = _Source(f, self.options, self.report)
+                try:
+                    for _, chunk in source.chunks():
+                        yield chunk
+                finally:
+                    source.close()
+        series = chunks()
+        yield RunData(run=run, series=series)
+        for _ in series:
+            pass
 
     def close(self) -> None:
         if self._first is not None:

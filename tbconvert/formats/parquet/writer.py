@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,11 +27,39 @@ from tbconvert.report import Report
 SUFFIXES = (".parquet", ".pq")
 
 
-def _part_name(index: int, run: str) -> str:
+def _part_name(index: int, run: str, generation: int | None = None) -> str:
     """``part-00003-<hint>.parquet``: the index keeps names unique; the hint is only a readable
-    ASCII trace of the run name (Spark, Hadoop and glob patterns mishandle ``%``, ``[``...)."""
+    ASCII trace of the run name (Spark, Hadoop and glob patterns mishandle ``%``, ``[``...).
+    A dataset kept up to date by ``sync`` adds ``-g0007``, the generation that wrote the part."""
     hint = re.sub(r"[^A-Za-z0-9_-]+", "_", run).strip("_")[:60] or "root"
-    return f"{S.PART_PREFIX}{index:05d}-{hint}.parquet"
+    gen = "" if generation is None else f"-g{generation:04d}"
+    return f"{S.PART_PREFIX}{index:05d}-{hint}{gen}.parquet"
+
+
+part_name = _part_name
+
+
+def write_part(path: Path, run: Run, series: Iterable[Series], experiment: Experiment,
+               fsync: bool = True) -> None:
+    """One self-describing part file holding ``run`` (flushed to disk before it returns unless
+    ``fsync`` is False); the caller lists it in the dataset's marker."""
+    sink = _FileSink(path)
+    try:
+        sink.runs.append(S.run_to_json(run))
+        for piece in series:
+            for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
+                sink.add(_batch_of(sink, 0, chunk, run.name))
+        sink.close(experiment)
+    except BaseException:
+        sink.discard()
+        raise
+    if not fsync:
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def parquet_writer(where) -> pq.ParquetWriter:

@@ -38,14 +38,24 @@ def _event_class():
     return event_pb2.Event
 
 
-class _FileState:
-    __slots__ = ("records", "first_done", "reported", "damaged_records")
+class FileState:
+    """What reading one file found; ``end`` and ``last`` let a later read resume after it."""
 
-    def __init__(self) -> None:
+    __slots__ = ("records", "first_done", "reported", "damaged_records", "size", "end", "last",
+                 "partial_tail")
+
+    def __init__(self, start: int = 0, size: int = 0) -> None:
         self.records = 0        # valid records so far
         self.first_done = False
-        self.reported = 0       # bytes already counted as read
+        self.reported = start   # bytes already counted as read
         self.damaged_records = False
+        self.size = size
+        self.end = start        # end of the last valid record
+        self.last = None        # (offset, length) of the last valid record, frame included
+        self.partial_tail = False   # the file ends inside a record still being written
+
+
+_FileState = FileState
 
 
 # Below this much input, starting worker processes costs more than it saves.
@@ -99,6 +109,9 @@ class TfeventsReader(Reader):
         self.valid_records = 0
         self._runs: list | None = None
         self._run_progress = RunProgress(None)
+        # A record cut off by the end of the file is one still being written: when set, it
+        # is left for a later read (FileState.partial_tail) instead of reported as lost.
+        self.defer_partial_tail = False
 
     def experiment(self) -> Experiment:
         sidecar = self.path / event_files.EXPERIMENT_SIDECAR
@@ -179,6 +192,11 @@ class TfeventsReader(Reader):
         return asm
 
     def _read_file(self, path: Path, asm: RunAssembler) -> None:
+        self.read_file(path, asm)
+
+    def read_file(self, path: Path, asm: RunAssembler, start: int = 0) -> FileState | None:
+        """Read the records of ``path`` from byte ``start`` (a record boundary) into ``asm``;
+        None when the file could not be opened."""
         try:
             st = os.stat(path)
             # Only regular files: a FIFO would block forever and /dev/zero never ends.
@@ -191,11 +209,12 @@ class TfeventsReader(Reader):
         except OSError as exc:
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
-            return
+            return None
         seq_base = asm.next_seq
-        state = _FileState()
+        state = FileState(start, size)
         try:
-            for block in records.scan_file(path, block_size=self.block_size):
+            extra = {"start": start} if start else {}
+            for block in records.scan_file(path, block_size=self.block_size, **extra):
                 self._read_block(path, asm, block, seq_base, state)
                 asm.end_block()
                 self._run_progress.read(block.offset + len(block.buf) - state.reported)
@@ -209,16 +228,22 @@ class TfeventsReader(Reader):
             self.files_with_bytes += 1
         self.damaged_event_files += state.damaged_records
         self.valid_records += state.records
-        if size and not state.records:
-            self.report.add("not_an_event_file",
-                            f"{path}: not an event file (no valid record in {size} bytes); skipped",
-                            path=path, run=asm.name)
-            return
+        if size > start and not state.records:
+            if not start and not state.partial_tail:
+                self.report.add("not_an_event_file",
+                                f"{path}: not an event file (no valid record in {size} bytes); "
+                                "skipped", path=path, run=asm.name)
+            return state
         asm.next_seq = seq_base + 2 * state.records + 2
+        return state
 
     def _read_block(self, path: Path, asm: RunAssembler, block, seq_base: int,
                     state: _FileState) -> None:
         for d in block.damage:
+            if self.defer_partial_tail and d.reason == "truncated record" and \
+                    d.offset + d.length >= state.size:
+                state.partial_tail = True
+                continue
             # a record whose header checks out: the file is event data, only damaged
             state.damaged_records |= d.reason != _NOT_A_HEADER
             kind = "truncated_record" if d.reason == "truncated record" else "corrupt_record"
@@ -230,6 +255,9 @@ class TfeventsReader(Reader):
         state.records += len(starts)
         if not len(starts):
             return
+        state.last = (block.offset + int(starts[-1]) - records.HEADER,
+                      int(lengths[-1]) + records.HEADER + records.FOOTER)
+        state.end = sum(state.last)
         event_cls = _event_class()
         columns, rest = summary_templates.decode(buf, starts, lengths)
         blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)

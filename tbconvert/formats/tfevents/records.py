@@ -522,17 +522,20 @@ class Block:
     damage: list[Damage]
 
 
-def scan_file(path, *, block_size: int = BLOCK_SIZE, max_record: int = MAX_RECORD):
+def scan_file(path, *, block_size: int = BLOCK_SIZE, max_record: int = MAX_RECORD,
+              start: int = 0):
     """Yield :class:`Block` objects covering the file at ``path`` in file order.
 
     Only regular files are read (:class:`tbconvert.sourcefiles.NotRegularFile`
     otherwise); memory stays within ``block_size`` plus the largest valid record.
+    ``start`` must be where a record begins (the end of one read before, for a file
+    that grows).
     """
     from tbconvert import sourcefiles
     block_size = max(int(block_size), 64)
     fd = sourcefiles.open_regular(path)
     try:
-        yield from _blocks(fd, os.fstat(fd).st_size, block_size, max_record)
+        yield from _blocks(fd, os.fstat(fd).st_size, block_size, max_record, start)
     finally:
         os.close(fd)
 
@@ -560,8 +563,8 @@ def _next_data(fd: int, pos: int, size: int) -> int:
         return size if exc.errno == errno.ENXIO else pos
 
 
-def _blocks(fd: int, size: int, block_size: int, max_record: int):
-    pos = 0
+def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0):
+    pos = start
     want = block_size
     searching = False      # the last block stopped inside a search for an anchor
     while pos < size:

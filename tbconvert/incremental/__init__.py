@@ -1,0 +1,271 @@
+"""``tbconvert sync SRC DST``: keep a run-partitioned Parquet dataset up to date with a logdir.
+
+Each sync reads only what is new in the event-file logdir ``SRC`` (new runs, new event
+files, bytes appended to archived files) and adds it to the directory dataset ``DST`` as
+new part files, one per changed run (``part-NNNNN-<hint>-gGGGG.parquet``, G the sync's
+generation). The dataset then holds what ``convert SRC DST --to parquet`` would write,
+hidden flags included: a run whose history changed (a file truncated or rewritten, a
+restart that hides archived points) is read whole into a part replacing its earlier ones.
+
+The manifest (``_tbconvert.json``, the dataset's marker) lists the parts and keeps each
+run's reading state; it is replaced atomically, last, so a sync that is killed leaves the
+dataset as it was. A lock file keeps a second sync off the same dataset.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tbconvert.errors import FormatError, OutputError, OutputExistsError, UsageError
+from tbconvert.incremental.lock import Lock
+from tbconvert.report import Report
+
+__all__ = ["SyncReport", "sync"]
+
+
+@dataclass
+class SyncReport(Report):
+    """A :class:`~tbconvert.report.Report` with what the sync found new."""
+
+    generation: int = 0
+    new_bytes: int = 0            # source bytes read (new, or of runs read whole again)
+    runs_added: int = 0
+    runs_extended: int = 0        # runs that got one more part
+    runs_rearchived: int = 0      # runs read whole again (their history changed)
+    runs_removed: int = 0         # runs gone from the source, taken out of the dataset
+    runs_unchanged: int = 0
+    parts_written: int = 0
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["sync"] = {k: getattr(self, k) for k in (
+            "generation", "new_bytes", "runs_added", "runs_extended", "runs_rearchived",
+            "runs_removed", "runs_unchanged", "parts_written")}
+        return out
+
+    def summary(self) -> str:
+        return (f"generation {self.generation}: {self.runs_added} run(s) added, "
+                f"{self.runs_extended} extended, {self.runs_rearchived} read whole again, "
+                f"{self.runs_removed} removed, {self.runs_unchanged} unchanged; "
+                f"{self.new_bytes} source bytes read, {self.parts_written} part(s) written")
+
+
+def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
+         report: SyncReport | None = None) -> SyncReport:
+    """Bring the Parquet directory dataset ``dst`` up to date with the logdir ``src``.
+
+    Example::
+
+        report = tbconvert.sync("logs/", "archive/")     # again whenever logs/ grew
+        print(report.summary())
+
+    ``scheduler``: the address of a ``dask.distributed`` scheduler whose workers read the
+    runs (they must see ``src`` and ``dst`` at the same paths); None reads them here.
+    ``break_lock``: take the dataset's lock even if its holder looks alive.
+    A second sync on the same ``dst`` is refused while one runs.
+    """
+    from tbconvert import remote
+    report = report if report is not None else SyncReport()
+    src, dst = remote.localize(src), remote.localize(dst)
+    for what, path in (("SRC", src), ("DST", dst)):
+        if remote.is_remote(path):
+            raise UsageError(f"{path}: sync works on local paths (or mounted shared storage) "
+                             f"only; an object-store {what} is not supported yet (convert "
+                             "to a local dataset, or mount the bucket)")
+    src, dst = Path(src), Path(dst)
+    kind = _check_source(src)
+    from tbconvert.output import check_destination
+    check_destination(src, dst)
+    if kind == "tbdev":
+        _sync_export(src, dst, report, break_lock)
+        return report
+    _prepare_destination(dst)
+    with Lock(dst, report, break_lock=break_lock):
+        if not _nothing_new(src, dst, report):
+            _sync_locked(src, dst, scheduler, report)
+    report.outputs.append(str(dst))
+    return report
+
+
+def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> None:
+    """A TensorBoard.dev export: one dataset, or one per experiment of an export root."""
+    from tbconvert.incremental import exports
+    targets = exports.experiments(src)
+    if targets == [(src, None)]:
+        targets = [(src, dst)]
+    else:
+        if dst.exists() and (not dst.is_dir() or (dst / _MARKER_FILE).exists()):
+            raise OutputExistsError(f"{dst}: an export root syncs into a directory of datasets, "
+                                    "one per experiment; this is not one (choose another DST)")
+        targets = [(path, dst / name) for path, name in targets]
+    for path, target in targets:
+        _prepare_destination(target)
+        with Lock(target, report, break_lock=break_lock):
+            exports.sync_experiment(path, target, report)
+        report.outputs.append(str(target))
+
+
+def _check_source(src: Path) -> str:
+    """``"tfevents"`` or ``"tbdev"``: what kind of source ``src`` is."""
+    if not src.exists():
+        raise FormatError(f"{src}: no such file or directory")
+    from tbconvert import registry
+    try:
+        fmt = registry.detect_source(src)
+    except FormatError:
+        if src.is_dir():
+            return "tfevents"   # a logdir with no event file yet: nothing to archive so far
+        raise
+    if fmt.name not in ("tfevents", "tbdev"):
+        raise UsageError(f"{src}: sync reads event-file logdirs and TensorBoard.dev exports; "
+                         f"this is a {fmt.name} source (use convert for it)")
+    return fmt.name
+
+
+# The dataset's marker (schema.MARKER_FILE), named here so that a sync finding nothing new
+# does not load pyarrow.
+_MARKER_FILE = "_tbconvert.json"
+
+
+def _prepare_destination(dst: Path) -> None:
+    if dst.name.lower().endswith((".parquet", ".pq")):
+        raise UsageError(f"{dst}: sync keeps a directory dataset; choose a name without the "
+                         ".parquet suffix")
+    if dst.exists() and not dst.is_dir():
+        raise OutputExistsError(f"{dst}: exists and is not a directory; sync needs a "
+                                "directory dataset (choose another DST)")
+    if dst.is_dir() and not (dst / _MARKER_FILE).exists():
+        # what a first sync that was killed leaves: its parts, lock and manifest draft
+        foreign = [p.name for p in dst.iterdir()
+                   if not (re.fullmatch(r"part-\d{5}-.*-g\d{4,}\.parquet", p.name)
+                           or p.name.startswith(("_tbconvert", "_pending-")))]
+        if foreign:
+            raise OutputExistsError(f"{dst}: exists and is not a tbconvert dataset (it holds "
+                                    f"{foreign[0]!r}); choose a new or empty directory")
+    try:
+        dst.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from tbconvert.output import describe_os_error
+        raise OutputError(describe_os_error(exc, dst)) from None
+
+
+def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
+    """Whether the dataset is up to date, told from the manifest and the files' sizes and
+    checksums alone (no numpy, no pyarrow: a sync run often, finding nothing, stays cheap).
+    Anything unusual answers False, and the full path looks again and reports it."""
+    import json
+
+    from tbconvert.formats.tfevents import layout
+    from tbconvert.incremental.files import plan_files
+    try:
+        marker = json.loads((dst / _MARKER_FILE).read_bytes())
+        state = marker["sync"]
+        known, generation = state["runs"], state["generation"]
+        if not isinstance(known, dict) or not isinstance(generation, int):
+            return False
+        if src.is_dir() and (src / layout.EXPERIMENT_SIDECAR).exists():
+            return False        # its facts may have changed: the full path compares them
+        problems = []
+        runs = layout.discover(src, lambda kind, msg: problems.append(kind))
+        if problems or sorted(_stored_name(n) for n, _ in runs) != sorted(known):
+            return False
+        for name, files in runs:
+            why, reads = plan_files(files, known[_stored_name(name)])
+            if why is not None or reads:
+                return False
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return False
+    report.generation = generation
+    report.runs = report.runs_unchanged = len(runs)
+    return True
+
+
+def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
+    from tbconvert import cluster
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.parquet import schema as S
+    from tbconvert.formats.parquet.writer import part_name
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    from tbconvert.incremental import manifest
+    from tbconvert.incremental.runs import RunTask, sync_run
+
+    marker = manifest.load(dst, report)
+    manifest.remove_garbage(dst, marker)
+    state = marker["sync"]
+    generation = state["generation"] + 1
+    report.generation = generation
+    source = TfeventsReader(src, Options(), report)
+    runs = source.runs() if src.exists() else []
+    experiment = S.experiment_to_json(source.experiment())
+    known = state["runs"]      # keyed by the name the dataset stores (see _stored_name)
+    indices = {name: s["index"] for name, s in known.items()}
+    next_index = max(indices.values(), default=-1) + 1
+    tasks = []
+    for name, files in runs:
+        key = _stored_name(name)
+        if key not in indices:
+            indices[key] = next_index
+            next_index += 1
+        run_state = known.get(key)
+        tasks.append(RunTask(
+            name=name, logdir=str(src), files=[str(f) for f in files], dst=str(dst),
+            part=part_name(indices[key], key, generation), experiment=experiment,
+            state=None if run_state is None else {k: v for k, v in run_state.items()
+                                                  if k not in ("index", "parts")}))
+    try:
+        results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
+    except BaseException:
+        # interrupted or failed before anything was committed: the parts written so far go
+        manifest.remove_garbage(dst, marker)
+        raise
+    parts, runs_state = [], {}
+    for task, result in zip(tasks, results):
+        report.extend(result.report.issues)
+        report.new_bytes += result.new_bytes
+        key = _stored_name(task.name)
+        old = known.get(key)
+        if result.state is None:        # a new run that could not be read
+            continue
+        run_parts = [] if old is None else list(old["parts"])
+        if result.part is not None:
+            report.parts_written += 1
+            if result.replaces:
+                run_parts = []
+            run_parts.append(result.part)
+        if old is None:
+            report.runs_added += 1
+        elif result.replaces:
+            report.runs_rearchived += 1
+            report.add("run_read_whole", f"{task.name}: read whole again ({result.why}); its "
+                       "new part replaces the earlier ones", run=task.name, lost=False)
+        elif result.part is not None or result.new_bytes:
+            report.runs_extended += 1
+        else:
+            report.runs_unchanged += 1
+        report.runs += 1
+        report.points.update(result.points)
+        runs_state[key] = dict(result.state, index=indices[key], parts=run_parts)
+        parts.extend({"file": p, "run": key} for p in run_parts)
+    for name in known:
+        if name not in runs_state and name not in {_stored_name(t.name) for t in tasks}:
+            report.runs_removed += 1
+            report.add("run_removed", f"{name}: no longer in the source; taken out of the "
+                       "dataset (as a full conversion would leave it out)", run=name, lost=False)
+    new_marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                  "experiment": experiment, "parts": parts,
+                  "sync": {"generation": generation, "runs": runs_state}}
+    try:
+        manifest.publish(dst, [r.part for r in results
+                               if r.part is not None and r.state is not None])
+        manifest.commit(dst, new_marker)
+    except BaseException:
+        manifest.remove_garbage(dst, manifest.load(dst, Report()))
+        raise
+    manifest.remove_garbage(dst, new_marker)
+
+
+def _stored_name(name: str) -> str:
+    from tbconvert import names
+    return names.text(name)

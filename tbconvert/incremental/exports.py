@@ -1,0 +1,109 @@
+"""Syncing a TensorBoard.dev export: an experiment is read again whole when its files changed.
+
+An export has no file that grows record by record: a newer export of the same experiment
+replaces its files. So the manifest keeps a fingerprint of the experiment's files (relative
+path, size and modification time of each); while it matches, nothing is read, and when it
+differs, every run of the experiment is written again as parts of a new generation that
+replace the old ones. An export root (``experiment_<id>/`` directories) becomes one dataset
+per experiment, ``DST/<id>/``, each kept like that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def fingerprint(path: Path) -> str:
+    """A digest of the names, sizes and modification times of the files under ``path``."""
+    items = []
+    if path.is_file():
+        st = path.stat()
+        items.append((path.name, st.st_size, st.st_mtime_ns))
+    else:
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames.sort()
+            for name in sorted(filenames):
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(full)
+                except OSError:
+                    continue
+                items.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+    h = hashlib.sha256()
+    for rel, size, mtime in items:
+        h.update(f"{rel}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def sync_experiment(src: Path, dst: Path, report) -> None:
+    """Bring the dataset ``dst`` (locked by the caller) up to date with one experiment."""
+    from tbconvert import api
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.parquet import schema as S
+    from tbconvert.formats.parquet.writer import part_name, write_part
+    from tbconvert.incremental import manifest
+    from tbconvert.incremental.files import pending_name
+
+    marker = manifest.load(dst, report)
+    manifest.remove_garbage(dst, marker)
+    state = marker["sync"]
+    known = state["runs"]
+    seen = fingerprint(src)
+    report.generation = state["generation"]
+    if state.get("export") == seen:
+        report.runs = report.runs_unchanged = len(known)
+        return
+    generation = report.generation = state["generation"] + 1
+    options = Options()
+    parts, runs_state = [], {}
+    with api.open_reader(src, format="tbdev", options=options, report=report) as reader:
+        experiment = reader.experiment()
+        for index, (run, chunks) in enumerate(
+                api.selected_runs(reader, options, report, keeps_hidden=True)):
+            name = part_name(index, run.name, generation)
+            write_part(dst / pending_name(name), run, chunks, experiment, fsync=False)
+            report.parts_written += 1
+            parts.append({"file": name, "run": run.name})
+            runs_state[run.name] = {"index": index, "parts": [name]}
+            if run.name in known:
+                report.runs_rearchived += 1
+            else:
+                report.runs_added += 1
+    for name in known:
+        if name not in runs_state:
+            report.runs_removed += 1
+            report.add("run_removed", f"{name}: no longer in the export; taken out of the "
+                       "dataset (as a full conversion would leave it out)", run=name, lost=False)
+    if known:
+        report.add("export_read_whole", f"{src}: the export's files changed; its runs were "
+                   "read whole again", path=src, lost=False)
+    report.new_bytes += sum(f.stat().st_size for f in ([src] if src.is_file() else
+                                                      src.rglob("*")) if f.is_file())
+    manifest.publish(dst, [p["file"] for p in parts])
+    manifest.commit(dst, {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                          "experiment": S.experiment_to_json(experiment), "parts": parts,
+                          "sync": {"generation": generation, "runs": runs_state,
+                                   "export": seen}})
+    manifest.remove_garbage(dst, {"parts": parts})
+
+
+def experiments(src: Path):
+    """``[(source path, sub-dataset name or None)]``: None for one experiment, else one
+    entry per experiment of the export root."""
+    from tbconvert.formats.tbdev import layout
+    from tbconvert.names import safe_part
+    sources, is_root = layout.find_experiments(src)
+    if not is_root:
+        return [(src, None)]
+    out, taken = [], set()
+    for n, source in enumerate(sources):
+        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
+        base, k = name, 1
+        while name.lower() in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name.lower())
+        out.append((source.path, name))
+    return out

@@ -1,0 +1,81 @@
+"""What the manifest remembers of an event file, and what changed since (no numpy, no
+pyarrow: a sync that finds nothing new never loads them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import crc32c
+
+# The head checksum covers this much of a file: enough to tell a rewritten file.
+HEAD_BYTES = 4096
+PENDING_PREFIX = "_pending-"
+
+
+def _crc_at(path: Path, offset: int, length: int) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(length)
+    except OSError:
+        return None
+    if len(data) != length:
+        return None
+    return f"{crc32c.crc32c(data):08x}"
+
+
+def file_entry(path: Path, size: int, end: int, last) -> dict:
+    head = min(HEAD_BYTES, end)
+    entry = {"name": path.name, "size": size, "end": end,
+             "head": _crc_at(path, 0, head) if head else f"{0:08x}", "last": None}
+    if last is not None:
+        entry["last"] = [last[0], last[1], _crc_at(path, last[0], last[1])]
+    return entry
+
+
+def _changed(path: Path, entry: dict) -> str | None:
+    """Why ``path`` is not the file archived as ``entry`` plus appended bytes (None: it is)."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"{path.name} cannot be read ({exc.strerror})"
+    if size < entry["end"]:
+        return f"{path.name} was truncated"
+    head = min(HEAD_BYTES, entry["end"])
+    if head and _crc_at(path, 0, head) != entry["head"]:
+        return f"{path.name} was replaced or rewritten"
+    last = entry.get("last")
+    if last is not None and _crc_at(path, last[0], last[1]) != last[2]:
+        return f"{path.name} was rewritten"
+    return None
+
+
+def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, int]]]:
+    """``(why the run is read whole or None, [(file, offset to read from)])`` for a run whose
+    event files are ``files`` (in reading order) and whose manifest state is ``state``."""
+    files = [Path(f) for f in files]
+    if state is None:
+        return "a new run", [(f, 0) for f in files]
+    whole = [(f, 0) for f in files]
+    archived = state["files"]
+    if [f.name for f in files[:len(archived)]] != [a["name"] for a in archived]:
+        return "its event files were removed, renamed or one sorts before archived ones", whole
+    reads = []
+    for i, (path, entry) in enumerate(zip(files, archived)):
+        why = _changed(path, entry)
+        if why is not None:
+            return why, whole
+        if path.stat().st_size != entry["size"]:
+            if i != len(archived) - 1:
+                return f"{path.name} grew but is not the run's last event file", whole
+            reads.append((path, entry["end"]))
+    reads.extend((f, 0) for f in files[len(archived):])
+    if reads and state.get("start_time") is None:
+        return "nothing of it was archived yet", whole
+    return None, reads
+
+
+def pending_name(part: str) -> str:
+    """Where a task writes ``part``: a name that readers listing the directory skip
+    (leading ``_``, no ``.parquet`` suffix) until the sync renames it, before it commits."""
+    return f"{PENDING_PREFIX}{part}.tmp"

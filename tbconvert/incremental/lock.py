@@ -1,0 +1,162 @@
+"""One sync at a time per dataset: a lock file that outlives a crash and is known stale.
+
+The lock is a small JSON file created with ``O_EXCL`` in the dataset directory, naming
+the host, process id, the process' own start time (so that a recycled pid is not taken
+for the holder) and when the lock was taken. A lock is stale when its process is gone
+from this host, or, for another host (a shared file system), when it is older than
+:data:`FOREIGN_STALE_SECONDS`; a stale lock is taken over and the take-over reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from tbconvert.errors import UsageError
+
+LOCK_FILE = "_tbconvert.lock"
+# A sync of a lab's logs may run for hours; a lock from another host this old is abandoned.
+FOREIGN_STALE_SECONDS = 48 * 3600
+
+
+class SyncLocked(UsageError):
+    """Another sync holds the dataset."""
+
+
+def _proc_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux), None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass        # someone else's process: it exists
+    except OSError:
+        return True
+    now = _proc_start(pid)
+    return started is None or now is None or now == started
+
+
+class Lock:
+    """``with Lock(dataset_dir, report):`` holds the dataset for one sync."""
+
+    def __init__(self, directory: Path, report, *, break_lock: bool = False) -> None:
+        self.path = Path(directory) / LOCK_FILE
+        self.report = report
+        self.break_lock = break_lock
+        self._held = False
+
+    def _body(self) -> bytes:
+        pid = os.getpid()
+        return json.dumps({"host": socket.gethostname(), "pid": pid,
+                           "process_start": _proc_start(pid), "time": time.time()}).encode()
+
+    def _create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, self._body())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+
+    def holder(self) -> dict | None:
+        """The lock's content; {} when unreadable (being written, or damaged)."""
+        try:
+            data = json.loads(self.path.read_bytes() or b"{}")
+            return data if isinstance(data, dict) else {}
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}
+
+    def _stale(self, holder: dict) -> str | None:
+        """Why the lock is abandoned, None while its holder may be working."""
+        host, pid, when = holder.get("host"), holder.get("pid"), holder.get("time")
+        age = time.time() - when if isinstance(when, (int, float)) else None
+        if host == socket.gethostname() and isinstance(pid, int):
+            if not _alive(pid, holder.get("process_start")):
+                return f"process {pid} on this host is gone"
+            return None
+        if age is not None and age > FOREIGN_STALE_SECONDS:
+            return f"taken {age / 3600:.0f} hours ago on {host}"
+        if not holder:
+            try:
+                if time.time() - self.path.stat().st_mtime > 60:
+                    return "unreadable and over a minute old"
+            except OSError:
+                return None
+        return None
+
+    def acquire(self) -> None:
+        for _ in range(20):
+            if self._create():
+                self._held = True
+                return
+            holder = self.holder()
+            if holder is None:
+                continue            # released meanwhile
+            why = "--break-lock was given" if self.break_lock else self._stale(holder)
+            if why is None:
+                who = (f"process {holder.get('pid')} on {holder.get('host')}, since "
+                       f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder['time']))}"
+                       if isinstance(holder.get("time"), (int, float)) else "another process")
+                raise SyncLocked(
+                    f"{self.path.parent}: another sync is running on this dataset ({who}); "
+                    f"wait for it, or if it is dead pass --break-lock (lock file {self.path})")
+            # Moved aside first: of two processes taking over, only one moves this lock.
+            aside = self.path.with_name(f"{LOCK_FILE}.stale-{os.getpid()}")
+            try:
+                os.replace(self.path, aside)
+            except FileNotFoundError:
+                continue
+            try:
+                moved = json.loads(aside.read_bytes() or b"{}")
+            except (OSError, ValueError):
+                moved = {}
+            if moved != holder:
+                # another process took over first and this moved its fresh lock: put it back
+                try:
+                    os.link(aside, self.path)
+                except OSError:
+                    pass
+                os.unlink(aside)
+                continue
+            os.unlink(aside)
+            self.report.add("stale_lock_taken_over",
+                            f"{self.path}: a lock of an earlier sync was taken over ({why})",
+                            path=self.path, lost=False)
+        raise SyncLocked(f"{self.path}: could not take the lock; another sync keeps taking it")
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            try:
+                holder = self.holder()
+                if holder and holder.get("pid") == os.getpid() and \
+                        holder.get("host") == socket.gethostname():
+                    os.unlink(self.path)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

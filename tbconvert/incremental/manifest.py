@@ -1,0 +1,129 @@
+"""The dataset's manifest: its marker file, with the sync state beside the parts list.
+
+``_tbconvert.json`` is what every reader of the dataset already trusts (format, schema
+version, experiment, ``parts`` in run order, a SHA-256 of the rest); sync adds
+``"sync": {"generation": G, "runs": {run: state}}``. It is written to a temporary file,
+flushed to disk and renamed over the old one, so that readers and a later sync see the
+old manifest or the new one, never a mix; part files no manifest names are left overs
+of a sync that did not finish, and are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tbconvert.errors import CorruptDataError
+from tbconvert.incremental.files import PENDING_PREFIX
+
+_TMP_PREFIX = "_tbconvert.json.tmp-"
+
+
+def load(dst: Path, report) -> dict:
+    """The committed manifest; an empty one for a new dataset."""
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.parquet import schema as S
+    from tbconvert.formats.parquet.reader import read_marker
+    if not (dst / S.MARKER_FILE).exists():
+        return {"parts": [], "sync": {"generation": 0, "runs": {}}}
+    marker = read_marker(dst, Options(), report)
+    state = marker.get("sync")
+    if state is None:
+        # a dataset written by convert: its runs are read whole once, then kept up to date
+        state = {"generation": 0, "runs": {}}
+    if not isinstance(state, dict) or not isinstance(state.get("generation"), int) or \
+            not isinstance(state.get("runs"), dict):
+        raise CorruptDataError(f"{dst / S.MARKER_FILE}: damaged (bad sync state); sync into a "
+                               "new directory")
+    for name, run in state["runs"].items():
+        if not isinstance(run, dict) or not isinstance(run.get("parts"), list) or \
+                not isinstance(run.get("index"), int):
+            raise CorruptDataError(f"{dst / S.MARKER_FILE}: damaged (bad state of run "
+                                   f"{name!r}); sync into a new directory")
+    marker["sync"] = state
+    return marker
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def commit(dst: Path, marker: dict) -> None:
+    """Replace the manifest with ``marker`` in one step (its digest added here)."""
+    from tbconvert.errors import OutputError
+    from tbconvert.formats.parquet import schema as S
+    from tbconvert.output import describe_os_error
+    marker = dict(marker)
+    marker[S.MARKER_DIGEST] = S.marker_digest(marker)
+    # Every part the manifest names must be on disk before the manifest is.
+    _fsync_dir(dst)
+    tmp = dst / f"{_TMP_PREFIX}{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(marker, fh, ensure_ascii=False, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dst / S.MARKER_FILE)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise OutputError(describe_os_error(exc, dst / S.MARKER_FILE)) from None
+    _fsync_dir(dst)
+
+
+def publish(dst: Path, parts: list[str]) -> None:
+    """Flush the parts a sync wrote to disk and give them their final names (the manifest,
+    committed next, names them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tbconvert.errors import OutputError
+    from tbconvert.incremental.files import pending_name
+    from tbconvert.output import describe_os_error
+
+    def flush(part: str) -> None:
+        fd = os.open(dst / pending_name(part), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    try:
+        # side by side: the file system commits them together instead of one after another
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(parts)))) as pool:
+            list(pool.map(flush, parts))
+    except OSError as exc:
+        raise OutputError(describe_os_error(exc, dst)) from None
+    for part in parts:
+        try:
+            os.replace(dst / pending_name(part), dst / part)
+        except OSError as exc:
+            raise OutputError(describe_os_error(exc, dst / part)) from None
+
+
+def remove_garbage(dst: Path, marker: dict) -> int:
+    """Remove part files (and manifest drafts) that ``marker`` does not name; how many."""
+    from tbconvert.formats.parquet import schema as S
+    named = {p["file"] for p in marker.get("parts", [])}
+    removed = 0
+    for entry in os.scandir(dst):
+        name = entry.name
+        stray = (name.startswith(S.PART_PREFIX) and name.endswith(".parquet")
+                 and name not in named) or name.startswith((_TMP_PREFIX, PENDING_PREFIX))
+        if stray and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed

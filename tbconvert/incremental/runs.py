@@ -1,0 +1,277 @@
+"""One run of an event-file logdir brought up to date: the work of one sync task.
+
+A run's state in the manifest says, per event file, how far it was archived (``end``:
+the end of the last complete record), what the file looked like then (its size, a
+CRC32C of its first bytes and of its last archived record) and, per run, what
+TensorBoard's restart rule needs to go on reading (the last step, the file version in
+force, whether a session start was seen) plus, per tag, its first metadata, the kinds
+of its points and the highest step of its visible points.
+
+When bytes were only appended to the run's last file, or new files follow it, only
+those bytes are read, as a detached part of the run (see
+:meth:`RunAssembler.joined`), and written as one more part. Anything else re-reads the
+run whole into a part that replaces its earlier ones: a file truncated, replaced or
+rewritten, a file that grew but is not the run's last, a new file that sorts before an
+archived one, a restart that hides points already archived, or a tag whose new points
+change the container its series needs.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tbconvert import names
+from tbconvert.errors import OutputError, TbconvertError
+from tbconvert.formats.base import Options
+from tbconvert.formats.tfevents import layout, legacy
+from tbconvert.formats.tfevents.assemble import (
+    _NDIM1,
+    RunAssembler,
+    _container,
+    _fixed_kind,
+)
+from tbconvert.incremental.files import file_entry as _file_entry
+from tbconvert.incremental.files import pending_name, plan_files
+from tbconvert.model import DataClass, Metadata, Run
+from tbconvert.report import Report
+
+
+@dataclass
+class RunTask:
+    """A picklable unit of work: bring run ``name`` of ``logdir`` into ``dst``."""
+
+    name: str
+    logdir: str
+    files: list[str]        # the run's event files, in reading order
+    dst: str
+    part: str               # the part file this task may write (no manifest names it yet)
+    experiment: dict        # for the part's own metadata
+    state: dict | None      # the run's state in the manifest (None: a new run)
+
+
+@dataclass
+class RunResult:
+    name: str
+    state: dict
+    part: str | None = None         # the part written, if any
+    replaces: bool = False          # the part replaces the run's earlier parts
+    why: str | None = None          # why the run was read whole again
+    new_bytes: int = 0
+    points: collections.Counter = field(default_factory=collections.Counter)
+    report: Report = field(default_factory=Report)
+
+
+def sync_run(task: RunTask) -> RunResult:
+    """Read what is new in one run and write it as a part; never raises for bad input."""
+    report = Report()
+    try:
+        return _sync_run(task, report)
+    except (KeyboardInterrupt, MemoryError, OutputError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
+        why = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
+        report.add("unreadable_run", f"{task.name}: could not be read ({why}); its archived "
+                   "data was kept as it was", run=task.name)
+        return RunResult(task.name, task.state, report=report)
+
+
+# -- metadata and tag state as JSON ----------------------------------------------------------
+
+def _md_to_json(md: Metadata) -> list:
+    return [md.plugin_name, base64.b64encode(md.plugin_content).decode("ascii"),
+            md.display_name, md.description, int(md.data_class)]
+
+
+def _md_from_json(obj: list) -> Metadata:
+    return Metadata(obj[0], base64.b64decode(obj[1]), obj[2], obj[3], DataClass(obj[4]))
+
+
+def _shape(raw_md: Metadata, kinds: set, has_none: bool):
+    """The container the assembler gives a tag (see ``RunAssembler._tag_series``)."""
+    md = legacy.with_data_class(raw_md)
+    fixups = raw_md.data_class == DataClass.UNKNOWN
+    kinds = {_fixed_kind(md.plugin_name, k) for k in kinds} if fixups else set(kinds)
+    if fixups and has_none and md.plugin_name == "hparams":
+        kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
+    return _container(md, kinds) if kinds else None
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+def _reader(task: RunTask, report: Report):
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    reader = TfeventsReader(Path(task.logdir), Options(), report)
+    reader.defer_partial_tail = True
+    return reader
+
+
+def _read(reader, asm: RunAssembler, reads) -> tuple[dict, int]:
+    """Read ``reads`` into ``asm``: per file, ``(size, end, last)``; and the bytes read."""
+    found, total = {}, 0
+    try:
+        for path, start in reads:
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = start
+            if path.name.endswith(layout.PROFILE_EMPTY):
+                found[path] = (size, start, None)
+                continue
+            st = reader.read_file(path, asm, start)
+            if st is None:
+                found[path] = (size, start, None)
+                continue
+            total += max(size - start, 0)
+            found[path] = (st.size, st.end, st.last)
+    except BaseException:
+        asm.store.close()
+        raise
+    return found, total
+
+
+def _watched(series, tags: dict, counts: list):
+    """``series`` passed on, noting per tag the highest step of a visible point."""
+    import numpy as np
+    for chunk in series:
+        counts[0] += len(chunk)
+        counts[1][chunk.data_class.name.lower()] += len(chunk)
+        if len(chunk):
+            steps = chunk.steps if chunk.hidden is None else chunk.steps[~chunk.hidden]
+            if len(steps):
+                top = int(np.max(steps))
+                info = tags.setdefault(chunk.tag, {})
+                old = info.get("max_step")
+                info["max_step"] = top if old is None else max(old, top)
+        yield chunk
+
+
+def _write(task: RunTask, run: Run, series, report: Report, tags: dict) -> int:
+    from tbconvert.formats.parquet import schema as S
+    from tbconvert.formats.parquet.writer import write_part
+    counts = [0, collections.Counter()]
+    run_out, chunks = names.storable(run, _watched(series, tags, counts), report)
+    # flushed to disk by the sync, all parts at once, before it commits
+    write_part(Path(task.dst) / pending_name(task.part), run_out, chunks,
+               S.experiment_from_json(task.experiment), fsync=False)
+    return counts[1]
+
+
+def _sync_run(task: RunTask, report: Report) -> RunResult:
+    why, reads = plan_files(task.files, task.state)
+    if why is None and not reads:
+        return RunResult(task.name, task.state, report=report)
+    reader = _reader(task, report)
+    if why is None:
+        result = _tail(task, reader, reads, report)
+        if result is not None:
+            return result
+        why = "a restart hides points already archived, or new points change a series' form"
+        reads = [(Path(f), 0) for f in task.files]
+        reader = _reader(task, report)
+    return _whole(task, reader, reads, why, report)
+
+
+def _whole(task: RunTask, reader, reads, why: str, report: Report) -> RunResult:
+    asm = RunAssembler(task.name)
+    found, total = _read(reader, asm, reads)
+    run, series = asm.build()
+    tags: dict = {}
+    for tag, info in asm.info.items():
+        tags[tag] = {"kinds": sorted([int(c), int(n)] for c, n in info.kinds),
+                     "has_none": info.has_none, "max_step": None}
+    points = _write(task, run, series, report, tags)
+    state = {
+        "files": [_file_entry(p, *found[p]) for p, _ in reads],
+        "start_time": run.start_time,
+        "last_step": asm._last_step,
+        "version": asm.versions[-1][1] if asm.versions else None,
+        "seen_start": asm._seen_start,
+        "metadata": {tag: _md_to_json(md) for tag, (_, md) in asm.first_metadata.items()},
+        "tags": tags,
+    }
+    return RunResult(task.name, state, part=task.part, replaces=True,
+                     why=None if task.state is None else why, new_bytes=total, points=points,
+                     report=report)
+
+
+def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
+    """The new bytes as one more part; None when the run must be read whole instead."""
+    state = task.state
+    part = RunAssembler(task.name, detached=True)
+    scratch = Report()
+    reader.report = scratch
+    found, total = _read(reader, part, reads)
+    # What the archived files ended with settles the conditions of the new part's first events.
+    before = RunAssembler(task.name)
+    before._last_step = state["last_step"]
+    before._seen_start = state["seen_start"]
+    if state["version"] is not None:
+        before.versions = [(0, state["version"])]
+    run = RunAssembler.joined(task.name, [before, part])
+    archived_tags = state["tags"]
+    archived_md = {tag: _md_from_json(v) for tag, v in state["metadata"].items()}
+
+    def visible_top(tag):
+        info = archived_tags.get(tag)
+        return None if info is None else info.get("max_step")
+
+    for _, step, tags in run.purges:
+        hit = archived_tags if tags is None else tags
+        if any((top := visible_top(t)) is not None and top >= step for t in hit):
+            run.store.close()
+            return None
+    if any(tag in archived_tags and tag not in archived_md for tag in run.first_metadata):
+        # the tag's first metadata arrives only now: its archived points were stored without it
+        run.store.close()
+        return None
+    for tag, md in archived_md.items():
+        run.first_metadata[tag] = (-1, md)
+    for tag, info in run.info.items():
+        old = archived_tags.get(tag)
+        if old is None:
+            continue
+        old_kinds = {(c, n) for c, n in old["kinds"]}
+        md = run.first_metadata.get(tag, (0, Metadata()))[1]
+        union = old_kinds | info.kinds
+        has_none = old["has_none"] or info.has_none
+        if _shape(md, union, has_none) != _shape(md, old_kinds, old["has_none"]):
+            run.store.close()
+            return None
+        info.kinds, info.has_none = union, has_none
+    report.extend(scratch.issues)
+    built, series = run.build()
+    new_run = Run(task.name, state["start_time"], built.records)
+    tags = {tag: dict(info) for tag, info in archived_tags.items()}
+    for tag, info in run.info.items():
+        entry = tags.setdefault(tag, {"kinds": [], "has_none": False, "max_step": None})
+        entry["kinds"] = sorted([int(c), int(n)] for c, n in info.kinds)
+        entry["has_none"] = bool(info.has_none)
+    metadata = dict(state["metadata"])
+    for tag, (_, md) in run.first_metadata.items():
+        metadata.setdefault(tag, _md_to_json(md))
+    files = list(state["files"])
+    for path, _ in reads:
+        size, end, last = found[path]
+        i = next((k for k, e in enumerate(files) if e["name"] == path.name), None)
+        if last is None and i is not None:
+            # nothing complete was added: the file stays as archived, only its size is new
+            files[i] = dict(files[i], size=size)
+            continue
+        entry = _file_entry(path, size, end, last)
+        if i is None:
+            files.append(entry)
+        else:
+            files[i] = entry
+    new_state = dict(state, files=files, tags=tags, metadata=metadata,
+                     last_step=run._last_step, seen_start=run._seen_start,
+                     version=run.versions[-1][1] if run.versions else state["version"])
+    has_points = any(info.pieces for info in run.info.values())
+    if not has_points and not built.records:
+        run.store.close()
+        return RunResult(task.name, new_state, new_bytes=total, report=report)
+    points = _write(task, new_run, series, report, tags)
+    return RunResult(task.name, new_state, part=task.part, new_bytes=total, points=points,
+                     report=report)

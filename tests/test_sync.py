@@ -1,0 +1,587 @@
+"""``tbconvert sync``: a growing logdir kept in a Parquet dataset, checked after every step
+against TensorBoard's own view and against one full conversion."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as pads
+import pytest
+from conftest import cli_argv, cli_env, run_tbconvert
+from oracle import assert_same_view, tb_view
+
+import tbconvert
+from tbconvert.errors import UsageError
+from tbconvert.formats.tfevents import records
+from tbconvert.incremental.lock import LOCK_FILE
+
+WALL0 = 1_700_000_000.0
+
+
+def _pb():
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    return event_pb2, summary_pb2
+
+
+class Events:
+    """An event file written the way training writes it: opened, appended to, maybe cut."""
+
+    def __init__(self, path: Path, version: str = "brain.Event:2", wall: float = WALL0) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        event_pb2, _ = _pb()
+        self.write(event_pb2.Event(wall_time=wall, file_version=version))
+
+    def write(self, event, cut: int | None = None) -> None:
+        data = records.frame(event.SerializeToString())
+        with open(self.path, "ab") as fh:
+            fh.write(data if cut is None else data[:cut])
+
+    def write_many(self, events) -> None:
+        with open(self.path, "ab") as fh:
+            fh.write(b"".join(records.frame(e.SerializeToString()) for e in events))
+
+    def finish_cut(self, event, cut: int) -> None:
+        """Write the rest of an event whose first ``cut`` bytes were written."""
+        with open(self.path, "ab") as fh:
+            fh.write(records.frame(event.SerializeToString())[cut:])
+
+
+def scalar(step: int, tags=("loss", "acc")):
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=WALL0 + step, step=step)
+    for i, tag in enumerate(tags):
+        ev.summary.value.add(tag=tag, simple_value=float(np.float32(step * 0.5 + i)))
+    return ev
+
+
+def tf2_tensor(step: int, tag="hist", first=False):
+    """A TF2-style tensor summary: metadata only with the tag's first event."""
+    event_pb2, summary_pb2 = _pb()
+    ev = event_pb2.Event(wall_time=WALL0 + step, step=step)
+    v = ev.summary.value.add(tag=tag)
+    v.tensor.dtype = 2          # DT_DOUBLE
+    arr = np.arange(6, dtype=np.float64).reshape(2, 3) + step
+    v.tensor.tensor_shape.dim.add(size=2)
+    v.tensor.tensor_shape.dim.add(size=3)
+    v.tensor.tensor_content = arr.tobytes()
+    if first:
+        v.metadata.plugin_data.plugin_name = "histograms"
+        v.metadata.data_class = summary_pb2.DATA_CLASS_TENSOR
+    return ev
+
+
+def session_start(step: int):
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=WALL0 + step + 0.5, step=step)
+    ev.session_log.status = 1
+    return ev
+
+
+def full_rows(path: Path) -> list:
+    cols = ["run", "tag", "step", "wall_time", "value", "hidden", "data_class", "plugin_name",
+            "tensor_dtype", "tensor_shape", "tensor_content", "tensor_strings", "blobs"]
+    # the files the manifest names (what every reader following it sees)
+    parts = json.loads((path / "_tbconvert.json").read_text())["parts"]
+    table = pads.dataset([str(path / p["file"]) for p in parts], format="parquet").to_table(
+        columns=cols)
+    return sorted(map(repr, zip(*(table.column(c).to_pylist() for c in cols))))
+
+
+def check(src: Path, dst: Path, tmp: Path, ignore_first_event: bool = False,
+          view: bool = True) -> None:
+    """DST holds what one full conversion of SRC holds, and TensorBoard sees SRC in it."""
+    full = tmp / "full"
+    back = tmp / "back"
+    shutil.rmtree(full, ignore_errors=True)
+    shutil.rmtree(back, ignore_errors=True)
+    tbconvert.convert(src, full, to_format="parquet")
+    assert full_rows(dst) == full_rows(full)
+    ours, theirs = tbconvert.load(dst), tbconvert.load(full)
+    assert ours.runs == theirs.runs
+    for run, tags in theirs.series.items():
+        assert sorted(ours.series[run]) == sorted(tags)
+        for tag, s in tags.items():
+            o = ours.series[run][tag]
+            assert o.metadata == s.metadata and type(o) is type(s), (run, tag)
+    if not view:
+        return
+    tbconvert.convert(dst, back, to_format="tfevents")
+    assert_same_view(tb_view(back), tb_view(src), ignore_first_event=ignore_first_event)
+
+
+def sync(src, dst):
+    return tbconvert.sync(src, dst)
+
+
+def test_growing_logdir(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write(session_start(0))       # a later start then purges (the first one does not)
+    for step in range(50):
+        a.write(scalar(step))
+    b = Events(src / "b" / "events.out.tfevents.1.host")
+    b.write(tf2_tensor(0, first=True))
+    for step in range(1, 20):
+        b.write(tf2_tensor(step))
+    r = sync(src, dst)
+    assert r.runs_added == 2 and r.parts_written == 2
+    check(src, dst, tmp_path)
+
+    # appended bytes, the last record only half written
+    for step in range(50, 80):
+        a.write(scalar(step))
+    a.write(scalar(80), cut=17)
+    r = sync(src, dst)
+    assert r.runs_extended == 1 and r.runs_rearchived == 0 and r.runs_unchanged == 1
+    assert not r.lost
+    check(src, dst, tmp_path)
+
+    # the half record completed, more points, a new run, a new tag in b
+    a.finish_cut(scalar(80), 17)
+    for step in range(81, 100):
+        a.write(scalar(step))
+    for step in range(20, 30):
+        b.write(tf2_tensor(step))
+    b.write(tf2_tensor(20, tag="new_hist", first=True))
+    c = Events(src / "c" / "events.out.tfevents.5.host")
+    for step in range(10):
+        c.write(scalar(step, tags=("x",)))
+    r = sync(src, dst)
+    assert (r.runs_added, r.runs_extended, r.runs_rearchived) == (1, 2, 0)
+    assert len([p for p in dst.iterdir() if p.name.startswith("part-")]) == 6
+    check(src, dst, tmp_path)
+
+    # a restart: a new file whose session start hides archived steps 90 and later
+    a2 = Events(src / "a" / "events.out.tfevents.2.host", wall=WALL0 + 200)
+    a2.write(session_start(90))
+    for step in range(90, 120):
+        a2.write(scalar(step))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+    hidden = pads.dataset(str(dst), format="parquet").to_table(
+        filter=pads.field("hidden")).num_rows
+    assert hidden == 2 * 10
+
+    # a restart that hides nothing archived: one more part, not a rewrite
+    a2.write(session_start(200))
+    for step in range(200, 210):
+        a2.write(scalar(step))
+    r = sync(src, dst)
+    assert r.runs_extended == 1 and r.runs_rearchived == 0
+    check(src, dst, tmp_path)
+
+    # a truncated file is found and its run read whole again
+    path = src / "b" / "events.out.tfevents.1.host"
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+
+    # a file rewritten in place with other content, then grown past its old size
+    path = src / "c" / "events.out.tfevents.5.host"
+    path.unlink()
+    c = Events(path)
+    for step in range(15):
+        c.write(scalar(step, tags=("y",)))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+
+    # a run removed from the source leaves the dataset
+    shutil.rmtree(src / "c")
+    r = sync(src, dst)
+    assert r.runs_removed == 1
+    check(src, dst, tmp_path)
+    assert not [p for p in dst.iterdir() if "-c-" in p.name]
+
+
+def test_legacy_out_of_order_purge_and_new_file_order(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    old = Events(src / "run" / "events.out.tfevents.3.host", version="brain.Event:1")
+    for step in range(30):
+        old.write(scalar(step))
+    sync(src, dst)
+    check(src, dst, tmp_path)
+    # an older-style file: a step going back purges the points after it, per tag
+    old.write(scalar(10, tags=("loss",)))
+    old.write(scalar(11, tags=("loss",)))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+    # a step going back that hides nothing archived (the tag is new)
+    old.write(scalar(5, tags=("fresh",)))
+    old.write(scalar(3, tags=("fresh",)))
+    r = sync(src, dst)
+    check(src, dst, tmp_path)
+    # a new file that sorts before the archived one: read whole again
+    early = Events(src / "run" / "events.out.tfevents.1.host")
+    early.write(scalar(1000))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+    # bytes appended to a file that is not the run's last one
+    early.write(scalar(1001))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path)
+
+
+def test_fixture_logdirs_sync_to_what_convert_writes(tmp_path, fixtures_dir):
+    for name in ("torch_logdir", "tensorboardx_logdir", "tf2_logdir"):
+        dst = tmp_path / name
+        sync(fixtures_dir / name, dst)
+        r = sync(fixtures_dir / name, dst)
+        assert r.runs_unchanged == r.runs and r.parts_written == 0
+        check(fixtures_dir / name, dst, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["torch_logdir", "tensorboardx_logdir", "tf2_logdir"])
+def test_fixture_files_grown_byte_by_byte(tmp_path, fixtures_dir, name):
+    """Real writers' files appear a few bytes at a time, records cut anywhere (summary
+    metadata only in a tag's first event, graphs, hparams, resumed runs): after each sync
+    the dataset is what convert writes, and TensorBoard sees the source in it."""
+    base = fixtures_dir / name
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    files = [(src / f.relative_to(base), f.read_bytes()) for f in sorted(base.rglob("*"))
+             if f.is_file()]
+    rng = random.Random(name)
+    rounds = 0
+    while True:
+        grew = False
+        for target, data in files:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            have = target.stat().st_size if target.exists() else 0
+            if have == len(data) or (rounds and rng.random() < 0.3):
+                continue
+            k = rng.randint(1, max(1, len(data) // 3))
+            with open(target, "ab") as fh:
+                fh.write(data[have:have + k])
+            grew = True
+        if not grew:
+            break
+        rounds += 1
+        r = sync(src, dst)
+        assert not r.lost, [i.message for i in r.lost]
+        # start times are compared with convert's (a run whose first record is still cut
+        # off comes back from any archive with a start time of 0, which TensorBoard shows)
+        check(src, dst, tmp_path, ignore_first_event=True)
+    assert rounds >= 3
+
+
+def test_concurrent_sync_refused_and_stale_lock_taken_over(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write(scalar(0))
+    sync(src, dst)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        (dst / LOCK_FILE).write_text(json.dumps(
+            {"host": socket.gethostname(), "pid": sleeper.pid, "time": time.time()}))
+        with pytest.raises(UsageError, match="another sync is running"):
+            sync(src, dst)
+        proc = run_tbconvert("sync", src, dst)
+        assert proc.returncode == 2 and "another sync is running" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # its process is gone: the lock is stale and taken over, with a note
+    a.write(scalar(1))
+    r = sync(src, dst)
+    assert [i.kind for i in r.issues] == ["stale_lock_taken_over"]
+    assert not (dst / LOCK_FILE).exists()
+    check(src, dst, tmp_path)
+
+
+def test_destination_that_is_not_a_dataset_is_refused(tmp_path):
+    src = tmp_path / "logs"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    proc = run_tbconvert("sync", src, other)
+    assert proc.returncode == 6 and "not a tbconvert dataset" in proc.stderr
+    assert (other / "notes.txt").read_text() == "mine"
+
+
+def _dataset_state(dst: Path):
+    if not (dst / "_tbconvert.json").exists():
+        return None
+    return full_rows(dst)
+
+
+@pytest.mark.slow
+def test_killed_sync_leaves_the_dataset_as_it_was(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(8)]
+    for ev in runs:
+        ev.write_many(scalar(s) for s in range(3000))
+    step = 3000
+    rng = random.Random(1)
+    outcomes = []
+    for seed in range(5):
+        before = _dataset_state(dst)
+        for i, ev in enumerate(runs):
+            if rng.random() < 0.7:
+                ev.write_many(scalar(s) for s in range(step, step + 500))
+            if seed == 3 and i == 2:    # one run's file cut short: read whole again
+                data = ev.path.read_bytes()
+                ev.path.write_bytes(b"")
+                ev.write_many(scalar(s) for s in range(1000))
+                assert ev.path.stat().st_size < len(data)
+        step += 500
+        proc = subprocess.Popen([*cli_argv(), "sync", str(src), str(dst)], env=cli_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 3.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        after = _dataset_state(dst)
+        outcomes.append(after == before)
+        if after != before:
+            # the kill came after the manifest was committed: the sync's whole result is in
+            full = tmp_path / "full"
+            shutil.rmtree(full, ignore_errors=True)
+            tbconvert.convert(src, full, to_format="parquet")
+            assert after == full_rows(full)
+        # the dead sync's lock is stale and its parts are garbage: a new sync completes
+        r = sync(src, dst)
+        assert not r.lost, [i.message for i in r.lost]
+        full = tmp_path / "full"
+        shutil.rmtree(full, ignore_errors=True)
+        tbconvert.convert(src, full, to_format="parquet")
+        assert full_rows(dst) == full_rows(full)
+        named = {p["file"] for p in json.loads((dst / "_tbconvert.json").read_text())["parts"]}
+        assert {p.name for p in dst.iterdir() if p.name.startswith(("part-", "_pending"))} \
+            == named
+    assert any(outcomes), "no kill landed before a commit"
+    check(src, dst, tmp_path)
+
+
+@pytest.mark.e2e
+def test_sync_cli_and_errors(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    proc = run_tbconvert("sync", src, dst)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 run(s) added" in proc.stdout + proc.stderr
+    proc = run_tbconvert("sync", src, tmp_path / "x.parquet")
+    assert proc.returncode == 2 and "directory dataset" in proc.stderr
+    proc = run_tbconvert("sync", tmp_path / "missing", dst)
+    assert proc.returncode == 3
+    proc = run_tbconvert("sync", dst, tmp_path / "again")
+    assert proc.returncode == 2 and "use convert" in proc.stderr
+    proc = run_tbconvert("sync", src, "s3://bucket/archive")
+    assert proc.returncode == 2 and "not supported yet" in proc.stderr
+
+
+def test_parts_of_a_run_read_as_one_table_by_other_readers(tmp_path):
+    """A run kept in several parts: DuckDB, Dask and tbconvert's own verify see one table."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(100))
+    sync(src, dst)
+    a.write_many(scalar(s) for s in range(100, 150))
+    Events(src / "b" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(7))
+    sync(src, dst)
+    assert len(list(dst.glob("part-00000-a-*.parquet"))) == 2
+    import duckdb
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{dst}/*.parquet') "
+                   "WHERE run = 'a' AND tag = 'loss'").fetchall()[0][0]
+    assert n == 150
+    import dask.dataframe as dd
+    df = dd.read_parquet(str(dst)).compute()
+    assert len(df) == 2 * 157 and sorted(df["run"].unique()) == ["a", "b"]
+    proc = run_tbconvert("verify", src, dst)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    info = run_tbconvert("info", dst, "--json")
+    assert info.returncode == 0
+    runs = json.loads(info.stdout)["runs"]
+    assert len(runs) == 2
+
+
+def test_runs_that_start_empty_or_half_written(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    (src / "empty").mkdir(parents=True)
+    (src / "empty" / "events.out.tfevents.1.host").write_bytes(b"")
+    half = src / "half" / "events.out.tfevents.1.host"
+    half.parent.mkdir()
+    event_pb2, _ = _pb()
+    first = records.frame(event_pb2.Event(wall_time=WALL0, file_version="brain.Event:2")
+                          .SerializeToString())
+    half.write_bytes(first[:7])
+    r = sync(src, dst)
+    assert not r.lost and r.runs_added == 2
+    # (a run with no event at all comes back from any archive with a start time of 0)
+    check(src, dst, tmp_path, ignore_first_event=True)
+    half.write_bytes(first + records.frame(scalar(1).SerializeToString()))
+    e = Events(src / "empty" / "events.out.tfevents.1.host")
+    e.write(scalar(3))
+    r = sync(src, dst)
+    assert not r.lost
+    check(src, dst, tmp_path)
+    # a single event file as the source
+    one = tmp_path / "one"
+    sync(half, one)
+    half.write_bytes(half.read_bytes() + records.frame(scalar(2).SerializeToString()))
+    r = sync(half, one)
+    assert r.runs_extended == 1
+    full = tmp_path / "one_full"
+    tbconvert.convert(half, full, to_format="parquet")
+    assert full_rows(one) == full_rows(full)
+
+
+def test_run_tasks_and_results_travel_to_other_processes(tmp_path):
+    """What a scheduler ships to its workers and back: tasks and results pickle, and a task
+    run in another process writes its part where the sync then finds it."""
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tbconvert.incremental.files import pending_name
+    from tbconvert.incremental.runs import RunTask, sync_run
+    src = tmp_path / "logs"
+    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(20))
+    dst = tmp_path / "archive"
+    dst.mkdir()
+    task = RunTask(name="a", logdir=str(src), files=[str(src / "a" / "events.out.tfevents.1.host")],
+                   dst=str(dst), part="part-00000-a-g0001.parquet", experiment={}, state=None)
+    assert pickle.loads(pickle.dumps(task)) == task
+    with ProcessPoolExecutor(1) as pool:
+        result = pool.submit(sync_run, task).result()
+    assert result.part == task.part and result.points["scalar"] == 40
+    assert (dst / pending_name(task.part)).is_file()
+    assert pickle.loads(pickle.dumps(result)).state == result.state
+
+
+def test_metadata_that_arrives_after_the_points(tmp_path):
+    """A tag's first metadata decides its whole series: arriving late, it makes the run be
+    read whole again."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    b = Events(src / "b" / "events.out.tfevents.1.host")
+    b.write_many(tf2_tensor(s) for s in range(5))
+    sync(src, dst)
+    check(src, dst, tmp_path, view=False)   # TensorBoard cannot list a tag without metadata
+    b.write(tf2_tensor(5, first=True))
+    b.write(tf2_tensor(6, first=True, tag="other"))
+    r = sync(src, dst)
+    assert r.runs_rearchived == 1
+    check(src, dst, tmp_path, view=False)
+    b.write(tf2_tensor(7, first=True))      # later metadata never counts
+    r = sync(src, dst)
+    assert r.runs_extended == 1
+    check(src, dst, tmp_path, view=False)
+
+
+def test_nothing_new_loads_neither_numpy_nor_pyarrow(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(5))
+    sync(src, dst)
+    code = ("import sys, tbconvert; r = tbconvert.sync(sys.argv[1], sys.argv[2]); "
+            "assert r.runs_unchanged == 1 and r.parts_written == 0; "
+            "print(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code, str(src), str(dst)], check=False,
+                          env=cli_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_reading_resumes_at_a_record_boundary(tmp_path):
+    """scan_file(start=...) finds exactly the records a whole scan finds after that offset,
+    and a reader told to leave a cut-off last record for later does not report it."""
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.tfevents.assemble import RunAssembler
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    from tbconvert.report import Report
+    path = tmp_path / "run" / "events.out.tfevents.1.host"
+    ev = Events(path)
+    ev.write_many(scalar(s) for s in range(300))
+    ev.write(scalar(300), cut=20)
+
+    def found(start=0):
+        out = []
+        for b in records.scan_file(path, block_size=256, start=start):
+            out.extend((b.offset + s, n) for s, n in zip(b.starts.tolist(), b.lengths.tolist()))
+        return out
+    whole = found()
+    middle = whole[150][0] - records.HEADER
+    assert found(middle) == whole[150:]
+    report = Report()
+    reader = TfeventsReader(tmp_path, Options(), report)
+    reader.defer_partial_tail = True
+    state = reader.read_file(path, RunAssembler("run", detached=True), middle)
+    assert state.partial_tail and not report.issues and state.records == len(whole) - 150
+    assert state.end == whole[-1][0] + whole[-1][1] + records.FOOTER
+    reader.defer_partial_tail = False
+    reader.read_file(path, RunAssembler("run", detached=True), middle)
+    assert [i.kind for i in report.issues] == ["truncated_record"]
+
+
+def test_export_root_synced_per_experiment(tmp_path, fixtures_dir):
+    """An export root: one dataset per experiment, read again only when its files change."""
+    root = tmp_path / "export"
+    shutil.copytree(fixtures_dir / "tbdev_export", root)
+    (exp,) = [p for p in root.iterdir() if p.name.startswith("experiment_")]
+    dst = tmp_path / "archive"
+    r = sync(root, dst)
+    assert r.runs_added > 0 and not r.lost
+    sub = dst / exp.name[len("experiment_"):]
+    full = tmp_path / "full"
+    tbconvert.convert(exp, full, to_format="parquet")
+    assert full_rows(sub) == full_rows(full)
+    assert tbconvert.load(sub).runs == tbconvert.load(full).runs
+    r = sync(root, dst)
+    assert r.parts_written == 0 and r.runs_unchanged > 0
+    # a newer export of the same experiment (one run fewer) replaces the dataset's runs
+    scalars = exp / "scalars.json"
+    lines = scalars.read_text().splitlines(keepends=True)
+    first_run = json.loads(lines[0])["run"]
+    scalars.write_text("".join(l for l in lines if json.loads(l)["run"] != first_run))
+    r = sync(root, dst)
+    assert r.parts_written > 0
+    shutil.rmtree(full)
+    tbconvert.convert(exp, full, to_format="parquet")
+    assert full_rows(sub) == full_rows(full)
+    # one experiment given as the source: one dataset
+    one = tmp_path / "one"
+    sync(exp, one)
+    assert full_rows(one) == full_rows(full)
+
+
+def test_interrupted_sync_removes_its_parts(tmp_path, monkeypatch):
+    """Ctrl-C while runs are read: the dataset stays as it was, with nothing left behind."""
+    from tbconvert.incremental import runs as runs_mod
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    for name in ("a", "b"):
+        Events(src / name / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(9))
+    sync(src, dst)
+    before = sorted(p.name for p in dst.iterdir())
+    for name in ("a", "b"):
+        Events(src / name / "events.out.tfevents.2.host").write(scalar(20))
+    real = runs_mod.sync_run
+    calls = []
+
+    def interrupted(task):
+        calls.append(task.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(task)
+    monkeypatch.setattr(runs_mod, "sync_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sync(src, dst)
+    assert sorted(p.name for p in dst.iterdir()) == before
+    monkeypatch.setattr(runs_mod, "sync_run", real)
+    assert sync(src, dst).runs_extended == 2
+    check(src, dst, tmp_path)
