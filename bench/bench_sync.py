@@ -31,9 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import writers
+import writers  # noqa: E402
 
-from tbconvert.formats.tfevents import records
+from tbconvert.formats.tfevents import records  # noqa: E402
 
 TAGS = writers.SCALAR_TAGS
 
@@ -89,7 +89,7 @@ def rows(path: Path) -> list:
     parts = json.loads((path / "_tbconvert.json").read_text())["parts"]
     table = pads.dataset([str(path / p["file"]) for p in parts], format="parquet").to_table(
         columns=cols)
-    return sorted(zip(*(table.column(c).to_pylist() for c in cols)))
+    return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
 
 
 def main() -> None:

@@ -62,6 +62,8 @@ KINDS: dict[str, Kind] = {
                                      "a file beside the event files", _KEPT),
     "experiment_id_not_kept": Kind("an export keeps the experiment id only in its directory "
                                    "name, which the destination does not carry", _KEPT),
+    "export_read_whole": Kind("sync: an export's files changed since the last sync, so its runs were "
+                              "written again", _KEPT),
     "float64_scalars": Kind("export scalars that are not all float32-exact are kept as float64",
                             _KEPT),
     "hidden_points_left_out": Kind("points TensorBoard's restart rule hides are left out "
@@ -103,15 +105,21 @@ KINDS: dict[str, Kind] = {
                                "another, is skipped", _LOST),
     "restart_markers_not_written": Kind("restart markers not written to event files; the points "
                                         "they hid are left out instead", _KEPT),
+    "run_read_whole": Kind("sync: a run was read whole again instead of only its new bytes; the "
+                           "message says why (a file truncated, replaced or rewritten, a restart "
+                           "hiding archived points...)", _KEPT),
     "run_records_dropped": Kind("run-level events (meta graphs, session logs) the destination "
                                 "has no place for", _LOST),
+    "run_removed": Kind("sync: a run gone from the source was taken out of the dataset", _KEPT),
+    "run_renamed": Kind("a run written or read under another name (unsafe path, Windows "
+                        "separators)", _KEPT),
     "run_start_time_dropped": Kind("a run's start time before its first point has no place in "
                                    "a TensorBoard.dev export; read back, the run starts at its "
                                    "first point", _KEPT),
-    "run_renamed": Kind("a run written or read under another name (unsafe path, Windows "
-                        "separators)", _KEPT),
     "scalar_rounded": Kind("integer scalars above 2^53 are rounded to an export's doubles",
                            _LOST),
+    "stale_lock_taken_over": Kind("sync: a lock left by a sync that died (or by --break-lock) was "
+                                  "taken over", _KEPT),
     "steps_rounded_in_view": Kind("steps of 2**53 or more are charted rounded by the web view",
                                   _KEPT),
     "string_nul_stripped": Kind("strings ending in NUL bytes lose them in an export's byte "

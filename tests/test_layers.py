@@ -22,7 +22,7 @@ LAYERS = (
               "sourcefiles", "arrowpool", "columns", "cluster", "kinds", "restarts"}),
     # the registry is the formats' catalogue; remote wraps readers and writers for URLs
     ("formats", {"formats", "registry", "remote"}),
-    ("api", {"api", "describe", "exports", "verify"}),
+    ("api", {"api", "describe", "exports", "incremental", "verify"}),
     ("tables", {"tables", "tbparse"}),
     ("cli", {"cli", "__main__"}),
 )

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.dataset as pads
 import pytest
-from conftest import cli_argv, cli_env, run_tbconvert
+from helpers import cli_argv, cli_env, run_tbconvert
 from oracle import assert_same_view, tb_view
 
 import tbconvert
@@ -94,7 +94,7 @@ def full_rows(path: Path) -> list:
     parts = json.loads((path / "_tbconvert.json").read_text())["parts"]
     table = pads.dataset([str(path / p["file"]) for p in parts], format="parquet").to_table(
         columns=cols)
-    return sorted(map(repr, zip(*(table.column(c).to_pylist() for c in cols))))
+    return sorted(map(repr, zip(*(table.column(c).to_pylist() for c in cols), strict=True)))
 
 
 def check(src: Path, dst: Path, tmp: Path, ignore_first_event: bool = False,
@@ -106,7 +106,7 @@ def check(src: Path, dst: Path, tmp: Path, ignore_first_event: bool = False,
     shutil.rmtree(back, ignore_errors=True)
     tbconvert.convert(src, full, to_format="parquet")
     assert full_rows(dst) == full_rows(full)
-    ours, theirs = tbconvert.load(dst), tbconvert.load(full)
+    ours, theirs = tbconvert.read(dst, restarts="keep-all"), tbconvert.read(full, restarts="keep-all")
     assert ours.runs == theirs.runs
     for run, tags in theirs.series.items():
         assert sorted(ours.series[run]) == sorted(tags)
@@ -513,7 +513,7 @@ def test_reading_resumes_at_a_record_boundary(tmp_path):
     def found(start=0):
         out = []
         for b in records.scan_file(path, block_size=256, start=start):
-            out.extend((b.offset + s, n) for s, n in zip(b.starts.tolist(), b.lengths.tolist()))
+            out.extend((b.offset + s, n) for s, n in zip(b.starts.tolist(), b.lengths.tolist(), strict=True))
         return out
     whole = found()
     middle = whole[150][0] - records.HEADER
@@ -541,14 +541,14 @@ def test_export_root_synced_per_experiment(tmp_path, fixtures_dir):
     full = tmp_path / "full"
     tbconvert.convert(exp, full, to_format="parquet")
     assert full_rows(sub) == full_rows(full)
-    assert tbconvert.load(sub).runs == tbconvert.load(full).runs
+    assert tbconvert.read(sub, restarts="keep-all").runs == tbconvert.read(full, restarts="keep-all").runs
     r = sync(root, dst)
     assert r.parts_written == 0 and r.runs_unchanged > 0
     # a newer export of the same experiment (one run fewer) replaces the dataset's runs
     scalars = exp / "scalars.json"
     lines = scalars.read_text().splitlines(keepends=True)
     first_run = json.loads(lines[0])["run"]
-    scalars.write_text("".join(l for l in lines if json.loads(l)["run"] != first_run))
+    scalars.write_text("".join(ln for ln in lines if json.loads(ln)["run"] != first_run))
     r = sync(root, dst)
     assert r.parts_written > 0
     shutil.rmtree(full)

@@ -157,7 +157,7 @@ def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
     Anything unusual answers False, and the full path looks again and reports it."""
     import json
 
-    from tbconvert.formats.tfevents import layout
+    from tbconvert.formats.tfevents import event_files
     from tbconvert.incremental.files import plan_files
     try:
         marker = json.loads((dst / _MARKER_FILE).read_bytes())
@@ -165,10 +165,10 @@ def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
         known, generation = state["runs"], state["generation"]
         if not isinstance(known, dict) or not isinstance(generation, int):
             return False
-        if src.is_dir() and (src / layout.EXPERIMENT_SIDECAR).exists():
+        if src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists():
             return False        # its facts may have changed: the full path compares them
         problems = []
-        runs = layout.discover(src, lambda kind, msg: problems.append(kind))
+        runs = event_files.discover(src, lambda kind, msg: problems.append(kind))
         if problems or sorted(_stored_name(n) for n, _ in runs) != sorted(known):
             return False
         for name, files in runs:
@@ -221,7 +221,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
         manifest.remove_garbage(dst, marker)
         raise
     parts, runs_state = [], {}
-    for task, result in zip(tasks, results):
+    for task, result in zip(tasks, results, strict=True):
         report.extend(result.report.issues)
         report.new_bytes += result.new_bytes
         key = _stored_name(task.name)

@@ -92,9 +92,9 @@ def sync_experiment(src: Path, dst: Path, report) -> None:
 def experiments(src: Path):
     """``[(source path, sub-dataset name or None)]``: None for one experiment, else one
     entry per experiment of the export root."""
-    from tbconvert.formats.tbdev import layout
+    from tbconvert.formats.tbdev import export_dir
     from tbconvert.names import safe_part
-    sources, is_root = layout.find_experiments(src)
+    sources, is_root = export_dir.find_experiments(src)
     if not is_root:
         return [(src, None)]
     out, taken = [], set()

@@ -61,7 +61,7 @@ def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, 
     if [f.name for f in files[:len(archived)]] != [a["name"] for a in archived]:
         return "its event files were removed, renamed or one sorts before archived ones", whole
     reads = []
-    for i, (path, entry) in enumerate(zip(files, archived)):
+    for i, (path, entry) in enumerate(zip(files, archived, strict=False)):
         why = _changed(path, entry)
         if why is not None:
             return why, whole

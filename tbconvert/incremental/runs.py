@@ -26,7 +26,7 @@ from pathlib import Path
 from tbconvert import names
 from tbconvert.errors import OutputError, TbconvertError
 from tbconvert.formats.base import Options
-from tbconvert.formats.tfevents import layout, legacy
+from tbconvert.formats.tfevents import event_files, legacy
 from tbconvert.formats.tfevents.assemble import (
     _NDIM1,
     RunAssembler,
@@ -117,7 +117,7 @@ def _read(reader, asm: RunAssembler, reads) -> tuple[dict, int]:
                 size = path.stat().st_size
             except OSError:
                 size = start
-            if path.name.endswith(layout.PROFILE_EMPTY):
+            if path.name.endswith(event_files.PROFILE_EMPTY):
                 found[path] = (size, start, None)
                 continue
             st = reader.read_file(path, asm, start)

@@ -370,7 +370,7 @@ def _run_groups(files: list[Path], parts: list[dict]) -> list[list[Path]]:
     """The part files by run: consecutive parts naming one run hold that one run."""
     groups: list[list[Path]] = []
     last = None
-    for f, p in zip(files, parts):
+    for f, p in zip(files, parts, strict=True):
         run = p.get("run")
         if groups and isinstance(run, str) and run == last:
             groups[-1].append(f)
