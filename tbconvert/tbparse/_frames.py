@@ -14,6 +14,9 @@ import numpy as np
 from tbconvert.formats.tfevents import forms
 from tbconvert.model import BlobSequenceSeries, ScalarSeries
 from tbconvert.tbparse import _media
+from tbconvert.tbparse._read import Scalars
+
+_SCALARS = (ScalarSeries, Scalars)
 
 SCALARS, TENSORS, HISTOGRAMS, IMAGES, AUDIO, HPARAMS, TEXT = (
     "scalars", "tensors", "histograms", "images", "audio", "hparams", "text")
@@ -138,20 +141,52 @@ class _Cols:
 
 class StrColumn:
     """A column of strings on every row as codes into a few names: made into pandas'
-    string column through Arrow, without a Python object per row."""
+    string column straight from Arrow buffers, without a Python object per row (nor
+    Arrow's compute kernels, whose first use alone takes several MiB)."""
 
     def __init__(self, names: list[str], codes: np.ndarray) -> None:
         self.names, self.codes = names, codes
 
     def series(self):
+        dtype = _str_dtype()
+        if dtype is None or dtype.storage != "pyarrow":
+            return np.array(self.names, dtype=object)[self.codes]
         import pandas as pd
         import pyarrow as pa
-        dtype = pd.Series(np.array(self.names[:1], dtype=object)).dtype
-        if not isinstance(dtype, pd.StringDtype) or dtype.storage != "pyarrow":
-            return np.array(self.names, dtype=object)[self.codes]
-        arr = pa.DictionaryArray.from_arrays(pa.array(self.codes, pa.int32()),
-                                             pa.array(self.names, pa.string()))
-        return pd.Series(arr.cast(pa.large_string()), dtype=dtype)
+        encoded = [np.frombuffer(name.encode("utf-8"), np.uint8) for name in self.names]
+        codes, n = self.codes, len(self.codes)
+        # rows come in runs of one name (grouped by tag): each run is filled in one go
+        bounds = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [n]))
+        lengths = np.array([len(e) for e in encoded], np.int64)
+        offsets = np.zeros(n + 1, np.int64)
+        if len(bounds) > 1024:
+            np.cumsum(lengths[codes], out=offsets[1:])
+        else:
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                run = offsets[a + 1:b + 1]
+                np.multiply(np.arange(1, b - a + 1, dtype=np.int64), lengths[codes[a]], out=run)
+                run += offsets[a]
+        data = np.empty(int(offsets[-1]), np.uint8)
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            name = encoded[codes[a]]
+            if len(name):
+                data[offsets[a]:offsets[b]].reshape(b - a, len(name))[:] = name
+        arr = pa.Array.from_buffers(pa.large_string(), n,
+                                    [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        return pd.Series(arr, dtype=dtype)
+
+
+def _str_dtype():
+    """The dtype pandas gives a column of strings (``str`` from pandas 3 on), or None for
+    plain objects; known without building a column to ask."""
+    import pandas as pd
+    if int(pd.__version__.split(".")[0]) < 3:
+        try:
+            if not pd.get_option("future.infer_string"):
+                return None
+        except (KeyError, pd.errors.OptionError):
+            return None
+    return pd.StringDtype(na_value=np.nan)
 
 
 def _python_values(arrays) -> list:
@@ -179,10 +214,15 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
     cols = _Cols(n, extra, file_name, walls, True)
     names = [_shown_tag(etype, r.tag) for r in rows]
     if n:
-        cols.cols["step"] = np.concatenate([r.series.steps for r in rows]).astype(np.int64,
-                                                                               copy=False)
+        # filled in place: kept steps may be narrower than the column
+        steps = cols.cols["step"] = np.empty(n, np.int64)
+        start = 0
+        for r in rows:
+            steps[start:start + len(r.series)] = r.series.steps
+            start += len(r.series)
     if not pivot and n:
-        cols.cols["tag"] = StrColumn(names, np.repeat(np.arange(len(rows), dtype=np.int32),
+        code = np.int8 if len(rows) < 128 else np.int16 if len(rows) < 1 << 15 else np.int32
+        cols.cols["tag"] = StrColumn(names, np.repeat(np.arange(len(rows), dtype=code),
                                                       [len(r.series) for r in rows]))
     start = 0
     for tag, r in zip(names, rows):
@@ -218,7 +258,7 @@ def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
         return [("value", s.values)]    # widened to float64 as it is copied into the column
     if etype == TEXT:
         return [("value", [_text(a) for a in _arrays(s)])]
-    if etype == TENSORS and isinstance(s, ScalarSeries) and s.values.dtype.kind == "f":
+    if etype == TENSORS and isinstance(s, _SCALARS) and s.values.dtype.kind == "f":
         # rank-0 float tensors: tbparse's Python floats, as one float column
         return [("value", s.values)]
     if etype == TENSORS:
@@ -252,7 +292,7 @@ def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
 
 
 def _arrays(s) -> list:
-    if isinstance(s, ScalarSeries):
+    if isinstance(s, _SCALARS):
         return [s.values[i:i + 1].reshape(()) for i in range(len(s))]
     if isinstance(s, BlobSequenceSeries):
         out = []

@@ -2,12 +2,16 @@
 
 tbparse's frames name the event file each row came from and give histogram
 fields (``sum``, ``sum_squares``, untrimmed buckets) that TensorBoard's
-migration drops. Both are per-point facts the event-file reader sees while
-reading: a point's read position (``seq``) says which file it came from, and
-the raw ``HistogramProto`` is at hand when the event is decoded. So the reader
-and its assembler are extended here (not changed) to keep those two facts on
-the side; everything else is the ordinary columnar reading, with TensorBoard's
-restart rule and damage handling.
+migration drops. Both are per-point facts the event-file reader hands over
+through its public seam: :meth:`TfeventsReader.read_positioned` gives each
+point's read position (which says the file it came from), and its
+``value_hook`` sees the raw ``HistogramProto`` when the event is decoded.
+Everything else is the ordinary columnar reading, with TensorBoard's restart
+rule and damage handling.
+
+What is kept between tables is small: scalar points as narrow columns (steps in
+32 bits where they fit, values in their written dtype), since every table is
+built from them again and pandas alone takes about 100 MiB.
 """
 
 from __future__ import annotations
@@ -19,68 +23,89 @@ import numpy as np
 
 from tbconvert import api
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import layout
-from tbconvert.formats.tfevents.assemble import RunAssembler
-from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
+from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.model import Metadata
+from tbconvert.model import Metadata, ScalarSeries, concat
 from tbconvert.report import Report
 
 
 _INT32 = 1 << 31
+# Smaller blocks than a conversion's, and pieces past 2 MiB wait in a temporary file:
+# a table's columns are held beside them, and neither makes reading slower.
+_BLOCK = 1 << 20
+_STORE_LIMIT = 2 << 20
 
 
-class _Assembler(RunAssembler):
-    """A run assembler that remembers the read positions of each chunk it builds.
-
-    ``every_start_purges``: TensorBoard's legacy accumulator (tbparse's) purges at every
-    ``SessionLog.START``; its dashboards only from the second one of a run on.
-    """
-
-    def __init__(self, name: str, every_start_purges: bool = False) -> None:
-        # Pieces past 8 MiB wait in a temporary file: the table's columns need the memory.
-        super().__init__(name, PieceStore(limit=8 << 20))
-        self.chunk_seqs: list[np.ndarray] = []
-        if every_start_purges:
-            self._seen_start = True
-
-    def _chunk(self, tag, md, shape, pieces, purges):
-        self.chunk_seqs.append(np.concatenate([p[0] for p in pieces]))
-        return super()._chunk(tag, md, shape, pieces, purges)
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """Integers in 32 bits when they fit (steps nearly always do)."""
+    if a.dtype == np.int64 and len(a) and -_INT32 <= a.min() and a.max() < _INT32:
+        return a.astype(np.int32)
+    return a
 
 
-class _Reader(TfeventsReader):
-    """The event-file reader, keeping by (seq, tag) each legacy histogram's own fields and
-    each string tensor of rank 2 or more (audio clips with their labels, which
+class Scalars:
+    """Scalar points of one tag, narrow: what a table needs of a ``ScalarSeries``."""
+
+    __slots__ = ("steps", "values", "wall_times", "hidden")
+
+    def __init__(self, steps, values, wall_times, hidden) -> None:
+        self.steps, self.values, self.wall_times, self.hidden = steps, values, wall_times, hidden
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @property
+    def hidden_count(self) -> int:
+        return 0 if self.hidden is None else int(self.hidden.sum())
+
+    def take(self, idx) -> "Scalars":
+        return Scalars(self.steps[idx], self.values[idx], self.wall_times[idx],
+                       None if self.hidden is None else self.hidden[idx])
+
+    def with_hidden(self, hidden) -> "Scalars":
+        return Scalars(self.steps, self.values, self.wall_times, hidden)
+
+
+def _joined(parts: list):
+    if len(parts) == 1:
+        return parts[0]
+    hidden = None
+    if any(p.hidden is not None for p in parts):
+        hidden = np.concatenate([p.hidden if p.hidden is not None else np.zeros(len(p), bool)
+                                 for p in parts])
+    steps = np.concatenate([p.steps for p in parts])
+    walls = [p.wall_times for p in parts]
+    if all(w.strides == (0,) for w in walls):
+        walls = np.broadcast_to(np.float64(0), len(steps))
+    else:
+        walls = np.concatenate(walls)
+    return Scalars(_narrow(steps.astype(np.int64, copy=False)),
+                   np.concatenate([p.values for p in parts]), walls, hidden)
+
+
+def _value_taker(histos: dict):
+    """The reader's value hook keeping by (position, tag) each legacy histogram's own fields
+    and each string tensor of rank 2 or more (audio clips with their labels, which
     TensorBoard's reading keeps only the clips of)."""
 
-    # Smaller blocks than a conversion's: a table's columns are held beside them.
-    block_size = 4 << 20
-
-    def __init__(self, path, options, report) -> None:
-        super().__init__(path, options, report)
-        self.histos: dict[tuple[int, str], tuple] = {}
-
-    def _event(self, asm, seq, event, path):
-        if event.WhichOneof("what") == "summary":
-            for value in event.summary.value:
-                if value.WhichOneof("value") == "histo":
-                    h = value.histo
-                    self.histos[(seq, value.tag)] = (
-                        h.min, h.max, h.num, h.sum, h.sum_squares,
-                        np.array(h.bucket_limit, dtype=np.float64),
-                        np.array(h.bucket, dtype=np.float64))
-                    # The table is built from these fields alone: the reader need not turn
-                    # the buckets into TensorBoard's tensor as well.
-                    h.Clear()
-                elif (value.WhichOneof("value") == "tensor" and value.tensor.dtype == dt.DT_STRING
-                      and len(value.tensor.tensor_shape.dim) >= 2):
-                    try:
-                        self.histos[(seq, value.tag or value.node_name)] = \
-                            dt.proto_to_array(value.tensor)[1]
-                    except dt.TensorDecodeError:
-                        pass  # the reader reports it
-        super()._event(asm, seq, event, path)
+    def take(seq, value):
+        kind = value.WhichOneof("value")
+        if kind == "histo":
+            h = value.histo
+            histos[(seq, value.tag)] = (
+                h.min, h.max, h.num, h.sum, h.sum_squares,
+                np.array(h.bucket_limit, dtype=np.float64),
+                np.array(h.bucket, dtype=np.float64))
+            # The table is built from these fields alone: the reader need not turn the
+            # buckets into TensorBoard's tensor as well.
+            h.Clear()
+        elif (kind == "tensor" and value.tensor.dtype == dt.DT_STRING
+              and len(value.tensor.tensor_shape.dim) >= 2):
+            try:
+                histos[(seq, value.tag or value.node_name)] = dt.proto_to_array(value.tensor)[1]
+            except dt.TensorDecodeError:
+                pass  # the reader reports it
+    return take
 
 
 @dataclass
@@ -93,11 +118,22 @@ class TagData:
     seqs: list = field(default_factory=list)
 
     def series(self):
-        from tbconvert.model import concat
+        if self.chunks and isinstance(self.chunks[0], Scalars):
+            return _joined(self.chunks)
         return concat(self.chunks)
 
     def seq(self) -> np.ndarray:
-        return np.concatenate(self.seqs)
+        return self.seqs[0] if len(self.seqs) == 1 else np.concatenate(self.seqs)
+
+    @property
+    def hidden_count(self) -> int:
+        return sum(c.hidden_count for c in self.chunks)
+
+    def settle(self) -> None:
+        """Join narrow scalar parts once, so that every table does not join them again."""
+        if len(self.chunks) > 1 and all(isinstance(c, Scalars) for c in self.chunks):
+            self.chunks = [_joined(self.chunks)]
+            self.seqs = [self.seq()]
 
 
 @dataclass
@@ -125,34 +161,37 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
     tags: dict[str, TagData] = {}
     histos: dict = {}
     starts: list[int] = []
-    offset = 0
+    position = 0
     for group in groups:
-        reader = _Reader(group[0].parent, options, report)
-        asm = _Assembler(label, every_start_purges=per_file)
-        asm.next_seq = offset
-        reader._run_progress = RunProgress(None)
+        reader = TfeventsReader(group[0].parent, options, report)
+        reader.block_size = _BLOCK
+        reader.value_hook = _value_taker(histos)
+        known = len(starts)
         try:
-            for path in group:
-                starts.append(asm.next_seq)
-                if path.name.endswith(layout.PROFILE_EMPTY):
-                    continue
-                reader._read_file(path, asm)
-            _run, chunks = asm.build()
-            for chunk in chunks:
+            read = reader.read_positioned(label, group, store=PieceStore(limit=_STORE_LIMIT),
+                                          first_position=position,
+                                          every_start_purges=per_file)
+            starts.extend(read.starts.tolist())
+            position = read.end + 2
+            for chunk, seq in read.chunks:
                 td = tags.get(chunk.tag)
                 if td is None:
                     td = tags[chunk.tag] = TagData(chunk.tag, chunk.metadata)
-                if not wall_times:
+                if isinstance(chunk, ScalarSeries):
+                    walls = (chunk.wall_times if wall_times
+                             else np.broadcast_to(np.float64(0), len(chunk)))
+                    chunk = Scalars(_narrow(chunk.steps), chunk.values, walls, chunk.hidden)
+                elif not wall_times:
                     chunk = replace(chunk, wall_times=np.broadcast_to(np.float64(0), len(chunk)))
                 td.chunks.append(chunk)
-                seq = asm.chunk_seqs[-1]
                 td.seqs.append(seq.astype(np.int32) if len(seq) and seq[-1] < _INT32 else seq)
+                del chunk, seq
         except (KeyboardInterrupt, MemoryError):
             raise
         except Exception as exc:  # noqa: BLE001 - one unreadable directory costs only itself
             report.add("unreadable_run", f"{label}: could not be read ({exc}); skipped", run=label)
-        finally:
-            asm.store.close()
-        histos.update(reader.histos)
-        offset = asm.next_seq + 2
+            if len(starts) == known:     # its files hold no points
+                starts.extend([position] * len(group))
+    for td in tags.values():
+        td.settle()
     return DirData(list(files), np.array(starts, dtype=np.int64), tags, histos, [])
