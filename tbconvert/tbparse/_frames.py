@@ -14,7 +14,7 @@ import numpy as np
 from tbconvert.formats.tfevents import forms
 from tbconvert.model import BlobSequenceSeries, ScalarSeries
 from tbconvert.tbparse import _media
-from tbconvert.tbparse._read import Scalars
+from tbconvert.tbparse._read import Scalars, Tensors
 
 _SCALARS = (ScalarSeries, Scalars)
 
@@ -305,6 +305,8 @@ def _arrays(s) -> list:
 
 
 def _sequences(s) -> list:
+    if isinstance(s, Tensors):
+        return [list(a.reshape(-1)) for a in s.tensors]
     if isinstance(s, BlobSequenceSeries):
         return list(s.sequences())
     return [list(a.reshape(-1)) for a in s.tensors]

@@ -9,14 +9,18 @@ point's read position (which says the file it came from), and its
 Everything else is the ordinary columnar reading, with TensorBoard's restart
 rule and damage handling.
 
-What is kept between tables is small: scalar points as narrow columns (steps in
-32 bits where they fit, values in their written dtype), since every table is
-built from them again and pandas alone takes about 100 MiB.
+What is kept between tables is small, since every table is built from it again
+and pandas alone takes about 100 MiB: scalar points as narrow columns (steps in
+32 bits where they fit, values in their written dtype); tensors and blob
+sequences as the read-only arrays a table shows (rows of the arrays the reader
+decoded in bulk where it could), so that building a table makes no object per
+point.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +29,7 @@ from tbconvert import api
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.model import Metadata, ScalarSeries, concat
+from tbconvert.model import BlobSequenceSeries, Metadata, ScalarSeries, TensorSeries, concat
 from tbconvert.report import Report
 
 
@@ -66,6 +70,56 @@ class Scalars:
         return Scalars(self.steps, self.values, self.wall_times, hidden)
 
 
+class Tensors:
+    """Tensor or blob-sequence points of one tag, each as the array a table shows.
+
+    ``parts`` are arrays whose rows are points (one shape and dtype: no object
+    per point is kept) or lists of arrays."""
+
+    __slots__ = ("steps", "wall_times", "hidden", "parts")
+
+    def __init__(self, steps, wall_times, hidden, parts: list) -> None:
+        self.steps, self.wall_times, self.hidden, self.parts = steps, wall_times, hidden, parts
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    hidden_count = Scalars.hidden_count
+
+    @property
+    def tensors(self) -> list:
+        return [a for part in self.parts for a in part]
+
+    def take(self, idx) -> "Tensors":
+        tensors = self.tensors
+        return Tensors(self.steps[idx], self.wall_times[idx],
+                       None if self.hidden is None else self.hidden[idx],
+                       [[tensors[i] for i in np.asarray(idx).tolist()]])
+
+    def with_hidden(self, hidden) -> "Tensors":
+        return Tensors(self.steps, self.wall_times, hidden, self.parts)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    # Cells are shared by every table built from them: changed in place, they would change
+    # the next table too.
+    a.flags.writeable = False
+    return a
+
+
+def _tensors(chunk, walls) -> Tensors:
+    if isinstance(chunk, BlobSequenceSeries):
+        parts = []
+        for seq in chunk.sequences():
+            arr = np.empty(len(seq), dtype=object)
+            arr[:] = [b"" if b is None else b for b in seq]
+            parts.append(_read_only(arr))
+    else:
+        # rows of the arrays the reader decoded in bulk, or arrays of their own
+        parts = [_read_only(a) for a in chunk.tensors]
+    return Tensors(_narrow(chunk.steps), walls, chunk.hidden, [parts])
+
+
 def _joined(parts: list):
     if len(parts) == 1:
         return parts[0]
@@ -73,14 +127,15 @@ def _joined(parts: list):
     if any(p.hidden is not None for p in parts):
         hidden = np.concatenate([p.hidden if p.hidden is not None else np.zeros(len(p), bool)
                                  for p in parts])
-    steps = np.concatenate([p.steps for p in parts])
+    steps = _narrow(np.concatenate([p.steps for p in parts]).astype(np.int64, copy=False))
     walls = [p.wall_times for p in parts]
     if all(w.strides == (0,) for w in walls):
         walls = np.broadcast_to(np.float64(0), len(steps))
     else:
         walls = np.concatenate(walls)
-    return Scalars(_narrow(steps.astype(np.int64, copy=False)),
-                   np.concatenate([p.values for p in parts]), walls, hidden)
+    if isinstance(parts[0], Tensors):
+        return Tensors(steps, walls, hidden, [q for p in parts for q in p.parts])
+    return Scalars(steps, np.concatenate([p.values for p in parts]), walls, hidden)
 
 
 def _value_taker(histos: dict):
@@ -108,6 +163,9 @@ def _value_taker(histos: dict):
     return take
 
 
+_LIGHT = (Scalars, Tensors)
+
+
 @dataclass
 class TagData:
     """Every point of one tag of a directory (hidden ones too), in read order."""
@@ -118,7 +176,8 @@ class TagData:
     seqs: list = field(default_factory=list)
 
     def series(self):
-        if self.chunks and isinstance(self.chunks[0], Scalars):
+        if self.chunks and all(isinstance(c, _LIGHT) for c in self.chunks) and len(
+                {type(c) for c in self.chunks}) == 1:
             return _joined(self.chunks)
         return concat(self.chunks)
 
@@ -131,9 +190,29 @@ class TagData:
 
     def settle(self) -> None:
         """Join narrow scalar parts once, so that every table does not join them again."""
-        if len(self.chunks) > 1 and all(isinstance(c, Scalars) for c in self.chunks):
+        if len(self.chunks) > 1 and all(isinstance(c, _LIGHT) for c in self.chunks) and len(
+                {type(c) for c in self.chunks}) == 1:
             self.chunks = [_joined(self.chunks)]
             self.seqs = [self.seq()]
+
+
+def _release_free_heap() -> None:
+    """Give the heap the reading freed back to the system (glibc keeps it otherwise), so
+    that the table built next does not stand on top of it. Elsewhere: nothing to do."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        _malloc_trim = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+                _malloc_trim = ctypes.CDLL(None).malloc_trim
+            except (OSError, AttributeError):
+                pass
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
 
 
 @dataclass
@@ -181,8 +260,10 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
                     walls = (chunk.wall_times if wall_times
                              else np.broadcast_to(np.float64(0), len(chunk)))
                     chunk = Scalars(_narrow(chunk.steps), chunk.values, walls, chunk.hidden)
-                elif not wall_times:
-                    chunk = replace(chunk, wall_times=np.broadcast_to(np.float64(0), len(chunk)))
+                elif isinstance(chunk, (TensorSeries, BlobSequenceSeries)):
+                    walls = (chunk.wall_times if wall_times
+                             else np.broadcast_to(np.float64(0), len(chunk)))
+                    chunk = _tensors(chunk, walls)
                 td.chunks.append(chunk)
                 td.seqs.append(seq.astype(np.int32) if len(seq) and seq[-1] < _INT32 else seq)
                 del chunk, seq
@@ -194,4 +275,5 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
                 starts.extend([position] * len(group))
     for td in tags.values():
         td.settle()
+    _release_free_heap()
     return DirData(list(files), np.array(starts, dtype=np.int64), tags, histos, [])
