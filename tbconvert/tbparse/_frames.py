@@ -14,7 +14,7 @@ import numpy as np
 from tbconvert.formats.tfevents import forms
 from tbconvert.model import BlobSequenceSeries, ScalarSeries
 from tbconvert.tbparse import _media
-from tbconvert.tbparse._read import Scalars, Tensors
+from tbconvert.tbparse._points import Scalars, Tensors
 
 _SCALARS = (ScalarSeries, Scalars)
 

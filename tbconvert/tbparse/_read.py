@@ -31,6 +31,7 @@ from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import BlobSequenceSeries, Metadata, ScalarSeries, TensorSeries, concat
 from tbconvert.report import Report
+from tbconvert.tbparse._points import Scalars, Tensors, read_only as _read_only
 
 
 _INT32 = 1 << 31
@@ -44,66 +45,6 @@ def _narrow(a: np.ndarray) -> np.ndarray:
     """Integers in 32 bits when they fit (steps nearly always do)."""
     if a.dtype == np.int64 and len(a) and -_INT32 <= a.min() and a.max() < _INT32:
         return a.astype(np.int32)
-    return a
-
-
-class Scalars:
-    """Scalar points of one tag, narrow: what a table needs of a ``ScalarSeries``."""
-
-    __slots__ = ("steps", "values", "wall_times", "hidden")
-
-    def __init__(self, steps, values, wall_times, hidden) -> None:
-        self.steps, self.values, self.wall_times, self.hidden = steps, values, wall_times, hidden
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    @property
-    def hidden_count(self) -> int:
-        return 0 if self.hidden is None else int(self.hidden.sum())
-
-    def take(self, idx) -> "Scalars":
-        return Scalars(self.steps[idx], self.values[idx], self.wall_times[idx],
-                       None if self.hidden is None else self.hidden[idx])
-
-    def with_hidden(self, hidden) -> "Scalars":
-        return Scalars(self.steps, self.values, self.wall_times, hidden)
-
-
-class Tensors:
-    """Tensor or blob-sequence points of one tag, each as the array a table shows.
-
-    ``parts`` are arrays whose rows are points (one shape and dtype: no object
-    per point is kept) or lists of arrays."""
-
-    __slots__ = ("steps", "wall_times", "hidden", "parts")
-
-    def __init__(self, steps, wall_times, hidden, parts: list) -> None:
-        self.steps, self.wall_times, self.hidden, self.parts = steps, wall_times, hidden, parts
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    hidden_count = Scalars.hidden_count
-
-    @property
-    def tensors(self) -> list:
-        return [a for part in self.parts for a in part]
-
-    def take(self, idx) -> "Tensors":
-        tensors = self.tensors
-        return Tensors(self.steps[idx], self.wall_times[idx],
-                       None if self.hidden is None else self.hidden[idx],
-                       [[tensors[i] for i in np.asarray(idx).tolist()]])
-
-    def with_hidden(self, hidden) -> "Tensors":
-        return Tensors(self.steps, self.wall_times, hidden, self.parts)
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    # Cells are shared by every table built from them: changed in place, they would change
-    # the next table too.
-    a.flags.writeable = False
     return a
 
 
@@ -149,15 +90,16 @@ def _value_taker(histos: dict):
             h = value.histo
             histos[(seq, value.tag)] = (
                 h.min, h.max, h.num, h.sum, h.sum_squares,
-                np.array(h.bucket_limit, dtype=np.float64),
-                np.array(h.bucket, dtype=np.float64))
+                _read_only(np.array(h.bucket_limit, dtype=np.float64)),
+                _read_only(np.array(h.bucket, dtype=np.float64)))
             # The table is built from these fields alone: the reader need not turn the
             # buckets into TensorBoard's tensor as well.
             h.Clear()
         elif (kind == "tensor" and value.tensor.dtype == dt.DT_STRING
               and len(value.tensor.tensor_shape.dim) >= 2):
             try:
-                histos[(seq, value.tag or value.node_name)] = dt.proto_to_array(value.tensor)[1]
+                histos[(seq, value.tag or value.node_name)] = _read_only(
+                    dt.proto_to_array(value.tensor)[1])
             except dt.TensorDecodeError:
                 pass  # the reader reports it
     return take
