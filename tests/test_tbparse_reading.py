@@ -221,3 +221,16 @@ def _child_argv(code: str, *argv) -> str:
                          env=cli_env(), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
+
+
+def test_packed_integer_columns_give_back_every_value():
+    from tbconvert.tbparse._points import Progression, pack, unpack
+    cases = [np.arange(5, 50, 3, dtype=np.int64), np.arange(10, 0, -2, dtype=np.int64),
+             np.array([0, 1, 2, 4], np.int64), np.array([3, 3, 3], np.int64),
+             np.array([0, 1 << 40, 5], np.int64), np.array([7], np.int64),
+             np.array([], np.int64), np.array([-(1 << 40), 0, 1 << 40], np.int64)]
+    for a in cases:
+        packed = pack(a)
+        assert len(packed) == len(a)
+        assert unpack(packed).tolist() == a.tolist()
+        assert isinstance(packed, Progression) == (len(a) > 2 and len(set(np.diff(a))) == 1)

@@ -14,7 +14,7 @@ import numpy as np
 from tbconvert.formats.tfevents import forms
 from tbconvert.model import BlobSequenceSeries, ScalarSeries
 from tbconvert.tbparse import _media
-from tbconvert.tbparse._points import Scalars, Tensors
+from tbconvert.tbparse._points import Scalars, Tensors, unpack
 
 _SCALARS = (ScalarSeries, Scalars)
 
@@ -48,7 +48,8 @@ def event_type(md) -> str | None:
 
 
 class Rows:
-    """The rows of one tag in one file: its visible points, in read order."""
+    """The rows of one tag in one file: its visible points, in read order, and their read
+    positions (packed)."""
 
     __slots__ = ("tag", "series", "seq")
 
@@ -62,6 +63,22 @@ def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]
     for td in dir_data.tags.values():
         if event_type(td.metadata) != etype:
             continue
+        first, last = td.first_last()
+        if first is None:
+            continue
+        files = dir_data.file_of(np.array([first, last]))
+        if files[0] == files[1]:
+            # every point in one file: its read positions stay packed
+            if files[0] != index:
+                continue
+            series = td.series()
+            if keep_hidden or series.hidden is None:
+                found.append((first, Rows(td.tag, series.with_hidden(None), td.packed_seq())))
+                continue
+            idx = np.flatnonzero(~series.hidden)
+            found.append((first, Rows(td.tag, series.take(idx).with_hidden(None),
+                                      td.seq()[idx])))
+            continue
         seq = td.seq()
         in_file = dir_data.file_of(seq) == index
         if not in_file.any():
@@ -69,9 +86,6 @@ def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]
         first = int(seq[in_file][0])
         series = td.series()
         keep = in_file if keep_hidden or series.hidden is None else in_file & ~series.hidden
-        if keep.all():
-            found.append((first, Rows(td.tag, series.with_hidden(None), seq)))
-            continue
         idx = np.flatnonzero(keep)
         found.append((first, Rows(td.tag, series.take(idx).with_hidden(None), seq[idx])))
     found.sort(key=lambda x: x[0])
@@ -264,7 +278,7 @@ def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
     if etype == TENSORS:
         arrays = _arrays(s)
         if dir_data.histos:
-            raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
+            raw = [dir_data.histos.get((q, r.tag)) for q in unpack(r.seq).tolist()]
             arrays = [a if isinstance(h, tuple) or h is None else h for a, h in zip(arrays, raw)]
         return [("value", _python_values(arrays))]
     if etype == HISTOGRAMS:
@@ -330,7 +344,7 @@ _HISTO_FIELDS = ("counts", "limits", "max", "min", "num", "sum", "sum_squares")
 
 
 def _histogram_fields(r: Rows, dir_data, extra: set) -> list:
-    raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
+    raw = [dir_data.histos.get((q, r.tag)) for q in unpack(r.seq).tolist()]
     raw = [h if isinstance(h, tuple) else None for h in raw]
     if any(h is None for h in raw):
         raw = [h if h is not None else _from_tensor(a) for h, a in zip(raw, _arrays(r.series))]

@@ -31,21 +31,14 @@ from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import BlobSequenceSeries, Metadata, ScalarSeries, TensorSeries, concat
 from tbconvert.report import Report
-from tbconvert.tbparse._points import Scalars, Tensors, read_only as _read_only
+from tbconvert.tbparse._points import Progression, Scalars, Tensors, pack, unpack
+from tbconvert.tbparse._points import read_only as _read_only
 
 
-_INT32 = 1 << 31
 # Smaller blocks than a conversion's, and pieces past 2 MiB wait in a temporary file:
 # a table's columns are held beside them, and neither makes reading slower.
 _BLOCK = 1 << 20
 _STORE_LIMIT = 2 << 20
-
-
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """Integers in 32 bits when they fit (steps nearly always do)."""
-    if a.dtype == np.int64 and len(a) and -_INT32 <= a.min() and a.max() < _INT32:
-        return a.astype(np.int32)
-    return a
 
 
 def _tensors(chunk, walls) -> Tensors:
@@ -58,7 +51,7 @@ def _tensors(chunk, walls) -> Tensors:
     else:
         # rows of the arrays the reader decoded in bulk, or arrays of their own
         parts = [_read_only(a) for a in chunk.tensors]
-    return Tensors(_narrow(chunk.steps), walls, chunk.hidden, [parts])
+    return Tensors(pack(chunk.steps), walls, chunk.hidden, [parts])
 
 
 def _joined(parts: list):
@@ -68,7 +61,7 @@ def _joined(parts: list):
     if any(p.hidden is not None for p in parts):
         hidden = np.concatenate([p.hidden if p.hidden is not None else np.zeros(len(p), bool)
                                  for p in parts])
-    steps = _narrow(np.concatenate([p.steps for p in parts]).astype(np.int64, copy=False))
+    steps = pack(np.concatenate([p.steps for p in parts]).astype(np.int64, copy=False))
     walls = [p.wall_times for p in parts]
     if all(w.strides == (0,) for w in walls):
         walls = np.broadcast_to(np.float64(0), len(steps))
@@ -124,18 +117,31 @@ class TagData:
         return concat(self.chunks)
 
     def seq(self) -> np.ndarray:
-        return self.seqs[0] if len(self.seqs) == 1 else np.concatenate(self.seqs)
+        if len(self.seqs) == 1:
+            return unpack(self.seqs[0])
+        return np.concatenate([unpack(s) for s in self.seqs])
 
     @property
     def hidden_count(self) -> int:
         return sum(c.hidden_count for c in self.chunks)
+
+    def packed_seq(self):
+        return self.seqs[0] if len(self.seqs) == 1 else pack(self.seq())
+
+    def first_last(self):
+        """The first and last read positions (None: no points)."""
+        ends = [(s.start, s.start + s.stride * (s.n - 1)) if isinstance(s, Progression)
+                else (int(s[0]), int(s[-1])) for s in self.seqs if len(s)]
+        if not ends:
+            return None, None
+        return ends[0][0], ends[-1][1]
 
     def settle(self) -> None:
         """Join narrow scalar parts once, so that every table does not join them again."""
         if len(self.chunks) > 1 and all(isinstance(c, _LIGHT) for c in self.chunks) and len(
                 {type(c) for c in self.chunks}) == 1:
             self.chunks = [_joined(self.chunks)]
-            self.seqs = [self.seq()]
+            self.seqs = [pack(self.seq())]
 
 
 def _release_free_heap() -> None:
@@ -201,13 +207,13 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
                 if isinstance(chunk, ScalarSeries):
                     walls = (chunk.wall_times if wall_times
                              else np.broadcast_to(np.float64(0), len(chunk)))
-                    chunk = Scalars(_narrow(chunk.steps), chunk.values, walls, chunk.hidden)
+                    chunk = Scalars(pack(chunk.steps), chunk.values, walls, chunk.hidden)
                 elif isinstance(chunk, (TensorSeries, BlobSequenceSeries)):
                     walls = (chunk.wall_times if wall_times
                              else np.broadcast_to(np.float64(0), len(chunk)))
                     chunk = _tensors(chunk, walls)
                 td.chunks.append(chunk)
-                td.seqs.append(seq.astype(np.int32) if len(seq) and seq[-1] < _INT32 else seq)
+                td.seqs.append(pack(seq))
                 del chunk, seq
         except (KeyboardInterrupt, MemoryError):
             raise
