@@ -146,11 +146,20 @@ class _Cols:
         for name in _TAIL:
             if name in self.cols:
                 self.cols[name] = self.cols.pop(name)
-        # Object columns go in as lists, so pandas infers their dtype as from tbparse's.
-        cols = {k: (list(v) if isinstance(v, np.ndarray) and v.dtype == object else
+        cols = {k: (_objects(v) if isinstance(v, np.ndarray) and v.dtype == object else
                     v.series() if isinstance(v, StrColumn) else v)
                 for k, v in self.cols.items()}
         return pd.DataFrame(cols, copy=False)
+
+
+def _objects(col: np.ndarray):
+    """An object column as pandas gets it from tbparse's list: a list, so that pandas infers
+    its dtype; a column of arrays (nothing to infer: it stays ``object``) as it is, since
+    pandas' inference makes several temporaries of the column's length."""
+    import pandas as pd
+    if len(col) and all(type(x) is np.ndarray for x in col):
+        return pd.Series(col, dtype=object, copy=False)
+    return list(col)
 
 
 class StrColumn:

@@ -43,11 +43,19 @@ _STORE_LIMIT = 2 << 20
 
 def _tensors(chunk, walls) -> Tensors:
     if isinstance(chunk, BlobSequenceSeries):
-        parts = []
-        for seq in chunk.sequences():
-            arr = np.empty(len(seq), dtype=object)
-            arr[:] = [b"" if b is None else b for b in seq]
-            parts.append(_read_only(arr))
+        widths = np.diff(chunk.offsets)
+        if len(widths) and (widths == widths[0]).all() and widths[0] and (
+                None not in chunk.blobs):
+            # sequences of one length: rows of one table, filled in one go
+            table = np.empty((len(widths), int(widths[0])), dtype=object)
+            table.reshape(-1)[:] = chunk.blobs
+            parts = list(_read_only(table))
+        else:
+            parts = []
+            for seq in chunk.sequences():
+                arr = np.empty(len(seq), dtype=object)
+                arr[:] = [b"" if b is None else b for b in seq]
+                parts.append(_read_only(arr))
     else:
         # rows of the arrays the reader decoded in bulk, or arrays of their own
         parts = [_read_only(a) for a in chunk.tensors]
