@@ -234,3 +234,20 @@ def test_packed_integer_columns_give_back_every_value():
         assert len(packed) == len(a)
         assert unpack(packed).tolist() == a.tolist()
         assert isinstance(packed, Progression) == (len(a) > 2 and len(set(np.diff(a))) == 1)
+
+
+@pytest.mark.parametrize("restarts", ["visible", "per-file"])
+def test_a_tag_written_as_scalars_then_as_tensors_reads_without_error(restarts, tmp_path):
+    from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2
+    tensor = tensor_pb2.TensorProto(dtype=1, float_val=[1.0, 2.0], tensor_shape=
+                                    tensor_shape_pb2.TensorShapeProto(dim=[{"size": 2}]))
+    as_tensor = _event(5, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag="loss", tensor=tensor)]))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "events.out.tfevents.1.a").write_bytes(
+        b"".join(frame(e) for e in [_version(), _scalar(0, 0.5), _scalar(1, 0.25)]))
+    (run / "events.out.tfevents.2.a").write_bytes(b"".join(frame(e) for e in [_version(), as_tensor]))
+    df = SummaryReader(str(tmp_path), restarts=restarts).scalars
+    assert df.step.tolist() == [0, 1, 5]
+    assert df.value[0] == 0.5 and df.value[2].tolist() == [1.0, 2.0]

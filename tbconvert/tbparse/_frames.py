@@ -277,8 +277,11 @@ def _shown_tag(etype: str, tag: str) -> str:
 def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
     """``(column, values)`` of one tag's rows, in tbparse's column order."""
     s = r.series
-    if etype == SCALARS:
+    if etype == SCALARS and isinstance(s, _SCALARS):
         return [("value", s.values)]    # widened to float64 as it is copied into the column
+    if etype == SCALARS:
+        # a tag first written as simple values and later as tensors of another shape
+        return [("value", _python_values(_arrays(s)))]
     if etype == TEXT:
         return [("value", [_text(a) for a in _arrays(s)])]
     if etype == TENSORS and isinstance(s, _SCALARS) and s.values.dtype.kind == "f":

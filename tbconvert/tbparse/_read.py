@@ -29,7 +29,7 @@ from tbconvert import api
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.model import BlobSequenceSeries, Metadata, ScalarSeries, TensorSeries, concat
+from tbconvert.model import BlobSequenceSeries, Metadata, ScalarSeries, TensorSeries
 from tbconvert.report import Report
 from tbconvert.tbparse._points import Progression, Scalars, Tensors, pack, unpack
 from tbconvert.tbparse._points import read_only as _read_only
@@ -60,6 +60,11 @@ def _tensors(chunk, walls) -> Tensors:
         # rows of the arrays the reader decoded in bulk, or arrays of their own
         parts = [_read_only(a) for a in chunk.tensors]
     return Tensors(pack(chunk.steps), walls, chunk.hidden, [parts])
+
+
+def _as_tensors(s: Scalars) -> Tensors:
+    return Tensors(s.steps, s.wall_times, s.hidden,
+                   [[_read_only(s.values[i:i + 1].reshape(())) for i in range(len(s))]])
 
 
 def _joined(parts: list):
@@ -106,9 +111,6 @@ def _value_taker(histos: dict):
     return take
 
 
-_LIGHT = (Scalars, Tensors)
-
-
 @dataclass
 class TagData:
     """Every point of one tag of a directory (hidden ones too), in read order."""
@@ -119,10 +121,11 @@ class TagData:
     seqs: list = field(default_factory=list)
 
     def series(self):
-        if self.chunks and all(isinstance(c, _LIGHT) for c in self.chunks) and len(
-                {type(c) for c in self.chunks}) == 1:
-            return _joined(self.chunks)
-        return concat(self.chunks)
+        if len({type(c) for c in self.chunks}) > 1:
+            # a tag written as scalars in one file and as tensors in another (read per file)
+            return _joined([_as_tensors(c) if isinstance(c, Scalars) else c
+                            for c in self.chunks])
+        return _joined(self.chunks)
 
     def seq(self) -> np.ndarray:
         if len(self.seqs) == 1:
@@ -146,8 +149,7 @@ class TagData:
 
     def settle(self) -> None:
         """Join narrow scalar parts once, so that every table does not join them again."""
-        if len(self.chunks) > 1 and all(isinstance(c, _LIGHT) for c in self.chunks) and len(
-                {type(c) for c in self.chunks}) == 1:
+        if len(self.chunks) > 1 and len({type(c) for c in self.chunks}) == 1:
             self.chunks = [_joined(self.chunks)]
             self.seqs = [pack(self.seq())]
 

@@ -234,6 +234,7 @@ class TfeventsReader(Reader):
         asm = _PositionedAssembler(name, store)
         asm.next_seq = first_position
         if every_start_purges:
+            # as if a START had been seen already: the next one purges, and every later one
             asm._seen_start = True
         self._run_progress = RunProgress(None)
         starts = []
