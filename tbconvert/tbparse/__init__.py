@@ -87,6 +87,8 @@ class SummaryReader:
             self._index = 0
         else:
             self._populate()
+        from tbconvert.tbparse._read import release_free_heap
+        release_free_heap()
 
     def _setup(self, log_path, pivot, extra, types, restarts, report) -> None:
         self._log_path = log_path

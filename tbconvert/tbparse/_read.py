@@ -154,9 +154,10 @@ class TagData:
             self.seqs = [pack(self.seq())]
 
 
-def _release_free_heap() -> None:
+def release_free_heap() -> None:
     """Give the heap the reading freed back to the system (glibc keeps it otherwise), so
-    that the table built next does not stand on top of it. Elsewhere: nothing to do."""
+    that the tables built next do not stand on top of it. Elsewhere: nothing to do.
+    Called once a reader has read its tree (it walks the whole heap)."""
     global _malloc_trim
     if _malloc_trim is None:
         _malloc_trim = False
@@ -233,5 +234,4 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
                 starts.extend([position] * len(group))
     for td in tags.values():
         td.settle()
-    _release_free_heap()
     return DirData(list(files), np.array(starts, dtype=np.int64), tags, histos, [])
