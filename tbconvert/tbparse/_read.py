@@ -10,8 +10,8 @@ Everything else is the ordinary columnar reading, with TensorBoard's restart
 rule and damage handling.
 
 What is kept between tables is small, since every table is built from it again
-and pandas alone takes about 100 MiB: scalar points as narrow columns (steps in
-32 bits where they fit, values in their written dtype); tensors and blob
+and pandas alone takes about 100 MiB: scalar points as narrow columns (steps and
+read positions packed, see ``_points``; values in their written dtype); tensors and blob
 sequences as the read-only arrays a table shows (rows of the arrays the reader
 decoded in bulk where it could), so that building a table makes no object per
 point.
