@@ -23,9 +23,10 @@ import writers  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::DeprecationWarning")
 
 
-def _child(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", code], cwd=CLI_CWD, env=cli_env(),
-                         capture_output=True, text=True, timeout=600)
+def _child(code: str, *argv) -> str:
+    """The last line ``code`` prints, run with ``argv`` in a fresh interpreter."""
+    out = subprocess.run([sys.executable, "-c", code, *map(str, argv)], cwd=CLI_CWD,
+                         env=cli_env(), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
 
@@ -210,17 +211,10 @@ print(len(df), status('VmHWM') - before)
 ])
 def test_peak_memory_above_the_imports(form, points, table, limit, tmp_path):
     writers.write_form(form, tmp_path / "logs", points)
-    code = _PEAK
-    rows, mib = _child_argv(code, tmp_path / "logs", table).split()
+    rows, mib = _child(_PEAK, tmp_path / "logs", table).split()
     assert int(rows) == points
     assert float(mib) < limit, f"{form}: {float(mib):.1f} MiB above the imports"
 
-
-def _child_argv(code: str, *argv) -> str:
-    out = subprocess.run([sys.executable, "-c", code, *map(str, argv)], cwd=CLI_CWD,
-                         env=cli_env(), capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip().splitlines()[-1]
 
 
 def test_packed_integer_columns_give_back_every_value():
