@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -84,6 +85,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--pivot", action="store_true", help="wide tables (pivot=True)")
     args = ap.parse_args()
+    print(f"load average before: {_load()}")
     print("| form | table | rows | tbparse s | tbconvert s | speed-up | tbparse MiB | "
           "tbconvert MiB | memory ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -107,6 +109,15 @@ def main() -> None:
               f"{ours['seconds']:.2f} | {theirs['seconds'] / ours['seconds']:.1f}× | "
               f"{theirs['peak_mib']:.0f} | {ours['peak_mib']:.0f} | "
               f"{ours['peak_mib'] / theirs['peak_mib']:.2f} |", flush=True)
+    print(f"load average after: {_load()}")
+
+
+def _load() -> str:
+    """The 1, 5 and 15-minute load averages: times are only comparable on a quiet machine."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -98,6 +98,8 @@ class SummaryReader:
             self._index = 0
         else:
             self._populate()
+        from tbconvert.tbparse._read import release_free_heap
+        release_free_heap()
 
     def _setup(self, log_path, pivot, extra, types, restarts, report) -> None:
         self._log_path = log_path
@@ -229,7 +231,10 @@ class SummaryReader:
                     df.loc[top, "dir_name"] = name
                     df.loc[~top, "dir_name"] = name + "/" + df.loc[~top, "dir_name"]
                 frames.append(df)
-        return combine(frames, self._pivot, self._extra_columns)
+        # A file's long table comes sorted, and so does every directory's table (hparams
+        # come in the order they were logged).
+        return combine(frames, self._pivot, self._extra_columns,
+                       presorted=not self._pivot and event_type != HPARAMS)
 
     def _leaf_frame(self, etype: str):
         # Built from the columnar points at each call rather than kept: a frame of object

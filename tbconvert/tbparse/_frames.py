@@ -14,6 +14,9 @@ import numpy as np
 from tbconvert.formats.tfevents import forms
 from tbconvert.model import BlobSequenceSeries, ScalarSeries
 from tbconvert.tbparse import _media
+from tbconvert.tbparse._points import Scalars, Tensors, unpack
+
+_SCALARS = (ScalarSeries, Scalars)
 
 SCALARS, TENSORS, HISTOGRAMS, IMAGES, AUDIO, HPARAMS, TEXT = (
     "scalars", "tensors", "histograms", "images", "audio", "hparams", "text")
@@ -45,7 +48,8 @@ def event_type(md) -> str | None:
 
 
 class Rows:
-    """The rows of one tag in one file: its visible points, in read order."""
+    """The rows of one tag in one file: its visible points, in read order, and their read
+    positions (packed)."""
 
     __slots__ = ("tag", "series", "seq")
 
@@ -59,6 +63,22 @@ def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]
     for td in dir_data.tags.values():
         if event_type(td.metadata) != etype:
             continue
+        first, last = td.first_last()
+        if first is None:
+            continue
+        files = dir_data.file_of(np.array([first, last]))
+        if files[0] == files[1]:
+            # every point in one file: its read positions stay packed
+            if files[0] != index:
+                continue
+            series = td.series()
+            if keep_hidden or series.hidden is None:
+                found.append((first, Rows(td.tag, series.with_hidden(None), td.packed_seq())))
+                continue
+            idx = np.flatnonzero(~series.hidden)
+            found.append((first, Rows(td.tag, series.take(idx).with_hidden(None),
+                                      td.seq()[idx])))
+            continue
         seq = td.seq()
         in_file = dir_data.file_of(seq) == index
         if not in_file.any():
@@ -66,9 +86,6 @@ def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]
         first = int(seq[in_file][0])
         series = td.series()
         keep = in_file if keep_hidden or series.hidden is None else in_file & ~series.hidden
-        if keep.all():
-            found.append((first, Rows(td.tag, series.with_hidden(None), seq)))
-            continue
         idx = np.flatnonzero(keep)
         found.append((first, Rows(td.tag, series.take(idx).with_hidden(None), seq[idx])))
     found.sort(key=lambda x: x[0])
@@ -129,29 +146,70 @@ class _Cols:
         for name in _TAIL:
             if name in self.cols:
                 self.cols[name] = self.cols.pop(name)
-        # Object columns go in as lists, so pandas infers their dtype as from tbparse's.
-        cols = {k: (list(v) if isinstance(v, np.ndarray) and v.dtype == object else
+        cols = {k: (_objects(v) if isinstance(v, np.ndarray) and v.dtype == object else
                     v.series() if isinstance(v, StrColumn) else v)
                 for k, v in self.cols.items()}
         return pd.DataFrame(cols, copy=False)
 
 
+def _objects(col: np.ndarray):
+    """An object column as pandas gets it from tbparse's list: a list, so that pandas infers
+    its dtype; a column of arrays (nothing to infer: it stays ``object``) as it is, since
+    pandas' inference makes several temporaries of the column's length."""
+    import pandas as pd
+    if len(col) and all(type(x) is np.ndarray for x in col):
+        return pd.Series(col, dtype=object, copy=False)
+    return list(col)
+
+
 class StrColumn:
     """A column of strings on every row as codes into a few names: made into pandas'
-    string column through Arrow, without a Python object per row."""
+    string column straight from Arrow buffers, without a Python object per row (nor
+    Arrow's compute kernels, whose first use alone takes several MiB)."""
 
     def __init__(self, names: list[str], codes: np.ndarray) -> None:
         self.names, self.codes = names, codes
 
     def series(self):
+        dtype = _str_dtype()
+        if dtype is None or dtype.storage != "pyarrow":
+            return np.array(self.names, dtype=object)[self.codes]
         import pandas as pd
         import pyarrow as pa
-        dtype = pd.Series(np.array(self.names[:1], dtype=object)).dtype
-        if not isinstance(dtype, pd.StringDtype) or dtype.storage != "pyarrow":
-            return np.array(self.names, dtype=object)[self.codes]
-        arr = pa.DictionaryArray.from_arrays(pa.array(self.codes, pa.int32()),
-                                             pa.array(self.names, pa.string()))
-        return pd.Series(arr.cast(pa.large_string()), dtype=dtype)
+        encoded = [np.frombuffer(name.encode("utf-8"), np.uint8) for name in self.names]
+        codes, n = self.codes, len(self.codes)
+        # rows come in runs of one name (grouped by tag): each run is filled in one go
+        bounds = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [n]))
+        lengths = np.array([len(e) for e in encoded], np.int64)
+        offsets = np.zeros(n + 1, np.int64)
+        if len(bounds) > 1024:
+            np.cumsum(lengths[codes], out=offsets[1:])
+        else:
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                run = offsets[a + 1:b + 1]
+                np.multiply(np.arange(1, b - a + 1, dtype=np.int64), lengths[codes[a]], out=run)
+                run += offsets[a]
+        data = np.empty(int(offsets[-1]), np.uint8)
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            name = encoded[codes[a]]
+            if len(name):
+                data[offsets[a]:offsets[b]].reshape(b - a, len(name))[:] = name
+        arr = pa.Array.from_buffers(pa.large_string(), n,
+                                    [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        return pd.Series(arr, dtype=dtype)
+
+
+def _str_dtype():
+    """The dtype pandas gives a column of strings (``str`` from pandas 3 on), or None for
+    plain objects; known without building a column to ask."""
+    import pandas as pd
+    if int(pd.__version__.split(".")[0]) < 3:
+        try:
+            if not pd.get_option("future.infer_string"):
+                return None
+        except (KeyError, pd.errors.OptionError):
+            return None
+    return pd.StringDtype(na_value=np.nan)
 
 
 def _python_values(arrays) -> list:
@@ -179,10 +237,15 @@ def leaf_frame(dir_data, index: int, file_name: str, etype: str, pivot: bool, ex
     cols = _Cols(n, extra, file_name, walls, True)
     names = [_shown_tag(etype, r.tag) for r in rows]
     if n:
-        cols.cols["step"] = np.concatenate([r.series.steps for r in rows]).astype(np.int64,
-                                                                               copy=False)
+        # filled in place: kept steps may be narrower than the column
+        steps = cols.cols["step"] = np.empty(n, np.int64)
+        start = 0
+        for r in rows:
+            steps[start:start + len(r.series)] = r.series.steps
+            start += len(r.series)
     if not pivot and n:
-        cols.cols["tag"] = StrColumn(names, np.repeat(np.arange(len(rows), dtype=np.int32),
+        code = np.int8 if len(rows) < 128 else np.int16 if len(rows) < 1 << 15 else np.int32
+        cols.cols["tag"] = StrColumn(names, np.repeat(np.arange(len(rows), dtype=code),
                                                       [len(r.series) for r in rows]))
     start = 0
     for tag, r in zip(names, rows, strict=True):
@@ -214,17 +277,20 @@ def _shown_tag(etype: str, tag: str) -> str:
 def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
     """``(column, values)`` of one tag's rows, in tbparse's column order."""
     s = r.series
-    if etype == SCALARS:
+    if etype == SCALARS and isinstance(s, _SCALARS):
         return [("value", s.values)]    # widened to float64 as it is copied into the column
+    if etype == SCALARS:
+        # a tag first written as simple values and later as tensors of another shape
+        return [("value", _python_values(_arrays(s)))]
     if etype == TEXT:
         return [("value", [_text(a) for a in _arrays(s)])]
-    if etype == TENSORS and isinstance(s, ScalarSeries) and s.values.dtype.kind == "f":
+    if etype == TENSORS and isinstance(s, _SCALARS) and s.values.dtype.kind == "f":
         # rank-0 float tensors: tbparse's Python floats, as one float column
         return [("value", s.values)]
     if etype == TENSORS:
         arrays = _arrays(s)
         if dir_data.histos:
-            raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
+            raw = [dir_data.histos.get((q, r.tag)) for q in unpack(r.seq).tolist()]
             arrays = [a if isinstance(h, tuple) or h is None else h for a, h in zip(arrays, raw, strict=True)]
         return [("value", _python_values(arrays))]
     if etype == HISTOGRAMS:
@@ -252,7 +318,7 @@ def _fields(etype: str, r: Rows, dir_data, extra: set) -> list:
 
 
 def _arrays(s) -> list:
-    if isinstance(s, ScalarSeries):
+    if isinstance(s, _SCALARS):
         return [s.values[i:i + 1].reshape(()) for i in range(len(s))]
     if isinstance(s, BlobSequenceSeries):
         out = []
@@ -265,6 +331,8 @@ def _arrays(s) -> list:
 
 
 def _sequences(s) -> list:
+    if isinstance(s, Tensors):
+        return [list(a.reshape(-1)) for a in s.tensors]
     if isinstance(s, BlobSequenceSeries):
         return list(s.sequences())
     return [list(a.reshape(-1)) for a in s.tensors]
@@ -288,7 +356,7 @@ _HISTO_FIELDS = ("counts", "limits", "max", "min", "num", "sum", "sum_squares")
 
 
 def _histogram_fields(r: Rows, dir_data, extra: set) -> list:
-    raw = [dir_data.histos.get((int(q), r.tag)) for q in r.seq]
+    raw = [dir_data.histos.get((q, r.tag)) for q in unpack(r.seq).tolist()]
     raw = [h if isinstance(h, tuple) else None for h in raw]
     if any(h is None for h in raw):
         raw = [h if h is not None else _from_tensor(a) for h, a in zip(raw, _arrays(r.series), strict=True)]

@@ -26,13 +26,16 @@ def _is_null(x) -> bool:
     return bool(pd.isnull(x))
 
 
-def combine(frames, pivot: bool, extra: set):
+def combine(frames, pivot: bool, extra: set, presorted: bool = False):
+    """One frame of ``frames`` sorted as tbparse sorts; ``presorted``: each frame's rows
+    are already in that order (then one frame is kept as it is)."""
     import pandas as pd
     parts = [f for f in frames if f is not None]
     frames.clear()      # the parts are copied into one frame: let them go as soon as they are
     if not parts:
         return pd.DataFrame()
-    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    single = len(parts) == 1
+    df = pd.concat(parts, ignore_index=True) if not single else parts[0]
     del parts
     if df.empty:
         return pd.DataFrame()
@@ -41,7 +44,7 @@ def combine(frames, pivot: bool, extra: set):
         keys.append("tag")
     keys.append("step")
     keys = [k for k in keys if k in df.columns]
-    if not _in_order(df, keys, strict=len(keys) == 1):
+    if not (single and presorted) and not _in_order(df, keys, strict=len(keys) == 1):
         df.sort_values(keys, ignore_index=True, inplace=True)
     if not pivot:
         return df

@@ -2,84 +2,112 @@
 
 tbparse's frames name the event file each row came from and give histogram
 fields (``sum``, ``sum_squares``, untrimmed buckets) that TensorBoard's
-migration drops. Both are per-point facts the event-file reader sees while
-reading: a point's read position (``seq``) says which file it came from, and
-the raw ``HistogramProto`` is at hand when the event is decoded. So the reader
-and its assembler are extended here (not changed) to keep those two facts on
-the side; everything else is the ordinary columnar reading, with TensorBoard's
-restart rule and damage handling.
+migration drops. Both are per-point facts the event-file reader hands over
+through its public seam: :meth:`TfeventsReader.read_positioned` gives each
+point's read position (which says the file it came from), and its
+``value_hook`` sees the raw ``HistogramProto`` when the event is decoded.
+Everything else is the ordinary columnar reading, with TensorBoard's restart
+rule and damage handling.
+
+What is kept between tables is small, since every table is built from it again
+and pandas alone takes about 100 MiB: scalar points as narrow columns (steps and
+read positions packed, see ``_points``; values in their written dtype); tensors and blob
+sequences as the read-only arrays a table shows (rows of the arrays the reader
+decoded in bulk where it could), so that building a table makes no object per
+point.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from tbconvert import api
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import event_files
-from tbconvert.formats.tfevents.assemble import RunAssembler
-from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
+from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.model import Metadata
+from tbconvert.model import BlobSequenceSeries, Metadata, ScalarSeries, TensorSeries
 from tbconvert.report import Report
+from tbconvert.tbparse._points import Progression, Scalars, Tensors, pack, unpack
+from tbconvert.tbparse._points import read_only as _read_only
 
-_INT32 = 1 << 31
-
-
-class _Assembler(RunAssembler):
-    """A run assembler that remembers the read positions of each chunk it builds.
-
-    ``every_start_purges``: TensorBoard's legacy accumulator (tbparse's) purges at every
-    ``SessionLog.START``; its dashboards only from the second one of a run on.
-    """
-
-    def __init__(self, name: str, every_start_purges: bool = False) -> None:
-        # Pieces past 8 MiB wait in a temporary file: the table's columns need the memory.
-        super().__init__(name, PieceStore(limit=8 << 20))
-        self.chunk_seqs: list[np.ndarray] = []
-        if every_start_purges:
-            self._seen_start = True
-
-    def _chunk(self, tag, md, shape, pieces, purges):
-        self.chunk_seqs.append(np.concatenate([p[0] for p in pieces]))
-        return super()._chunk(tag, md, shape, pieces, purges)
+# Smaller blocks than a conversion's, and pieces past 2 MiB wait in a temporary file:
+# a table's columns are held beside them, and neither makes reading slower.
+_BLOCK = 1 << 20
+_STORE_LIMIT = 2 << 20
 
 
-class _Reader(TfeventsReader):
-    """The event-file reader, keeping by (seq, tag) each legacy histogram's own fields and
-    each string tensor of rank 2 or more (audio clips with their labels, which
+def _tensors(chunk, walls) -> Tensors:
+    if isinstance(chunk, BlobSequenceSeries):
+        widths = np.diff(chunk.offsets)
+        if len(widths) and (widths == widths[0]).all() and widths[0] and (
+                None not in chunk.blobs):
+            # sequences of one length: rows of one table, filled in one go
+            table = np.empty((len(widths), int(widths[0])), dtype=object)
+            table.reshape(-1)[:] = chunk.blobs
+            parts = list(_read_only(table))
+        else:
+            parts = []
+            for seq in chunk.sequences():
+                arr = np.empty(len(seq), dtype=object)
+                arr[:] = [b"" if b is None else b for b in seq]
+                parts.append(_read_only(arr))
+    else:
+        # rows of the arrays the reader decoded in bulk, or arrays of their own
+        parts = [_read_only(a) for a in chunk.tensors]
+    return Tensors(pack(chunk.steps), walls, chunk.hidden, [parts])
+
+
+def _as_tensors(s: Scalars) -> Tensors:
+    return Tensors(s.steps, s.wall_times, s.hidden,
+                   [[_read_only(s.values[i:i + 1].reshape(())) for i in range(len(s))]])
+
+
+def _joined(parts: list):
+    if len(parts) == 1:
+        return parts[0]
+    hidden = None
+    if any(p.hidden is not None for p in parts):
+        hidden = np.concatenate([p.hidden if p.hidden is not None else np.zeros(len(p), bool)
+                                 for p in parts])
+    steps = pack(np.concatenate([p.steps for p in parts]).astype(np.int64, copy=False))
+    walls = [p.wall_times for p in parts]
+    if all(w.strides == (0,) for w in walls):
+        walls = np.broadcast_to(np.float64(0), len(steps))
+    else:
+        walls = np.concatenate(walls)
+    if isinstance(parts[0], Tensors):
+        return Tensors(steps, walls, hidden, [q for p in parts for q in p.parts])
+    return Scalars(steps, np.concatenate([p.values for p in parts]), walls, hidden)
+
+
+def _value_taker(histos: dict):
+    """The reader's value hook keeping by (position, tag) each legacy histogram's own fields
+    and each string tensor of rank 2 or more (audio clips with their labels, which
     TensorBoard's reading keeps only the clips of)."""
 
-    # Smaller blocks than a conversion's: a table's columns are held beside them.
-    block_size = 4 << 20
-
-    def __init__(self, path, options, report) -> None:
-        super().__init__(path, options, report)
-        self.histos: dict[tuple[int, str], tuple] = {}
-
-    def _event(self, asm, seq, event, path):
-        if event.WhichOneof("what") == "summary":
-            for value in event.summary.value:
-                if value.WhichOneof("value") == "histo":
-                    h = value.histo
-                    self.histos[(seq, value.tag)] = (
-                        h.min, h.max, h.num, h.sum, h.sum_squares,
-                        np.array(h.bucket_limit, dtype=np.float64),
-                        np.array(h.bucket, dtype=np.float64))
-                    # The table is built from these fields alone: the reader need not turn
-                    # the buckets into TensorBoard's tensor as well.
-                    h.Clear()
-                elif (value.WhichOneof("value") == "tensor" and value.tensor.dtype == dt.DT_STRING
-                      and len(value.tensor.tensor_shape.dim) >= 2):
-                    try:
-                        self.histos[(seq, value.tag or value.node_name)] = \
-                            dt.proto_to_array(value.tensor)[1]
-                    except dt.TensorDecodeError:
-                        pass  # the reader reports it
-        super()._event(asm, seq, event, path)
+    def take(seq, value):
+        kind = value.WhichOneof("value")
+        if kind == "histo":
+            h = value.histo
+            histos[(seq, value.tag)] = (
+                h.min, h.max, h.num, h.sum, h.sum_squares,
+                _read_only(np.array(h.bucket_limit, dtype=np.float64)),
+                _read_only(np.array(h.bucket, dtype=np.float64)))
+            # The table is built from these fields alone: the reader need not turn the
+            # buckets into TensorBoard's tensor as well.
+            h.Clear()
+        elif (kind == "tensor" and value.tensor.dtype == dt.DT_STRING
+              and len(value.tensor.tensor_shape.dim) >= 2):
+            try:
+                histos[(seq, value.tag or value.node_name)] = _read_only(
+                    dt.proto_to_array(value.tensor)[1])
+            except dt.TensorDecodeError:
+                pass  # the reader reports it
+    return take
 
 
 @dataclass
@@ -92,11 +120,57 @@ class TagData:
     seqs: list = field(default_factory=list)
 
     def series(self):
-        from tbconvert.model import concat
-        return concat(self.chunks)
+        if len({type(c) for c in self.chunks}) > 1:
+            # a tag written as scalars in one file and as tensors in another (read per file)
+            return _joined([_as_tensors(c) if isinstance(c, Scalars) else c
+                            for c in self.chunks])
+        return _joined(self.chunks)
 
     def seq(self) -> np.ndarray:
-        return np.concatenate(self.seqs)
+        if len(self.seqs) == 1:
+            return unpack(self.seqs[0])
+        return np.concatenate([unpack(s) for s in self.seqs])
+
+    @property
+    def hidden_count(self) -> int:
+        return sum(c.hidden_count for c in self.chunks)
+
+    def packed_seq(self):
+        return self.seqs[0] if len(self.seqs) == 1 else pack(self.seq())
+
+    def first_last(self):
+        """The first and last read positions (None: no points)."""
+        ends = [(s.start, s.start + s.stride * (s.n - 1)) if isinstance(s, Progression)
+                else (int(s[0]), int(s[-1])) for s in self.seqs if len(s)]
+        if not ends:
+            return None, None
+        return ends[0][0], ends[-1][1]
+
+    def settle(self) -> None:
+        """Join narrow scalar parts once, so that every table does not join them again."""
+        if len(self.chunks) > 1 and len({type(c) for c in self.chunks}) == 1:
+            self.chunks = [_joined(self.chunks)]
+            self.seqs = [pack(self.seq())]
+
+
+def release_free_heap() -> None:
+    """Give the heap the reading freed back to the system (glibc keeps it otherwise), so
+    that the tables built next do not stand on top of it. Elsewhere: nothing to do.
+    Called once a reader has read its tree (it walks the whole heap)."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        _malloc_trim = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+                _malloc_trim = ctypes.CDLL(None).malloc_trim
+            except (OSError, AttributeError):
+                pass
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
 
 
 @dataclass
@@ -124,34 +198,39 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
     tags: dict[str, TagData] = {}
     histos: dict = {}
     starts: list[int] = []
-    offset = 0
+    position = 0
     for group in groups:
-        reader = _Reader(group[0].parent, options, report)
-        asm = _Assembler(label, every_start_purges=per_file)
-        asm.next_seq = offset
-        reader._run_progress = RunProgress(None)
+        reader = TfeventsReader(group[0].parent, options, report)
+        reader.block_size = _BLOCK
+        reader.value_hook = _value_taker(histos)
+        known = len(starts)
         try:
-            for path in group:
-                starts.append(asm.next_seq)
-                if path.name.endswith(event_files.PROFILE_EMPTY):
-                    continue
-                reader._read_file(path, asm)
-            _run, chunks = asm.build()
-            for chunk in chunks:
+            read = reader.read_positioned(label, group, store=PieceStore(limit=_STORE_LIMIT),
+                                          first_position=position,
+                                          every_start_purges=per_file)
+            starts.extend(read.starts.tolist())
+            position = read.end + 2
+            for chunk, seq in read.chunks:
                 td = tags.get(chunk.tag)
                 if td is None:
                     td = tags[chunk.tag] = TagData(chunk.tag, chunk.metadata)
-                if not wall_times:
-                    chunk = replace(chunk, wall_times=np.broadcast_to(np.float64(0), len(chunk)))
+                if isinstance(chunk, ScalarSeries):
+                    walls = (chunk.wall_times if wall_times
+                             else np.broadcast_to(np.float64(0), len(chunk)))
+                    chunk = Scalars(pack(chunk.steps), chunk.values, walls, chunk.hidden)
+                elif isinstance(chunk, (TensorSeries, BlobSequenceSeries)):
+                    walls = (chunk.wall_times if wall_times
+                             else np.broadcast_to(np.float64(0), len(chunk)))
+                    chunk = _tensors(chunk, walls)
                 td.chunks.append(chunk)
-                seq = asm.chunk_seqs[-1]
-                td.seqs.append(seq.astype(np.int32) if len(seq) and seq[-1] < _INT32 else seq)
+                td.seqs.append(pack(seq))
+                del chunk, seq
         except (KeyboardInterrupt, MemoryError):
             raise
         except Exception as exc:  # noqa: BLE001 - one unreadable directory costs only itself
             report.add("unreadable_run", f"{label}: could not be read ({exc}); skipped", run=label)
-        finally:
-            asm.store.close()
-        histos.update(reader.histos)
-        offset = asm.next_seq + 2
+            if len(starts) == known:     # its files hold no points
+                starts.extend([position] * len(group))
+    for td in tags.values():
+        td.settle()
     return DirData(list(files), np.array(starts, dtype=np.int64), tags, histos, [])

@@ -221,6 +221,13 @@ class RunAssembler:
         elif values is not None:
             payload = ("values", values[1], values[0] if in_order else values[0][order])
             size = seq.nbytes * 3 + values[0].nbytes
+        elif (not bt.points and not bt.tables and len(bt.cols) == 1
+              and isinstance(bt.cols[0][4], np.ndarray) and bt.cols[0][4].ndim > 1
+              and bt.cols[0][4].dtype.kind in "biufc"):
+            # tensors of one shape decoded in bulk stay one array: a point is a row of it
+            stack = bt.cols[0][4]
+            payload = ("stack", bt.cols[0][3], stack if in_order else stack[order])
+            size = seq.nbytes * 3 + stack.nbytes + 100 * len(seq)
         else:
             points = list(bt.points)
             for c in bt.cols:
@@ -425,6 +432,8 @@ class RunAssembler:
             seq, steps, walls, kind, code, payload = self.store.take(key)
             if kind == "table" and (refit or info.has_none or shape[0] != "blobs"):
                 kind, payload = "points", list(zip(itertools.repeat(dt.DT_STRING), payload))
+            if kind == "stack" and (refit or info.has_none):
+                kind, payload = "points", list(zip(itertools.repeat(code), payload))
             if kind == "values" and fixups and shape[0] != "scalar":
                 kind, payload = "points", [(code, np.asarray(v)) for v in payload]
             if kind == "points" and (refit or info.has_none):
@@ -441,6 +450,7 @@ class RunAssembler:
             n += len(seq)
             nbytes += seq.nbytes * 3 + (
                 payload.nbytes if kind == "values" else
+                payload.nbytes + 100 * len(payload) if kind == "stack" else
                 len(payload) * (100 + 8 * payload.shape[1]) if kind == "table" else
                 sum(p[1].nbytes + 100 for p in payload))
             if n >= CHUNK_POINTS or nbytes >= CHUNK_BYTES:
@@ -473,6 +483,8 @@ class RunAssembler:
                 points.extend((code, np.asarray(v)) for v in payload)
             elif kind == "table":
                 points.extend(zip(itertools.repeat(dt.DT_STRING), payload))
+            elif kind == "stack":
+                points.extend(zip(itertools.repeat(code), payload))
             else:
                 points.extend(payload)
         if shape[0] == "blobs":

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from tbconvert.formats.base import Progress, Reader, cores, source_size
 from tbconvert.formats.tfevents import blob_templates, event_files, legacy, records, summary_templates
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.model import DataClass, Experiment, Metadata, RunData, RunRecord
+from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, RunRecord
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
@@ -97,10 +98,54 @@ class RunProgress:
         self.done()
 
 
+@dataclass
+class PositionedRun:
+    """A run read by :meth:`TfeventsReader.read_positioned`.
+
+    Every record has a read position, increasing through the files in order:
+    ``starts[i]`` is the first position of file ``i`` (so the file of a point
+    is ``searchsorted(starts, position, "right") - 1``) and every position is
+    below ``end``. ``chunks`` yields ``(chunk, positions)``, the read position
+    of each of the chunk's points; it must be consumed once, before the reader
+    reads another run.
+    """
+
+    run: Run
+    starts: np.ndarray
+    end: int
+    chunks: Iterator
+
+
+class _PositionedAssembler(RunAssembler):
+    """Keeps, for the chunk it built last, its points' read positions (the pieces' first
+    column), which chunks themselves do not carry."""
+
+    positions: np.ndarray | None = None
+
+    def _chunk(self, tag, md, shape, pieces, purges):
+        self.positions = np.concatenate([p[0] for p in pieces])
+        return super()._chunk(tag, md, shape, pieces, purges)
+
+    def positioned(self, series):
+        # through map: no local of this generator holds a chunk the caller has let go
+        yield from map(self._with_positions, series)
+
+    def _with_positions(self, chunk):
+        positions, self.positions = self.positions, None
+        return chunk, positions
+
+
 class TfeventsReader(Reader):
     """An event-file logdir (or a single event file) as runs of series."""
 
+    # Bytes of event records decoded at a time; smaller blocks hold fewer temporaries.
     block_size = records.BLOCK_SIZE
+
+    value_hook: Callable | None = None
+    """Called as ``value_hook(position, value)`` with every ``Summary.Value`` decoded
+    one at a time (values decoded in bulk do not pass here), before it is migrated,
+    with the read position of its event (see :meth:`read_positioned`). It may clear
+    fields of ``value`` it has taken, so that they are not decoded twice."""
 
     def __init__(self, path, options, report) -> None:
         super().__init__(path, options, report)
@@ -190,6 +235,34 @@ class TfeventsReader(Reader):
             asm.store.close()
             raise
         return asm
+
+    def read_positioned(self, name: str, files: list[Path], *, store: PieceStore | None = None,
+                        first_position: int = 0,
+                        every_start_purges: bool = False) -> PositionedRun:
+        """Read ``files`` as one run, keeping where each point was read (which file it
+        came from), with TensorBoard's restart rule as hidden masks. Positions start at
+        ``first_position``. ``every_start_purges``: every ``SessionLog.START`` purges, as
+        TensorBoard's legacy event accumulator does (its dashboards only purge from a
+        run's second one on)."""
+        asm = _PositionedAssembler(name, store)
+        asm.next_seq = first_position
+        if every_start_purges:
+            # as if a START had been seen already: the next one purges, and every later one
+            asm._seen_start = True
+        self._run_progress = RunProgress(None)
+        starts = []
+        try:
+            for path in files:
+                starts.append(asm.next_seq)
+                if path.name.endswith(event_files.PROFILE_EMPTY):
+                    continue
+                self._read_file(path, asm)
+            run, series = asm.build()
+        except BaseException:
+            asm.store.close()
+            raise
+        return PositionedRun(run, np.array(starts, dtype=np.int64), asm.next_seq,
+                             asm.positioned(series))
 
     def _read_file(self, path: Path, asm: RunAssembler) -> None:
         self.read_file(path, asm)
@@ -294,6 +367,8 @@ class TfeventsReader(Reader):
         if what == "summary":
             tags = []
             for value in event.summary.value:
+                if self.value_hook is not None:
+                    self.value_hook(seq, value)
                 # As TensorBoard's loader: metadata is filed under ``tag`` even when it is
                 # empty; only a tensor value's data falls back to the old ``node_name``
                 # (legacy values are migrated under ``tag`` and lose it).
