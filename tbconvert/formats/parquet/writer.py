@@ -27,7 +27,7 @@ from tbconvert.report import Report
 SUFFIXES = (".parquet", ".pq")
 
 
-def _part_name(index: int, run: str) -> str:
+def part_name(index: int, run: str) -> str:
     """``part-00003-<hint>.parquet``: the index keeps names unique; the hint is only a readable
     ASCII trace of the run name (Spark, Hadoop and glob patterns mishandle ``%``, ``[``...)."""
     hint = re.sub(r"[^A-Za-z0-9_-]+", "_", run).strip("_")[:60] or "root"
@@ -278,6 +278,27 @@ def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.Re
     return tensor_batch(chunk, sid, run)
 
 
+def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series]) -> None:
+    """One run as one part file of a directory dataset, the bytes
+    :class:`ParquetWriter` writes for it (a part holds no name of its own, so a part
+    written elsewhere and renamed is the same file)."""
+    sink = _FileSink(path)
+    try:
+        _write_into(sink, run, series)
+        sink.close(experiment)
+    except BaseException:
+        sink.discard()
+        raise
+
+
+def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
+    run_index = len(sink.runs)
+    sink.runs.append(S.run_to_json(run))
+    for piece in series:
+        for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
+            sink.add(_batch_of(sink, run_index, chunk, run.name))
+
+
 class ParquetWriter(Writer):
     """Writes a ``.parquet``/``.pq`` file, or a directory dataset for any other name."""
 
@@ -304,19 +325,22 @@ class ParquetWriter(Writer):
 
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
         if self.directory:
-            name = _part_name(len(self._parts), run.name)
+            name = part_name(len(self._parts), run.name)
             sink = _FileSink(self._out.tmp / name)
             self._parts.append({"file": name, "run": run.name})
             self._sink = sink
-        sink = self._sink
-        run_index = len(sink.runs)
-        sink.runs.append(S.run_to_json(run))
-        for piece in series:
-            for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
-                sink.add(_batch_of(sink, run_index, chunk, run.name))
+        _write_into(self._sink, run, series)
         if self.directory:
-            sink.close(self._experiment)
+            self._sink.close(self._experiment)
             self._sink = None
+
+    def next_part(self, run: str) -> str:
+        """The name the next run's part gets; :meth:`adopt_part` lists it once written
+        (by :func:`write_part`, maybe in another process)."""
+        return part_name(len(self._parts), run)
+
+    def adopt_part(self, file: str, run: str) -> None:
+        self._parts.append({"file": file, "run": run})
 
     def close(self) -> None:
         def finish():

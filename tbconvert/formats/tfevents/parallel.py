@@ -1,5 +1,9 @@
 """Reading the runs of a logdir in worker processes, handing them over in order.
 
+(A destination written one part per run has its runs read *and written* in the
+workers instead: :mod:`tbconvert.runtasks`. What is here serves single-file
+destinations and the files of one large run.)
+
 The work is cut into *parts*: a run, or, for a run whose files are large
 enough to share, consecutive files of it (a single file is never cut). Each
 worker reads one part at a time, by path, into a
@@ -143,13 +147,17 @@ class _Workers:
         self.pool = None
 
     def submit(self, *args):
+        return self.submit_call(_read, *args)
+
+    def submit_call(self, fn, *args):
+        """``fn(*args)`` in a worker (``fn`` a module-level function)."""
         # Starting a worker must not be cut short by Ctrl-C: a process half started is one
         # that no one would stop.
         with deferred():
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
                                                 initargs=(self.progress_queue, os.getpid()))
-            return self.pool.submit(_read, *args)
+            return self.pool.submit(fn, *args)
 
     def stop(self) -> None:
         if self.pool is None:
