@@ -52,6 +52,7 @@ class RunResult:
     index: int
     name: str = ""            # the run's name as written (None: the run could not be read)
     written: bool = False
+    file: str = ""            # tfevents: the event file written, relative to the output
     issues: list[Issue] = field(default_factory=list)
     runs: int = 0
     series: int = 0
@@ -96,7 +97,7 @@ def convert_run(task: RunTask) -> RunResult:
         out = Path(task.out)
         if not out.is_dir():   # the conversion was given up meanwhile: write nothing
             raise OutputError(f"{out}: the output is gone; the conversion was stopped")
-        _write(task, out, run, chunks, report)
+        result.file = _write(task, out, run, chunks, report)
         for _ in chunks:
             pass
         result.name, result.written = run.name, True
@@ -108,7 +109,7 @@ def convert_run(task: RunTask) -> RunResult:
     return result
 
 
-def _write(task: RunTask, out: Path, run, chunks, report: Report) -> None:
+def _write(task: RunTask, out: Path, run, chunks, report: Report) -> str:
     from tbconvert.output import removed_on_failure
     if task.kind == "parquet":
         from tbconvert.formats.parquet.writer import write_part
@@ -117,14 +118,15 @@ def _write(task: RunTask, out: Path, run, chunks, report: Report) -> None:
                                 also=BaseException):
             write_part(tmp, task.experiment, run, chunks)
             os.replace(tmp, out / task.part)
-    else:
-        from tbconvert.formats.tfevents.writer import write_run_file
+        return task.part
+    from tbconvert.formats.tfevents.writer import write_run_file
 
-        def guard(fn):
-            with removed_on_failure(lambda: None, out / task.run_dir):
-                return fn()
-        write_run_file(out, task.run_dir, task.renamed, run, chunks, report, task.index,
-                       guard, host=task.host, pid=task.pid)
+    def guard(fn):
+        with removed_on_failure(lambda: None, out / task.run_dir):
+            return fn()
+    path = write_run_file(out, task.run_dir, task.renamed, run, chunks, report, task.index,
+                          guard, host=task.host, pid=task.pid)
+    return path.relative_to(out).as_posix()
 
 
 _TMP = ".tbconvert-part-"
@@ -227,6 +229,12 @@ def _merge(reader, writer, report: Report, kind: str, tasks, results) -> None:
                 os.replace(Path(task.out) / task.part, Path(task.out) / name)
             writer.adopt_part(name, result.name)
         else:
+            # as above: the event file's number counts the runs written before it
+            from tbconvert.formats.tfevents.layout import WRITER_SUFFIX
+            stem, _, _ = result.file[:-len(WRITER_SUFFIX)].rpartition(".")
+            name = f"{stem}.{written}{WRITER_SUFFIX}"
+            if name != result.file:
+                os.replace(Path(task.out) / result.file, Path(task.out) / name)
             writer.skip_counter()
         written += 1
 

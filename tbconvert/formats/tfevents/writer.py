@@ -86,9 +86,9 @@ PART_TMP = ".tbconvert-part-"
 
 def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report, counter: int,
                    guard, limits: dict | None = None, *, host: str | None = None,
-                   pid: int | None = None) -> None:
+                   pid: int | None = None) -> Path:
     """Write one run's event file into ``root/rel`` (a temporary name, renamed when complete:
-    a run written twice, by a task run again, leaves one whole file)."""
+    a run written twice, by a task run again, leaves one whole file); returns its path."""
     if changed:
         report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
                                   "(the name is not a safe path)", run=run.name, lost=False)
@@ -109,4 +109,5 @@ def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-    guard(write)
+        return directory / name
+    return guard(write)
