@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "tbconvert.api": ("convert", "load", "open_reader", "open_writer"),
+    "tbconvert.daskframe": ("to_dask",),
     "tbconvert.errors": ("TbconvertError",),
     "tbconvert.model": ("BlobSequenceSeries", "DataClass", "Experiment", "Metadata", "Run",
                         "ScalarSeries", "TensorSeries"),
