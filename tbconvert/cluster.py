@@ -148,10 +148,8 @@ def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost) -> list:
         batch = uuid.uuid4().hex[:8]
         futures = [client.submit(fn, item, retries=retries, pure=False,
                                  key=f"tbconvert-{batch}-{k}") for k, item in enumerate(items)]
-        place = {f.key: k for k, f in enumerate(futures)}
         results: dict[int, Any] = {}
-        for future in distributed.as_completed(futures):
-            k = place[future.key]
+        for k, future in enumerate(futures):   # in order: the results are merged in order
             try:
                 results[k] = future.result()
             except TbconvertError:

@@ -25,7 +25,7 @@ LOGDIRS = ["torch_logdir", "tf2_logdir", "tensorboardx_logdir"]
 @pytest.fixture(scope="module")
 def cluster():
     cluster = distributed.LocalCluster(n_workers=2, processes=True, host="127.0.0.1",
-                                       threads_per_worker=1, dashboard_address=None,
+                                       threads_per_worker=1, dashboard_address="127.0.0.1:0",
                                        silence_logs=50)
     pids = _worker_pids(cluster)
     try:
@@ -108,7 +108,7 @@ def test_a_worker_killed_mid_job_costs_only_its_task(tmp_path):
     src = _slow_logdir(tmp_path / "logs", runs=4, points=200_000)
     local = tbconvert.convert(src, tmp_path / "here", to_format="parquet", jobs=1)
     cluster = distributed.LocalCluster(n_workers=2, processes=True, host="127.0.0.1",
-                                       threads_per_worker=1, dashboard_address=None,
+                                       threads_per_worker=1, dashboard_address="127.0.0.1:0",
                                        silence_logs=50)
     pids = _worker_pids(cluster)
     killed = []
@@ -143,6 +143,7 @@ def test_a_worker_killed_mid_job_costs_only_its_task(tmp_path):
     assert not [p for p in tmp_path.iterdir() if "tbconvert-tmp" in p.name]
 
 
+@pytest.mark.slow   # the connection is given its 10 s
 def test_an_unreachable_scheduler_is_one_line(tmp_path):
     proc = subprocess.run([*_cli(), "convert", str(FIXTURES / "torch_logdir"),
                            str(tmp_path / "out"), "--to", "parquet",
