@@ -204,3 +204,19 @@ def test_to_dask_reads_a_dataset_with_its_dtypes(tmp_path):
         assert frame.dtypes[column] == expected, column   # known before computing
     pd.testing.assert_frame_equal(got, want.astype({c: pd.StringDtype("pyarrow") for c in text}))
     assert frame.npartitions == len(parts)
+
+
+@pytest.mark.slow
+def test_tbdev_export_through_the_cluster(cluster, tmp_path):
+    """An export's experiments, each converted by a task on the cluster: the logdir
+    TensorBoard sees is the one a local run writes."""
+    from conftest import run_tbconvert
+    src = FIXTURES / "tbdev_export"
+    here = run_tbconvert("tbdev-export", src, "-o", tmp_path / "here")
+    assert here.returncode == 0, here.stderr
+    there = run_tbconvert("tbdev-export", src, "-o", tmp_path / "there",
+                          "--scheduler", cluster.scheduler_address)
+    assert there.returncode == 0, there.stderr
+    assert there.stderr == here.stderr.replace(str(tmp_path / "here"), str(tmp_path / "there"))
+    assert_same_view(tb_view(tmp_path / "there"), tb_view(tmp_path / "here"))
+    assert _event_contents(tmp_path / "there") == _event_contents(tmp_path / "here")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tbconvert.cli.common import add_selection, finish, options_from
+from tbconvert.cli.common import add_scheduler, add_selection, finish, options_from
 from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
 from tbconvert.names import safe_part
 from tbconvert.report import Report
@@ -35,6 +35,7 @@ def add_arguments(p) -> None:
                         "only for exports you trust")
     p.add_argument("--force", action="store_true",
                    help="replace existing output (each logdir only once its conversion is done)")
+    add_scheduler(p)
 
 
 def _outputs(sources, out: Path) -> list[tuple[object, Path]]:
@@ -79,8 +80,15 @@ def run(args, ui) -> int:
         raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
                           "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")
     report = Report()
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is not None and remote.is_remote(out):
+        from tbconvert.errors import UsageError
+        raise UsageError("--scheduler writes to a path the workers share, not to a URL")
     if not is_root:
-        _convert_one(TbdevReader, sources[0], out, options, report)
+        if scheduler is not None:
+            _on_cluster([(sources[0], out)], options, report, scheduler, lambda *a: None)
+        else:
+            _convert_one(TbdevReader, sources[0], out, options, report)
         ui.summary(report)
         ui.info(f"wrote {out}; view it with: tensorboard --logdir {out}")
         return finish_quiet(args, ui, report)
@@ -95,13 +103,18 @@ def run(args, ui) -> int:
     failures: list[tuple[str, TbconvertError]] = []
     done = 0
     created = not remote.is_remote(out) and not out.exists()
-    for source, dst in _outputs(sources, out):
+    def failed(source, exc: TbconvertError) -> None:
+        failures.append((source.experiment_id or source.path.name, exc))
+        ui.error(f"experiment {source.path.name}: {exc.cli_message()}")
+
+    if scheduler is not None:
+        done = _on_cluster(_outputs(sources, out), options, report, scheduler, failed)
+    for source, dst in _outputs(sources, out) if scheduler is None else ():
         try:
             _convert_one(TbdevReader, source, dst, options, report)
             done += 1
         except TbconvertError as exc:
-            failures.append((source.experiment_id or source.path.name, exc))
-            ui.error(f"experiment {source.path.name}: {exc.cli_message()}")
+            failed(source, exc)
     ui.summary(report)
     if done:
         ui.info(f"wrote {done} of {len(sources)} experiment(s) to {out}/<id>/; "
@@ -140,3 +153,41 @@ def _convert_one(reader_cls, source, dst: Path, options, report: Report) -> None
         report.issues[before:] = [i for i in report.issues[before:] if i.lost]
         raise
     report.outputs.append(str(dst))
+
+
+def _on_cluster(jobs, options, report: Report, scheduler: str, failed) -> int:
+    """Each experiment converted by one task on the cluster; reports merged in order. A
+    single experiment's failure is raised; among several, it is told and the others go on."""
+    import dataclasses
+
+    from tbconvert import cluster
+    plain = dataclasses.replace(options, progress=None, jobs=1)
+    results = cluster.run_tasks(_experiment_task, [(s, d, plain) for s, d in jobs],
+                                scheduler=scheduler)
+    done = 0
+    for (source, _), (issues, counts, outputs, error) in zip(jobs, results):
+        report.extend(issues)
+        report.runs += counts[0]
+        report.series += counts[1]
+        report.points.update(counts[2])
+        report.outputs.extend(outputs)
+        if error is None:
+            done += 1
+        elif len(jobs) == 1:
+            raise error
+        else:
+            failed(source, error)
+    return done
+
+
+def _experiment_task(job):
+    """On a worker: one experiment to its logdir."""
+    from tbconvert.formats.tbdev.reader import TbdevReader
+    source, dst, options = job
+    report = Report()
+    error = None
+    try:
+        _convert_one(TbdevReader, source, dst, options, report)
+    except TbconvertError as exc:
+        error = exc
+    return report.issues, (report.runs, report.series, report.points), report.outputs, error
