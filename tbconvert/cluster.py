@@ -29,12 +29,14 @@ _WAIT = 0.2
 
 def run_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, scheduler: str | None = None,
               retries: int = 2, jobs: int = 1, progress=None, sizes=None,
-              lost: Callable[[Any, str], Any] | None = None) -> list:
+              lost: Callable[[Any, str], Any] | None = None, share: bool = False) -> list:
     """``[fn(item) for item in items]``: here (``jobs`` 1), in ``jobs`` local processes
     (0: one per core), or on the cluster at ``scheduler``.
 
     ``progress`` (a :class:`~tbconvert.formats.base.Progress`) hears what local workers
-    report as they go, or ``sizes[i]`` when item ``i`` is done elsewhere.
+    report as they go, or ``sizes[i]`` when item ``i`` is done elsewhere. ``share``: this
+    process converts items too, beside ``jobs - 1`` workers (an item that crashes the process
+    then costs what it costs with ``jobs`` 1).
     """
     items = list(items)
     if scheduler is not None:
@@ -47,7 +49,7 @@ def run_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, scheduler: str 
             results.append(fn(item))
             _advance(progress, sizes, k)
         return results
-    return _in_processes(fn, items, jobs, retries, progress, lost)
+    return _in_processes(fn, items, jobs, retries, progress, lost, share)
 
 
 def _advance(progress, sizes, k: int) -> None:
@@ -63,41 +65,106 @@ def _give_up(lost, item, why: str):
 
 # -- local processes ------------------------------------------------------------------------
 
-def _in_processes(fn, items, jobs, retries, progress, lost) -> list:
-    """Items in a pool of ``jobs`` processes. A pool whose worker died is replaced; the tasks
-    it held are run again one at a time, so the one that kills its worker is found and the
-    others finish."""
-    from concurrent.futures import FIRST_COMPLETED, wait
-    from concurrent.futures.process import BrokenProcessPool
+def _in_processes(fn, items, jobs, retries, progress, lost, share=False) -> list:
+    """Items in a pool of worker processes, fed by a thread of this process. With ``share``,
+    this process works through items too (the pool has ``jobs - 1`` workers): it is idle
+    otherwise, and has its imports done. A pool whose worker died is replaced; the items it
+    held are run again one at a time, in workers, so the one that kills its worker is found
+    and given up after ``retries``, and the others finish."""
+    import threading
 
     from tbconvert.formats.tfevents import parallel
 
     ctx = parallel._context()
     progress_queue = ctx.Queue()
+    pool_size = jobs - 1 if share else jobs
+    results: dict[int, Any] = {}
+    todo = collections.deque(range(len(items)))
+    suspects: collections.deque = collections.deque()
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list = []
+
+    def take():
+        with lock:
+            return todo.popleft() if todo else None
+
+    here = _HereQueue()
 
     def drain() -> None:
         while True:
             try:
                 n = progress_queue.get_nowait()
             except (queue_module.Empty, OSError, ValueError):
-                return
+                break
+            if progress is not None:
+                progress.advance(n)
+        while here:
+            n = here.popleft()
             if progress is not None:
                 progress.advance(n)
 
-    results: dict[int, Any] = {}
-    deaths: collections.Counter = collections.Counter()
-    todo = collections.deque(range(len(items)))
-    alone = False     # after a worker died: one task at a time
-    workers = None
+    def feed() -> None:
+        try:
+            _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, take,
+                  suspects, stop, drain)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+            errors.append(exc)
+            stop.set()
+
+    feeder = threading.Thread(target=feed, name="tbconvert-tasks", daemon=True)
+    saved_queue = parallel._queue
+    parallel._queue = here   # items run here report progress as workers do
+    feeder.start()
     try:
-        while todo:
-            workers = parallel._Workers(ctx, 1 if alone else jobs, progress_queue)
-            running: dict = {}
-            broken = False
-            while (todo or running) and not broken:
-                while todo and len(running) < (1 if alone else 2 * jobs):
-                    k = todo.popleft()
+        while share and not stop.is_set():
+            k = take()
+            if k is None:
+                break
+            results[k] = fn(items[k])
+        while feeder.is_alive():
+            feeder.join(_WAIT)
+    finally:
+        stop.set()
+        feeder.join()
+        parallel._queue = saved_queue
+        drain()
+        progress_queue.close()
+        progress_queue.join_thread()
+    if errors:
+        raise errors[0]
+    return [results[k] for k in range(len(items))]
+
+
+class _HereQueue(collections.deque):
+    """Progress of the items this process runs, for the feeder thread to pass on."""
+
+    put = collections.deque.append
+
+
+def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, take, suspects,
+          stop, drain) -> None:
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tbconvert.formats.tfevents import parallel
+
+    deaths: collections.Counter = collections.Counter()
+    while not stop.is_set():
+        alone = bool(suspects)
+        size = 1 if alone else pool_size
+        workers = parallel._Workers(ctx, size, progress_queue)
+        running: dict = {}
+        broken = False
+        try:
+            while not stop.is_set():
+                while len(running) < size:
+                    k = (suspects.popleft() if suspects else None) if alone else take()
+                    if k is None:
+                        break
                     running[workers.submit_call(fn, items[k])] = k
+                if not running:
+                    break
                 done, _ = wait(running, timeout=_WAIT, return_when=FIRST_COMPLETED)
                 drain()
                 for future in done:
@@ -107,26 +174,25 @@ def _in_processes(fn, items, jobs, retries, progress, lost) -> list:
                     except BrokenProcessPool:
                         broken = True
                         running[future] = k
+                if broken:
+                    break
+        finally:
             workers.stop()
-            workers = None
-            if broken:
-                held = sorted(running.values())
-                if alone:
-                    k = held[0]
-                    deaths[k] += 1
-                    if deaths[k] > retries:
-                        results[k] = _give_up(lost, items[k], "the process converting it died "
-                                              f"{deaths[k]} times")
-                        held = held[1:]
-                alone = True
-                todo.extendleft(reversed(held))
-    finally:
-        if workers is not None:
-            workers.stop()
-        drain()
-        progress_queue.close()
-        progress_queue.join_thread()
-    return [results[k] for k in range(len(items))]
+        if not broken:
+            if not suspects:
+                return
+            continue
+        held = sorted(running.values())
+        if alone:
+            k = held[0]
+            deaths[k] += 1
+            if deaths[k] > retries:
+                results[k] = _give_up(lost, items[k], "the process converting it died "
+                                      f"{deaths[k]} times")
+            else:
+                suspects.appendleft(k)
+        else:
+            suspects.extend(held)
 
 
 # -- a Dask cluster -------------------------------------------------------------------------

@@ -60,6 +60,7 @@ class RunResult:
     counters: tuple = (0, 0, 0)   # files with bytes, valid records, damaged event files
     tags_seen: set = field(default_factory=set)
     tags_matched: int = 0
+    sent: int = 0             # source bytes its progress counted
 
 
 def _progress():
@@ -103,6 +104,7 @@ def convert_run(task: RunTask) -> RunResult:
         result.name, result.written = run.name, True
     result.issues = report.issues
     result.runs, result.series, result.points = report.runs, report.series, report.points
+    result.sent = progress.sent
     result.counters = (reader.files_with_bytes, reader.valid_records, reader.damaged_event_files)
     result.tags_seen = getattr(options, "tags_seen", set())
     result.tags_matched = getattr(options, "tags_matched", 0)
@@ -195,8 +197,14 @@ def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = Non
                                "were read", run=task.name)]
         return result
 
+    counted = _Counting(progress) if progress is not None else None
     results = cluster.run_tasks(convert_run, tasks, scheduler=scheduler, jobs=options.jobs,
-                                progress=progress, sizes=sizes, lost=lost)
+                                progress=counted, sizes=sizes, lost=lost, share=True)
+    if counted is not None and scheduler is None:
+        # what a worker reported just before it was stopped may never have arrived
+        missing = sum(r.sent for r in results) - counted.done
+        if missing > 0:
+            progress.advance(missing)
     _merge(reader, writer, report, kind, tasks, results)
     _tidy(out)
     reader.check_something_read()
@@ -220,6 +228,7 @@ def _merge(reader, writer, report: Report, kind: str, tasks, results) -> None:
             options.tags_seen |= result.tags_seen
             options.tags_matched += result.tags_matched
         if not result.written:
+            _remove_stale(task)
             continue
         if kind == "parquet":
             # a run that could not be read has no part: the later parts move up one place,
@@ -237,6 +246,30 @@ def _merge(reader, writer, report: Report, kind: str, tasks, results) -> None:
                 os.replace(Path(task.out) / result.file, Path(task.out) / name)
             writer.skip_counter()
         written += 1
+
+
+class _Counting:
+    def __init__(self, progress) -> None:
+        self.progress, self.done = progress, 0
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        self.progress.advance(n)
+
+
+def _remove_stale(task: RunTask) -> None:
+    """A run given up (its workers kept dying) may still have had its part written by an
+    attempt whose worker died just after: it goes, so the output holds no run twice or
+    unlisted."""
+    out = Path(task.out)
+    if task.kind == "parquet":
+        (out / task.part).unlink(missing_ok=True)
+        return
+    from tbconvert.formats.tfevents.layout import WRITER_SUFFIX
+    directory = out / task.run_dir if task.run_dir != "." else out
+    if directory.is_dir():
+        for f in directory.glob(f"*.{task.host}.{task.pid}.{task.index}{WRITER_SUFFIX}"):
+            f.unlink(missing_ok=True)
 
 
 def _out_dir(writer) -> Path:

@@ -108,13 +108,16 @@ def test_bad_jobs_is_a_usage_error(jobs, tmp_path):
         tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "o.parquet", jobs=jobs)
 
 
-def test_a_source_without_records_is_still_an_error_in_parallel(tmp_path, always_parallel):
+@pytest.mark.parametrize("dst,fmt", [("o.parquet", None), ("dataset", "parquet"),
+                                     ("events", "tfevents")])
+def test_a_source_without_records_is_still_an_error_in_parallel(tmp_path, always_parallel,
+                                                                dst, fmt):
     for run in ("a", "b"):
         (tmp_path / "logs" / run).mkdir(parents=True)
         (tmp_path / "logs" / run / "x.tfevents.notes").write_text("not events\n" * 50)
     with pytest.raises(tbconvert.errors.CorruptDataError):
-        tbconvert.convert(tmp_path / "logs", tmp_path / "o.parquet", jobs=2)
-    assert not (tmp_path / "o.parquet").exists()
+        tbconvert.convert(tmp_path / "logs", tmp_path / dst, to_format=fmt, jobs=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
 
 
 def _children(pid: int) -> set:
@@ -136,14 +139,17 @@ def _children(pid: int) -> set:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, sig, code):
+@pytest.mark.parametrize("sig,code,dst", [(signal.SIGINT, 130, "out.parquet"),
+                                          (signal.SIGTERM, 143, "out.parquet"),
+                                          (signal.SIGINT, 130, "dataset")])
+def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, sig, code, dst):
+    """Also where workers write the runs themselves (a dataset directory)."""
     src = tmp_path_factory.getbasetemp() / "jobs_big"
     if not src.exists():
         scalar_logdir(src, runs=4, points=600_000)
-    dst = tmp_path / "out.parquet"
+    dst = tmp_path / dst
     p = subprocess.Popen([sys.executable, "-m", "tbconvert", "convert", str(src), str(dst),
-                          "--jobs", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          "--to", "parquet", "--jobs", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     deadline = time.monotonic() + 30
     while len(_children(p.pid)) < 2 and time.monotonic() < deadline and p.poll() is None:

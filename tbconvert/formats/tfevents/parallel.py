@@ -63,11 +63,29 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _init(progress_queue, parent: int) -> None:
+def _init(progress_queue, parent: int, own_process: bool = False) -> None:
     global _queue
     _queue = progress_queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
+    if own_process:
+        # A worker of the command makes the command's process-wide choices too: Arrow's pool,
+        # and no pandas (pyarrow would import it, most of a second, only to ask it is there).
+        import sys
+
+        from tbconvert import arrowpool
+        from tbconvert.cli import _NoPandas
+        arrowpool.own_process()
+        sys.meta_path.insert(0, _NoPandas)
+
+
+def _own_process() -> bool:
+    """Whether this process is the command's own, without pandas (see ``tbconvert.cli``)."""
+    import sys
+
+    from tbconvert import arrowpool
+    return arrowpool._OWN_PROCESS and any(getattr(f, "__name__", "") == "_NoPandas"
+                                          for f in sys.meta_path)
 
 
 def _orphan_watch(parent: int) -> None:
@@ -156,7 +174,8 @@ class _Workers:
         with deferred():
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
-                                                initargs=(self.progress_queue, os.getpid()))
+                                                initargs=(self.progress_queue, os.getpid(),
+                                                          _own_process()))
             return self.pool.submit(fn, *args)
 
     def stop(self) -> None:
