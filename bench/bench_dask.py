@@ -87,7 +87,7 @@ def main() -> None:
     print("| destination | workers | wall | source MiB/s per worker core | speed-up |")
     print("| --- | --- | --- | --- | --- |")
     for fmt, workers, wall, per_core in rows:
-        one = [w for f, n, w, _ in rows if f == fmt and n == 1][0]
+        one = next(w for f, n, w, _ in rows if f == fmt and n == 1)
         print(f"| {fmt} | {workers} | {wall:.2f} s | {per_core:.1f} | {one / wall:.2f}x |")
     print("\nScale model, 1 TB of event files (rate per core from 1 worker; from 16 cores on, "
           "times the 2-worker efficiency):\n")

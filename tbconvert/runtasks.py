@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbconvert.errors import OutputError, TbconvertError, UsageError
+from tbconvert.errors import OutputError, UsageError
 from tbconvert.formats.base import Options, cores, source_size
 from tbconvert.report import Issue, Report
 

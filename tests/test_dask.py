@@ -149,7 +149,7 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path):
                            str(tmp_path / "out"), "--to", "parquet",
                            "--scheduler", "tcp://127.0.0.1:9"],
                           capture_output=True, text=True, cwd=CLI_CWD, env=cli_env(),
-                          timeout=120)
+                          timeout=120, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "tcp://127.0.0.1:9" in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
@@ -162,7 +162,7 @@ def test_without_the_extra_scheduler_names_it(tmp_path):
             f"sys.exit(main(['convert', {str(FIXTURES / 'torch_logdir')!r}, "
             f"{str(tmp_path / 'out')!r}, '--to', 'parquet', '--scheduler', 'tcp://127.0.0.1:9']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=CLI_CWD, env=cli_env(), timeout=120)
+                          cwd=CLI_CWD, env=cli_env(), timeout=120, check=False)
     assert proc.returncode == 7, proc.stderr
     assert proc.stderr.count("\n") == 1 and "tbconvert[dask]" in proc.stderr, proc.stderr
     assert not list(tmp_path.iterdir())
