@@ -282,6 +282,7 @@ def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Se
     """One run as one part file of a directory dataset, the bytes
     :class:`ParquetWriter` writes for it (a part holds no name of its own, so a part
     written elsewhere and renamed is the same file)."""
+    arrowpool.choose()
     sink = _FileSink(path)
     try:
         _write_into(sink, run, series)
