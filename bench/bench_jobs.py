@@ -7,6 +7,9 @@ PyTorch writes scalars (``simple_value``, no metadata), two as TensorFlow 2
 does (a DT_FLOAT tensor with its metadata on every value). In the second, the
 same four files are one run (a training resumed three times: each file goes on
 from the steps of the one before).
+Destinations of one part per run (``parquet-dir``: a Parquet directory dataset, and
+``tfevents``) have each run read *and written* in a worker process; the others are
+written by the one writer in the main process, the workers only reading.
 Each conversion runs the command line in a fresh process, best of ``--repeat``;
 its CPU time (user + system, worker processes included) is taken too, which
 shows what the extra processes cost, and the load average, which shows how
@@ -99,12 +102,21 @@ def _event_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def _remove(path: Path) -> None:
+    import shutil
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
 def convert(src: Path, dst: Path, jobs: int, fmt: str) -> tuple[float, float]:
     """Wall and CPU seconds of one conversion (the CPU of every process it started)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tbconvert", "convert", str(src), str(dst), "--to", fmt,
+    subprocess.run([sys.executable, "-m", "tbconvert", "convert", str(src), str(dst), "--to",
+                    fmt.replace("-dir", ""),
                     "--jobs", str(jobs), "--force", "-q"], check=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -116,7 +128,8 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=250_000, help="points per run")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--dir", type=Path, default=None, help="keep the generated logdir here")
-    ap.add_argument("--formats", default="parquet,hdf5,csv,tfevents")
+    ap.add_argument("--formats", default="parquet,parquet-dir,hdf5,csv,tfevents",
+                    help="destinations (parquet-dir: a directory dataset, one part per run)")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-jobs-"))
     sources = [("4 runs", make_logdir(work / f"logdir_{args.points}", args.points)),
@@ -127,19 +140,22 @@ def main() -> None:
     print("| logdir | destination | --jobs 1 | --jobs 2 | speed-up | CPU --jobs 1 | CPU --jobs 2 "
           "| load average | same bytes |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    suffix = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": ""}
+    suffix = {"parquet": ".parquet", "parquet-dir": "", "hdf5": ".h5", "csv": ".csv",
+              "tfevents": ""}
     for label, src in sources:
         for fmt in args.formats.split(","):
             times, cpus, digests = {}, {}, {}
             load = os.getloadavg()[0]
             for jobs in (1, 2):
-                dst = work / f"out_j{jobs}{suffix[fmt]}"
+                dst = work / f"out_{fmt}_j{jobs}{suffix[fmt]}"
                 runs = [convert(src, dst, jobs, fmt) for _ in range(args.repeat)]
                 times[jobs], cpus[jobs] = min(runs)
                 digests[jobs] = _digest(dst) if fmt != "tfevents" else _event_digest(dst)
             same = "yes" if digests[1] == digests[2] else "NO"
             if fmt == "tfevents" and same == "yes":
                 same = "same content (file names hold the pid)"
+            for jobs in (1, 2):
+                _remove(work / f"out_{fmt}_j{jobs}{suffix[fmt]}")
             load = max(load, os.getloadavg()[0])
             print(f"| {label} | {fmt} | {times[1]:.2f} s | {times[2]:.2f} s | "
                   f"{times[1] / times[2]:.2f}x | {cpus[1]:.2f} s | {cpus[2]:.2f} s | {load:.1f} "

@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "tbconvert.api": ("convert", "open_reader", "open_writer"),
+    "tbconvert.daskframe": ("to_dask",),
     "tbconvert.describe": ("info",),
     "tbconvert.errors": ("TbconvertError",),
     "tbconvert.exports": ("tbdev_export",),

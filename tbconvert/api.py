@@ -158,7 +158,7 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
 
 def convert(src, dst, *, from_format: str | None = None, to_format: str | None = None,
             report: Report | None = None, options: Options | None = None,
-            **kwargs) -> Report:
+            scheduler: str | None = None, **kwargs) -> Report:
     """Convert ``src`` to ``dst``; returns the :class:`Report` of what happened.
 
     Example::
@@ -172,7 +172,9 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N``
     reads event-file runs in N processes (``0``: one per core; the default ``1`` starts
     none, so a script needs no ``if __name__ == "__main__"`` guard); the output is the same
-    for every N.
+    for every N. An event-file logdir going to a Parquet dataset (a directory) or to event
+    files is converted one run per process, each run read and written there; ``scheduler``
+    (``tcp://host:8786``) does that on a Dask cluster instead (``docs/dask.md``).
     """
     report = report if report is not None else Report()
     opts = options if options is not None else make_options(**kwargs)
@@ -181,7 +183,11 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     with reader:
         writer = open_writer(dst, format=to_format, options=opts, report=report)
         with writer:
-            copy(reader, writer, report)
+            from tbconvert import runtasks
+            if scheduler is not None or runtasks.worth_splitting(reader, writer, opts.jobs):
+                runtasks.copy_in_tasks(reader, writer, report, scheduler=scheduler)
+            else:
+                copy(reader, writer, report)
     report.outputs.append(str(dst))
     return report
 

@@ -1,4 +1,4 @@
-"""Which memory pool Arrow allocates from during a conversion by the ``tbconvert`` command.
+"""Process-wide choices of the ``tbconvert`` command for Arrow: its memory pool, and no pandas.
 
 Arrow's default pool (mimalloc in the pyarrow wheels) keeps the pages of freed row groups
 for reuse, so a long Parquet read or write holds tens of MiB more than it uses; jemalloc
@@ -47,3 +47,37 @@ def release() -> None:
     pool = pa.default_memory_pool()
     if pool.backend_name != "jemalloc":
         pool.release_unused()
+
+
+class _NoPandas:
+    """An import finder that reports pandas missing.
+
+    pyarrow imports pandas on its first array only to learn whether it is there, which
+    costs about 50 MiB and most of a second; converting, describing and comparing sources
+    never uses pandas. pyarrow remembers the answer, so this is for the command's own
+    process (and its workers) only, never for the Python API."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def block_pandas() -> None:
+    """Make ``import pandas`` fail in this process (see :class:`_NoPandas`)."""
+    import sys
+    if _NoPandas not in sys.meta_path:
+        sys.meta_path.insert(0, _NoPandas)
+
+
+def unblock_pandas() -> None:
+    import sys
+    if _NoPandas in sys.meta_path:
+        sys.meta_path.remove(_NoPandas)
+
+
+def pandas_blocked() -> bool:
+    """Whether :func:`block_pandas` is in force."""
+    import sys
+    return _NoPandas in sys.meta_path

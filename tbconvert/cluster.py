@@ -1,30 +1,237 @@
-"""Running per-run work here or on a Dask cluster, one call for both.
+"""Running per-run work here, in local processes or on a Dask cluster, one call for all.
 
 Conversion is parallel by run: the caller cuts its work into picklable items
 and a top-level function, and :func:`run_tasks` calls the function on each
-item, in this process when no scheduler is given, or on the workers of a
-``dask.distributed`` scheduler (``tcp://host:8786``). Results come back in
+item: in this process, in ``jobs`` local worker processes, or on the workers of
+a ``dask.distributed`` scheduler (``tcp://host:8786``). Results come back in
 item order whatever the order of completion.
+
+A task whose process dies (killed, out of memory) is run again, up to
+``retries`` times; one that still cannot finish becomes ``lost(item, why)``
+when the caller gives ``lost`` (an error otherwise), so it costs only itself.
+A :class:`~tbconvert.errors.TbconvertError` raised by a task is raised here as
+it would be in one process.
 """
 
 from __future__ import annotations
 
+import collections
+import queue as queue_module
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tbconvert.errors import MissingDependencyError
+from tbconvert.errors import MissingDependencyError, TbconvertError, UsageError
+
+# How long to wait for a scheduler to answer before calling it unreachable.
+CONNECT_TIMEOUT = 10
+_WAIT = 0.2
 
 
 def run_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, scheduler: str | None = None,
-              retries: int = 2) -> list:
-    """``[fn(item) for item in items]``, here or on the cluster at ``scheduler``.
+              retries: int = 2, jobs: int = 1, progress=None, sizes=None,
+              lost: Callable[[Any, str], Any] | None = None, share: bool = False) -> list:
+    """``[fn(item) for item in items]``: here (``jobs`` 1), in ``jobs`` local processes
+    (0: one per core), or on the cluster at ``scheduler``.
 
-    A task whose worker dies is run again, up to ``retries`` times; an expected failure
-    (a :class:`~tbconvert.errors.TbconvertError` raised by ``fn``) is raised here as it
-    would be locally.
+    ``progress`` (a :class:`~tbconvert.formats.base.Progress`) hears what local workers
+    report as they go, or ``sizes[i]`` when item ``i`` is done elsewhere. ``share``: this
+    process converts items too, beside ``jobs - 1`` workers (an item that crashes the process
+    then costs what it costs with ``jobs`` 1).
     """
     items = list(items)
-    if scheduler is None:
-        return [fn(item) for item in items]
-    raise MissingDependencyError(
-        "--scheduler needs dask.distributed: pip install 'tbconvert[dask]'")
+    if scheduler is not None:
+        return _on_cluster(fn, items, scheduler, retries, progress, sizes, lost)
+    from tbconvert.formats.base import cores
+    jobs = min(jobs or cores(), len(items))
+    if jobs <= 1:
+        results = []
+        for k, item in enumerate(items):
+            results.append(fn(item))
+            _advance(progress, sizes, k)
+        return results
+    return _in_processes(fn, items, jobs, retries, progress, lost, share)
+
+
+def _advance(progress, sizes, k: int) -> None:
+    if progress is not None and sizes is not None:
+        progress.advance(sizes[k])
+
+
+def _give_up(lost, item, why: str):
+    if lost is None:
+        raise TbconvertError(why)
+    return lost(item, why)
+
+
+# -- local processes ------------------------------------------------------------------------
+
+def _in_processes(fn, items, jobs, retries, progress, lost, share=False) -> list:
+    """Items in a pool of worker processes, fed by a thread of this process. With ``share``,
+    this process works through items too (the pool has ``jobs - 1`` workers): it is idle
+    otherwise, and has its imports done. A pool whose worker died is replaced; the items it
+    held are run again one at a time, in workers, so the one that kills its worker is found
+    and given up after ``retries``, and the others finish."""
+    import threading
+
+    from tbconvert.formats.tfevents import parallel
+
+    ctx = parallel._context()
+    progress_queue = ctx.Queue()
+    pool_size = jobs - 1 if share else jobs
+    results: dict[int, Any] = {}
+    todo = collections.deque(range(len(items)))
+    suspects: collections.deque = collections.deque()
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list = []
+
+    def take():
+        with lock:
+            return todo.popleft() if todo else None
+
+    here = _HereQueue()
+
+    def drain() -> None:
+        while True:
+            try:
+                n = progress_queue.get_nowait()
+            except (queue_module.Empty, OSError, ValueError):
+                break
+            if progress is not None:
+                progress.advance(n)
+        while here:
+            n = here.popleft()
+            if progress is not None:
+                progress.advance(n)
+
+    def feed() -> None:
+        try:
+            _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, take,
+                  suspects, stop, drain)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+            errors.append(exc)
+            stop.set()
+
+    feeder = threading.Thread(target=feed, name="tbconvert-tasks", daemon=True)
+    saved_queue = parallel._queue
+    parallel._queue = here   # items run here report progress as workers do
+    feeder.start()
+    try:
+        while share and not stop.is_set():
+            k = take()
+            if k is None:
+                break
+            results[k] = fn(items[k])
+        while feeder.is_alive():
+            feeder.join(_WAIT)
+    finally:
+        stop.set()
+        feeder.join()
+        parallel._queue = saved_queue
+        drain()
+        progress_queue.close()
+        progress_queue.join_thread()
+    if errors:
+        raise errors[0]
+    return [results[k] for k in range(len(items))]
+
+
+class _HereQueue(collections.deque):
+    """Progress of the items this process runs, for the feeder thread to pass on."""
+
+    put = collections.deque.append
+
+
+def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, take, suspects,
+          stop, drain) -> None:
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tbconvert.formats.tfevents import parallel
+
+    deaths: collections.Counter = collections.Counter()
+    while not stop.is_set():
+        alone = bool(suspects)
+        size = 1 if alone else pool_size
+        workers = parallel._Workers(ctx, size, progress_queue)
+        running: dict = {}
+        broken = False
+        try:
+            while not stop.is_set():
+                while len(running) < size:
+                    k = (suspects.popleft() if suspects else None) if alone else take()
+                    if k is None:
+                        break
+                    running[workers.submit_call(fn, items[k])] = k
+                if not running:
+                    break
+                done, _ = wait(running, timeout=_WAIT, return_when=FIRST_COMPLETED)
+                drain()
+                for future in done:
+                    k = running.pop(future)
+                    try:
+                        results[k] = future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        running[future] = k
+                if broken:
+                    break
+        finally:
+            workers.stop()
+        if not broken:
+            if not suspects:
+                return
+            continue
+        held = sorted(running.values())
+        if alone:
+            k = held[0]
+            deaths[k] += 1
+            if deaths[k] > retries:
+                results[k] = _give_up(lost, items[k], "the process converting it died "
+                                      f"{deaths[k]} times")
+            else:
+                suspects.appendleft(k)
+        else:
+            suspects.extend(held)
+
+
+# -- a Dask cluster -------------------------------------------------------------------------
+
+def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost) -> list:
+    try:
+        import distributed
+    except ImportError:
+        raise MissingDependencyError(
+            "--scheduler needs dask.distributed: pip install 'tbconvert[dask]'") from None
+    try:
+        client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there "
+                         f"({why}); check the address and that the scheduler is running") from None
+    futures = []
+    try:
+        batch = uuid.uuid4().hex[:8]
+        futures = [client.submit(fn, item, retries=retries, pure=False,
+                                 key=f"tbconvert-{batch}-{k}") for k, item in enumerate(items)]
+        results: dict[int, Any] = {}
+        for k, future in enumerate(futures):   # in order: the results are merged in order
+            try:
+                results[k] = future.result()
+            except TbconvertError:
+                raise
+            except distributed.KilledWorker:
+                results[k] = _give_up(lost, items[k], "every worker that took it died")
+            except Exception as exc:  # noqa: BLE001 - a task's own bug, told in one line
+                raise TbconvertError(f"a task on the cluster failed: {type(exc).__name__}: "
+                                     f"{exc}") from None
+            _advance(progress, sizes, k)
+        return [results[k] for k in range(len(items))]
+    finally:
+        # Ctrl-C or a failure: the tasks still queued are of no use any more.
+        try:
+            if futures:
+                client.cancel(futures)
+        finally:
+            client.close()

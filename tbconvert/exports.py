@@ -34,7 +34,7 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
                  progress=None, options: Options | None = None,
                  report: ExportReport | None = None,
                  on_failure: Callable[[str, TbconvertError], None] | None = None,
-                 **kwargs) -> ExportReport:
+                 scheduler: str | None = None, **kwargs) -> ExportReport:
     """Convert a TensorBoard.dev export at ``src`` to event files under ``dst``.
 
     Example::
@@ -50,6 +50,8 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     raised; for an export root, each failing experiment is recorded in ``failures`` (and
     passed to ``on_failure(name, error)`` as it happens) and the others are still written.
     A root of which no experiment could be written leaves no ``dst`` directory behind.
+    ``scheduler`` (a ``dask.distributed`` address such as ``tcp://host:8786``) converts each
+    experiment in a task on that cluster; ``dst`` must then be a path every worker shares.
     """
     from tbconvert import api, remote
     report = report if report is not None else ExportReport()
@@ -67,7 +69,7 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
         try:
             local = stage.fetch()
             return tbdev_export(local, dst, options=options, report=report,
-                                on_failure=on_failure)
+                                on_failure=on_failure, scheduler=scheduler)
         finally:
             stage.cleanup()
     from tbconvert.formats.tbdev import export_dir
@@ -79,19 +81,31 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     if not sources:
         raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
                           "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")
+    if scheduler is not None and remote.is_remote(dst):
+        from tbconvert.errors import UsageError
+        raise UsageError("--scheduler writes to a path the workers share, not to a URL")
     if not report.root:
-        _convert_one(sources[0], dst, options, report)
+        if scheduler is not None:
+            _on_cluster([(sources[0], dst)], options, report, scheduler)
+        else:
+            _convert_one(sources[0], dst, options, report)
         return report
 
     _check_root_destination(dst, options)
     created = not remote.is_remote(dst) and not dst.exists()
-    for source, out in _outputs(sources, dst):
+
+    def failed(source, exc: TbconvertError) -> None:
+        report.failures.append((source.experiment_id or source.path.name, exc))
+        if on_failure is not None:
+            on_failure(source.path.name, exc)
+
+    if scheduler is not None:
+        _on_cluster(_outputs(sources, dst), options, report, scheduler, failed)
+    for source, out in _outputs(sources, dst) if scheduler is None else ():
         try:
             _convert_one(source, out, options, report)
         except TbconvertError as exc:
-            report.failures.append((source.experiment_id or source.path.name, exc))
-            if on_failure is not None:
-                on_failure(source.path.name, exc)
+            failed(source, exc)
     if not report.outputs and created and dst.is_dir() and not any(dst.iterdir()):
         dst.rmdir()   # nothing of ours in it: leave no trace
     return report
@@ -139,3 +153,37 @@ def _convert_one(source, dst, options: Options, report: Report) -> None:
         report.issues[before:] = [i for i in report.issues[before:] if i.lost]
         raise
     report.outputs.append(str(dst))
+
+
+def _on_cluster(jobs, options: Options, report: Report, scheduler: str, failed=None) -> None:
+    """Each experiment converted by one task on the cluster, reports merged in source order.
+    A single experiment's failure is raised; among several, it goes to ``failed`` and the
+    others go on."""
+    import dataclasses
+
+    from tbconvert import cluster
+    plain = dataclasses.replace(options, progress=None, jobs=1)
+    results = cluster.run_tasks(_experiment_task, [(s, d, plain) for s, d in jobs],
+                                scheduler=scheduler)
+    for (source, _), (issues, counts, outputs, error) in zip(jobs, results, strict=True):
+        report.extend(issues)
+        report.runs += counts[0]
+        report.series += counts[1]
+        report.points.update(counts[2])
+        report.outputs.extend(outputs)
+        if error is not None:
+            if failed is None:
+                raise error
+            failed(source, error)
+
+
+def _experiment_task(job):
+    """On a worker: one experiment to its logdir."""
+    source, dst, options = job
+    report = Report()
+    error = None
+    try:
+        _convert_one(source, dst, options, report)
+    except TbconvertError as exc:
+        error = exc
+    return report.issues, (report.runs, report.series, report.points), report.outputs, error

@@ -2,6 +2,7 @@
 with the same report; interrupting stops the workers and leaves nothing behind."""
 
 import hashlib
+import os
 import shutil
 import signal
 import subprocess
@@ -19,7 +20,8 @@ from tbconvert.formats.tfevents import reader as tfevents_reader
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 
 ROOT = Path(__file__).resolve().parent.parent
-SUFFIX = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": "", "tbdev": ""}
+SUFFIX = {"parquet": ".parquet", "hdf5": ".h5", "csv": ".csv", "tfevents": "", "tbdev": "",
+          "parquet_dir": ""}
 
 
 def scalar_logdir(path: Path, runs: int, points: int, tags: int = 2) -> Path:
@@ -68,15 +70,18 @@ def _damaged_copy(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", ["parquet", "hdf5", "csv", "tfevents", "tbdev"])
+@pytest.mark.parametrize("fmt", ["parquet", "hdf5", "csv", "tfevents", "tbdev", "parquet_dir"])
 def test_jobs_output_is_byte_identical(fmt, tmp_path, always_parallel):
     src = _damaged_copy(tmp_path)
     reports, outs = [], []
     for jobs in (1, 2):
         out = tmp_path / f"out{jobs}{SUFFIX[fmt]}"
-        reports.append(tbconvert.convert(src, out, to_format=fmt, jobs=jobs,
-                                         restarts="keep-all" if fmt == "csv" else "visible"))
+        progress = counting_progress()
+        reports.append(tbconvert.convert(src, out, to_format=fmt.replace("_dir", ""), jobs=jobs,
+                                         restarts="keep-all" if fmt == "csv" else "visible",
+                                         progress=progress))
         outs.append(_contents(out))
+        assert progress.done == progress.total > 0   # every byte counted once
     assert outs[0] == outs[1]
     one, two = reports
     assert [i.message for i in one.issues] == [i.message for i in two.issues]
@@ -101,13 +106,16 @@ def test_bad_jobs_is_a_usage_error(jobs, tmp_path):
         tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "o.parquet", jobs=jobs)
 
 
-def test_a_source_without_records_is_still_an_error_in_parallel(tmp_path, always_parallel):
+@pytest.mark.parametrize("dst,fmt", [("o.parquet", None), ("dataset", "parquet"),
+                                     ("events", "tfevents")])
+def test_a_source_without_records_is_still_an_error_in_parallel(tmp_path, always_parallel,
+                                                                dst, fmt):
     for run in ("a", "b"):
         (tmp_path / "logs" / run).mkdir(parents=True)
         (tmp_path / "logs" / run / "x.tfevents.notes").write_text("not events\n" * 50)
     with pytest.raises(tbconvert.errors.CorruptDataError):
-        tbconvert.convert(tmp_path / "logs", tmp_path / "o.parquet", jobs=2)
-    assert not (tmp_path / "o.parquet").exists()
+        tbconvert.convert(tmp_path / "logs", tmp_path / dst, to_format=fmt, jobs=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
 
 
 def _children(pid: int) -> set:
@@ -129,13 +137,17 @@ def _children(pid: int) -> set:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, sig, code):
+@pytest.mark.parametrize("sig,code,dst", [(signal.SIGINT, 130, "out.parquet"),
+                                          (signal.SIGTERM, 143, "out.parquet"),
+                                          (signal.SIGINT, 130, "dataset")])
+def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, sig, code, dst):
+    """Also where workers write the runs themselves (a dataset directory)."""
     src = tmp_path_factory.getbasetemp() / "jobs_big"
     if not src.exists():
         scalar_logdir(src, runs=4, points=600_000)
-    dst = tmp_path / "out.parquet"
-    p = subprocess.Popen([*cli_argv(), "convert", str(src), str(dst), "--jobs", "2"],
+    dst = tmp_path / dst
+    p = subprocess.Popen([*cli_argv(), "convert", str(src), str(dst), "--to", "parquet",
+                          "--jobs", "2"],
                          cwd=CLI_CWD, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=cli_env())
     deadline = time.monotonic() + 30
@@ -327,3 +339,68 @@ def test_a_large_run_is_cut_into_parts_of_whole_files(tmp_path):
     # in order, every file once
     assert [f for p in parts for f in p.files] == [f for _, fs in runs for f in fs]
     assert [len(p.files) for p in parallel.plan(runs[:1], 1)] == [2, 2]
+
+
+# -- runs read and written in workers ------------------------------------------------------
+
+def _event_files_by_name(out: Path) -> list:
+    """Event files with their names (a run written by a worker is named as this process
+    would name it), other files by content."""
+    return sorted((str(p.relative_to(out)), hashlib.sha256(p.read_bytes()).hexdigest())
+                  for p in out.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "tfevents"])
+def test_a_run_that_cannot_be_read_costs_only_itself_in_tasks(fmt, tmp_path, monkeypatch):
+    """One task per run (here in this process, so the failure can be staged): a run that
+    cannot be read is reported and has no part; the later parts are numbered as one
+    process numbers them, and the marker lists the parts written."""
+    from tbconvert import runtasks
+    from tbconvert.api import open_reader
+
+    real = tfevents_reader.TfeventsReader._read_file
+
+    def read_file(self, path, asm):
+        if asm.name == "run_a":
+            raise ValueError("decoder fell over")
+        return real(self, path, asm)
+    monkeypatch.setattr(tfevents_reader.TfeventsReader, "_read_file", read_file)
+    src = FIXTURES / "tensorboardx_logdir"
+    one = tbconvert.convert(src, tmp_path / "one", to_format=fmt, jobs=1)
+    two = tbconvert.Report()
+    reader = open_reader(src, report=two)
+    with reader, open_writer(tmp_path / "two", format=fmt, report=two) as writer:
+        runtasks.copy_in_tasks(reader, writer, two)
+    assert [i.message for i in one.issues] == [i.message for i in two.issues]
+    assert any(i.kind == "unreadable_run" and "decoder fell over" in i.message for i in two.issues)
+    assert (one.runs, one.series, one.points) == (two.runs, two.series, two.points)
+    assert _event_files_by_name(tmp_path / "one") == _event_files_by_name(tmp_path / "two")
+
+
+@pytest.mark.slow
+def test_tasks_name_event_files_as_one_process(tmp_path, always_parallel):
+    """Event files written by worker processes carry this process's name and numbering, so
+    the logdir is byte for byte, names included, the one ``--jobs 1`` writes."""
+    src = scalar_logdir(tmp_path / "logs", runs=3, points=2000)
+    outs = []
+    for jobs in (1, 2):
+        tbconvert.convert(src, tmp_path / f"out{jobs}", to_format="tfevents", jobs=jobs)
+        outs.append(_event_files_by_name(tmp_path / f"out{jobs}"))
+    assert outs[0] == outs[1] and len(outs[0]) == 3
+    assert not list((tmp_path).glob(".*tbconvert-tmp*"))
+
+
+def test_worker_death_costs_only_its_run(tmp_path):
+    """A task whose process dies every time is given up after its retries; the others,
+    run with it, finish."""
+    from tbconvert import cluster
+    results = cluster.run_tasks(_die_on_two, [1, 2, 3], jobs=2, retries=1,
+                                lost=lambda item, why: f"lost {item}: {why}")
+    assert results[0] == 10 and results[2] == 30
+    assert results[1].startswith("lost 2: the process converting it died 2 times")
+
+
+def _die_on_two(item):
+    if item == 2:
+        os._exit(3)
+    return item * 10

@@ -19,10 +19,11 @@ PACKAGE = Path(tbconvert.__file__).parent
 # Lowest first. Each name is a top-level module or package of tbconvert.
 LAYERS = (
     ("base", {"errors", "report", "budget", "dtypes", "model", "names", "output", "interrupts",
-              "sourcefiles", "arrowpool", "columns", "cluster", "kinds", "restarts"}),
+              "sourcefiles", "arrowpool", "columns", "kinds", "restarts"}),
     # the registry is the formats' catalogue; remote wraps readers and writers for URLs
     ("formats", {"formats", "registry", "remote"}),
-    ("api", {"api", "describe", "exports", "incremental", "verify"}),
+    ("api", {"api", "cluster", "daskframe", "describe", "exports", "incremental", "runtasks",
+             "verify"}),
     ("tables", {"tables", "tbparse"}),
     ("cli", {"cli", "__main__"}),
 )

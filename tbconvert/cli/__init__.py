@@ -176,21 +176,6 @@ class _PipeSafe:
         return getattr(self._stream, name)
 
 
-class _NoPandas:
-    """An import finder that reports pandas missing.
-
-    pyarrow imports pandas on its first array only to learn whether it is there, which
-    costs about 50 MiB and most of a second; converting, describing and comparing sources
-    never uses pandas. pyarrow remembers the answer, so this is for the command's own
-    process only, never for the Python API."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
 # Commands that read and write through the model only (the table commands build DataFrames).
 _WITHOUT_PANDAS = frozenset({"convert", "info", "verify", "tbdev-export"})
 
@@ -204,11 +189,12 @@ def _own_process(command: str):
     if command not in _WITHOUT_PANDAS or "pandas" in sys.modules:
         yield
         return
-    sys.meta_path.insert(0, _NoPandas)
+    from tbconvert import arrowpool
+    arrowpool.block_pandas()
     try:
         yield
     finally:
-        sys.meta_path.remove(_NoPandas)
+        arrowpool.unblock_pandas()
 
 
 @contextlib.contextmanager

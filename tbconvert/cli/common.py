@@ -43,6 +43,13 @@ def add_reading(p: argparse.ArgumentParser, writes: bool = True) -> None:
                         "hang or crash on damaged files)")
 
 
+def add_scheduler(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="convert on a Dask cluster (a dask.distributed scheduler such as "
+                        "tcp://host:8786), one run per task; the destination must be on a path "
+                        "every worker shares; needs tbconvert[dask]")
+
+
 def add_writing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace an existing destination (once the new output is complete)")

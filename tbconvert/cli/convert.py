@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tbconvert import registry
-from tbconvert.cli.common import add_reading, add_selection, add_writing, finish, options_from
+from tbconvert.cli.common import add_reading, add_scheduler, add_selection, add_writing, finish, options_from
 from tbconvert.errors import UsageError
 from tbconvert.report import Report
 
@@ -21,6 +21,7 @@ def add_arguments(p) -> None:
     add_selection(p)
     add_reading(p)
     add_writing(p)
+    add_scheduler(p)
 
 
 def check_suffix(dst: str, to_format: str | None) -> None:
@@ -40,5 +41,5 @@ def run(args, ui) -> int:
     from tbconvert import api
     report = Report()
     api.convert(args.src, args.dst, from_format=args.from_format, to_format=args.to_format,
-                report=report, options=options_from(args, ui))
+                report=report, options=options_from(args, ui), scheduler=args.scheduler)
     return finish(args, ui, report)

@@ -8,7 +8,7 @@ EXPORT is one experiment directory (any name), an old-layout
 
 from __future__ import annotations
 
-from tbconvert.cli.common import add_selection, finish, options_from
+from tbconvert.cli.common import add_scheduler, add_selection, finish, options_from
 from tbconvert.report import Report
 
 NAME = "tbdev-export"
@@ -31,6 +31,7 @@ def add_arguments(p) -> None:
                         "only for exports you trust")
     p.add_argument("--force", action="store_true",
                    help="replace existing output (each logdir only once its conversion is done)")
+    add_scheduler(p)
 
 
 def run(args, ui) -> int:
@@ -43,7 +44,7 @@ def run(args, ui) -> int:
         ui.error(f"experiment {name}: {exc.cli_message()}")
 
     report = tbdev_export(args.src, args.output, options=options_from(args, ui),
-                          on_failure=failed)
+                          on_failure=failed, scheduler=args.scheduler)
     out = remote.localize(args.output)
     out = out if remote.is_remote(out) else Path(out)   # printed as the user would write it
     ui.summary(report)

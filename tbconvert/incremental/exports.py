@@ -63,7 +63,7 @@ def sync_experiment(src: Path, dst: Path, report) -> None:
         for index, (run, chunks) in enumerate(
                 api.selected_runs(reader, options, report, keeps_hidden=True)):
             name = part_name(index, run.name, generation)
-            write_part(dst / pending_name(name), run, chunks, experiment, fsync=False)
+            write_part(dst / pending_name(name), experiment, run, chunks)
             report.parts_written += 1
             parts.append({"file": name, "run": run.name})
             runs_state[run.name] = {"index": index, "parts": [name]}

@@ -154,8 +154,8 @@ def _write(task: RunTask, run: Run, series, report: Report, tags: dict) -> int:
     counts = [0, collections.Counter()]
     run_out, chunks = names.storable(run, _watched(series, tags, counts), report)
     # flushed to disk by the sync, all parts at once, before it commits
-    write_part(Path(task.dst) / pending_name(task.part), run_out, chunks,
-               S.experiment_from_json(task.experiment), fsync=False)
+    write_part(Path(task.dst) / pending_name(task.part), S.experiment_from_json(task.experiment),
+               run_out, chunks)
     return counts[1]
 
 

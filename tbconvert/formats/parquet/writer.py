@@ -27,7 +27,7 @@ from tbconvert.report import Report
 SUFFIXES = (".parquet", ".pq")
 
 
-def _part_name(index: int, run: str, generation: int | None = None) -> str:
+def part_name(index: int, run: str, generation: int | None = None) -> str:
     """``part-00003-<hint>.parquet``: the index keeps names unique; the hint is only a readable
     ASCII trace of the run name (Spark, Hadoop and glob patterns mishandle ``%``, ``[``...).
     A dataset kept up to date by ``sync`` adds ``-g0007``, the generation that wrote the part."""
@@ -35,31 +35,6 @@ def _part_name(index: int, run: str, generation: int | None = None) -> str:
     gen = "" if generation is None else f"-g{generation:04d}"
     return f"{S.PART_PREFIX}{index:05d}-{hint}{gen}.parquet"
 
-
-part_name = _part_name
-
-
-def write_part(path: Path, run: Run, series: Iterable[Series], experiment: Experiment,
-               fsync: bool = True) -> None:
-    """One self-describing part file holding ``run`` (flushed to disk before it returns unless
-    ``fsync`` is False); the caller lists it in the dataset's marker."""
-    sink = _FileSink(path)
-    try:
-        sink.runs.append(S.run_to_json(run))
-        for piece in series:
-            for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
-                sink.add(_batch_of(sink, 0, chunk, run.name))
-        sink.close(experiment)
-    except BaseException:
-        sink.discard()
-        raise
-    if not fsync:
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parquet_writer(where) -> pq.ParquetWriter:
@@ -306,6 +281,36 @@ def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.Re
     return tensor_batch(chunk, sid, run)
 
 
+def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series], *,
+               fsync: bool = False) -> None:
+    """One run as one part file of a directory dataset, the bytes
+    :class:`ParquetWriter` writes for it (a part holds no name of its own, so a part
+    written elsewhere and renamed is the same file); with ``fsync``, on disk before it
+    returns. The caller lists it in the dataset's marker."""
+    arrowpool.choose()
+    sink = _FileSink(path)
+    try:
+        _write_into(sink, run, series)
+        sink.close(experiment)
+    except BaseException:
+        sink.discard()
+        raise
+    if fsync:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
+    run_index = len(sink.runs)
+    sink.runs.append(S.run_to_json(run))
+    for piece in series:
+        for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
+            sink.add(_batch_of(sink, run_index, chunk, run.name))
+
+
 class ParquetWriter(Writer):
     """Writes a ``.parquet``/``.pq`` file, or a directory dataset for any other name."""
 
@@ -332,19 +337,22 @@ class ParquetWriter(Writer):
 
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
         if self.directory:
-            name = _part_name(len(self._parts), run.name)
+            name = part_name(len(self._parts), run.name)
             sink = _FileSink(self._out.tmp / name)
             self._parts.append({"file": name, "run": run.name})
             self._sink = sink
-        sink = self._sink
-        run_index = len(sink.runs)
-        sink.runs.append(S.run_to_json(run))
-        for piece in series:
-            for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
-                sink.add(_batch_of(sink, run_index, chunk, run.name))
+        _write_into(self._sink, run, series)
         if self.directory:
-            sink.close(self._experiment)
+            self._sink.close(self._experiment)
             self._sink = None
+
+    def next_part(self, run: str) -> str:
+        """The name the next run's part gets; :meth:`adopt_part` lists it once written
+        (by :func:`write_part`, maybe in another process)."""
+        return part_name(len(self._parts), run)
+
+    def adopt_part(self, file: str, run: str) -> None:
+        self._parts.append({"file": file, "run": run})
 
     def close(self) -> None:
         def finish():

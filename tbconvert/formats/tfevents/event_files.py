@@ -57,7 +57,12 @@ def host_name() -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in host)[:64] or "localhost"
 
 
-def event_file_name(first_wall_time: float, counter: int) -> str:
+def event_file_name(first_wall_time: float, counter: int, host: str | None = None,
+                    pid: int | None = None) -> str:
+    """The writer's name for a run's file; ``host`` and ``pid`` default to this process's
+    (a run written by a worker takes those of the process that leads the conversion, so a
+    task run twice writes one name)."""
     secs = int(first_wall_time) if first_wall_time == first_wall_time and abs(first_wall_time) < 1e11 else 0
-    return (f"events.out.{EVENT_MARK}.{max(secs, 0):010d}.{host_name()}.{os.getpid()}."
-            f"{counter}{WRITER_SUFFIX}")
+    host = host_name() if host is None else host
+    pid = os.getpid() if pid is None else pid
+    return f"events.out.{EVENT_MARK}.{max(secs, 0):010d}.{host}.{pid}.{counter}{WRITER_SUFFIX}"

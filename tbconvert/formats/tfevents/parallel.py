@@ -1,5 +1,9 @@
 """Reading the runs of a logdir in worker processes, handing them over in order.
 
+(A destination written one part per run has its runs read *and written* in the
+workers instead: :mod:`tbconvert.runtasks`. What is here serves single-file
+destinations and the files of one large run.)
+
 The work is cut into *parts*: a run, or, for a run whose files are large
 enough to share, consecutive files of it (a single file is never cut). Each
 worker reads one part at a time, by path, into a
@@ -60,11 +64,23 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _init(progress_queue, parent: int) -> None:
+def _init(progress_queue, parent: int, own_process: bool = False) -> None:
     global _queue
     _queue = progress_queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
+    if own_process:
+        # A worker of the command makes the command's process-wide choices too: Arrow's pool,
+        # and no pandas (pyarrow would import it, most of a second, only to ask it is there).
+        from tbconvert import arrowpool
+        arrowpool.own_process()
+        arrowpool.block_pandas()
+
+
+def _own_process() -> bool:
+    """Whether this process is the command's own, without pandas (see ``tbconvert.cli``)."""
+    from tbconvert import arrowpool
+    return arrowpool._OWN_PROCESS and arrowpool.pandas_blocked()
 
 
 def _orphan_watch(parent: int) -> None:
@@ -144,13 +160,18 @@ class _Workers:
         self.pool = None
 
     def submit(self, *args):
+        return self.submit_call(_read, *args)
+
+    def submit_call(self, fn, *args):
+        """``fn(*args)`` in a worker (``fn`` a module-level function)."""
         # Starting a worker must not be cut short by Ctrl-C: a process half started is one
         # that no one would stop.
         with deferred():
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
-                                                initargs=(self.progress_queue, os.getpid()))
-            return self.pool.submit(_read, *args)
+                                                initargs=(self.progress_queue, os.getpid(),
+                                                          _own_process()))
+            return self.pool.submit(fn, *args)
 
     def stop(self) -> None:
         if self.pool is None:

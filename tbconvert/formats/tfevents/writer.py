@@ -18,6 +18,9 @@ in bounded memory whatever its size (``runfile``, ``merge``).
 from __future__ import annotations
 
 import json
+import os
+import uuid
+from pathlib import Path
 
 from tbconvert.formats.base import Writer
 from tbconvert.formats.tfevents import event_files
@@ -54,26 +57,57 @@ class TfeventsWriter(Writer):
                         "(TensorBoard does not show them)", lost=False)
 
     def write_run(self, run: Run, series) -> None:
-        directory, changed = run_dir(self.out.tmp, run.name, self._dirs)
-        if changed:
-            rel = directory.relative_to(self.out.tmp).as_posix()
-            self.report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
-                                           "(the name is not a safe path)", run=run.name, lost=False)
-        body = RunFile(run, self.report, self.out.tmp, **self.limits)
-        for chunk in series:
-            # Only the writer's own failures (a full disk while spilling) become output errors.
-            self.guard(lambda chunk=chunk: body.add(chunk))
+        rel, changed = self.claim_dir(run.name)
+        write_run_file(self.out.tmp, rel, changed, run, series, self.report, self._counter,
+                       self.guard, self.limits)
+        self._counter += 1
 
-        def write():
-            name = event_files.event_file_name(body.start(), self._counter)
-            self._counter += 1
-            directory.mkdir(parents=True, exist_ok=True)
-            with open(directory / name, "xb") as f:
-                body.write(f)
-        self.guard(write)
+    def claim_dir(self, run: str) -> tuple[str, bool]:
+        """The run's directory (relative to the output; unique among the runs given so far),
+        and whether its name had to change."""
+        directory, changed = run_dir(self.out.tmp, run, self._dirs)
+        return directory.relative_to(self.out.tmp).as_posix(), changed
+
+    def skip_counter(self) -> None:
+        """A run written elsewhere (by :func:`write_run_file`) took the next file number."""
+        self._counter += 1
 
     def close(self) -> None:
         self.guard(self.out.commit)
 
     def abort(self) -> None:
         self.out.abort()
+
+
+# Temporary names of event files being written: no "tfevents" in them, so a reader never takes
+# a leftover (a worker killed mid-write) for data, and the output's owner removes them.
+PART_TMP = ".tbconvert-part-"
+
+
+def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report, counter: int,
+                   guard, limits: dict | None = None, *, host: str | None = None,
+                   pid: int | None = None) -> Path:
+    """Write one run's event file into ``root/rel`` (a temporary name, renamed when complete:
+    a run written twice, by a task run again, leaves one whole file); returns its path."""
+    if changed:
+        report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
+                                  "(the name is not a safe path)", run=run.name, lost=False)
+    directory = root / rel if rel != "." else root
+    body = RunFile(run, report, root, **(limits or {}))
+    for chunk in series:
+        # Only the writer's own failures (a full disk while spilling) become output errors.
+        guard(lambda chunk=chunk: body.add(chunk))
+
+    def write():
+        name = event_files.event_file_name(body.start(), counter, host=host, pid=pid)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f"{PART_TMP}{uuid.uuid4().hex[:12]}"
+        try:
+            with open(tmp, "xb") as f:
+                body.write(f)
+            os.replace(tmp, directory / name)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return directory / name
+    return guard(write)

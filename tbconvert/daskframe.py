@@ -1,0 +1,50 @@
+"""A tbconvert Parquet archive as a Dask DataFrame, one partition per part file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tbconvert.errors import CorruptDataError, MissingDependencyError
+
+
+def to_dask(path, *, storage_options: dict | None = None, **read_parquet_options):
+    """A lazy ``dask.dataframe`` of the archive at ``path``: a directory dataset (its parts
+    in the marker's order, one partition each) or a single ``.parquet`` file; ``path`` may be
+    an fsspec URL (``s3://bucket/logs.dataset``) with ``storage_options``.
+
+    Columns and dtypes are the archive's (see ``docs/formats.md``); text columns (run, tag,
+    plugin name...) come as pandas' Arrow-backed strings, as ``pandas.read_parquet`` gives
+    them with pandas 3 (Dask's ``dataframe.convert-string`` setting decides). Extra keyword
+    arguments go to :func:`dask.dataframe.read_parquet` (``columns=``, ``filters=``...).
+    """
+    try:
+        import dask.dataframe as dd
+    except ImportError:
+        raise MissingDependencyError("to_dask needs Dask: pip install 'tbconvert[dask]'") from None
+    files = _parts(path, storage_options)
+    return dd.read_parquet(files, storage_options=storage_options, **read_parquet_options)
+
+
+def _parts(path, storage_options) -> list:
+    from tbconvert import remote
+    from tbconvert.formats.parquet import schema as S
+    if remote.is_remote(str(path)):
+        import fsspec
+        url = str(path).rstrip("/")
+        fs, _, (root,) = fsspec.get_fs_token_paths(url, storage_options=storage_options or {})
+        if not fs.isdir(root):
+            return [url]
+        try:
+            marker = json.loads(fs.cat_file(f"{root}/{S.MARKER_FILE}"))
+        except (OSError, ValueError) as exc:
+            raise CorruptDataError(f"{url}: not a tbconvert Parquet dataset ({exc})") from None
+        return [f"{url}/{p['file']}" for p in marker.get("parts", [])]
+    path = Path(path)
+    if not path.is_dir():
+        return [str(path)]
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.parquet.reader import read_marker
+    from tbconvert.report import Report
+    marker = read_marker(path, Options(), Report())
+    return [str(path / p["file"]) for p in marker["parts"]]

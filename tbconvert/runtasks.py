@@ -1,0 +1,337 @@
+"""A run's whole conversion, read and write, done by one task in a worker.
+
+An event-file logdir converts run by run, and a run's output does not depend on
+the others', so a directory destination of one part per run (a Parquet dataset,
+an event-file logdir) is written by tasks, one per run: each reads its run's
+files and writes its part straight into the destination's temporary directory,
+under a temporary name renamed when complete (a task that runs twice, or whose
+worker died half-way, never leaves a broken or a second part). This process
+plans the tasks, merges their reports in run order and, last, writes the
+dataset's marker and renames the output into place, so it appears whole or not
+at all. The tasks run in local processes (``--jobs N``) or on a Dask cluster
+(``--scheduler``, :mod:`tbconvert.cluster`); the output is the same as a
+conversion in one process, byte for byte.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tbconvert.errors import OutputError, UsageError
+from tbconvert.formats.base import Options, cores, source_size
+from tbconvert.report import Issue, Report
+
+
+@dataclass
+class RunTask:
+    """Everything a worker needs to convert one run (picklable, paths as text)."""
+
+    root: str                 # the logdir
+    name: str                 # the run
+    files: list[str]          # its event files, in reading order
+    index: int                # its place among the runs converted
+    options: Options
+    kind: str                 # "parquet" or "tfevents"
+    out: str                  # the destination's temporary directory
+    experiment: object = None  # parquet: the facts every part's footer holds
+    part: str = ""            # parquet: the part's file name
+    run_dir: str = ""         # tfevents: the run's directory, relative to ``out``
+    renamed: bool = False     # tfevents: the directory name differs from the run's
+    host: str = ""            # tfevents: names the event file as this process would
+    pid: int = 0
+
+
+@dataclass
+class RunResult:
+    index: int
+    name: str = ""            # the run's name as written (None: the run could not be read)
+    written: bool = False
+    file: str = ""            # tfevents: the event file written, relative to the output
+    issues: list[Issue] = field(default_factory=list)
+    runs: int = 0
+    series: int = 0
+    points: collections.Counter = field(default_factory=collections.Counter)
+    counters: tuple = (0, 0, 0)   # files with bytes, valid records, damaged event files
+    tags_seen: set = field(default_factory=set)
+    tags_matched: int = 0
+    sent: int = 0             # source bytes its progress counted
+
+
+def _progress():
+    """In a local worker process, its progress goes back to the leading process."""
+    from tbconvert.formats.tfevents import parallel
+    from tbconvert.formats.tfevents.reader import RunProgress
+    return RunProgress(parallel._QueueProgress() if parallel._queue is not None else None)
+
+
+def convert_run(task: RunTask) -> RunResult:
+    """In a worker: read one run and write its part. A run that cannot be read is reported
+    (as one process reading the logdir would); only output failures raise."""
+    with _roomy_malloc():
+        return _convert_run(task)
+
+
+# glibc's mallopt parameters
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+@contextlib.contextmanager
+def _roomy_malloc():
+    """Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which also fixes
+    glibc's mmap threshold at 128 KiB: every block array is then mapped and unmapped anew,
+    doubling a run's CPU time (page faults). During the task, freed memory is kept for
+    reuse; afterwards the worker's setting is back and the memory is returned."""
+    trim = os.environ.get("MALLOC_TRIM_THRESHOLD_")
+    libc = _libc() if trim is not None else None
+    if libc is None:
+        yield
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_TRIM_THRESHOLD, int(trim) if trim.isdigit() else 128 << 10)
+        libc.mallopt(_M_MMAP_THRESHOLD, 128 << 10)
+        libc.malloc_trim(0)
+
+
+def _libc():
+    import ctypes
+    import sys
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt, libc.malloc_trim   # noqa: B018 - glibc only
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def _convert_run(task: RunTask) -> RunResult:
+    from tbconvert import api, names
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    report = Report()
+    options = dataclasses.replace(task.options, progress=None, jobs=1)
+    reader = TfeventsReader(Path(task.root), options, report)
+    result = RunResult(task.index)
+    progress = _progress()
+    try:
+        asm = reader.read_run(task.name, [Path(f) for f in task.files], progress=progress)
+    except (KeyboardInterrupt, MemoryError, OutputError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
+        reader._unreadable_run(task.name, exc)
+        progress.done()
+        asm = None
+    if asm is not None:
+        run, series = asm.build()
+        series = progress.follow(series, asm.points_read)
+        report.runs += 1
+        tfevents = task.kind == "tfevents"
+        chunks = api.select(series, options, report, keeps_hidden=not tfevents, witness=tfevents)
+        run, chunks = names.storable(run, chunks, report, keep_bytes=tfevents)
+        out = Path(task.out)
+        if not out.is_dir():   # the conversion was given up meanwhile: write nothing
+            raise OutputError(f"{out}: the output is gone; the conversion was stopped")
+        result.file = _write(task, out, run, chunks, report)
+        for _ in chunks:
+            pass
+        result.name, result.written = run.name, True
+    result.issues = report.issues
+    result.runs, result.series, result.points = report.runs, report.series, report.points
+    result.sent = progress.sent
+    result.counters = (reader.files_with_bytes, reader.valid_records, reader.damaged_event_files)
+    result.tags_seen = getattr(options, "tags_seen", set())
+    result.tags_matched = getattr(options, "tags_matched", 0)
+    return result
+
+
+def _write(task: RunTask, out: Path, run, chunks, report: Report) -> str:
+    from tbconvert.output import removed_on_failure
+    if task.kind == "parquet":
+        from tbconvert.formats.parquet.writer import write_part
+        tmp = out / f".{task.part}{_TMP}{uuid.uuid4().hex[:12]}"
+        with removed_on_failure(lambda: tmp.unlink(missing_ok=True), out / task.part,
+                                also=BaseException):
+            write_part(tmp, task.experiment, run, chunks)
+            os.replace(tmp, out / task.part)
+        return task.part
+    from tbconvert.formats.tfevents.writer import write_run_file
+
+    def guard(fn):
+        with removed_on_failure(lambda: None, out / task.run_dir):
+            return fn()
+    path = write_run_file(out, task.run_dir, task.renamed, run, chunks, report, task.index,
+                          guard, host=task.host, pid=task.pid)
+    return path.relative_to(out).as_posix()
+
+
+_TMP = ".tbconvert-part-"
+
+
+# -- the leading process --------------------------------------------------------------------
+
+def _kind(writer) -> str | None:
+    from tbconvert.formats.parquet.writer import ParquetWriter
+    from tbconvert.formats.tfevents.writer import TfeventsWriter
+    if type(writer) is ParquetWriter and writer.directory:
+        return "parquet"
+    if type(writer) is TfeventsWriter:
+        return "tfevents"
+    return None
+
+
+def splits(reader, writer) -> bool:
+    """Whether this conversion can be cut into one task per run."""
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    return type(reader) is TfeventsReader and reader.path.is_dir() and _kind(writer) is not None
+
+
+def worth_splitting(reader, writer, jobs: int) -> bool:
+    """Locally, tasks pay off for several runs with enough to read."""
+    from tbconvert.formats.tfevents import reader as tfevents_reader
+    jobs = jobs or cores()
+    return (jobs > 1 and splits(reader, writer) and len(reader.runs()) > 1
+            and reader.source_size() >= tfevents_reader.PARALLEL_MIN_BYTES)
+
+
+def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = None) -> None:
+    """:func:`tbconvert.api.copy`, one task per run, in local processes (``reader.options.jobs``)
+    or on the Dask cluster at ``scheduler``."""
+    from tbconvert import cluster
+    if not splits(reader, writer):
+        raise UsageError("--scheduler converts an event-file logdir to a Parquet dataset (a "
+                         "directory) or to event files, one run per task; convert this "
+                         "source or destination without --scheduler")
+    kind = _kind(writer)
+    options = reader.options
+    progress = options.progress
+    experiment = reader.experiment()
+    writer.write_experiment(experiment)
+    runs = reader.runs()
+    if progress is not None:
+        progress.start(reader.source_size())
+    out = _out_dir(writer)
+    task_options = dataclasses.replace(options, progress=None, jobs=1)
+    tasks = []
+    for index, (name, files) in enumerate(runs):
+        task = RunTask(str(reader.path), name, [str(f) for f in files], index, task_options,
+                       kind, str(out))
+        if kind == "parquet":
+            from tbconvert.formats.parquet.writer import part_name
+            task.experiment, task.part = experiment, part_name(index, name)
+        else:
+            task.run_dir, task.renamed = writer.claim_dir(name)
+            task.host, task.pid = _host(), os.getpid()
+        tasks.append(task)
+    sizes = [sum(source_size(Path(f)) for f in t.files) for t in tasks]
+
+    def lost(task: RunTask, why: str) -> RunResult:
+        result = RunResult(task.index)
+        result.issues = [Issue("unreadable_run", f"{task.name}: {why}; skipped, the other runs "
+                               "were read", run=task.name)]
+        return result
+
+    counted = _Counting(progress) if progress is not None else None
+    results = cluster.run_tasks(convert_run, tasks, scheduler=scheduler, jobs=options.jobs,
+                                progress=counted, sizes=sizes, lost=lost, share=True)
+    if counted is not None and scheduler is None:
+        # what a worker reported just before it was stopped may never have arrived
+        missing = sum(r.sent for r in results) - counted.done
+        if missing > 0:
+            progress.advance(missing)
+    _merge(reader, writer, report, kind, tasks, results)
+    _tidy(out)
+    reader.check_something_read()
+    if progress is not None:
+        progress.finish()
+
+
+def _merge(reader, writer, report: Report, kind: str, tasks, results) -> None:
+    options = reader.options
+    written = 0
+    for task, result in zip(tasks, results, strict=True):
+        report.extend(result.issues)
+        report.runs += result.runs
+        report.series += result.series
+        report.points.update(result.points)
+        files_with_bytes, valid, damaged = result.counters
+        reader.files_with_bytes += files_with_bytes
+        reader.valid_records += valid
+        reader.damaged_event_files += damaged
+        if hasattr(options, "tags_seen"):
+            options.tags_seen |= result.tags_seen
+            options.tags_matched += result.tags_matched
+        if not result.written:
+            _remove_stale(task)
+            continue
+        if kind == "parquet":
+            # a run that could not be read has no part: the later parts move up one place,
+            # as one process would have numbered them
+            name = writer.next_part(result.name)
+            if name != task.part:
+                os.replace(Path(task.out) / task.part, Path(task.out) / name)
+            writer.adopt_part(name, result.name)
+        else:
+            # as above: the event file's number counts the runs written before it
+            from tbconvert.formats.tfevents.event_files import WRITER_SUFFIX
+            stem, _, _ = result.file[:-len(WRITER_SUFFIX)].rpartition(".")
+            name = f"{stem}.{written}{WRITER_SUFFIX}"
+            if name != result.file:
+                os.replace(Path(task.out) / result.file, Path(task.out) / name)
+            writer.skip_counter()
+        written += 1
+
+
+class _Counting:
+    def __init__(self, progress) -> None:
+        self.progress, self.done = progress, 0
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        self.progress.advance(n)
+
+
+def _remove_stale(task: RunTask) -> None:
+    """A run given up (its workers kept dying) may still have had its part written by an
+    attempt whose worker died just after: it goes, so the output holds no run twice or
+    unlisted."""
+    out = Path(task.out)
+    if task.kind == "parquet":
+        (out / task.part).unlink(missing_ok=True)
+        return
+    from tbconvert.formats.tfevents.event_files import WRITER_SUFFIX
+    directory = out / task.run_dir if task.run_dir != "." else out
+    if directory.is_dir():
+        for f in directory.glob(f"*.{task.host}.{task.pid}.{task.index}{WRITER_SUFFIX}"):
+            f.unlink(missing_ok=True)
+
+
+def _out_dir(writer) -> Path:
+    return writer._out.tmp if hasattr(writer, "_out") else writer.out.tmp
+
+
+def _tidy(out: Path) -> None:
+    """Remove what tasks whose workers died left half-written."""
+    from tbconvert.formats.tfevents.writer import PART_TMP
+    for dirpath, _dirs, files in os.walk(out):
+        for f in files:
+            if _TMP in f or f.startswith(PART_TMP):
+                try:
+                    os.unlink(os.path.join(dirpath, f))
+                except OSError:
+                    pass
+
+
+def _host() -> str:
+    from tbconvert.formats.tfevents import event_files
+    return event_files.host_name() or socket.gethostname()

@@ -1,0 +1,222 @@
+"""``--scheduler``: runs converted by the workers of a real Dask cluster (worker processes on
+127.0.0.1, started and stopped here), and ``tbconvert.to_dask`` reading a dataset back."""
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import CLI_CWD, FIXTURES, cli_env
+from oracle import assert_same_view, tb_view
+
+import tbconvert
+
+distributed = pytest.importorskip("distributed")
+
+LOGDIRS = ["torch_logdir", "tf2_logdir", "tensorboardx_logdir"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, host="127.0.0.1",
+                                       threads_per_worker=1, dashboard_address="127.0.0.1:0",
+                                       silence_logs=50)
+    pids = _worker_pids(cluster)
+    try:
+        yield cluster
+    finally:
+        cluster.close(timeout=20)
+        for pid in pids:    # a worker that outlived the close is stopped by its PID
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _worker_pids(cluster) -> list:
+    with distributed.Client(cluster) as client:
+        return list(client.run(os.getpid).values())
+
+
+def _contents(out: Path) -> list:
+    return sorted((str(p.relative_to(out)), hashlib.sha256(p.read_bytes()).hexdigest())
+                  for p in out.rglob("*") if p.is_file())
+
+
+def _event_contents(out: Path) -> list:
+    """Files by content, event files by their run directory (their name holds a pid)."""
+    found = []
+    for p in out.rglob("*"):
+        if p.is_file():
+            where = p.parent if "tfevents" in p.name else p
+            found.append((str(where.relative_to(out)), hashlib.sha256(p.read_bytes()).hexdigest()))
+    return sorted(found)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("logdir", LOGDIRS)
+def test_fixtures_through_the_cluster(cluster, logdir, tmp_path):
+    """Both destinations, through the cluster: TensorBoard sees the source's view, and the
+    content is that of a conversion in this process."""
+    src = FIXTURES / logdir
+    address = cluster.scheduler_address
+    events = tbconvert.convert(src, tmp_path / "events", to_format="tfevents", scheduler=address)
+    assert_same_view(tb_view(tmp_path / "events"), tb_view(src))
+    here = tbconvert.convert(src, tmp_path / "events_here", to_format="tfevents", jobs=1)
+    assert _event_contents(tmp_path / "events") == _event_contents(tmp_path / "events_here")
+    assert [i.message for i in events.issues] == [i.message for i in here.issues]
+
+    dataset = tbconvert.convert(src, tmp_path / "dataset", to_format="parquet", scheduler=address)
+    local = tbconvert.convert(src, tmp_path / "dataset_here", to_format="parquet", jobs=1)
+    assert _contents(tmp_path / "dataset") == _contents(tmp_path / "dataset_here")
+    assert (dataset.runs, dataset.series, dataset.points) == (local.runs, local.series, local.points)
+    tbconvert.convert(tmp_path / "dataset", tmp_path / "back", to_format="tfevents")
+    assert_same_view(tb_view(tmp_path / "back"), tb_view(src))
+
+
+def test_a_damaged_run_is_reported_and_the_others_finish(cluster, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURES / "torch_logdir", src)
+    event_file = sorted((src / "train").glob("*tfevents*"))[0]
+    data = bytearray(event_file.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    event_file.write_bytes(bytes(data))
+    report = tbconvert.convert(src, tmp_path / "out", to_format="parquet",
+                               scheduler=cluster.scheduler_address)
+    local = tbconvert.convert(src, tmp_path / "here", to_format="parquet", jobs=1)
+    assert [i.message for i in report.issues] == [i.message for i in local.issues]
+    assert any(i.kind == "corrupt_record" and i.run == "train" for i in report.issues)
+    assert _contents(tmp_path / "out") == _contents(tmp_path / "here")
+
+
+def _slow_logdir(path: Path, runs: int, points: int) -> Path:
+    from test_jobs import scalar_logdir
+    return scalar_logdir(path, runs=runs, points=points)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_job_costs_only_its_task(tmp_path):
+    """A worker is killed (SIGKILL by its PID) while it converts a run: its task runs again
+    on another worker, and the dataset is complete, each part once, as a local conversion
+    writes it."""
+    src = _slow_logdir(tmp_path / "logs", runs=4, points=200_000)
+    local = tbconvert.convert(src, tmp_path / "here", to_format="parquet", jobs=1)
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, host="127.0.0.1",
+                                       threads_per_worker=1, dashboard_address="127.0.0.1:0",
+                                       silence_logs=50)
+    pids = _worker_pids(cluster)
+    killed = []
+    try:
+        def kill_one_busy():
+            with distributed.Client(cluster) as client:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not killed:
+                    busy = [w for w, tasks in client.processing().items() if tasks]
+                    if busy:
+                        pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
+                        time.sleep(0.3)    # well into the run's reading
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                    time.sleep(0.05)
+        killer = threading.Thread(target=kill_one_busy)
+        killer.start()
+        report = tbconvert.convert(src, tmp_path / "out", to_format="parquet",
+                                   scheduler=cluster.scheduler_address)
+        killer.join()
+    finally:
+        cluster.close(timeout=20)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert killed, "no worker was killed"
+    assert _contents(tmp_path / "out") == _contents(tmp_path / "here")
+    assert not [p for p in (tmp_path / "out").iterdir() if "tbconvert-part" in p.name]
+    assert (report.runs, report.points) == (local.runs, local.points)
+    assert not [p for p in tmp_path.iterdir() if "tbconvert-tmp" in p.name]
+
+
+@pytest.mark.slow   # the connection is given its 10 s
+def test_an_unreachable_scheduler_is_one_line(tmp_path):
+    proc = subprocess.run([*_cli(), "convert", str(FIXTURES / "torch_logdir"),
+                           str(tmp_path / "out"), "--to", "parquet",
+                           "--scheduler", "tcp://127.0.0.1:9"],
+                          capture_output=True, text=True, cwd=CLI_CWD, env=cli_env(),
+                          timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "tcp://127.0.0.1:9" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
+
+
+def test_without_the_extra_scheduler_names_it(tmp_path):
+    """``distributed`` not installed (imports of it blocked): one line naming the extra."""
+    code = ("import sys\nsys.modules['distributed'] = None\nsys.modules['dask'] = None\n"
+            "from tbconvert.cli import main\n"
+            f"sys.exit(main(['convert', {str(FIXTURES / 'torch_logdir')!r}, "
+            f"{str(tmp_path / 'out')!r}, '--to', 'parquet', '--scheduler', 'tcp://127.0.0.1:9']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=CLI_CWD, env=cli_env(), timeout=120, check=False)
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "tbconvert[dask]" in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_source_that_cannot_be_split_is_refused(cluster, tmp_path):
+    tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "a.h5")
+    with pytest.raises(tbconvert.errors.UsageError, match="--scheduler"):
+        tbconvert.convert(tmp_path / "a.h5", tmp_path / "out", to_format="parquet",
+                          scheduler=cluster.scheduler_address)
+    assert not (tmp_path / "out").exists()
+
+
+def _cli() -> list:
+    from helpers import cli_argv
+    return cli_argv()
+
+
+# -- reading a dataset with Dask ----------------------------------------------------------
+
+# Dask's own reading calls a pandas method pandas 3.1 deprecates
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.reset_index")
+def test_to_dask_reads_a_dataset_with_its_dtypes(tmp_path):
+    """The archive's dtypes; text as Arrow-backed ``string[pyarrow]`` (Dask's choice), the
+    values those of pandas' own reading of the parts."""
+    import pandas as pd
+    tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "dataset", to_format="parquet")
+    frame = tbconvert.to_dask(tmp_path / "dataset")
+    got = frame.compute().reset_index(drop=True)
+    parts = sorted(str(p) for p in (tmp_path / "dataset").glob("part-*.parquet"))
+    want = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    assert list(got.columns) == list(want.columns) and len(got) == len(want) > 0
+    text = [c for c in want.columns if pd.api.types.is_string_dtype(want[c].dtype)
+            and want[c].dtype != object]
+    assert set(text) >= {"run", "tag", "plugin_name", "data_class"}
+    for column in want.columns:
+        expected = pd.StringDtype("pyarrow") if column in text else want[column].dtype
+        assert got[column].dtype == expected, column
+        assert frame.dtypes[column] == expected, column   # known before computing
+    pd.testing.assert_frame_equal(got, want.astype({c: pd.StringDtype("pyarrow") for c in text}))
+    assert frame.npartitions == len(parts)
+
+
+@pytest.mark.slow
+def test_tbdev_export_through_the_cluster(cluster, tmp_path):
+    """An export's experiments, each converted by a task on the cluster: the logdir
+    TensorBoard sees is the one a local run writes."""
+    from helpers import run_tbconvert
+    src = FIXTURES / "tbdev_export"
+    here = run_tbconvert("tbdev-export", src, "-o", tmp_path / "here")
+    assert here.returncode == 0, here.stderr
+    there = run_tbconvert("tbdev-export", src, "-o", tmp_path / "there",
+                          "--scheduler", cluster.scheduler_address)
+    assert there.returncode == 0, there.stderr
+    assert there.stderr == here.stderr.replace(str(tmp_path / "here"), str(tmp_path / "there"))
+    assert_same_view(tb_view(tmp_path / "there"), tb_view(tmp_path / "here"))
+    assert _event_contents(tmp_path / "there") == _event_contents(tmp_path / "here")
