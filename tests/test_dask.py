@@ -220,3 +220,46 @@ def test_tbdev_export_through_the_cluster(cluster, tmp_path):
     assert there.stderr == here.stderr.replace(str(tmp_path / "here"), str(tmp_path / "there"))
     assert_same_view(tb_view(tmp_path / "there"), tb_view(tmp_path / "here"))
     assert _event_contents(tmp_path / "there") == _event_contents(tmp_path / "here")
+
+
+@pytest.mark.slow
+def test_sync_through_the_cluster(cluster, tmp_path):
+    """``sync --scheduler``: each changed run is read and its new part written by a task on
+    the cluster. After every step the dataset holds what one full conversion holds and
+    TensorBoard sees the source in it."""
+    from test_sync import Events, check, scalar, session_start
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    address = cluster.scheduler_address
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write(session_start(0))       # a later start purges (the first one does not)
+    for step in range(40):
+        a.write(scalar(step))
+    shutil.copytree(FIXTURES / "torch_logdir" / "train", src / "train")
+    r = tbconvert.sync(src, dst, scheduler=address)
+    runs = len(tbconvert.read(src).runs)
+    assert r.runs_added == runs > 1
+    check(src, dst, _made(tmp_path / "c1"))
+
+    # bytes appended to a run, the last record half written, and a new run
+    for step in range(40, 70):
+        a.write(scalar(step))
+    a.write(scalar(70), cut=11)
+    b = Events(src / "b" / "events.out.tfevents.2.host")
+    b.write_many(scalar(step, tags=("val",)) for step in range(25))
+    r = tbconvert.sync(src, dst, scheduler=address)
+    assert r.runs_extended == 1 and r.runs_added == 1 and r.runs_unchanged == runs - 1
+    check(src, dst, _made(tmp_path / "c2"))
+
+    # a restart that hides archived points: that run is read whole again, on the cluster
+    a.finish_cut(scalar(70), 11)
+    a.write(session_start(30))
+    for step in range(30, 45):
+        a.write(scalar(step))
+    r = tbconvert.sync(src, dst, scheduler=address)
+    assert r.runs_rearchived == 1
+    check(src, dst, _made(tmp_path / "c3"))
+
+
+def _made(path: Path) -> Path:
+    path.mkdir()
+    return path
