@@ -542,3 +542,41 @@ def test_a_file_is_not_replaced_by_a_directory_output(name, to):
         fh.write(b"not a directory")
     with pytest.raises(tbconvert.errors.OutputExistsError, match="is a file; refusing"):
         api.convert(FIXTURES / "torch_logdir", url, to_format=to, force=True)
+
+
+def test_an_interrupt_while_uploads_are_submitted_waits_for_every_started_upload(monkeypatch):
+    """A signal can land while a directory's uploads are still being handed to the pool:
+    every upload already started must have ended before the output is cleaned up, or it
+    lands in the store after the clean-up (seen under load: temporary objects left behind)."""
+    import concurrent.futures
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from tbconvert.remote.dest import DestStage
+
+    running, ended = [], []
+    lock = threading.Lock()
+
+    def put_file(local, key):
+        with lock:
+            running.append(key)
+        time.sleep(0.3)
+        with lock:
+            ended.append(key)
+
+    submit = concurrent.futures.ThreadPoolExecutor.submit
+    calls = []
+
+    def interrupted_submit(self, fn, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", interrupted_submit)
+    pairs = [(f"/local/{i}", f"bucket/tmp/{i}") for i in range(10)]
+    with pytest.raises(KeyboardInterrupt):
+        DestStage._put(SimpleNamespace(fs=SimpleNamespace(put_file=put_file)), pairs)
+    assert len(running) == 3
+    assert sorted(ended) == sorted(running), "uploads still running after the interrupt"

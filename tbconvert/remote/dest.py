@@ -132,17 +132,16 @@ class DestStage:
         """Upload ``(local, key)`` pairs, several at once. On an interrupt or a failure no
         new upload starts and those in flight are waited for, so nothing lands after
         :meth:`abort` has cleaned up."""
-        from concurrent.futures import ThreadPoolExecutor, wait
+        from concurrent.futures import ThreadPoolExecutor
         pool = ThreadPoolExecutor(_UPLOADS)
-        futures = []
         try:
+            # A signal may land while uploads are still being submitted, before their futures
+            # are known here: the pool itself is waited for, not a list of futures.
             futures = [pool.submit(self.fs.put_file, str(local), key) for local, key in pairs]
             for future in futures:
                 future.result()
         except BaseException:
-            for future in futures:
-                future.cancel()
-            wait(futures, timeout=300)
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
         finally:
             pool.shutdown(wait=False)
