@@ -77,23 +77,14 @@ class StoreDataset:
         """List the prefix once: every later decision uses this listing."""
         try:
             self.fs.invalidate_cache()
-            try:
-                info = self.fs.info(self.root)
-            except FileNotFoundError:
-                info = None
-            if info is not None and info.get("type") != "directory":
-                raise OutputExistsError(f"{self.url}: exists and is a single object; sync "
-                                        "needs a directory dataset (choose another DST)")
-            found = self.fs.find(self.root, detail=True) if info is not None else {}
-        except TbconvertError:
-            raise
+            found = self.fs.find(self.root, detail=True)
         except FileNotFoundError:
             found = {}
         except Exception as exc:  # noqa: BLE001
-            err = self._error(exc)
-            if "no such bucket" in err.cli_message():
-                raise err from None
-            raise err from None
+            raise self._error(exc) from None
+        if self.root in found and found[self.root].get("type") != "directory":
+            raise OutputExistsError(f"{self.url}: exists and is a single object; sync "
+                                    "needs a directory dataset (choose another DST)")
         prefix = self.root + "/"
         self.names = {k[len(prefix):]: int(v.get("size") or 0)
                       for k, v in found.items() if k.startswith(prefix)}
