@@ -169,7 +169,7 @@ class StoreDataset:
         from tbconvert.formats.parquet import schema as S
         marker = dict(marker)
         marker[S.MARKER_DIGEST] = S.marker_digest(marker)
-        data = json.dumps(marker, ensure_ascii=False, indent=1).encode("utf-8")
+        data = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
             self.fs.pipe_file(self.key(MARKER_FILE), data)
         except Exception as exc:  # noqa: BLE001
