@@ -272,10 +272,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")}))
     try:
-        if scheduler is None:
-            results = _run_here(sync_run, tasks)
-        else:
-            results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
+        results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
     except BaseException:
         # interrupted or failed before anything was committed: the parts written so far go
         manifest.remove_garbage(dst, marker)
@@ -324,24 +321,6 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
     manifest.remove_garbage(dst, new_marker)
-
-
-def _run_here(fn, tasks: list) -> list:
-    """``[fn(t) for t in tasks]`` on a few threads: a changed run costs a few milliseconds of
-    reading, encoding and compressing, much of it outside the GIL, so runs overlap."""
-    import os
-    workers = min(len(tasks), os.cpu_count() or 1, 8)
-    if workers <= 1:
-        return [fn(t) for t in tasks]
-    from concurrent.futures import ThreadPoolExecutor
-    pool = ThreadPoolExecutor(workers)
-    try:
-        futures = [pool.submit(fn, t) for t in tasks]
-        return [f.result() for f in futures]
-    finally:
-        # on an interrupt no new task starts, and those running finish before the caller
-        # removes what they wrote
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _stored_name(name: str) -> str:

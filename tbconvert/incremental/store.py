@@ -170,12 +170,16 @@ class StoreDataset:
         marker = dict(marker)
         marker[S.MARKER_DIGEST] = S.marker_digest(marker)
         data = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        try:
-            self.fs.pipe_file(self.key(MARKER_FILE), data)
-        except Exception as exc:  # noqa: BLE001
-            raise self._error(exc) from None
-        self.uploaded = []
-        (dst / MARKER_FILE).write_bytes(data)
+        from tbconvert.interrupts import deferred
+        # Ctrl-C waits: once the PUT is in, the new parts belong to the dataset, and cleaning
+        # up after an interrupt must follow the new manifest, not the old one.
+        with deferred():
+            try:
+                self.fs.pipe_file(self.key(MARKER_FILE), data)
+            except Exception as exc:  # noqa: BLE001
+                raise self._error(exc) from None
+            self.uploaded = []
+            (dst / MARKER_FILE).write_bytes(data)
 
     def abort(self) -> None:
         """Remove the parts uploaded for a manifest that was never committed (best effort:
