@@ -186,3 +186,19 @@ def test_memory_urls_take_the_generic_path(tmp_path):
     r = tbconvert.sync(src, url)
     assert r.runs_extended == 1 and r.parts_written == 1
     assert_same_view(view_of(url, tmp_path, "back"), tb_view(src))
+
+
+def test_an_export_experiment_synced_to_a_url(tmp_path):
+    from helpers import FIXTURES
+
+    from tbconvert.verify import compare
+    experiment = next((FIXTURES / "tbdev_export").glob("experiment_*"))
+    url = f"memory://sync-{uuid.uuid4().hex[:8]}/ds"
+    assert tbconvert.sync(experiment, url).runs_added > 0
+    again = tbconvert.sync(experiment, url)
+    assert again.parts_written == 0 and again.runs_added == 0
+    tbconvert.convert(url, tmp_path / "back.h5")
+    assert compare(tmp_path / "back.h5", experiment) == []
+    # an export root needs one dataset per experiment: refused at a URL, in one line
+    with pytest.raises(UsageError, match="export root"):
+        tbconvert.sync(FIXTURES / "tbdev_export", url)
