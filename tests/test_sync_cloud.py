@@ -202,3 +202,12 @@ def test_an_export_experiment_synced_to_a_url(tmp_path):
     # an export root needs one dataset per experiment: refused at a URL, in one line
     with pytest.raises(UsageError, match="export root"):
         tbconvert.sync(FIXTURES / "tbdev_export", url)
+
+
+def test_no_such_bucket_is_one_line(store, tmp_path):  # noqa: F811
+    from test_cloud import one_line_error
+    src = tmp_path / "logs"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    proc = tbconvert_cli("sync", src, "s3://no-such-bucket-sync/ds")
+    assert proc.returncode == 11, proc.stderr
+    one_line_error(proc, "s3://no-such-bucket-sync/ds", "no such bucket")
