@@ -148,6 +148,9 @@ def main() -> None:
         full()
         assert rows(base / "archive") == rows(base / "full"), "the dataset differs from convert"
         mib = size / 2**20
+        import os
+        print("load average (1, 5, 15 min) at the end: "
+              + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f"; {os.cpu_count()} cores\n")
         print(f"{a.points:,} points, {a.runs} runs ({mib:.1f} MiB); then {new:,} points "
               f"({100 * a.new:g}%, {(grown - size) / a.repeat / 2**10:.0f} KiB) appended over "
               f"every run; best of {a.repeat}, fresh process each\n")

@@ -383,8 +383,8 @@ def test_sync_cli_and_errors(tmp_path):
     assert proc.returncode == 3
     proc = run_tbconvert("sync", dst, tmp_path / "again")
     assert proc.returncode == 2 and "use convert" in proc.stderr
-    proc = run_tbconvert("sync", src, "s3://bucket/archive")
-    assert proc.returncode == 2 and "not supported yet" in proc.stderr
+    proc = run_tbconvert("sync", src, "https://example.invalid/archive")
+    assert proc.returncode == 2 and "can only be read" in proc.stderr
 
 
 def test_parts_of_a_run_read_as_one_table_by_other_readers(tmp_path):

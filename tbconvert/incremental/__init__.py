@@ -53,7 +53,7 @@ class SyncReport(Report):
 
 
 def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
-         report: SyncReport | None = None) -> SyncReport:
+         report: SyncReport | None = None, storage_options: dict | None = None) -> SyncReport:
     """Bring the Parquet directory dataset ``dst`` up to date with the logdir ``src``.
 
     Example::
@@ -64,16 +64,15 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     ``scheduler``: the address of a ``dask.distributed`` scheduler whose workers read the
     runs (they must see ``src`` and ``dst`` at the same paths); None reads them here.
     ``break_lock``: take the dataset's lock even if its holder looks alive.
+    ``src`` and ``dst`` may be fsspec URLs (``s3://bucket/logs``); ``storage_options`` go
+    to the store (see :mod:`tbconvert.incremental.store`).
     A second sync on the same ``dst`` is refused while one runs.
     """
     from tbconvert import remote
     report = report if report is not None else SyncReport()
     src, dst = remote.localize(src), remote.localize(dst)
-    for what, path in (("SRC", src), ("DST", dst)):
-        if remote.is_remote(path):
-            raise UsageError(f"{path}: sync works on local paths (or mounted shared storage) "
-                             f"only; an object-store {what} is not supported yet (convert "
-                             "to a local dataset, or mount the bucket)")
+    if remote.is_remote(src) or remote.is_remote(dst):
+        return _sync_url(src, dst, scheduler, break_lock, report, storage_options)
     src, dst = Path(src), Path(dst)
     kind = _check_source(src)
     from tbconvert.output import check_destination
@@ -87,6 +86,63 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
             _sync_locked(src, dst, scheduler, report)
     report.outputs.append(str(dst))
     return report
+
+
+def _sync_url(src, dst, scheduler, break_lock: bool, report: SyncReport,
+              storage_options) -> SyncReport:
+    """A sync whose source or dataset is at a URL. A source URL is staged whole first (as
+    every remote source is); a dataset URL is kept as :mod:`tbconvert.incremental.store`
+    describes."""
+    from tbconvert import remote
+    if scheduler is not None:
+        raise UsageError("--scheduler works with local (or mounted) SRC and DST only; sync "
+                         "from or to a URL without it")
+    if remote.is_remote(src) and remote.is_remote(dst):
+        remote.check_overlap(src, dst)
+    stage = None
+    try:
+        if remote.is_remote(src):
+            from tbconvert.remote.source import SourceStage
+            stage = SourceStage(src, storage_options, report, None)
+            remote.publish(stage.local, src)
+            local_src = Path(stage.fetch())
+        else:
+            local_src = Path(src)
+        if not remote.is_remote(dst):
+            return sync(local_src, dst, break_lock=break_lock, report=report)
+        _sync_to_store(local_src, str(dst), break_lock, report, storage_options)
+    finally:
+        if stage is not None:
+            stage.cleanup()
+        remote.public_report(report)
+    return report
+
+
+def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
+                   storage_options) -> None:
+    from tbconvert.incremental.store import StoreDataset, StoreLock
+    kind = _check_source(src)
+    if kind == "tbdev":
+        from tbconvert.incremental import exports
+        if exports.experiments(src) != [(src, None)]:
+            raise UsageError(f"{src}: an export root syncs into a local directory of datasets; "
+                             "sync each experiment_<id>/ to its own URL")
+    store = StoreDataset(url, storage_options)
+    try:
+        with StoreLock(store, report, break_lock=break_lock):
+            store.list()
+            store.fetch_marker()
+            if kind == "tbdev":
+                from tbconvert.incremental import exports
+                exports.sync_experiment(src, store.stage, report, store=store)
+            elif not _nothing_new(src, store.stage, report):
+                _sync_locked(src, store.stage, None, report, store=store)
+    except BaseException:
+        store.abort()
+        raise
+    finally:
+        store.cleanup()
+    report.outputs.append(url)
 
 
 def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> None:
@@ -182,13 +238,14 @@ def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
     return True
 
 
-def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport) -> None:
+def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None) -> None:
     from tbconvert import cluster
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
     from tbconvert.formats.tfevents.reader import TfeventsReader
     from tbconvert.incremental import manifest
+    manifest = manifest if store is None else store      # the dataset's committing side
     from tbconvert.incremental.runs import RunTask, sync_run
 
     marker = manifest.load(dst, report)

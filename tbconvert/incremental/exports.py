@@ -37,14 +37,16 @@ def fingerprint(path: Path) -> str:
     return h.hexdigest()
 
 
-def sync_experiment(src: Path, dst: Path, report) -> None:
-    """Bring the dataset ``dst`` (locked by the caller) up to date with one experiment."""
+def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
+    """Bring the dataset ``dst`` (locked by the caller) up to date with one experiment;
+    ``store``: a :class:`~tbconvert.incremental.store.StoreDataset` whose stage ``dst`` is."""
     from tbconvert import api
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name, write_part
     from tbconvert.incremental import manifest
     from tbconvert.incremental.files import pending_name
+    manifest = manifest if store is None else store      # the dataset's committing side
 
     marker = manifest.load(dst, report)
     manifest.remove_garbage(dst, marker)

@@ -69,8 +69,11 @@ def commit(dst: Path, marker: dict) -> None:
     _fsync_dir(dst)
     tmp = dst / f"{_TMP_PREFIX}{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(marker, fh, ensure_ascii=False, indent=1)
+        # One compact string (json.dumps' C encoder; json.dump to a file encodes piece by
+        # piece in Python): a dataset of many runs has a large manifest, written every sync.
+        data = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, dst / S.MARKER_FILE)
