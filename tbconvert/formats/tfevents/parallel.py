@@ -61,6 +61,11 @@ def _context():
     # "spawn": workers are children of this process, so they notice when it is gone (a fork
     # server would outlive a killed parent, its workers with it). "fork" is never used: it
     # would copy this process's threads and locks half-held.
+    if _own_process():
+        # Stopped by Ctrl-C, workers can leave a queue's semaphore registered; the resource
+        # tracker (a child started with the first one, sharing stderr) cleans it up at the
+        # end, but also warns in four lines under the command's one-line message.
+        os.environ.setdefault("PYTHONWARNINGS", "ignore:resource_tracker:UserWarning")
     return multiprocessing.get_context("spawn")
 
 
