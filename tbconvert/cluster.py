@@ -50,7 +50,7 @@ def run_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, scheduler: str 
             results.append(fn(item))
             _advance(progress, sizes, k)
         return results
-    return _in_processes(fn, items, jobs, retries, progress, lost, share)
+    return _in_processes(fn, items, jobs, retries, progress, lost, share, sizes)
 
 
 def _advance(progress, sizes, k: int) -> None:
@@ -66,7 +66,7 @@ def _give_up(lost, item, why: str):
 
 # -- local processes ------------------------------------------------------------------------
 
-def _in_processes(fn, items, jobs, retries, progress, lost, share=False) -> list:
+def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=None) -> list:
     """Items in a pool of worker processes, fed by a thread of this process. With ``share``,
     this process works through items too (the pool has ``jobs - 1`` workers): it is idle
     otherwise, and has its imports done. A pool whose worker died is replaced; the items it
@@ -80,7 +80,11 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False) -> list
     progress_queue = ctx.Queue()
     pool_size = jobs - 1 if share else jobs
     results: dict[int, Any] = {}
-    todo = collections.deque(range(len(items)))
+    # The largest items first, so that no process is left with a big one at the end while
+    # the others idle (results are kept by index: the order of work changes no output).
+    order = range(len(items)) if sizes is None else sorted(range(len(items)),
+                                                           key=lambda k: -sizes[k])
+    todo = collections.deque(order)
     suspects: collections.deque = collections.deque()
     lock = threading.Lock()
     stop = threading.Event()
