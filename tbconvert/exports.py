@@ -125,18 +125,9 @@ def _check_root_destination(dst, options: Options) -> None:
 def _outputs(sources, out) -> list[tuple[object, object]]:
     """One sub-logdir per experiment, named by its id (made safe and unique)."""
     from tbconvert import remote
-    from tbconvert.names import safe_part
-    taken: set[str] = set()
-    result = []
-    for n, source in enumerate(sources):
-        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
-        base, k = name, 1
-        while name.lower() in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name.lower())
-        result.append((source, remote.join(out, name) if isinstance(out, str) else out / name))
-    return result
+    from tbconvert.formats.tbdev.export_dir import experiment_names
+    return [(source, remote.join(out, name) if isinstance(out, str) else out / name)
+            for source, name in zip(sources, experiment_names(sources), strict=True)]
 
 
 def _convert_one(source, dst, options: Options, report: Report) -> None:

@@ -95,17 +95,8 @@ def experiments(src: Path):
     """``[(source path, sub-dataset name or None)]``: None for one experiment, else one
     entry per experiment of the export root."""
     from tbconvert.formats.tbdev import export_dir
-    from tbconvert.names import safe_part
     sources, is_root = export_dir.find_experiments(src)
     if not is_root:
         return [(src, None)]
-    out, taken = [], set()
-    for n, source in enumerate(sources):
-        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
-        base, k = name, 1
-        while name.lower() in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name.lower())
-        out.append((source.path, name))
-    return out
+    return [(source.path, name)
+            for source, name in zip(sources, export_dir.experiment_names(sources), strict=True)]

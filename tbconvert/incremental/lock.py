@@ -103,8 +103,16 @@ class Lock:
                 return None
         return None
 
+    # How often a lock that is taken over while this sync takes it over is tried again.
+    TRIES = 20
+
+    def _where(self) -> tuple[object, str, object]:
+        """The dataset, what the lock is, and the lock, as messages name them."""
+        return self.path.parent, "lock file", self.path
+
     def acquire(self) -> None:
-        for _ in range(20):
+        dataset, noun, lock = self._where()
+        for _ in range(self.TRIES):
             if self._create():
                 self._held = True
                 return
@@ -117,31 +125,37 @@ class Lock:
                        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder['time']))}"
                        if isinstance(holder.get("time"), (int, float)) else "another process")
                 raise SyncLocked(
-                    f"{self.path.parent}: another sync is running on this dataset ({who}); "
-                    f"wait for it, or if it is dead pass --break-lock (lock file {self.path})")
-            # Moved aside first: of two processes taking over, only one moves this lock.
-            aside = self.path.with_name(f"{LOCK_FILE}.stale-{os.getpid()}")
-            try:
-                os.replace(self.path, aside)
-            except FileNotFoundError:
+                    f"{dataset}: another sync is running on this dataset ({who}); "
+                    f"wait for it, or if it is dead pass --break-lock ({noun} {lock})")
+            if not self._take_over(holder):
                 continue
-            try:
-                moved = json.loads(aside.read_bytes() or b"{}")
-            except (OSError, ValueError):
-                moved = {}
-            if moved != holder:
-                # another process took over first and this moved its fresh lock: put it back
-                try:
-                    os.link(aside, self.path)
-                except OSError:
-                    pass
-                os.unlink(aside)
-                continue
-            os.unlink(aside)
             self.report.add("stale_lock_taken_over",
-                            f"{self.path}: a lock of an earlier sync was taken over ({why})",
-                            path=self.path, lost=False)
-        raise SyncLocked(f"{self.path}: could not take the lock; another sync keeps taking it")
+                            f"{lock}: a lock of an earlier sync was taken over ({why})",
+                            path=lock, lost=False)
+        raise SyncLocked(f"{lock}: could not take the lock; another sync keeps taking it")
+
+    def _take_over(self, holder: dict) -> bool:
+        """Remove the stale lock ``holder`` describes; False: another process was quicker."""
+        # Moved aside first: of two processes taking over, only one moves this lock.
+        aside = self.path.with_name(f"{LOCK_FILE}.stale-{os.getpid()}")
+        try:
+            os.replace(self.path, aside)
+        except FileNotFoundError:
+            return False
+        try:
+            moved = json.loads(aside.read_bytes() or b"{}")
+        except (OSError, ValueError):
+            moved = {}
+        if moved != holder:
+            # another process took over first and this moved its fresh lock: put it back
+            try:
+                os.link(aside, self.path)
+            except OSError:
+                pass
+            os.unlink(aside)
+            return False
+        os.unlink(aside)
+        return True
 
     def release(self) -> None:
         if self._held:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tbconvert.errors import OutputExistsError, TbconvertError, UsageError
 from tbconvert.incremental.files import PENDING_PREFIX, pending_name
-from tbconvert.incremental.lock import LOCK_FILE, Lock, SyncLocked
+from tbconvert.incremental.lock import LOCK_FILE, Lock
 
 MARKER_FILE = "_tbconvert.json"
 _UPLOADS = 8        # part uploads in flight at once
@@ -245,33 +245,19 @@ class StoreLock(Lock):
             return "unreadable and over a minute old" if age is not None and age > 60 else None
         return super()._stale(holder)
 
-    def acquire(self) -> None:
-        for _ in range(5):
-            if self._create():
-                self._held = True
-                return
-            holder = self.holder()
-            if holder is None:
-                continue            # released meanwhile
-            why = "--break-lock was given" if self.break_lock else self._stale(holder)
-            if why is None:
-                who = (f"process {holder.get('pid')} on {holder.get('host')}, since "
-                       f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder['time']))}"
-                       if isinstance(holder.get("time"), (int, float)) else "another process")
-                raise SyncLocked(
-                    f"{self.dataset.url}: another sync is running on this dataset ({who}); "
-                    f"wait for it, or if it is dead pass --break-lock (lock object "
-                    f"{self.shown})")
-            try:
-                self.dataset.fs.rm_file(self.key)
-            except FileNotFoundError:
-                pass
-            except Exception as exc:  # noqa: BLE001
-                raise self.dataset._error(exc) from None
-            self.report.add("stale_lock_taken_over",
-                            f"{self.shown}: a lock of an earlier sync was taken over ({why})",
-                            path=self.shown, lost=False)
-        raise SyncLocked(f"{self.shown}: could not take the lock; another sync keeps taking it")
+    TRIES = 5
+
+    def _where(self) -> tuple[object, str, object]:
+        return self.dataset.url, "lock object", self.shown
+
+    def _take_over(self, holder: dict) -> bool:
+        try:
+            self.dataset.fs.rm_file(self.key)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - told as the store's error
+            raise self.dataset._error(exc) from None
+        return True
 
     def release(self) -> None:
         if self._held:

@@ -181,3 +181,20 @@ def looks_like_export(path: Path) -> bool:
         return False
     except OSError:
         return False
+
+
+def experiment_names(sources) -> list[str]:
+    """A name per experiment of an export root for its own output (its id, made a safe path
+    part and unique regardless of case)."""
+    from tbconvert.names import safe_part
+    taken: set[str] = set()
+    names = []
+    for n, source in enumerate(sources):
+        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
+        base, k = name, 1
+        while name.lower() in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name.lower())
+        names.append(name)
+    return names
