@@ -164,9 +164,12 @@ class Lock:
                 holder = self.holder()
                 if holder and holder.get("pid") == os.getpid() and \
                         holder.get("host") == socket.gethostname():
-                    os.unlink(self.path)
-            except OSError:
+                    self._remove()
+            except Exception:  # noqa: BLE001 - a lock left behind is known stale later
                 pass
+
+    def _remove(self) -> None:
+        os.unlink(self.path)
 
     def __enter__(self):
         self.acquire()

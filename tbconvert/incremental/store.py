@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -259,13 +258,5 @@ class StoreLock(Lock):
             raise self.dataset._error(exc) from None
         return True
 
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            try:
-                holder = self.holder()
-                if holder and holder.get("pid") == os.getpid() and \
-                        holder.get("host") == socket.gethostname():
-                    self.dataset.fs.rm_file(self.key)
-            except Exception:  # noqa: BLE001 - a lock left behind is known stale later
-                pass
+    def _remove(self) -> None:
+        self.dataset.fs.rm_file(self.key)
