@@ -180,20 +180,10 @@ _TMP = ".tbconvert-part-"
 
 # -- the leading process --------------------------------------------------------------------
 
-def _kind(writer) -> str | None:
-    from tbconvert.formats.parquet.writer import ParquetWriter
-    from tbconvert.formats.tfevents.writer import TfeventsWriter
-    if type(writer) is ParquetWriter and writer.directory:
-        return "parquet"
-    if type(writer) is TfeventsWriter:
-        return "tfevents"
-    return None
-
-
 def splits(reader, writer) -> bool:
     """Whether this conversion can be cut into one task per run."""
     from tbconvert.formats.tfevents.reader import TfeventsReader
-    return type(reader) is TfeventsReader and reader.path.is_dir() and _kind(writer) is not None
+    return type(reader) is TfeventsReader and reader.path.is_dir() and writer.run_parts is not None
 
 
 def worth_splitting(reader, writer, jobs: int) -> bool:
@@ -212,7 +202,7 @@ def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = Non
         raise UsageError("--scheduler converts an event-file logdir to a Parquet dataset (a "
                          "directory) or to event files, one run per task; convert this "
                          "source or destination without --scheduler")
-    kind = _kind(writer)
+    kind = writer.run_parts
     options = reader.options
     progress = options.progress
     experiment = reader.experiment()

@@ -109,3 +109,38 @@ def test_command_allocates_arrow_memory_from_jemalloc_and_the_api_leaves_the_poo
     default = _pool_after("pass")
     assert _pool_after(f"import tbconvert\ntbconvert.convert({str(src)!r}, "
                        f"{str(tmp_path / 'b.parquet')!r})") == default
+
+
+# Python code that makes pyarrow and h5py fail to import, as where they are missing.
+_WITHOUT_ARCHIVE_LIBRARIES = (
+    "import sys\n"
+    "class _Gone:\n"
+    "    @staticmethod\n"
+    "    def find_spec(name, path=None, target=None):\n"
+    "        if name.split('.')[0] in ('pyarrow', 'h5py'):\n"
+    "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+    "sys.meta_path.insert(0, _Gone)\n"
+    "from tbconvert.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n")
+
+
+def _without_archive_libraries(*argv):
+    return subprocess.run([sys.executable, "-c", _WITHOUT_ARCHIVE_LIBRARIES, *map(str, argv)],
+                          cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_event_files_need_neither_pyarrow_nor_h5py(tmp_path):
+    """Telling a run's format and converting it to event files work where pyarrow and h5py
+    do not import; only a conversion that needs one says so, in one line naming it."""
+    run = FIXTURES / "tf2_logdir" / "hparams" / "trial_0"
+    info = _without_archive_libraries("info", run)
+    assert info.returncode == 0, info.stderr
+    assert "accuracy" in info.stdout and "1 runs, 3 series, 7 points" in info.stdout
+    out = _without_archive_libraries("convert", run, tmp_path / "events", "--to", "tfevents")
+    assert out.returncode == 0, out.stderr
+    for dst, library in (("a.parquet", "pyarrow"), ("a.h5", "h5py")):
+        done = _without_archive_libraries("convert", run, tmp_path / dst)
+        assert done.returncode == 7, done.stderr
+        assert done.stderr.count("\n") == 1 and f"needs {library}" in done.stderr, done.stderr
+        assert not (tmp_path / dst).exists()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from tbconvert.errors import CorruptDataError
+from tbconvert.errors import CorruptDataError, MissingDependencyError
 from tbconvert.report import Report
 from tbconvert.restarts import Restarts
 
@@ -176,7 +176,8 @@ class Writer(abc.ABC):
     Leaving the ``with`` block normally calls :meth:`close`; leaving it by an
     exception calls :meth:`abort`.
 
-    What the copy loop hands over depends on three class attributes:
+    What the copy loop hands over depends on three class attributes, and a fourth says
+    whether runs may be written apart:
 
     * ``keeps_hidden``: the format stores the points TensorBoard's restart rule hides,
       marked as such, so they arrive whatever ``Options.restarts`` says. Otherwise they
@@ -187,11 +188,16 @@ class Writer(abc.ABC):
     * ``takes_hidden_witness``: when hidden points are left out, a tag's first hidden point
       still arrives (marked hidden) while the tag has shown nothing else, so that a
       format TensorBoard reads can keep listing a tag all of whose points are hidden.
+    * ``run_parts``: how a worker writes one run of this output on its own, into the
+      output's temporary directory (:mod:`tbconvert.runtasks`): ``"parquet"`` (a part of
+      a dataset), ``"tfevents"`` (a run directory), or None: every run goes through this
+      writer.
     """
 
     keeps_hidden: ClassVar[bool] = False
     keeps_byte_names: ClassVar[bool] = False
     takes_hidden_witness: ClassVar[bool] = False
+    run_parts: str | None = None
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         self.path = Path(path)
@@ -251,7 +257,19 @@ class deferred:
     def __get__(self, obj, owner):
         import importlib
         module, cls = self.target.split(":")
-        value = getattr(importlib.import_module(module), cls)
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as exc:
+            # Only the format that needs a library fails without it: telling a logdir's
+            # format, or converting it to event files, never asks for pyarrow or h5py.
+            library = (exc.name or "").split(".")[0]
+            if not library or library == "tbconvert":
+                raise
+            raise MissingDependencyError(
+                f"the {owner.name} format needs {library}, which tbconvert depends on but "
+                f"which does not import here ({exc}): pip install {library}, or reinstall "
+                "tbconvert") from None
+        value = getattr(loaded, cls)
         setattr(owner, self.name, value)
         return value
 

@@ -128,6 +128,8 @@ def open_reader(url: str, fmt_name, options, report, open_local):
 class RemoteWriter:
     """A format's writer into a local stage, committed to the store on close."""
 
+    run_parts = None    # every run goes through the stage's one writer
+
     def __init__(self, inner, stage) -> None:
         self._inner = inner
         self._stage = stage

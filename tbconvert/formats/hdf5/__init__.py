@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-from tbconvert.errors import MissingDependencyError
-from tbconvert.formats.base import Format, classes_on_demand, deferred
-
-# h5py loads only with the reader or writer (or to sniff a file that starts like HDF5).
-if importlib.util.find_spec("h5py") is None:  # pragma: no cover - h5py is a dependency
-    raise MissingDependencyError("the hdf5 format needs h5py, which tbconvert depends on: "
-                                 "pip install h5py, or reinstall tbconvert")
-
 from tbconvert import sourcefiles
+from tbconvert.formats.base import Format, classes_on_demand, deferred
 from tbconvert.formats.hdf5 import schema, seal
 
+# h5py loads only with the reader or writer (or to sniff a file that starts like HDF5).
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
 

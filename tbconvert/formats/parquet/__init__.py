@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-from tbconvert.errors import MissingDependencyError
+from tbconvert import sourcefiles
 from tbconvert.formats.base import Format, classes_on_demand, deferred
 
 # pyarrow loads only with the reader or writer (or to sniff a file): telling that a logdir
-# is not a Parquet archive must not cost pyarrow's start-up time and memory.
-if importlib.util.find_spec("pyarrow") is None:  # pragma: no cover - pyarrow is a dependency
-    raise MissingDependencyError(
-        "the parquet format needs pyarrow, which tbconvert depends on: pip install pyarrow, "
-        "or reinstall tbconvert")
-
-from tbconvert import sourcefiles
-
+# is not a Parquet archive must not cost pyarrow's start-up time and memory, nor need it.
 # schema.MARKER_FILE, repeated so that sniffing a directory does not import schema (pyarrow).
 _MARKER_FILE = "_tbconvert.json"
 

@@ -320,6 +320,7 @@ class ParquetWriter(Writer):
         super().__init__(path, options, report)
         arrowpool.choose()
         self.directory = not self.path.name.lower().endswith(SUFFIXES)
+        self.run_parts = "parquet" if self.directory else None
         self._out = AtomicOutput(self.path, force=options.force, directory=self.directory)
         self._experiment = Experiment()
         self._sink: _FileSink | None = None

@@ -34,6 +34,7 @@ class TfeventsWriter(Writer):
     keeps_hidden = False
     keeps_byte_names = True    # run directories keep the bytes of their names
     takes_hidden_witness = True  # see RunFile: tags all of whose points are hidden stay listed
+    run_parts = "tfevents"
 
     def __init__(self, path, options, report) -> None:
         super().__init__(path, options, report)
