@@ -26,13 +26,8 @@ from pathlib import Path
 from tbconvert import names
 from tbconvert.errors import OutputError, TbconvertError
 from tbconvert.formats.base import Options
-from tbconvert.formats.tfevents import event_files, legacy
-from tbconvert.formats.tfevents.assemble import (
-    _NDIM1,
-    RunAssembler,
-    _container,
-    _fixed_kind,
-)
+from tbconvert.formats.tfevents import event_files
+from tbconvert.formats.tfevents.assemble import RunAssembler, tag_container
 from tbconvert.incremental.files import file_entry as _file_entry
 from tbconvert.incremental.files import pending_name, plan_files
 from tbconvert.model import DataClass, Metadata, Run
@@ -87,16 +82,6 @@ def _md_to_json(md: Metadata) -> list:
 
 def _md_from_json(obj: list) -> Metadata:
     return Metadata(obj[0], base64.b64decode(obj[1]), obj[2], obj[3], DataClass(obj[4]))
-
-
-def _shape(raw_md: Metadata, kinds: set, has_none: bool):
-    """The container the assembler gives a tag (see ``RunAssembler._tag_series``)."""
-    md = legacy.with_data_class(raw_md)
-    fixups = raw_md.data_class == DataClass.UNKNOWN
-    kinds = {_fixed_kind(md.plugin_name, k) for k in kinds} if fixups else set(kinds)
-    if fixups and has_none and md.plugin_name == "hparams":
-        kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
-    return _container(md, kinds) if kinds else None
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -237,7 +222,7 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
         md = run.first_metadata.get(tag, (0, Metadata()))[1]
         union = old_kinds | info.kinds
         has_none = old["has_none"] or info.has_none
-        if _shape(md, union, has_none) != _shape(md, old_kinds, old["has_none"]):
+        if tag_container(md, union, has_none) != tag_container(md, old_kinds, old["has_none"]):
             run.store.close()
             return None
         info.kinds, info.has_none = union, has_none

@@ -414,14 +414,10 @@ class RunAssembler:
     def _tag_series(self, tag: str, purges: _Purges):
         info = self.info[tag]
         raw_md = self.first_metadata.get(tag, (0, Metadata()))[1]
-        md = legacy.with_data_class(raw_md)
-        fixups = raw_md.data_class == DataClass.UNKNOWN
-        kinds = {_fixed_kind(md.plugin_name, k) for k in info.kinds} if fixups else set(info.kinds)
+        md, fixups, kinds = _tag_kinds(raw_md, info.kinds, info.has_none)
         # only these plugins' points change shape (legacy.fix_point); the others pass as they are
         refit = fixups and (md.plugin_name in ("audio", "hparams")
                             or md.plugin_name in legacy.GRAPH_SUB_PLUGINS)
-        if fixups and info.has_none and md.plugin_name == "hparams":
-            kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
         if not kinds:
             for key in info.pieces:
                 self.store.take(key)
@@ -495,6 +491,24 @@ class RunAssembler:
                                       blobs=tuple(itertools.chain.from_iterable(arrays)))
         return TensorSeries(**common, dtypes=np.array([c for c, _ in points], dtype=np.int32),
                             tensors=tuple(a for _, a in points))
+
+
+def _tag_kinds(raw_md: Metadata, kinds, has_none: bool) -> tuple[Metadata, bool, set]:
+    """A tag's metadata as migrated, whether its points get legacy fixes, and the kinds of
+    its points after them."""
+    md = legacy.with_data_class(raw_md)
+    fixups = raw_md.data_class == DataClass.UNKNOWN
+    kinds = {_fixed_kind(md.plugin_name, k) for k in kinds} if fixups else set(kinds)
+    if fixups and has_none and md.plugin_name == "hparams":
+        kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
+    return md, fixups, kinds
+
+
+def tag_container(raw_md: Metadata, kinds, has_none: bool) -> tuple | None:
+    """The container :meth:`RunAssembler.series` gives a tag first logged with ``raw_md``
+    whose points are of ``kinds`` (None if the tag has no points)."""
+    md, _, kinds = _tag_kinds(raw_md, kinds, has_none)
+    return _container(md, kinds) if kinds else None
 
 
 def _fixed_kind(plugin: str, kind):
