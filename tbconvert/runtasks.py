@@ -210,7 +210,7 @@ def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = Non
     runs = reader.runs()
     if progress is not None:
         progress.start(reader.source_size())
-    out = _out_dir(writer)
+    out = writer.out.tmp
     task_options = dataclasses.replace(options, progress=None, jobs=1)
     tasks = []
     for index, (name, files) in enumerate(runs):
@@ -304,10 +304,6 @@ def _remove_stale(task: RunTask) -> None:
     if directory.is_dir():
         for f in directory.glob(f"*.{task.host}.{task.pid}.{task.index}{WRITER_SUFFIX}"):
             f.unlink(missing_ok=True)
-
-
-def _out_dir(writer) -> Path:
-    return writer._out.tmp if hasattr(writer, "_out") else writer.out.tmp
 
 
 def _tidy(out: Path) -> None:

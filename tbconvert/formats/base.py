@@ -189,7 +189,8 @@ class Writer(abc.ABC):
       still arrives (marked hidden) while the tag has shown nothing else, so that a
       format TensorBoard reads can keep listing a tag all of whose points are hidden.
     * ``run_parts``: how a worker writes one run of this output on its own, into the
-      output's temporary directory (:mod:`tbconvert.runtasks`): ``"parquet"`` (a part of
+      temporary directory of the writer's ``out`` (an :class:`~tbconvert.output.AtomicOutput`;
+      :mod:`tbconvert.runtasks`): ``"parquet"`` (a part of
       a dataset), ``"tfevents"`` (a run directory), or None: every run goes through this
       writer.
     """

@@ -321,13 +321,13 @@ class ParquetWriter(Writer):
         arrowpool.choose()
         self.directory = not self.path.name.lower().endswith(SUFFIXES)
         self.run_parts = "parquet" if self.directory else None
-        self._out = AtomicOutput(self.path, force=options.force, directory=self.directory)
+        self.out = AtomicOutput(self.path, force=options.force, directory=self.directory)
         self._experiment = Experiment()
         self._sink: _FileSink | None = None
         self._parts: list[dict] = []
         self._run_count = 0
         if not self.directory:
-            self._sink = self.guard(lambda: _FileSink(self._out.tmp))
+            self._sink = self.guard(lambda: _FileSink(self.out.tmp))
 
 
     def write_experiment(self, experiment: Experiment) -> None:
@@ -339,7 +339,7 @@ class ParquetWriter(Writer):
     def _write_run(self, run: Run, series: Iterable[Series]) -> None:
         if self.directory:
             name = part_name(len(self._parts), run.name)
-            sink = _FileSink(self._out.tmp / name)
+            sink = _FileSink(self.out.tmp / name)
             self._parts.append({"file": name, "run": run.name})
             self._sink = sink
         _write_into(self._sink, run, series)
@@ -362,15 +362,15 @@ class ParquetWriter(Writer):
                           "experiment": S.experiment_to_json(self._experiment),
                           "parts": self._parts}
                 marker[S.MARKER_DIGEST] = S.marker_digest(marker)
-                with open(self._out.tmp / S.MARKER_FILE, "x", encoding="utf-8") as fh:
+                with open(self.out.tmp / S.MARKER_FILE, "x", encoding="utf-8") as fh:
                     json.dump(marker, fh, ensure_ascii=False, indent=1)
             else:
                 self._sink.close(self._experiment)
-            self._out.commit()
+            self.out.commit()
         self.guard(finish)
 
     def abort(self) -> None:
         if self._sink is not None:
             self._sink.discard()
             self._sink = None
-        self._out.abort()
+        self.out.abort()
