@@ -38,7 +38,7 @@ class RunTask:
     files: list[str]          # its event files, in reading order
     index: int                # its place among the runs converted
     options: Options
-    kind: str                 # "parquet" or "tfevents"
+    kind: str                 # the destination format: "parquet" or "tfevents"
     out: str                  # the destination's temporary directory
     experiment: object = None  # parquet: the facts every part's footer holds
     part: str = ""            # parquet: the part's file name
@@ -117,7 +117,7 @@ def _libc():
 
 
 def _convert_run(task: RunTask) -> RunResult:
-    from tbconvert import api, names
+    from tbconvert import api, names, registry
     from tbconvert.formats.tfevents.reader import TfeventsReader
     report = Report()
     options = dataclasses.replace(task.options, progress=None, jobs=1)
@@ -136,9 +136,11 @@ def _convert_run(task: RunTask) -> RunResult:
         run, series = asm.build()
         series = progress.follow(series, asm.points_read)
         report.runs += 1
-        tfevents = task.kind == "tfevents"
-        chunks = api.select(series, options, report, keeps_hidden=not tfevents, witness=tfevents)
-        run, chunks = names.storable(run, chunks, report, keep_bytes=tfevents)
+        # what the copy loop would hand the destination's writer (its declared contract)
+        writer = registry.get(task.kind).writer
+        chunks = api.select(series, options, report, writer.keeps_hidden,
+                            writer.takes_hidden_witness)
+        run, chunks = names.storable(run, chunks, report, keep_bytes=writer.keeps_byte_names)
         out = Path(task.out)
         if not out.is_dir():   # the conversion was given up meanwhile: write nothing
             raise OutputError(f"{out}: the output is gone; the conversion was stopped")
