@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tbconvert.errors import CorruptDataError, MissingDependencyError
+from tbconvert.formats.parquet import MARKER_FILE
 
 
 def to_dask(path, *, storage_options: dict | None = None, **read_parquet_options):
@@ -28,7 +29,6 @@ def to_dask(path, *, storage_options: dict | None = None, **read_parquet_options
 
 def _parts(path, storage_options) -> list:
     from tbconvert import remote
-    from tbconvert.formats.parquet import schema as S
     if remote.is_remote(str(path)):
         import fsspec
         url = str(path).rstrip("/")
@@ -36,7 +36,7 @@ def _parts(path, storage_options) -> list:
         if not fs.isdir(root):
             return [url]
         try:
-            marker = json.loads(fs.cat_file(f"{root}/{S.MARKER_FILE}"))
+            marker = json.loads(fs.cat_file(f"{root}/{MARKER_FILE}"))
         except (OSError, ValueError) as exc:
             raise CorruptDataError(f"{url}: not a tbconvert Parquet dataset ({exc})") from None
         return [f"{url}/{p['file']}" for p in marker.get("parts", [])]

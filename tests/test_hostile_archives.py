@@ -23,6 +23,7 @@ from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, OutputError, TbconvertError, UnsupportedError
 from tbconvert.formats.hdf5 import seal
 from tbconvert.formats.hdf5 import sink as hdf5_sink
+from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.formats.parquet.writer import parquet_writer
@@ -511,7 +512,7 @@ def test_a_dense_hdf5_row_2_to_the_40_wide(tmp_path):
 def test_wrong_types_in_a_dataset_marker(tmp_path):
     out = tmp_path / "dataset"
     write_sample(out, fmt="parquet", runs=small_runs())
-    marker_path = out / S.MARKER_FILE
+    marker_path = out / MARKER_FILE
     marker = json.loads(marker_path.read_text())
     marker["experiment"] = {"name": ["x"]}
     del marker[S.MARKER_DIGEST]

@@ -15,7 +15,7 @@ from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
 import tbconvert
 from tbconvert import registry
 from tbconvert.errors import CorruptDataError, FormatError
-from tbconvert.formats.parquet import ParquetFormat
+from tbconvert.formats.parquet import MARKER_FILE, ParquetFormat
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.writer import _FileSink
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
@@ -114,7 +114,7 @@ def test_directory_dataset_reads_as_one_table(tmp_path):
     out = tmp_path / "dataset"
     write_sample(out, runs=sample_runs(), fmt="parquet")
     files = sorted(p.name for p in out.iterdir())
-    assert S.MARKER_FILE in files
+    assert MARKER_FILE in files
     parts = [f for f in files if f.endswith(".parquet")]
     assert len(parts) == len(sample_runs())
     # run names never become unsafe paths
@@ -296,15 +296,15 @@ def test_damaged_names_are_caught_by_the_metadata_checksum(tmp_path):
 def test_damaged_marker(tmp_path):
     out = tmp_path / "dataset"
     write_sample(out, fmt="parquet")
-    (out / S.MARKER_FILE).write_text("{not json")
+    (out / MARKER_FILE).write_text("{not json")
     with pytest.raises(CorruptDataError, match="damaged"):
         _load(out)
     marker = {"format": S.FORMAT_NAME, "schema_version": 1, "parts": [{"file": "../x.parquet"}]}
-    (out / S.MARKER_FILE).write_text(json.dumps(marker))
+    (out / MARKER_FILE).write_text(json.dumps(marker))
     with pytest.raises(CorruptDataError, match="checksum is missing.*--ignore-checksum"):
         _load(out)
     marker[S.MARKER_DIGEST] = S.marker_digest(marker)
-    (out / S.MARKER_FILE).write_text(json.dumps(marker))
+    (out / MARKER_FILE).write_text(json.dumps(marker))
     with pytest.raises(CorruptDataError, match="unsafe part name"):
         _load(out)
 

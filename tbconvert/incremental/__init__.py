@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbconvert.errors import FormatError, OutputError, OutputExistsError, UsageError
+from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.incremental.lock import Lock
 from tbconvert.report import Report
 
@@ -152,7 +153,7 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> 
     if targets == [(src, None)]:
         targets = [(src, dst)]
     else:
-        if dst.exists() and (not dst.is_dir() or (dst / _MARKER_FILE).exists()):
+        if dst.exists() and (not dst.is_dir() or (dst / MARKER_FILE).exists()):
             raise OutputExistsError(f"{dst}: an export root syncs into a directory of datasets, "
                                     "one per experiment; this is not one (choose another DST)")
         targets = [(path, dst / name) for path, name in targets]
@@ -180,11 +181,6 @@ def _check_source(src: Path) -> str:
     return fmt.name
 
 
-# The dataset's marker (schema.MARKER_FILE), named here so that a sync finding nothing new
-# does not load pyarrow.
-_MARKER_FILE = "_tbconvert.json"
-
-
 def _prepare_destination(dst: Path) -> None:
     if dst.name.lower().endswith((".parquet", ".pq")):
         raise UsageError(f"{dst}: sync keeps a directory dataset; choose a name without the "
@@ -192,7 +188,7 @@ def _prepare_destination(dst: Path) -> None:
     if dst.exists() and not dst.is_dir():
         raise OutputExistsError(f"{dst}: exists and is not a directory; sync needs a "
                                 "directory dataset (choose another DST)")
-    if dst.is_dir() and not (dst / _MARKER_FILE).exists():
+    if dst.is_dir() and not (dst / MARKER_FILE).exists():
         # what a first sync that was killed leaves: its parts, lock and manifest draft
         foreign = [p.name for p in dst.iterdir()
                    if not (re.fullmatch(r"part-\d{5}-.*-g\d{4,}\.parquet", p.name)
@@ -216,7 +212,7 @@ def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
     from tbconvert.formats.tfevents import event_files
     from tbconvert.incremental.files import plan_files
     try:
-        marker = json.loads((dst / _MARKER_FILE).read_bytes())
+        marker = json.loads((dst / MARKER_FILE).read_bytes())
         state = marker["sync"]
         known, generation = state["runs"], state["generation"]
         if not isinstance(known, dict) or not isinstance(generation, int):
@@ -305,8 +301,9 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         report.points.update(result.points)
         runs_state[key] = dict(result.state, index=indices[key], parts=run_parts)
         parts.extend({"file": p, "run": key} for p in run_parts)
+    in_source = {_stored_name(t.name) for t in tasks}
     for name in known:
-        if name not in runs_state and name not in {_stored_name(t.name) for t in tasks}:
+        if name not in runs_state and name not in in_source:
             report.runs_removed += 1
             report.add("run_removed", f"{name}: no longer in the source; taken out of the "
                        "dataset (as a full conversion would leave it out)", run=name, lost=False)

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from tbconvert.errors import CorruptDataError
+from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.incremental.files import PENDING_PREFIX
 
 _TMP_PREFIX = "_tbconvert.json.tmp-"
@@ -23,9 +24,8 @@ _TMP_PREFIX = "_tbconvert.json.tmp-"
 def load(dst: Path, report) -> dict:
     """The committed manifest; an empty one for a new dataset."""
     from tbconvert.formats.base import Options
-    from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.reader import read_marker
-    if not (dst / S.MARKER_FILE).exists():
+    if not (dst / MARKER_FILE).exists():
         return {"parts": [], "sync": {"generation": 0, "runs": {}}}
     marker = read_marker(dst, Options(), report)
     state = marker.get("sync")
@@ -34,12 +34,12 @@ def load(dst: Path, report) -> dict:
         state = {"generation": 0, "runs": {}}
     if not isinstance(state, dict) or not isinstance(state.get("generation"), int) or \
             not isinstance(state.get("runs"), dict):
-        raise CorruptDataError(f"{dst / S.MARKER_FILE}: damaged (bad sync state); sync into a "
+        raise CorruptDataError(f"{dst / MARKER_FILE}: damaged (bad sync state); sync into a "
                                "new directory")
     for name, run in state["runs"].items():
         if not isinstance(run, dict) or not isinstance(run.get("parts"), list) or \
                 not isinstance(run.get("index"), int):
-            raise CorruptDataError(f"{dst / S.MARKER_FILE}: damaged (bad state of run "
+            raise CorruptDataError(f"{dst / MARKER_FILE}: damaged (bad state of run "
                                    f"{name!r}); sync into a new directory")
     marker["sync"] = state
     return marker
@@ -76,13 +76,13 @@ def commit(dst: Path, marker: dict) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, dst / S.MARKER_FILE)
+        os.replace(tmp, dst / MARKER_FILE)
     except OSError as exc:
         try:
             tmp.unlink()
         except OSError:
             pass
-        raise OutputError(describe_os_error(exc, dst / S.MARKER_FILE)) from None
+        raise OutputError(describe_os_error(exc, dst / MARKER_FILE)) from None
     _fsync_dir(dst)
 
 

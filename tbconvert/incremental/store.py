@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 from tbconvert.errors import OutputExistsError, TbconvertError, UsageError
+from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.incremental.files import PENDING_PREFIX, pending_name
 from tbconvert.incremental.lock import LOCK_FILE, Lock
 
-MARKER_FILE = "_tbconvert.json"
 _UPLOADS = 8        # part uploads in flight at once
 
 

@@ -10,8 +10,10 @@ from tbconvert.formats.base import Format, classes_on_demand, deferred
 
 # pyarrow loads only with the reader or writer (or to sniff a file): telling that a logdir
 # is not a Parquet archive must not cost pyarrow's start-up time and memory, nor need it.
-# schema.MARKER_FILE, repeated so that sniffing a directory does not import schema (pyarrow).
-_MARKER_FILE = "_tbconvert.json"
+# A directory dataset's marker: its file list, run order and experiment (docs/archives.md).
+# Named here, not in schema, so that sniffing a directory or a sync that finds nothing new
+# does not import pyarrow.
+MARKER_FILE = "_tbconvert.json"
 
 
 class ParquetFormat(Format):
@@ -26,7 +28,7 @@ class ParquetFormat(Format):
         path = Path(path)
         try:
             if path.is_dir():
-                marker = path / _MARKER_FILE
+                marker = path / MARKER_FILE
                 if not marker.is_file():
                     return False
                 from tbconvert.formats.parquet import schema

@@ -16,6 +16,7 @@ from tbconvert import arrowpool, budget, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.base import Options, Reader, checksum_failed
+from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.model import BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries, TensorSeries
@@ -339,12 +340,12 @@ class _Source:
 
 
 def read_marker(path: Path, options: Options, report: Report) -> dict:
-    marker = path / S.MARKER_FILE
+    marker = path / MARKER_FILE
     try:
         meta = budget.loads_json(sourcefiles.read_bytes(marker), f"{marker}: damaged")
     except FileNotFoundError:
         raise CorruptDataError(
-            f"{path}: not a tbconvert Parquet dataset (no {S.MARKER_FILE})") from None
+            f"{path}: not a tbconvert Parquet dataset (no {MARKER_FILE})") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CorruptDataError(f"{marker}: damaged ({_one_line(exc)})") from None
     check_header(meta, marker)
@@ -391,11 +392,11 @@ class ParquetReader(Reader):
             try:
                 self._experiment = S.experiment_from_json(marker.get("experiment"))
             except S.BadMetadata as exc:
-                raise CorruptDataError(f"{self.path / S.MARKER_FILE}: damaged ({exc})") from None
+                raise CorruptDataError(f"{self.path / MARKER_FILE}: damaged ({exc})") from None
             self._files = [self.path / p["file"] for p in marker["parts"]]
             for f in self._files:
                 if not f.is_file():
-                    raise CorruptDataError(f"{f}: missing from the dataset listed in {S.MARKER_FILE}")
+                    raise CorruptDataError(f"{f}: missing from the dataset listed in {MARKER_FILE}")
             self._groups = _run_groups(self._files, marker["parts"])
             self._first = None
         else:

@@ -33,7 +33,6 @@ METADATA_KEY: Final = b"tbconvert"          # Parquet key-value metadata key
 # SHA-256 (hex) of the JSON under METADATA_KEY: Parquet checksums pages, not its footer,
 # and the JSON holds every name and plugin metadata of the archive.
 DIGEST_KEY: Final = b"tbconvert.sha256"
-MARKER_FILE: Final = "_tbconvert.json"      # directory archives: file list, run order, experiment
 MARKER_DIGEST: Final = "sha256"             # its key holding the SHA-256 of the rest (marker_digest)
 PART_PREFIX: Final = "part-"
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
+from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
@@ -362,7 +363,7 @@ class ParquetWriter(Writer):
                           "experiment": S.experiment_to_json(self._experiment),
                           "parts": self._parts}
                 marker[S.MARKER_DIGEST] = S.marker_digest(marker)
-                with open(self.out.tmp / S.MARKER_FILE, "x", encoding="utf-8") as fh:
+                with open(self.out.tmp / MARKER_FILE, "x", encoding="utf-8") as fh:
                     json.dump(marker, fh, ensure_ascii=False, indent=1)
             else:
                 self._sink.close(self._experiment)
