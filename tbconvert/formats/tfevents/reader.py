@@ -56,9 +56,6 @@ class FileState:
         self.partial_tail = False   # the file ends inside a record still being written
 
 
-_FileState = FileState
-
-
 # Below this much input, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
 
@@ -226,15 +223,23 @@ class TfeventsReader(Reader):
         ``detached``: ``files`` are a later part of the run (see ``RunAssembler.joined``)."""
         asm = RunAssembler(name, store, detached=detached)
         self._run_progress = progress if progress is not None else RunProgress(None)
+        self._read_files(asm, files)
+        return asm
+
+    def _read_files(self, asm: RunAssembler, files: list[Path]) -> list[int]:
+        """Read ``files`` in order into ``asm``; the read position at the start of each (the
+        assembler's store is closed if reading fails)."""
+        starts = []
         try:
             for path in files:
+                starts.append(asm.next_seq)
                 if path.name.endswith(event_files.PROFILE_EMPTY):
                     continue  # TensorBoard skips these placeholders when reading data
                 self._read_file(path, asm)
         except BaseException:
             asm.store.close()
             raise
-        return asm
+        return starts
 
     def read_positioned(self, name: str, files: list[Path], *, store: PieceStore | None = None,
                         first_position: int = 0,
@@ -250,13 +255,8 @@ class TfeventsReader(Reader):
             # as if a START had been seen already: the next one purges, and every later one
             asm._seen_start = True
         self._run_progress = RunProgress(None)
-        starts = []
+        starts = self._read_files(asm, files)
         try:
-            for path in files:
-                starts.append(asm.next_seq)
-                if path.name.endswith(event_files.PROFILE_EMPTY):
-                    continue
-                self._read_file(path, asm)
             run, series = asm.build()
         except BaseException:
             asm.store.close()
@@ -286,8 +286,7 @@ class TfeventsReader(Reader):
         seq_base = asm.next_seq
         state = FileState(start, size)
         try:
-            extra = {"start": start} if start else {}
-            for block in records.scan_file(path, block_size=self.block_size, **extra):
+            for block in records.scan_file(path, block_size=self.block_size, start=start):
                 self._read_block(path, asm, block, seq_base, state)
                 asm.end_block()
                 self._run_progress.read(block.offset + len(block.buf) - state.reported)
@@ -311,7 +310,7 @@ class TfeventsReader(Reader):
         return state
 
     def _read_block(self, path: Path, asm: RunAssembler, block, seq_base: int,
-                    state: _FileState) -> None:
+                    state: FileState) -> None:
         for d in block.damage:
             if self.defer_partial_tail and d.reason == "truncated record" and \
                     d.offset + d.length >= state.size:
