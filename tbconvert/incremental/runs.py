@@ -171,9 +171,7 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report) -> RunResult:
     state = {
         "files": [_file_entry(p, *found[p]) for p, _ in reads],
         "start_time": run.start_time,
-        "last_step": asm._last_step,
-        "version": asm.versions[-1][1] if asm.versions else None,
-        "seen_start": asm._seen_start,
+        **asm.restart_state(),
         "metadata": {tag: _md_to_json(md) for tag, (_, md) in asm.first_metadata.items()},
         "tags": tags,
     }
@@ -190,11 +188,7 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
     reader.report = scratch
     found, total = _read(reader, part, reads)
     # What the archived files ended with settles the conditions of the new part's first events.
-    before = RunAssembler(task.name)
-    before._last_step = state["last_step"]
-    before._seen_start = state["seen_start"]
-    if state["version"] is not None:
-        before.versions = [(0, state["version"])]
+    before = RunAssembler.resumed(task.name, state)
     run = RunAssembler.joined(task.name, [before, part])
     archived_tags = state["tags"]
     archived_md = {tag: _md_from_json(v) for tag, v in state["metadata"].items()}
@@ -250,9 +244,7 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
             files.append(entry)
         else:
             files[i] = entry
-    new_state = dict(state, files=files, tags=tags, metadata=metadata,
-                     last_step=run._last_step, seen_start=run._seen_start,
-                     version=run.versions[-1][1] if run.versions else state["version"])
+    new_state = dict(state, files=files, tags=tags, metadata=metadata, **run.restart_state())
     has_points = any(info.pieces for info in run.info.values())
     if not has_points and not built.records:
         run.store.close()

@@ -343,6 +343,24 @@ class RunAssembler:
         return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq.get(int(ev_seq[h]), ())))
                 for h in hits]
 
+    # -- what a later read of the run's files needs to know ----------------------------------
+    def restart_state(self) -> dict:
+        """What TensorBoard's restart rule carries from the files read so far into later
+        ones, as plain values: the last step, whether a session START was seen, the file
+        version in force (None: no ``file_version`` record yet)."""
+        return {"last_step": self._last_step, "seen_start": self._seen_start,
+                "version": self.versions[-1][1] if self.versions else None}
+
+    @classmethod
+    def resumed(cls, name: str, state: dict) -> RunAssembler:
+        """An assembler standing for files already read, whose :meth:`restart_state` was
+        ``state``: the first of the parts given to :meth:`joined`, before one that reads on."""
+        asm = cls(name)
+        asm._last_step, asm._seen_start = state["last_step"], state["seen_start"]
+        if state["version"] is not None:
+            asm.versions = [(0, state["version"])]
+        return asm
+
     # -- joining the parts of a run read by several processes --------------------------------
     @classmethod
     def joined(cls, name: str, parts: list[RunAssembler]) -> RunAssembler:
