@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -282,12 +281,11 @@ def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.Re
     return tensor_batch(chunk, sid, run)
 
 
-def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series], *,
-               fsync: bool = False) -> None:
+def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series]) -> None:
     """One run as one part file of a directory dataset, the bytes
     :class:`ParquetWriter` writes for it (a part holds no name of its own, so a part
-    written elsewhere and renamed is the same file); with ``fsync``, on disk before it
-    returns. The caller lists it in the dataset's marker."""
+    written elsewhere and renamed is the same file). The caller lists it in the dataset's
+    marker."""
     arrowpool.choose()
     sink = _FileSink(path)
     try:
@@ -296,12 +294,6 @@ def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Se
     except BaseException:
         sink.discard()
         raise
-    if fsync:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
