@@ -15,7 +15,6 @@ from __future__ import annotations
 import crc32c
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 
 def _crc(crc: int, data) -> int:
@@ -37,6 +36,44 @@ def _validity(arr) -> np.ndarray:
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.uint8)
 
 
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) \
+        or pa.types.is_large_string(t)
+
+
+def _width(t: pa.DataType) -> int:
+    """Bytes per value of a fixed-width column as decoded (booleans: one byte)."""
+    return 1 if pa.types.is_boolean(t) else t.bit_width // 8
+
+
+def _spans_nothing(arr) -> bool:
+    """Whether the (null) slots of a binary or list column cover no bytes or elements."""
+    t = arr.type
+    if not (_is_binary(t) or pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return True
+    off = _offsets(arr)
+    return int(off[0]) == int(off[-1])
+
+
+def _minus_ones(n: int) -> np.ndarray:
+    return np.full(n, -1, np.int64)
+
+
+def _fixed_values(arr, valid: np.ndarray | None) -> np.ndarray:
+    """The little-endian values of a fixed-width column, nulls as zeros (booleans as bytes)."""
+    t = arr.type
+    n, start = len(arr), arr.offset
+    if pa.types.is_boolean(t):
+        bits = np.frombuffer(arr.buffers()[1], np.uint8)
+        values = np.unpackbits(bits, bitorder="little", count=start + n)[start:]
+    else:
+        dtype = np.dtype(t.to_pandas_dtype()).newbyteorder("<")
+        values = np.frombuffer(arr.buffers()[1], dtype, count=start + n)[start:]
+    if valid is not None and arr.null_count:
+        values = np.where(valid.view(bool), values, values.dtype.type(0))
+    return np.ascontiguousarray(values)
+
+
 def _lengths(offsets: np.ndarray, valid: np.ndarray) -> np.ndarray:
     lengths = np.diff(offsets).astype(np.int64)
     lengths[valid == 0] = -1
@@ -54,14 +91,19 @@ class ColumnDigest:
             for piece in arr.chunks:
                 self.update(piece)
             return
+        n = len(arr)
+        if n and arr.null_count == n and _spans_nothing(arr):
+            self._all_null(arr.type, n)
+            return
         if pa.types.is_dictionary(arr.type):
+            if self._dictionary(arr):
+                return
             arr = arr.dictionary_decode()
         c = self.crcs
         valid = _validity(arr)
         c[0] = _crc(c[0], valid)
         t = arr.type
-        if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) \
-                or pa.types.is_large_string(t):
+        if _is_binary(t):
             off = _offsets(arr)
             c[1] = _crc(c[1], _lengths(off, valid))
             if len(arr):
@@ -76,17 +118,44 @@ class ColumnDigest:
             sub.update(child)
             c[2], c[3], c[4] = sub.crcs[:3]
         else:
-            if arr.null_count:
-                arr = pc.fill_null(arr, pa.scalar(False if pa.types.is_boolean(t) else 0, t))
-            values = arr.to_numpy(zero_copy_only=False)
-            if values.dtype == bool:
-                values = values.view(np.uint8)
-            c[1] = _crc(c[1], np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"),
-                                                                 copy=False)))
+            c[1] = _crc(c[1], _fixed_values(arr, valid))
+
+    # The fast paths below give the CRCs the general path above gives, without building
+    # the decoded column: a run's columns are mostly one repeated dictionary value (run,
+    # tag, plugin name) or all null (the tensor columns of a scalar series).
+
+    def _all_null(self, t: pa.DataType, n: int) -> None:
+        c = self.crcs
+        c[0] = _crc(c[0], bytes(n))
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if _is_binary(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+            c[1] = _crc(c[1], _minus_ones(n))
+        else:
+            c[1] = _crc(c[1], bytes(n * _width(t)))
+
+    def _dictionary(self, arr: pa.DictionaryArray) -> bool:
+        """A dictionary column of strings whose valid slots all hold one value."""
+        if not _is_binary(arr.dictionary.type):
+            return False
+        indices = arr.indices
+        valid = _validity(indices)
+        codes = _fixed_values(indices, None)
+        live = codes if indices.null_count == 0 else codes[valid.view(bool)]
+        if not len(live) or live.min() != live.max():
+            return False
+        value = arr.dictionary[int(live[0])].as_py()
+        value = value.encode("utf-8") if isinstance(value, str) else value
+        c = self.crcs
+        c[0] = _crc(c[0], valid)
+        lengths = np.where(valid.view(bool), np.int64(len(value)), np.int64(-1)) \
+            if indices.null_count else np.full(len(arr), len(value), np.int64)
+        c[1] = _crc(c[1], lengths)
+        c[2] = _crc(c[2], value * len(live))
+        return True
 
     def hexdigest(self) -> str:
         return "".join(f"{x:08x}" for x in self.crcs)
-
 
 class RowGroupDigest:
     """Row count and per-column CRCs of one row group."""
