@@ -30,27 +30,32 @@ _WAIT = 0.2
 
 def run_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, scheduler: str | None = None,
               retries: int = 2, jobs: int = 1, progress=None, sizes=None,
-              lost: Callable[[Any, str], Any] | None = None, share: bool = False) -> list:
+              lost: Callable[[Any, str], Any] | None = None, share: bool = False,
+              on_result: Callable[[int, Any], None] | None = None) -> list:
     """``[fn(item) for item in items]``: here (``jobs`` 1), in ``jobs`` local processes
     (0: one per core), or on the cluster at ``scheduler``.
 
     ``progress`` (a :class:`~tbconvert.formats.base.Progress`) hears what local workers
     report as they go, or ``sizes[i]`` when item ``i`` is done elsewhere. ``share``: this
     process converts items too, beside ``jobs - 1`` workers (an item that crashes the process
-    then costs what it costs with ``jobs`` 1).
+    then costs what it costs with ``jobs`` 1). ``on_result(i, result)`` hears each result as
+    soon as it is in (from any thread of this process, in any order); an exception it raises
+    stops the work.
     """
     items = list(items)
     if scheduler is not None:
-        return _on_cluster(fn, items, scheduler, retries, progress, sizes, lost)
+        return _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result)
     from tbconvert.formats.base import cores
     jobs = min(jobs or cores(), len(items))
     if jobs <= 1:
         results = []
         for k, item in enumerate(items):
             results.append(fn(item))
+            if on_result is not None:
+                on_result(k, results[-1])
             _advance(progress, sizes, k)
         return results
-    return _in_processes(fn, items, jobs, retries, progress, lost, share, sizes)
+    return _in_processes(fn, items, jobs, retries, progress, lost, share, sizes, on_result)
 
 
 def _advance(progress, sizes, k: int) -> None:
@@ -66,7 +71,21 @@ def _give_up(lost, item, why: str):
 
 # -- local processes ------------------------------------------------------------------------
 
-def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=None) -> list:
+class _Results(dict):
+    """Results by item index, each passed on to ``on_result`` as it is stored."""
+
+    def __init__(self, on_result) -> None:
+        super().__init__()
+        self.on_result = on_result
+
+    def __setitem__(self, k, value) -> None:
+        super().__setitem__(k, value)
+        if self.on_result is not None:
+            self.on_result(k, value)
+
+
+def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=None,
+                  on_result=None) -> list:
     """Items in a pool of worker processes, fed by a thread of this process. With ``share``,
     this process works through items too (the pool has ``jobs - 1`` workers): it is idle
     otherwise, and has its imports done. A pool whose worker died is replaced; the items it
@@ -79,7 +98,7 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
     ctx = parallel._context()
     progress_queue = ctx.Queue()
     pool_size = jobs - 1 if share else jobs
-    results: dict[int, Any] = {}
+    results = _Results(on_result)
     # The largest items first, so that no process is left with a big one at the end while
     # the others idle (results are kept by index: the order of work changes no output).
     order = range(len(items)) if sizes is None else sorted(range(len(items)),
@@ -202,7 +221,7 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
 
 # -- a Dask cluster -------------------------------------------------------------------------
 
-def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost) -> list:
+def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=None) -> list:
     try:
         import distributed
     except ImportError:
@@ -230,6 +249,8 @@ def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost) -> list:
             except Exception as exc:  # noqa: BLE001 - a task's own bug, told in one line
                 raise TbconvertError(f"a task on the cluster failed: {type(exc).__name__}: "
                                      f"{exc}") from None
+            if on_result is not None:
+                on_result(k, results[k])
             _advance(progress, sizes, k)
         return [results[k] for k in range(len(items))]
     finally:

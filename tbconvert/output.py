@@ -126,6 +126,26 @@ class AtomicOutput:
         _PENDING.discard(self)
 
 
+class ScratchDir:
+    """A hidden directory beside an output, for files on their way into it; removed by
+    :meth:`remove`, and by :func:`abort_pending` when the program is interrupted."""
+
+    def __init__(self, beside: Path) -> None:
+        beside = Path(beside)
+        self.path = beside.parent / f".{_short(beside.name)}{TMP_MARK}stage-{uuid.uuid4().hex[:12]}"
+        try:
+            self.path.mkdir()
+        except OSError as exc:
+            raise OutputError(f"cannot write in {beside.parent}: {exc.strerror or exc}") from None
+        _PENDING.add(self)
+
+    def remove(self) -> None:
+        _remove(self.path)
+        _PENDING.discard(self)
+
+    abort = remove
+
+
 def _short(name: str, limit: int = 200) -> str:
     """``name`` cut to ``limit`` bytes, so the hidden temporary beside a destination whose name
     is near the 255-byte limit is still a valid name."""

@@ -38,10 +38,11 @@ class RunTask:
     files: list[str]          # its event files, in reading order
     index: int                # its place among the runs converted
     options: Options
-    kind: str                 # the destination format: "parquet" or "tfevents"
-    out: str                  # the destination's temporary directory
+    kind: str                 # how a run is written apart: the writer's run_parts
+    out: str                  # the destination's temporary directory (staged: the staging one)
+    writer: type = None       # the destination's writer class
     experiment: object = None  # parquet: the facts every part's footer holds
-    part: str = ""            # parquet: the part's file name
+    part: str = ""            # parquet, staged: the part's file name
     run_dir: str = ""         # tfevents: the run's directory, relative to ``out``
     renamed: bool = False     # tfevents: the directory name differs from the run's
     host: str = ""            # tfevents: names the event file as this process would
@@ -62,6 +63,7 @@ class RunResult:
     tags_seen: set = field(default_factory=set)
     tags_matched: int = 0
     sent: int = 0             # source bytes its progress counted
+    staged: object = None     # staged: what the writer's stage_run returned
 
 
 def _progress():
@@ -117,7 +119,7 @@ def _libc():
 
 
 def _convert_run(task: RunTask) -> RunResult:
-    from tbconvert import api, names, registry
+    from tbconvert import api, names
     from tbconvert.formats.tfevents.reader import TfeventsReader
     report = Report()
     options = dataclasses.replace(task.options, progress=None, jobs=1)
@@ -137,14 +139,14 @@ def _convert_run(task: RunTask) -> RunResult:
         series = progress.follow(series, asm.points_read)
         report.runs += 1
         # what the copy loop would hand the destination's writer (its declared contract)
-        writer = registry.get(task.kind).writer
+        writer = task.writer
         chunks = api.select(series, options, report, writer.keeps_hidden,
                             writer.takes_hidden_witness)
         run, chunks = names.storable(run, chunks, report, keep_bytes=writer.keeps_byte_names)
         out = Path(task.out)
         if not out.is_dir():   # the conversion was given up meanwhile: write nothing
             raise OutputError(f"{out}: the output is gone; the conversion was stopped")
-        result.file = _write(task, out, run, chunks, report)
+        result.file, result.staged = _write(task, out, run, chunks, report)
         for _ in chunks:
             pass
         result.name, result.written = run.name, True
@@ -157,8 +159,15 @@ def _convert_run(task: RunTask) -> RunResult:
     return result
 
 
-def _write(task: RunTask, out: Path, run, chunks, report: Report) -> str:
+def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str, object]:
     from tbconvert.output import removed_on_failure
+    if task.kind == "staged":
+        tmp = out / f".{task.part}{_TMP}{uuid.uuid4().hex[:12]}"
+        with removed_on_failure(lambda: tmp.unlink(missing_ok=True), out / task.part,
+                                also=BaseException):
+            info = task.writer.stage_run(tmp, run, chunks, report, task.options)
+            os.replace(tmp, out / task.part)
+        return task.part, info
     if task.kind == "parquet":
         from tbconvert.formats.parquet.writer import write_part
         tmp = out / f".{task.part}{_TMP}{uuid.uuid4().hex[:12]}"
@@ -166,7 +175,7 @@ def _write(task: RunTask, out: Path, run, chunks, report: Report) -> str:
                                 also=BaseException):
             write_part(tmp, task.experiment, run, chunks)
             os.replace(tmp, out / task.part)
-        return task.part
+        return task.part, None
     from tbconvert.formats.tfevents.writer import write_run_file
 
     def guard(fn):
@@ -174,7 +183,7 @@ def _write(task: RunTask, out: Path, run, chunks, report: Report) -> str:
             return fn()
     path = write_run_file(out, task.run_dir, task.renamed, run, chunks, report, task.index,
                           guard, host=task.host, pid=task.pid)
-    return path.relative_to(out).as_posix()
+    return path.relative_to(out).as_posix(), None
 
 
 _TMP = ".tbconvert-part-"
@@ -199,8 +208,7 @@ def worth_splitting(reader, writer, jobs: int) -> bool:
 def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = None) -> None:
     """:func:`tbconvert.api.copy`, one task per run, in local processes (``reader.options.jobs``)
     or on the Dask cluster at ``scheduler``."""
-    from tbconvert import cluster
-    if not splits(reader, writer):
+    if not splits(reader, writer) or (scheduler is not None and writer.run_parts == "staged"):
         raise UsageError("--scheduler converts an event-file logdir to a Parquet dataset (a "
                          "directory) or to event files, one run per task; convert this "
                          "source or destination without --scheduler")
@@ -212,15 +220,37 @@ def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = Non
     runs = reader.runs()
     if progress is not None:
         progress.start(reader.source_size())
-    out = writer.out.tmp
+    scratch = None
+    if kind == "staged":
+        from tbconvert.output import ScratchDir
+        scratch = ScratchDir(writer.path)
+        out = scratch.path
+    else:
+        out = writer.out.tmp
+    try:
+        _run(reader, writer, report, scheduler, kind, experiment, runs, out)
+    finally:
+        if scratch is not None:
+            scratch.remove()
+    reader.check_something_read()
+    if progress is not None:
+        progress.finish()
+
+
+def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None:
+    from tbconvert import cluster
+    options = reader.options
+    progress = options.progress
     task_options = dataclasses.replace(options, progress=None, jobs=1)
     tasks = []
     for index, (name, files) in enumerate(runs):
         task = RunTask(str(reader.path), name, [str(f) for f in files], index, task_options,
-                       kind, str(out))
+                       kind, str(out), type(writer))
         if kind == "parquet":
             from tbconvert.formats.parquet.writer import part_name
             task.experiment, task.part = experiment, part_name(index, name)
+        elif kind == "staged":
+            task.part = f"{index:05d}.run"
         else:
             task.run_dir, task.renamed = writer.claim_dir(name)
             task.host, task.pid = _host(), os.getpid()
@@ -234,8 +264,17 @@ def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = Non
         return result
 
     counted = _Counting(progress) if progress is not None else None
-    results = cluster.run_tasks(convert_run, tasks, scheduler=scheduler, jobs=options.jobs,
-                                progress=counted, sizes=sizes, lost=lost, share=True)
+    appender = _Appender(writer, tasks) if kind == "staged" else None
+    try:
+        results = cluster.run_tasks(convert_run, tasks, scheduler=scheduler, jobs=options.jobs,
+                                    progress=counted, sizes=sizes, lost=lost, share=True,
+                                    on_result=appender.arrived if appender else None)
+    except BaseException:
+        if appender is not None:
+            appender.stop()
+        raise
+    if appender is not None:
+        appender.finish()
     if counted is not None and scheduler is None:
         # what a worker reported just before it was stopped may never have arrived
         missing = sum(r.sent for r in results) - counted.done
@@ -243,9 +282,65 @@ def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = Non
             progress.advance(missing)
     _merge(reader, writer, report, kind, tasks, results)
     _tidy(out)
-    reader.check_something_read()
-    if progress is not None:
-        progress.finish()
+
+
+class _Appender:
+    """Adds staged runs to a single-file output in run order, in a thread of its own, as
+    their tasks finish: the writing overlaps the reading of later runs (the work of such a
+    writer, Arrow or HDF5 calls, mostly runs outside Python's lock)."""
+
+    def __init__(self, writer, tasks) -> None:
+        import threading
+        self.writer, self.tasks = writer, tasks
+        self.ready: dict = {}
+        self.next = 0
+        self.error: BaseException | None = None
+        self.stopping = False
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._work, name="tbconvert-append", daemon=True)
+        self.thread.start()
+
+    def arrived(self, k: int, result: RunResult) -> None:
+        with self.cond:
+            if self.error is not None:
+                raise self.error
+            self.ready[k] = result
+            self.cond.notify()
+
+    def _work(self) -> None:
+        try:
+            while self.next < len(self.tasks):
+                with self.cond:
+                    while self.next not in self.ready and not self.stopping:
+                        self.cond.wait()
+                    if self.stopping:
+                        return
+                    result = self.ready.pop(self.next)
+                self._append(self.tasks[self.next], result)
+                self.next += 1
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+            with self.cond:
+                self.error = exc
+
+    def _append(self, task: RunTask, result: RunResult) -> None:
+        path = Path(task.out) / task.part
+        try:
+            if result.written:
+                self.writer.append_staged(path, result.staged, result.name)
+        finally:
+            path.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        """Stop after the run being added (the output is then given up)."""
+        with self.cond:
+            self.stopping = True
+            self.cond.notify()
+        self.thread.join()
+
+    def finish(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _merge(reader, writer, report: Report, kind: str, tasks, results) -> None:
@@ -266,7 +361,9 @@ def _merge(reader, writer, report: Report, kind: str, tasks, results) -> None:
         if not result.written:
             _remove_stale(task)
             continue
-        if kind == "parquet":
+        if kind == "staged":
+            pass   # added to the output as it arrived
+        elif kind == "parquet":
             # a run that could not be read has no part: the later parts move up one place,
             # as one process would have numbered them
             name = writer.next_part(result.name)
@@ -298,7 +395,7 @@ def _remove_stale(task: RunTask) -> None:
     attempt whose worker died just after: it goes, so the output holds no run twice or
     unlisted."""
     out = Path(task.out)
-    if task.kind == "parquet":
+    if task.kind in ("parquet", "staged"):
         (out / task.part).unlink(missing_ok=True)
         return
     from tbconvert.formats.tfevents.event_files import WRITER_SUFFIX

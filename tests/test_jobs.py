@@ -350,7 +350,7 @@ def _event_files_by_name(out: Path) -> list:
                   for p in out.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "tfevents"])
+@pytest.mark.parametrize("fmt", ["parquet", "tfevents", "file.parquet", "file.csv"])
 def test_a_run_that_cannot_be_read_costs_only_itself_in_tasks(fmt, tmp_path, monkeypatch):
     """One task per run (here in this process, so the failure can be staged): a run that
     cannot be read is reported and has no part; the later parts are numbered as one
@@ -366,15 +366,53 @@ def test_a_run_that_cannot_be_read_costs_only_itself_in_tasks(fmt, tmp_path, mon
         return real(self, path, asm)
     monkeypatch.setattr(tfevents_reader.TfeventsReader, "_read_file", read_file)
     src = FIXTURES / "tensorboardx_logdir"
-    one = tbconvert.convert(src, tmp_path / "one", to_format=fmt, jobs=1)
+    suffix, fmt = ("." + fmt.split(".")[1], None) if "." in fmt else ("", fmt)
+    one = tbconvert.convert(src, tmp_path / f"one{suffix}", to_format=fmt, jobs=1)
     two = tbconvert.Report()
     reader = open_reader(src, report=two)
-    with reader, open_writer(tmp_path / "two", format=fmt, report=two) as writer:
+    with reader, open_writer(tmp_path / f"two{suffix}", format=fmt, report=two) as writer:
         runtasks.copy_in_tasks(reader, writer, two)
     assert [i.message for i in one.issues] == [i.message for i in two.issues]
     assert any(i.kind == "unreadable_run" and "decoder fell over" in i.message for i in two.issues)
     assert (one.runs, one.series, one.points) == (two.runs, two.series, two.points)
-    assert _event_files_by_name(tmp_path / "one") == _event_files_by_name(tmp_path / "two")
+    if suffix:
+        assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"two{suffix}").read_bytes()
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f"one{suffix}", f"two{suffix}"]
+    else:
+        assert _event_files_by_name(tmp_path / "one") == _event_files_by_name(tmp_path / "two")
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_staged_runs_give_the_bytes_of_one_writer(suffix, tmp_path, monkeypatch):
+    """A single-file output from runs written apart (staged) and added in run order is the
+    file one writer writes: row groups that span runs, series numbered across runs, big
+    batches cut into row groups, non-scalar series, points hidden by a restart."""
+    from tbconvert import runtasks
+    from tbconvert.api import open_reader
+    from tbconvert.formats.parquet import schema as S
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 700)      # tasks run here, so this holds there
+    monkeypatch.setattr(S, "ROW_GROUP_BYTES", 40_000)
+    src = tmp_path / "logs"
+    scalar_logdir(src / "a", runs=2, points=1500, tags=3)
+    for name in ("torch_logdir", "tf2_logdir"):
+        shutil.copytree(FIXTURES / name, src / name)
+    options = dict(restarts="keep-all") if suffix == ".csv" else {}
+    one = tbconvert.convert(src, tmp_path / f"one{suffix}", jobs=1, **options)
+    two = tbconvert.Report()
+    reader = open_reader(src, report=two, options=tbconvert.api.make_options(**options))
+    with reader, open_writer(tmp_path / f"two{suffix}", report=two,
+                             options=reader.options) as writer:
+        assert writer.run_parts == "staged"
+        runtasks.copy_in_tasks(reader, writer, two)
+    assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"two{suffix}").read_bytes()
+    assert [i.message for i in one.issues] == [i.message for i in two.issues]
+    assert one.runs == two.runs > 4
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+        assert pq.ParquetFile(tmp_path / "two.parquet").metadata.num_row_groups > 5
+        back = tbconvert.read(tmp_path / "two.parquet")   # every row group's digest checked
+        assert len(back.runs) == one.runs and not back.report.issues
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", f"one{suffix}", f"two{suffix}"]
 
 
 @pytest.mark.slow

@@ -191,8 +191,12 @@ class Writer(abc.ABC):
     * ``run_parts``: how a worker writes one run of this output on its own, into the
       temporary directory of the writer's ``out`` (an :class:`~tbconvert.output.AtomicOutput`;
       :mod:`tbconvert.runtasks`): ``"parquet"`` (a part of
-      a dataset), ``"tfevents"`` (a run directory), or None: every run goes through this
-      writer.
+      a dataset), ``"tfevents"`` (a run directory), ``"staged"`` (a single-file output:
+      each run is written on its own by ``stage_run(path, run, series, report, options)``, a
+      static method a worker calls, into a file of a staging directory; this writer's
+      ``append_staged(path, info, run_name)`` then adds it, in run order, given what
+      ``stage_run`` returned; both ways give the bytes :meth:`write_run` gives), or None:
+      every run goes through this writer.
     """
 
     keeps_hidden: ClassVar[bool] = False

@@ -11,7 +11,11 @@ TensorBoard's restart rule hides.
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 from collections.abc import Iterable
+from pathlib import Path
 
 from tbconvert import arrowpool
 from tbconvert.columns import LONG_COLUMNS, ScalarColumns
@@ -42,6 +46,8 @@ class CsvWriter(Writer):
         self._out = AtomicOutput(self.path, force=options.force, directory=False)
         self._wide = ScalarColumns(False, report) if options.wide else None
         self._file = None
+        # long-form rows depend on their run only, so runs can be written apart and joined
+        self.run_parts = None if options.wide else "staged"
         self.guard(self._open)
 
     def _open(self) -> None:
@@ -51,30 +57,26 @@ class CsvWriter(Writer):
             self._file.write(encode.header(names))
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
-        cols = self._wide if self._wide is not None else ScalarColumns(self._mark_hidden,
-                                                                       self.report)
-        others: dict[str, list] = {}
-        for chunk in series:
-            if not cols.add_chunk(chunk):
-                entry = others.setdefault(chunk.tag, [chunk, 0])
-                entry[1] += len(chunk)
-            elif self._wide is None and cols.rows >= FLUSH_ROWS:
-                self._write_long(cols)
-                cols = ScalarColumns(self._mark_hidden, self.report)
-        for tag, (chunk, n) in others.items():
-            what = chunk.metadata.plugin_name or chunk.data_class.name.lower()
-            hint = _OTHER_TOOLS.get(chunk.metadata.plugin_name)
-            self.report.add("not_in_table",
-                            f"{run.name}/{tag}: {n} {what} points are not scalars and are not in "
-                            f"the CSV" + (f" (see {hint})" if hint else ""),
-                            run=run.name, tag=tag, count=n)
         if self._wide is None:
-            self._write_long(cols)
+            _write_long(self._file, run, series, self.report, self._mark_hidden, self.guard)
+            return
+        others: dict = {}
+        for chunk in series:
+            if not self._wide.add_chunk(chunk):
+                _count_other(others, chunk)
+        _report_others(run, others, self.report)
 
-    def _write_long(self, cols: ScalarColumns) -> None:
-        if cols.rows:
-            self.guard(lambda: encode.write(cols.long_table(), self._file, with_header=False))
-            arrowpool.release()
+    @staticmethod
+    def stage_run(path: Path, run: Run, series: Iterable[Series], report: Report,
+                  options: Options) -> None:
+        """One run's rows, written on its own into the new file ``path`` (maybe in another
+        process), for :meth:`append_staged` to add: long-form rows depend on their run only."""
+        arrowpool.choose()
+        with open(path, "xb") as fh:
+            _write_long(fh, run, series, report, options.restarts == "keep-all")
+
+    def append_staged(self, path: Path, info, run_name: str) -> None:
+        self.guard(lambda: _append_file(self._file, path))
 
     def close(self) -> None:
         def finish():
@@ -91,3 +93,57 @@ class CsvWriter(Writer):
             except OSError:
                 pass
         self._out.abort()
+
+
+def _count_other(others: dict, chunk: Series) -> None:
+    entry = others.setdefault(chunk.tag, [chunk, 0])
+    entry[1] += len(chunk)
+
+
+def _report_others(run: Run, others: dict, report: Report) -> None:
+    """Every series that is not scalars is counted and reported."""
+    for tag, (chunk, n) in others.items():
+        what = chunk.metadata.plugin_name or chunk.data_class.name.lower()
+        hint = _OTHER_TOOLS.get(chunk.metadata.plugin_name)
+        report.add("not_in_table",
+                   f"{run.name}/{tag}: {n} {what} points are not scalars and are not in "
+                   f"the CSV" + (f" (see {hint})" if hint else ""),
+                   run=run.name, tag=tag, count=n)
+
+
+def _write_long(fh, run: Run, series: Iterable[Series], report: Report, mark_hidden: bool,
+                guard=lambda fn: fn()) -> None:
+    """A run's rows in long form, :data:`FLUSH_ROWS` at a time (``guard`` runs each write)."""
+    def flush(cols: ScalarColumns) -> None:
+        if cols.rows:
+            guard(lambda: encode.write(cols.long_table(), fh, with_header=False))
+            arrowpool.release()
+
+    cols = ScalarColumns(mark_hidden, report)
+    others: dict = {}
+    for chunk in series:
+        if not cols.add_chunk(chunk):
+            _count_other(others, chunk)
+        elif cols.rows >= FLUSH_ROWS:
+            flush(cols)
+            cols = ScalarColumns(mark_hidden, report)
+    flush(cols)
+    _report_others(run, others, report)
+
+
+def _append_file(fh, path: Path) -> None:
+    """The bytes of ``path`` at the end of the open file ``fh``."""
+    fh.flush()
+    with open(path, "rb") as src:
+        size = os.fstat(src.fileno()).st_size
+        sent, out = 0, fh.fileno()
+        try:
+            while sent < size:
+                n = os.sendfile(out, src.fileno(), sent, size - sent)
+                if n == 0:
+                    raise OSError(errno.EIO, f"{path}: the staged rows ended early")
+                sent += n
+        except (AttributeError, OSError) as exc:
+            if sent or getattr(exc, "errno", None) not in (errno.EINVAL, errno.ENOSYS, None):
+                raise
+            shutil.copyfileobj(src, fh, 1 << 20)

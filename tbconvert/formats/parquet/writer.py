@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -50,18 +51,28 @@ def parquet_writer(where) -> pq.ParquetWriter:
         store_schema=False)
 
 
-class _FileSink:
-    """One Parquet file being written: buffers record batches into byte-capped row groups."""
+def _pieces(batch: pa.RecordBatch):
+    """``(piece, Arrow bytes)`` of a batch cut to at most a row group each; a single point
+    larger than a row group is a piece of its own (a 72 MiB tensor is real data)."""
+    n = batch.num_rows
+    if n == 0:
+        return
+    size = batch.nbytes
+    if size <= S.ROW_GROUP_BYTES and n <= S.ROW_GROUP_ROWS:
+        yield batch, size
+        return
+    per = max(1, min(S.ROW_GROUP_ROWS, int(n * S.ROW_GROUP_BYTES / max(size, 1))))
+    for start in range(0, n, per):
+        piece = batch.slice(start, per)
+        yield piece, piece.nbytes
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._writer = parquet_writer(str(path))
-        self._buffer: list[pa.RecordBatch] = []
-        self._bytes = 0
-        self._rows = 0
+
+class _SeriesIds:
+    """The archive's series list, numbered in first-seen order."""
+
+    def __init__(self) -> None:
         self.runs: list[dict] = []
         self.series: list[dict] = []
-        self.row_groups: list[dict] = []
         self._series_ids: dict = {}
 
     def series_id(self, run_index: int, chunk: Series, kind: str, value_dtype) -> int:
@@ -74,22 +85,25 @@ class _FileSink:
             self.series.append(S.series_to_json(run_index, chunk.tag, kind, md, value_dtype))
         return sid
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        n = batch.num_rows
-        if n == 0:
-            return
-        size = batch.nbytes
-        if size <= S.ROW_GROUP_BYTES and n <= S.ROW_GROUP_ROWS:
-            self._add_slice(batch, size)
-            return
-        # Slices of about a row group each; a single point larger than a row group becomes a
-        # row group of its own (a 72 MiB tensor is real data).
-        per = max(1, min(S.ROW_GROUP_ROWS, int(n * S.ROW_GROUP_BYTES / max(size, 1))))
-        for start in range(0, n, per):
-            piece = batch.slice(start, per)
-            self._add_slice(piece, piece.nbytes)
 
-    def _add_slice(self, batch: pa.RecordBatch, size: int) -> None:
+class _FileSink(_SeriesIds):
+    """One Parquet file being written: buffers record batches into byte-capped row groups."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self._writer = parquet_writer(str(path))
+        self._buffer: list[pa.RecordBatch] = []
+        self._bytes = 0
+        self._rows = 0
+        self.row_groups: list[dict] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        for piece, size in _pieces(batch):
+            self.add_piece(piece, size)
+
+    def add_piece(self, batch: pa.RecordBatch, size: int) -> None:
+        """Add a batch of at most a row group (``size``: its Arrow bytes)."""
         n = batch.num_rows
         if self._bytes + size > S.ROW_GROUP_BYTES or self._rows + n > S.ROW_GROUP_ROWS:
             self.flush()
@@ -296,7 +310,62 @@ def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Se
         raise
 
 
-def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
+class _StagedRun(_SeriesIds):
+    """One run's record batches, as :class:`_FileSink` would take them, kept in an Arrow IPC
+    stream (dictionaries are replaced batch by batch, which only streams allow)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never another's
+        self._file = pa.OSFile(str(path), "wb")
+        self._stream = pa.ipc.new_stream(self._file, S.SCHEMA)
+        self.sizes: list[int] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        for piece, size in _pieces(batch):
+            self._stream.write_batch(piece)
+            self.sizes.append(size)
+
+    def close(self) -> None:
+        self._stream.close()
+        self._file.close()
+
+    def discard(self) -> None:
+        for closing in (self._stream.close, self._file.close):
+            try:
+                closing()
+            except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
+                pass
+
+
+def stage_run(path: Path, run: Run, series: Iterable[Series]) -> dict:
+    """One run written on its own into the new file ``path`` (maybe in another process),
+    for :meth:`ParquetWriter.append_staged` to add to a file: the work of turning points into
+    Arrow columns is done here, the encoding where the file is written."""
+    arrowpool.choose()
+    staged = _StagedRun(path)
+    try:
+        _write_into(staged, run, series)
+        staged.close()
+    except BaseException:
+        staged.discard()
+        raise
+    return {"run": staged.runs[0], "series": staged.series, "sizes": staged.sizes}
+
+
+def _renumbered(batch: pa.RecordBatch, offset: int) -> pa.RecordBatch:
+    """The batch with its series numbers moved up by ``offset`` (a staged run numbers its
+    series from 0)."""
+    if not offset:
+        return batch
+    i = batch.schema.get_field_index("series")
+    column = batch.column(i)
+    ids = np.frombuffer(column.buffers()[1], np.int32, count=column.offset + len(column))
+    moved = C.fixed(ids[column.offset:] + np.int32(offset), pa.int32())
+    return batch.set_column(i, batch.schema.field(i), moved)
+
+
+def _write_into(sink, run: Run, series: Iterable[Series]) -> None:
     run_index = len(sink.runs)
     sink.runs.append(S.run_to_json(run))
     for piece in series:
@@ -313,7 +382,7 @@ class ParquetWriter(Writer):
         super().__init__(path, options, report)
         arrowpool.choose()
         self.directory = not self.path.name.lower().endswith(SUFFIXES)
-        self.run_parts = "parquet" if self.directory else None
+        self.run_parts = "parquet" if self.directory else "staged"
         self.out = AtomicOutput(self.path, force=options.force, directory=self.directory)
         self._experiment = Experiment()
         self._sink: _FileSink | None = None
@@ -344,6 +413,26 @@ class ParquetWriter(Writer):
         """The name the next run's part gets; :meth:`adopt_part` lists it once written
         (by :func:`write_part`, maybe in another process)."""
         return part_name(len(self._parts), run)
+
+    @staticmethod
+    def stage_run(path: Path, run: Run, series: Iterable[Series], report: Report,
+                  options: Options) -> dict:
+        return stage_run(path, run, series)
+
+    def append_staged(self, path: Path, info: dict, run_name: str) -> None:
+        """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it."""
+        self.guard(lambda: self._append_staged(path, info))
+
+    def _append_staged(self, path: Path, info: dict) -> None:
+        sink = self._sink
+        run_index, offset = len(sink.runs), len(sink.series)
+        sink.runs.append(info["run"])
+        sink.series.extend(dict(s, run=run_index) for s in info["series"])
+        with pa.memory_map(str(path)) as source:
+            batches = pa.ipc.open_stream(source)
+            sizes = iter(info["sizes"])
+            for batch in batches:
+                sink.add_piece(_renumbered(batch, offset), next(sizes))
 
     def adopt_part(self, file: str, run: str) -> None:
         self._parts.append({"file": file, "run": run})
