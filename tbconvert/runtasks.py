@@ -43,6 +43,7 @@ class RunTask:
     writer: type = None       # the destination's writer class
     experiment: object = None  # parquet: the facts every part's footer holds
     part: str = ""            # parquet, staged: the part's file name
+    dest: str = ""            # staged: the output (named in errors; its staging files are not)
     run_dir: str = ""         # tfevents: the run's directory, relative to ``out``
     renamed: bool = False     # tfevents: the directory name differs from the run's
     host: str = ""            # tfevents: names the event file as this process would
@@ -163,7 +164,7 @@ def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str, 
     from tbconvert.output import removed_on_failure
     if task.kind == "staged":
         tmp = out / f".{task.part}{_TMP}{uuid.uuid4().hex[:12]}"
-        with removed_on_failure(lambda: tmp.unlink(missing_ok=True), out / task.part,
+        with removed_on_failure(lambda: tmp.unlink(missing_ok=True), task.dest,
                                 also=BaseException):
             info = task.writer.stage_run(tmp, run, chunks, report, task.options)
             os.replace(tmp, out / task.part)
@@ -250,7 +251,7 @@ def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None
             from tbconvert.formats.parquet.writer import part_name
             task.experiment, task.part = experiment, part_name(index, name)
         elif kind == "staged":
-            task.part = f"{index:05d}.run"
+            task.part, task.dest = f"{index:05d}.run", str(writer.path)
         else:
             task.run_dir, task.renamed = writer.claim_dir(name)
             task.host, task.pid = _host(), os.getpid()

@@ -442,3 +442,26 @@ def _die_on_two(item):
     if item == 2:
         os._exit(3)
     return item * 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dst", ["out.parquet", "out.csv"])
+def test_a_file_size_limit_while_staging_runs_is_one_clear_error(tmp_path_factory, tmp_path, dst):
+    """Runs staged by workers hit the limit there (the final file would too): one line naming
+    the output, exit 9, nothing left beside it, the staging directory included."""
+    import resource
+    src = tmp_path_factory.getbasetemp() / "jobs_big"
+    if not src.exists():
+        scalar_logdir(src, runs=4, points=600_000)
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (48 << 20, 48 << 20))
+    p = subprocess.run([*cli_argv(), "convert", str(src), str(tmp_path / dst), "--jobs", "2"],
+                       cwd=CLI_CWD, capture_output=True, env=cli_env(), preexec_fn=limit,
+                       timeout=300)
+    err = p.stderr.decode()
+    assert p.returncode == 9, err[-2000:]
+    assert err == f"tbconvert: error: {tmp_path / dst}: file-size limit reached; partial output " \
+                  "was removed\n", err
+    assert list(tmp_path.iterdir()) == []
