@@ -428,7 +428,9 @@ class ParquetWriter(Writer):
         run_index, offset = len(sink.runs), len(sink.series)
         sink.runs.append(info["run"])
         sink.series.extend(dict(s, run=run_index) for s in info["series"])
-        with pa.memory_map(str(path)) as source:
+        # Read, not mapped: the pages of a mapped run would count in this process's memory
+        # until the whole run is added.
+        with pa.OSFile(str(path), "rb") as source:
             batches = pa.ipc.open_stream(source)
             sizes = iter(info["sizes"])
             for batch in batches:
