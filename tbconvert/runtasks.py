@@ -288,40 +288,42 @@ def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None
 class _Appender:
     """Adds staged runs to a single-file output in run order, in a thread of its own, as
     their tasks finish: the writing overlaps the reading of later runs (the work of such a
-    writer, Arrow or HDF5 calls, mostly runs outside Python's lock)."""
+    writer, Arrow or HDF5 calls, mostly runs outside Python's lock).
+
+    No lock is shared with the calling thread: Ctrl-C can strike that thread anywhere, also
+    between taking a lock and the block that would release it, and this thread must still
+    be able to stop. Results are handed over in a dict (one item set at a time, which Python
+    does whole) and the thread looks for the next one every few milliseconds."""
+
+    POLL = 0.005
 
     def __init__(self, writer, tasks) -> None:
         import threading
         self.writer, self.tasks = writer, tasks
         self.ready: dict = {}
-        self.next = 0
         self.error: BaseException | None = None
         self.stopping = False
-        self.cond = threading.Condition()
         self.thread = threading.Thread(target=self._work, name="tbconvert-append", daemon=True)
         self.thread.start()
 
     def arrived(self, k: int, result: RunResult) -> None:
-        with self.cond:
-            if self.error is not None:
-                raise self.error
-            self.ready[k] = result
-            self.cond.notify()
+        if self.error is not None:
+            raise self.error
+        self.ready[k] = result
 
     def _work(self) -> None:
+        import time
         try:
-            while self.next < len(self.tasks):
-                with self.cond:
-                    while self.next not in self.ready and not self.stopping:
-                        self.cond.wait()
+            for k, task in enumerate(self.tasks):
+                while k not in self.ready:
                     if self.stopping:
                         return
-                    result = self.ready.pop(self.next)
-                self._append(self.tasks[self.next], result)
-                self.next += 1
+                    time.sleep(self.POLL)
+                if self.stopping:
+                    return
+                self._append(task, self.ready.pop(k))
         except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
-            with self.cond:
-                self.error = exc
+            self.error = exc
 
     def _append(self, task: RunTask, result: RunResult) -> None:
         path = Path(task.out) / task.part
@@ -333,9 +335,7 @@ class _Appender:
 
     def stop(self) -> None:
         """Stop after the run being added (the output is then given up)."""
-        with self.cond:
-            self.stopping = True
-            self.cond.notify()
+        self.stopping = True
         self.thread.join()
 
     def finish(self) -> None:
