@@ -255,3 +255,45 @@ def test_write_run_keeps_its_scratch_file_beside_the_output(tmp_path):
         assert len(_left(tmp_path)) == 1
     assert len(seen) == 2 and all(TMP_MARK in n for n in seen)
     assert _left(tmp_path) == ["o.h5"]
+
+
+def test_appending_to_an_archive_given_up_is_a_clear_error(tmp_path):
+    path, info = _staged_one(tmp_path)
+    w = open_writer(tmp_path / "o.h5")
+    w.abort()
+    with pytest.raises(OutputError, match="no longer being written"):
+        w.append_staged(path, info, "r")
+    assert _left(tmp_path) == []
+
+
+_STAGE_IN_CHILD = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from tbconvert.api import make_options, open_reader, selected_runs
+    from tbconvert.formats.hdf5.writer import Hdf5Writer
+    from tbconvert.report import Report
+    report, options = Report(), make_options()
+    staged = []
+    with open_reader(sys.argv[1], options=options, report=report) as reader:
+        for i, (run, chunks) in enumerate(selected_runs(reader, options, report, True)):
+            path = Path(sys.argv[2]) / f"{i}.run"
+            staged.append([str(path), Hdf5Writer.stage_run(path, run, chunks, report, options),
+                           run.name])
+    print(json.dumps(staged))
+""")
+
+
+def test_runs_staged_in_another_process_give_the_same_bytes(tmp_path):
+    import json
+    src = FIXTURES / "torch_logdir"
+    (tmp_path / "stage").mkdir()
+    p = subprocess.run([sys.executable, "-c", _STAGE_IN_CHILD, str(src), str(tmp_path / "stage")],
+                       cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    with tbconvert.open_reader(src) as reader, open_writer(tmp_path / "staged.h5") as w:
+        w.write_experiment(reader.experiment())
+        for path, info, name in json.loads(p.stdout):
+            w.append_staged(Path(path), info, name)
+    tbconvert.convert(src, tmp_path / "direct.h5")
+    assert _digest(tmp_path / "direct.h5") == _digest(tmp_path / "staged.h5")
+    assert list((tmp_path / "stage").iterdir()) == []

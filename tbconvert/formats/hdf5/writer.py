@@ -10,7 +10,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from tbconvert.errors import UnsupportedError
+from tbconvert.errors import OutputError, UnsupportedError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.hdf5 import schema, staged
 from tbconvert.formats.hdf5.rungroup import STR, check_run_name
@@ -91,6 +91,10 @@ class Hdf5Writer(Writer):
         """Copy the run staged in ``path`` (under ``run_name``, the name it was staged with)
         into the archive as its next run, then remove ``path``. Called in run order."""
         index = len(self._run_names)
+        if self._file is None:   # closed, or given up after a failure
+            Path(path).unlink(missing_ok=True)
+            raise OutputError(f"{self.path}: the archive is no longer being written; the run "
+                              f"{run_name!r} was not added")
         self.guard(lambda: staged.copy_staged(Path(path), info, run_name, self._file,
                                               schema.run_path(index), self._writing))
         self._run_names.append(run_name)
