@@ -297,3 +297,56 @@ def test_runs_staged_in_another_process_give_the_same_bytes(tmp_path):
     tbconvert.convert(src, tmp_path / "direct.h5")
     assert _digest(tmp_path / "direct.h5") == _digest(tmp_path / "staged.h5")
     assert list((tmp_path / "stage").iterdir()) == []
+
+
+_ONE_RUN = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tbconvert
+    from tbconvert.errors import OutputError
+    from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    rng = np.random.default_rng(1)
+    n = 200000
+    chunks = [ScalarSeries(run="r", tag=f"t{i}", metadata=md, steps=np.arange(n),
+                           wall_times=rng.random(n), hidden=None, values=rng.random(n))
+              for i in range(2)]
+    try:
+        with tbconvert.open_writer(sys.argv[1]) as w:
+            w.write_run(Run("r"), iter(chunks))
+    except OutputError as exc:
+        print("OutputError", exc)
+""")
+
+
+def _can_mount_tmpfs() -> bool:
+    import shutil
+    if not sys.platform.startswith("linux") or not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs a private tmpfs (unshare -Urm)")
+def test_a_disk_that_fills_while_a_run_is_copied_in_leaves_nothing(tmp_path):
+    """The scratch file fits, the archive beside it does not: the disk fills during the copy.
+    One clear error, and neither file is left."""
+    run = [sys.executable, "-c", _ONE_RUN]
+    p = subprocess.run([*run, str(tmp_path / "probe.h5")], cwd=CLI_CWD, env=cli_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and not p.stdout, p.stdout + p.stderr[-2000:]
+    size = (tmp_path / "probe.h5").stat().st_size
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    kib = (size * 3 // 2) // 1024    # room for the scratch file, not for it and the archive
+    script = (f'm="$1"; mount -t tmpfs -o size={kib}k tmpfs "$m" || exit 99; shift; "$@"; '
+              'rc=$?; echo "left: $(ls -A "$m")"; exit $rc')
+    p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", str(mnt), *run,
+                        str(mnt / "o.h5")], cwd=CLI_CWD, env=cli_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("OutputError ") and "disk is full" in lines[0], p.stdout
+    assert lines[-1] == "left: ", p.stdout
