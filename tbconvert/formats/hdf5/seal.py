@@ -23,7 +23,7 @@ MAGIC = b"tbconvert-hdf5-seal "
 _BLOCK = 8 << 20
 
 
-def _crc_of(fd: int, start: int) -> tuple[int, int]:
+def crc_of(fd: int, start: int) -> tuple[int, int]:
     """(CRC32C, byte count) of the file from ``start`` to its end."""
     import crc32c  # here, not at the top: sniffing a file only reads MAGIC
     crc, pos = 0, start
@@ -37,7 +37,7 @@ def _crc_of(fd: int, start: int) -> tuple[int, int]:
 
 def write_seal(fd: int) -> None:
     """Seal the finished archive open on ``fd``."""
-    crc, size = _crc_of(fd, USERBLOCK)
+    crc, size = crc_of(fd, USERBLOCK)
     line = MAGIC + json.dumps({"bytes": size, "crc32c": crc}).encode("ascii") + b"\n"
     os.pwrite(fd, line.ljust(USERBLOCK, b"\0"), 0)
 
@@ -69,7 +69,7 @@ def check_seal(path: Path) -> bool:
         facts = _read_seal(fd)
         if facts is None:
             return False
-        crc, size = _crc_of(fd, USERBLOCK)
+        crc, size = crc_of(fd, USERBLOCK)
     finally:
         os.close(fd)
     if size != facts["bytes"]:

@@ -11,8 +11,11 @@ the partial file. (Interrupts are held back by the writer, see tbconvert.interru
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+
+from tbconvert.interrupts import deferred
 
 
 class FailSafeFile:
@@ -104,3 +107,19 @@ class FailSafeFile:
     @property
     def closed(self) -> bool:
         return self._fd < 0
+
+
+@contextlib.contextmanager
+def writing(sink: FailSafeFile):
+    """HDF5 work on a file written through ``sink``, interrupts held back. Once a write
+    failed (a full disk), HDF5 reads back zeros and fails with its own misleading errors
+    ("filter returned failure during read"): the write error that started it is the one
+    raised."""
+    with deferred():
+        try:
+            yield
+        except Exception:
+            if sink.error is not None:
+                raise sink.error from None
+            raise
+        sink.check()
