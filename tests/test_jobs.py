@@ -350,7 +350,7 @@ def _event_files_by_name(out: Path) -> list:
                   for p in out.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "tfevents", "file.parquet", "file.csv"])
+@pytest.mark.parametrize("fmt", ["parquet", "tfevents", "file.parquet", "file.csv", "file.h5"])
 def test_a_run_that_cannot_be_read_costs_only_itself_in_tasks(fmt, tmp_path, monkeypatch):
     """One task per run (here in this process, so the failure can be staged): a run that
     cannot be read is reported and has no part; the later parts are numbered as one
@@ -382,7 +382,7 @@ def test_a_run_that_cannot_be_read_costs_only_itself_in_tasks(fmt, tmp_path, mon
         assert _event_files_by_name(tmp_path / "one") == _event_files_by_name(tmp_path / "two")
 
 
-@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".h5"])
 def test_staged_runs_give_the_bytes_of_one_writer(suffix, tmp_path, monkeypatch):
     """A single-file output from runs written apart (staged) and added in run order is the
     file one writer writes: row groups that span runs, series numbered across runs, big

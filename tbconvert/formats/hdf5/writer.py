@@ -33,7 +33,7 @@ class Hdf5Writer(Writer):
     keeps_hidden = True
     # Runs can be written apart (stage_run) and appended (append_staged); "staged" hands
     # them to workers, once the task runner takes single-file outputs.
-    run_parts = None
+    run_parts = "staged"
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)
