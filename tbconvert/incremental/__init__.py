@@ -267,10 +267,22 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")}))
+    flusher = None
     try:
-        results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
+        if scheduler is None and store is None:
+            # here, one run after another, each part flushed while the next runs are read
+            flusher = manifest.Flusher(dst)
+            results = []
+            for task in tasks:
+                results.append(sync_run(task))
+                if results[-1].part is not None and results[-1].state is not None:
+                    flusher.add(results[-1].part)
+        else:
+            results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
     except BaseException:
         # interrupted or failed before anything was committed: the parts written so far go
+        if flusher is not None:
+            flusher.close()
         manifest.remove_garbage(dst, marker)
         raise
     parts, runs_state = [], {}
@@ -311,10 +323,15 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                   "experiment": experiment, "parts": parts,
                   "sync": {"generation": generation, "runs": runs_state}}
     try:
-        manifest.publish(dst, [r.part for r in results
-                               if r.part is not None and r.state is not None])
+        written = [r.part for r in results if r.part is not None and r.state is not None]
+        if flusher is not None:
+            manifest.publish(dst, written, flusher)
+        else:
+            manifest.publish(dst, written)
         manifest.commit(dst, new_marker)
     except BaseException:
+        if flusher is not None:
+            flusher.close()
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
     manifest.remove_garbage(dst, new_marker)

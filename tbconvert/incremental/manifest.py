@@ -86,25 +86,60 @@ def commit(dst: Path, marker: dict) -> None:
     _fsync_dir(dst)
 
 
-def publish(dst: Path, parts: list[str]) -> None:
-    """Flush the parts a sync wrote to disk and give them their final names (the manifest,
-    committed next, names them)."""
-    from concurrent.futures import ThreadPoolExecutor
+def _flush(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
+
+class Flusher:
+    """Parts flushed to disk in the background, each as soon as its task has written it, so
+    that the disk works while the next runs are read (a sync's parts are small: waiting for
+    each in turn, or for all at the end, is most of what publishing costs)."""
+
+    THREADS = 4
+
+    def __init__(self, dst: Path) -> None:
+        self.dst = dst
+        self._pool = None
+        self._futures: list = []
+
+    def add(self, part: str) -> None:
+        from tbconvert.incremental.files import pending_name
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="tbconvert-flush")
+        self._futures.append(self._pool.submit(_flush, self.dst / pending_name(part)))
+
+    def wait(self) -> None:
+        """Every part added is on disk (OSError: one could not be flushed)."""
+        for future in self._futures:
+            future.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None:
+    """Flush the parts a sync wrote to disk and give them their final names (the manifest,
+    committed next, names them). ``flusher``: where they are being flushed already."""
     from tbconvert.errors import OutputError
     from tbconvert.incremental.files import pending_name
     from tbconvert.output import describe_os_error
 
-    def flush(part: str) -> None:
-        fd = os.open(dst / pending_name(part), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
     try:
-        # side by side: the file system commits them together instead of one after another
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(parts)))) as pool:
-            list(pool.map(flush, parts))
+        if flusher is None:
+            flusher = Flusher(dst)
+            for part in parts:
+                flusher.add(part)
+        try:
+            flusher.wait()
+        finally:
+            flusher.close()
     except OSError as exc:
         raise OutputError(describe_os_error(exc, dst)) from None
     for part in parts:
