@@ -58,7 +58,7 @@ def _watch(args, ui, options) -> int:
     from tbconvert.incremental.watch import sync_watch
 
     def told(r) -> None:
-        head = f"{args.dst}: round {r.number} ({r.seconds:.2f} s): "
+        head = f"{args.dst}: round {r.number} ({r.seconds:.3f} s): "
         if r.skipped is not None:
             ui.info(f"tbconvert: {head}skipped, another sync holds the dataset; trying again "
                     f"in {args.watch:g} s")
