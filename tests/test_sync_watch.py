@@ -136,6 +136,16 @@ def test_watch_quiet_and_errors_that_end_it(tmp_path):
     proc = _start(src, dst, "--watch", "soon")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "seconds" in err
+    # --strict: the first round that skipped data ends it, after committing that round
+    bad = Events(src / "b" / "events.out.tfevents.1.host")
+    bad.write(scalar(1))
+    with open(bad.path, "ab") as fh:
+        fh.write(b"\x07" * 40)                # damage between two complete records
+    bad.write(scalar(2))
+    proc = _start(src, dst, "--watch", "0.1", "--strict")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 8 and "--strict" in err and "round 1" in err, err
+    assert _leftovers(dst) == [] and _generation(dst) == 2
 
 
 def test_sync_watch_in_the_library(tmp_path):

@@ -257,7 +257,6 @@ def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:
 
 def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None,
                  survey: _Survey | None = None) -> None:
-    from tbconvert import cluster
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
@@ -304,6 +303,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                 if results[-1].part is not None and results[-1].state is not None:
                     flusher.add(results[-1].part)
         else:
+            from tbconvert import cluster
             results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
     except BaseException:
         # interrupted or failed before anything was committed: the parts written so far go
