@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import CLI_CWD, cli_argv, cli_env
-from test_sync import Events, check, scalar, tf2_tensor
+from test_sync import Events, check, full_rows, scalar, tf2_tensor
 
 import tbconvert
 from tbconvert.errors import UsageError
@@ -26,14 +26,14 @@ def _generation(dst: Path) -> int:
         return 0
 
 
-def _wait(what, proc, timeout: float = 60.0):
+def _wait(what, proc, timeout: float = 60.0, poll: float = 0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = what()
         if value:
             return value
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+        time.sleep(poll)
     raise AssertionError("the watching sync did not get there in time")
 
 
@@ -82,6 +82,32 @@ def test_watch_follows_a_growing_logdir_until_sigterm(tmp_path):
     assert err.strip().splitlines()[-1].startswith("tbconvert: error: terminated")
     assert _leftovers(dst) == []
     check(src, dst, tmp_path)
+
+
+def test_watch_stopped_during_a_round_keeps_the_last_complete_one(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(6)]
+    for ev in runs:
+        ev.write_many(scalar(s) for s in range(3000))
+    proc = _start(src, dst, "--watch", "0.1")
+    try:
+        first = _wait(lambda: _generation(dst), proc)
+        before = full_rows(dst)
+        for ev in runs:
+            ev.write_many(scalar(s) for s in range(3000, 6000))
+        # the next round is writing its parts
+        _wait(lambda: any(p.name.startswith("_pending-") for p in dst.iterdir()), proc,
+              poll=0.002)
+    finally:
+        code, err = _stop(proc)
+    assert code == 143 and "Traceback" not in err, err
+    assert _leftovers(dst) == []
+    if _generation(dst) == first:
+        assert full_rows(dst) == before
+    # else the signal came after that round's commit (which may have seen only some of the
+    # appends): the next sync completes it either way
+    tbconvert.sync(src, dst)
+    check(src, dst, tmp_path, view=False)
 
 
 def test_watch_skips_held_rounds_reports_failed_ones_and_stops_on_ctrl_c(tmp_path):
