@@ -99,10 +99,9 @@ class Flusher:
     that the disk works while the next runs are read (a sync's parts are small: waiting for
     each in turn, or for all at the end, is most of what publishing costs)."""
 
-    THREADS = 4
-
-    def __init__(self, dst: Path) -> None:
+    def __init__(self, dst: Path, threads: int = 4) -> None:
         self.dst = dst
+        self.threads = threads
         self._pool = None
         self._futures: list = []
 
@@ -110,7 +109,7 @@ class Flusher:
         from tbconvert.incremental.files import pending_name
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
-            self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="tbconvert-flush")
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="tbconvert-flush")
         self._futures.append(self._pool.submit(_flush, self.dst / pending_name(part)))
 
     def wait(self) -> None:
@@ -133,7 +132,8 @@ def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None
 
     try:
         if flusher is None:
-            flusher = Flusher(dst)
+            # all at once, side by side: the file system commits them together
+            flusher = Flusher(dst, threads=min(16, max(1, len(parts))))
             for part in parts:
                 flusher.add(part)
         try:
