@@ -60,22 +60,29 @@ def _fsync_dir(path: Path) -> None:
 
 def commit(dst: Path, marker: dict) -> None:
     """Replace the manifest with ``marker`` in one step (its digest added here)."""
+    import threading
+
     from tbconvert.errors import OutputError
     from tbconvert.formats.parquet import schema as S
     from tbconvert.output import describe_os_error
     marker = dict(marker)
     marker[S.MARKER_DIGEST] = S.marker_digest(marker)
-    # Every part the manifest names must be on disk before the manifest is.
-    _fsync_dir(dst)
+    # Every part the manifest names must be on disk (their renames too) before the manifest
+    # is: the directory is flushed while the draft is, side by side, both before the rename.
+    names_flushed = threading.Thread(target=_fsync_dir, args=(dst,), daemon=True)
+    names_flushed.start()
     tmp = dst / f"{_TMP_PREFIX}{os.getpid()}"
     try:
         # One compact string (json.dumps' C encoder; json.dump to a file encodes piece by
         # piece in Python): a dataset of many runs has a large manifest, written every sync.
         data = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            names_flushed.join()
         os.replace(tmp, dst / MARKER_FILE)
     except OSError as exc:
         try:
