@@ -192,5 +192,7 @@ def test_sync_watch_in_the_library(tmp_path):
     assert len(rows) == 3
     tbconvert.sync(src, dst)
     check(src, dst, tmp_path, view=False)
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="directory dataset"):
         tbconvert.sync_watch(src, tmp_path / "x.parquet", 0.0, rounds=2, sleep=grow)
+    with pytest.raises(UsageError, match="0 seconds or more"):
+        tbconvert.sync_watch(src, dst, -1, rounds=1)

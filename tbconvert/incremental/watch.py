@@ -70,7 +70,7 @@ def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | No
     """
     from tbconvert.incremental import sync
     if not every >= 0:
-        raise UsageError(f"--watch {every}: the pause between rounds must be 0 seconds or more")
+        raise UsageError(f"{every!r}: the pause between sync rounds must be 0 seconds or more")
     number = 0
     while rounds is None or number < rounds:
         number += 1
