@@ -23,6 +23,7 @@ _WHERE = {
                         "ScalarSeries", "TensorSeries"),
     "tbconvert.report": ("Issue", "Report"),
     "tbconvert.incremental": ("sync",),
+    "tbconvert.incremental.watch": ("sync_watch",),
     "tbconvert.tables": ("Data", "audio", "audio_table", "extract_media", "hparams",
                          "hparams_table", "histograms", "histograms_table", "images",
                          "images_table", "open_image", "read", "scalars", "scalars_table",

@@ -498,6 +498,45 @@ def test_nothing_new_loads_neither_numpy_nor_pyarrow(tmp_path):
     assert proc.stdout.strip() == "[]"
 
 
+def test_sync_command_with_new_scalars_loads_neither_pandas_nor_protobuf_events(tmp_path):
+    """The command's start-up is most of a small sync: what it does not need stays unloaded."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(5))
+    sync(src, dst)
+    a.write_many(scalar(s) for s in range(5, 300))
+    code = ("import sys; from tbconvert.cli import main; code = main(sys.argv[1:]); "
+            "print(code, sorted(m for m in ('pandas', 'tensorboard.compat.proto.event_pb2') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code, "sync", str(src), str(dst)], check=False,
+                          env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0 []", proc.stdout + proc.stderr
+    assert "1 extended" in proc.stderr
+    check(src, dst, tmp_path, view=False)
+
+
+def test_new_records_checked_one_by_one_find_a_damaged_payload(tmp_path):
+    """A sync's new records come in groups of a few hundred of one length, whose payload
+    checksums are taken one record at a time: a flipped byte in one is still found."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s, tags=("loss",)) for s in range(10))
+    sync(src, dst)
+    at = a.path.stat().st_size
+    a.write_many(scalar(s, tags=("loss",)) for s in range(10, 610))
+    data = bytearray(a.path.read_bytes())
+    one = len(records.frame(scalar(300, tags=("loss",)).SerializeToString()))
+    data[at + 290 * one + 20] ^= 0x40          # inside the payload of new record 290
+    a.path.write_bytes(bytes(data))
+    r = sync(src, dst)
+    assert [i.kind for i in r.issues] == ["corrupt_record"], r.issues
+    assert r.points["scalar"] == 599
+    full = tmp_path / "full"
+    tbconvert.convert(src, full, to_format="parquet")
+    assert full_rows(dst) == full_rows(full)
+
+
 def test_reading_resumes_at_a_record_boundary(tmp_path):
     """scan_file(start=...) finds exactly the records a whole scan finds after that offset,
     and a reader told to leave a cut-off last record for later does not report it."""

@@ -177,7 +177,7 @@ class _PipeSafe:
 
 
 # Commands that read and write through the model only (the table commands build DataFrames).
-_WITHOUT_PANDAS = frozenset({"convert", "info", "verify", "tbdev-export"})
+_WITHOUT_PANDAS = frozenset({"convert", "info", "verify", "tbdev-export", "sync"})
 
 
 @contextlib.contextmanager

@@ -9,25 +9,66 @@ HELP = ("bring the Parquet directory dataset DST up to date with the logdir SRC,
         "only what is new")
 
 
+def _seconds(text: str) -> float:
+    import argparse
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give the pause in seconds, 0 or more")
+    return value
+
+
 def add_arguments(p) -> None:
     from tbconvert.cli.common import add_storage
     p.add_argument("src", metavar="SRC", help="event-file logdir (growing), a path or URL")
     p.add_argument("dst", metavar="DST", help="Parquet directory dataset (created if missing), "
                    "a path or a URL such as s3://bucket/dataset")
+    p.add_argument("--watch", type=_seconds, metavar="SECONDS",
+                   help="keep syncing: sync, wait SECONDS, sync again... until Ctrl-C or "
+                        "SIGTERM, in one process (a line per round on stderr; a round whose "
+                        "dataset another sync holds is skipped, one that fails is reported "
+                        "and the next one tries again)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="read the runs on the workers of this dask.distributed scheduler "
                         "(tcp://host:8786); they must see SRC and DST at the same paths")
     p.add_argument("--break-lock", action="store_true",
                    help="take the dataset's lock even if the sync holding it looks alive")
     p.add_argument("--strict", action="store_true",
-                   help="exit with code 8 if any data was skipped")
+                   help="exit with code 8 if any data was skipped (with --watch: after the "
+                        "first round that skipped any)")
     add_storage(p)
 
 
 def run(args, ui) -> int:
     from tbconvert.incremental import sync
     from tbconvert.remote.urls import parse_storage_options
-    report = sync(args.src, args.dst, scheduler=args.scheduler, break_lock=args.break_lock,
-                  storage_options=parse_storage_options(args.storage_option))
+    options = {"scheduler": args.scheduler,
+               "storage_options": parse_storage_options(args.storage_option)}
+    if args.watch is not None:
+        return _watch(args, ui, options)
+    report = sync(args.src, args.dst, break_lock=args.break_lock, **options)
     ui.info(f"tbconvert: {args.dst}: {report.summary()}")
     return finish(args, ui, report)
+
+
+def _watch(args, ui, options) -> int:
+    from tbconvert.incremental.watch import sync_watch
+
+    def told(r) -> None:
+        head = f"{args.dst}: round {r.number} ({r.seconds:.3f} s): "
+        if r.skipped is not None:
+            ui.info(f"tbconvert: {head}skipped, another sync holds the dataset; trying again "
+                    f"in {args.watch:g} s")
+        elif r.error is not None:
+            # an error of this round only: said even with -q, and the next round goes on
+            ui.error(f"{head}{r.error.cli_message()}; trying again in {args.watch:g} s")
+        else:
+            ui.info(f"tbconvert: {head}{r.report.summary()}")
+            finish(args, ui, r.report)
+
+    sync_watch(args.src, args.dst, args.watch, on_round=told, break_lock=args.break_lock,
+               **options)
+    return 0

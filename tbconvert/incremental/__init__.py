@@ -83,8 +83,9 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
         return report
     _prepare_destination(dst)
     with Lock(dst, report, break_lock=break_lock):
-        if not _nothing_new(src, dst, report):
-            _sync_locked(src, dst, scheduler, report)
+        survey = _survey(src, dst)
+        if not _nothing_new(survey, report):
+            _sync_locked(src, dst, scheduler, report, survey=survey)
     report.outputs.append(str(dst))
     return report
 
@@ -136,8 +137,10 @@ def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
             if kind == "tbdev":
                 from tbconvert.incremental import exports
                 exports.sync_experiment(src, store.stage, report, store=store)
-            elif not _nothing_new(src, store.stage, report):
-                _sync_locked(src, store.stage, None, report, store=store)
+            else:
+                survey = _survey(src, store.stage)
+                if not _nothing_new(survey, report):
+                    _sync_locked(src, store.stage, None, report, store=store, survey=survey)
     except BaseException:
         store.abort()
         raise
@@ -203,10 +206,22 @@ def _prepare_destination(dst: Path) -> None:
         raise OutputError(describe_os_error(exc, dst)) from None
 
 
-def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
-    """Whether the dataset is up to date, told from the manifest and the files' sizes and
-    checksums alone (no numpy, no pyarrow: a sync run often, finding nothing, stays cheap).
-    Anything unusual answers False, and the full path looks again and reports it."""
+@dataclass
+class _Survey:
+    """What the manifest and one listing of the source say, before anything is read."""
+
+    generation: int
+    runs: list                  # (name, event files) as the source lists them
+    plans: dict                 # per run name: plan_files' answer (why read whole, reads)
+    same_runs: bool             # the source's runs are the dataset's
+    sidecar: bool               # the source has experiment facts (compared on the full path)
+
+
+def _survey(src: Path, dst: Path) -> _Survey | None:
+    """The listing and every run's plan, told from the manifest and the files' sizes and
+    checksums alone (no numpy, no pyarrow: a sync run often, finding nothing, stays cheap);
+    the sync then neither lists nor checks the files again. None when anything is unusual:
+    the full path looks again and reports it."""
     import json
 
     from tbconvert.formats.tfevents import event_files
@@ -216,26 +231,32 @@ def _nothing_new(src: Path, dst: Path, report: SyncReport) -> bool:
         state = marker["sync"]
         known, generation = state["runs"], state["generation"]
         if not isinstance(known, dict) or not isinstance(generation, int):
-            return False
-        if src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists():
-            return False        # its facts may have changed: the full path compares them
+            return None
         problems = []
         runs = event_files.discover(src, lambda kind, msg: problems.append(kind))
-        if problems or sorted(_stored_name(n) for n, _ in runs) != sorted(known):
-            return False
-        for name, files in runs:
-            why, reads = plan_files(files, known[_stored_name(name)])
-            if why is not None or reads:
-                return False
+        if problems:
+            return None
+        stored = [_stored_name(n) for n, _ in runs]
+        plans = {name: plan_files(files, known.get(key))
+                 for (name, files), key in zip(runs, stored, strict=True)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+    return _Survey(generation, runs, plans, sorted(stored) == sorted(known),
+                   src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists())
+
+
+def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:
+    """Whether the dataset is up to date (the survey found no run, file or byte to read)."""
+    if survey is None or survey.sidecar or not survey.same_runs or any(
+            why is not None or reads for why, reads in survey.plans.values()):
         return False
-    report.generation = generation
-    report.runs = report.runs_unchanged = len(runs)
+    report.generation = survey.generation
+    report.runs = report.runs_unchanged = len(survey.runs)
     return True
 
 
-def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None) -> None:
-    from tbconvert import cluster
+def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None,
+                 survey: _Survey | None = None) -> None:
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
@@ -250,7 +271,10 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     generation = state["generation"] + 1
     report.generation = generation
     source = TfeventsReader(src, Options(), report)
-    runs = source.runs() if src.exists() else []
+    if survey is not None and survey.generation == state["generation"]:
+        runs, plans = survey.runs, survey.plans
+    else:
+        runs, plans = (source.runs() if src.exists() else []), {}
     experiment = S.experiment_to_json(source.experiment())
     known = state["runs"]      # keyed by the name the dataset stores (see _stored_name)
     indices = {name: s["index"] for name, s in known.items()}
@@ -266,11 +290,25 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             name=name, logdir=str(src), files=[str(f) for f in files], dst=str(dst),
             part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
-                                                  if k not in ("index", "parts")}))
+                                                  if k not in ("index", "parts")},
+            plan=plans.get(name)))
+    flusher = None
     try:
-        results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
+        if scheduler is None and store is None:
+            # here, one run after another, each part flushed while the next runs are read
+            flusher = manifest.Flusher(dst)
+            results = []
+            for task in tasks:
+                results.append(sync_run(task))
+                if results[-1].part is not None and results[-1].state is not None:
+                    flusher.add(results[-1].part)
+        else:
+            from tbconvert import cluster
+            results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
     except BaseException:
         # interrupted or failed before anything was committed: the parts written so far go
+        if flusher is not None:
+            flusher.close()
         manifest.remove_garbage(dst, marker)
         raise
     parts, runs_state = [], {}
@@ -311,10 +349,15 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                   "experiment": experiment, "parts": parts,
                   "sync": {"generation": generation, "runs": runs_state}}
     try:
-        manifest.publish(dst, [r.part for r in results
-                               if r.part is not None and r.state is not None])
+        written = [r.part for r in results if r.part is not None and r.state is not None]
+        if flusher is not None:
+            manifest.publish(dst, written, flusher)
+        else:
+            manifest.publish(dst, written)
         manifest.commit(dst, new_marker)
     except BaseException:
+        if flusher is not None:
+            flusher.close()
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
     manifest.remove_garbage(dst, new_marker)

@@ -3,6 +3,7 @@ pyarrow: a sync that finds nothing new never loads them)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import crc32c
@@ -12,11 +13,9 @@ HEAD_BYTES = 4096
 PENDING_PREFIX = "_pending-"
 
 
-def _crc_at(path: Path, offset: int, length: int) -> str | None:
+def _crc_in(fh, offset: int, length: int) -> str | None:
     try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(length)
+        data = os.pread(fh.fileno(), length, offset)
     except OSError:
         return None
     if len(data) != length:
@@ -26,28 +25,43 @@ def _crc_at(path: Path, offset: int, length: int) -> str | None:
 
 def file_entry(path: Path, size: int, end: int, last) -> dict:
     head = min(HEAD_BYTES, end)
-    entry = {"name": path.name, "size": size, "end": end,
-             "head": _crc_at(path, 0, head) if head else f"{0:08x}", "last": None}
-    if last is not None:
-        entry["last"] = [last[0], last[1], _crc_at(path, last[0], last[1])]
+    entry = {"name": path.name, "size": size, "end": end, "head": f"{0:08x}", "last": None}
+    try:
+        fh = open(path, "rb")
+    except OSError:
+        fh = None
+    try:
+        if head:
+            entry["head"] = None if fh is None else _crc_in(fh, 0, head)
+        if last is not None:
+            entry["last"] = [last[0], last[1], None if fh is None else _crc_in(fh, *last)]
+    finally:
+        if fh is not None:
+            fh.close()
     return entry
 
 
-def _changed(path: Path, entry: dict) -> str | None:
-    """Why ``path`` is not the file archived as ``entry`` plus appended bytes (None: it is)."""
+def _changed(path: Path, entry: dict) -> tuple[str | None, int]:
+    """Why ``path`` is not the file archived as ``entry`` plus appended bytes (None: it is),
+    and its size; the file is opened once for both of its checksums."""
     try:
-        size = path.stat().st_size
+        fh = open(path, "rb")
     except OSError as exc:
-        return f"{path.name} cannot be read ({exc.strerror})"
-    if size < entry["end"]:
-        return f"{path.name} was truncated"
-    head = min(HEAD_BYTES, entry["end"])
-    if head and _crc_at(path, 0, head) != entry["head"]:
-        return f"{path.name} was replaced or rewritten"
-    last = entry.get("last")
-    if last is not None and _crc_at(path, last[0], last[1]) != last[2]:
-        return f"{path.name} was rewritten"
-    return None
+        return f"{path.name} cannot be read ({exc.strerror})", 0
+    with fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+        except OSError as exc:
+            return f"{path.name} cannot be read ({exc.strerror})", 0
+        if size < entry["end"]:
+            return f"{path.name} was truncated", size
+        head = min(HEAD_BYTES, entry["end"])
+        if head and _crc_in(fh, 0, head) != entry["head"]:
+            return f"{path.name} was replaced or rewritten", size
+        last = entry.get("last")
+        if last is not None and _crc_in(fh, last[0], last[1]) != last[2]:
+            return f"{path.name} was rewritten", size
+    return None, size
 
 
 def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, int]]]:
@@ -62,10 +76,10 @@ def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, 
         return "its event files were removed, renamed or one sorts before archived ones", whole
     reads = []
     for i, (path, entry) in enumerate(zip(files, archived, strict=False)):
-        why = _changed(path, entry)
+        why, size = _changed(path, entry)
         if why is not None:
             return why, whole
-        if path.stat().st_size != entry["size"]:
+        if size != entry["size"]:
             if i != len(archived) - 1:
                 return f"{path.name} grew but is not the run's last event file", whole
             reads.append((path, entry["end"]))

@@ -60,22 +60,29 @@ def _fsync_dir(path: Path) -> None:
 
 def commit(dst: Path, marker: dict) -> None:
     """Replace the manifest with ``marker`` in one step (its digest added here)."""
+    import threading
+
     from tbconvert.errors import OutputError
     from tbconvert.formats.parquet import schema as S
     from tbconvert.output import describe_os_error
     marker = dict(marker)
     marker[S.MARKER_DIGEST] = S.marker_digest(marker)
-    # Every part the manifest names must be on disk before the manifest is.
-    _fsync_dir(dst)
+    # Every part the manifest names must be on disk (their renames too) before the manifest
+    # is: the directory is flushed while the draft is, side by side, both before the rename.
+    names_flushed = threading.Thread(target=_fsync_dir, args=(dst,), daemon=True)
+    names_flushed.start()
     tmp = dst / f"{_TMP_PREFIX}{os.getpid()}"
     try:
         # One compact string (json.dumps' C encoder; json.dump to a file encodes piece by
         # piece in Python): a dataset of many runs has a large manifest, written every sync.
         data = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        finally:
+            names_flushed.join()
         os.replace(tmp, dst / MARKER_FILE)
     except OSError as exc:
         try:
@@ -86,25 +93,60 @@ def commit(dst: Path, marker: dict) -> None:
     _fsync_dir(dst)
 
 
-def publish(dst: Path, parts: list[str]) -> None:
-    """Flush the parts a sync wrote to disk and give them their final names (the manifest,
-    committed next, names them)."""
-    from concurrent.futures import ThreadPoolExecutor
+def _flush(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
+
+class Flusher:
+    """Parts flushed to disk in the background, each as soon as its task has written it, so
+    that the disk works while the next runs are read (a sync's parts are small: waiting for
+    each in turn, or for all at the end, is most of what publishing costs)."""
+
+    def __init__(self, dst: Path, threads: int = 4) -> None:
+        self.dst = dst
+        self.threads = threads
+        self._pool = None
+        self._futures: list = []
+
+    def add(self, part: str) -> None:
+        from tbconvert.incremental.files import pending_name
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="tbconvert-flush")
+        self._futures.append(self._pool.submit(_flush, self.dst / pending_name(part)))
+
+    def wait(self) -> None:
+        """Every part added is on disk (OSError: one could not be flushed)."""
+        for future in self._futures:
+            future.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None:
+    """Flush the parts a sync wrote to disk and give them their final names (the manifest,
+    committed next, names them). ``flusher``: where they are being flushed already."""
     from tbconvert.errors import OutputError
     from tbconvert.incremental.files import pending_name
     from tbconvert.output import describe_os_error
 
-    def flush(part: str) -> None:
-        fd = os.open(dst / pending_name(part), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
     try:
-        # side by side: the file system commits them together instead of one after another
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(parts)))) as pool:
-            list(pool.map(flush, parts))
+        if flusher is None:
+            # all at once, side by side: the file system commits them together
+            flusher = Flusher(dst, threads=min(16, max(1, len(parts))))
+            for part in parts:
+                flusher.add(part)
+        try:
+            flusher.wait()
+        finally:
+            flusher.close()
     except OSError as exc:
         raise OutputError(describe_os_error(exc, dst)) from None
     for part in parts:

@@ -45,6 +45,7 @@ class RunTask:
     part: str               # the part file this task may write (no manifest names it yet)
     experiment: dict        # for the part's own metadata
     state: dict | None      # the run's state in the manifest (None: a new run)
+    plan: tuple | None = None   # plan_files' answer for files and state, when already known
 
 
 @dataclass
@@ -145,7 +146,7 @@ def _write(task: RunTask, run: Run, series, report: Report, tags: dict) -> int:
 
 
 def _sync_run(task: RunTask, report: Report) -> RunResult:
-    why, reads = plan_files(task.files, task.state)
+    why, reads = task.plan if task.plan is not None else plan_files(task.files, task.state)
     if why is None and not reads:
         return RunResult(task.name, task.state, report=report)
     reader = _reader(task, report)

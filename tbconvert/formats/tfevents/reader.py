@@ -330,9 +330,11 @@ class TfeventsReader(Reader):
         state.last = (block.offset + int(starts[-1]) - records.HEADER,
                       int(lengths[-1]) + records.HEADER + records.FOOTER)
         state.end = sum(state.last)
-        event_cls = _event_class()
         columns, rest = summary_templates.decode(buf, starts, lengths)
         blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)
+        # protobuf's Event class (costly to import) only for what the bulk
+        # decoders left: a sync of appended scalars never needs it
+        event_cls = _event_class() if len(rest) else None
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         for i in rest.tolist():
             s, n = int(starts[i]), int(lengths[i])

@@ -1,0 +1,93 @@
+"""Syncing again and again in one process: ``tbconvert sync SRC DST --watch SECONDS``.
+
+A training job's archive keeps up without paying the interpreter's start-up and the
+imports on every sync. Each round is one complete :func:`~tbconvert.incremental.sync`: it
+takes the dataset's lock and releases it, so another sync (or a reader following the
+manifest) sees the dataset between rounds exactly as after a single sync. A round whose
+lock is held elsewhere is skipped; a round that fails on its input (the logdir not there
+yet, a damaged manifest being repaired) is reported and the next round tries again.
+Errors that waiting cannot cure (a destination that is not a dataset, a missing package)
+end the loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tbconvert.errors import (
+    MissingDependencyError,
+    OutputExistsError,
+    TbconvertError,
+    UnsupportedError,
+    UsageError,
+)
+from tbconvert.incremental.lock import SyncLocked
+
+__all__ = ["Round", "sync_watch"]
+
+
+@dataclass
+class Round:
+    """What one round of :func:`sync_watch` did."""
+
+    number: int
+    seconds: float                      # how long the round took
+    report: object | None = None        # its SyncReport, when the round ran
+    skipped: str | None = None          # why it did not run (another sync holds the dataset)
+    error: TbconvertError | None = None  # why it failed (the loop goes on)
+
+
+def _lasting(exc: TbconvertError) -> bool:
+    """Whether the error stays whatever the next round finds (the loop then ends)."""
+    if isinstance(exc, SyncLocked):
+        return False
+    return isinstance(exc, (UsageError, OutputExistsError, MissingDependencyError,
+                            UnsupportedError))
+
+
+def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | None = None,
+               rounds: int | None = None, break_lock: bool = False,
+               sleep: Callable[[float], None] = time.sleep, **options) -> int:
+    """Sync ``src`` into ``dst`` every ``every`` seconds; the number of rounds run.
+
+    Example::
+
+        def told(r):
+            print(r.number, r.skipped or r.error or r.report.summary())
+        tbconvert.sync_watch("logs/", "archive/", 60, on_round=told)   # until Ctrl-C
+
+    ``every`` counts from the end of one round to the start of the next. ``on_round``
+    hears every round (a :class:`Round`). ``rounds``: stop after that many (None: until
+    ``KeyboardInterrupt``, which ends it as it ends a single sync: the dataset is as the
+    last complete round left it). ``break_lock`` holds for the first round only: a lock
+    found later belongs to another sync that started meanwhile. ``options`` go to
+    :func:`~tbconvert.incremental.sync`.
+    Errors that no later round can cure (a usage error, a destination that is not a
+    dataset, a missing package) are raised; other errors of a round are handed to
+    ``on_round`` and the next round runs.
+    """
+    from tbconvert.incremental import sync
+    if not every >= 0:
+        raise UsageError(f"{every!r}: the pause between sync rounds must be 0 seconds or more")
+    number = 0
+    while rounds is None or number < rounds:
+        number += 1
+        t0 = time.perf_counter()
+        done = Round(number, 0.0)
+        try:
+            done.report = sync(src, dst, break_lock=break_lock and number == 1, **options)
+        except SyncLocked as exc:
+            done.skipped = str(exc)
+        except TbconvertError as exc:
+            if _lasting(exc):
+                raise
+            done.error = exc
+        done.seconds = time.perf_counter() - t0
+        if on_round is not None:
+            on_round(done)
+        if rounds is not None and number >= rounds:
+            break
+        sleep(every)
+    return number

@@ -1,0 +1,198 @@
+"""``tbconvert sync --watch``: one process syncing round after round, stopped by a signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers import CLI_CWD, cli_argv, cli_env
+from test_sync import Events, check, full_rows, scalar, tf2_tensor
+
+import tbconvert
+from tbconvert.errors import UsageError
+from tbconvert.incremental.lock import LOCK_FILE
+
+
+def _generation(dst: Path) -> int:
+    try:
+        return json.loads((dst / "_tbconvert.json").read_text())["sync"]["generation"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def _wait(what, proc, timeout: float = 60.0, poll: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(poll)
+    raise AssertionError("the watching sync did not get there in time")
+
+
+def _start(*args) -> subprocess.Popen:
+    return subprocess.Popen([*cli_argv(), "sync", *map(str, args)], cwd=CLI_CWD, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _stop(proc: subprocess.Popen, signum=signal.SIGTERM) -> tuple[int, str]:
+    os.kill(proc.pid, signum)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def _leftovers(dst: Path) -> list[str]:
+    return sorted(p.name for p in dst.iterdir()
+                  if p.name == LOCK_FILE or p.name.startswith(("_pending-", "_tbconvert.json.tmp")))
+
+
+@pytest.mark.e2e
+def test_watch_follows_a_growing_logdir_until_sigterm(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(20))
+    proc = _start(src, dst, "--watch", "0.2")
+    try:
+        first = _wait(lambda: _generation(dst), proc)
+        a.write_many(scalar(s) for s in range(20, 45))          # the run's file grew
+        b = Events(src / "b" / "events.out.tfevents.2.host")    # and a run was added
+        b.write(tf2_tensor(0, first=True))
+        b.write_many(scalar(s) for s in range(5))
+        _wait(lambda: _generation(dst) > first and len(
+            json.loads((dst / "_tbconvert.json").read_text())["sync"]["runs"]) == 2, proc)
+        # a round with nothing new commits nothing: the generation stays
+        time.sleep(0.6)
+        settled = _generation(dst)
+        time.sleep(0.6)
+        assert _generation(dst) == settled
+    finally:
+        code, err = _stop(proc)
+    assert code == 143, err
+    assert "Traceback" not in err
+    rounds = [line for line in err.splitlines() if ": round " in line]
+    assert len(rounds) >= 3 and "1 run(s) added" in rounds[0], err
+    assert any("1 run(s) added, 1 extended" in line for line in rounds), err
+    assert err.strip().splitlines()[-1].startswith("tbconvert: error: terminated")
+    assert _leftovers(dst) == []
+    check(src, dst, tmp_path)
+
+
+def test_watch_stopped_during_a_round_keeps_the_last_complete_one(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(6)]
+    for ev in runs:
+        ev.write_many(scalar(s) for s in range(3000))
+    proc = _start(src, dst, "--watch", "0.1")
+    try:
+        first = _wait(lambda: _generation(dst), proc)
+        before = full_rows(dst)
+        for ev in runs:
+            ev.write_many(scalar(s) for s in range(3000, 6000))
+        # the next round is writing its parts
+        _wait(lambda: any(p.name.startswith("_pending-") for p in dst.iterdir()), proc,
+              poll=0.002)
+    finally:
+        code, err = _stop(proc)
+    assert code == 143 and "Traceback" not in err, err
+    assert _leftovers(dst) == []
+    if _generation(dst) == first:
+        assert full_rows(dst) == before
+    # else the signal came after that round's commit (which may have seen only some of the
+    # appends): the next sync completes it either way
+    tbconvert.sync(src, dst)
+    check(src, dst, tmp_path, view=False)
+
+
+def test_watch_skips_held_rounds_reports_failed_ones_and_stops_on_ctrl_c(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    # the logdir is not there yet (training not started): rounds fail, the loop goes on
+    proc = _start(src, dst, "--watch", "0.1")
+    sleeper = None
+    try:
+        time.sleep(1.0)
+        assert proc.poll() is None
+        Events(src / "a" / "events.out.tfevents.1.host").write_many(
+            scalar(s) for s in range(10))
+        _wait(lambda: _generation(dst), proc)
+        # another (live) sync holds the dataset: rounds are skipped, not errors
+        sleeper = subprocess.Popen(["sleep", "60"])
+        (dst / LOCK_FILE).write_text(json.dumps(
+            {"host": socket.gethostname(), "pid": sleeper.pid, "time": time.time()}))
+        time.sleep(0.6)
+        (dst / LOCK_FILE).unlink()
+        code, err = _stop(proc, signal.SIGINT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait()
+    assert code == 130, err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert any("round 1" in line and "no such file or directory; trying again" in line
+               for line in lines), err
+    assert any("skipped, another sync holds the dataset" in line for line in lines), err
+    assert _leftovers(dst) == []
+    check(src, dst, tmp_path, view=False)
+
+
+def test_watch_quiet_and_errors_that_end_it(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    proc = _start(src, dst, "--watch", "0.1", "-q")
+    try:
+        _wait(lambda: _generation(dst), proc)
+        time.sleep(0.3)
+    finally:
+        code, err = _stop(proc)
+    assert code == 143 and err.strip() == "tbconvert: error: terminated; partial output was removed"
+    # what no later round can change ends the command at once
+    proc = _start(src, tmp_path / "x.parquet", "--watch", "0.1")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "directory dataset" in err
+    proc = _start(src, dst, "--watch", "soon")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "seconds" in err
+    # --strict: the first round that skipped data ends it, after committing that round
+    bad = Events(src / "b" / "events.out.tfevents.1.host")
+    bad.write(scalar(1))
+    with open(bad.path, "ab") as fh:
+        fh.write(b"\x07" * 40)                # damage between two complete records
+    bad.write(scalar(2))
+    proc = _start(src, dst, "--watch", "0.1", "--strict")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 8 and "--strict" in err and "round 1" in err, err
+    assert _leftovers(dst) == [] and _generation(dst) == 2
+
+
+def test_sync_watch_in_the_library(tmp_path):
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(10))
+    seen = []
+
+    def grow(seconds):
+        a.write_many(scalar(s) for s in range(10 + 5 * len(seen), 15 + 5 * len(seen)))
+
+    n = tbconvert.sync_watch(src, dst, 0.0, rounds=3, sleep=grow, on_round=seen.append)
+    assert n == 3 and [r.number for r in seen] == [1, 2, 3]
+    assert [r.report.generation for r in seen] == [1, 2, 3]
+    assert all(r.error is None and r.skipped is None and r.seconds >= 0 for r in seen)
+    a.write(scalar(100))            # grown after the last round: not in yet
+    rows = {p["file"] for p in json.loads((dst / "_tbconvert.json").read_text())["parts"]}
+    assert len(rows) == 3
+    tbconvert.sync(src, dst)
+    check(src, dst, tmp_path, view=False)
+    with pytest.raises(UsageError, match="directory dataset"):
+        tbconvert.sync_watch(src, tmp_path / "x.parquet", 0.0, rounds=2, sleep=grow)
+    with pytest.raises(UsageError, match="0 seconds or more"):
+        tbconvert.sync_watch(src, dst, -1, rounds=1)
