@@ -92,3 +92,12 @@ def on_path(*dirs: Path) -> None:
     for d in dirs:
         if str(d) not in sys.path:
             sys.path.insert(0, str(d))
+
+
+def can_mount_tmpfs() -> bool:
+    """Whether this user can mount a private tmpfs (``unshare -Urm``): a real small disk."""
+    if not sys.platform.startswith("linux") or not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CLI_CWD, FIXTURES, cli_env
+from helpers import CLI_CWD, FIXTURES, can_mount_tmpfs, cli_env
 from test_archives_roundtrip import SAMPLE_EXPERIMENT, sample_runs
 
 import tbconvert
@@ -319,16 +319,7 @@ _ONE_RUN = textwrap.dedent("""
 """)
 
 
-def _can_mount_tmpfs() -> bool:
-    import shutil
-    if not sys.platform.startswith("linux") or not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs a private tmpfs (unshare -Urm)")
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs a private tmpfs (unshare -Urm)")
 def test_a_disk_that_fills_while_a_run_is_copied_in_leaves_nothing(tmp_path):
     """The scratch file fits, the archive beside it does not: the disk fills during the copy.
     One clear error, and neither file is left."""

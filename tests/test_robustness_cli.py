@@ -11,13 +11,12 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CLI_CWD, FIXTURES, LOGDIRS, cli_argv, cli_env
+from helpers import CLI_CWD, FIXTURES, LOGDIRS, can_mount_tmpfs, cli_argv, cli_env
 
 import tbconvert
 from tbconvert import api, sourcefiles
@@ -313,15 +312,7 @@ def test_file_size_limit_is_a_clear_error(tmp_path, big_logdir, to, name):
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
 
 
-def _can_mount_tmpfs() -> bool:
-    if not sys.platform.startswith("linux") or not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True)
-    return probe.returncode == 0
-
-
-needs_tmpfs = pytest.mark.skipif(not _can_mount_tmpfs(),
+needs_tmpfs = pytest.mark.skipif(not can_mount_tmpfs(),
                                  reason="needs a private tmpfs (unshare -Urm)")
 
 

@@ -91,13 +91,9 @@ class ColumnDigest:
             for piece in arr.chunks:
                 self.update(piece)
             return
-        n = len(arr)
-        if n and arr.null_count == n and _spans_nothing(arr):
-            self._all_null(arr.type, n)
+        if self._fast(arr):
             return
         if pa.types.is_dictionary(arr.type):
-            if self._dictionary(arr):
-                return
             arr = arr.dictionary_decode()
         c = self.crcs
         valid = _validity(arr)
@@ -123,6 +119,13 @@ class ColumnDigest:
     # The fast paths below give the CRCs the general path above gives, without building
     # the decoded column: a run's columns are mostly one repeated dictionary value (run,
     # tag, plugin name) or all null (the tensor columns of a scalar series).
+
+    def _fast(self, arr) -> bool:
+        n = len(arr)
+        if n and arr.null_count == n and _spans_nothing(arr):
+            self._all_null(arr.type, n)
+            return True
+        return pa.types.is_dictionary(arr.type) and self._dictionary(arr)
 
     def _all_null(self, t: pa.DataType, n: int) -> None:
         c = self.crcs
