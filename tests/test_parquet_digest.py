@@ -59,3 +59,33 @@ def test_fast_paths_digest_as_the_plain_definition(n):
             plain.update(piece)
             fast.update(piece)
             assert fast.hexdigest() == plain.hexdigest(), (column.type, len(piece))
+
+
+@pytest.mark.e2e
+def test_the_digest_never_asks_for_pandas(tmp_path):
+    """The command runs without pandas; some pyarrow versions import it for
+    ``to_pandas_dtype`` or compute functions (and fail there), so the digest uses neither."""
+    import subprocess
+    import sys
+    code = """
+import sys
+asked = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "pandas":
+            asked.append(name)
+        return None
+sys.meta_path.insert(0, Watch())
+import numpy as np, pyarrow as pa
+from tbconvert.formats.parquet import columns as C, digest
+d = digest.ColumnDigest()
+for column in (C.fixed(np.arange(5), pa.int64()),
+               C.fixed(np.ones(2), pa.float64(), np.array([True, False])),
+               C.fixed(np.arange(3, dtype=np.int8), pa.int8()),
+               C.const_dict("a", 4)):
+    d.update(column)
+print(asked)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"

@@ -113,7 +113,10 @@ class Hdf5Writer(Writer):
             with deferred():
                 write_seal(self._sink.fd)
                 self._sink.close()
-                self._out.commit()
+            # Not held back with the rest: a signal that came meanwhile stops the conversion
+            # here, before the output appears, rather than just after it (when "partial output
+            # was removed" would be untrue).
+            self._out.commit()
         self.guard(finish)
 
     @deferred()

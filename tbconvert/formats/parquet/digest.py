@@ -33,7 +33,11 @@ def _offsets(arr) -> np.ndarray:
 def _validity(arr) -> np.ndarray:
     if arr.null_count == 0:
         return np.ones(len(arr), np.uint8)
-    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), np.uint8)
+    bits = arr.buffers()[0]
+    if bits is None:     # a null type: nothing valid
+        return np.zeros(len(arr), np.uint8)
+    return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little",
+                         count=arr.offset + len(arr))[arr.offset:]
 
 
 def _is_binary(t: pa.DataType) -> bool:
@@ -59,6 +63,17 @@ def _minus_ones(n: int) -> np.ndarray:
     return np.full(n, -1, np.int64)
 
 
+def _numpy_type(t: pa.DataType) -> np.dtype:
+    """The little-endian numpy type of an Arrow number type (``to_pandas_dtype`` would ask
+    pyarrow's pandas shim, which imports pandas)."""
+    width = t.bit_width // 8
+    for test, kind in ((pa.types.is_signed_integer, "i"), (pa.types.is_unsigned_integer, "u"),
+                       (pa.types.is_floating, "f")):
+        if test(t):
+            return np.dtype(f"<{kind}{width}")
+    raise TypeError(f"no numpy type for {t}")
+
+
 def _fixed_values(arr, valid: np.ndarray | None) -> np.ndarray:
     """The little-endian values of a fixed-width column, nulls as zeros (booleans as bytes)."""
     t = arr.type
@@ -67,11 +82,22 @@ def _fixed_values(arr, valid: np.ndarray | None) -> np.ndarray:
         bits = np.frombuffer(arr.buffers()[1], np.uint8)
         values = np.unpackbits(bits, bitorder="little", count=start + n)[start:]
     else:
-        dtype = np.dtype(t.to_pandas_dtype()).newbyteorder("<")
+        try:
+            dtype = _numpy_type(t)
+        except TypeError:   # not a type the archive writes: decoded the plain way
+            return _decoded_values(arr)
         values = np.frombuffer(arr.buffers()[1], dtype, count=start + n)[start:]
     if valid is not None and arr.null_count:
         values = np.where(valid.view(bool), values, values.dtype.type(0))
     return np.ascontiguousarray(values)
+
+
+def _decoded_values(arr) -> np.ndarray:
+    import pyarrow.compute as pc
+    if arr.null_count:
+        arr = pc.fill_null(arr, pa.scalar(0, arr.type))
+    values = arr.to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(values.astype(values.dtype.newbyteorder("<"), copy=False))
 
 
 def _lengths(offsets: np.ndarray, valid: np.ndarray) -> np.ndarray:
