@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import FIXTURES
 from test_archives_roundtrip import write_sample
 
 import tbconvert
@@ -553,3 +554,36 @@ def test_a_row_group_larger_than_written_is_checked_then_read_again(tmp_path, mo
     path.write_bytes(bytes(data))
     got = snapshot(path)
     assert got[0] in ("reported", "error")
+
+
+def test_a_heap_record_that_would_make_hdf5_loop_is_refused(tmp_path):
+    """libhdf5 walks a global heap collection by its records' sizes and never moves past a
+    free-space record of size 0: a forged archive (sealed anew) would hang the reader inside
+    the library. Refused before HDF5 opens it, with one line (a timeout, not a hang, if not)."""
+    import subprocess
+    import sys
+    path = tmp_path / "a.h5"
+    tbconvert.convert(FIXTURES / "torch_logdir", path)
+    data = bytearray(path.read_bytes())
+    at = data.find(b"GCOL", seal.USERBLOCK)
+    assert at > 0
+    struct.pack_into("<HHIQ", data, at + 16, 0, 0, 0, 0)   # the first record: free, 0 bytes
+    path.write_bytes(bytes(data))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        seal.write_seal(fd)
+    finally:
+        os.close(fd)
+    code = ("import sys, tbconvert\n"
+            "try:\n    tbconvert.read(sys.argv[1])\n"
+            "except tbconvert.TbconvertError as exc:\n    print(type(exc).__name__, exc)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"CorruptDataError {path}: damaged archive (the HDF5 heap at byte "
+                               f"{at} would make HDF5 loop forever)"), p.stdout
+    # every archive tbconvert writes passes the check
+    from tbconvert.formats.hdf5 import heaps
+    for name in ("torch_logdir", "tensorboardx_logdir", "tf2_logdir"):
+        tbconvert.convert(FIXTURES / name, tmp_path / f"{name}.h5")
+        assert heaps.endless_collection(tmp_path / f"{name}.h5") is None

@@ -12,7 +12,7 @@ from tbconvert import budget, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
-from tbconvert.formats.hdf5 import schema
+from tbconvert.formats.hdf5 import heaps, schema
 from tbconvert.formats.hdf5.audit import audit, check_dataset, check_regular_file
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (
@@ -136,6 +136,13 @@ class Hdf5Reader(Reader):
             checksum_failed(f"{self.path}: the archive is damaged ({exc})", self.options,
                             self.report, path=self.path, refused_because="; it was not opened, "
                             "because HDF5 can hang or crash on damaged files")
+        try:
+            endless = heaps.endless_collection(self.path)
+        except OSError as exc:
+            raise CorruptDataError(f"{self.path}: cannot be read ({exc.strerror or exc})") from None
+        if endless is not None:
+            raise CorruptDataError(f"{self.path}: damaged archive (the HDF5 heap at byte {endless} "
+                                   "would make HDF5 loop forever); it was not opened")
 
     def experiment(self) -> Experiment:
         return self._experiment
