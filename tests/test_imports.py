@@ -115,22 +115,28 @@ def test_command_allocates_arrow_memory_from_jemalloc_and_the_api_leaves_the_poo
 
 
 # Python code that makes pyarrow and h5py fail to import, as where they are missing.
-_WITHOUT_ARCHIVE_LIBRARIES = (
+_WITHOUT = (
     "import sys\n"
+    "gone = tuple(sys.argv.pop(1).split(','))\n"
     "class _Gone:\n"
     "    @staticmethod\n"
     "    def find_spec(name, path=None, target=None):\n"
-    "        if name.split('.')[0] in ('pyarrow', 'h5py'):\n"
+    "        if name.split('.')[0] in gone:\n"
     "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
     "sys.meta_path.insert(0, _Gone)\n"
     "from tbconvert.cli import main\n"
     "sys.exit(main(sys.argv[1:]))\n")
 
 
-def _without_archive_libraries(*argv):
-    return subprocess.run([sys.executable, "-c", _WITHOUT_ARCHIVE_LIBRARIES, *map(str, argv)],
+def _without(modules, *argv):
+    """``tbconvert ARGV`` in a process where ``modules`` do not import."""
+    return subprocess.run([sys.executable, "-c", _WITHOUT, ",".join(modules), *map(str, argv)],
                           cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True,
                           timeout=300)
+
+
+def _without_archive_libraries(*argv):
+    return _without(("pyarrow", "h5py"), *argv)
 
 
 def test_event_files_need_neither_pyarrow_nor_h5py(tmp_path):
@@ -147,3 +153,46 @@ def test_event_files_need_neither_pyarrow_nor_h5py(tmp_path):
         assert done.returncode == 7, done.stderr
         assert done.stderr.count("\n") == 1 and f"needs {library}" in done.stderr, done.stderr
         assert not (tmp_path / dst).exists()
+
+
+def test_a_missing_protobuf_is_named_as_the_package_to_install():
+    """The event-file reader imports ``google.protobuf``: without it, one line naming the
+    package pip knows (protobuf), not the module's first name."""
+    done = _without(("google",), "info", FIXTURES / "tf2_logdir" / "hparams" / "trial_0")
+    assert done.returncode == 7, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "needs protobuf" in done.stderr and "pip install protobuf," in done.stderr, done.stderr
+
+
+def test_every_library_tbconvert_imports_is_declared():
+    """A library the package imports itself is a dependency or in an extra of its own, not
+    only something another dependency happens to bring (an install of the declared
+    dependencies alone, as some tools make, must import)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import tbconvert
+    from tbconvert.formats.base import DISTRIBUTIONS
+    try:
+        import tomllib
+    except ModuleNotFoundError:      # Python 3.10
+        pytest.skip("needs tomllib")
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                            .read_text())["project"]
+
+    def names(requirements) -> set:
+        return {re.split(r"[<>=!\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+    core = names(project["dependencies"])
+    extras = set().union(*(names(r) for r in project["optional-dependencies"].values()))
+    imported = set()
+    for path in Path(tbconvert.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"tbconvert"}
+    wanted = {DISTRIBUTIONS.get(m, m).lower() for m in third_party}
+    assert "protobuf" in wanted and "protobuf" in core
+    assert wanted <= core | extras, sorted(wanted - core - extras)

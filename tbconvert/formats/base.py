@@ -245,6 +245,10 @@ class Writer(abc.ABC):
             self.abort()
 
 
+# The package to install for a module whose name differs from it.
+DISTRIBUTIONS = {"google": "protobuf", "PIL": "pillow", "markdown_it": "markdown-it-py"}
+
+
 class deferred:
     """A format's reader or writer class named as ``"module:Class"``, imported on first use.
 
@@ -270,6 +274,7 @@ class deferred:
             library = (exc.name or "").split(".")[0]
             if not library or library == "tbconvert":
                 raise
+            library = DISTRIBUTIONS.get(library, library)
             raise MissingDependencyError(
                 f"the {owner.name} format needs {library}, which tbconvert depends on but "
                 f"which does not import here ({exc}): pip install {library}, or reinstall "
