@@ -163,19 +163,13 @@ def _convert_run(task: RunTask) -> RunResult:
 def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str, object]:
     from tbconvert.output import removed_on_failure
     if task.kind == "staged":
-        tmp = out / f".{task.part}{_TMP}{uuid.uuid4().hex[:12]}"
-        with removed_on_failure(lambda: tmp.unlink(missing_ok=True), task.dest,
-                                also=BaseException):
-            info = task.writer.stage_run(tmp, run, chunks, report, task.options)
-            os.replace(tmp, out / task.part)
+        info = _part_file(out, task.part, task.dest,
+                          lambda tmp: task.writer.stage_run(tmp, run, chunks, report, task.options))
         return task.part, info
     if task.kind == "parquet":
         from tbconvert.formats.parquet.writer import write_part
-        tmp = out / f".{task.part}{_TMP}{uuid.uuid4().hex[:12]}"
-        with removed_on_failure(lambda: tmp.unlink(missing_ok=True), out / task.part,
-                                also=BaseException):
-            write_part(tmp, task.experiment, run, chunks)
-            os.replace(tmp, out / task.part)
+        _part_file(out, task.part, out / task.part,
+                   lambda tmp: write_part(tmp, task.experiment, run, chunks))
         return task.part, None
     from tbconvert.formats.tfevents.writer import write_run_file
 
@@ -185,6 +179,18 @@ def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str, 
     path = write_run_file(out, task.run_dir, task.renamed, run, chunks, report, task.index,
                           guard, host=task.host, pid=task.pid)
     return path.relative_to(out).as_posix(), None
+
+
+def _part_file(out: Path, part: str, named, write):
+    """``write(path)`` into a temporary name in ``out``, renamed ``part`` once complete (a task
+    run twice, or whose worker died half-way, never leaves a broken part); what it returned.
+    A failure removes the temporary file and names ``named``."""
+    from tbconvert.output import removed_on_failure
+    tmp = out / f".{part}{_TMP}{uuid.uuid4().hex[:12]}"
+    with removed_on_failure(lambda: tmp.unlink(missing_ok=True), named, also=BaseException):
+        done = write(tmp)
+        os.replace(tmp, out / part)
+    return done
 
 
 _TMP = ".tbconvert-part-"

@@ -350,10 +350,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                   "sync": {"generation": generation, "runs": runs_state}}
     try:
         written = [r.part for r in results if r.part is not None and r.state is not None]
-        if flusher is not None:
-            manifest.publish(dst, written, flusher)
-        else:
-            manifest.publish(dst, written)
+        manifest.publish(dst, written, flusher)
         manifest.commit(dst, new_marker)
     except BaseException:
         if flusher is not None:

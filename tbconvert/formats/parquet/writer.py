@@ -338,21 +338,6 @@ class _StagedRun(_SeriesIds):
                 pass
 
 
-def stage_run(path: Path, run: Run, series: Iterable[Series]) -> dict:
-    """One run written on its own into the new file ``path`` (maybe in another process),
-    for :meth:`ParquetWriter.append_staged` to add to a file: the work of turning points into
-    Arrow columns is done here, the encoding where the file is written."""
-    arrowpool.choose()
-    staged = _StagedRun(path)
-    try:
-        _write_into(staged, run, series)
-        staged.close()
-    except BaseException:
-        staged.discard()
-        raise
-    return {"run": staged.runs[0], "series": staged.series, "sizes": staged.sizes}
-
-
 def _renumbered(batch: pa.RecordBatch, offset: int) -> pa.RecordBatch:
     """The batch with its series numbers moved up by ``offset`` (a staged run numbers its
     series from 0)."""
@@ -417,7 +402,18 @@ class ParquetWriter(Writer):
     @staticmethod
     def stage_run(path: Path, run: Run, series: Iterable[Series], report: Report,
                   options: Options) -> dict:
-        return stage_run(path, run, series)
+        """One run written on its own into the new file ``path`` (maybe in another process),
+        for :meth:`append_staged` to add to a file: the work of turning points into Arrow
+        columns is done here, the encoding where the file is written."""
+        arrowpool.choose()
+        staged = _StagedRun(path)
+        try:
+            _write_into(staged, run, series)
+            staged.close()
+        except BaseException:
+            staged.discard()
+            raise
+        return {"run": staged.runs[0], "series": staged.series, "sizes": staged.sizes}
 
     def append_staged(self, path: Path, info: dict, run_name: str) -> None:
         """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it."""
