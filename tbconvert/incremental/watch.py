@@ -40,9 +40,8 @@ class Round:
 
 
 def _lasting(exc: TbconvertError) -> bool:
-    """Whether the error stays whatever the next round finds (the loop then ends)."""
-    if isinstance(exc, SyncLocked):
-        return False
+    """Whether the error stays whatever the next round finds (the loop then ends). A held
+    lock (a UsageError too) is no such error: the round is skipped before this is asked."""
     return isinstance(exc, (UsageError, OutputExistsError, MissingDependencyError,
                             UnsupportedError))
 
