@@ -350,7 +350,10 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                   "sync": {"generation": generation, "runs": runs_state}}
     try:
         written = [r.part for r in results if r.part is not None and r.state is not None]
-        manifest.publish(dst, written, flusher)
+        if flusher is not None:
+            manifest.publish(dst, written, flusher)
+        else:    # an object store's manifest publishes in its own way, without a flusher
+            manifest.publish(dst, written)
         manifest.commit(dst, new_marker)
     except BaseException:
         if flusher is not None:
