@@ -94,6 +94,7 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
     import threading
 
     from tbconvert.formats.tfevents import parallel
+    from tbconvert.interrupts import Thread, deferred
 
     ctx = parallel._context()
     progress_queue = ctx.Queue()
@@ -136,21 +137,22 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
             errors.append(exc)
             stop.set()
 
-    feeder = threading.Thread(target=feed, name="tbconvert-tasks", daemon=True)
+    feeder = Thread(target=feed, name="tbconvert-tasks")
     saved_queue = parallel._queue
     parallel._queue = here   # items run here report progress as workers do
-    feeder.start()
+    with deferred():   # a feeder started must be waited for below
+        feeder.start()
     try:
         while share and not stop.is_set():
             k = take()
             if k is None:
                 break
             results[k] = fn(items[k])
-        while feeder.is_alive():
-            feeder.join(_WAIT)
+        feeder.wait()
     finally:
         stop.set()
-        feeder.join()
+        # the feeder stops the workers: none may still be writing once this returns
+        feeder.wait_held()
         parallel._queue = saved_queue
         drain()
         progress_queue.close()

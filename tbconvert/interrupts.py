@@ -41,3 +41,34 @@ def deferred():
                 signal.raise_signal(signum)
             else:
                 handler(signum, frame)
+
+
+class Thread(threading.Thread):
+    """A daemon thread whose end :meth:`wait` awaits reliably, also after Ctrl-C.
+
+    Before Python 3.13, a ``join`` that a signal handler's exception interrupts marks the
+    thread as ended although it still runs: from then on ``is_alive`` is False and every
+    ``join`` returns at once. Cleanup that must come after the thread's work (removing the
+    files it writes, closing the file it adds to) waits here instead, on an event that the
+    thread sets when its work is over.
+    """
+
+    def __init__(self, target, *, name: str, args: tuple = ()) -> None:
+        super().__init__(target=target, name=name, args=args, daemon=True)
+        self._over = threading.Event()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            self._over.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the thread's work is over (waiting up to ``timeout`` seconds for it)."""
+        return self._over.wait(timeout)
+
+    def wait_held(self) -> None:
+        """Wait for the end, with Ctrl-C and SIGTERM held back until then: what follows
+        relies on the thread being done, and a second Ctrl-C must not skip the wait."""
+        with deferred():
+            self.wait()

@@ -279,12 +279,12 @@ def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None
         results = cluster.run_tasks(convert_run, tasks, scheduler=scheduler, jobs=options.jobs,
                                     progress=counted, sizes=sizes, lost=lost, share=share,
                                     on_result=appender.arrived if appender else None)
+        if appender is not None:
+            appender.finish()
     except BaseException:
         if appender is not None:
             appender.stop()
         raise
-    if appender is not None:
-        appender.finish()
     if counted is not None and scheduler is None:
         # what a worker reported just before it was stopped may never have arrived
         missing = sum(r.sent for r in results) - counted.done
@@ -307,12 +307,12 @@ class _Appender:
     POLL = 0.005
 
     def __init__(self, writer, tasks) -> None:
-        import threading
+        from tbconvert.interrupts import Thread
         self.writer, self.tasks = writer, tasks
         self.ready: dict = {}
         self.error: BaseException | None = None
         self.stopping = False
-        self.thread = threading.Thread(target=self._work, name="tbconvert-append", daemon=True)
+        self.thread = Thread(target=self._work, name="tbconvert-append")
         self.thread.start()
 
     def arrived(self, k: int, result: RunResult) -> None:
@@ -345,10 +345,10 @@ class _Appender:
     def stop(self) -> None:
         """Stop after the run being added (the output is then given up)."""
         self.stopping = True
-        self.thread.join()
+        self.thread.wait_held()
 
     def finish(self) -> None:
-        self.thread.join()
+        self.thread.wait()
         if self.error is not None:
             raise self.error
 

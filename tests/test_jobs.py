@@ -444,6 +444,49 @@ def _die_on_two(item):
     return item * 10
 
 
+def _write_late(path):
+    time.sleep(1.0)
+    Path(path).write_text("late")
+    return path
+
+
+def test_ctrl_c_returns_only_once_the_workers_are_stopped(tmp_path):
+    """Ctrl-C while the tasks run: by the time it reaches the caller, which then removes what
+    the tasks were writing into, no worker is left to write there. (Before Python 3.13 an
+    interrupted ``Thread.join`` marks a running thread as ended: waiting for the thread that
+    stops the workers with ``join`` returned at once, and a worker could still finish its
+    file after the caller had cleaned up.)"""
+    import multiprocessing
+    import threading
+
+    from tbconvert import cluster
+    paths = [str(tmp_path / f"late{k}") for k in range(2)]
+    before = set(multiprocessing.active_children())
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.run_tasks(_write_late, paths, jobs=2)
+    assert set(multiprocessing.active_children()) - before == set()
+    time.sleep(1.5)   # a worker left running would have written by now
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_thread_is_waited_for_after_an_interrupted_wait():
+    """The case above at its root: after Ctrl-C cut a wait short, waiting again still waits
+    for the thread's work to be over."""
+    import threading
+
+    from tbconvert.interrupts import Thread
+    over = []
+    thread = Thread(target=lambda: (time.sleep(1.0), over.append(True)), name="slow")
+    thread.start()
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        thread.wait()
+    assert not over
+    thread.wait()
+    assert over
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dst", ["out.parquet", "out.csv"])
 def test_a_file_size_limit_while_staging_runs_is_one_clear_error(tmp_path_factory, tmp_path, dst):
