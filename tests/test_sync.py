@@ -306,6 +306,61 @@ def test_concurrent_sync_refused_and_stale_lock_taken_over(tmp_path):
     check(src, dst, tmp_path)
 
 
+_KILLED_WHILE_LOCKING = """
+import os, sys
+from tbconvert.incremental import lock
+from tbconvert.report import Report
+lines, at = [0], int(sys.argv[2])
+
+def trace(frame, event, arg):
+    if frame.f_code.co_filename != lock.__file__:
+        return None
+    if event == "line":
+        lines[0] += 1
+        if lines[0] == at:
+            os._exit(9)         # killed here: no finally, no release
+    return trace
+
+sys.settrace(trace)
+lock.Lock(sys.argv[1], Report()).acquire()
+sys.settrace(None)
+print(lines[0])
+"""
+
+
+def test_a_sync_killed_at_any_step_of_taking_the_lock_leaves_it_free(tmp_path):
+    """A process killed at each line of taking the lock in turn (before, while and after
+    the lock file appears): the lock it may leave is always readable (never an empty lock,
+    which no one can tell from a live one), so the next sync takes it at once; the next sync
+    that writes leaves no draft of it."""
+    from tbconvert.incremental.lock import Lock
+    from tbconvert.report import Report
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write(scalar(0))
+    sync(src, dst)
+    script = tmp_path / "take_lock.py"
+    script.write_text(_KILLED_WHILE_LOCKING)
+    whole = subprocess.run([sys.executable, str(script), str(dst), "0"], env=cli_env(),
+                           capture_output=True, text=True, check=True)
+    steps = int(whole.stdout)
+    (dst / LOCK_FILE).unlink()
+    for at in range(1, steps + 1):
+        proc = subprocess.run([sys.executable, str(script), str(dst), str(at)], env=cli_env(),
+                              capture_output=True, text=True)
+        assert proc.returncode == 9, proc.stderr
+        if (dst / LOCK_FILE).exists():
+            assert json.loads((dst / LOCK_FILE).read_text())["pid"], f"killed at line {at}"
+        with Lock(dst, Report()):
+            pass
+        a.write(scalar(at))
+        r = sync(src, dst)      # a sync that writes sweeps the dead process's draft away
+        assert not r.lost
+        assert not [p.name for p in dst.iterdir() if p.name.startswith(LOCK_FILE)], at
+    assert steps >= 5
+    check(src, dst, tmp_path)
+
+
 def test_destination_that_is_not_a_dataset_is_refused(tmp_path):
     src = tmp_path / "logs"
     Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))

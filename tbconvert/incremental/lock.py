@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 
 from tbconvert.errors import UsageError
@@ -20,6 +21,24 @@ from tbconvert.errors import UsageError
 LOCK_FILE = "_tbconvert.lock"
 # A sync of a lab's logs may run for hours; a lock from another host this old is abandoned.
 FOREIGN_STALE_SECONDS = 48 * 3600
+
+
+_DRAFT = ".draft-"
+
+
+def _host_tag() -> str:
+    """This host's name as it may appear in a file name."""
+    return "".join(c if c.isalnum() or c in "._" else "_" for c in socket.gethostname())[:64]
+
+
+def dead_draft(name: str) -> bool:
+    """Whether ``name`` in a dataset is the draft of a lock whose process, on this host, was
+    killed while it took the lock (its ``finally`` never ran): garbage."""
+    prefix = f"{LOCK_FILE}{_DRAFT}{_host_tag()}-"
+    if not name.startswith(prefix):
+        return False
+    pid = name[len(prefix):].split("-", 1)[0]
+    return pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid), None)
 
 
 class SyncLocked(UsageError):
@@ -64,6 +83,28 @@ class Lock:
                            "process_start": _proc_start(pid), "time": time.time()}).encode()
 
     def _create(self) -> bool:
+        """Take the lock if it is free. Its content is written whole under a name of its own
+        first, then linked to the lock's name, which fails if a lock is there: a lock created
+        empty and filled in after would, if its process were killed in between, be an
+        unreadable lock that no one can tell from a live one."""
+        draft = self.path.with_name(f"{LOCK_FILE}{_DRAFT}{_host_tag()}-{os.getpid()}-"
+                                    f"{uuid.uuid4().hex[:8]}")
+        try:
+            with open(draft, "xb") as fh:
+                fh.write(self._body())
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(draft, self.path)
+            except FileExistsError:
+                return False
+            except OSError:     # a file system without hard links
+                return self._create_in_place()
+        finally:
+            draft.unlink(missing_ok=True)
+        return True
+
+    def _create_in_place(self) -> bool:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:

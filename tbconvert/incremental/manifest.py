@@ -157,14 +157,17 @@ def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None
 
 
 def remove_garbage(dst: Path, marker: dict) -> int:
-    """Remove part files (and manifest drafts) that ``marker`` does not name; how many."""
+    """Remove part files (and manifest drafts, and the lock drafts of killed syncs) that
+    ``marker`` does not name; how many."""
     from tbconvert.formats.parquet import schema as S
+    from tbconvert.incremental.lock import dead_draft
     named = {p["file"] for p in marker.get("parts", [])}
     removed = 0
     for entry in os.scandir(dst):
         name = entry.name
         stray = (name.startswith(S.PART_PREFIX) and name.endswith(".parquet")
-                 and name not in named) or name.startswith((_TMP_PREFIX, PENDING_PREFIX))
+                 and name not in named) or name.startswith((_TMP_PREFIX, PENDING_PREFIX)) \
+            or dead_draft(name)
         if stray and entry.is_file(follow_symlinks=False):
             try:
                 os.unlink(entry.path)
