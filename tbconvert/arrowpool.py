@@ -22,6 +22,10 @@ def own_process() -> None:
     _OWN_PROCESS = True
 
 
+def is_own_process() -> bool:
+    return _OWN_PROCESS
+
+
 def choose() -> None:
     """Before Arrow allocates for a conversion: switch to :data:`PREFERRED` if allowed.
 

@@ -93,10 +93,10 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
     and given up after ``retries``, and the others finish."""
     import threading
 
-    from tbconvert.formats.tfevents import parallel
+    from tbconvert import workers
     from tbconvert.interrupts import Thread, deferred
 
-    ctx = parallel._context()
+    ctx = workers.context()
     progress_queue = ctx.Queue()
     pool_size = jobs - 1 if share else jobs
     results = _Results(on_result)
@@ -138,25 +138,23 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
             stop.set()
 
     feeder = Thread(target=feed, name="tbconvert-tasks")
-    saved_queue = parallel._queue
-    parallel._queue = here   # items run here report progress as workers do
-    with deferred():   # a feeder started must be waited for below
-        feeder.start()
-    try:
-        while share and not stop.is_set():
-            k = take()
-            if k is None:
-                break
-            results[k] = fn(items[k])
-        feeder.wait()
-    finally:
-        stop.set()
-        # the feeder stops the workers: none may still be writing once this returns
-        feeder.wait_held()
-        parallel._queue = saved_queue
-        drain()
-        progress_queue.close()
-        progress_queue.join_thread()
+    with workers.reporting_to(here):   # items run here report their progress as workers do
+        with deferred():   # a feeder started must be waited for below
+            feeder.start()
+        try:
+            while share and not stop.is_set():
+                k = take()
+                if k is None:
+                    break
+                results[k] = fn(items[k])
+            feeder.wait()
+        finally:
+            stop.set()
+            # the feeder stops the workers: none may still be writing once this returns
+            feeder.wait_held()
+            drain()
+            progress_queue.close()
+            progress_queue.join_thread()
     if errors:
         raise errors[0]
     return [results[k] for k in range(len(items))]
@@ -173,13 +171,13 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    from tbconvert.formats.tfevents import parallel
+    from tbconvert import workers
 
     deaths: collections.Counter = collections.Counter()
     while not stop.is_set():
         alone = bool(suspects)
         size = 1 if alone else pool_size
-        workers = parallel._Workers(ctx, size, progress_queue)
+        pool = workers.Workers(ctx, size, progress_queue)
         running: dict = {}
         broken = False
         try:
@@ -188,7 +186,7 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
                     k = (suspects.popleft() if suspects else None) if alone else take()
                     if k is None:
                         break
-                    running[workers.submit_call(fn, items[k])] = k
+                    running[pool.submit(fn, items[k])] = k
                 if not running:
                     break
                 done, _ = wait(running, timeout=_WAIT, return_when=FIRST_COMPLETED)
@@ -203,7 +201,7 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
                 if broken:
                     break
         finally:
-            workers.stop()
+            pool.stop()
         if not broken:
             if not suspects:
                 return

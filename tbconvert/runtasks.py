@@ -69,9 +69,9 @@ class RunResult:
 
 def _progress():
     """In a local worker process, its progress goes back to the leading process."""
-    from tbconvert.formats.tfevents import parallel
+    from tbconvert import workers
     from tbconvert.formats.tfevents.reader import RunProgress
-    return RunProgress(parallel._QueueProgress() if parallel._queue is not None else None)
+    return RunProgress(workers.progress())
 
 
 def convert_run(task: RunTask) -> RunResult:
@@ -132,7 +132,7 @@ def _convert_run(task: RunTask) -> RunResult:
     except (KeyboardInterrupt, MemoryError, OutputError):
         raise
     except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
-        reader._unreadable_run(task.name, exc)
+        reader.report_unreadable_run(task.name, exc)
         progress.done()
         asm = None
     if asm is not None:

@@ -18,32 +18,25 @@ here in run order. The parts of a run are joined in file order
 settles TensorBoard's restart rule across the files exactly as one reader
 going through them all would.
 
-Workers ignore Ctrl-C (the terminal sends it to every process of the group):
-this process unwinds, removing partial output, and stops them.
+How workers start and stop: :mod:`tbconvert.workers`.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import multiprocessing
-import os
 import queue as queue_module
-import signal
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import NamedTuple
 
+from tbconvert import workers
 from tbconvert.errors import OutputError, TbconvertError
 from tbconvert.formats.base import source_size
 from tbconvert.formats.tfevents.spill import PieceStore
-from tbconvert.interrupts import deferred
 from tbconvert.model import RunData
 from tbconvert.report import Report
 
@@ -53,55 +46,6 @@ WORKER_SPILL_AT = 8 << 20
 # part costs a pickled hand-over and a join.
 PART_MIN_BYTES = 8 << 20
 _WAIT = 0.2
-
-_queue = None
-
-
-def _context():
-    # "spawn": workers are children of this process, so they notice when it is gone (a fork
-    # server would outlive a killed parent, its workers with it). "fork" is never used: it
-    # would copy this process's threads and locks half-held.
-    if _own_process():
-        # Stopped by Ctrl-C, workers can leave a queue's semaphore registered; the resource
-        # tracker (a child started with the first one, sharing stderr) cleans it up at the
-        # end, but also warns in four lines under the command's one-line message.
-        os.environ.setdefault("PYTHONWARNINGS", "ignore:resource_tracker:UserWarning")
-    return multiprocessing.get_context("spawn")
-
-
-def _init(progress_queue, parent: int, own_process: bool = False) -> None:
-    global _queue
-    _queue = progress_queue
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
-    if own_process:
-        # A worker of the command makes the command's process-wide choices too: Arrow's pool,
-        # and no pandas (pyarrow would import it, most of a second, only to ask it is there).
-        from tbconvert import arrowpool
-        arrowpool.own_process()
-        arrowpool.block_pandas()
-
-
-def _own_process() -> bool:
-    """Whether this process is the command's own, without pandas (see ``tbconvert.cli``)."""
-    from tbconvert import arrowpool
-    return arrowpool._OWN_PROCESS and arrowpool.pandas_blocked()
-
-
-def _orphan_watch(parent: int) -> None:
-    """End this worker as soon as the process that started it is gone (the converting
-    process killed with SIGKILL, say, which also ends the fork server): its work is of no
-    use then, and it holds the terminal's output open. An orphan gets a new parent (also
-    when the parent died before this worker even got here)."""
-    while os.getppid() == parent:
-        time.sleep(0.2)
-    os._exit(1)
-
-
-class _QueueProgress:
-    def advance(self, n: int) -> None:
-        _queue.put(n)
-
 
 class Part(NamedTuple):
     """Consecutive files of one run, read by one worker."""
@@ -140,7 +84,7 @@ def _read(root, options, name, files, spill_dir, detached=False):
     from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
     report = Report()
     reader = TfeventsReader(root, options, report)
-    progress = RunProgress(_QueueProgress())
+    progress = RunProgress(workers.progress())
     try:
         asm = reader.read_run(name, files, PieceStore(WORKER_SPILL_AT, spill_dir), progress,
                               detached=detached)
@@ -157,49 +101,13 @@ def _read(root, options, name, files, spill_dir, detached=False):
     return result, report.issues, counters
 
 
-class _Workers:
-    """A process pool that reads runs; a pool whose worker died is replaced."""
-
-    def __init__(self, ctx, jobs: int, progress_queue) -> None:
-        self.ctx, self.jobs, self.progress_queue = ctx, jobs, progress_queue
-        self.pool = None
-
-    def submit(self, *args):
-        return self.submit_call(_read, *args)
-
-    def submit_call(self, fn, *args):
-        """``fn(*args)`` in a worker (``fn`` a module-level function)."""
-        # Starting a worker must not be cut short by Ctrl-C: a process half started is one
-        # that no one would stop.
-        with deferred():
-            if self.pool is None:
-                self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
-                                                initargs=(self.progress_queue, os.getpid(),
-                                                          _own_process()))
-            return self.pool.submit(fn, *args)
-
-    def stop(self) -> None:
-        if self.pool is None:
-            return
-        # Pending reads are of no use any more: end them now rather than wait for them.
-        processes = set((getattr(self.pool, "_processes", None) or {}).values())
-        processes |= set(multiprocessing.active_children())
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        for proc in processes:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in processes:
-            proc.join()
-        self.pool = None
-
-
 def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
     """``reader.iter_runs()`` for the runs ``parts`` cut up, read by ``jobs`` processes."""
     from tbconvert.formats.tfevents.assemble import RunAssembler
     from tbconvert.formats.tfevents.reader import RunProgress
     progress = reader.options.progress
     options = dataclasses.replace(reader.options, progress=None, jobs=1)
-    ctx = _context()
+    ctx = workers.context()
     progress_queue = ctx.Queue()
 
     def drain() -> None:
@@ -217,7 +125,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 result.store.close()
 
     with tempfile.TemporaryDirectory(prefix="tbconvert-jobs-") as spill_dir:
-        workers = _Workers(ctx, min(jobs, len(parts)), progress_queue)
+        pool = workers.Workers(ctx, min(jobs, len(parts)), progress_queue)
         try:
             pending: collections.deque = collections.deque()
             todo = collections.deque(parts)
@@ -230,7 +138,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 if todo:
                     part = todo.popleft()
                     args = (reader.path, options, part.name, part.files, spill_dir, not part.first)
-                    pending.append((part, workers.submit(*args)))
+                    pending.append((part, pool.submit(_read, *args)))
 
             for _ in range(2 * jobs):
                 submit()
@@ -253,7 +161,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                     lost.add(part.run)
                     discard(done)
                     done = []
-                    workers.stop()
+                    pool.stop()
                     again = [p for p, _ in pending if p.run not in lost]
                     pending.clear()
                     todo.extendleft(reversed(again))
@@ -295,7 +203,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 run, series = asm.build()
                 yield RunData(run, run_progress.follow(series, asm.points_read, tick=drain))
         finally:
-            workers.stop()
+            pool.stop()
             drain()
             progress_queue.close()
             progress_queue.join_thread()

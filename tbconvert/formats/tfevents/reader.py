@@ -186,7 +186,7 @@ class TfeventsReader(Reader):
                 except (KeyboardInterrupt, MemoryError, OutputError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
-                    self._unreadable_run(name, exc)
+                    self.report_unreadable_run(name, exc)
                     progress.done()
                     continue
                 run, series = asm.build()
@@ -204,7 +204,8 @@ class TfeventsReader(Reader):
     def source_size(self) -> int:
         return sum(source_size(f) for _, files in self.runs() for f in files)
 
-    def _unreadable_run(self, name: str, exc: Exception) -> None:
+    def report_unreadable_run(self, name: str, exc: Exception) -> None:
+        """A run that failed as a whole: reported, and the other runs go on."""
         why = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
         self.report.add("unreadable_run", f"{name}: could not be read ({why}); skipped, the "
                         "other runs were read", run=name)
