@@ -110,12 +110,16 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
     ctx = workers.context()
     progress_queue = ctx.Queue()
 
+    received = sent = 0
+
     def drain() -> None:
+        nonlocal received
         while True:
             try:
                 n = progress_queue.get_nowait()
             except (queue_module.Empty, OSError, ValueError):
                 return
+            received += n
             if progress is not None:
                 progress.advance(n)
 
@@ -170,6 +174,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                     continue
                 drain()
                 submit()
+                sent += outcome[2][4]
                 done.append(outcome)
                 if not part.last:
                     continue
@@ -207,3 +212,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
             drain()
             progress_queue.close()
             progress_queue.join_thread()
+            # A worker's queue sends from a thread of its own: what it put just before its
+            # result went back can still be on its way when the worker is stopped, and lost.
+            if progress is not None and sent > received:
+                progress.advance(sent - received)
