@@ -105,6 +105,8 @@ KINDS: dict[str, Kind] = {
                                "another, is skipped", _LOST),
     "restart_markers_not_written": Kind("restart markers not written to event files; the points "
                                         "they hid are left out instead", _KEPT),
+    "parts_not_merged": Kind("sync: a run's last parts could not be merged into one (a part "
+                             "could not be read whole); they are kept as they are", _KEPT),
     "run_read_whole": Kind("sync: a run was read whole again instead of only its new bytes; the "
                            "message says why (a file truncated, replaced or rewritten, a restart "
                            "hiding archived points...)", _KEPT),

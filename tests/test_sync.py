@@ -680,3 +680,86 @@ def test_interrupted_sync_removes_its_parts(tmp_path, monkeypatch):
     monkeypatch.setattr(runs_mod, "sync_run", real)
     assert sync(src, dst).runs_extended == 2
     check(src, dst, tmp_path)
+
+
+def _run_parts(dst: Path, run: str) -> list[str]:
+    return [p["file"] for p in json.loads((dst / "_tbconvert.json").read_text())["parts"]
+            if p["run"] == run]
+
+
+def _image(step: int):
+    event_pb2, summary_pb2 = _pb()
+    ev = event_pb2.Event(wall_time=WALL0 + step, step=step)
+    ev.summary.value.add(tag="sample", image=summary_pb2.Summary.Image(
+        height=1, width=2, colorspace=3, encoded_image_string=bytes([step % 256]) * (step % 7)))
+    return ev
+
+
+def test_a_run_synced_round_after_round_keeps_few_parts(tmp_path, monkeypatch):
+    """A run that every sync extends (as under ``sync --watch``) does not gain a part per
+    sync for ever: its last parts are merged like the digits of a counter. After every sync
+    the dataset holds what a full conversion holds, merged parts included, their names
+    sort in the dataset's order, and no merged-away part is left on disk."""
+    from tbconvert.incremental import compact
+    monkeypatch.setattr(compact, "FANOUT", 3)
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    b = Events(src / "b" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(20))
+    a.write(tf2_tensor(0, first=True))
+    b.write(scalar(0))
+    sync(src, dst)
+    counts, merged = [], 0
+    for k in range(1, 31):
+        a.write_many(scalar(s) for s in range(20 * k, 20 * k + 20))
+        a.write(tf2_tensor(20 * k))
+        a.write(_image(20 * k))
+        if k == 17:     # a restart that hides only points of this sync's own part
+            a.write(session_start(20 * k + 10))
+            a.write_many(scalar(s) for s in range(20 * k + 10, 20 * k + 25))
+        r = sync(src, dst)
+        assert not r.lost and not r.runs_rearchived
+        merged += r.parts_merged
+        parts = _run_parts(dst, "a")
+        counts.append(len(parts))
+        assert parts == sorted(parts)
+        on_disk = {p.name for p in dst.iterdir() if p.name.startswith(("part-", "_pending"))}
+        assert on_disk == set(_run_parts(dst, "a") + _run_parts(dst, "b"))
+        if k % 10 == 0:
+            check(src, dst, tmp_path, view=k == 30)
+    # 30 syncs in base 3: at most the base part and two parts per digit
+    assert max(counts) <= 1 + 2 * 4 and counts[-1] < 6 and merged > 0
+    state = json.loads((dst / "_tbconvert.json").read_text())["sync"]["runs"]["a"]
+    assert sum(state["weights"]) == 30 and state["weights"][0] == 0
+
+
+def test_parts_that_cannot_be_read_whole_are_kept_unmerged(tmp_path, monkeypatch):
+    """A damaged part is never laundered into a fresh part with fresh checksums: the
+    merge is given up (reported, costing nothing) and the parts stay as they are."""
+    from tbconvert.incremental import compact
+    monkeypatch.setattr(compact, "FANOUT", 2)
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(20))
+    sync(src, dst)
+    a.write_many(scalar(s) for s in range(20, 40))
+    sync(src, dst)
+    damaged = dst / _run_parts(dst, "a")[1]
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    a.write_many(scalar(s) for s in range(40, 60))
+    r = sync(src, dst)
+    assert [i.kind for i in r.issues] == ["parts_not_merged"] and not r.lost
+    assert len(_run_parts(dst, "a")) == 3 and damaged.read_bytes() == bytes(data)
+
+
+def test_merged_part_names_are_unique_and_sort_in_order():
+    from tbconvert.incremental.compact import merged_name
+    # a run's name hint may itself end like a generation ("exp-g2"): the mark still differs
+    assert merged_name("part-00001-exp-g2-g0005.parquet", 31) == \
+        "part-00001-exp-g2-g0005.m0031.parquet"
+    again = merged_name("part-00001-exp-g2-g0005.m0031.parquet", 47)
+    assert again == "part-00001-exp-g2-g0005.m0047.parquet"
+    names = ["part-00001-exp-g2-g0001.parquet", again, "part-00001-exp-g2-g0048.parquet"]
+    assert names == sorted(names)

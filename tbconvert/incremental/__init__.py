@@ -6,6 +6,7 @@ new part files, one per changed run (``part-NNNNN-<hint>-gGGGG.parquet``, G the 
 generation). The dataset then holds what ``convert SRC DST --to parquet`` would write,
 hidden flags included: a run whose history changed (a file truncated or rewritten, a
 restart that hides archived points) is read whole into a part replacing its earlier ones.
+A run's small parts are merged as they pile up (:mod:`tbconvert.incremental.compact`).
 
 The manifest (``_tbconvert.json``, the dataset's marker) lists the parts and keeps each
 run's reading state; it is replaced atomically, last, so a sync that is killed leaves the
@@ -38,19 +39,21 @@ class SyncReport(Report):
     runs_removed: int = 0         # runs gone from the source, taken out of the dataset
     runs_unchanged: int = 0
     parts_written: int = 0
+    parts_merged: int = 0         # parts merged into fewer (a run kept by many syncs)
 
     def to_dict(self) -> dict:
         out = super().to_dict()
         out["sync"] = {k: getattr(self, k) for k in (
             "generation", "new_bytes", "runs_added", "runs_extended", "runs_rearchived",
-            "runs_removed", "runs_unchanged", "parts_written")}
+            "runs_removed", "runs_unchanged", "parts_written", "parts_merged")}
         return out
 
     def summary(self) -> str:
         return (f"generation {self.generation}: {self.runs_added} run(s) added, "
                 f"{self.runs_extended} extended, {self.runs_rearchived} read whole again, "
                 f"{self.runs_removed} removed, {self.runs_unchanged} unchanged; "
-                f"{self.new_bytes} source bytes read, {self.parts_written} part(s) written")
+                f"{self.new_bytes} source bytes read, {self.parts_written} part(s) written"
+                + (f", {self.parts_merged} merged into fewer" if self.parts_merged else ""))
 
 
 def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
@@ -261,7 +264,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
     from tbconvert.formats.tfevents.reader import TfeventsReader
-    from tbconvert.incremental import manifest
+    from tbconvert.incremental import compact, manifest
     manifest = manifest if store is None else store      # the dataset's committing side
     from tbconvert.incremental.runs import RunTask, sync_run
 
@@ -312,6 +315,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         manifest.remove_garbage(dst, marker)
         raise
     parts, runs_state = [], {}
+    merged_away: set = set()    # parts merged into one this sync wrote (see compact)
+    merged_in: list = []
     for task, result in zip(tasks, results, strict=True):
         report.extend(result.report.issues)
         report.new_bytes += result.new_bytes
@@ -320,11 +325,17 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         if result.state is None:        # a new run that could not be read
             continue
         run_parts = [] if old is None else list(old["parts"])
+        weights = [] if old is None else compact.weights_of(old)
         if result.part is not None:
             report.parts_written += 1
             if result.replaces:
-                run_parts = []
+                run_parts, weights = [], []
             run_parts.append(result.part)
+            weights.append(1 if weights else 0)
+            if store is None:
+                run_parts, weights = _merged(dst, run_parts, weights, result.part, generation,
+                                             experiment, report, task.name, merged_away,
+                                             merged_in)
         if old is None:
             report.runs_added += 1
         elif result.replaces:
@@ -337,7 +348,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             report.runs_unchanged += 1
         report.runs += 1
         report.points.update(result.points)
-        runs_state[key] = dict(result.state, index=indices[key], parts=run_parts)
+        runs_state[key] = dict(result.state, index=indices[key], parts=run_parts,
+                               weights=weights)
         parts.extend({"file": p, "run": key} for p in run_parts)
     in_source = {_stored_name(t.name) for t in tasks}
     for name in known:
@@ -349,7 +361,11 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                   "experiment": experiment, "parts": parts,
                   "sync": {"generation": generation, "runs": runs_state}}
     try:
-        written = [r.part for r in results if r.part is not None and r.state is not None]
+        written = [r.part for r in results if r.part is not None and r.state is not None
+                   and r.part not in merged_away] + merged_in
+        if flusher is not None:
+            for name in merged_in:
+                flusher.add(name)
         if flusher is not None:
             manifest.publish(dst, written, flusher)
         else:    # an object store's manifest publishes in its own way, without a flusher
@@ -361,6 +377,30 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
     manifest.remove_garbage(dst, new_marker)
+
+
+def _merged(dst: Path, run_parts: list[str], weights: list[int], new: str, generation: int,
+            experiment: dict, report: SyncReport, run: str, merged_away: set,
+            merged_in: list):
+    """The run's parts and their weights after merging the last ones, when due (see
+    :mod:`tbconvert.incremental.compact`); the merged part waits under its pending name,
+    like the parts this sync wrote."""
+    from tbconvert.incremental import compact
+    from tbconvert.incremental.files import pending_name
+    start = compact.to_merge(weights)
+    if start is None:
+        return run_parts, weights
+    name = compact.merged_name(run_parts[start], generation)
+    files = [dst / (pending_name(p) if p == new else p) for p in run_parts[start:]]
+    if not compact.merge(files, dst / pending_name(name), experiment):
+        report.add("parts_not_merged", f"{run}: its last {len(files)} parts could not be "
+                   "merged into one (one could not be read whole); they are kept as they are",
+                   run=run, lost=False)
+        return run_parts, weights
+    report.parts_merged += len(files)
+    merged_away.update(run_parts[start:])
+    merged_in.append(name)
+    return run_parts[:start] + [name], weights[:start] + [sum(weights[start:])]
 
 
 def _stored_name(name: str) -> str:

@@ -134,7 +134,7 @@ def check_columns(schema: pa.Schema, path: Path, needed) -> None:
                                    f"not {want}")
 
 
-class _Source:
+class ArchiveFile:
     """One archive file: its runs, its series table, and its chunks in row order."""
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
@@ -193,7 +193,7 @@ class _Source:
                 if recorded is None:
                     batches = self._batches(group, _READ_COLUMNS)
                 else:
-                    batches = self._verified(group, recorded[group])
+                    batches = self.verified(group, recorded[group])
                 for batch in batches:
                     for run_index, chunk in self._decode(batch):
                         done += len(chunk)
@@ -213,8 +213,9 @@ class _Source:
         return self.file.iter_batches(batch_size=S.READ_BATCH_ROWS, row_groups=[group],
                                       columns=columns, use_threads=True)
 
-    def _verified(self, group: int, expected: dict) -> list:
-        """The row group's batches, once their values match the recorded checksum."""
+    def verified(self, group: int, expected: dict) -> list:
+        """The row group's batches (every column), once their values match the recorded
+        checksum (:class:`CorruptDataError` if they do not)."""
         # A row group larger than tbconvert writes (an archive from elsewhere) is read twice,
         # checked then decoded, rather than held in memory.
         rg = self.file.metadata.row_group(group)
@@ -381,6 +382,39 @@ def _run_groups(files: list[Path], parts: list[dict]) -> list[list[Path]]:
     return groups
 
 
+def read_parts(files: list[Path], options: Options, report: Report) -> Iterator[RunData]:
+    """One run kept in several parts (a dataset that ``sync`` keeps up to date), read as
+    one: the first part's start time, every part's records and points, in part order.
+    A tag's chunks come part by part, so other tags' chunks may come between them."""
+    runs = []
+    for f in files:
+        source = ArchiveFile(f, options, report)
+        try:
+            if len(source.runs) != 1:
+                raise CorruptDataError(f"{f}: damaged dataset: a part of run "
+                                       f"{source.runs[0].name if source.runs else '?'!r} "
+                                       f"holds {len(source.runs)} runs, not one")
+            runs.append(source.runs[0])
+        finally:
+            source.close()
+    first = runs[0]
+    run = Run(name=first.name, start_time=first.start_time,
+              records=tuple(r for part in runs for r in part.records))
+
+    def chunks():
+        for f in files:
+            source = ArchiveFile(f, options, report)
+            try:
+                for _, chunk in source.chunks():
+                    yield chunk
+            finally:
+                source.close()
+    series = chunks()
+    yield RunData(run=run, series=series)
+    for _ in series:
+        pass
+
+
 class ParquetReader(Reader):
     """Reads a file written by :class:`ParquetWriter`, or a directory dataset."""
 
@@ -400,7 +434,7 @@ class ParquetReader(Reader):
             self._groups = _run_groups(self._files, marker["parts"])
             self._first = None
         else:
-            self._first = _Source(self.path, options, report)
+            self._first = ArchiveFile(self.path, options, report)
             self._experiment = self._first.experiment
             self._files = [self.path]
             self._groups = [[self.path]]
@@ -417,49 +451,20 @@ class ParquetReader(Reader):
             if len(group) > 1:
                 yield from self._spread_run(group)
                 continue
-            source = _Source(f, self.options, self.report)
+            source = ArchiveFile(f, self.options, self.report)
             try:
                 yield from self._runs_of(source)
             finally:
                 source.close()
 
     def _spread_run(self, files: list[Path]) -> Iterator[RunData]:
-        """One run kept in several parts (a dataset that ``sync`` keeps up to date), read as
-        one: the first part's start time, every part's records and points, in part order.
-        A tag's chunks come part by part, so other tags' chunks may come between them."""
-        runs = []
-        for f in files:
-            source = _Source(f, self.options, self.report)
-            try:
-                if len(source.runs) != 1:
-                    raise CorruptDataError(f"{f}: damaged dataset: a part of run "
-                                           f"{source.runs[0].name if source.runs else '?'!r} "
-                                           f"holds {len(source.runs)} runs, not one")
-                runs.append(source.runs[0])
-            finally:
-                source.close()
-        first = runs[0]
-        run = Run(name=first.name, start_time=first.start_time,
-                  records=tuple(r for part in runs for r in part.records))
-
-        def chunks():
-            for f in files:
-                source = _Source(f, self.options, self.report)
-                try:
-                    for _, chunk in source.chunks():
-                        yield chunk
-                finally:
-                    source.close()
-        series = chunks()
-        yield RunData(run=run, series=series)
-        for _ in series:
-            pass
+        yield from read_parts(files, self.options, self.report)
 
     def close(self) -> None:
         if self._first is not None:
             self._first.close()
 
-    def _runs_of(self, source: _Source) -> Iterator[RunData]:
+    def _runs_of(self, source: ArchiveFile) -> Iterator[RunData]:
         it = source.chunks()
         pending: list = []  # at most one (run_index, chunk) looked ahead
 

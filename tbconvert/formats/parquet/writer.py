@@ -76,13 +76,16 @@ class _SeriesIds:
         self._series_ids: dict = {}
 
     def series_id(self, run_index: int, chunk: Series, kind: str, value_dtype) -> int:
-        md = chunk.metadata
-        key = (run_index, chunk.tag, kind, md, value_dtype)
+        return self.series_id_of(run_index, chunk.tag, kind, chunk.metadata, value_dtype)
+
+    def series_id_of(self, run_index: int, tag: str, kind: str, md, value_dtype) -> int:
+        """The number of a series known by its fields (as a part's series table lists them)."""
+        key = (run_index, tag, kind, md, value_dtype)
         sid = self._series_ids.get(key)
         if sid is None:
             sid = len(self.series)
             self._series_ids[key] = sid
-            self.series.append(S.series_to_json(run_index, chunk.tag, kind, md, value_dtype))
+            self.series.append(S.series_to_json(run_index, tag, kind, md, value_dtype))
         return sid
 
 
@@ -308,6 +311,57 @@ def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Se
     except BaseException:
         sink.discard()
         raise
+
+
+def merge_parts(files: list[Path], path: Path, experiment: Experiment, report: Report) -> None:
+    """The parts ``files`` of one run (a dataset that ``sync`` keeps) written as the one part
+    ``path``: the first part's start time, every part's records and rows in part order, so
+    that a reader gets the same run from it. Rows are copied as Arrow batches, each row group
+    only once its values match the checksums recorded with it; a part that is not whole
+    raises :class:`~tbconvert.errors.CorruptDataError` (damage is never written anew under
+    fresh checksums)."""
+    from tbconvert.errors import CorruptDataError
+    from tbconvert.formats.parquet.reader import ArchiveFile
+    arrowpool.choose()
+    sink = _FileSink(path)
+    try:
+        records, start_time, name = [], None, None
+        for k, f in enumerate(files):
+            part = ArchiveFile(f, Options(), report)
+            try:
+                if len(part.runs) != 1 or part.row_groups is None:
+                    raise CorruptDataError(f"{f}: not a part of one run written by tbconvert")
+                run = part.runs[0]
+                if k == 0:
+                    name, start_time = run.name, run.start_time
+                    sink.runs.append({})
+                records.extend(run.records)
+                ids = np.array([sink.series_id_of(0, tag, kind, md, None if d is None else
+                                                  np.dtype(d).name)
+                                for _, tag, kind, md, d in part.series], dtype=np.int32)
+                groups = part.file.metadata.num_row_groups
+                if groups != len(part.row_groups):
+                    raise CorruptDataError(f"{f}: {groups} row groups, "
+                                           f"{len(part.row_groups)} written")
+                for group in range(groups):
+                    for batch in part.verified(group, part.row_groups[group]):
+                        sink.add(_with_series(batch, ids))
+            finally:
+                part.close()
+        sink.runs[0] = S.run_to_json(Run(name, start_time, tuple(records)))
+        sink.close(experiment)
+    except BaseException:
+        sink.discard()
+        raise
+
+
+def _with_series(batch: pa.RecordBatch, ids: np.ndarray) -> pa.RecordBatch:
+    """The batch as the archive's schema has it (read back, its dictionaries have other
+    index types and its lists other item names), its series numbers ``n`` made ``ids[n]``."""
+    i = batch.schema.get_field_index("series")
+    old = batch.column(i).to_numpy(zero_copy_only=False)
+    batch = batch.set_column(i, batch.schema.field(i), C.fixed(ids[old], pa.int32()))
+    return pa.Table.from_batches([batch]).cast(S.SCHEMA).combine_chunks().to_batches()[0]
 
 
 class _StagedRun(_SeriesIds):
