@@ -1,6 +1,7 @@
 """A full conversion against ``sync`` after 1% new data, side by side.
 
     python bench/bench_sync.py [--points 1000000] [--runs 10] [--new 0.01] [--repeat 3] [--dir DIR]
+                               [--rounds N]
 
 The logdir holds ``--runs`` runs of scalars, half written as PyTorch writes them
 (``simple_value``), half as TensorFlow 2 does (a DT_FLOAT tensor with its metadata),
@@ -18,6 +19,10 @@ to the manifest's new generation (which includes waiting for the next round to s
 Rows give wall time and CPU time (user + system, of this process and of the processes it
 waited for: a conversion's reading processes count). After the timings the dataset is
 checked to hold exactly the rows of the full conversion. Prints a markdown table.
+
+``--rounds N`` also times N in-process syncs in a row, each after ``--new`` more points (a
+long ``sync --watch``), once with a run's small parts merged as they pile up and once with
+merging turned off: the rounds' median, mean and slowest, and the parts at the end.
 """
 
 from __future__ import annotations
@@ -171,6 +176,37 @@ def watch_rounds(logs: Path, dataset: Path, runs: int, first: int, new: int, rep
     return rounds, latencies, cpu
 
 
+def many_rounds(base: Path, runs: int, points: int, new: int, count: int,
+                merging: bool) -> tuple[list[float], int]:
+    """``count`` in-process syncs, each after ``new`` more points, as a long ``--watch``
+    makes them (a fresh logdir and dataset): each sync's wall time, and the dataset's
+    parts at the end. ``merging`` False turns the merging of small parts off (a fan-out
+    no run reaches), to show what it costs and saves."""
+    import tbconvert
+    from tbconvert.incremental import compact
+    logs, dataset = base / f"logs_rounds{int(merging)}", base / f"rounds{int(merging)}"
+    build(logs, runs, points)
+    tbconvert.sync(logs, dataset)
+    saved = compact.FANOUT
+    compact.FANOUT = saved if merging else 1 << 62
+    times = []
+    try:
+        for k in range(count):
+            append(logs, runs, points + k * new, new)
+            times.append(timed(lambda: tbconvert.sync(logs, dataset))[0])
+    finally:
+        compact.FANOUT = saved
+    parts = len(json.loads((dataset / "_tbconvert.json").read_text())["parts"])
+    assert rows(dataset) == rows(_converted(logs, base / f"full_rounds{int(merging)}"))
+    return times, parts
+
+
+def _converted(logs: Path, out: Path) -> Path:
+    import tbconvert
+    tbconvert.convert(logs, out, to_format="parquet")
+    return out
+
+
 def rows(path: Path) -> list:
     import pyarrow.dataset as pads
     cols = ["run", "tag", "step", "wall_time", "value", "hidden"]
@@ -187,6 +223,8 @@ def main() -> None:
     ap.add_argument("--new", type=float, default=0.01)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", type=Path)
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="also time this many syncs in a row, with and without merging parts")
     a = ap.parse_args()
     base = Path(tempfile.mkdtemp(dir=a.dir, prefix="bench-sync-"))
     try:
@@ -279,6 +317,15 @@ def main() -> None:
               f"process used {watch_cpu:.2f} s CPU over its life (start-up and idle rounds "
               "included)")
         print("\nthe synced dataset holds the same rows as the full conversion: yes")
+        if a.rounds:
+            print(f"\n{a.rounds} in-process syncs in a row, each after {new:,} new points:\n")
+            print("| small parts | median s | mean s | slowest s | parts at the end |")
+            print("| --- | ---: | ---: | ---: | ---: |")
+            for merging in (False, True):
+                times, parts = many_rounds(base, a.runs, a.points, new, a.rounds, merging)
+                print(f"| {'merged' if merging else 'kept (merging off)'} | "
+                      f"{sorted(times)[len(times) // 2]:.3f} | {sum(times) / len(times):.3f} "
+                      f"| {max(times):.3f} | {parts} |")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -19,7 +19,7 @@ PACKAGE = Path(tbconvert.__file__).parent
 # Lowest first. Each name is a top-level module or package of tbconvert.
 LAYERS = (
     ("base", {"errors", "report", "budget", "dtypes", "model", "names", "output", "interrupts",
-              "sourcefiles", "arrowpool", "columns", "kinds", "restarts"}),
+              "sourcefiles", "arrowpool", "columns", "kinds", "restarts", "workers"}),
     # the registry is the formats' catalogue; remote wraps readers and writers for URLs
     ("formats", {"formats", "registry", "remote"}),
     ("api", {"api", "cluster", "daskframe", "describe", "exports", "incremental", "runtasks",
@@ -38,7 +38,7 @@ PRINTS_OR_EXITS = {"print", "exit", "quit", "sys.exit", "os._exit", "os.abort",
                    "sys.stderr.flush"}
 KNOWN_EXITS = {
     # a worker process whose parent is gone ends itself; no output is involved
-    ("formats/tfevents/parallel.py", "os._exit"),
+    ("workers.py", "os._exit"),
 }
 
 
