@@ -97,6 +97,10 @@ class Workers:
     def __init__(self, ctx, jobs: int, progress_queue) -> None:
         self.ctx, self.jobs, self.progress_queue = ctx, jobs, progress_queue
         self.pool = None
+        # Every process the pool started (it starts them while a call is submitted, in the
+        # submitting thread): stopped here, and only these, never other children of the
+        # program that uses tbconvert.
+        self.processes: set = set()
 
     def submit(self, fn, *args):
         """``fn(*args)`` in a worker (``fn`` a module-level function); its future."""
@@ -107,18 +111,20 @@ class Workers:
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
                                                 initargs=(self.progress_queue, os.getpid(),
                                                           _own_process()))
-            return self.pool.submit(fn, *args)
+            future = self.pool.submit(fn, *args)
+            self.processes.update((getattr(self.pool, "_processes", None) or {}).values())
+            return future
 
     def stop(self) -> None:
         """End every worker now, pending work and all, and wait until they are gone."""
         if self.pool is None:
             return
-        processes = set((getattr(self.pool, "_processes", None) or {}).values())
-        processes |= set(multiprocessing.active_children())
+        processes = self.processes | set((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             if proc.is_alive():
                 proc.terminate()
         for proc in processes:
             proc.join()
+        self.processes.clear()
         self.pool = None

@@ -444,6 +444,30 @@ def _die_on_two(item):
     return item * 10
 
 
+def _times_ten(item):
+    return item * 10
+
+
+def test_a_programs_own_child_processes_are_left_alone(tmp_path):
+    """Stopping its workers (at the end, after a worker died, or on Ctrl-C) tbconvert stops
+    the processes it started, never other children of the program that uses it."""
+    import multiprocessing
+
+    from tbconvert import cluster
+    other = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,))
+    other.start()
+    try:
+        assert cluster.run_tasks(_times_ten, [1, 2, 3], jobs=2) == [10, 20, 30]
+        results = cluster.run_tasks(_die_on_two, [1, 2, 3], jobs=2, retries=0,
+                                    lost=lambda item, why: "lost")
+        assert results == [10, "lost", 30]
+        time.sleep(0.2)
+        assert other.is_alive()
+    finally:
+        other.terminate()
+        other.join()
+
+
 def _write_late(path):
     time.sleep(1.0)
     Path(path).write_text("late")
