@@ -315,8 +315,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         manifest.remove_garbage(dst, marker)
         raise
     parts, runs_state = [], {}
-    merged_away: set = set()    # parts merged into one this sync wrote (see compact)
-    merged_in: list = []
+    merged_away: set = set()    # parts that merging replaced (see compact)
+    merged_in: list = []        # the parts merging wrote
     for task, result in zip(tasks, results, strict=True):
         report.extend(result.report.issues)
         report.new_bytes += result.new_bytes
@@ -366,7 +366,6 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         if flusher is not None:
             for name in merged_in:
                 flusher.add(name)
-        if flusher is not None:
             manifest.publish(dst, written, flusher)
         else:    # an object store's manifest publishes in its own way, without a flusher
             manifest.publish(dst, written)
