@@ -4,6 +4,7 @@ against TensorBoard's own view and against one full conversion."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import signal
@@ -359,6 +360,24 @@ def test_a_sync_killed_at_any_step_of_taking_the_lock_leaves_it_free(tmp_path):
         assert not [p.name for p in dst.iterdir() if p.name.startswith(LOCK_FILE)], at
     assert steps >= 5
     check(src, dst, tmp_path)
+
+
+def test_ctrl_c_just_as_the_lock_is_taken_leaves_no_lock(tmp_path, monkeypatch):
+    """A signal that lands between the lock file's creation and the lock being known as
+    held (a watch stopped with SIGTERM as a round begins) still ends with the lock removed."""
+    from tbconvert.incremental.lock import Lock
+    from tbconvert.report import Report
+    real = Lock._create
+
+    def taken_then_interrupted(self):
+        taken = real(self)
+        os.kill(os.getpid(), signal.SIGINT)
+        return taken
+
+    monkeypatch.setattr(Lock, "_create", taken_then_interrupted)
+    with pytest.raises(KeyboardInterrupt), Lock(tmp_path, Report()):
+        pytest.fail("the block must not run")
+    assert [p.name for p in tmp_path.iterdir()] == []
 
 
 def test_destination_that_is_not_a_dataset_is_refused(tmp_path):

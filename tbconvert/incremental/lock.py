@@ -151,12 +151,20 @@ class Lock:
         """The dataset, what the lock is, and the lock, as messages name them."""
         return self.path.parent, "lock file", self.path
 
+    def _uninterrupted(self):
+        """Where Ctrl-C and SIGTERM wait: while the lock file is taken or removed (quick, on
+        a local disk), so that no lock is ever left taken but not known as held."""
+        from tbconvert.interrupts import deferred
+        return deferred()
+
     def acquire(self) -> None:
         dataset, noun, lock = self._where()
         for _ in range(self.TRIES):
-            if self._create():
-                self._held = True
-                return
+            # A lock taken is a lock held (the release in __enter__ then removes it).
+            with self._uninterrupted():
+                if self._create():
+                    self._held = True
+                    return
             holder = self.holder()
             if holder is None:
                 continue            # released meanwhile
@@ -199,7 +207,9 @@ class Lock:
         return True
 
     def release(self) -> None:
-        if self._held:
+        if not self._held:
+            return
+        with self._uninterrupted():    # a signal now would leave the lock behind
             self._held = False
             try:
                 holder = self.holder()
@@ -213,7 +223,11 @@ class Lock:
         os.unlink(self.path)
 
     def __enter__(self):
-        self.acquire()
+        try:
+            self.acquire()
+        except BaseException:
+            self.release()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:

@@ -246,6 +246,12 @@ class StoreLock(Lock):
 
     TRIES = 5
 
+    def _uninterrupted(self):
+        # a request to the store may take long: Ctrl-C stays free to stop it (a lock
+        # object left behind is known stale later)
+        import contextlib
+        return contextlib.nullcontext()
+
     def _where(self) -> tuple[object, str, object]:
         return self.dataset.url, "lock object", self.shown
 
