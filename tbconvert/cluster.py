@@ -129,10 +129,12 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
             if progress is not None:
                 progress.advance(n)
 
+    first = workers.Workers(ctx, pool_size, progress_queue)
+
     def feed() -> None:
         try:
             _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, take,
-                  suspects, stop, drain)
+                  suspects, stop, drain, first)
         except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
             errors.append(exc)
             stop.set()
@@ -140,6 +142,12 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
     feeder = Thread(target=feed, name="tbconvert-tasks")
     with workers.reporting_to(here):   # items run here report their progress as workers do
         with deferred():   # a feeder started must be waited for below
+            try:
+                # forked (see tbconvert.workers) here, before other threads get work
+                first.start()
+            except BaseException:
+                first.stop()
+                raise
             feeder.start()
         try:
             while share and not stop.is_set():
@@ -152,6 +160,7 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
             stop.set()
             # the feeder stops the workers: none may still be writing once this returns
             feeder.wait_held()
+            first.stop()    # if the feeder stopped before it took the workers over
             drain()
             progress_queue.close()
             progress_queue.join_thread()
@@ -167,7 +176,7 @@ class _HereQueue(collections.deque):
 
 
 def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, take, suspects,
-          stop, drain) -> None:
+          stop, drain, first) -> None:
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
@@ -177,7 +186,7 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
     while not stop.is_set():
         alone = bool(suspects)
         size = 1 if alone else pool_size
-        pool = workers.Workers(ctx, size, progress_queue)
+        pool, first = first or workers.Workers(ctx, size, progress_queue), None
         running: dict = {}
         broken = False
         try:

@@ -2,12 +2,21 @@
 
 Both kinds of parallel work use them: reading the parts of runs for one writer
 (:mod:`tbconvert.formats.tfevents.parallel`) and converting whole runs as tasks
-(:mod:`tbconvert.cluster`). Workers are started with "spawn", so they are children of the
-leading process and notice when it is gone; "fork" is never used, as it would copy this
-process's threads and its locks half-held. Workers ignore Ctrl-C (the terminal sends it
-to every process of the group): the leading process unwinds, removes partial output, and
-stops them. What a worker reads it reports as progress through a queue that the leading
-process drains.
+(:mod:`tbconvert.cluster`). Workers are children of the leading process and notice when
+it is gone. Workers ignore Ctrl-C (the terminal sends it to every process of the group):
+the leading process unwinds, removes partial output, and stops them. What a worker reads
+it reports as progress through a queue that the leading process drains.
+
+How they start. A spawned worker starts a new interpreter and imports numpy, pyarrow and
+the readers again: about 0.35 s of CPU before its first task, on a core the conversion
+needs. The ``tbconvert`` command, which owns its process and knows its threads, forks its
+workers instead (on Linux), from the main thread, before they are given work: they start
+with everything imported. Other threads may be alive then (the progress bar's clock, the
+thread that adds staged runs), but none is inside a library call the workers use: those
+threads only sleep, poll, or draw the bar, and a lock held over the fork
+(:func:`hold_over_forks`) keeps the bar from being half drawn then. Everywhere else
+(the Python API, inside a program whose threads tbconvert does not know, a pool started
+from another thread, other systems) workers are spawned.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -24,10 +34,16 @@ from tbconvert.interrupts import deferred
 
 # In a worker: the queue its progress goes to (None in a process that is no worker).
 _progress_queue = None
+# Set while this process forks its workers: the fork handlers below act only then.
+_forking = False
+# Locks taken over a fork of workers (see hold_over_forks).
+_held: list = []
+# How long a worker told to stop gets before it is killed.
+STOP_GRACE = 5.0
 
 
 def context():
-    """The multiprocessing context workers are started with."""
+    """The multiprocessing context of the queues and the workers that cannot be forked."""
     if _own_process():
         # Stopped by Ctrl-C, workers can leave a queue's semaphore registered; the resource
         # tracker (a child started with the first one, sharing stderr) cleans it up at the
@@ -60,6 +76,67 @@ def reporting_to(queue):
         yield
     finally:
         _progress_queue = saved
+
+
+def hold_over_forks(lock) -> None:
+    """From now on, a fork of workers takes ``lock`` (anything with ``acquire`` and
+    ``release``) first, so that no other thread is inside what it guards at the moment of
+    the fork: a worker would inherit it half done (a line half written to stderr, with the
+    stream's own lock held for ever). Until :func:`unhold_over_forks`."""
+    _held.append(lock)
+
+
+def unhold_over_forks(lock) -> None:
+    with contextlib.suppress(ValueError):
+        _held.remove(lock)
+
+
+def _before_fork() -> None:
+    if _forking:
+        for lock in _held:
+            lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    if _forking:
+        for lock in reversed(_held):
+            lock.release()
+
+
+def _after_fork_in_child() -> None:
+    global _forking
+    if not _forking:
+        return
+    _forking = False
+    for lock in reversed(_held):
+        lock.release()
+    _held.clear()
+    # The command's handlers (or the deferring ones of submit) would make a worker unwind
+    # as the command does; a worker is stopped by SIGTERM and leaves Ctrl-C to the leader.
+    # Set before Python code runs in the child, so no signal finds the old ones.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+def _forks_here() -> bool:
+    """Whether workers started now are forked (see the module's docstring)."""
+    return (sys.platform.startswith("linux") and _own_process()
+            and threading.current_thread() is threading.main_thread())
+
+
+@contextlib.contextmanager
+def _forking_workers():
+    global _forking
+    _forking = True
+    try:
+        yield
+    finally:
+        _forking = False
 
 
 def _init(progress_queue, parent: int, own_process: bool = False) -> None:
@@ -102,16 +179,29 @@ class Workers:
         # program that uses tbconvert.
         self.processes: set = set()
 
+    def start(self) -> None:
+        """Start the workers now, when they can be forked from here (call it from the main
+        thread before other threads get work); otherwise they are spawned on the first
+        :meth:`submit`, wherever that is."""
+        if self.pool is None and _forks_here():
+            self.submit(int)
+
     def submit(self, fn, *args):
         """``fn(*args)`` in a worker (``fn`` a module-level function); its future."""
         # Starting a worker must not be cut short by Ctrl-C: a process half started is one
         # that no one would stop.
         with deferred():
+            forking = contextlib.nullcontext()
             if self.pool is None:
-                self.pool = ProcessPoolExecutor(self.jobs, mp_context=self.ctx, initializer=_init,
+                ctx = self.ctx
+                if _forks_here():
+                    # A forked pool starts all its workers on its first call, here.
+                    ctx, forking = multiprocessing.get_context("fork"), _forking_workers()
+                self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init,
                                                 initargs=(self.progress_queue, os.getpid(),
                                                           _own_process()))
-            future = self.pool.submit(fn, *args)
+            with forking:
+                future = self.pool.submit(fn, *args)
             self.processes.update((getattr(self.pool, "_processes", None) or {}).values())
             return future
 
@@ -124,7 +214,11 @@ class Workers:
         for proc in processes:
             if proc.is_alive():
                 proc.terminate()
+        deadline = time.monotonic() + STOP_GRACE
         for proc in processes:
-            proc.join()
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():     # deaf to SIGTERM (it landed before the worker set up)
+                proc.kill()
+                proc.join()
         self.processes.clear()
         self.pool = None

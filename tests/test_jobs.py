@@ -532,3 +532,26 @@ def test_a_file_size_limit_while_staging_runs_is_one_clear_error(tmp_path_factor
     assert err == f"tbconvert: error: {tmp_path / dst}: file-size limit reached; partial output " \
                   "was removed\n", err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dst", ["out.parquet", "dataset", "out.h5", "out.csv"])
+def test_the_command_with_forked_workers_writes_the_bytes_of_one_process(tmp_path_factory,
+                                                                          tmp_path, dst):
+    """The command forks its workers (tests/test_workers.py): what they write, staged or as
+    parts, is byte for byte what ``--jobs 1`` writes, and they say nothing on stderr."""
+    src = tmp_path_factory.getbasetemp() / "jobs_big"
+    if not src.exists():
+        scalar_logdir(src, runs=4, points=600_000)
+    outputs = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / jobs / dst
+        out.parent.mkdir()
+        p = subprocess.run([*cli_argv(), "convert", str(src), str(out), "--jobs", jobs]
+                           + (["--to", "parquet"] if dst == "dataset" else []),
+                           cwd=CLI_CWD, capture_output=True, env=cli_env(), timeout=300)
+        assert p.returncode == 0 and p.stderr == b"", p.stderr.decode()[-2000:]
+        files = sorted(out.rglob("*")) if out.is_dir() else [out]
+        outputs[jobs] = {f.relative_to(out).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()
+                         for f in files if f.is_file()}
+    assert outputs["1"] == outputs["2"]

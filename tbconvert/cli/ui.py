@@ -48,6 +48,8 @@ class UI:
 
     def close_progress(self) -> None:
         if self._bar is not None:
+            from tbconvert import workers
+            workers.unhold_over_forks(self._bar.get_lock())
             self._bar.close()
             self._bar = None
 
@@ -75,6 +77,8 @@ class _Bar:
                        ncols=None if width > 0 else 80,
                        delay=SHOW_AFTER, mininterval=REFRESH, desc="converting")
             self.ui._bar = bar
+            from tbconvert import workers
+            workers.hold_over_forks(bar.get_lock())   # never forked half drawn
             # Reading one large block can take seconds: a clock keeps the bar (and its time
             # left) on screen meanwhile.
             threading.Thread(target=_keep_drawn, args=(bar,), daemon=True).start()
