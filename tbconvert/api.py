@@ -30,11 +30,14 @@ def make_options(*, runs=None, tags=None, **kw) -> Options:
             return re.compile(value)
         except re.error as exc:
             raise UsageError(f"--{what} {value!r} is not a valid regular expression: {exc}") from None
-    jobs = kw.get("jobs", 1)
+    check_jobs(kw.get("jobs", 1))
+    return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
+
+
+def check_jobs(jobs) -> None:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
         raise UsageError(f"--jobs must be a whole number of processes (0: one per core), "
                          f"not {jobs!r}")
-    return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
 
 
 def open_reader(path, *, format: str | None = None, options: Options | None = None,

@@ -123,7 +123,7 @@ if hasattr(os, "register_at_fork"):
                         after_in_child=_after_fork_in_child)
 
 
-def _forks_here() -> bool:
+def forks_here() -> bool:
     """Whether workers started now are forked (see the module's docstring)."""
     return (sys.platform.startswith("linux") and _own_process()
             and threading.current_thread() is threading.main_thread())
@@ -183,7 +183,7 @@ class Workers:
         """Start the workers now, when they can be forked from here (call it from the main
         thread before other threads get work); otherwise they are spawned on the first
         :meth:`submit`, wherever that is."""
-        if self.pool is None and _forks_here():
+        if self.pool is None and forks_here():
             self.submit(int)
 
     def submit(self, fn, *args):
@@ -194,7 +194,7 @@ class Workers:
             forking = contextlib.nullcontext()
             if self.pool is None:
                 ctx = self.ctx
-                if _forks_here():
+                if forks_here():
                     # A forked pool starts all its workers on its first call, here.
                     ctx, forking = multiprocessing.get_context("fork"), _forking_workers()
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init,

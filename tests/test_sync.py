@@ -120,11 +120,25 @@ def check(src: Path, dst: Path, tmp: Path, ignore_first_event: bool = False,
     assert_same_view(tb_view(back), tb_view(src), ignore_first_event=ignore_first_event)
 
 
+JOBS = 1     # test_growing_logdir's processes (see its parameters)
+
+
 def sync(src, dst):
-    return tbconvert.sync(src, dst)
+    return tbconvert.sync(src, dst, jobs=JOBS)
 
 
-def test_growing_logdir(tmp_path):
+@pytest.fixture(params=[1, pytest.param(2, marks=pytest.mark.slow)], ids=["here", "jobs2"])
+def jobs(request, monkeypatch):
+    """1: every run synced in this process; 2: runs with new data in two processes, however
+    little they read (spawned here: the command forks them, see test_sync_command_jobs...)."""
+    if request.param > 1:
+        from tbconvert.formats.tfevents import reader
+        monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sys.modules[__name__], "JOBS", request.param)
+    return request.param
+
+
+def test_growing_logdir(tmp_path, jobs):
     src, dst = tmp_path / "logs", tmp_path / "archive"
     a = Events(src / "a" / "events.out.tfevents.1.host")
     a.write(session_start(0))       # a later start then purges (the first one does not)
@@ -460,6 +474,33 @@ def test_sync_cli_and_errors(tmp_path):
     assert proc.returncode == 2 and "use convert" in proc.stderr
     proc = run_tbconvert("sync", src, "https://example.invalid/archive")
     assert proc.returncode == 2 and "can only be read" in proc.stderr
+
+
+def _files(path: Path) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+
+
+def test_sync_command_jobs_gives_the_dataset_of_one_process(tmp_path):
+    """``sync -j 2`` (its workers forked by the command) writes, sync after sync, the files
+    ``-j 1`` writes, byte for byte."""
+    src = tmp_path / "logs"
+    files = [Events(src / f"run{i}" / "events.out.tfevents.1.host") for i in range(4)]
+    for step in range(300):
+        for f in files:
+            f.write(scalar(step))
+    for growth in range(4):
+        if growth:
+            for f in files[growth - 1:]:
+                for step in range(200 + 100 * growth, 300 + 100 * growth):
+                    f.write(scalar(step))
+            Events(src / f"new{growth}" / "events.out.tfevents.1.host").write(scalar(0))
+        for jobs in ("1", "2"):
+            proc = run_tbconvert("sync", src, tmp_path / f"j{jobs}", "--jobs", jobs)
+            assert proc.returncode == 0, proc.stderr
+        assert _files(tmp_path / "j1") == _files(tmp_path / "j2")
+    check(src, tmp_path / "j2", tmp_path, view=False)
+    proc = run_tbconvert("sync", src, tmp_path / "j2", "--jobs", "-1")
+    assert proc.returncode == 2 and "--jobs" in proc.stderr
 
 
 def test_parts_of_a_run_read_as_one_table_by_other_readers(tmp_path):

@@ -31,6 +31,9 @@ def add_arguments(p) -> None:
                         "SIGTERM, in one process (a line per round on stderr; a round whose "
                         "dataset another sync holds is skipped, one that fails is reported "
                         "and the next one tries again)")
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                   help="read and write the runs with new data in N processes (default: one "
+                        "per core; 1: no extra processes); the dataset is the same for every N")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="read the runs on the workers of this dask.distributed scheduler "
                         "(tcp://host:8786); they must see SRC and DST at the same paths")
@@ -45,7 +48,7 @@ def add_arguments(p) -> None:
 def run(args, ui) -> int:
     from tbconvert.incremental import sync
     from tbconvert.remote.urls import parse_storage_options
-    options = {"scheduler": args.scheduler,
+    options = {"scheduler": args.scheduler, "jobs": args.jobs,
                "storage_options": parse_storage_options(args.storage_option)}
     if args.watch is not None:
         return _watch(args, ui, options)

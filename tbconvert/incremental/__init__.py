@@ -57,7 +57,8 @@ class SyncReport(Report):
 
 
 def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
-         report: SyncReport | None = None, storage_options: dict | None = None) -> SyncReport:
+         report: SyncReport | None = None, storage_options: dict | None = None,
+         jobs: int = 1) -> SyncReport:
     """Bring the Parquet directory dataset ``dst`` up to date with the logdir ``src``.
 
     Example::
@@ -68,15 +69,21 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     ``scheduler``: the address of a ``dask.distributed`` scheduler whose workers read the
     runs (they must see ``src`` and ``dst`` at the same paths); None reads them here.
     ``break_lock``: take the dataset's lock even if its holder looks alive.
+    ``jobs``: runs with new data are read and written by this many processes (0: one per
+    core), where that pays: when the workers start without cost (the ``tbconvert`` command
+    forks them, see :mod:`tbconvert.workers`) or there is a lot to read. The dataset is the
+    same for every ``jobs``.
     ``src`` and ``dst`` may be fsspec URLs (``s3://bucket/logs``); ``storage_options`` go
     to the store (see :mod:`tbconvert.incremental.store`).
     A second sync on the same ``dst`` is refused while one runs.
     """
     from tbconvert import remote
+    from tbconvert.api import check_jobs
+    check_jobs(jobs)
     report = report if report is not None else SyncReport()
     src, dst = remote.localize(src), remote.localize(dst)
     if remote.is_remote(src) or remote.is_remote(dst):
-        return _sync_url(src, dst, scheduler, break_lock, report, storage_options)
+        return _sync_url(src, dst, scheduler, break_lock, report, storage_options, jobs)
     src, dst = Path(src), Path(dst)
     kind = _check_source(src)
     from tbconvert.output import check_destination
@@ -88,13 +95,13 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     with Lock(dst, report, break_lock=break_lock):
         survey = _survey(src, dst)
         if not _nothing_new(survey, report):
-            _sync_locked(src, dst, scheduler, report, survey=survey)
+            _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs)
     report.outputs.append(str(dst))
     return report
 
 
 def _sync_url(src, dst, scheduler, break_lock: bool, report: SyncReport,
-              storage_options) -> SyncReport:
+              storage_options, jobs: int) -> SyncReport:
     """A sync whose source or dataset is at a URL. A source URL is staged whole first (as
     every remote source is); a dataset URL is kept as :mod:`tbconvert.incremental.store`
     describes."""
@@ -114,7 +121,7 @@ def _sync_url(src, dst, scheduler, break_lock: bool, report: SyncReport,
         else:
             local_src = Path(src)
         if not remote.is_remote(dst):
-            return sync(local_src, dst, break_lock=break_lock, report=report)
+            return sync(local_src, dst, break_lock=break_lock, report=report, jobs=jobs)
         _sync_to_store(local_src, str(dst), break_lock, report, storage_options)
     finally:
         if stage is not None:
@@ -259,7 +266,7 @@ def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:
 
 
 def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None,
-                 survey: _Survey | None = None) -> None:
+                 survey: _Survey | None = None, jobs: int = 1) -> None:
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
@@ -298,13 +305,13 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     flusher = None
     try:
         if scheduler is None and store is None:
-            # here, one run after another, each part flushed while the next runs are read
+            # each part flushed to disk while the next runs are read
             flusher = manifest.Flusher(dst)
-            results = []
-            for task in tasks:
-                results.append(sync_run(task))
-                if results[-1].part is not None and results[-1].state is not None:
-                    flusher.add(results[-1].part)
+
+            def written(k, result) -> None:
+                if result.part is not None and result.state is not None:
+                    flusher.add(result.part)
+            results = _run_here(tasks, jobs, written)
         else:
             from tbconvert import cluster
             results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
@@ -376,6 +383,67 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
     manifest.remove_garbage(dst, new_marker)
+
+
+def _run_here(tasks: list, jobs: int, on_result) -> list:
+    """``sync_run`` of every task, in this process, or beside ``jobs - 1`` local workers
+    when more than one run has new data and workers pay for their start."""
+    from tbconvert import cluster, workers
+    from tbconvert.formats.base import cores
+    from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
+    from tbconvert.incremental.runs import sync_run
+    sizes = [_bytes_to_read(task) for task in tasks]
+    busy = [k for k, size in enumerate(sizes) if size is not None]
+    jobs = min(jobs or cores(), len(busy))
+    if jobs > 1 and (workers.forks_here()
+                     or sum(sizes[k] for k in busy) >= PARALLEL_MIN_BYTES):
+        results: list = [None] * len(tasks)
+
+        def arrived(i, result) -> None:
+            results[busy[i]] = result
+            on_result(busy[i], result)
+        cluster.run_tasks(sync_run, [tasks[k] for k in busy], jobs=jobs, share=True,
+                          sizes=[sizes[k] for k in busy], on_result=arrived, lost=_lost)
+        for k, task in enumerate(tasks):
+            if results[k] is None:      # nothing new: answered without reading
+                results[k] = sync_run(task)
+                on_result(k, results[k])
+        return results
+    results = []
+    for k, task in enumerate(tasks):
+        results.append(sync_run(task))
+        on_result(k, results[-1])
+    return results
+
+
+def _lost(task, why: str):
+    """The result of a run whose process kept dying: as one that could not be read."""
+    from tbconvert.incremental.runs import RunResult
+    report = Report()
+    report.add("unreadable_run", f"{task.name}: {why}; its archived data was kept as it was",
+               run=task.name)
+    return RunResult(task.name, task.state, report=report)
+
+
+def _bytes_to_read(task) -> int | None:
+    """How many bytes the task's run reads: None when its plan says nothing is new (or it
+    has no plan yet: then its files, as if read whole)."""
+    import os
+    if task.plan is None:
+        reads = [(f, 0) for f in task.files]
+    else:
+        why, reads = task.plan
+        if why is None and not reads:
+            return None
+        if why is not None:
+            reads = [(f, 0) for f in task.files]
+    total = 0
+    for path, start in reads:
+        try:
+            total += max(os.stat(path).st_size - start, 0)
+        except OSError:
+            pass
+    return total
 
 
 def _merged(dst: Path, run_parts: list[str], weights: list[int], new: str, generation: int,

@@ -107,17 +107,21 @@ class Flusher:
     each in turn, or for all at the end, is most of what publishing costs)."""
 
     def __init__(self, dst: Path, threads: int = 4) -> None:
+        import threading
         self.dst = dst
         self.threads = threads
         self._pool = None
         self._futures: list = []
+        self._lock = threading.Lock()     # parts arrive from the threads that run tasks
 
     def add(self, part: str) -> None:
         from tbconvert.incremental.files import pending_name
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="tbconvert-flush")
-        self._futures.append(self._pool.submit(_flush, self.dst / pending_name(part)))
+        with self._lock:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+                self._pool = ThreadPoolExecutor(self.threads,
+                                                thread_name_prefix="tbconvert-flush")
+            self._futures.append(self._pool.submit(_flush, self.dst / pending_name(part)))
 
     def wait(self) -> None:
         """Every part added is on disk (OSError: one could not be flushed)."""
