@@ -42,6 +42,13 @@ class Events:
         event_pb2, _ = _pb()
         self.write(event_pb2.Event(wall_time=wall, file_version=version))
 
+    @classmethod
+    def existing(cls, path: Path) -> Events:
+        """A file written elsewhere, appended to from now on."""
+        self = cls.__new__(cls)
+        self.path = path
+        return self
+
     def write(self, event, cut: int | None = None) -> None:
         data = records.frame(event.SerializeToString())
         with open(self.path, "ab") as fh:
@@ -480,18 +487,17 @@ def _files(path: Path) -> dict:
     return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
 
 
+@pytest.mark.slow
 def test_sync_command_jobs_gives_the_dataset_of_one_process(tmp_path):
-    """``sync -j 2`` (its workers forked by the command) writes, sync after sync, the files
-    ``-j 1`` writes, byte for byte."""
-    src = tmp_path / "logs"
-    files = [Events(src / f"run{i}" / "events.out.tfevents.1.host") for i in range(4)]
-    for step in range(300):
-        for f in files:
-            f.write(scalar(step))
-    for growth in range(4):
+    """``sync -j 2`` writes, sync after sync, the files ``-j 1`` writes, byte for byte: the
+    first sync (40 MiB: its runs go to workers that the command forks), then small ones."""
+    from test_jobs import scalar_logdir
+    src = scalar_logdir(tmp_path / "logs", runs=4, points=600_000)
+    files = [Events.existing(next((src / f"run{i}").glob("*tfevents*"))) for i in range(4)]
+    for growth in range(3):
         if growth:
             for f in files[growth - 1:]:
-                for step in range(200 + 100 * growth, 300 + 100 * growth):
+                for step in range(600_000 + 100 * growth, 600_100 + 100 * growth):
                     f.write(scalar(step))
             Events(src / f"new{growth}" / "events.out.tfevents.1.host").write(scalar(0))
         for jobs in ("1", "2"):

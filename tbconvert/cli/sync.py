@@ -32,8 +32,9 @@ def add_arguments(p) -> None:
                         "dataset another sync holds is skipped, one that fails is reported "
                         "and the next one tries again)")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
-                   help="read and write the runs with new data in N processes (default: one "
-                        "per core; 1: no extra processes); the dataset is the same for every N")
+                   help="read and write the runs with new data in N processes when there is "
+                        "much to read (default: one per core; 1: no extra processes); the "
+                        "dataset is the same for every N")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="read the runs on the workers of this dask.distributed scheduler "
                         "(tcp://host:8786); they must see SRC and DST at the same paths")

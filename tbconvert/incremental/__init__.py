@@ -70,9 +70,8 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     runs (they must see ``src`` and ``dst`` at the same paths); None reads them here.
     ``break_lock``: take the dataset's lock even if its holder looks alive.
     ``jobs``: runs with new data are read and written by this many processes (0: one per
-    core), where that pays: when the workers start without cost (the ``tbconvert`` command
-    forks them, see :mod:`tbconvert.workers`) or there is a lot to read. The dataset is the
-    same for every ``jobs``.
+    core) when there is much to read (a first sync, a large logdir that grew a lot); the
+    dataset is the same for every ``jobs``.
     ``src`` and ``dst`` may be fsspec URLs (``s3://bucket/logs``); ``storage_options`` go
     to the store (see :mod:`tbconvert.incremental.store`).
     A second sync on the same ``dst`` is refused while one runs.
@@ -387,16 +386,21 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
 
 def _run_here(tasks: list, jobs: int, on_result) -> list:
     """``sync_run`` of every task, in this process, or beside ``jobs - 1`` local workers
-    when more than one run has new data and workers pay for their start."""
-    from tbconvert import cluster, workers
+    when more than one run has new data and there is enough of it to pay for them."""
+    from tbconvert import cluster
     from tbconvert.formats.base import cores
     from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
     from tbconvert.incremental.runs import sync_run
     sizes = [_bytes_to_read(task) for task in tasks]
     busy = [k for k, size in enumerate(sizes) if size is not None]
     jobs = min(jobs or cores(), len(busy))
-    if jobs > 1 and (workers.forks_here()
-                     or sum(sizes[k] for k in busy) >= PARALLEL_MIN_BYTES):
+    # Handing runs to workers costs about 10 ms even forked, and each hand-over waits for
+    # the threads that pass results on: a sync of a few MiB gains nothing (measured).
+    if jobs > 1 and sum(sizes[k] for k in busy) >= PARALLEL_MIN_BYTES:
+        # Loaded before the workers are forked, or each would load them again (this
+        # process needs them for its share of the runs too).
+        import tbconvert.formats.parquet.writer
+        import tbconvert.formats.tfevents.reader  # noqa: F401
         results: list = [None] * len(tasks)
 
         def arrived(i, result) -> None:
