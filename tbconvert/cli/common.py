@@ -34,20 +34,23 @@ def add_reading(p: argparse.ArgumentParser, writes: bool = True) -> None:
                            if writes else ""))
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
-    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
-                   help="read runs, and the files of a large run, in N processes (default: "
-                        "one per core; 1: no extra processes); the output is the same for every N")
+    add_jobs(p, "read runs, and the files of a large run, in N processes (default: one per "
+                "core; 1: no extra processes); the output is the same for every N")
     p.add_argument("--ignore-checksum", action="store_true",
                    help="read a Parquet or HDF5 archive whose checksum is missing or does not "
                         "match, as far as it can be read (the damage is reported; HDF5 may "
                         "hang or crash on damaged files)")
 
 
-def add_scheduler(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="convert on a Dask cluster (a dask.distributed scheduler such as "
-                        "tcp://host:8786), one run per task; the destination must be on a path "
-                        "every worker shares; needs tbconvert[dask]")
+def add_jobs(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help=what)
+
+
+def add_scheduler(p: argparse.ArgumentParser,
+                  what: str = "convert on a Dask cluster (a dask.distributed scheduler such as "
+                              "tcp://host:8786), one run per task; the destination must be on a "
+                              "path every worker shares") -> None:
+    p.add_argument("--scheduler", metavar="ADDRESS", help=f"{what}; needs tbconvert[dask]")
 
 
 def add_writing(p: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ def _seconds(text: str) -> float:
 
 
 def add_arguments(p) -> None:
-    from tbconvert.cli.common import add_storage
+    from tbconvert.cli.common import add_jobs, add_scheduler, add_storage
     p.add_argument("src", metavar="SRC", help="event-file logdir (growing), a path or URL")
     p.add_argument("dst", metavar="DST", help="Parquet directory dataset (created if missing), "
                    "a path or a URL such as s3://bucket/dataset")
@@ -31,13 +31,11 @@ def add_arguments(p) -> None:
                         "SIGTERM, in one process (a line per round on stderr; a round whose "
                         "dataset another sync holds is skipped, one that fails is reported "
                         "and the next one tries again)")
-    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
-                   help="read and write the runs with new data in N processes when there is "
-                        "much to read (default: one per core; 1: no extra processes); the "
-                        "dataset is the same for every N")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="read the runs on the workers of this dask.distributed scheduler "
-                        "(tcp://host:8786); they must see SRC and DST at the same paths")
+    add_jobs(p, "read and write the runs with new data in N processes when there is much to "
+                "read (default: one per core; 1: no extra processes); the dataset is the same "
+                "for every N")
+    add_scheduler(p, "read the runs on the workers of this dask.distributed scheduler "
+                     "(tcp://host:8786); they must see SRC and DST at the same paths")
     p.add_argument("--break-lock", action="store_true",
                    help="take the dataset's lock even if the sync holding it looks alive")
     p.add_argument("--strict", action="store_true",
