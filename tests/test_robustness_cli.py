@@ -11,6 +11,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -565,3 +566,24 @@ def test_subprocess_corrupt_input_exit_codes(tmp_path):
         assert p.returncode == code, err
         assert "Traceback" not in err and f.name in err
         assert "truncated record" in err and "corrupt record" in err
+
+
+def test_ctrl_c_in_a_string_eval_still_exits_130_under_python_m(tmp_path):
+    """Ctrl-C while modules load can land in code that dataclasses or namedtuple run with
+    exec; CPython then remembers it and, for ``python -m``, ended the process with SIGINT
+    (-2) after tbconvert had handled it and chosen 130 (1 in 25 early interrupts did)."""
+    (tmp_path / "interrupted_in_exec.py").write_text(
+        "import sys\n"
+        "from tbconvert import cli\n"
+        "def main(argv=None):\n"
+        "    try:\n"
+        "        exec('raise KeyboardInterrupt')\n"
+        "    except KeyboardInterrupt:\n"
+        "        return 130\n"
+        "cli.main = main\n"
+        "sys.exit(cli.console_main())\n")
+    env = cli_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], cwd=CLI_CWD, env=env,
+                       capture_output=True, timeout=60)
+    assert p.returncode == 130, p.stderr.decode()

@@ -316,4 +316,9 @@ def console_main() -> int:
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # CPython remembers a KeyboardInterrupt that left any eval or exec of a string (dataclasses
+    # and namedtuple build their methods that way while modules load) and, run as
+    # ``python -m tbconvert``, ends the process with SIGINT at exit instead of this code:
+    # Ctrl-C during the first imports exited -2, not 130. Evaluating a string clears that.
+    eval("None")
     return code
