@@ -390,10 +390,11 @@ def _run_here(tasks: list, jobs: int, on_result) -> list:
     from tbconvert import cluster
     from tbconvert.formats.base import cores
     from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
-    from tbconvert.incremental.runs import sync_run
+    from tbconvert.incremental.runs import sync_run, unreadable
     sizes = [_bytes_to_read(task) for task in tasks]
     busy = [k for k, size in enumerate(sizes) if size is not None]
     jobs = min(jobs or cores(), len(busy))
+    results: list = [None] * len(tasks)
     # Handing runs to workers costs about 10 ms even forked, and each hand-over waits for
     # the threads that pass results on: a sync of a few MiB gains nothing (measured).
     if jobs > 1 and sum(sizes[k] for k in busy) >= PARALLEL_MIN_BYTES:
@@ -401,46 +402,28 @@ def _run_here(tasks: list, jobs: int, on_result) -> list:
         # process needs them for its share of the runs too).
         import tbconvert.formats.parquet.writer
         import tbconvert.formats.tfevents.reader  # noqa: F401
-        results: list = [None] * len(tasks)
 
         def arrived(i, result) -> None:
             results[busy[i]] = result
             on_result(busy[i], result)
         cluster.run_tasks(sync_run, [tasks[k] for k in busy], jobs=jobs, share=True,
-                          sizes=[sizes[k] for k in busy], on_result=arrived, lost=_lost)
-        for k, task in enumerate(tasks):
-            if results[k] is None:      # nothing new: answered without reading
-                results[k] = sync_run(task)
-                on_result(k, results[k])
-        return results
-    results = []
+                          sizes=[sizes[k] for k in busy], on_result=arrived, lost=unreadable)
     for k, task in enumerate(tasks):
-        results.append(sync_run(task))
-        on_result(k, results[-1])
+        if results[k] is None:      # here: every run, or those with nothing new
+            results[k] = sync_run(task)
+            on_result(k, results[k])
     return results
-
-
-def _lost(task, why: str):
-    """The result of a run whose process kept dying: as one that could not be read."""
-    from tbconvert.incremental.runs import RunResult
-    report = Report()
-    report.add("unreadable_run", f"{task.name}: {why}; its archived data was kept as it was",
-               run=task.name)
-    return RunResult(task.name, task.state, report=report)
 
 
 def _bytes_to_read(task) -> int | None:
     """How many bytes the task's run reads: None when its plan says nothing is new (or it
     has no plan yet: then its files, as if read whole)."""
     import os
-    if task.plan is None:
+    why, reads = task.plan if task.plan is not None else ("no plan yet", [])
+    if why is None and not reads:
+        return None
+    if why is not None:
         reads = [(f, 0) for f in task.files]
-    else:
-        why, reads = task.plan
-        if why is None and not reads:
-            return None
-        if why is not None:
-            reads = [(f, 0) for f in task.files]
     total = 0
     for path, start in reads:
         try:

@@ -69,9 +69,15 @@ def sync_run(task: RunTask) -> RunResult:
         raise
     except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
         why = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
-        report.add("unreadable_run", f"{task.name}: could not be read ({why}); its archived "
-                   "data was kept as it was", run=task.name)
-        return RunResult(task.name, task.state, report=report)
+        return unreadable(task, f"could not be read ({why})", report)
+
+
+def unreadable(task: RunTask, why: str, report: Report | None = None) -> RunResult:
+    """The result of a run that could not be synced: reported, its archived data kept."""
+    report = report if report is not None else Report()
+    report.add("unreadable_run", f"{task.name}: {why}; its archived data was kept as it was",
+               run=task.name)
+    return RunResult(task.name, task.state, report=report)
 
 
 # -- metadata and tag state as JSON ----------------------------------------------------------
