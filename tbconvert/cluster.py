@@ -228,6 +228,76 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
             suspects.extend(held)
 
 
+def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
+                  lost: Callable[[Any, str], Any],
+                  on_result: Callable[[int, Any], None] | None = None) -> list:
+    """``[fn(item) for item in items]``, the items split by ``sizes`` into one share for this
+    process and one for each worker of ``pool`` (a :class:`~tbconvert.workers.Workers`,
+    kept by the caller from one call to the next). A worker gets its whole share in one
+    call and answers once: many small items gain from a second core, where handing them
+    over one at a time would cost more than they take. The items of a worker that died
+    are run again as :func:`run_tasks` runs them (``lost`` for one that still cannot
+    finish); the pool then starts new workers on its next use."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    shares = _shares(sizes, pool.jobs + 1)
+    results: list = [None] * len(items)
+
+    def store(k, result) -> None:
+        results[k] = result
+        if on_result is not None:
+            on_result(k, result)
+    try:
+        futures = [(share, _submit(pool, fn, [items[k] for k in share]))
+                   for share in shares[1:] if share]
+        for k in shares[0]:
+            store(k, fn(items[k]))
+        again = []
+        for share, future in futures:
+            try:
+                answers = future.result()
+            except BrokenProcessPool:
+                again.extend(share)
+                continue
+            for k, result in zip(share, answers, strict=True):
+                store(k, result)
+    except BaseException:
+        pool.stop()     # none may still be writing once this returns
+        raise
+    if again:
+        pool.stop()
+        again.sort()
+        redone = _in_processes(fn, [items[k] for k in again], 2, 2, None, lost)
+        for k, result in zip(again, redone, strict=True):
+            store(k, result)
+    return results
+
+
+def _shares(sizes: list, count: int) -> list[list[int]]:
+    """Item indices in ``count`` shares of about equal total size (each largest item to the
+    lightest share), each in item order."""
+    shares: list[list[int]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
+        i = loads.index(min(loads))
+        shares[i].append(k)
+        loads[i] += sizes[k]
+    return [sorted(share) for share in shares]
+
+
+def _submit(pool, fn, items: list):
+    from concurrent.futures.process import BrokenProcessPool
+    try:
+        return pool.submit(_each, fn, items)
+    except BrokenProcessPool:   # a worker died since the last call: new workers take it
+        pool.stop()
+        return pool.submit(_each, fn, items)
+
+
+def _each(fn, items: list) -> list:
+    return [fn(item) for item in items]
+
+
 # -- a Dask cluster -------------------------------------------------------------------------
 
 def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=None) -> list:

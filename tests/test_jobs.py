@@ -438,6 +438,36 @@ def test_worker_death_costs_only_its_run(tmp_path):
     assert results[1].startswith("lost 2: the process converting it died 2 times")
 
 
+def test_kept_workers_take_whole_shares_and_survive_a_death():
+    """``run_in_shares``: the items split by size between this process and the kept
+    workers; a worker that dies costs a rerun of its share (the item that kills every
+    process it runs in is given up), and the pool works again on its next use, also when
+    its worker was killed between two uses."""
+    import signal
+
+    from tbconvert import cluster, workers
+    assert cluster._shares([5, 1, 1, 3, 2], 2) == [[0, 1], [2, 3, 4]]     # 6 and 6
+    assert cluster._shares([1, 1], 3) == [[0], [1], []]
+    pool = workers.Workers(workers.context(), 1, None)
+    try:
+        heard = {}
+        assert cluster.run_in_shares(_times_ten, [1, 2, 3], [1, 1, 1], pool, lost=None,
+                                     on_result=heard.__setitem__) == [10, 20, 30]
+        assert heard == {0: 10, 1: 20, 2: 30}
+        # equal sizes: items 2 and 4 are the worker's share, and 2 kills it every time
+        results = cluster.run_in_shares(_die_on_two, [1, 2, 3, 4], [1, 1, 1, 1], pool,
+                                        lost=lambda item, why: f"lost {item}")
+        assert results == [10, "lost 2", 30, 40]
+        assert cluster.run_in_shares(_times_ten, [1, 2], [1, 1], pool, lost=None) == [10, 20]
+        for proc in list(pool.processes):
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.join()
+        assert cluster.run_in_shares(_times_ten, [1, 2], [1, 1], pool, lost=None) == [10, 20]
+    finally:
+        pool.stop()
+    assert not pool.processes
+
+
 def _die_on_two(item):
     if item == 2:
         os._exit(3)

@@ -48,6 +48,31 @@ def _stop(proc: subprocess.Popen, signum=signal.SIGTERM) -> tuple[int, str]:
     return proc.returncode, err
 
 
+def _workers_of(proc: subprocess.Popen) -> list[int]:
+    """The command's worker processes: its children running what it runs (forked)."""
+    own = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    pids = []
+    for children in Path(f"/proc/{proc.pid}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes() == own:
+                    pids.append(int(pid))
+            except OSError:
+                pass
+    return pids
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def _leftovers(dst: Path) -> list[str]:
     return sorted(p.name for p in dst.iterdir()
                   if p.name == LOCK_FILE or p.name.startswith(("_pending-", "_tbconvert.json.tmp")))
@@ -85,13 +110,17 @@ def test_watch_follows_a_growing_logdir_until_sigterm(tmp_path):
 
 
 def test_watch_stopped_during_a_round_keeps_the_last_complete_one(tmp_path):
+    """With ``-j 2`` the command keeps a forked worker between rounds, which writes its share
+    of the runs: stopped mid-round, nothing it wrote is left, and it is gone too."""
     src, dst = tmp_path / "logs", tmp_path / "archive"
     runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(6)]
     for ev in runs:
         ev.write_many(scalar(s) for s in range(3000))
-    proc = _start(src, dst, "--watch", "0.1")
+    proc = _start(src, dst, "--watch", "0.1", "-j", "2")
     try:
         first = _wait(lambda: _generation(dst), proc)
+        kept = _workers_of(proc)
+        assert len(kept) == 1, kept
         before = full_rows(dst)
         for ev in runs:
             ev.write_many(scalar(s) for s in range(3000, 6000))
@@ -102,6 +131,7 @@ def test_watch_stopped_during_a_round_keeps_the_last_complete_one(tmp_path):
         code, err = _stop(proc)
     assert code == 143 and "Traceback" not in err, err
     assert _leftovers(dst) == []
+    assert all(_gone(pid) for pid in kept)
     if _generation(dst) == first:
         assert full_rows(dst) == before
     # else the signal came after that round's commit (which may have seen only some of the
@@ -196,3 +226,37 @@ def test_sync_watch_in_the_library(tmp_path):
         tbconvert.sync_watch(src, tmp_path / "x.parquet", 0.0, rounds=2, sleep=grow)
     with pytest.raises(UsageError, match="0 seconds or more"):
         tbconvert.sync_watch(src, dst, -1, rounds=1)
+
+
+def test_sync_watch_with_kept_workers_writes_what_one_process_writes(tmp_path):
+    """``jobs=2``: a worker started once takes a share of every round's runs, however few
+    points are new; killed between two rounds, the next round still completes, with new
+    workers. The parts are byte for byte those of ``jobs=1``."""
+    import multiprocessing
+    datasets = []
+    for jobs in (1, 2):
+        src, dst = tmp_path / f"j{jobs}" / "logs", tmp_path / f"j{jobs}" / "archive"
+        runs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(4)]
+        for ev in runs:
+            ev.write_many(scalar(s) for s in range(50))
+        seen: list = []
+
+        def grow(seconds, runs=runs, seen=seen, jobs=jobs):
+            k = len(seen)
+            if jobs == 2 and k == 2:
+                kept = multiprocessing.active_children()
+                assert len(kept) == 1
+                os.kill(kept[0].pid, signal.SIGKILL)
+                kept[0].join()
+            for ev in runs[:k + 1]:
+                ev.write_many(scalar(s) for s in range(50 + 10 * k, 60 + 10 * k))
+
+        tbconvert.sync_watch(src, dst, 0.0, rounds=4, sleep=grow, on_round=seen.append,
+                             jobs=jobs)
+        assert [r.error for r in seen] == [None] * 4
+        assert multiprocessing.active_children() == []      # stopped with the loop
+        check(src, dst, tmp_path / f"j{jobs}", view=False)
+        datasets.append({p.name: p.read_bytes() for p in dst.glob("*.parquet")})
+    assert datasets[0] == datasets[1] and len(datasets[0]) >= 4
+    with pytest.raises(TypeError, match="schedular"):
+        tbconvert.sync_watch(src, dst, 0.0, rounds=1, schedular="tcp://127.0.0.1:1")

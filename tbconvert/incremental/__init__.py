@@ -76,10 +76,18 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     to the store (see :mod:`tbconvert.incremental.store`).
     A second sync on the same ``dst`` is refused while one runs.
     """
-    from tbconvert import remote
     from tbconvert.api import check_jobs
     check_jobs(jobs)
     report = report if report is not None else SyncReport()
+    return _sync(src, dst, scheduler, break_lock, report, storage_options, jobs)
+
+
+def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_options,
+          jobs: int, workers=None) -> SyncReport:
+    """:func:`sync`; ``workers`` (a :class:`~tbconvert.workers.Workers` pool kept between
+    syncs, as :func:`~tbconvert.incremental.watch.sync_watch` keeps one) take a share of
+    the runs of a small sync too."""
+    from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)
     if remote.is_remote(src) or remote.is_remote(dst):
         return _sync_url(src, dst, scheduler, break_lock, report, storage_options, jobs)
@@ -94,7 +102,8 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     with Lock(dst, report, break_lock=break_lock):
         survey = _survey(src, dst)
         if not _nothing_new(survey, report):
-            _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs)
+            _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs,
+                         workers=workers)
     report.outputs.append(str(dst))
     return report
 
@@ -265,7 +274,7 @@ def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:
 
 
 def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None,
-                 survey: _Survey | None = None, jobs: int = 1) -> None:
+                 survey: _Survey | None = None, jobs: int = 1, workers=None) -> None:
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
@@ -310,7 +319,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             def written(k, result) -> None:
                 if result.part is not None and result.state is not None:
                     flusher.add(result.part)
-            results = _run_here(tasks, jobs, written)
+            results = _run_here(tasks, jobs, written, workers)
         else:
             from tbconvert import cluster
             results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
@@ -384,9 +393,10 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     manifest.remove_garbage(dst, new_marker)
 
 
-def _run_here(tasks: list, jobs: int, on_result) -> list:
-    """``sync_run`` of every task, in this process, or beside ``jobs - 1`` local workers
-    when more than one run has new data and there is enough of it to pay for them."""
+def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
+    """``sync_run`` of every task: in this process, beside ``jobs - 1`` local workers when
+    more than one run has new data and there is enough of it to pay for starting them, or
+    beside kept ``workers`` whatever there is."""
     from tbconvert import cluster
     from tbconvert.formats.base import cores
     from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
@@ -395,19 +405,23 @@ def _run_here(tasks: list, jobs: int, on_result) -> list:
     busy = [k for k, size in enumerate(sizes) if size is not None]
     jobs = min(jobs or cores(), len(busy))
     results: list = [None] * len(tasks)
-    # Handing runs to workers costs about 10 ms even forked, and each hand-over waits for
-    # the threads that pass results on: a sync of a few MiB gains nothing (measured).
+
+    def arrived(i, result) -> None:
+        results[busy[i]] = result
+        on_result(busy[i], result)
+    # Starting workers costs about 10 ms even forked, and each hand-over waits for the
+    # threads that pass results on: a sync of a few MiB gains nothing (measured). Kept
+    # workers cost neither, and take their share of the runs in one hand-over.
     if jobs > 1 and sum(sizes[k] for k in busy) >= PARALLEL_MIN_BYTES:
         # Loaded before the workers are forked, or each would load them again (this
         # process needs them for its share of the runs too).
         import tbconvert.formats.parquet.writer
         import tbconvert.formats.tfevents.reader  # noqa: F401
-
-        def arrived(i, result) -> None:
-            results[busy[i]] = result
-            on_result(busy[i], result)
         cluster.run_tasks(sync_run, [tasks[k] for k in busy], jobs=jobs, share=True,
                           sizes=[sizes[k] for k in busy], on_result=arrived, lost=unreadable)
+    elif jobs > 1 and workers is not None:
+        cluster.run_in_shares(sync_run, [tasks[k] for k in busy], [sizes[k] for k in busy],
+                              workers, lost=unreadable, on_result=arrived)
     for k, task in enumerate(tasks):
         if results[k] is None:      # here: every run, or those with nothing new
             results[k] = sync_run(task)

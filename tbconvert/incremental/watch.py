@@ -61,22 +61,57 @@ def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | No
     hears every round (a :class:`Round`). ``rounds``: stop after that many (None: until
     ``KeyboardInterrupt``, which ends it as it ends a single sync: the dataset is as the
     last complete round left it). ``break_lock`` holds for the first round only: a lock
-    found later belongs to another sync that started meanwhile. ``options`` go to
-    :func:`~tbconvert.incremental.sync`.
+    found later belongs to another sync that started meanwhile. ``options``
+    (``scheduler``, ``storage_options``, ``jobs``) go to :func:`~tbconvert.incremental.sync`;
+    with ``jobs`` other than 1 the worker processes are started once, before the first
+    round, and take a share of every round's runs, however little is new.
     Errors that no later round can cure (a usage error, a destination that is not a
     dataset, a missing package) are raised; other errors of a round are handed to
     ``on_round`` and the next round runs.
     """
-    from tbconvert.incremental import sync
     if not every >= 0:
         raise UsageError(f"{every!r}: the pause between sync rounds must be 0 seconds or more")
+    unknown = sorted(set(options) - {"scheduler", "storage_options", "jobs"})
+    if unknown:
+        raise TypeError(f"sync_watch() got an unexpected keyword argument {unknown[0]!r}")
+    from tbconvert.api import check_jobs
+    check_jobs(options.get("jobs", 1))
+    pool = _kept_workers(options)
+    try:
+        return _rounds(src, dst, every, on_round, rounds, break_lock, sleep, pool, options)
+    finally:
+        if pool is not None:
+            pool.stop()
+
+
+def _kept_workers(options: dict):
+    """The workers that take a share of every round's runs (None: the rounds run here).
+    Started once: a round then pays no start-up for them, and a small round gains too."""
+    from tbconvert import workers
+    from tbconvert.formats.base import cores
+    jobs = options.get("jobs", 1)
+    jobs = jobs or cores()
+    if jobs <= 1 or options.get("scheduler") is not None:
+        return None
+    # Loaded before the workers are forked, or each would load them again.
+    import tbconvert.formats.parquet.writer
+    import tbconvert.incremental.runs  # noqa: F401
+    pool = workers.Workers(workers.context(), jobs - 1, None)
+    pool.start()      # forked here, in the command's main thread, before any round
+    return pool
+
+
+def _rounds(src, dst, every, on_round, rounds, break_lock, sleep, pool, options) -> int:
+    from tbconvert.incremental import SyncReport, _sync
     number = 0
     while rounds is None or number < rounds:
         number += 1
         t0 = time.perf_counter()
         done = Round(number, 0.0)
         try:
-            done.report = sync(src, dst, break_lock=break_lock and number == 1, **options)
+            done.report = _sync(src, dst, options.get("scheduler"),
+                                break_lock and number == 1, SyncReport(),
+                                options.get("storage_options"), options.get("jobs", 1), pool)
         except SyncLocked as exc:
             done.skipped = str(exc)
         except TbconvertError as exc:
