@@ -13,7 +13,9 @@ byte for byte (``bench/writers.py``). Timed, each in a fresh process as a user r
   event file (training went on), and once more with nothing new.
 
 The sync is also timed inside one Python process (``tbconvert.sync``), which leaves out
-the interpreter's start-up, and as ``sync --watch 0.2`` (one long-lived process): a round's
+the interpreter's start-up, as rounds of ``tbconvert.sync_watch`` with ``jobs=1`` and
+``jobs=0`` (workers kept from round to round, each taking a share of the runs), and as
+``sync --watch 0.2`` (one long-lived process, a worker per further core): a round's
 own duration as the process reports it on stderr, and the time from the end of an append
 to the manifest's new generation (which includes waiting for the next round to start).
 Rows give wall time and CPU time (user + system, of this process and of the processes it
@@ -256,12 +258,15 @@ def main() -> None:
 
         import tbconvert
 
-        def full_inproc():
+        def full_inproc(jobs):
             shutil.rmtree(base / "full", ignore_errors=True)
             return timed(lambda: tbconvert.convert(logs, base / "full", to_format="parquet",
-                                                   jobs=0))
-        full_inproc()       # the imports, once
-        t_full_inproc = best(full_inproc, a.repeat)
+                                                   jobs=jobs))
+        full_inproc(1)       # the imports, once
+        t_full_inproc_all = best(lambda: full_inproc(0), a.repeat)
+        t_full_inproc_one = best(lambda: full_inproc(1), a.repeat)
+        # the faster of the two is what the syncs are measured against
+        t_full_inproc = min(t_full_inproc_all, t_full_inproc_one)
 
         def sync_inproc():
             grow()
@@ -274,6 +279,19 @@ def main() -> None:
         t_inproc = best(sync_inproc, 2 * a.repeat)
         t_inproc_same = best(lambda: timed(lambda: tbconvert.sync(logs, base / "archive")),
                              a.repeat)
+
+        def library_rounds(jobs):
+            """Rounds of ``tbconvert.sync_watch(jobs=...)``, each after an append (the
+            first, which starts spawned workers, not counted)."""
+            seen = []
+            tbconvert.sync_watch(logs, base / "archive", 0, rounds=2 * a.repeat + 1,
+                                 sleep=lambda _: grow(), on_round=seen.append, jobs=jobs)
+            assert all(r.report is not None and r.report.runs_extended == a.runs
+                       for r in seen[1:]), [r.report.summary() for r in seen]
+            return [r.seconds for r in seen[1:]]
+        grow()
+        lib_one = library_rounds(1)
+        lib_all = library_rounds(0)
 
         rounds, latencies, watch_cpu = watch_rounds(
             logs, base / "archive", a.runs, a.points + appended[0] * new, new, 2 * a.repeat)
@@ -297,21 +315,30 @@ def main() -> None:
                 ("first `sync` (everything new)", t_first, t_full),
                 (f"`sync` after {100 * a.new:g}% new", t_sync, t_full),
                 ("`sync` with nothing new", t_same, t_full),
-                ("in one process (imports done): `tbconvert.convert()`", t_full_inproc,
-                 t_full_inproc),
+                ("in one process (imports done): `tbconvert.convert(jobs=1)`",
+                 t_full_inproc_one, t_full_inproc),
+                ("in one process (imports done): `tbconvert.convert(jobs=0)`",
+                 t_full_inproc_all, t_full_inproc),
                 (f"in one process: `tbconvert.sync()` after {100 * a.new:g}% new", t_inproc,
                  t_full_inproc),
                 ("in one process: `tbconvert.sync()` with nothing new", t_inproc_same,
                  t_full_inproc)):
             print(f"| {what} | {t[0]:.3f} | {100 * t[0] / ref[0]:.1f}% | {t[1]:.3f} | "
                   f"{100 * t[1] / ref[1]:.1f}% |")
+        for jobs, got in ((1, lib_one), (0, lib_all)):
+            r = min(got)
+            print(f"| in one process: a round of `tbconvert.sync_watch(jobs={jobs})` after "
+                  f"{100 * a.new:g}% new | {r:.3f} | {100 * r / t_full_inproc[0]:.1f}% | | |")
         r = min(rounds)
         print(f"| `sync --watch 0.2`: a round after {100 * a.new:g}% new, its duration as the "
               f"process reports it | {r:.3f} | {100 * r / t_full[0]:.1f}% (of the command; "
-              f"{100 * r / t_full_inproc[0]:.1f}% of `tbconvert.convert()`) | | |")
+              f"{100 * r / t_full_inproc[0]:.1f}% of the faster `tbconvert.convert()`) | | |")
         lat = min(latencies)
         print(f"| `sync --watch 0.2`: from the end of an append to the new generation "
               f"(waiting for the next round included) | {lat:.3f} | | | |")
+        print(f"\n`tbconvert.sync_watch()` rounds: jobs=1 "
+              f"{', '.join(f'{x:.3f}' for x in lib_one)} s; jobs=0 "
+              f"{', '.join(f'{x:.3f}' for x in lib_all)} s")
         print(f"\n`sync --watch 0.2`: rounds {', '.join(f'{x:.3f}' for x in rounds)} s; "
               f"append to new generation {', '.join(f'{x:.3f}' for x in latencies)} s; the "
               f"process used {watch_cpu:.2f} s CPU over its life (start-up and idle rounds "

@@ -230,17 +230,19 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
 
 def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
                   lost: Callable[[Any, str], Any],
-                  on_result: Callable[[int, Any], None] | None = None) -> list:
+                  on_result: Callable[[int, Any], None] | None = None,
+                  ahead: int = 0) -> list:
     """``[fn(item) for item in items]``, the items split by ``sizes`` into one share for this
     process and one for each worker of ``pool`` (a :class:`~tbconvert.workers.Workers`,
-    kept by the caller from one call to the next). A worker gets its whole share in one
+    kept by the caller from one call to the next); ``ahead``: the work this process has
+    besides its share, in the units of ``sizes``. A worker gets its whole share in one
     call and answers once: many small items gain from a second core, where handing them
     over one at a time would cost more than they take. The items of a worker that died
     are run again as :func:`run_tasks` runs them (``lost`` for one that still cannot
     finish); the pool then starts new workers on its next use."""
     from concurrent.futures.process import BrokenProcessPool
 
-    shares = _shares(sizes, pool.jobs + 1)
+    shares = _shares(sizes, pool.jobs + 1, ahead)
     results: list = [None] * len(items)
 
     def store(k, result) -> None:
@@ -273,11 +275,11 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
     return results
 
 
-def _shares(sizes: list, count: int) -> list[list[int]]:
+def _shares(sizes: list, count: int, ahead: int = 0) -> list[list[int]]:
     """Item indices in ``count`` shares of about equal total size (each largest item to the
-    lightest share), each in item order."""
+    lightest share), the first share starting with ``ahead``; each in item order."""
     shares: list[list[int]] = [[] for _ in range(count)]
-    loads = [0] * count
+    loads = [ahead] + [0] * (count - 1)
     for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
         i = loads.index(min(loads))
         shares[i].append(k)

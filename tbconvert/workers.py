@@ -210,6 +210,9 @@ class Workers:
         if self.pool is None:
             return
         processes = self.processes | set((getattr(self.pool, "_processes", None) or {}).values())
+        # The pool's own thread reaps the workers too: once it is done, every one of them is
+        # known to be gone (one it reaped first can still look alive to a join below).
+        manager = getattr(self.pool, "_executor_manager_thread", None)
         self.pool.shutdown(wait=False, cancel_futures=True)
         for proc in processes:
             if proc.is_alive():
@@ -220,5 +223,7 @@ class Workers:
             if proc.is_alive():     # deaf to SIGTERM (it landed before the worker set up)
                 proc.kill()
                 proc.join()
+        if manager is not None:
+            manager.join(STOP_GRACE)
         self.processes.clear()
         self.pool = None

@@ -17,6 +17,9 @@ class PlainDigest(digest.ColumnDigest):
     def _fast(self, arr) -> bool:
         return False
 
+    def _fast_chunked(self, arr) -> bool:
+        return False
+
 
 def _columns(n: int, rng):
     valid = rng.random(n) < 0.7
@@ -59,6 +62,31 @@ def test_fast_paths_digest_as_the_plain_definition(n):
             plain.update(piece)
             fast.update(piece)
             assert fast.hexdigest() == plain.hexdigest(), (column.type, len(piece))
+
+
+def _const(value: str, n: int, index=np.int32) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, index)), pa.array([value]))
+
+
+@pytest.mark.parametrize("pieces", [
+    [_const("run", 3), _const("run", 0), _const("run", 5)],     # one value, many batches
+    [_const("loss", 3), _const("acc", 4)],                       # a value per batch: tags
+    [_const("x", 2, np.int8), pa.DictionaryArray.from_arrays(
+        pa.array(np.array([1, 0], np.int8)), pa.array(["x", "y"]))],
+    [pa.nulls(4, pa.binary()), pa.nulls(0, pa.binary()), pa.nulls(2, pa.binary())],
+    [pa.nulls(2, pa.list_(pa.int64())), pa.array([[1]], pa.list_(pa.int64()))],
+    [pa.array([1.5, 2.5]), pa.array([], pa.float64()), pa.array([3.5])],
+    [pa.array([True, False, True]), pa.array([False] * 9)],
+    [pa.array([1, 2], pa.int32()), pa.array([3, None], pa.int32())],
+])
+def test_a_row_group_of_many_batches_digests_as_one_array(pieces):
+    """A sync's part holds a few points per series, one batch each: the column is taken in
+    one go, with the CRCs of the plain definition."""
+    column = pa.chunked_array(pieces, pieces[0].type)
+    plain, fast = PlainDigest(), digest.ColumnDigest()
+    plain.update(column)
+    fast.update(column)
+    assert fast.hexdigest() == plain.hexdigest()
 
 
 @pytest.mark.e2e

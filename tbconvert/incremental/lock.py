@@ -90,10 +90,10 @@ class Lock:
         draft = self.path.with_name(f"{LOCK_FILE}{_DRAFT}{_host_tag()}-{os.getpid()}-"
                                     f"{uuid.uuid4().hex[:8]}")
         try:
+            # Not flushed to disk: a lock matters while its process lives, and one that a
+            # crash of the machine leaves empty is known stale after a minute.
             with open(draft, "xb") as fh:
                 fh.write(self._body())
-                fh.flush()
-                os.fsync(fh.fileno())
             try:
                 os.link(draft, self.path)
             except FileExistsError:
@@ -111,7 +111,6 @@ class Lock:
             return False
         try:
             os.write(fd, self._body())
-            os.fsync(fd)
         finally:
             os.close(fd)
         return True

@@ -114,6 +114,8 @@ class ColumnDigest:
 
     def update(self, arr) -> None:
         if isinstance(arr, pa.ChunkedArray):
+            if arr.num_chunks > 1 and self._fast_chunked(arr):
+                return
             for piece in arr.chunks:
                 self.update(piece)
             return
@@ -152,6 +154,49 @@ class ColumnDigest:
             self._all_null(arr.type, n)
             return True
         return pa.types.is_dictionary(arr.type) and self._dictionary(arr)
+
+    def _fast_chunked(self, arr: pa.ChunkedArray) -> bool:
+        """A row group of many small batches (a sync's part: a few points of each series)
+        in one go, when its column is all null, numbers without nulls, or one dictionary
+        value throughout."""
+        n = len(arr)
+        if n and arr.null_count == n:
+            if all(_spans_nothing(piece) for piece in arr.chunks):
+                self._all_null(arr.type, n)
+                return True
+            return False
+        if arr.null_count:
+            return False
+        t = arr.type
+        if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+            c = self.crcs
+            c[0] = _crc(c[0], np.ones(n, np.uint8))
+            for piece in arr.chunks:
+                c[1] = _crc(c[1], _fixed_values(piece, None))
+            return True
+        if not pa.types.is_dictionary(t) or not _is_binary(t.value_type):
+            return False
+        value = None
+        for piece in arr.chunks:
+            if not len(piece):
+                continue
+            codes = _fixed_values(piece.indices, None)
+            first = int(codes[0])
+            if (codes != first).any():
+                return False
+            one = piece.dictionary[first].as_py()
+            if value is None:
+                value = one
+            elif one != value:
+                return False
+        if value is None:
+            return False
+        value = value.encode("utf-8") if isinstance(value, str) else value
+        c = self.crcs
+        c[0] = _crc(c[0], np.ones(n, np.uint8))
+        c[1] = _crc(c[1], np.full(n, len(value), np.int64))
+        c[2] = _crc(c[2], value * n)
+        return True
 
     def _all_null(self, t: pa.DataType, n: int) -> None:
         c = self.crcs
