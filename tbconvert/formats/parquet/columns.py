@@ -9,6 +9,7 @@ second of imports) out of a conversion that never needs pandas.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -87,7 +88,14 @@ def lists(child: pa.Array, lengths: np.ndarray, type_: pa.DataType,
 def const_dict(value: str, n: int, index_type=np.int32) -> pa.DictionaryArray:
     """``value`` n times, dictionary-encoded."""
     index = fixed(np.zeros(n, dtype=index_type), pa.from_numpy_dtype(np.dtype(index_type)))
-    return pa.DictionaryArray.from_arrays(index, strings([value]))
+    return pa.DictionaryArray.from_arrays(index, _one_string(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _one_string(value: str) -> pa.Array:
+    """A dictionary of one value (Arrow arrays are immutable: shared by every batch of a
+    run, tag or plugin)."""
+    return strings([value])
 
 
 def dict_codes(codes: np.ndarray, names: dict, index_type=np.int8,
