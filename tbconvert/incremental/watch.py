@@ -76,7 +76,7 @@ def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | No
         raise TypeError(f"sync_watch() got an unexpected keyword argument {unknown[0]!r}")
     from tbconvert.api import check_jobs
     check_jobs(options.get("jobs", 1))
-    pool = _kept_workers(options)
+    pool = _kept_workers(src, dst, options)
     try:
         return _rounds(src, dst, every, on_round, rounds, break_lock, sleep, pool, options)
     finally:
@@ -84,15 +84,15 @@ def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | No
             pool.stop()
 
 
-def _kept_workers(options: dict):
+def _kept_workers(src, dst, options: dict):
     """The workers that take a share of every round's runs (None: the rounds run here).
     Started once: a round then pays no start-up for them, and a small round gains too."""
-    from tbconvert import workers
+    from tbconvert import remote, workers
     from tbconvert.formats.base import cores
-    jobs = options.get("jobs", 1)
-    jobs = jobs or cores()
-    if jobs <= 1 or options.get("scheduler") is not None:
-        return None
+    jobs = options.get("jobs", 1) or cores()
+    if jobs <= 1 or options.get("scheduler") is not None or any(
+            remote.is_remote(p) for p in (src, dst)):
+        return None     # (a sync with a URL stages and publishes in its own way, here)
     # Loaded before the workers are forked, or each would load them again.
     import tbconvert.formats.parquet.writer
     import tbconvert.incremental.runs  # noqa: F401
