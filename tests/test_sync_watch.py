@@ -228,11 +228,15 @@ def test_sync_watch_in_the_library(tmp_path):
         tbconvert.sync_watch(src, dst, -1, rounds=1)
 
 
-def test_sync_watch_with_kept_workers_writes_what_one_process_writes(tmp_path):
+def test_sync_watch_with_kept_workers_writes_what_one_process_writes(tmp_path, monkeypatch):
     """``jobs=2``: a worker started once takes a share of every round's runs, however few
-    points are new; killed between two rounds, the next round still completes, with new
-    workers. The parts are byte for byte those of ``jobs=1``."""
+    points are new, and of the runs whose small parts are merged; killed between two rounds,
+    the next round still completes, with new workers. The parts are byte for byte those of
+    ``jobs=1``."""
     import multiprocessing
+
+    from tbconvert.incremental import compact
+    monkeypatch.setattr(compact, "FANOUT", 2)     # three runs merge two parts in round 3
     datasets = []
     for jobs in (1, 2):
         src, dst = tmp_path / f"j{jobs}" / "logs", tmp_path / f"j{jobs}" / "archive"
@@ -248,12 +252,13 @@ def test_sync_watch_with_kept_workers_writes_what_one_process_writes(tmp_path):
                 assert len(kept) == 1
                 os.kill(kept[0].pid, signal.SIGKILL)
                 kept[0].join()
-            for ev in runs[:k + 1]:
+            for ev in runs[:max(k + 1, 3)]:
                 ev.write_many(scalar(s) for s in range(50 + 10 * k, 60 + 10 * k))
 
         tbconvert.sync_watch(src, dst, 0.0, rounds=4, sleep=grow, on_round=seen.append,
                              jobs=jobs)
         assert [r.error for r in seen] == [None] * 4
+        assert [r.report.parts_merged for r in seen] == [0, 0, 6, 0]
         assert multiprocessing.active_children() == []      # stopped with the loop
         check(src, dst, tmp_path / f"j{jobs}", view=False)
         datasets.append({p.name: p.read_bytes() for p in dst.glob("*.parquet")})

@@ -279,7 +279,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
     from tbconvert.formats.tfevents.reader import TfeventsReader
-    from tbconvert.incremental import compact, manifest
+    from tbconvert.incremental import manifest
     manifest = manifest if store is None else store      # the dataset's committing side
     from tbconvert.incremental.runs import RunTask, sync_run
 
@@ -335,25 +335,30 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     parts, runs_state = [], {}
     merged_away: set = set()    # parts that merging replaced (see compact)
     merged_in: list = []        # the parts merging wrote
-    for task, result in zip(tasks, results, strict=True):
+    kept = [_parts_after(task, result, known, generation, dst if store is None else None)
+            for task, result in zip(tasks, results, strict=True)]
+    due = [k for k, (_, _, plan) in enumerate(kept) if plan is not None]
+    merged = _merge(dst, [kept[k][2] for k in due], experiment, workers)
+    for k, ok in zip(due, merged, strict=True):
+        run_parts, weights, (start, name, files) = kept[k]
+        if not ok:
+            report.add("parts_not_merged", f"{tasks[k].name}: its last {len(files)} parts could "
+                       "not be merged into one (one could not be read whole); they are kept as "
+                       "they are", run=tasks[k].name, lost=False)
+            continue
+        report.parts_merged += len(files)
+        merged_away.update(run_parts[start:])
+        merged_in.append(name)
+        kept[k] = (run_parts[:start] + [name], weights[:start] + [sum(weights[start:])], None)
+    for task, result, (run_parts, weights, _) in zip(tasks, results, kept, strict=True):
         report.extend(result.report.issues)
         report.new_bytes += result.new_bytes
         key = _stored_name(task.name)
         old = known.get(key)
         if result.state is None:        # a new run that could not be read
             continue
-        run_parts = [] if old is None else list(old["parts"])
-        weights = [] if old is None else compact.weights_of(old)
         if result.part is not None:
             report.parts_written += 1
-            if result.replaces:
-                run_parts, weights = [], []
-            run_parts.append(result.part)
-            weights.append(1 if weights else 0)
-            if store is None:
-                run_parts, weights = _merged(dst, run_parts, weights, result.part, generation,
-                                             experiment, report, task.name, merged_away,
-                                             merged_in)
         if old is None:
             report.runs_added += 1
         elif result.replaces:
@@ -458,28 +463,43 @@ def _bytes_to_read(task) -> int | None:
     return total
 
 
-def _merged(dst: Path, run_parts: list[str], weights: list[int], new: str, generation: int,
-            experiment: dict, report: SyncReport, run: str, merged_away: set,
-            merged_in: list):
-    """The run's parts and their weights after merging the last ones, when due (see
-    :mod:`tbconvert.incremental.compact`); the merged part waits under its pending name,
-    like the parts this sync wrote."""
+def _parts_after(task, result, known: dict, generation: int, local: Path | None):
+    """A run's parts and their weights with this sync's part, and what merging is due
+    (``(start, merged name, files)``; None: nothing, or an object store's dataset, whose
+    parts are not merged); see :mod:`tbconvert.incremental.compact`."""
     from tbconvert.incremental import compact
     from tbconvert.incremental.files import pending_name
-    start = compact.to_merge(weights)
+    old = known.get(_stored_name(task.name))
+    if result.state is None:
+        return [], [], None
+    run_parts = [] if old is None else list(old["parts"])
+    weights = [] if old is None else compact.weights_of(old)
+    if result.part is None:
+        return run_parts, weights, None
+    if result.replaces:
+        run_parts, weights = [], []
+    run_parts.append(result.part)
+    weights.append(1 if weights else 0)
+    start = compact.to_merge(weights) if local is not None else None
     if start is None:
-        return run_parts, weights
+        return run_parts, weights, None
     name = compact.merged_name(run_parts[start], generation)
-    files = [dst / (pending_name(p) if p == new else p) for p in run_parts[start:]]
-    if not compact.merge(files, dst / pending_name(name), experiment):
-        report.add("parts_not_merged", f"{run}: its last {len(files)} parts could not be "
-                   "merged into one (one could not be read whole); they are kept as they are",
-                   run=run, lost=False)
-        return run_parts, weights
-    report.parts_merged += len(files)
-    merged_away.update(run_parts[start:])
-    merged_in.append(name)
-    return run_parts[:start] + [name], weights[:start] + [sum(weights[start:])]
+    files = [local / (pending_name(p) if p == result.part else p) for p in run_parts[start:]]
+    return run_parts, weights, (start, name, files)
+
+
+def _merge(dst: Path, plans: list, experiment: dict, workers) -> list[bool]:
+    """Whether each due merge was done: the merged part waits under its pending name, like
+    the parts this sync wrote. Kept ``workers`` take a share of them (a long ``--watch``
+    merges every run's parts in the same round)."""
+    from tbconvert.incremental import compact
+    from tbconvert.incremental.files import pending_name
+    jobs = [(files, dst / pending_name(name), experiment) for _, name, files in plans]
+    if workers is None or len(jobs) < 2:
+        return [compact.merge_job(job) for job in jobs]
+    from tbconvert import cluster
+    return cluster.run_in_shares(compact.merge_job, jobs, [len(job[0]) for job in jobs],
+                                 workers, lost=lambda job, why: False)
 
 
 def _stored_name(name: str) -> str:

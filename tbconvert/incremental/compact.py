@@ -83,3 +83,8 @@ def merge(files: list[Path], out: Path, experiment: dict) -> bool:
         pass
     out.unlink(missing_ok=True)
     return False
+
+
+def merge_job(job: tuple) -> bool:
+    """:func:`merge` of ``(files, out, experiment)``: a task for a worker."""
+    return merge(*job)
