@@ -824,6 +824,33 @@ def test_parts_that_cannot_be_read_whole_are_kept_unmerged(tmp_path, monkeypatch
     assert len(_run_parts(dst, "a")) == 3 and damaged.read_bytes() == bytes(data)
 
 
+def test_a_sync_stopped_while_it_merges_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) while a sync merges small parts, after its new parts are written:
+    neither they nor the merged part stay behind, and the dataset is the previous sync's."""
+    from tbconvert.incremental import compact
+    monkeypatch.setattr(compact, "FANOUT", 2)
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(20))
+    sync(src, dst)
+    a.write_many(scalar(s) for s in range(20, 40))
+    sync(src, dst)
+    before = {p.name: p.read_bytes() for p in dst.iterdir()}
+    a.write_many(scalar(s) for s in range(40, 60))
+    merge = compact.merge
+
+    def interrupted(files, out, experiment):
+        merge(files, out, experiment)       # the merged part is on disk, pending
+        raise KeyboardInterrupt
+    monkeypatch.setattr(compact, "merge", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sync(src, dst)
+    assert {p.name: p.read_bytes() for p in dst.iterdir()} == before
+    monkeypatch.setattr(compact, "merge", merge)
+    assert sync(src, dst).parts_merged == 2
+    check(src, dst, tmp_path, view=False)
+
+
 def test_merged_part_names_are_unique_and_sort_in_order():
     from tbconvert.incremental.compact import merged_name
     # a run's name hint may itself end like a generation ("exp-g2"): the mark still differs

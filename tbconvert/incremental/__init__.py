@@ -326,20 +326,51 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         else:
             from tbconvert import cluster
             results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
+        kept = [_parts_after(task, result, known, generation, dst if store is None else None)
+                for task, result in zip(tasks, results, strict=True)]
+        due = [k for k, (_, _, plan) in enumerate(kept) if plan is not None]
+        merged = _merge(dst, [kept[k][2] for k in due], experiment, workers)
     except BaseException:
-        # interrupted or failed before anything was committed: the parts written so far go
+        # interrupted or failed before anything was committed: the parts written so far
+        # (merged ones too) go
         if flusher is not None:
             flusher.close()
         manifest.remove_garbage(dst, marker)
         raise
+    # (a signal from here to the commit leaves the dataset as it was, too)
+    try:
+        parts, runs_state, merged_away, merged_in = _outcome(
+            tasks, results, kept, dict(zip(due, merged, strict=True)), known, indices, report)
+        new_marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                      "experiment": experiment, "parts": parts,
+                      "sync": {"generation": generation, "runs": runs_state}}
+        written = [r.part for r in results if r.part is not None and r.state is not None
+                   and r.part not in merged_away] + merged_in
+        if flusher is not None:
+            for name in merged_in:
+                flusher.add(name)
+            manifest.publish(dst, written, flusher)
+        else:    # an object store's manifest publishes in its own way, without a flusher
+            manifest.publish(dst, written)
+        manifest.commit(dst, new_marker)
+    except BaseException:
+        if flusher is not None:
+            flusher.close()
+        manifest.remove_garbage(dst, manifest.load(dst, Report()))
+        raise
+    manifest.remove_garbage(dst, new_marker)
+
+
+def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
+             report: SyncReport) -> tuple[list, dict, set, list]:
+    """The new manifest's parts and runs, from the runs' results and the merges (by task:
+    done or not); also the parts merging replaced and those it wrote. Counts it all in
+    ``report``."""
     parts, runs_state = [], {}
-    merged_away: set = set()    # parts that merging replaced (see compact)
-    merged_in: list = []        # the parts merging wrote
-    kept = [_parts_after(task, result, known, generation, dst if store is None else None)
-            for task, result in zip(tasks, results, strict=True)]
-    due = [k for k, (_, _, plan) in enumerate(kept) if plan is not None]
-    merged = _merge(dst, [kept[k][2] for k in due], experiment, workers)
-    for k, ok in zip(due, merged, strict=True):
+    merged_away: set = set()
+    merged_in: list = []
+    kept = list(kept)
+    for k, ok in merged.items():
         run_parts, weights, (start, name, files) = kept[k]
         if not ok:
             report.add("parts_not_merged", f"{tasks[k].name}: its last {len(files)} parts could "
@@ -380,25 +411,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             report.runs_removed += 1
             report.add("run_removed", f"{name}: no longer in the source; taken out of the "
                        "dataset (as a full conversion would leave it out)", run=name, lost=False)
-    new_marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
-                  "experiment": experiment, "parts": parts,
-                  "sync": {"generation": generation, "runs": runs_state}}
-    try:
-        written = [r.part for r in results if r.part is not None and r.state is not None
-                   and r.part not in merged_away] + merged_in
-        if flusher is not None:
-            for name in merged_in:
-                flusher.add(name)
-            manifest.publish(dst, written, flusher)
-        else:    # an object store's manifest publishes in its own way, without a flusher
-            manifest.publish(dst, written)
-        manifest.commit(dst, new_marker)
-    except BaseException:
-        if flusher is not None:
-            flusher.close()
-        manifest.remove_garbage(dst, manifest.load(dst, Report()))
-        raise
-    manifest.remove_garbage(dst, new_marker)
+    return parts, runs_state, merged_away, merged_in
 
 
 def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
