@@ -803,17 +803,22 @@ def test_a_run_synced_round_after_round_keeps_few_parts(tmp_path, monkeypatch):
     assert sum(state["weights"]) == 30 and state["weights"][0] == 0
 
 
-def test_parts_that_cannot_be_read_whole_are_kept_unmerged(tmp_path, monkeypatch):
-    """A damaged part is never laundered into a fresh part with fresh checksums: the
-    merge is given up (reported, costing nothing) and the parts stay as they are."""
+def _one_merge_due(tmp_path, monkeypatch):
+    """A run synced twice with ``FANOUT`` 2: its next sync merges its two small parts."""
     from tbconvert.incremental import compact
     monkeypatch.setattr(compact, "FANOUT", 2)
     src, dst = tmp_path / "logs", tmp_path / "archive"
     a = Events(src / "a" / "events.out.tfevents.1.host")
-    a.write_many(scalar(s) for s in range(20))
-    sync(src, dst)
-    a.write_many(scalar(s) for s in range(20, 40))
-    sync(src, dst)
+    for first in (0, 20):
+        a.write_many(scalar(s) for s in range(first, first + 20))
+        sync(src, dst)
+    return src, dst, a
+
+
+def test_parts_that_cannot_be_read_whole_are_kept_unmerged(tmp_path, monkeypatch):
+    """A damaged part is never laundered into a fresh part with fresh checksums: the
+    merge is given up (reported, costing nothing) and the parts stay as they are."""
+    src, dst, a = _one_merge_due(tmp_path, monkeypatch)
     damaged = dst / _run_parts(dst, "a")[1]
     data = bytearray(damaged.read_bytes())
     data[len(data) // 3] ^= 0xFF
@@ -828,13 +833,7 @@ def test_a_sync_stopped_while_it_merges_leaves_the_dataset_as_it_was(tmp_path, m
     """Ctrl-C (or SIGTERM) while a sync merges small parts, after its new parts are written:
     neither they nor the merged part stay behind, and the dataset is the previous sync's."""
     from tbconvert.incremental import compact
-    monkeypatch.setattr(compact, "FANOUT", 2)
-    src, dst = tmp_path / "logs", tmp_path / "archive"
-    a = Events(src / "a" / "events.out.tfevents.1.host")
-    a.write_many(scalar(s) for s in range(20))
-    sync(src, dst)
-    a.write_many(scalar(s) for s in range(20, 40))
-    sync(src, dst)
+    src, dst, a = _one_merge_due(tmp_path, monkeypatch)
     before = {p.name: p.read_bytes() for p in dst.iterdir()}
     a.write_many(scalar(s) for s in range(40, 60))
     merge = compact.merge
