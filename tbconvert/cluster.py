@@ -269,7 +269,8 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
     if again:
         pool.stop()
         again.sort()
-        redone = _in_processes(fn, [items[k] for k in again], 2, 2, None, lost)
+        redone = _in_processes(fn, [items[k] for k in again], jobs=2, retries=2, progress=None,
+                               lost=lost)
         for k, result in zip(again, redone, strict=True):
             store(k, result)
     return results

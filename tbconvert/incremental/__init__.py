@@ -421,7 +421,7 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
     from tbconvert import cluster
     from tbconvert.formats.base import cores
     from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
-    from tbconvert.incremental.runs import sync_run, unreadable
+    from tbconvert.incremental.runs import load_for_workers, sync_run, unreadable
     sizes = [_bytes_to_read(task) for task in tasks]
     busy = [k for k, size in enumerate(sizes) if size is not None]
     jobs = min(jobs or cores(), len(busy))
@@ -434,10 +434,7 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
     # threads that pass results on: a sync of a few MiB gains nothing (measured). Kept
     # workers cost neither, and take their share of the runs in one hand-over.
     if jobs > 1 and sum(sizes[k] for k in busy) >= PARALLEL_MIN_BYTES:
-        # Loaded before the workers are forked, or each would load them again (this
-        # process needs them for its share of the runs too).
-        import tbconvert.formats.parquet.writer
-        import tbconvert.formats.tfevents.reader  # noqa: F401
+        load_for_workers()
         cluster.run_tasks(sync_run, [tasks[k] for k in busy], jobs=jobs, share=True,
                           sizes=[sizes[k] for k in busy], on_result=arrived, lost=unreadable)
     elif jobs > 1 and workers is not None:

@@ -60,6 +60,13 @@ class RunResult:
     report: Report = field(default_factory=Report)
 
 
+def load_for_workers() -> None:
+    """Import what a sync task needs before workers are forked, or each would load it again
+    (the leading process needs it for its own share of the runs too)."""
+    import tbconvert.formats.parquet.writer
+    import tbconvert.formats.tfevents.reader  # noqa: F401
+
+
 def sync_run(task: RunTask) -> RunResult:
     """Read what is new in one run and write it as a part; never raises for bad input."""
     report = Report()

@@ -93,9 +93,8 @@ def _kept_workers(src, dst, options: dict):
     if jobs <= 1 or options.get("scheduler") is not None or any(
             remote.is_remote(p) for p in (src, dst)):
         return None     # (a sync with a URL stages and publishes in its own way, here)
-    # Loaded before the workers are forked, or each would load them again.
-    import tbconvert.formats.parquet.writer
-    import tbconvert.incremental.runs  # noqa: F401
+    from tbconvert.incremental.runs import load_for_workers
+    load_for_workers()
     pool = workers.Workers(workers.context(), jobs - 1, None)
     pool.start()      # forked here, in the command's main thread, before any round
     return pool

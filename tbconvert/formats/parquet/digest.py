@@ -176,26 +176,11 @@ class ColumnDigest:
             return True
         if not pa.types.is_dictionary(t) or not _is_binary(t.value_type):
             return False
-        value = None
-        for piece in arr.chunks:
-            if not len(piece):
-                continue
-            codes = _fixed_values(piece.indices, None)
-            first = int(codes[0])
-            if (codes != first).any():
-                return False
-            one = piece.dictionary[first].as_py()
-            if value is None:
-                value = one
-            elif one != value:
-                return False
-        if value is None:
+        values = {_only_value(piece, np.ones(len(piece), np.uint8))
+                  for piece in arr.chunks if len(piece)}
+        if len(values) != 1 or None in values:
             return False
-        value = value.encode("utf-8") if isinstance(value, str) else value
-        c = self.crcs
-        c[0] = _crc(c[0], np.ones(n, np.uint8))
-        c[1] = _crc(c[1], np.full(n, len(value), np.int64))
-        c[2] = _crc(c[2], value * n)
+        self._repeated(np.ones(n, np.uint8), values.pop())
         return True
 
     def _all_null(self, t: pa.DataType, n: int) -> None:
@@ -212,24 +197,35 @@ class ColumnDigest:
         """A dictionary column of strings whose valid slots all hold one value."""
         if not _is_binary(arr.dictionary.type):
             return False
-        indices = arr.indices
-        valid = _validity(indices)
-        codes = _fixed_values(indices, None)
-        live = codes if indices.null_count == 0 else codes[valid.view(bool)]
-        if not len(live) or live.min() != live.max():
+        valid = _validity(arr.indices)
+        value = _only_value(arr, valid)
+        if value is None:
             return False
-        value = arr.dictionary[int(live[0])].as_py()
-        value = value.encode("utf-8") if isinstance(value, str) else value
+        self._repeated(valid, value)
+        return True
+
+    def _repeated(self, valid: np.ndarray, value: bytes) -> None:
+        """The streams of a string column whose valid slots all hold ``value``."""
         c = self.crcs
+        live = int(np.count_nonzero(valid))
         c[0] = _crc(c[0], valid)
         lengths = np.where(valid.view(bool), np.int64(len(value)), np.int64(-1)) \
-            if indices.null_count else np.full(len(arr), len(value), np.int64)
+            if live < len(valid) else np.full(len(valid), len(value), np.int64)
         c[1] = _crc(c[1], lengths)
-        c[2] = _crc(c[2], value * len(live))
-        return True
+        c[2] = _crc(c[2], value * live)
 
     def hexdigest(self) -> str:
         return "".join(f"{x:08x}" for x in self.crcs)
+
+def _only_value(arr: pa.DictionaryArray, valid: np.ndarray) -> bytes | None:
+    """The one value the valid slots of a dictionary column hold (None: several, or none)."""
+    codes = _fixed_values(arr.indices, None)
+    live = codes if arr.indices.null_count == 0 else codes[valid.view(bool)]
+    if not len(live) or live.min() != live.max():
+        return None
+    value = arr.dictionary[int(live[0])].as_py()
+    return value.encode("utf-8") if isinstance(value, str) else value
+
 
 class RowGroupDigest:
     """Row count and per-column CRCs of one row group."""
