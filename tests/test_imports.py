@@ -164,6 +164,44 @@ def test_a_missing_protobuf_is_named_as_the_package_to_install():
     assert "needs protobuf" in done.stderr and "pip install protobuf," in done.stderr, done.stderr
 
 
+def test_an_install_without_dependencies_is_told_all_it_lacks(monkeypatch):
+    """Installed without its dependencies (``pip install --no-deps``, or into another Python
+    than the ``pip`` on the PATH), tbconvert names the Python it runs under and every missing
+    dependency in one command; a dependency that is installed but fails to import is told
+    apart, with its version."""
+    import importlib.metadata
+
+    from tbconvert.formats import base
+    real_version = importlib.metadata.version
+
+    def version(name):
+        if name == "protobuf":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(base, "_dependencies", lambda: ["tensorboard", "protobuf", "numpy", "tqdm"])
+    monkeypatch.setattr(base, "_importable", lambda d: d not in ("tensorboard", "tqdm"))
+    said = base._missing("tfevents", "protobuf", ModuleNotFoundError("No module named 'google'"))
+    assert f"not installed for {sys.executable} (nor are tensorboard, tqdm)" in said, said
+    assert said.endswith(f"{sys.executable} -m pip install protobuf tensorboard tqdm, or "
+                         "reinstall tbconvert with its dependencies"), said
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.1")
+    said = base._missing("tfevents", "protobuf", ImportError("broken"))
+    assert "protobuf 7.1 is installed for" in said and "pip install protobuf," in said, said
+
+
+def test_dependencies_are_read_from_the_installed_metadata():
+    from tbconvert.formats import base
+    try:
+        import importlib.metadata
+        importlib.metadata.requires("tbconvert")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("tbconvert runs from a source tree without metadata")
+    assert {"protobuf", "tensorboard", "numpy"} <= set(base._dependencies())
+    assert "pandas" not in base._dependencies()       # an extra, not a dependency
+    assert base._importable("protobuf") and not base._importable("no-such-package-x")
+
+
 def test_every_library_tbconvert_imports_is_declared():
     """A library the package imports itself is a dependency or in an extra of its own, not
     only something another dependency happens to bring (an install of the declared

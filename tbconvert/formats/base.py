@@ -274,14 +274,59 @@ class deferred:
             library = (exc.name or "").split(".")[0]
             if not library or library == "tbconvert":
                 raise
-            library = DISTRIBUTIONS.get(library, library)
             raise MissingDependencyError(
-                f"the {owner.name} format needs {library}, which tbconvert depends on but "
-                f"which does not import here ({exc}): pip install {library}, or reinstall "
-                "tbconvert") from None
+                _missing(owner.name, DISTRIBUTIONS.get(library, library), exc)) from None
         value = getattr(loaded, cls)
         setattr(owner, self.name, value)
         return value
+
+
+def _missing(fmt: str, library: str, exc: ImportError) -> str:
+    """What to tell when ``library``, a dependency of tbconvert, does not import. It names
+    the Python that runs tbconvert (a ``pip`` on the PATH may belong to another one), every
+    other dependency missing there too (an install made without them, ``--no-deps`` say,
+    lacks them all), or, for a package that is installed but fails to import, its version."""
+    import importlib.metadata
+    import sys
+    python = sys.executable or "python3"
+    head = (f"the {fmt} format needs {library}, which tbconvert depends on but which does not "
+            f"import here ({exc})")
+    try:
+        version = importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    except Exception:  # noqa: BLE001 - damaged metadata: say what is known
+        version = None
+    if version is not None:
+        return (f"{head}: {library} {version} is installed for {python} but its import fails; "
+                f"reinstall it: {python} -m pip uninstall -y {library} && {python} -m pip "
+                f"install {library}, or reinstall tbconvert")
+    missing = [library] + [d for d in _dependencies() if d != library and not _importable(d)]
+    also = f" (nor are {', '.join(missing[1:])})" if len(missing) > 1 else ""
+    return (f"{head}: it is not installed for {python}{also}: {python} -m pip install "
+            f"{' '.join(missing)}, or reinstall tbconvert with its dependencies")
+
+
+def _dependencies() -> list[str]:
+    """The distributions tbconvert itself requires, as its installed metadata lists them
+    (none known when it runs from a source tree)."""
+    import importlib.metadata
+    try:
+        requires = importlib.metadata.requires("tbconvert") or []
+    except Exception:  # noqa: BLE001 - no metadata: nothing more to name
+        return []
+    return [re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r]
+
+
+def _importable(distribution: str) -> bool:
+    import importlib.util
+    modules = {dist: module for module, dist in DISTRIBUTIONS.items()}
+    module = "google.protobuf" if distribution == "protobuf" else \
+        modules.get(distribution, distribution)
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def classes_on_demand(fmt: type[Format], module: str):
