@@ -385,7 +385,7 @@ def test_a_run_that_cannot_be_read_costs_only_itself_in_tasks(fmt, tmp_path, mon
 @pytest.mark.parametrize("suffix", [".parquet", ".csv", ".h5"])
 def test_staged_runs_give_the_bytes_of_one_writer(suffix, tmp_path, monkeypatch):
     """A single-file output from runs written apart (staged) and added in run order is the
-    file one writer writes: row groups that span runs, series numbered across runs, big
+    file one writer writes: row groups of one run each, series numbered across runs, big
     batches cut into row groups, non-scalar series, points hidden by a restart."""
     from tbconvert import runtasks
     from tbconvert.api import open_reader
@@ -542,18 +542,23 @@ def test_a_thread_is_waited_for_after_an_interrupted_wait():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dst", ["out.parquet", "out.csv"])
-def test_a_file_size_limit_while_staging_runs_is_one_clear_error(tmp_path_factory, tmp_path, dst):
-    """Runs staged by workers hit the limit there (the final file would too): one line naming
-    the output, exit 9, nothing left beside it, the staging directory included."""
+@pytest.mark.parametrize("dst,kib", [("out.parquet", 256), ("out.parquet", 3072),
+                                     ("out.csv", 48 << 10)])
+def test_a_file_size_limit_while_staging_runs_is_one_clear_error(tmp_path_factory, tmp_path, dst,
+                                                                 kib):
+    """Runs staged by workers hit the limit there, or the file they are added to does (a
+    Parquet run staged here is about 0.56 MB, the file 4.5 MB): one line naming the output,
+    exit 9, nothing left beside it, the staging directory included."""
     import resource
-    src = tmp_path_factory.getbasetemp() / "jobs_big"
+    many = dst.endswith(".parquet")     # runs that fit in memory: no reading spill to hit it
+    src = tmp_path_factory.getbasetemp() / ("jobs_many" if many else "jobs_big")
     if not src.exists():
-        scalar_logdir(src, runs=4, points=600_000)
+        scalar_logdir(src, runs=8, points=80_000) if many else \
+            scalar_logdir(src, runs=4, points=600_000)
 
     def limit():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (48 << 20, 48 << 20))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (kib << 10, kib << 10))
     p = subprocess.run([*cli_argv(), "convert", str(src), str(tmp_path / dst), "--jobs", "2"],
                        cwd=CLI_CWD, capture_output=True, env=cli_env(), preexec_fn=limit,
                        timeout=300)

@@ -159,9 +159,11 @@ def test_archives_with_categorical_names_still_read(tmp_path):
     name columns read back as dictionaries: they read exactly as before."""
     path = write_sample(tmp_path / "x.parquet")
     names = ["run", "tag", "data_class", "plugin_name", "tensor_dtype"]
-    table = pq.read_table(path, read_dictionary=names)
+    source = pq.ParquetFile(path, read_dictionary=names)
     old = tmp_path / "old.parquet"
-    pq.write_table(table, old, write_page_checksum=True)
+    with pq.ParquetWriter(old, source.schema_arrow, write_page_checksum=True) as writer:
+        for group in range(source.num_row_groups):     # the row groups the digests list
+            writer.write_table(source.read_row_group(group))
     assert pa.types.is_dictionary(pq.ParquetFile(old).schema_arrow.field("run").type)
     assert_lossless(old)
 
@@ -284,8 +286,10 @@ def test_damaged_names_are_caught_by_the_metadata_checksum(tmp_path):
     pf = pq.ParquetFile(path)
     kv = dict(pf.metadata.metadata)
     kv[S.METADATA_KEY] = kv[S.METADATA_KEY].replace(b'"acc/top1"', b'"acc/top2"')
-    table = pf.read().replace_schema_metadata(kv)
-    pq.write_table(table, tmp_path / "y.parquet")
+    schema = pf.schema_arrow.with_metadata(kv)
+    with pq.ParquetWriter(tmp_path / "y.parquet", schema) as writer:
+        for group in range(pf.num_row_groups):     # the row groups the digests list
+            writer.write_table(pf.read_row_group(group).replace_schema_metadata(kv))
     with pytest.raises(CorruptDataError, match="y.parquet: damaged tbconvert metadata.*checksum"):
         _load(tmp_path / "y.parquet")
     loaded = tbconvert.read(tmp_path / "y.parquet", ignore_checksum=True, restarts="keep-all")

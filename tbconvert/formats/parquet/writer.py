@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import json
 import os
@@ -17,10 +18,10 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.parquet import MARKER_FILE
+from tbconvert.formats.parquet import MARKER_FILE, footer, join
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
-from tbconvert.formats.parquet.digest import RowGroupDigest
+from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
 from tbconvert.model import BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries, Series, TensorSeries
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
@@ -38,12 +39,19 @@ def part_name(index: int, run: str, generation: int | None = None) -> str:
 
 
 
-def parquet_writer(where) -> pq.ParquetWriter:
-    """A Parquet writer with the archive's schema and settings."""
+def parquet_writer(where, schema: pa.Schema = S.SCHEMA) -> pq.ParquetWriter:
+    """A Parquet writer with the archive's settings, for its schema or some of its columns
+    (which it encodes as it would within the whole)."""
+    names = set(schema.names)
+
+    def only(columns):
+        return {k: v for k, v in columns.items() if k.split(".")[0] in names} \
+            if isinstance(columns, dict) else [k for k in columns if k in names]
     return pq.ParquetWriter(
-        where, S.SCHEMA, compression=S.COMPRESSION,
-        compression_level=S.COMPRESSION_LEVELS, use_dictionary=S.DICTIONARY_COLUMNS,
-        column_encoding=S.COLUMN_ENCODING, write_statistics=["run", "tag", "step", "series"],
+        where, schema, compression=S.COMPRESSION,
+        compression_level=only(S.COMPRESSION_LEVELS), use_dictionary=only(S.DICTIONARY_COLUMNS),
+        column_encoding=only(S.COLUMN_ENCODING),
+        write_statistics=only(["run", "tag", "step", "series"]),
         write_page_checksum=True,  # so that damage is found on reading, never read as data
         # No Arrow schema in the footer: readers then see the names as plain strings, not
         # categoricals. Categoricals break Dask on a directory dataset with pandas 3: a
@@ -141,6 +149,11 @@ class _FileSink(_SeriesIds):
         raw = S.dumps(meta)
         self._writer.add_key_value_metadata(
             {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")})
+        self._writer.close()
+
+    def close_bare(self) -> None:
+        """Close without the archive's metadata: a run encoded for :class:`_JoinedSink`."""
+        self.flush()
         self._writer.close()
 
     def discard(self) -> None:
@@ -370,52 +383,87 @@ def _with_series(batch: pa.RecordBatch, ids: np.ndarray) -> pa.RecordBatch:
     return pa.Table.from_batches([batch]).cast(S.SCHEMA).combine_chunks().to_batches()[0]
 
 
-class _StagedRun(_SeriesIds):
-    """One run's record batches, as :class:`_FileSink` would take them, kept in an Arrow IPC
-    stream (dictionaries are replaced batch by batch, which only streams allow)."""
+class _JoinedSink(_SeriesIds):
+    """One Parquet file joined from runs that were each encoded on their own (``stage_run``,
+    maybe in other processes): the bytes :class:`_FileSink` writes for the same runs, since
+    a row group never holds two runs. A run's series are numbered from 0 where it was
+    encoded; here its ``series`` column chunks are encoded anew with the file's numbers."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never another's
-        self._file = pa.OSFile(str(path), "wb")
-        self._stream = pa.ipc.new_stream(self._file, S.SCHEMA)
-        self.sizes: list[int] = []
+        self.path = path
+        self._fh = open(path, "wb")
+        self._file = join.JoinedFile(self._fh)
+        self.row_groups: list[dict] = []
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        for piece, size in _pieces(batch):
-            self._stream.write_batch(piece)
-            self.sizes.append(size)
+    def append(self, path: Path, info: dict) -> None:
+        run_index, offset = len(self.runs), len(self.series)
+        self.runs.append(info["run"])
+        self.series.extend(dict(s, run=run_index) for s in info["series"])
+        digests = [dict(d, crc32c=dict(d["crc32c"])) for d in info["row_groups"]]
+        with open(path, "rb") as src, pq.ParquetFile(path) as part:
+            self._file.append(src, _renumbering(part, offset, digests) if offset else None)
+        self.row_groups.extend(digests)
 
-    def close(self) -> None:
-        self._stream.close()
-        self._file.close()
+    def close(self, experiment: Experiment) -> None:
+        meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                "experiment": S.experiment_to_json(experiment),
+                "runs": self.runs, "series": self.series, S.ROW_GROUPS_KEY: self.row_groups}
+        raw = S.dumps(meta)
+        self._file.close({S.METADATA_KEY: raw,
+                          S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")})
+        self._fh.close()
 
     def discard(self) -> None:
-        for closing in (self._stream.close, self._file.close):
-            try:
-                closing()
-            except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
-                pass
+        self._fh.close()
 
 
-def _renumbered(batch: pa.RecordBatch, offset: int) -> pa.RecordBatch:
-    """The batch with its series numbers moved up by ``offset`` (a staged run numbers its
-    series from 0)."""
-    if not offset:
-        return batch
-    i = batch.schema.get_field_index("series")
-    column = batch.column(i)
-    ids = np.frombuffer(column.buffers()[1], np.int32, count=column.offset + len(column))
-    moved = C.fixed(ids[column.offset:] + np.int32(offset), pa.int32())
-    return batch.set_column(i, batch.schema.field(i), moved)
+def _renumbering(part: pq.ParquetFile, offset: int, digests: list[dict]) -> join.Replace:
+    """For :meth:`join.JoinedFile.append`: the ``series`` column chunks of ``part`` with
+    their numbers moved up by ``offset`` (their digests in ``digests`` updated)."""
+    column = part.schema_arrow.get_field_index("series")
+
+    def replace(group: int, c: int):
+        if c != column:
+            return None
+        ids = part.read_row_group(group, columns=["series"], use_threads=False).column(0)
+        data, chunk, at, digest = _series_chunk(ids, offset)
+        digests[group]["crc32c"]["series"] = digest
+        return data, chunk, at
+    return replace
 
 
-def _write_into(sink, run: Run, series: Iterable[Series]) -> None:
+def _series_chunk(ids: pa.ChunkedArray, offset: int):
+    """The ``series`` column chunk of a row group whose series numbers ``n`` become
+    ``n + offset``: its bytes, its footer entry, where it starts in the file that entry
+    describes, and its digest."""
+    moved = C.fixed(np.concatenate([c.to_numpy() for c in ids.chunks] or [np.zeros(0, np.int32)])
+                    .astype(np.int32) + np.int32(offset), pa.int32())
+    field = S.SCHEMA.field("series")
+    out = pa.BufferOutputStream()
+    writer = parquet_writer(out, pa.schema([field]))
+    writer.write_table(pa.table([moved], schema=pa.schema([field])),
+                       row_group_size=max(len(moved), 1))
+    writer.close()
+    raw = out.getvalue().to_pybytes()
+    fields, _ = footer.read(io.BytesIO(raw))
+    _, groups = footer.get(fields, footer.FILE_ROW_GROUPS)
+    _, chunks = footer.get(groups[0], footer.RG_COLUMNS)
+    at, size = join.chunk_span(chunks[0])
+    digest = ColumnDigest()
+    digest.update(moved)
+    return raw[at:at + size], chunks[0], at, digest.hexdigest()
+
+
+def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
     run_index = len(sink.runs)
     sink.runs.append(S.run_to_json(run))
     for piece in series:
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
             sink.add(_batch_of(sink, run_index, chunk, run.name))
+    # A row group holds one run: then a run encoded on its own (stage_run) has the row
+    # groups it has in the file, and runs encoded apart join into the same bytes.
+    sink.flush()
 
 
 class ParquetWriter(Writer):
@@ -430,12 +478,8 @@ class ParquetWriter(Writer):
         self.run_parts = "parquet" if self.directory else "staged"
         self.out = AtomicOutput(self.path, force=options.force, directory=self.directory)
         self._experiment = Experiment()
-        self._sink: _FileSink | None = None
+        self._sink: _FileSink | _JoinedSink | None = None
         self._parts: list[dict] = []
-        self._run_count = 0
-        if not self.directory:
-            self._sink = self.guard(lambda: _FileSink(self.out.tmp))
-
 
     def write_experiment(self, experiment: Experiment) -> None:
         self._experiment = experiment
@@ -449,6 +493,8 @@ class ParquetWriter(Writer):
             sink = _FileSink(self.out.tmp / name)
             self._parts.append({"file": name, "run": run.name})
             self._sink = sink
+        elif self._sink is None:
+            self._sink = _FileSink(self.out.tmp)
         _write_into(self._sink, run, series)
         if self.directory:
             self._sink.close(self._experiment)
@@ -462,35 +508,26 @@ class ParquetWriter(Writer):
     @staticmethod
     def stage_run(path: Path, run: Run, series: Iterable[Series], report: Report,
                   options: Options) -> dict:
-        """One run written on its own into the new file ``path`` (maybe in another process),
-        for :meth:`append_staged` to add to a file: the work of turning points into Arrow
-        columns is done here, the encoding where the file is written."""
+        """One run encoded on its own into the new Parquet file ``path`` (maybe in another
+        process), for :meth:`append_staged` to copy into the output."""
         arrowpool.choose()
-        staged = _StagedRun(path)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never another's
+        sink = _FileSink(path)
         try:
-            _write_into(staged, run, series)
-            staged.close()
+            _write_into(sink, run, series)
+            sink.close_bare()
         except BaseException:
-            staged.discard()
+            sink.discard()
             raise
-        return {"run": staged.runs[0], "series": staged.series, "sizes": staged.sizes}
+        return {"run": sink.runs[0], "series": sink.series, "row_groups": sink.row_groups}
 
     def append_staged(self, path: Path, info: dict, run_name: str) -> None:
         """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it."""
-        self.guard(lambda: self._append_staged(path, info))
-
-    def _append_staged(self, path: Path, info: dict) -> None:
-        sink = self._sink
-        run_index, offset = len(sink.runs), len(sink.series)
-        sink.runs.append(info["run"])
-        sink.series.extend(dict(s, run=run_index) for s in info["series"])
-        # Read, not mapped: the pages of a mapped run would count in this process's memory
-        # until the whole run is added.
-        with pa.OSFile(str(path), "rb") as source:
-            batches = pa.ipc.open_stream(source)
-            sizes = iter(info["sizes"])
-            for batch in batches:
-                sink.add_piece(_renumbered(batch, offset), next(sizes))
+        def append():
+            if self._sink is None:
+                self._sink = _JoinedSink(self.out.tmp)
+            self._sink.append(path, info)
+        self.guard(append)
 
     def adopt_part(self, file: str, run: str) -> None:
         self._parts.append({"file": file, "run": run})
@@ -505,6 +542,8 @@ class ParquetWriter(Writer):
                 with open(self.out.tmp / MARKER_FILE, "x", encoding="utf-8") as fh:
                     json.dump(marker, fh, ensure_ascii=False, indent=1)
             else:
+                if self._sink is None:      # no run: a file of no rows
+                    self._sink = _FileSink(self.out.tmp)
                 self._sink.close(self._experiment)
             self.out.commit()
         self.guard(finish)

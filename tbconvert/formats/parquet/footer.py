@@ -1,0 +1,206 @@
+"""A Parquet footer (``FileMetaData``) read and written as plain Thrift compact structs.
+
+A single-file archive converted with ``--jobs N`` is joined from runs that workers encoded
+into Parquet files of their own (:mod:`tbconvert.formats.parquet.join`): their column chunks
+are copied as they are, and only the footer is written anew, with its offsets moved. Arrow
+writes a footer but lets nobody edit one, so this module decodes the Thrift compact protocol
+without a schema (a struct is a list of ``[field id, type, value]`` in wire order) and
+encodes it back the way Thrift's own C++ encoder does, so that an unchanged footer comes
+back byte for byte.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from tbconvert.errors import CorruptDataError
+
+MAGIC = b"PAR1"
+
+# compact protocol types
+TRUE, FALSE, I8, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(1, 13)
+_INTS = (I16, I32, I64)
+
+# field ids of parquet.thrift
+FILE_NUM_ROWS, FILE_ROW_GROUPS, FILE_KEY_VALUE = 3, 4, 5
+KV_KEY, KV_VALUE = 1, 2
+RG_COLUMNS, RG_TOTAL_BYTE_SIZE, RG_NUM_ROWS, RG_FILE_OFFSET = 1, 2, 3, 5
+RG_TOTAL_COMPRESSED_SIZE, RG_ORDINAL = 6, 7
+CC_FILE_OFFSET, CC_META = 2, 3
+CC_OFFSET_INDEX_OFFSET, CC_COLUMN_INDEX_OFFSET = 4, 6
+CM_PATH, CM_UNCOMPRESSED_SIZE, CM_COMPRESSED_SIZE = 3, 6, 7
+CM_DATA_PAGE_OFFSET, CM_INDEX_PAGE_OFFSET, CM_DICTIONARY_PAGE_OFFSET = 9, 10, 11
+CM_BLOOM_FILTER_OFFSET = 14
+
+
+class _Decoder:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def byte(self) -> int:
+        b = self.data[self.pos]
+        self.pos += 1
+        return b
+
+    def varint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 70:
+                raise ValueError("varint too long")
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def value(self, ctype: int):
+        if ctype in _INTS:
+            return self.zigzag()
+        if ctype == BINARY:
+            n = self.varint()
+            if self.pos + n > len(self.data):
+                raise ValueError("binary runs past the footer")
+            out = self.data[self.pos:self.pos + n]
+            self.pos += n
+            return out
+        if ctype == STRUCT:
+            return self.struct()
+        if ctype in (LIST, SET):
+            head = self.byte()
+            size, etype = head >> 4, head & 0x0F
+            if size == 15:
+                size = self.varint()
+            if etype in (TRUE, FALSE):
+                return etype, [self.byte() == TRUE for _ in range(size)]
+            return etype, [self.value(etype) for _ in range(size)]
+        if ctype == I8:
+            return struct.unpack("b", bytes([self.byte()]))[0]
+        if ctype == DOUBLE:
+            out = struct.unpack_from("<d", self.data, self.pos)[0]
+            self.pos += 8
+            return out
+        raise ValueError(f"Thrift type {ctype} is not in a Parquet footer")
+
+    def struct(self) -> list:
+        fields, last = [], 0
+        while True:
+            head = self.byte()
+            if head == 0:
+                return fields
+            ctype, delta = head & 0x0F, head >> 4
+            fid = last + delta if delta else self.zigzag()
+            value = ctype == TRUE if ctype in (TRUE, FALSE) else self.value(ctype)
+            fields.append([fid, ctype, value])
+            last = fid
+
+
+class _Encoder:
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def varint(self, n: int) -> None:
+        while n > 0x7F:
+            self.out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        self.out.append(n)
+
+    def zigzag(self, n: int) -> None:
+        self.varint((n << 1) ^ (n >> 63))
+
+    def value(self, ctype: int, value) -> None:
+        if ctype in _INTS:
+            self.zigzag(value)
+        elif ctype == BINARY:
+            self.varint(len(value))
+            self.out += value
+        elif ctype == STRUCT:
+            self.struct(value)
+        elif ctype in (LIST, SET):
+            etype, items = value
+            if len(items) < 15:
+                self.out.append(len(items) << 4 | etype)
+            else:
+                self.out.append(0xF0 | etype)
+                self.varint(len(items))
+            for item in items:
+                if etype in (TRUE, FALSE):
+                    self.out.append(TRUE if item else FALSE)
+                else:
+                    self.value(etype, item)
+        elif ctype == I8:
+            self.out += struct.pack("b", value)
+        elif ctype == DOUBLE:
+            self.out += struct.pack("<d", value)
+        else:
+            raise ValueError(f"Thrift type {ctype} is not in a Parquet footer")
+
+    def struct(self, fields: list) -> None:
+        last = 0
+        for fid, ctype, value in fields:
+            if ctype in (TRUE, FALSE):
+                ctype = TRUE if value else FALSE
+            delta = fid - last
+            if 0 < delta <= 15:
+                self.out.append(delta << 4 | ctype)
+            else:
+                self.out.append(ctype)
+                self.zigzag(fid)
+            if ctype not in (TRUE, FALSE):
+                self.value(ctype, value)
+            last = fid
+        self.out.append(0)
+
+
+def decode(data: bytes) -> list:
+    """The struct encoded in ``data`` (which it must fill exactly)."""
+    dec = _Decoder(data)
+    try:
+        fields = dec.struct()
+    except (IndexError, ValueError, struct.error) as exc:
+        raise CorruptDataError(f"a Parquet footer that does not decode ({exc})") from None
+    if dec.pos != len(data):
+        raise CorruptDataError("a Parquet footer with bytes after its end")
+    return fields
+
+
+def encode(fields: list) -> bytes:
+    enc = _Encoder()
+    enc.struct(fields)
+    return bytes(enc.out)
+
+
+def read(fh) -> tuple[list, int]:
+    """The footer of the Parquet file open in ``fh`` and where it starts."""
+    fh.seek(0, 2)
+    size = fh.tell()
+    if size < 12:
+        raise CorruptDataError("too short for a Parquet file")
+    fh.seek(size - 8)
+    tail = fh.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] != MAGIC or length > size - 12:
+        raise CorruptDataError("no Parquet footer at the end of the file")
+    start = size - 8 - length
+    fh.seek(start)
+    return decode(fh.read(length)), start
+
+
+def get(fields: list, fid: int, default=None):
+    for f in fields:
+        if f[0] == fid:
+            return f[2]
+    return default
+
+
+def put(fields: list, fid: int, ctype: int, value) -> None:
+    """Set field ``fid`` (in its place; a new one goes where its id sorts)."""
+    for f in fields:
+        if f[0] == fid:
+            f[2] = value
+            return
+    at = next((k for k, f in enumerate(fields) if f[0] > fid), len(fields))
+    fields.insert(at, [fid, ctype, value])

@@ -1,0 +1,123 @@
+"""One Parquet file made of the row groups of others, their column chunks copied as encoded.
+
+Encoding is most of the work of writing Parquet, and Arrow does it in the process that
+writes the file. A single-file archive converted with ``--jobs N`` therefore has each run
+encoded by a worker into a Parquet file of its own, and the leading process only copies the
+column chunks into the one file and writes a footer that lists them where they now are. The
+copies are the bytes Arrow's own writer would have put there: a column chunk does not depend
+on where it lies, only its footer entry does (its offsets, moved here).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+from tbconvert.formats.parquet import footer as F
+
+# replace(group, column) -> (the chunk's bytes, its ColumnChunk struct, where it starts in
+# the file that struct describes), or None to copy the chunk as it is
+Replace = Callable[[int, int], "tuple[bytes, list, int] | None"]
+
+_OFFSETS = (F.CM_DATA_PAGE_OFFSET, F.CM_INDEX_PAGE_OFFSET, F.CM_DICTIONARY_PAGE_OFFSET)
+
+
+def chunk_span(chunk: list) -> tuple[int, int]:
+    """Where a column chunk's pages start in its file, and how many bytes they take."""
+    meta = F.get(chunk, F.CC_META)
+    if meta is None:
+        raise ValueError("a column chunk without its metadata")
+    for fid in (F.CC_OFFSET_INDEX_OFFSET, F.CC_COLUMN_INDEX_OFFSET):
+        if F.get(chunk, fid) is not None:
+            raise ValueError("a column chunk with a page index (not written by tbconvert)")
+    if F.get(meta, F.CM_BLOOM_FILTER_OFFSET) is not None:
+        raise ValueError("a column chunk with a bloom filter (not written by tbconvert)")
+    starts = [F.get(meta, fid) for fid in (F.CM_DICTIONARY_PAGE_OFFSET, F.CM_INDEX_PAGE_OFFSET,
+                                          F.CM_DATA_PAGE_OFFSET)]
+    return min(s for s in starts if s), F.get(meta, F.CM_COMPRESSED_SIZE)
+
+
+def _moved(chunk: list, delta: int) -> list:
+    chunk = copy.deepcopy(chunk)
+    if F.get(chunk, F.CC_FILE_OFFSET):     # Arrow writes 0 (the field is deprecated)
+        F.put(chunk, F.CC_FILE_OFFSET, F.I64, F.get(chunk, F.CC_FILE_OFFSET) + delta)
+    meta = F.get(chunk, F.CC_META)
+    for fid in _OFFSETS:
+        if F.get(meta, fid):
+            F.put(meta, fid, F.I64, F.get(meta, fid) + delta)
+    return chunk
+
+
+def _sizes(chunk: list) -> tuple[int, int]:
+    meta = F.get(chunk, F.CC_META)
+    return F.get(meta, F.CM_UNCOMPRESSED_SIZE), F.get(meta, F.CM_COMPRESSED_SIZE)
+
+
+class JoinedFile:
+    """A Parquet file written into the binary file ``fh`` from the row groups of others."""
+
+    def __init__(self, fh) -> None:
+        self.fh = fh
+        fh.write(F.MAGIC)
+        self.pos = len(F.MAGIC)
+        self.template: list | None = None     # the first file's footer: schema, creator...
+        self.row_groups: list = []
+        self.rows = 0
+
+    def append(self, src, replace: Replace | None = None) -> None:
+        """Every row group of the Parquet file open in ``src``, in order."""
+        fields, _ = F.read(src)
+        schema = F.get(fields, 2)
+        if self.template is None:
+            self.template = fields
+        elif schema != F.get(self.template, 2):
+            raise ValueError("Parquet files of different schemas cannot be joined")
+        _, groups = F.get(fields, F.FILE_ROW_GROUPS, (F.STRUCT, []))
+        for g, group in enumerate(groups):
+            self._append_group(src, g, group, replace)
+
+    def _append_group(self, src, g: int, group: list, replace: Replace | None) -> None:
+        group = copy.deepcopy(group)
+        etype, chunks = F.get(group, F.RG_COLUMNS)
+        start = self.pos
+        unc_delta = comp_delta = 0
+        for c, chunk in enumerate(chunks):
+            new = replace(g, c) if replace is not None else None
+            if new is None:
+                at, size = chunk_span(chunk)
+                src.seek(at)
+                data = src.read(size)
+                if len(data) != size:
+                    raise ValueError("a column chunk runs past the end of its file")
+            else:
+                data, new_chunk, at = new
+                old_unc, old_comp = _sizes(chunk)
+                chunk = new_chunk
+                new_unc, new_comp = _sizes(chunk)
+                unc_delta += new_unc - old_unc
+                comp_delta += new_comp - old_comp
+            chunks[c] = _moved(chunk, self.pos - at)
+            self.fh.write(data)
+            self.pos += len(data)
+        F.put(group, F.RG_COLUMNS, F.LIST, (etype, chunks))
+        for fid, delta in ((F.RG_TOTAL_BYTE_SIZE, unc_delta),
+                           (F.RG_TOTAL_COMPRESSED_SIZE, comp_delta)):
+            if F.get(group, fid) is not None:
+                F.put(group, fid, F.I64, F.get(group, fid) + delta)
+        if F.get(group, F.RG_FILE_OFFSET) is not None:
+            F.put(group, F.RG_FILE_OFFSET, F.I64, start)
+        if F.get(group, F.RG_ORDINAL) is not None:
+            F.put(group, F.RG_ORDINAL, F.I16, len(self.row_groups))
+        self.rows += F.get(group, F.RG_NUM_ROWS)
+        self.row_groups.append(group)
+
+    def close(self, key_value: dict[bytes, bytes]) -> None:
+        """Write the footer (the file needs at least one :meth:`append`)."""
+        fields = copy.deepcopy(self.template)
+        F.put(fields, F.FILE_NUM_ROWS, F.I64, self.rows)
+        F.put(fields, F.FILE_ROW_GROUPS, F.LIST, (F.STRUCT, self.row_groups))
+        F.put(fields, F.FILE_KEY_VALUE, F.LIST,
+              (F.STRUCT, [[[F.KV_KEY, F.BINARY, k], [F.KV_VALUE, F.BINARY, v]]
+                          for k, v in key_value.items()]))
+        raw = F.encode(fields)
+        self.fh.write(raw + len(raw).to_bytes(4, "little") + F.MAGIC)

@@ -1,0 +1,154 @@
+"""One Parquet file joined from runs encoded apart (``--jobs N`` to a ``.parquet`` file): the
+footer codec, and the bytes against those of one writer."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_archives_roundtrip import sample_runs, write_sample
+
+import tbconvert
+from tbconvert.errors import CorruptDataError
+from tbconvert.formats.base import Options
+from tbconvert.formats.parquet import footer as F
+from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.writer import ParquetWriter
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Metadata,
+    Run,
+    ScalarSeries,
+    TensorSeries,
+)
+from tbconvert.report import Report
+
+
+def _footer_bytes(path) -> bytes:
+    data = path.read_bytes()
+    n = int.from_bytes(data[-8:-4], "little")
+    return data[-8 - n:-8]
+
+
+def test_footers_decode_and_encode_back_byte_for_byte(tmp_path, monkeypatch):
+    """A footer of many row groups (lists of more than 14), with statistics, dictionaries,
+    key-value metadata; and one written by a plain pyarrow call."""
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 3)
+    path = write_sample(tmp_path / "x.parquet")
+    assert pq.ParquetFile(path).metadata.num_row_groups > 15
+    dataset = write_sample(tmp_path / "dataset", fmt="parquet")
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pq.read_table(path), plain)
+    for f in [path, plain, *dataset.glob("part-*.parquet")]:
+        raw = _footer_bytes(f)
+        assert F.encode(F.decode(raw)) == raw, f
+
+
+def test_every_compact_type_and_header_form_goes_both_ways():
+    fields = [[1, F.I32, -5], [2, F.TRUE, True], [3, F.FALSE, False], [19, F.I64, -(1 << 62)],
+              [20, F.BINARY, b"\x00\xff" * 40], [21, F.LIST, (F.I32, list(range(-20, 20)))],
+              [22, F.LIST, (F.TRUE, [True, False, True])], [23, F.I8, -7],
+              [24, F.DOUBLE, 2.5], [30, F.I16, 300],
+              [31, F.STRUCT, [[1, F.LIST, (F.STRUCT, [[[1, F.BINARY, b"k"]]] * 16)]]]]
+    assert F.decode(F.encode(fields)) == fields
+
+
+@pytest.mark.parametrize("cut", [0, 1, 7, 30])
+def test_a_damaged_footer_is_a_clear_error(tmp_path, cut):
+    path = write_sample(tmp_path / "x.parquet")
+    raw = _footer_bytes(path)
+    with pytest.raises(CorruptDataError, match="Parquet footer"):
+        F.decode(raw[:len(raw) - 1 - cut] if cut else raw + b"\x00")
+    with pytest.raises(CorruptDataError):
+        F.read(io.BytesIO(b"PAR1" + b"\x00" * 20))
+
+
+def test_a_row_group_never_holds_two_runs(tmp_path):
+    path = write_sample(tmp_path / "x.parquet")
+    pf = pq.ParquetFile(path)
+    runs = [set(pf.read_row_group(g, columns=["run"]).column(0).to_pylist())
+            for g in range(pf.num_row_groups)]
+    assert all(len(r) == 1 for r in runs)
+    with_points = [run.name for run, chunks in sample_runs() if any(len(c) for c in chunks)]
+    assert len({next(iter(r)) for r in runs}) == len(with_points) > 2
+
+
+def _direct(path, runs) -> None:
+    writer = ParquetWriter(path, Options(), Report())
+    writer.write_experiment(Experiment(name="e"))
+    for run, chunks in runs:
+        writer.write_run(run, iter(chunks))
+    writer.close()
+
+
+def _joined(path, runs, scratch) -> None:
+    writer = ParquetWriter(path, Options(), Report())
+    writer.write_experiment(Experiment(name="e"))
+    for k, (run, chunks) in enumerate(runs):
+        staged = scratch / f"{k}.run"
+        info = ParquetWriter.stage_run(staged, run, iter(chunks), Report(), Options())
+        writer.append_staged(staged, info, run.name)
+    writer.close()
+
+
+_META = {"scalar": Metadata("scalars", b"", data_class=DataClass.SCALAR),
+         "tensor": Metadata("histograms", b"\x08\x01", data_class=DataClass.TENSOR),
+         "blob": Metadata("images", b"", data_class=DataClass.BLOB_SEQUENCE)}
+
+
+@st.composite
+def _runs(draw):
+    runs = []
+    for r in range(draw(st.integers(0, 5))):
+        name = f"run{r}/" + draw(st.text("abcé ./", max_size=4))
+        chunks = []
+        for t in range(draw(st.integers(0, 4))):
+            kind = draw(st.sampled_from(sorted(_META)))
+            n = draw(st.sampled_from([0, 1, 3, 40, 130]))
+            seed = draw(st.integers(0, 99))
+            rng = np.random.default_rng(seed)
+            common = dict(run=name, tag=f"t{t}", metadata=_META[kind],
+                          steps=np.arange(n) * draw(st.sampled_from([1, 7, 1 << 40])),
+                          wall_times=1.7e9 + rng.random(n),
+                          hidden=rng.random(n) < 0.1 if draw(st.booleans()) else None)
+            if kind == "scalar":
+                dtype = draw(st.sampled_from(["float32", "float64", "int64"]))
+                chunks.append(ScalarSeries(**common, values=(rng.random(n) * 1e6).astype(dtype)))
+            elif kind == "tensor":
+                shape = draw(st.sampled_from([(3,), (2, 3), ()]))
+                chunks.append(TensorSeries(**common, dtypes=np.full(n, 2, np.int32),
+                                           tensors=tuple(rng.random(shape) for _ in range(n))))
+            else:
+                counts = rng.integers(0, 3, n)
+                chunks.append(BlobSequenceSeries(
+                    **common, offsets=np.concatenate([[0], np.cumsum(counts)]),
+                    blobs=tuple(rng.bytes(int(rng.integers(0, 50))) for _ in range(counts.sum()))))
+        runs.append((Run(name, 1.7e9 + r), chunks))
+    return runs
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(runs=_runs(), rows=st.sampled_from([16, 100, 1 << 18]))
+def test_runs_encoded_apart_join_into_the_bytes_of_one_writer(tmp_path_factory, runs, rows):
+    """Any runs: none, empty ones, series of every kind, row groups cut inside a run; the
+    series numbers of every run after the first are encoded anew in the joined file."""
+    tmp = tmp_path_factory.mktemp("join")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(S, "ROW_GROUP_ROWS", rows)
+    try:
+        _direct(tmp / "one.parquet", runs)
+        _joined(tmp / "two.parquet", runs, tmp)
+    finally:
+        mp.undo()
+    assert (tmp / "one.parquet").read_bytes() == (tmp / "two.parquet").read_bytes()
+    back = tbconvert.read(tmp / "two.parquet", restarts="keep-all")   # digests checked
+    assert not back.report.issues
+    assert sum(len(c) for _, chunks in runs for c in chunks) == \
+        sum(len(s) for tags in back.series.values() for s in tags.values())
