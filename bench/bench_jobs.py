@@ -10,7 +10,9 @@ from the steps of the one before).
 Destinations of one part per run (``parquet-dir``: a Parquet directory dataset, and
 ``tfevents``) have each run read *and written* in a worker process; the others are
 written by the one writer in the main process, the workers only reading.
-Each conversion runs the command line in a fresh process, best of ``--repeat``;
+Each conversion runs the command line in a fresh process, best of ``--repeat``
+(and the median ratio of pairs: each ``--jobs 1`` run against the ``--jobs 2`` run right
+after it, which the host's drift from minute to minute touches least);
 its CPU time (user + system, worker processes included) is taken too, which
 shows what the extra processes cost, and the load average, which shows how
 much of the two cores other work left. Prints a markdown table and checks that
@@ -23,6 +25,7 @@ import argparse
 import hashlib
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -157,8 +160,9 @@ def ceiling_row(work: Path, src: Path, repeat: int) -> None:
                 raise SystemExit("a conversion failed")
         together.append(time.perf_counter() - start)
     one, two = min(serial), min(together)
+    paired = statistics.median(a / b for a, b in zip(serial, together, strict=True))
     print(f"| 4 runs | ceiling: two independent `--jobs 1` conversions of 2 runs each to "
-          f"Parquet, at once | {one:.2f} s | {two:.2f} s | {one / two:.2f}x | | | "
+          f"Parquet, at once | {one:.2f} s | {two:.2f} s | {one / two:.2f}x | {paired:.2f}x | | | "
           f"{os.getloadavg()[0]:.1f} | |", flush=True)
 
 
@@ -177,9 +181,9 @@ def main() -> None:
     size = sum(p.stat().st_size for p in sources[0][1].rglob("*") if p.is_file())
     print(f"4 event files x {args.points:,} points ({size / 2**20:.0f} MiB), "
           f"{os.cpu_count()} cores\n")
-    print("| logdir | destination | --jobs 1 | --jobs 2 | speed-up | CPU --jobs 1 | CPU --jobs 2 "
-          "| load average | same bytes |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| logdir | destination | --jobs 1 | --jobs 2 | speed-up | paired speed-up "
+          "| CPU --jobs 1 | CPU --jobs 2 | load average | same bytes |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     suffix = {"parquet": ".parquet", "parquet-dir": "", "hdf5": ".h5", "csv": ".csv",
               "tfevents": ""}
     for label, src in sources[:1 if args.four_runs_only else 2]:
@@ -197,6 +201,9 @@ def main() -> None:
                 dst = work / f"out_{fmt}_j{jobs}{suffix[fmt]}"
                 times[jobs], cpus[jobs] = min(runs[jobs])
                 digests[jobs] = _digest(dst) if fmt != "tfevents" else _event_digest(dst)
+            # each --jobs 1 time over the --jobs 2 time taken right after it: the host's speed
+            # drifts from one minute to the next, and a pair sees nearly the same minute
+            paired = statistics.median(a[0] / b[0] for a, b in zip(runs[1], runs[2], strict=True))
             same = "yes" if digests[1] == digests[2] else "NO"
             if fmt == "tfevents" and same == "yes":
                 same = "same content (file names hold the pid)"
@@ -204,7 +211,8 @@ def main() -> None:
                 _remove(work / f"out_{fmt}_j{jobs}{suffix[fmt]}")
             load = max(load, os.getloadavg()[0])
             print(f"| {label} | {fmt} | {times[1]:.2f} s | {times[2]:.2f} s | "
-                  f"{times[1] / times[2]:.2f}x | {cpus[1]:.2f} s | {cpus[2]:.2f} s | {load:.1f} "
+                  f"{times[1] / times[2]:.2f}x | {paired:.2f}x | {cpus[1]:.2f} s | {cpus[2]:.2f} s "
+                  f"| {load:.1f} "
                   f"| {same} |", flush=True)
 
 
