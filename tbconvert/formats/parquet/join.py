@@ -10,7 +10,6 @@ on where it lies, only its footer entry does (its offsets, moved here).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 from tbconvert.formats.parquet import footer as F
@@ -38,7 +37,6 @@ def chunk_span(chunk: list) -> tuple[int, int]:
 
 
 def _moved(chunk: list, delta: int) -> list:
-    chunk = copy.deepcopy(chunk)
     if F.get(chunk, F.CC_FILE_OFFSET):     # Arrow writes 0 (the field is deprecated)
         F.put(chunk, F.CC_FILE_OFFSET, F.I64, F.get(chunk, F.CC_FILE_OFFSET) + delta)
     meta = F.get(chunk, F.CC_META)
@@ -65,7 +63,8 @@ class JoinedFile:
         self.rows = 0
 
     def append(self, src, replace: Replace | None = None) -> None:
-        """Every row group of the Parquet file open in ``src``, in order."""
+        """Every row group of the Parquet file open in ``src``, in order (its footer is
+        decoded anew here, so its structs are changed in place)."""
         fields, _ = F.read(src)
         schema = F.get(fields, 2)
         if self.template is None:
@@ -77,7 +76,6 @@ class JoinedFile:
             self._append_group(src, g, group, replace)
 
     def _append_group(self, src, g: int, group: list, replace: Replace | None) -> None:
-        group = copy.deepcopy(group)
         etype, chunks = F.get(group, F.RG_COLUMNS)
         start = self.pos
         unc_delta = comp_delta = 0
@@ -113,7 +111,7 @@ class JoinedFile:
 
     def close(self, key_value: dict[bytes, bytes]) -> None:
         """Write the footer (the file needs at least one :meth:`append`)."""
-        fields = copy.deepcopy(self.template)
+        fields = [list(f) for f in self.template]
         F.put(fields, F.FILE_NUM_ROWS, F.I64, self.rows)
         F.put(fields, F.FILE_ROW_GROUPS, F.LIST, (F.STRUCT, self.row_groups))
         F.put(fields, F.FILE_KEY_VALUE, F.LIST,
