@@ -80,6 +80,22 @@ def test_fixtures_through_the_cluster(cluster, logdir, tmp_path):
     assert_same_view(tb_view(tmp_path / "back"), tb_view(src))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("dst", ["out.parquet", "out.h5", "out.csv"])
+def test_single_file_destinations_through_the_cluster(cluster, dst, tmp_path):
+    """Runs encoded by the workers into a staging directory beside the output and added here
+    in run order: the bytes of a conversion in this process."""
+    src = tmp_path / "logs"
+    for name in LOGDIRS:
+        shutil.copytree(FIXTURES / name, src / name)
+    there = tbconvert.convert(src, tmp_path / "there" / dst, scheduler=cluster.scheduler_address)
+    here = tbconvert.convert(src, tmp_path / "here" / dst, jobs=1)
+    assert (tmp_path / "there" / dst).read_bytes() == (tmp_path / "here" / dst).read_bytes()
+    assert [i.message for i in there.issues] == [i.message for i in here.issues]
+    assert there.runs == here.runs > 5
+    assert os.listdir(tmp_path / "there") == [dst]     # the staging directory is gone
+
+
 def test_a_damaged_run_is_reported_and_the_others_finish(cluster, tmp_path):
     src = tmp_path / "src"
     shutil.copytree(FIXTURES / "torch_logdir", src)
