@@ -152,3 +152,20 @@ def test_runs_encoded_apart_join_into_the_bytes_of_one_writer(tmp_path_factory, 
     assert not back.report.issues
     assert sum(len(c) for _, chunks in runs for c in chunks) == \
         sum(len(s) for tags in back.series.values() for s in tags.values())
+
+
+def test_a_column_chunk_larger_than_a_copy_block_is_copied_whole(tmp_path):
+    """A point of 9 MB of random bytes: its column chunk is copied in several blocks."""
+    rng = np.random.default_rng(3)
+    runs = []
+    for r in range(2):
+        blob = BlobSequenceSeries(run=f"r{r}", tag="big", metadata=_META["blob"],
+                                  steps=[0, 1], wall_times=[1.0, 2.0], hidden=None,
+                                  offsets=[0, 1, 2], blobs=(rng.bytes(9 << 20), b"small"))
+        runs.append((Run(f"r{r}", 1.0), [blob]))
+    _direct(tmp_path / "one.parquet", runs)
+    _joined(tmp_path / "two.parquet", runs, tmp_path)
+    assert (tmp_path / "one.parquet").read_bytes() == (tmp_path / "two.parquet").read_bytes()
+    assert (tmp_path / "two.parquet").stat().st_size > 18 << 20
+    back = tbconvert.read(tmp_path / "two.parquet")
+    assert back.series["r1"]["big"].blobs[0] == runs[1][1][0].blobs[0]

@@ -18,6 +18,7 @@ from tbconvert.formats.parquet import footer as F
 # the file that struct describes), or None to copy the chunk as it is
 Replace = Callable[[int, int], "tuple[bytes, list, int] | None"]
 
+_BLOCK = 4 << 20
 _OFFSETS = (F.CM_DATA_PAGE_OFFSET, F.CM_INDEX_PAGE_OFFSET, F.CM_DICTIONARY_PAGE_OFFSET)
 
 
@@ -83,18 +84,14 @@ class JoinedFile:
             new = replace(g, c) if replace is not None else None
             if new is None:
                 at, size = chunk_span(chunk)
-                src.seek(at)
-                data = src.read(size)
-                if len(data) != size:
-                    raise ValueError("a column chunk runs past the end of its file")
-            else:
-                data, new_chunk, at = new
-                old_unc, old_comp = _sizes(chunk)
-                chunk = new_chunk
-                new_unc, new_comp = _sizes(chunk)
-                unc_delta += new_unc - old_unc
-                comp_delta += new_comp - old_comp
-            chunks[c] = _moved(chunk, self.pos - at)
+                chunks[c] = _moved(chunk, self.pos - at)
+                self._copy(src, at, size)
+                continue
+            data, new_chunk, at = new
+            (old_unc, old_comp), (new_unc, new_comp) = _sizes(chunk), _sizes(new_chunk)
+            unc_delta += new_unc - old_unc
+            comp_delta += new_comp - old_comp
+            chunks[c] = _moved(new_chunk, self.pos - at)
             self.fh.write(data)
             self.pos += len(data)
         F.put(group, F.RG_COLUMNS, F.LIST, (etype, chunks))
@@ -108,6 +105,19 @@ class JoinedFile:
             F.put(group, F.RG_ORDINAL, F.I16, len(self.row_groups))
         self.rows += F.get(group, F.RG_NUM_ROWS)
         self.row_groups.append(group)
+
+    def _copy(self, src, at: int, size: int) -> None:
+        """``size`` bytes of ``src`` from ``at`` on, a block at a time (a chunk may hold a
+        single point larger than a row group)."""
+        src.seek(at)
+        left = size
+        while left:
+            block = src.read(min(left, _BLOCK))
+            if not block:
+                raise ValueError("a column chunk runs past the end of its file")
+            self.fh.write(block)
+            left -= len(block)
+        self.pos += size
 
     def close(self, key_value: dict[bytes, bytes]) -> None:
         """Write the footer (the file needs at least one :meth:`append`)."""
