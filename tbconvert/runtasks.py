@@ -215,10 +215,11 @@ def worth_splitting(reader, writer, jobs: int) -> bool:
 def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = None) -> None:
     """:func:`tbconvert.api.copy`, one task per run, in local processes (``reader.options.jobs``)
     or on the Dask cluster at ``scheduler``."""
-    if not splits(reader, writer):
+    if not splits(reader, writer) or (scheduler is not None and writer.run_parts == "staged"
+                                      and not writer.staged_on_cluster):
         raise UsageError("--scheduler converts an event-file logdir, one run per task (to a "
-                         "Parquet dataset or file, event files, HDF5 or long-form CSV); "
-                         "convert this source or destination without --scheduler")
+                         "Parquet dataset or file, event files or long-form CSV); convert this "
+                         "source or destination without --scheduler")
     kind = writer.run_parts
     options = reader.options
     progress = options.progress

@@ -81,7 +81,7 @@ def test_fixtures_through_the_cluster(cluster, logdir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dst", ["out.parquet", "out.h5", "out.csv"])
+@pytest.mark.parametrize("dst", ["out.parquet", "out.csv"])
 def test_single_file_destinations_through_the_cluster(cluster, dst, tmp_path):
     """Runs encoded by the workers into a staging directory beside the output and added here
     in run order: the bytes of a conversion in this process."""
@@ -190,6 +190,10 @@ def test_a_source_that_cannot_be_split_is_refused(cluster, tmp_path):
         tbconvert.convert(tmp_path / "a.h5", tmp_path / "out", to_format="parquet",
                           scheduler=cluster.scheduler_address)
     assert not (tmp_path / "out").exists()
+    with pytest.raises(tbconvert.errors.UsageError, match="--scheduler"):   # nor is HDF5 out
+        tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "b.h5",
+                          scheduler=cluster.scheduler_address)
+    assert sorted(os.listdir(tmp_path)) == ["a.h5"]
 
 
 def _cli() -> list:

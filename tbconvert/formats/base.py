@@ -197,12 +197,15 @@ class Writer(abc.ABC):
       ``append_staged(path, info, run_name)`` then adds it, in run order, given what
       ``stage_run`` returned; both ways give the bytes :meth:`write_run` gives), or None:
       every run goes through this writer.
+    * ``staged_on_cluster``: a ``"staged"`` writer whose runs may be staged by the workers of
+      a Dask cluster (``--scheduler``).
     """
 
     keeps_hidden: ClassVar[bool] = False
     keeps_byte_names: ClassVar[bool] = False
     takes_hidden_witness: ClassVar[bool] = False
     run_parts: str | None = None
+    staged_on_cluster: ClassVar[bool] = True
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         self.path = Path(path)
