@@ -31,8 +31,8 @@ class Hdf5Writer(Writer):
     """Writes ``.h5``/``.hdf5`` archives."""
 
     keeps_hidden = True
-    # Runs can be written apart (stage_run) and appended (append_staged); "staged" hands
-    # them to workers, once the task runner takes single-file outputs.
+    # Runs can be written apart (stage_run, in a worker with --jobs) and appended
+    # (append_staged).
     run_parts = "staged"
     # A run staged by a long-lived cluster worker once came out with its object headers laid
     # out otherwise (the same content, other bytes), which was not reproduced on one machine:

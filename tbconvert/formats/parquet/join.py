@@ -67,10 +67,9 @@ class JoinedFile:
         """Every row group of the Parquet file open in ``src``, in order (its footer is
         decoded anew here, so its structs are changed in place)."""
         fields, _ = F.read(src)
-        schema = F.get(fields, 2)
         if self.template is None:
             self.template = fields
-        elif schema != F.get(self.template, 2):
+        elif F.get(fields, F.FILE_SCHEMA) != F.get(self.template, F.FILE_SCHEMA):
             raise ValueError("Parquet files of different schemas cannot be joined")
         _, groups = F.get(fields, F.FILE_ROW_GROUPS, (F.STRUCT, []))
         for g, group in enumerate(groups):

@@ -103,6 +103,16 @@ class _SeriesIds:
         return sid
 
 
+def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
+    """The footer's key-value metadata of a file whose runs, series and row groups ``sink``
+    holds: the archive's JSON and its digest."""
+    meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+            "experiment": S.experiment_to_json(experiment),
+            "runs": sink.runs, "series": sink.series, S.ROW_GROUPS_KEY: sink.row_groups}
+    raw = S.dumps(meta)
+    return {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
+
+
 class _FileSink(_SeriesIds):
     """One Parquet file being written: buffers record batches into byte-capped row groups."""
 
@@ -143,12 +153,7 @@ class _FileSink(_SeriesIds):
 
     def close(self, experiment: Experiment) -> None:
         self.flush()
-        meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
-                "experiment": S.experiment_to_json(experiment),
-                "runs": self.runs, "series": self.series, S.ROW_GROUPS_KEY: self.row_groups}
-        raw = S.dumps(meta)
-        self._writer.add_key_value_metadata(
-            {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")})
+        self._writer.add_key_value_metadata(_key_value(self, experiment))
         self._writer.close()
 
     def close_bare(self) -> None:
@@ -391,7 +396,6 @@ class _JoinedSink(_SeriesIds):
 
     def __init__(self, path: Path) -> None:
         super().__init__()
-        self.path = path
         self._fh = open(path, "wb")
         self._file = join.JoinedFile(self._fh)
         self.row_groups: list[dict] = []
@@ -401,17 +405,16 @@ class _JoinedSink(_SeriesIds):
         self.runs.append(info["run"])
         self.series.extend(dict(s, run=run_index) for s in info["series"])
         digests = [dict(d, crc32c=dict(d["crc32c"])) for d in info["row_groups"]]
-        with open(path, "rb") as src, pq.ParquetFile(path) as part:
-            self._file.append(src, _renumbering(part, offset, digests) if offset else None)
+        with open(path, "rb") as src:
+            if not offset:      # the file's first run keeps its numbers
+                self._file.append(src)
+            else:
+                with pq.ParquetFile(path) as part:
+                    self._file.append(src, _renumbering(part, offset, digests))
         self.row_groups.extend(digests)
 
     def close(self, experiment: Experiment) -> None:
-        meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
-                "experiment": S.experiment_to_json(experiment),
-                "runs": self.runs, "series": self.series, S.ROW_GROUPS_KEY: self.row_groups}
-        raw = S.dumps(meta)
-        self._file.close({S.METADATA_KEY: raw,
-                          S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")})
+        self._file.close(_key_value(self, experiment))
         self._fh.close()
 
     def discard(self) -> None:
@@ -437,8 +440,7 @@ def _series_chunk(ids: pa.ChunkedArray, offset: int):
     """The ``series`` column chunk of a row group whose series numbers ``n`` become
     ``n + offset``: its bytes, its footer entry, where it starts in the file that entry
     describes, and its digest."""
-    moved = C.fixed(np.concatenate([c.to_numpy() for c in ids.chunks] or [np.zeros(0, np.int32)])
-                    .astype(np.int32) + np.int32(offset), pa.int32())
+    moved = C.fixed(ids.to_numpy().astype(np.int32) + np.int32(offset), pa.int32())
     field = S.SCHEMA.field("series")
     out = pa.BufferOutputStream()
     writer = parquet_writer(out, pa.schema([field]))
