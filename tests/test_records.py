@@ -8,6 +8,8 @@ import tracemalloc
 import numpy as np
 import pytest
 from helpers import FUZZ, on_path
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tbconvert.formats.tfevents import records
 
@@ -102,6 +104,80 @@ def test_bulk_crc_matches_c_crc():
     for width in (0, 1, 3, 4, 5, 31, 64):
         rows = rng.integers(0, 256, (50, width), dtype=np.uint8)
         assert records.crc32c_rows(rows).tolist() == [crc32c(r.tobytes()) for r in rows]
+
+
+def test_reset_value_brings_the_crc_register_back():
+    from crc32c import crc32c
+    rng = np.random.default_rng(5)
+    for size in (0, 1, 7, 8, 60, 1000):
+        m, after = rng.bytes(size), rng.bytes(9)
+        slot = struct.pack("<I", ~crc32c(m) & 0xFFFFFFFF ^ records._RESET)
+        assert crc32c(m + slot) == 0
+        assert crc32c(m + slot + after) == crc32c(after)
+
+
+def _framed(payloads) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    buf = b"".join(records.frame(p) for p in payloads)
+    lengths = np.array([len(p) for p in payloads], dtype=np.int64)
+    ends = np.cumsum(lengths + records.HEADER + records.FOOTER)
+    starts = ends - lengths - records.FOOTER
+    return np.frombuffer(bytearray(buf), dtype=np.uint8), starts, lengths
+
+
+def _valid_prefix(data, starts, lengths) -> int:
+    return records._valid_prefix(data, memoryview(data), starts, lengths)
+
+
+@given(st.lists(st.binary(max_size=80), min_size=1, max_size=40), st.data())
+@settings(max_examples=300, deadline=None)
+def test_span_check_finds_what_record_by_record_checks_find(payloads, data):
+    """Damage anywhere (one byte or the same byte in several records): the first damaged
+    record is the one the record-by-record check finds."""
+    buf, starts, lengths = _framed(payloads)
+    where = data.draw(st.lists(st.integers(0, len(buf) - 1), max_size=3))
+    flip = data.draw(st.integers(1, 255))
+    same = data.draw(st.booleans())
+    for pos in where:
+        buf[pos] ^= flip
+    if same and len(payloads) > 1:
+        # the same change at the same place of another record of the same length
+        k = data.draw(st.integers(0, len(payloads) - 1))
+        twins = np.flatnonzero(lengths == lengths[k])
+        rel = data.draw(st.integers(-records.HEADER, int(lengths[k]) + records.FOOTER - 1))
+        for t in twins[:3]:
+            buf[starts[t] + rel] ^= flip
+    expected = records._checked_prefix(buf, memoryview(buf), starts, lengths)
+    assert _valid_prefix(buf, starts, lengths) == expected
+
+
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=5), st.integers(60, 140),
+       st.lists(st.integers(0, 30), max_size=3), st.data())
+@settings(max_examples=150, deadline=None)
+def test_span_check_of_repeating_lengths_finds_what_record_by_record_checks_find(
+        pattern, periods, odd, data):
+    """Records whose lengths repeat (read as a matrix of periods) with others around them."""
+    lengths = odd + pattern * periods + odd[::-1]
+    payloads = [bytes([i % 251]) * k for i, k in enumerate(lengths)]
+    buf, starts, lengths = _framed(payloads)
+    assert records._periodic_stretches(lengths) or periods < records._MIN_PERIODS + 2
+    assert _valid_prefix(buf, starts, lengths) == len(payloads)
+    for pos in data.draw(st.lists(st.integers(0, len(buf) - 1), max_size=2)):
+        buf[pos] ^= data.draw(st.integers(1, 255))
+    expected = records._checked_prefix(buf, memoryview(buf), starts, lengths)
+    assert _valid_prefix(buf, starts, lengths) == expected
+
+
+def test_span_check_catches_two_records_damaged_alike(monkeypatch):
+    payloads = [b"x" * 40] * 6
+    buf, starts, lengths = _framed(payloads)
+    assert _valid_prefix(buf, starts, lengths) == 6
+    for k in (2, 4):                 # the same bit in two records: a plain XOR would cancel
+        buf[starts[k] + 7] ^= 0x10
+    assert _valid_prefix(buf, starts, lengths) == 2
+    monkeypatch.setattr(records, "_SPAN_MAX", 130)   # spans of two records each
+    assert _valid_prefix(buf, starts, lengths) == 2
+    buf, starts, lengths = _framed(payloads)
+    assert _valid_prefix(buf, starts, lengths) == 6
 
 
 # --- damage inside records, forged prefixes ------------------------------------------------

@@ -479,8 +479,95 @@ def _frame_quickly(buf: bytes, off: int, limit: int) -> tuple[np.ndarray, np.nda
     return np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
 
 
+# Four bytes after a message, where its CRC goes, take the CRC register wherever they say
+# (they fill it exactly). Written there as ``~crc ^ _RESET``, they take it back to its
+# starting value (0xFFFFFFFF) when ``crc`` is the message's CRC, and elsewhere otherwise.
+_RESET = 0x641F6454
+# A whole span is checked in one go up to this size. Two damaged records cancel each other
+# out in that check only if their errors are multiples of a factor of the polynomial, or
+# 2^31 - 1 bits (256 MiB) apart.
+_SPAN_MAX = 16 << 20
+
+
 def _valid_prefix(data: np.ndarray, mv: memoryview, starts: np.ndarray, lengths: np.ndarray) -> int:
-    """How many leading records have both CRCs right."""
+    """How many leading records have both CRCs right (``starts`` are consecutive records)."""
+    n = len(starts)
+    ends = starts + lengths + FOOTER
+    i = 0
+    while i < n:
+        j = max(i + 1, int(np.searchsorted(ends, starts[i] - HEADER + _SPAN_MAX, "right")))
+        if not _span_ok(data, starts[i:j], lengths[i:j]):
+            return i + _checked_prefix(data, mv, starts[i:j], lengths[i:j])
+        i = j
+    return n
+
+
+def _span_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether every one of these consecutive records has both CRCs right, with one C call
+    over their bytes: each stored CRC is replaced (in a copy) by what brings the CRC
+    register back to its start after a right one, so the whole span's CRC is 0 exactly
+    when every record is right, bar errors that cancel (see :data:`_SPAN_MAX`)."""
+    first = int(starts[0]) - HEADER
+    span = data[first:int(starts[-1] + lengths[-1]) + FOOTER].copy()
+    covered = np.zeros(len(starts), dtype=bool)
+    for a, p, rows in _periodic_stretches(lengths):
+        # Lengths that repeat (the tags of a training loop): a matrix of one period per
+        # row, whose CRC slots are columns, read and written without indexing.
+        width = int(lengths[a:a + p].sum()) + p * (HEADER + FOOTER)
+        top = int(starts[a]) - HEADER - first
+        matrix = span[top:top + rows * width].reshape(rows, width)
+        head = 0
+        for k in lengths[a:a + p].tolist():
+            for col in (head + HEADER - FOOTER, head + HEADER + k):
+                matrix[:, col:col + 4] = _reset(matrix[:, col:col + 4])
+            head += HEADER + k + FOOTER
+        covered[a:a + rows * p] = True
+    rest = np.flatnonzero(~covered)
+    if len(rest):
+        s, k = starts[rest] - first, lengths[rest]
+        slots = np.concatenate((s - FOOTER, s + k))
+        words = sliding_window_view(span, 4, writeable=True)
+        words[slots] = _reset(words[slots])
+    return crc32c(span) == 0
+
+
+def _reset(slots: np.ndarray) -> np.ndarray:
+    """The ``(n, 4)`` bytes of stored (masked) CRCs, as :data:`_RESET` values."""
+    masked = np.ascontiguousarray(slots).view("<u4")[:, 0] - np.uint32(_MASK_DELTA)
+    raw = (masked << np.uint32(15)) | (masked >> np.uint32(17))
+    return (~raw ^ np.uint32(_RESET)).astype("<u4").view(np.uint8).reshape(-1, 4)
+
+
+# A stretch of repeating lengths is worth a matrix from this many periods on.
+_MIN_PERIODS = 64
+
+
+def _periodic_stretches(lengths: np.ndarray, longest: int = 16) -> list[tuple[int, int, int]]:
+    """Stretches of records whose lengths repeat with the shortest period (up to
+    ``longest``) that gives any: ``(first record, period, periods)`` each, apart."""
+    n = len(lengths)
+    middle = lengths[max(0, n // 2 - longest):n // 2 + longest].tolist()
+    for p in range(1, min(longest, n // _MIN_PERIODS) + 1):
+        if middle[-p:] != middle[-2 * p:-p]:
+            continue
+        # runs of i with lengths[i + p] == lengths[i]: records [i0, i1 + p) repeat
+        same = np.concatenate(([False], lengths[p:] == lengths[:-p], [False]))
+        edges = np.flatnonzero(same[1:] != same[:-1])
+        out, end = [], 0
+        for i0, i1 in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
+            a = max(i0, end)
+            rows = (i1 + p - a) // p
+            if rows >= _MIN_PERIODS:
+                out.append((a, p, rows))
+                end = a + rows * p
+        if out:
+            return out
+    return []
+
+
+def _checked_prefix(data: np.ndarray, mv: memoryview, starts: np.ndarray,
+                    lengths: np.ndarray) -> int:
+    """:func:`_valid_prefix` record by record: which one is wrong."""
     good = _length_crcs_ok(data, starts, lengths)
     if not good:
         return 0
