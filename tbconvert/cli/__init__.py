@@ -313,6 +313,11 @@ def console_main() -> int:
     with a traceback; it is ignored from then on. Callers of :func:`main` inside a larger
     program keep their own handlers.
     """
+    import os
+    # numpy's OpenBLAS starts a thread per core that spins for a while at import: 0.1 s
+    # of CPU taken from the conversion's other processes, for linear algebra tbconvert
+    # never does.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
