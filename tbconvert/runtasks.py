@@ -273,12 +273,9 @@ def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None
 
     counted = _Counting(progress) if progress is not None else None
     appender = _Appender(writer, tasks) if kind == "staged" else None
-    # Adding staged runs keeps this process busy enough: its tasks would compete with the
-    # adding for Python's lock, and the runs wait longer to be added.
-    share = appender is None
     try:
         results = cluster.run_tasks(convert_run, tasks, scheduler=scheduler, jobs=options.jobs,
-                                    progress=counted, sizes=sizes, lost=lost, share=share,
+                                    progress=counted, sizes=sizes, lost=lost, share=True,
                                     on_result=appender.arrived if appender else None)
         if appender is not None:
             appender.finish()

@@ -3,7 +3,9 @@ footer codec, and the bytes against those of one writer."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -154,8 +156,10 @@ def test_runs_encoded_apart_join_into_the_bytes_of_one_writer(tmp_path_factory, 
         sum(len(s) for tags in back.series.values() for s in tags.values())
 
 
-def test_a_column_chunk_larger_than_a_copy_block_is_copied_whole(tmp_path):
-    """A point of 9 MB of random bytes: its column chunk is copied in several blocks."""
+def test_a_column_chunk_larger_than_a_copy_block_is_copied_whole(tmp_path, monkeypatch):
+    """A point of 9 MB of random bytes: its column chunk is copied in several blocks (where
+    the kernel does not copy it)."""
+    monkeypatch.delattr(os, "copy_file_range", raising=False)
     rng = np.random.default_rng(3)
     runs = []
     for r in range(2):
@@ -169,3 +173,48 @@ def test_a_column_chunk_larger_than_a_copy_block_is_copied_whole(tmp_path):
     assert (tmp_path / "two.parquet").stat().st_size > 18 << 20
     back = tbconvert.read(tmp_path / "two.parquet")
     assert back.series["r1"]["big"].blobs[0] == runs[1][1][0].blobs[0]
+
+
+def _partly(limit):
+    """``os.copy_file_range`` that copies at most ``limit`` bytes in all, then refuses."""
+    real = os.copy_file_range
+    left = [limit]
+
+    def copy(src, dst, count, offset_src=None, offset_dst=None):
+        if left[0] <= 0:
+            raise OSError(errno.EXDEV, "refused")
+        n = real(src, dst, min(count, left[0]), offset_src, offset_dst)
+        left[0] -= n
+        copied.append(n)
+        return n
+    copied: list[int] = []
+    copy.copied = copied
+    return copy
+
+
+@pytest.mark.parametrize("how", ["kernel", "refused", "stops partway", "absent"])
+def test_chunks_are_copied_alike_by_the_kernel_or_through_memory(tmp_path, monkeypatch, how):
+    """Chunks go from file to file by ``os.copy_file_range``; where the system refuses it,
+    or stops partway, the rest is copied in blocks, to the same bytes."""
+    rng = np.random.default_rng(4)
+    runs = [(Run(f"r{r}", 1.0), [BlobSequenceSeries(
+        run=f"r{r}", tag="b", metadata=_META["blob"], steps=[0, 1], wall_times=[1.0, 2.0],
+        hidden=None, offsets=[0, 1, 2], blobs=(rng.bytes(5 << 20), rng.bytes(99)))])
+        for r in range(3)]
+    _direct(tmp_path / "one.parquet", runs)
+    if how != "absent" and not hasattr(os, "copy_file_range"):
+        pytest.skip("no os.copy_file_range here")
+    if how == "kernel":
+        monkeypatch.setattr(os, "copy_file_range", kernel := _partly(1 << 40))
+    elif how == "refused":
+        monkeypatch.setattr(os, "copy_file_range", _partly(0))
+    elif how == "stops partway":
+        monkeypatch.setattr(os, "copy_file_range", _partly(7 << 20))
+    elif how == "absent":
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    _joined(tmp_path / "two.parquet", runs, tmp_path)
+    assert (tmp_path / "one.parquet").read_bytes() == (tmp_path / "two.parquet").read_bytes()
+    if how == "kernel":
+        assert sum(kernel.copied) > 15 << 20
+    if how == "kernel":
+        assert sum(kernel.copied) > 15 << 20

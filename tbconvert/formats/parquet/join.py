@@ -106,16 +106,19 @@ class JoinedFile:
         self.row_groups.append(group)
 
     def _copy(self, src, at: int, size: int) -> None:
-        """``size`` bytes of ``src`` from ``at`` on, a block at a time (a chunk may hold a
-        single point larger than a row group)."""
-        src.seek(at)
-        left = size
-        while left:
-            block = src.read(min(left, _BLOCK))
-            if not block:
-                raise ValueError("a column chunk runs past the end of its file")
-            self.fh.write(block)
-            left -= len(block)
+        """``size`` bytes of ``src`` from ``at`` on: by the kernel from file to file where it
+        can (no copy through this process's memory), else a block at a time (a chunk may
+        hold a single point larger than a row group)."""
+        done = _copy_range(src, self.fh, at, self.pos, size)
+        if done < size:
+            src.seek(at + done)
+            left = size - done
+            while left:
+                block = src.read(min(left, _BLOCK))
+                if not block:
+                    raise ValueError("a column chunk runs past the end of its file")
+                self.fh.write(block)
+                left -= len(block)
         self.pos += size
 
     def close(self, key_value: dict[bytes, bytes]) -> None:
@@ -128,3 +131,25 @@ class JoinedFile:
                           for k, v in key_value.items()]))
         raw = F.encode(fields)
         self.fh.write(raw + len(raw).to_bytes(4, "little") + F.MAGIC)
+
+
+def _copy_range(src, dst, at: int, to: int, size: int) -> int:
+    """Copy ``size`` bytes of file ``src`` from ``at`` to ``to`` in file ``dst`` (at its end)
+    with ``os.copy_file_range``; how many were copied before it stopped or was refused
+    (0 where the system cannot: another platform, a file system that will not)."""
+    import os
+    copy = getattr(os, "copy_file_range", None)
+    if copy is None or size <= 0:
+        return 0
+    dst.flush()
+    done = 0
+    try:
+        while done < size:
+            n = copy(src.fileno(), dst.fileno(), size - done, at + done, to + done)
+            if n <= 0:
+                break
+            done += n
+    except OSError:
+        pass
+    dst.seek(to + done)     # the writes that follow go after the copied bytes
+    return done
