@@ -120,15 +120,20 @@ def migrate_histogram(histo, where: str = "histogram") -> np.ndarray:
     packed = _packed_histogram(histo)
     if packed is not None and len(packed[0]) == len(packed[1]):
         limits, counts = packed
-        nonzero = np.flatnonzero(counts > 0)
-        if not len(nonzero):
+        full = counts > 0
+        start = int(full.argmax()) if len(full) else 0
+        if not len(full) or not full[start]:
             return np.zeros((0, 3), dtype=np.float32)
-        start, end = int(nonzero[0]), int(nonzero[-1])
-        inner = limits[start:end]
-        lefts = np.concatenate(([histo.min], inner))
-        rights = np.concatenate((inner, [histo.max]))
-        with np.errstate(over="ignore"):  # beyond float32 becomes inf, as TensorBoard's cast does
-            return np.stack([lefts, rights, counts[start:end + 1]], axis=1).astype(np.float32)
+        end = len(full) - 1 - int(full[::-1].argmax())
+        # [lefts, rights, counts] as columns, each cast to float32 as it is stored (the same
+        # rounding as a cast of the whole; beyond float32 becomes inf, as TensorBoard's does)
+        out = np.empty((end - start + 1, 3), dtype=np.float32)
+        with np.errstate(over="ignore"):
+            out[0, 0] = histo.min
+            out[1:, 0] = out[:-1, 1] = limits[start:end]
+            out[-1, 1] = histo.max
+            out[:, 2] = counts[start:end + 1]
+        return out
     counts = np.asarray(histo.bucket, dtype=np.float64)
     nonzero = np.flatnonzero(counts > 0)
     if not len(nonzero):
