@@ -448,3 +448,17 @@ def test_scan_file_judges_a_claim_of_up_to_two_blocks_as_a_whole_file_scan(tmp_p
     whole = blockscan.whole_file(data)
     assert len(whole) == 14
     assert blockscan.in_blocks(path, block_size=256).payloads == whole
+
+
+def test_a_record_longer_than_a_span_is_checked_in_place(monkeypatch):
+    """A record past the span size (a large graph) is checked where it lies, never copied."""
+    payloads = [bytes(300), b"small", bytes(250)]
+    buf, starts, lengths = _framed(payloads)
+    monkeypatch.setattr(records, "_SPAN_MAX", 100)
+    copied = []
+    real = records._span_ok
+    monkeypatch.setattr(records, "_span_ok", lambda *a: copied.append(a) or real(*a))
+    assert _valid_prefix(buf, starts, lengths) == 3
+    assert not copied
+    buf[starts[2] + 9] ^= 1
+    assert _valid_prefix(buf, starts, lengths) == 2

@@ -495,8 +495,13 @@ def _valid_prefix(data: np.ndarray, mv: memoryview, starts: np.ndarray, lengths:
     ends = starts + lengths + FOOTER
     i = 0
     while i < n:
-        j = max(i + 1, int(np.searchsorted(ends, starts[i] - HEADER + _SPAN_MAX, "right")))
-        if not _span_ok(data, starts[i:j], lengths[i:j]):
+        j = int(np.searchsorted(ends, starts[i] - HEADER + _SPAN_MAX, "right"))
+        if j <= i + 1:
+            # one record (maybe a large graph): checked in place, never copied
+            j = i + 1
+            if not _checked_prefix(data, mv, starts[i:j], lengths[i:j]):
+                return i
+        elif not _span_ok(data, starts[i:j], lengths[i:j]):
             return i + _checked_prefix(data, mv, starts[i:j], lengths[i:j])
         i = j
     return n
