@@ -268,3 +268,34 @@ def test_no_room_to_spill_is_an_output_error_not_a_skipped_run(tmp_path, tiny_bl
     with pytest.raises(tbconvert.errors.OutputError, match="temporary file"):
         tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "o.parquet")
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_tensors_of_varying_length_spill_as_one_array(tiny_blocks, monkeypatch):
+    """Legacy histograms (``[k, 3]``, ``k`` varying) go to the spill file as one array per
+    piece and come back as the same points."""
+    whole = _snapshot(tbconvert.read(FIXTURES / "torch_logdir", restarts="keep-all"))
+    packed = []
+    real = assemble._ragged
+
+    def counted(points):
+        out = real(points)
+        if out is not None:
+            packed.append(len(points))
+        return out
+    monkeypatch.setattr(assemble, "_ragged", counted)
+    tiny_blocks(50)
+    assert _snapshot(tbconvert.read(FIXTURES / "torch_logdir", restarts="keep-all")) == whole
+    assert packed
+
+
+def test_only_tensors_of_one_dtype_and_inner_shape_are_packed():
+    f32 = np.float32
+    pts = [(1, np.zeros((k, 3), f32)) for k in (0, 2, 5)]
+    kind, code, (array, lengths) = assemble._ragged(pts)
+    assert (kind, code, array.shape, lengths.tolist()) == ("ragged", 1, (7, 3), [0, 2, 5])
+    back = assemble._unragged(code, array, lengths)
+    assert [(c, a.shape) for c, a in back] == [(1, (0, 3)), (1, (2, 3)), (1, (5, 3))]
+    for other in ([(1, np.zeros((2, 4), f32))], [(1, np.zeros((2, 3), np.float64))],
+                  [(2, np.zeros((2, 3), f32))], [None], [(1, np.float32(1))],
+                  [(1, np.array([b"x"], dtype=object))]):
+        assert assemble._ragged(pts + other) is None
