@@ -33,6 +33,11 @@ end of the file); the latter is then skipped whole as above. A random 12-byte
 window passes a length CRC with odds of 2^-32, so anchors are not found in
 garbage by accident.
 
+Valid records are checked a batch at a time: one C call over a copy of their bytes
+in which every stored CRC is replaced by the four bytes that take the CRC register back
+to its start after a right record (:func:`_span_ok`); only a batch that fails is checked
+record by record, to find the damage.
+
 Everything is linear in the size of the input. Candidate headers are found
 vectorised (a plausible length has its top three bytes zero and a header is
 never twelve zero bytes, so zeros and random bytes are passed over at memory
