@@ -106,6 +106,20 @@ def test_bulk_crc_matches_c_crc():
         assert records.crc32c_rows(rows).tolist() == [crc32c(r.tobytes()) for r in rows]
 
 
+@given(st.integers(1, 120), st.integers(1, 60), st.data())
+@settings(max_examples=100, deadline=None)
+def test_bulk_crc_of_rows_alike_but_for_a_few_bytes_matches_c_crc(width, n, data):
+    """Rows of one layout (a template with a few bytes that vary, as wall time, step and
+    value do in events), the first row's CRC corrected by what their differing bytes add."""
+    from crc32c import crc32c
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    rows = np.tile(rng.integers(0, 256, width, dtype=np.uint8), (n, 1))
+    varying = data.draw(st.lists(st.integers(0, width - 1), max_size=max(1, width // 3)))
+    for j in varying:
+        rows[:, j] = rng.integers(0, 256, n, dtype=np.uint8)
+    assert records.crc32c_rows(rows).tolist() == [crc32c(r.tobytes()) for r in rows]
+
+
 def test_reset_value_brings_the_crc_register_back():
     from crc32c import crc32c
     rng = np.random.default_rng(5)

@@ -61,6 +61,7 @@ verified without holding it, and is reported as damage like its bytes.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import struct
 from dataclasses import dataclass
@@ -115,11 +116,33 @@ def crc32c_rows(rows: np.ndarray) -> np.ndarray:
     """Raw CRC-32C of every row of a uint8 matrix, computed column-wise in numpy.
 
     Equal-length records (most of an event file) get their checksums in a few
-    dozen array operations instead of one C call each.
+    dozen array operations instead of one C call each. Records of one layout differ in
+    a few bytes (wall time, step, value): the first row's CRC is taken in C, and each
+    other row's differs from it by what its differing bytes add (the CRC is linear).
     """
     global _T
     if _T is None:
         _T = _tables()
+    n, width = rows.shape
+    if n > 1 and width:
+        differ = np.flatnonzero((rows != rows[0]).any(axis=0))
+        if 4 * len(differ) < 3 * width:
+            first = np.ascontiguousarray(rows[0])
+            crc = np.full(n, crc32c(first), dtype=np.uint32)
+            for j in differ.tolist():
+                crc ^= _byte_table(width - 1 - j)[rows[:, j] ^ first[j]]
+            return crc
+    return _crc32c_words(rows)
+
+
+@functools.lru_cache(maxsize=1024)
+def _byte_table(after: int) -> np.ndarray:
+    """What each byte value adds to a CRC when ``after`` more bytes follow it."""
+    return crcmath.shift(_T[0], np.full(256, after, dtype=np.int64))
+
+
+def _crc32c_words(rows: np.ndarray) -> np.ndarray:
+    """:func:`crc32c_rows` four columns at a time (slicing-by-4)."""
     t0, t1, t2, t3 = _T
     n, width = rows.shape
     crc = np.full(n, 0xFFFFFFFF, dtype=np.uint32)
