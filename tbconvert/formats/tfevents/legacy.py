@@ -76,6 +76,11 @@ def legacy_metadata(plugin: str, value, content: bytes = b"") -> Metadata:
                             value.metadata.summary_description)
 
 
+def legacy_histogram_metadata(tag: str) -> Metadata:
+    """:func:`legacy_metadata` of a histogram value that carries no metadata of its own."""
+    return _legacy_metadata("histograms", b"", tag, "")
+
+
 @lru_cache(maxsize=4096)
 def _legacy_metadata(plugin: str, content: bytes, display_name: str, description: str) -> Metadata:
     return Metadata(plugin_name=plugin, plugin_content=content, display_name=display_name,
@@ -115,25 +120,30 @@ def _packed_histogram(histo):
     return arrays.get(0x32, empty), arrays.get(0x3A, empty)
 
 
+def migrated_histogram(limits: np.ndarray, counts: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """TensorBoard's trimmed float32 ``[k, 3]`` tensor of a histogram's bucket limits and
+    counts (float64 arrays of one length), its minimum and maximum."""
+    full = counts > 0
+    start = int(full.argmax()) if len(full) else 0
+    if not len(full) or not full[start]:
+        return np.zeros((0, 3), dtype=np.float32)
+    end = len(full) - 1 - int(full[::-1].argmax())
+    # [lefts, rights, counts] as columns, each cast to float32 as it is stored (the same
+    # rounding as a cast of the whole; beyond float32 becomes inf, as TensorBoard's does)
+    out = np.empty((end - start + 1, 3), dtype=np.float32)
+    with np.errstate(over="ignore"):
+        out[0, 0] = lo
+        out[1:, 0] = out[:-1, 1] = limits[start:end]
+        out[-1, 1] = hi
+        out[:, 2] = counts[start:end + 1]
+    return out
+
+
 def migrate_histogram(histo, where: str = "histogram") -> np.ndarray:
     """A legacy ``HistogramProto`` as TensorBoard's trimmed float32 ``[k, 3]`` tensor."""
     packed = _packed_histogram(histo)
     if packed is not None and len(packed[0]) == len(packed[1]):
-        limits, counts = packed
-        full = counts > 0
-        start = int(full.argmax()) if len(full) else 0
-        if not len(full) or not full[start]:
-            return np.zeros((0, 3), dtype=np.float32)
-        end = len(full) - 1 - int(full[::-1].argmax())
-        # [lefts, rights, counts] as columns, each cast to float32 as it is stored (the same
-        # rounding as a cast of the whole; beyond float32 becomes inf, as TensorBoard's does)
-        out = np.empty((end - start + 1, 3), dtype=np.float32)
-        with np.errstate(over="ignore"):
-            out[0, 0] = histo.min
-            out[1:, 0] = out[:-1, 1] = limits[start:end]
-            out[-1, 1] = histo.max
-            out[:, 2] = counts[start:end + 1]
-        return out
+        return migrated_histogram(*packed, histo.min, histo.max)
     counts = np.asarray(histo.bucket, dtype=np.float64)
     nonzero = np.flatnonzero(counts > 0)
     if not len(nonzero):
@@ -148,7 +158,8 @@ def migrate_histogram(histo, where: str = "histogram") -> np.ndarray:
     lefts = [histo.min] + inner
     rights = inner + [histo.max]
     kept = list(histo.bucket)[start:end + 1]
-    return np.array([lefts, rights, kept], dtype=np.float32).transpose()
+    with np.errstate(over="ignore"):
+        return np.array([lefts, rights, kept], dtype=np.float32).transpose()
 
 
 def migrate_value(value, where: str = "value"):

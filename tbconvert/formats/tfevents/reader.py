@@ -23,7 +23,14 @@ from tbconvert import dtypes as dt
 from tbconvert import sourcefiles
 from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
 from tbconvert.formats.base import Progress, Reader, cores, source_size
-from tbconvert.formats.tfevents import blob_templates, event_files, legacy, records, summary_templates
+from tbconvert.formats.tfevents import (
+    blob_templates,
+    event_files,
+    histo_records,
+    legacy,
+    records,
+    summary_templates,
+)
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, RunRecord
@@ -337,8 +344,15 @@ class TfeventsReader(Reader):
         # decoders left: a sync of appended scalars never needs it
         event_cls = _event_class() if len(rest) else None
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
+        histograms = self.value_hook is None     # a hook wants every value as protobuf's
         for i in rest.tolist():
             s, n = int(starts[i]), int(lengths[i])
+            histogram = histo_records.parse(buf, s, s + n) if histograms else None
+            if histogram is not None:
+                if i < first[0]:
+                    first = (i, histogram[0])
+                self._histogram(asm, base + 2 * i, histogram)
+                continue
             try:
                 event = event_cls.FromString(buf[s:s + n])
             except (DecodeError, RuntimeError, ValueError):
@@ -362,6 +376,15 @@ class TfeventsReader(Reader):
             # TensorBoard's clock starts at the first record of the file that decodes
             asm.first_wall_time(first[1])
             state.first_done = True
+
+    @staticmethod
+    def _histogram(asm: RunAssembler, seq: int, histogram) -> None:
+        """A legacy histogram event read by :mod:`histo_records`, as :meth:`_event` takes it."""
+        wall, step, tag, lo, hi, limits, counts = histogram
+        asm.metadata(seq, tag, legacy.legacy_histogram_metadata(tag))
+        asm.point(seq, step, wall, tag,
+                  (dt.DT_FLOAT, legacy.migrated_histogram(limits, counts, lo, hi)))
+        asm.summary_event(seq, step, [tag])
 
     def _event(self, asm: RunAssembler, seq: int, event, path: Path) -> None:
         what = event.WhichOneof("what")

@@ -1,0 +1,107 @@
+"""Legacy histogram events read without protobuf.
+
+PyTorch and tensorboardX log a histogram as ``Event{wall_time, step, summary{value{tag,
+histo{min, max, num, sum, sum_squares, bucket_limit, bucket}}}}``: one value whose two
+bucket fields are packed doubles, kilobytes a record. Through protobuf each record costs an
+``Event`` object and a copy of both arrays; here its bytes are walked once and the arrays
+are read where they lie. Only that form, as protobuf writes it, is taken: each field at most
+once, in field order, nothing else, bucket arrays of equal length. Any other record gives
+None and goes to protobuf, so the points are what protobuf would have given.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+_F64 = struct.Struct("<d")
+# Event fields
+_WALL, _STEP, _SUMMARY = 0x09, 0x10, 0x2A
+# Summary.value, Value.tag, Value.histo
+_VALUE, _TAG, _HISTO = 0x0A, 0x0A, 0x2A
+# HistogramProto: min, max, num, sum, sum_squares (doubles), bucket_limit, bucket (packed)
+_MIN, _MAX = 0x09, 0x11
+_DOUBLES = (0x09, 0x11, 0x19, 0x21, 0x29)
+_LIMITS, _COUNTS = 0x32, 0x3A
+_EMPTY = np.zeros(0, dtype=np.float64)
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """A varint at ``pos`` and where it ends; (-1, pos) if it runs past ``end`` or 64 bits."""
+    value = shift = 0
+    while pos < end and shift < 64:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value, pos) if value < 1 << 64 else (-1, pos)
+        shift += 7
+    return -1, pos
+
+
+def _field(buf, pos: int, end: int, key: int) -> tuple[int, int]:
+    """The bounds of the length-delimited field ``key`` at ``pos``, or (-1, -1)."""
+    if pos >= end or buf[pos] != key:
+        return -1, -1
+    length, pos = _varint(buf, pos + 1, end)
+    if length < 0 or pos + length > end:
+        return -1, -1
+    return pos, pos + length
+
+
+def parse(buf, start: int, end: int):
+    """``(wall_time, step, tag, min, max, bucket_limit, bucket)`` of the legacy-histogram
+    event in ``buf[start:end]``, or None when it is anything else."""
+    pos, wall, step = start, 0.0, 0
+    if pos < end and buf[pos] == _WALL:
+        if pos + 9 > end:
+            return None
+        wall = _F64.unpack_from(buf, pos + 1)[0]
+        pos += 9
+    if pos < end and buf[pos] == _STEP:
+        step, pos = _varint(buf, pos + 1, end)
+        if step < 0:
+            return None
+        if step >= 1 << 63:
+            step -= 1 << 64
+    pos, stop = _field(buf, pos, end, _SUMMARY)
+    if stop != end:
+        return None
+    pos, stop = _field(buf, pos, end, _VALUE)
+    if stop != end:
+        return None
+    tag = ""
+    at, stop = _field(buf, pos, end, _TAG)
+    if at >= 0:
+        try:
+            tag = bytes(buf[at:stop]).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        pos = stop
+    pos, stop = _field(buf, pos, end, _HISTO)
+    if stop != end:
+        return None
+    lo = hi = 0.0
+    for key in _DOUBLES:
+        if pos < end and buf[pos] == key:
+            if pos + 9 > end:
+                return None
+            if key == _MIN:
+                lo = _F64.unpack_from(buf, pos + 1)[0]
+            elif key == _MAX:
+                hi = _F64.unpack_from(buf, pos + 1)[0]
+            pos += 9
+    arrays = []
+    for key in (_LIMITS, _COUNTS):
+        at, stop = _field(buf, pos, end, key)
+        if at < 0:
+            arrays.append(_EMPTY)
+            continue
+        if (stop - at) % 8:
+            return None
+        arrays.append(np.frombuffer(buf, "<f8", (stop - at) // 8, at))
+        pos = stop
+    if pos != end or len(arrays[0]) != len(arrays[1]):
+        return None
+    return wall, step, tag, lo, hi, arrays[0], arrays[1]
