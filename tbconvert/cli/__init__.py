@@ -313,7 +313,6 @@ def console_main() -> int:
     with a traceback; it is ignored from then on. Callers of :func:`main` inside a larger
     program keep their own handlers.
     """
-    import os
     # numpy's OpenBLAS starts a thread per core that spins for a while at import: 0.1 s
     # of CPU taken from the conversion's other processes, for linear algebra tbconvert
     # never does.
@@ -336,8 +335,6 @@ def _exit(code: int) -> None:
     (every module and object of numpy, pyarrow and protobuf freed one by one, 20-40 ms of a
     command that may take 0.3 s) is skipped, as the operating system frees it all at once."""
     import atexit
-    import os
-    import threading
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     # A thread still at work would be joined at a normal exit; then exit normally.
     if run_exit_handlers is None or any(t.is_alive() and not t.daemon

@@ -1,4 +1,4 @@
-"""Bulk encoding of scalar values for the writer, with numpy.
+"""Varints, and bulk encoding of scalar values for the writer, with numpy.
 
 Scalar points after a tag's first have the same ``Summary.Value`` bytes but
 for the value, so a whole column becomes one uint8 matrix.
@@ -22,6 +22,22 @@ def varint(value: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
+
+
+def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """The varint at ``pos`` in ``buf`` and where it ends; ValueError if it runs past
+    ``end`` or 64 bits."""
+    result = shift = 0
+    while pos < end:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            break
+    raise ValueError("bad varint")
 
 
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)

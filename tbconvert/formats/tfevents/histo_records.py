@@ -15,6 +15,8 @@ import struct
 
 import numpy as np
 
+from tbconvert.formats.tfevents.encode import read_varint
+
 _F64 = struct.Struct("<d")
 # Event fields
 _WALL, _STEP, _SUMMARY = 0x09, 0x10, 0x2A
@@ -27,25 +29,12 @@ _LIMITS, _COUNTS = 0x32, 0x3A
 _EMPTY = np.zeros(0, dtype=np.float64)
 
 
-def _varint(buf, pos: int, end: int) -> tuple[int, int]:
-    """A varint at ``pos`` and where it ends; (-1, pos) if it runs past ``end`` or 64 bits."""
-    value = shift = 0
-    while pos < end and shift < 64:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (value, pos) if value < 1 << 64 else (-1, pos)
-        shift += 7
-    return -1, pos
-
-
 def _field(buf, pos: int, end: int, key: int) -> tuple[int, int]:
     """The bounds of the length-delimited field ``key`` at ``pos``, or (-1, -1)."""
     if pos >= end or buf[pos] != key:
         return -1, -1
-    length, pos = _varint(buf, pos + 1, end)
-    if length < 0 or pos + length > end:
+    length, pos = read_varint(buf, pos + 1, end)
+    if pos + length > end:
         return -1, -1
     return pos, pos + length
 
@@ -53,15 +42,22 @@ def _field(buf, pos: int, end: int, key: int) -> tuple[int, int]:
 def parse(buf, start: int, end: int):
     """``(wall_time, step, tag, min, max, bucket_limit, bucket)`` of the legacy-histogram
     event in ``buf[start:end]``, or None when it is anything else."""
-    pos, wall, step = start, 0.0, 0
+    try:
+        return _event(buf, start, end)
+    except ValueError:          # a varint that runs past its message or 64 bits
+        return None
+
+
+def _event(buf, pos: int, end: int):
+    wall, step = 0.0, 0
     if pos < end and buf[pos] == _WALL:
         if pos + 9 > end:
             return None
         wall = _F64.unpack_from(buf, pos + 1)[0]
         pos += 9
     if pos < end and buf[pos] == _STEP:
-        step, pos = _varint(buf, pos + 1, end)
-        if step < 0:
+        step, pos = read_varint(buf, pos + 1, end)
+        if step >= 1 << 64:
             return None
         if step >= 1 << 63:
             step -= 1 << 64
@@ -82,6 +78,22 @@ def parse(buf, start: int, end: int):
     pos, stop = _field(buf, pos, end, _HISTO)
     if stop != end:
         return None
+    found = _histogram(buf, pos, end)
+    if found is None or len(found[2]) != len(found[3]):
+        return None
+    return (wall, step, tag) + found
+
+
+def histogram(buf, pos: int, end: int):
+    """``(min, max, bucket_limit, bucket)`` of the ``HistogramProto`` in ``buf[pos:end]``
+    as protobuf writes it (the two arrays may differ in length), or None."""
+    try:
+        return _histogram(buf, pos, end)
+    except ValueError:
+        return None
+
+
+def _histogram(buf, pos: int, end: int):
     lo = hi = 0.0
     for key in _DOUBLES:
         if pos < end and buf[pos] == key:
@@ -102,6 +114,6 @@ def parse(buf, start: int, end: int):
             return None
         arrays.append(np.frombuffer(buf, "<f8", (stop - at) // 8, at))
         pos = stop
-    if pos != end or len(arrays[0]) != len(arrays[1]):
+    if pos != end:
         return None
-    return wall, step, tag, lo, hi, arrays[0], arrays[1]
+    return lo, hi, arrays[0], arrays[1]

@@ -16,6 +16,7 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError
+from tbconvert.formats.tfevents import histo_records
 from tbconvert.model import DataClass, Metadata
 
 # plugin name -> data class, for metadata that does not say (dataclass_compat's table)
@@ -95,29 +96,8 @@ def _packed_histogram(histo):
     bytes are not the plain canonical form (then the caller takes the slow way).
     """
     raw = histo.SerializeToString()
-    pos, arrays = 0, {}
-    while pos < len(raw):
-        key = raw[pos]
-        pos += 1
-        if key in (0x09, 0x11, 0x19, 0x21, 0x29):      # min .. sum_squares: fixed64
-            pos += 8
-        elif key in (0x32, 0x3A) and key not in arrays:  # bucket_limit, bucket: packed doubles
-            length = shift = 0
-            while True:
-                b = raw[pos]
-                pos += 1
-                length |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
-            if length % 8 or pos + length > len(raw):
-                return None
-            arrays[key] = np.frombuffer(raw, "<f8", length // 8, pos)
-            pos += length
-        else:
-            return None
-    empty = np.zeros(0, np.float64)
-    return arrays.get(0x32, empty), arrays.get(0x3A, empty)
+    found = histo_records.histogram(raw, 0, len(raw))
+    return None if found is None else found[2:]
 
 
 def migrated_histogram(limits: np.ndarray, counts: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -26,6 +26,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy
+from tbconvert.formats.tfevents.encode import read_varint
 from tbconvert.model import DataClass, Metadata
 
 MIN_GROUP = 16        # below this, protobuf is as fast and simpler
@@ -81,30 +82,16 @@ class TagColumns:
     metadata: bytes | None = None
 
 
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while pos < end:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            break
-    raise ValueError("bad varint")
-
-
 def _fields(buf: bytes, pos: int, end: int):
     """(field number, wire type, value start, value end, varint value) for each field."""
     while pos < end:
-        key, pos = _varint(buf, pos, end)
+        key, pos = read_varint(buf, pos, end)
         field, wire = key >> 3, key & 7
         if field == 0:
             raise ValueError("field number 0")
         if wire == 0:
             start = pos
-            value, pos = _varint(buf, pos, end)
+            value, pos = read_varint(buf, pos, end)
             yield field, wire, start, pos, value
         elif wire == 1:
             yield field, wire, pos, pos + 8, None
@@ -113,7 +100,7 @@ def _fields(buf: bytes, pos: int, end: int):
             yield field, wire, pos, pos + 4, None
             pos += 4
         elif wire == 2:
-            length, pos = _varint(buf, pos, end)
+            length, pos = read_varint(buf, pos, end)
             yield field, wire, pos, pos + length, length
             pos += length
         else:
