@@ -5,6 +5,7 @@ part of a second to import; a command loads only those its conversion uses.
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -181,6 +182,7 @@ def test_an_install_without_dependencies_is_told_all_it_lacks(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version", version)
     monkeypatch.setattr(base, "_dependencies", lambda: ["tensorboard", "protobuf", "numpy", "tqdm"])
     monkeypatch.setattr(base, "_importable", lambda d: d not in ("tensorboard", "tqdm"))
+    monkeypatch.setattr(base, "_source_tree", lambda: None)     # as installed from the wheel
     said = base._missing("tfevents", "protobuf", ModuleNotFoundError("No module named 'google'"))
     assert f"not installed for {sys.executable} (nor are tensorboard, tqdm)" in said, said
     assert said.endswith(f"{sys.executable} -m pip install protobuf tensorboard tqdm, or "
@@ -188,6 +190,31 @@ def test_an_install_without_dependencies_is_told_all_it_lacks(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.1")
     said = base._missing("tfevents", "protobuf", ImportError("broken"))
     assert "protobuf 7.1 is installed for" in said and "pip install protobuf," in said, said
+
+
+def test_a_source_tree_run_without_the_dependencies_is_told_so(monkeypatch, tmp_path):
+    """``python -m tbconvert`` in a checkout imports the package from there, under a Python
+    that may have none of its dependencies: the message says which tree ran and how to
+    install it."""
+    import importlib.metadata
+
+    from tbconvert.formats import base
+
+    def version(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(base, "_dependencies", lambda: [])
+    monkeypatch.setattr(base, "_source_tree", lambda: tmp_path)
+    said = base._missing("tfevents", "protobuf", ModuleNotFoundError("No module named 'google'"))
+    assert said.count("\n") == 0, said
+    assert f"this tbconvert is the source tree in {tmp_path}" in said, said
+    assert said.endswith(f"{sys.executable} -m pip install {tmp_path}"), said
+
+
+def test_the_source_tree_is_told_apart_from_an_installed_copy():
+    from tbconvert.formats import base
+    installed = "site-packages" in os.path.realpath(base.__file__)
+    assert (base._source_tree() is None) == installed
 
 
 def test_dependencies_are_read_from_the_installed_metadata():

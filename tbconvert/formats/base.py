@@ -306,8 +306,21 @@ def _missing(fmt: str, library: str, exc: ImportError) -> str:
                 f"install {library}, or reinstall tbconvert")
     missing = [library] + [d for d in _dependencies() if d != library and not _importable(d)]
     also = f" (nor are {', '.join(missing[1:])})" if len(missing) > 1 else ""
-    return (f"{head}: it is not installed for {python}{also}: {python} -m pip install "
+    said = (f"{head}: it is not installed for {python}{also}: {python} -m pip install "
             f"{' '.join(missing)}, or reinstall tbconvert with its dependencies")
+    tree = _source_tree()
+    if tree is not None:
+        said += (f"; this tbconvert is the source tree in {tree}, which Python takes before an "
+                 "installed copy when it runs there: run the tbconvert command of the "
+                 f"environment it was installed into, or {python} -m pip install {tree}")
+    return said
+
+
+def _source_tree():
+    """The checkout tbconvert runs from (``python -m tbconvert`` in it imports the package
+    from the current directory, whatever is installed), or None for an installed copy."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() and (root / "tbconvert").is_dir() else None
 
 
 def _dependencies() -> list[str]:
