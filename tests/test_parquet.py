@@ -343,3 +343,74 @@ def test_every_tensor_and_blob_layout_round_trips(tmp_path):
     runs = [(Run("r", 1.0), chunks)]
     path = write_sample(tmp_path / "t.parquet", runs=runs)
     assert_lossless(path, runs)
+
+
+def _short_series_runs():
+    from tbconvert import dtypes as dt
+    from tbconvert.model import TensorSeries
+    other = Metadata("custom", b"\x01", "Loss", "", DataClass.SCALAR)
+    tmd = Metadata("x", b"", "", "", DataClass.TENSOR)
+
+    def scalars(tag, values, md=SCAL, hidden=None):
+        steps = np.arange(len(values)) * 3
+        return ScalarSeries(run="r", tag=tag, metadata=md, steps=steps, wall_times=steps + 0.25,
+                            hidden=hidden, values=values)
+    chunks = [
+        scalars("a", np.arange(5, dtype=np.float32), hidden=[0, 1, 0, 0, 1]),
+        scalars("b", np.array([np.nan, -0.0, np.inf], np.float32)),
+        scalars("a", np.arange(4, dtype=np.float32), md=other),    # the same tag, new series
+        scalars("big", np.array([2**62 + 1, -(2**60) - 3], np.int64)),   # past float64
+        scalars("c", np.arange(3, dtype=np.float32)),
+        TensorSeries(run="r", tag="t", metadata=tmd, steps=np.arange(2), wall_times=[1.0, 2.0],
+                     hidden=None, dtypes=[dt.DT_DOUBLE] * 2, tensors=(np.zeros(2), np.ones(2))),
+        scalars("d", np.arange(6, dtype=np.float64)),
+        scalars("e", np.arange(7000, dtype=np.float32)),                    # long: a batch alone
+        scalars("f", np.arange(2, dtype=np.float32)),
+    ]
+    return [(Run("r", 1.0), chunks)]
+
+
+def _same_rows(a: pa.Table, b: pa.Table) -> None:
+    """Equal tables, NaNs compared by their bits."""
+    assert a.schema == b.schema and a.num_rows == b.num_rows
+    for name in a.column_names:
+        x, y = a.column(name).combine_chunks(), b.column(name).combine_chunks()
+        if pa.types.is_floating(x.type):
+            x, y = (np.asarray(v.to_numpy(zero_copy_only=False)).view(np.int64) for v in (x, y))
+            assert (x == y).all(), name
+        else:
+            assert x.equals(y), name
+
+
+def test_short_scalar_series_share_batches_exactly(tmp_path, monkeypatch):
+    """Short scalar series of one value dtype are encoded together: the rows, their order,
+    the series numbering and every value are what one batch per series gives."""
+    from tbconvert.formats.parquet import writer as W
+    runs = _short_series_runs()
+    shared = write_sample(tmp_path / "shared.parquet", runs=runs)
+    assert_lossless(shared, runs)
+    monkeypatch.setattr(W, "SHORT_SERIES_ROWS", 0)
+    alone = write_sample(tmp_path / "alone.parquet", runs=runs)
+    _same_rows(pq.read_table(shared), pq.read_table(alone))
+    meta = [json.loads(pq.read_metadata(p).metadata[S.METADATA_KEY])
+            for p in (shared, alone)]
+    assert meta[0]["series"] == meta[1]["series"]
+    assert meta[0][S.ROW_GROUPS_KEY] == meta[1][S.ROW_GROUPS_KEY]    # digests of the same values
+
+
+def test_uncompressed_part_reads_the_same(tmp_path):
+    """A small part written without compression (a sync's) holds what a compressed one does."""
+    from tbconvert.formats.parquet.writer import write_part
+    from tbconvert.model import Experiment
+    runs = _short_series_runs()
+    (run, chunks), = runs
+    for compress in (True, False):
+        write_part(tmp_path / f"{compress}.parquet", Experiment(), run, iter(chunks),
+                   compress=compress)
+    plain, packed = (pq.ParquetFile(tmp_path / f"{c}.parquet") for c in (False, True))
+    codecs = {plain.metadata.row_group(0).column(i).compression
+              for i in range(plain.metadata.num_columns)}
+    assert codecs == {"UNCOMPRESSED"}
+    assert packed.metadata.row_group(0).column(0).compression == "ZSTD"
+    _same_rows(plain.read(), packed.read())
+    assert plain.metadata.metadata == packed.metadata.metadata

@@ -147,14 +147,21 @@ def _watched(series, tags: dict, counts: list):
         yield chunk
 
 
-def _write(task: RunTask, run: Run, series, report: Report, tags: dict) -> int:
+# A part of fewer new bytes than this is written uncompressed: compression's set-up costs
+# such a part more than its writing, and merging (compact) soon folds it into a
+# compressed part.
+SMALL_PART_BYTES = 256 << 10
+
+
+def _write(task: RunTask, run: Run, series, report: Report, tags: dict,
+           compress: bool = True) -> int:
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import write_part
     counts = [0, collections.Counter()]
     run_out, chunks = names.storable(run, _watched(series, tags, counts), report)
     # flushed to disk by the sync, all parts at once, before it commits
     write_part(Path(task.dst) / pending_name(task.part), S.experiment_from_json(task.experiment),
-               run_out, chunks)
+               run_out, chunks, compress=compress)
     return counts[1]
 
 
@@ -263,6 +270,6 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
     if not has_points and not built.records:
         run.store.close()
         return RunResult(task.name, new_state, new_bytes=total, report=report)
-    points = _write(task, new_run, series, report, tags)
+    points = _write(task, new_run, series, report, tags, compress=total >= SMALL_PART_BYTES)
     return RunResult(task.name, new_state, part=task.part, new_bytes=total, points=points,
                      report=report)

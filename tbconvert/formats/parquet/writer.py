@@ -39,17 +39,19 @@ def part_name(index: int, run: str, generation: int | None = None) -> str:
 
 
 
-def parquet_writer(where, schema: pa.Schema = S.SCHEMA) -> pq.ParquetWriter:
+def parquet_writer(where, schema: pa.Schema = S.SCHEMA, compress: bool = True) -> pq.ParquetWriter:
     """A Parquet writer with the archive's settings, for its schema or some of its columns
-    (which it encodes as it would within the whole)."""
+    (which it encodes as it would within the whole). ``compress`` False leaves the pages
+    uncompressed (see :func:`write_part`)."""
     names = set(schema.names)
 
     def only(columns):
         return {k: v for k, v in columns.items() if k.split(".")[0] in names} \
             if isinstance(columns, dict) else [k for k in columns if k in names]
     return pq.ParquetWriter(
-        where, schema, compression=S.COMPRESSION,
-        compression_level=only(S.COMPRESSION_LEVELS), use_dictionary=only(S.DICTIONARY_COLUMNS),
+        where, schema, compression=S.COMPRESSION if compress else "none",
+        compression_level=only(S.COMPRESSION_LEVELS) if compress else None,
+        use_dictionary=only(S.DICTIONARY_COLUMNS),
         column_encoding=only(S.COLUMN_ENCODING),
         write_statistics=only(["run", "tag", "step", "series"]),
         write_page_checksum=True,  # so that damage is found on reading, never read as data
@@ -116,10 +118,10 @@ def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
 class _FileSink(_SeriesIds):
     """One Parquet file being written: buffers record batches into byte-capped row groups."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, compress: bool = True) -> None:
         super().__init__()
         self.path = path
-        self._writer = parquet_writer(str(path))
+        self._writer = parquet_writer(str(path), compress=compress)
         self._buffer: list[pa.RecordBatch] = []
         self._bytes = 0
         self._rows = 0
@@ -141,6 +143,10 @@ class _FileSink(_SeriesIds):
     def flush(self) -> None:
         if self._buffer:
             table = pa.Table.from_batches(self._buffer, schema=S.SCHEMA)
+            if len(self._buffer) > 1 and self._bytes <= S.COMBINE_BYTES:
+                # Arrow's writer and the digest cost about as much per chunk as per byte
+                # for short batches (a sync's few points per series): one chunk a column.
+                table = table.combine_chunks()
             digest = RowGroupDigest(S.COLUMNS)
             digest.update(table)
             self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
@@ -188,17 +194,42 @@ def _slices(chunk: Series, rows: int):
 
 
 def _common_columns(chunk: Series, sid: int, run: str) -> dict:
-    n = len(chunk)
-    md = chunk.metadata
-    hidden = np.zeros(n, dtype=bool) if chunk.hidden is None else chunk.hidden
+    return _rows_columns([chunk], [sid], run)
+
+
+def _names(names: list[str], lengths: list[int], index_type=np.int32) -> pa.DictionaryArray:
+    """``names[k]`` ``lengths[k]`` times, dictionary-encoded."""
+    if len(names) == 1:
+        return C.const_dict(names[0], lengths[0], index_type)
+    uniq = list(dict.fromkeys(names))
+    codes = np.array([uniq.index(name) for name in names], dtype=index_type)
+    index = C.fixed(np.repeat(codes, lengths), pa.from_numpy_dtype(np.dtype(index_type)))
+    return pa.DictionaryArray.from_arrays(index, C.strings(uniq))
+
+
+def _joined_column(arrays: list, dtype) -> np.ndarray:
+    return np.asarray(arrays[0], dtype) if len(arrays) == 1 else np.concatenate(arrays, dtype=dtype)
+
+
+def _rows_columns(chunks: list[Series], sids: list[int], run: str) -> dict:
+    """The columns every kind has, of the rows of ``chunks`` one after another."""
+    lengths = [len(c) for c in chunks]
+    n = sum(lengths)
+    mds = [c.metadata for c in chunks]
+    hidden = _joined_column([np.zeros(len(c), dtype=bool) if c.hidden is None else c.hidden
+                             for c in chunks], bool)
+    series = np.full(n, sids[0], dtype=np.int32) if len(chunks) == 1 else \
+        np.repeat(np.array(sids, dtype=np.int32), lengths)
     return {
-        "run": C.const_dict(run, n), "tag": C.const_dict(chunk.tag, n),
-        "step": C.fixed(np.asarray(chunk.steps, np.int64), pa.int64()),
-        "wall_time": C.fixed(np.asarray(chunk.wall_times, np.float64), pa.float64()),
+        "run": C.const_dict(run, n), "tag": _names([c.tag for c in chunks], lengths),
+        "step": C.fixed(_joined_column([c.steps for c in chunks], np.int64), pa.int64()),
+        "wall_time": C.fixed(_joined_column([c.wall_times for c in chunks], np.float64),
+                             pa.float64()),
         "hidden": C.bools(hidden),
-        "data_class": C.const_dict(S.DATA_CLASS_NAMES[DataClass(md.data_class)], n, np.int8),
-        "plugin_name": C.const_dict(md.plugin_name, n),
-        "series": C.fixed(np.full(n, sid, dtype=np.int32), pa.int32()),
+        "data_class": _names([S.DATA_CLASS_NAMES[DataClass(md.data_class)] for md in mds],
+                             lengths, np.int8),
+        "plugin_name": _names([md.plugin_name for md in mds], lengths),
+        "series": C.fixed(series, pa.int32()),
     }
 
 
@@ -208,9 +239,14 @@ def _batch(cols: dict, n: int) -> pa.RecordBatch:
 
 
 def scalar_batch(chunk: ScalarSeries, sid: int, run: str) -> pa.RecordBatch:
-    n = len(chunk)
-    values = chunk.values
-    cols = _common_columns(chunk, sid, run)
+    return scalars_batch([chunk], [sid], run)
+
+
+def scalars_batch(chunks: list[ScalarSeries], sids: list[int], run: str) -> pa.RecordBatch:
+    """The rows of scalar series whose values have one dtype, one series after another."""
+    cols = _rows_columns(chunks, sids, run)
+    values = _joined_column([c.values for c in chunks], chunks[0].values.dtype)
+    n = len(values)
     with np.errstate(all="ignore"):
         v64 = values.astype(np.float64)
     cols["value"] = C.fixed(v64, pa.float64())
@@ -322,13 +358,15 @@ def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.Re
     return tensor_batch(chunk, sid, run)
 
 
-def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series]) -> None:
+def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series],
+               compress: bool = True) -> None:
     """One run as one part file of a directory dataset, the bytes
     :class:`ParquetWriter` writes for it (a part holds no name of its own, so a part
     written elsewhere and renamed is the same file). The caller lists it in the dataset's
-    marker."""
+    marker. ``compress`` False suits a small part that is soon merged into a larger one:
+    setting up compression costs a small part more than writing it."""
     arrowpool.choose()
-    sink = _FileSink(path)
+    sink = _FileSink(path, compress)
     try:
         _write_into(sink, run, series)
         sink.close(experiment)
@@ -457,12 +495,36 @@ def _series_chunk(ids: pa.ChunkedArray, offset: int):
     return raw[at:at + size], chunks[0], at, digest.hexdigest()
 
 
+# Scalar series shorter than this share record batches (a sync's few new points per tag,
+# a run of many short tags): Arrow's per-batch and per-chunk costs outweigh their rows.
+SHORT_SERIES_ROWS = 4096
+
+
 def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
     run_index = len(sink.runs)
     sink.runs.append(S.run_to_json(run))
+    short: list[ScalarSeries] = []
+    sids: list[int] = []
+
+    def add_short() -> None:
+        if short:
+            sink.add(scalars_batch(short, sids, run.name))
+            short.clear()
+            sids.clear()
     for piece in series:
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
+            if isinstance(chunk, ScalarSeries) and len(chunk) < SHORT_SERIES_ROWS:
+                if short and (short[0].values.dtype != chunk.values.dtype
+                              or sum(map(len, short)) + len(chunk) > S.WRITE_SLICE_ROWS):
+                    add_short()
+                # numbered where it comes, as if it had a batch of its own
+                sids.append(sink.series_id(run_index, chunk, S.KIND_SCALAR,
+                                           chunk.values.dtype.name))
+                short.append(chunk)
+                continue
+            add_short()
             sink.add(_batch_of(sink, run_index, chunk, run.name))
+    add_short()
     # A row group holds one run: then a run encoded on its own (stage_run) has the row
     # groups it has in the file, and runs encoded apart join into the same bytes.
     sink.flush()
