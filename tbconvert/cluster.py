@@ -252,6 +252,7 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
     try:
         futures = [(share, _submit(pool, fn, [items[k] for k in share]))
                    for share in shares[1:] if share]
+        pool.handed_over(len(futures))
         for k in shares[0]:
             store(k, fn(items[k]))
         again = []
@@ -298,6 +299,8 @@ def _submit(pool, fn, items: list):
 
 
 def _each(fn, items: list) -> list:
+    from tbconvert import workers
+    workers.begin()
     return [fn(item) for item in items]
 
 

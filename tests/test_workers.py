@@ -116,3 +116,27 @@ def test_a_worker_deaf_to_sigterm_is_killed_when_stopped(monkeypatch):
     pool.stop()
     assert time.monotonic() - t0 < 10
     assert not pool.processes
+
+
+def napping(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_share_is_handed_over_before_the_leader_goes_on():
+    """The leading process waits until a worker has begun its share (its own work would
+    otherwise keep the pool's threads from handing the share over), but no longer."""
+    from tbconvert import cluster
+    ctx = workers.context()
+    pool = workers.Workers(ctx, 1, None)
+    try:
+        future = pool.submit(cluster._each, napping, [3.0])
+        t0 = time.monotonic()
+        pool.handed_over(1, timeout=30)
+        assert time.monotonic() - t0 < 2.5 and not future.done()    # begun, not done
+        assert future.result() == [3.0]
+        t0 = time.monotonic()
+        pool.handed_over(1, timeout=0.2)          # nothing was handed over: it waits no more
+        assert 0.15 < time.monotonic() - t0 < 2.0
+    finally:
+        pool.stop()
