@@ -188,6 +188,7 @@ def scan(buf) -> tuple[np.ndarray, np.ndarray, list[Damage]]:
 
 _FIRST_BATCH = 256
 _MAX_BATCH = 1 << 20
+_WHOLE_BATCH = 1 << 14
 _RESYNC_CHUNK = 1 << 20
 _DIRECT_CRC = 4096       # candidate payloads up to this long are checksummed directly
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -236,7 +237,10 @@ class _Scanner:
             p, found = self._resync(0, self.n)
             pos = self._skip(0, p, "bad length checksum") if p else 0
             self.searching = not found and not self.final
-        batch = _FIRST_BATCH
+        # A small block (the bytes a sync finds appended) is walked and checked in one go:
+        # a record takes 16 bytes at least.
+        own = self.own // (HEADER + FOOTER)
+        batch = max(own, _FIRST_BATCH) if own <= _WHOLE_BATCH else _FIRST_BATCH
         while pos < self.own:
             self.searching = False
             starts, lengths = record_chain.walk(buf, pos, batch)
