@@ -414,3 +414,43 @@ def test_uncompressed_part_reads_the_same(tmp_path):
     assert packed.metadata.row_group(0).column(0).compression == "ZSTD"
     _same_rows(plain.read(), packed.read())
     assert plain.metadata.metadata == packed.metadata.metadata
+
+
+def test_merging_parts_never_asks_for_pandas(tmp_path):
+    """Merging a run's parts (a sync's compaction) reads them back without pyarrow's pandas
+    shim, which imports pandas: most of a second, in a process that may never need it."""
+    import subprocess
+    import sys
+    code = f"""
+import sys
+asked = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "pandas":
+            asked.append(name)
+        return None
+sys.meta_path.insert(0, Watch())
+from pathlib import Path
+import numpy as np
+from tbconvert.formats.parquet.writer import merge_parts, write_part
+from tbconvert.model import DataClass, Experiment, Metadata, Run, ScalarSeries
+from tbconvert.report import Report
+md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+tmp = Path({str(tmp_path)!r})
+parts = []
+for k in range(3):
+    steps = np.arange(10) + 10 * k
+    chunk = ScalarSeries(run="r", tag="loss", metadata=md, steps=steps, wall_times=steps + 0.5,
+                         hidden=None, values=steps.astype(np.float32))
+    parts.append(tmp / f"p{{k}}.parquet")
+    write_part(parts[-1], Experiment(), Run("r", 1.0), iter([chunk]), compress=k != 1)
+report = Report()
+merge_parts(parts, tmp / "merged.parquet", Experiment(), report)
+assert not report.issues, report.issues
+print(asked)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+    assert pq.read_table(tmp_path / "merged.parquet").column("step").to_pylist() == \
+        list(range(30))

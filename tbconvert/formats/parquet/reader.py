@@ -134,6 +134,10 @@ def check_columns(schema: pa.Schema, path: Path, needed) -> None:
                                    f"not {want}")
 
 
+# A row group of more rows than this is decoded by Arrow's threads.
+_THREADED_ROWS = 1 << 14
+
+
 class ArchiveFile:
     """One archive file: its runs, its series table, and its chunks in row order."""
 
@@ -210,8 +214,10 @@ class ArchiveFile:
                     path=self.path, count=lost)
 
     def _batches(self, group: int, columns):
+        # Arrow's threads cost a small row group (a sync's part) more than they save
+        rows = self.file.metadata.row_group(group).num_rows
         return self.file.iter_batches(batch_size=S.READ_BATCH_ROWS, row_groups=[group],
-                                      columns=columns, use_threads=True)
+                                      columns=columns, use_threads=rows > _THREADED_ROWS)
 
     def verified(self, group: int, expected: dict) -> list:
         """The row group's batches (every column), once their values match the recorded

@@ -421,7 +421,12 @@ def _with_series(batch: pa.RecordBatch, ids: np.ndarray) -> pa.RecordBatch:
     """The batch as the archive's schema has it (read back, its dictionaries have other
     index types and its lists other item names), its series numbers ``n`` made ``ids[n]``."""
     i = batch.schema.get_field_index("series")
-    old = batch.column(i).to_numpy(zero_copy_only=False)
+    column = batch.column(i)
+    if column.null_count or column.type != pa.int32():
+        from tbconvert.errors import CorruptDataError
+        raise CorruptDataError("a part's series column holds nulls or is not int32")
+    # from the buffer: Array.to_numpy asks pyarrow's pandas shim, which imports pandas
+    old = np.frombuffer(column.buffers()[1], np.int32, len(column) + column.offset)[column.offset:]
     batch = batch.set_column(i, batch.schema.field(i), C.fixed(ids[old], pa.int32()))
     return pa.Table.from_batches([batch]).cast(S.SCHEMA).combine_chunks().to_batches()[0]
 
