@@ -186,6 +186,15 @@ def test_memory_urls_take_the_generic_path(tmp_path):
     r = tbconvert.sync(src, url)
     assert r.runs_extended == 1 and r.parts_written == 1
     assert_same_view(view_of(url, tmp_path, "back"), tb_view(src))
+    # a dataset in a store never merges its parts: a small one is compressed all the same
+    import fsspec
+    import pyarrow.parquet as pq
+    fs = fsspec.filesystem("memory")
+    tail = max(p for p in fs.ls(url[len("memory://"):], detail=False) if p.endswith(".parquet"))
+    with fs.open(tail, "rb") as fh:
+        meta = pq.ParquetFile(fh).metadata
+        assert {meta.row_group(0).column(c).compression
+                for c in range(meta.num_columns)} == {"ZSTD"}
 
 
 def test_an_export_experiment_synced_to_a_url(tmp_path):

@@ -312,7 +312,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")},
-            plan=plans.get(name)))
+            plan=plans.get(name), merged=store is None))
     flusher = None
     try:
         if scheduler is None and store is None:

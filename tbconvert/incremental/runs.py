@@ -46,6 +46,7 @@ class RunTask:
     experiment: dict        # for the part's own metadata
     state: dict | None      # the run's state in the manifest (None: a new run)
     plan: tuple | None = None   # plan_files' answer for files and state, when already known
+    merged: bool = True         # the dataset merges small parts (an object store's does not)
 
 
 @dataclass
@@ -147,9 +148,9 @@ def _watched(series, tags: dict, counts: list):
         yield chunk
 
 
-# A part of fewer new bytes than this is written uncompressed: compression's set-up costs
-# such a part more than its writing, and merging (compact) soon folds it into a
-# compressed part.
+# A part of fewer new bytes than this is written uncompressed where parts are merged:
+# compression's set-up costs such a part more than its writing, and merging (compact) soon
+# folds it into a compressed part.
 SMALL_PART_BYTES = 256 << 10
 
 
@@ -270,6 +271,7 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
     if not has_points and not built.records:
         run.store.close()
         return RunResult(task.name, new_state, new_bytes=total, report=report)
-    points = _write(task, new_run, series, report, tags, compress=total >= SMALL_PART_BYTES)
+    points = _write(task, new_run, series, report, tags,
+                    compress=total >= SMALL_PART_BYTES or not task.merged)
     return RunResult(task.name, new_state, part=task.part, new_bytes=total, points=points,
                      report=report)
