@@ -38,6 +38,11 @@ def _columns(n: int, rng):
                                          pa.array(["x", "hello"]))
     yield pa.DictionaryArray.from_arrays(pa.array(rng.integers(0, 2, n).astype(np.int32)),
                                          pa.array(["a", "bb"]))
+    # stretches of one value (the tags of short series sharing a row group), nulls between
+    stretch = np.repeat(rng.integers(0, 3, n // 7 + 1), 7)[:n].astype(np.int8)
+    yield pa.DictionaryArray.from_arrays(pa.array(stretch), pa.array(["", "é", "tag/x"]))
+    yield pa.DictionaryArray.from_arrays(pa.array(stretch, mask=~valid),
+                                         pa.array([b"\x00", b"ab", b""], pa.binary()))
     yield pa.array([b"x" * int(k) if v else None
                     for k, v in zip(rng.integers(0, 4, n), valid, strict=True)], pa.binary())
     yield pa.array([list(range(int(k))) if v else None
@@ -53,7 +58,7 @@ def _columns(n: int, rng):
 def test_fast_paths_digest_as_the_plain_definition(n):
     rng = np.random.default_rng(n)
     columns = list(_columns(n, rng))
-    assert len(columns) == 16
+    assert len(columns) == 18
     for column in columns:
         m = len(column)
         for piece in (column, column.slice(min(3, m), max(0, m - 5)), column.slice(m // 2),
@@ -92,7 +97,9 @@ def test_a_row_group_of_many_batches_digests_as_one_array(pieces):
 @pytest.mark.e2e
 def test_the_digest_never_asks_for_pandas(tmp_path):
     """The command runs without pandas; some pyarrow versions import it for
-    ``to_pandas_dtype`` or compute functions (and fail there), so the digest uses neither."""
+    ``to_pandas_dtype`` or compute functions (and fail there), so the digest uses neither.
+    Nor does it import pyarrow.compute for the columns the writer makes (27 ms of a
+    sync command's start)."""
     import subprocess
     import sys
     code = """
@@ -100,17 +107,19 @@ import sys
 asked = []
 class Watch:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "pandas":
+        if name.split(".")[0] == "pandas" or name == "pyarrow.compute":
             asked.append(name)
         return None
 sys.meta_path.insert(0, Watch())
 import numpy as np, pyarrow as pa
 from tbconvert.formats.parquet import columns as C, digest
+from tbconvert.formats.parquet.writer import _names
 d = digest.ColumnDigest()
 for column in (C.fixed(np.arange(5), pa.int64()),
                C.fixed(np.ones(2), pa.float64(), np.array([True, False])),
                C.fixed(np.arange(3, dtype=np.int8), pa.int8()),
-               C.const_dict("a", 4)):
+               C.const_dict("a", 4),
+               _names(["loss", "acc", "loss"], [3, 2, 4])):
     d.update(column)
 print(asked)
 """

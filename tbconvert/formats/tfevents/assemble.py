@@ -354,14 +354,17 @@ class RunAssembler:
         hits = np.flatnonzero(lower & legacy_mode)
         if not len(hits) and not conds:
             return []
-        hits_and_conds = np.union1d(ev_seq[hits], ev_seq[[i for i, _, _ in conds]])
+        # (sets and searchsorted, not np.union1d / np.intersect1d: np.unique imports numpy.ma,
+        # 7 ms of a sync command's start)
+        wanted = set(ev_seq[hits].tolist()) | {int(ev_seq[i]) for i, _, _ in conds}
+        hits_and_conds = np.array(sorted(wanted), dtype=np.int64)
         tags_by_seq: dict[int, set] = {}
-        wanted = set(hits_and_conds.tolist())
         for seq, _, tag in self._summary_rows:
             if seq in wanted:
                 tags_by_seq.setdefault(seq, set()).add(tag)
         for fseqs, _, tag in self._fast_rows:
-            for seq in np.intersect1d(fseqs, hits_and_conds).tolist():
+            at = np.minimum(np.searchsorted(hits_and_conds, fseqs), len(hits_and_conds) - 1)
+            for seq in fseqs[hits_and_conds[at] == fseqs].tolist():
                 tags_by_seq.setdefault(seq, set()).add(tag)
         for i, needs_prev, legacy_known in conds:
             seq = int(ev_seq[i])
