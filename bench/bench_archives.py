@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import installed
 import numpy as np
 from measure import peak_rss_mib
 
@@ -94,6 +95,7 @@ def tb_write(outdir: Path, points: int) -> None:
 
 
 def main(argv=None) -> int:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=1_000_000, help="scalar points (default 1M)")
     ap.add_argument("--memory-points", type=int, default=None,

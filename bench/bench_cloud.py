@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+import installed  # noqa: E402
 from bench_archives import make_logdir  # noqa: E402
 from cloud_server import Proxy, start_moto, stop  # noqa: E402
 
@@ -40,6 +41,7 @@ def kinds(reqs) -> Counter:
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--points", type=int, default=200_000)

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_jobs  # noqa: E402
+import installed  # noqa: E402
 
 import tbconvert  # noqa: E402
 
@@ -79,6 +80,7 @@ def _hours(seconds: float) -> str:
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     import distributed
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=1_500_000, help="points per run")

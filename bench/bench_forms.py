@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import installed
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import writers  # noqa: E402
@@ -107,6 +109,7 @@ def to_parquet(logdir: Path, out: Path) -> None:
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=250_000, help="scalar points per scalar form")
     ap.add_argument("--mixed-points", type=int, default=1_000_000)

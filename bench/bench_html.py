@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import installed
 import numpy as np
 
 import tbconvert
@@ -153,6 +154,7 @@ def screenshot(out: Path) -> None:
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)

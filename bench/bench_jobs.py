@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import installed
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,6 +168,7 @@ def ceiling_row(work: Path, src: Path, repeat: int) -> None:
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=250_000, help="points per run")
     ap.add_argument("--repeat", type=int, default=2)

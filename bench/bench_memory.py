@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import installed  # noqa: E402
 from measure import peak_rss_mib  # noqa: E402
 
 TAGS = ("loss", "accuracy", "lr", "grad_norm", "val_loss")
@@ -91,6 +92,7 @@ def convert(src: Path, dst: Path, fmt: str, api: bool = False) -> tuple[float, f
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", default="4000000,20000000")
     ap.add_argument("--files", type=int, default=1, help="event files the run is written in")

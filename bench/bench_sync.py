@@ -43,6 +43,7 @@ import threading
 import time
 from pathlib import Path
 
+import installed
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,6 +220,7 @@ def rows(path: Path) -> list:
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=10)

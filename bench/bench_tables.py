@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import installed
 import numpy as np
 
 import tbconvert
@@ -60,6 +61,7 @@ def timed(fn, repeat: int = 1):
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=4)

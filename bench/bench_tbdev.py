@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import installed
 import numpy as np
 
 
@@ -164,6 +165,7 @@ def dir_bytes(path: Path) -> int:
 
 
 def main(argv=None) -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scalars", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=10)

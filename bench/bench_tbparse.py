@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import installed
 import writers
 
 # form -> (table, points scale: histograms and images are heavier per point)
@@ -79,6 +80,7 @@ def best(which: str, logdir: Path, table: str, repeat: int, pivot: bool = False)
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=500_000)
     ap.add_argument("--forms", default=",".join(FORMS))

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import installed
 import numpy as np
 import writers
 from measure import peak_rss_mib
@@ -79,6 +80,7 @@ def timed(fn, *args):
 
 
 def main() -> None:
+    installed.compile_package()   # commands start as an installed copy does
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--skip-tensorboard", action="store_true", help="only time tbconvert")
