@@ -398,6 +398,24 @@ def test_short_scalar_series_share_batches_exactly(tmp_path, monkeypatch):
     assert meta[0][S.ROW_GROUPS_KEY] == meta[1][S.ROW_GROUPS_KEY]    # digests of the same values
 
 
+def test_many_one_point_series_share_batches_exactly(tmp_path, monkeypatch):
+    """Thousands of one-point series (a run that logs a tag per step, say), their value
+    dtypes changing along the way, as one batch per series gives them."""
+    from tbconvert.formats.parquet import writer as W
+    chunks = []
+    for k in range(3000):
+        dtype = np.float32 if (k // 700) % 2 == 0 else np.float64
+        chunks.append(ScalarSeries(run="r", tag=f"t{k % 1000}", metadata=SCAL, steps=[k],
+                                   wall_times=[k + 0.5], hidden=None,
+                                   values=np.array([k * 0.25], dtype)))
+    runs = [(Run("r", 1.0), chunks)]
+    shared = write_sample(tmp_path / "shared.parquet", runs=runs)
+    monkeypatch.setattr(W, "SHORT_SERIES_ROWS", 0)
+    alone = write_sample(tmp_path / "alone.parquet", runs=runs)
+    _same_rows(pq.read_table(shared), pq.read_table(alone))
+    assert_lossless(shared, runs)
+
+
 def test_uncompressed_part_reads_the_same(tmp_path):
     """A small part written without compression (a sync's) holds what a compressed one does."""
     from tbconvert.formats.parquet.writer import write_part

@@ -201,10 +201,11 @@ def _names(names: list[str], lengths: list[int], index_type=np.int32) -> pa.Dict
     """``names[k]`` ``lengths[k]`` times, dictionary-encoded."""
     if len(names) == 1:
         return C.const_dict(names[0], lengths[0], index_type)
-    uniq = list(dict.fromkeys(names))
-    codes = np.array([uniq.index(name) for name in names], dtype=index_type)
+    position: dict[str, int] = {}
+    codes = np.array([position.setdefault(name, len(position)) for name in names],
+                     dtype=index_type)
     index = C.fixed(np.repeat(codes, lengths), pa.from_numpy_dtype(np.dtype(index_type)))
-    return pa.DictionaryArray.from_arrays(index, C.strings(uniq))
+    return pa.DictionaryArray.from_arrays(index, C.strings(list(position)))
 
 
 def _joined_column(arrays: list, dtype) -> np.ndarray:
@@ -510,22 +511,25 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
     sink.runs.append(S.run_to_json(run))
     short: list[ScalarSeries] = []
     sids: list[int] = []
+    rows = [0]
 
     def add_short() -> None:
         if short:
             sink.add(scalars_batch(short, sids, run.name))
             short.clear()
             sids.clear()
+            rows[0] = 0
     for piece in series:
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
             if isinstance(chunk, ScalarSeries) and len(chunk) < SHORT_SERIES_ROWS:
                 if short and (short[0].values.dtype != chunk.values.dtype
-                              or sum(map(len, short)) + len(chunk) > S.WRITE_SLICE_ROWS):
+                              or rows[0] + len(chunk) > S.WRITE_SLICE_ROWS):
                     add_short()
                 # numbered where it comes, as if it had a batch of its own
                 sids.append(sink.series_id(run_index, chunk, S.KIND_SCALAR,
                                            chunk.values.dtype.name))
                 short.append(chunk)
+                rows[0] += len(chunk)
                 continue
             add_short()
             sink.add(_batch_of(sink, run_index, chunk, run.name))
