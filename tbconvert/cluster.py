@@ -250,6 +250,7 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
         if on_result is not None:
             on_result(k, result)
     try:
+        pool.forget_begun()
         futures = [(share, _submit(pool, fn, [items[k] for k in share]))
                    for share in shares[1:] if share]
         pool.handed_over(len(futures))

@@ -219,6 +219,12 @@ class Workers:
             self.processes.update((getattr(self.pool, "_processes", None) or {}).values())
             return future
 
+    def forget_begun(self) -> None:
+        """Drop what calls that began after :meth:`handed_over` stopped waiting for them
+        left behind; call it before submitting the calls to wait for next."""
+        while self._begun is not None and self._begun.acquire(block=False):
+            pass
+
     def handed_over(self, calls: int, timeout: float = HAND_OVER_WAIT) -> None:
         """Wait (``timeout`` at most) until ``calls`` submitted calls that run
         :func:`begin` have begun in their workers. A call is handed over by the pool's own

@@ -138,5 +138,13 @@ def test_a_share_is_handed_over_before_the_leader_goes_on():
         t0 = time.monotonic()
         pool.handed_over(1, timeout=0.2)          # nothing was handed over: it waits no more
         assert 0.15 < time.monotonic() - t0 < 2.0
+        # a call that began after its wait gave up leaves nothing for the next wait
+        future = pool.submit(cluster._each, napping, [0.0])
+        pool.handed_over(1, timeout=0.0)
+        assert future.result() == [0.0]
+        pool.forget_begun()
+        t0 = time.monotonic()
+        pool.handed_over(1, timeout=0.2)
+        assert 0.15 < time.monotonic() - t0 < 2.0
     finally:
         pool.stop()
