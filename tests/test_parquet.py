@@ -472,3 +472,47 @@ print(asked)
     assert p.stdout.strip() == "[]"
     assert pq.read_table(tmp_path / "merged.parquet").column("step").to_pylist() == \
         list(range(30))
+
+
+def test_reading_an_archive_never_asks_for_pandas(tmp_path):
+    """Reading an archive through the API (which does not block pandas as the command
+    does) leaves pandas unimported: pyarrow's ``to_numpy`` would import it, most of a
+    second and about 50 MiB, for a program that may never use it."""
+    import subprocess
+    import sys
+    src = write_sample(tmp_path / "a.parquet")
+    code = f"""
+import sys
+asked = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "pandas":
+            asked.append(name)
+        return None
+sys.meta_path.insert(0, Watch())
+import tbconvert
+tbconvert.convert({str(src)!r}, {str(tmp_path / "back")!r}, to_format="tfevents")
+tbconvert.convert({str(src)!r}, {str(tmp_path / "joined.parquet")!r}, jobs=2)
+print(asked)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_numbers_from_buffers_are_what_to_numpy_gives():
+    from tbconvert.formats.parquet.columns import to_numbers
+    cases = [pa.array([1, 2, 3], pa.int64()), pa.array([1.5, None, 3.0]),
+             pa.array([1, None, 3], pa.int32()), pa.array(np.arange(20, dtype=np.int32)).slice(3, 9),
+             pa.array([True, False] * 9).slice(5, 7), pa.array([0.5, None] * 5).slice(1, 6),
+             pa.array([], pa.float64()), pa.array([np.nan, -0.0, np.inf], pa.float32())]
+    for a in cases:
+        got, want = to_numbers(a), a.to_numpy(zero_copy_only=False)
+        assert got.dtype == want.dtype, a.type
+        if got.dtype.kind == "f":
+            assert np.array_equal(got, want, equal_nan=True)
+            assert (np.signbit(got) == np.signbit(want)).all()
+        else:
+            assert np.array_equal(got, want)
+    flags = pa.array([True, None, False] * 7).slice(4, 11)      # to_numpy: objects, None
+    assert to_numbers(flags).tolist() == [v is True for v in flags.to_pylist()]

@@ -113,3 +113,34 @@ def dict_codes(codes: np.ndarray, names: dict, index_type=np.int8,
         index[take] = lut[np.searchsorted(lut_codes, codes[take])]
     return pa.DictionaryArray.from_arrays(
         fixed(index, pa.from_numpy_dtype(np.dtype(index_type)), valid), strings(uniq))
+
+
+def to_numbers(arr: pa.Array) -> np.ndarray:
+    """A number or boolean column as numpy, as ``Array.to_numpy(zero_copy_only=False)``
+    gives it (a null: NaN, integers with nulls as float64) but for booleans with nulls
+    (bool, a null False, where ``to_numpy`` gives objects); read from its buffers, since
+    ``to_numpy`` asks pyarrow's pandas shim, which imports pandas."""
+    n, start = len(arr), arr.offset
+    t = arr.type
+    if pa.types.is_boolean(t):
+        bits = np.frombuffer(arr.buffers()[1], np.uint8)
+        out = np.unpackbits(bits, bitorder="little", count=start + n)[start:].view(bool)
+        if arr.null_count:
+            out = out & _valid(arr)
+        return out
+    dtype = np.dtype(_NUMPY[t.id]).newbyteorder("<")
+    values = np.frombuffer(arr.buffers()[1], dtype, count=start + n)[start:]
+    if not arr.null_count:
+        return values
+    return np.where(_valid(arr), values.astype(np.float64), np.nan)
+
+
+def _valid(arr: pa.Array) -> np.ndarray:
+    bits = np.frombuffer(arr.buffers()[0], np.uint8)
+    return np.unpackbits(bits, bitorder="little", count=arr.offset + len(arr))[arr.offset:] \
+        .view(bool)
+
+
+_NUMPY = {pa.int8().id: "i1", pa.int16().id: "i2", pa.int32().id: "i4", pa.int64().id: "i8",
+          pa.uint8().id: "u1", pa.uint16().id: "u2", pa.uint32().id: "u4", pa.uint64().id: "u8",
+          pa.float16().id: "f2", pa.float32().id: "f4", pa.float64().id: "f8"}

@@ -17,6 +17,7 @@ from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.parquet import MARKER_FILE
+from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.model import BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries, TensorSeries
@@ -259,15 +260,15 @@ class ArchiveFile:
         col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
         if col["series"].null_count:
             raise CorruptDataError("a row without a series index")
-        sids = col["series"].to_numpy(zero_copy_only=False)
+        sids = C.to_numbers(col["series"])
         if (sids < 0).any() or (sids >= len(self.series)).any():
             raise CorruptDataError("series index out of range")
         bounds = np.flatnonzero(sids[1:] != sids[:-1]) + 1
         starts = np.concatenate([[0], bounds]).tolist()
         ends = np.concatenate([bounds, [n]]).tolist()
-        steps = col["step"].to_numpy(zero_copy_only=False)
-        walls = col["wall_time"].to_numpy(zero_copy_only=False)
-        hidden = col["hidden"].to_numpy(zero_copy_only=False)
+        steps = C.to_numbers(col["step"])
+        walls = C.to_numbers(col["wall_time"])
+        hidden = C.to_numbers(col["hidden"])
         if any(col[c].null_count for c in ("step", "wall_time", "hidden")):
             raise CorruptDataError("a row without a step, wall time or hidden flag")
         values = None
@@ -278,7 +279,7 @@ class ArchiveFile:
             try:
                 if kind == S.KIND_SCALAR:
                     if values is None:
-                        values = col["value"].to_numpy(zero_copy_only=False)
+                        values = C.to_numbers(col["value"])
                     chunk = ScalarSeries(**common, values=self._scalars(col, values, s, e, dtype))
                 elif kind == S.KIND_TENSOR:
                     chunk = self._tensors(col, s, e, common)

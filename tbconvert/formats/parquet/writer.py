@@ -426,8 +426,7 @@ def _with_series(batch: pa.RecordBatch, ids: np.ndarray) -> pa.RecordBatch:
     if column.null_count or column.type != pa.int32():
         from tbconvert.errors import CorruptDataError
         raise CorruptDataError("a part's series column holds nulls or is not int32")
-    # from the buffer: Array.to_numpy asks pyarrow's pandas shim, which imports pandas
-    old = np.frombuffer(column.buffers()[1], np.int32, len(column) + column.offset)[column.offset:]
+    old = C.to_numbers(column)
     batch = batch.set_column(i, batch.schema.field(i), C.fixed(ids[old], pa.int32()))
     return pa.Table.from_batches([batch]).cast(S.SCHEMA).combine_chunks().to_batches()[0]
 
@@ -484,7 +483,9 @@ def _series_chunk(ids: pa.ChunkedArray, offset: int):
     """The ``series`` column chunk of a row group whose series numbers ``n`` become
     ``n + offset``: its bytes, its footer entry, where it starts in the file that entry
     describes, and its digest."""
-    moved = C.fixed(ids.to_numpy().astype(np.int32) + np.int32(offset), pa.int32())
+    numbers = [C.to_numbers(chunk) for chunk in ids.chunks]
+    old = numbers[0] if len(numbers) == 1 else np.concatenate(numbers or [np.zeros(0, np.int32)])
+    moved = C.fixed(old.astype(np.int32) + np.int32(offset), pa.int32())
     field = S.SCHEMA.field("series")
     out = pa.BufferOutputStream()
     writer = parquet_writer(out, pa.schema([field]))
