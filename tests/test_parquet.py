@@ -434,12 +434,7 @@ def test_uncompressed_part_reads_the_same(tmp_path):
     assert plain.metadata.metadata == packed.metadata.metadata
 
 
-def test_merging_parts_never_asks_for_pandas(tmp_path):
-    """Merging a run's parts (a sync's compaction) reads them back without pyarrow's pandas
-    shim, which imports pandas: most of a second, in a process that may never need it."""
-    import subprocess
-    import sys
-    code = f"""
+_WATCHED = """
 import sys
 asked = []
 class Watch:
@@ -448,6 +443,23 @@ class Watch:
             asked.append(name)
         return None
 sys.meta_path.insert(0, Watch())
+"""
+
+
+def _pandas_asked(code: str) -> list:
+    """The pandas modules a fresh interpreter asked for while it ran ``code``."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _WATCHED + code + "\nprint(asked)"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_merging_parts_never_asks_for_pandas(tmp_path):
+    """Merging a run's parts (a sync's compaction) reads them back without pyarrow's pandas
+    shim, which imports pandas: most of a second, in a process that may never need it."""
+    assert _pandas_asked(f"""
 from pathlib import Path
 import numpy as np
 from tbconvert.formats.parquet.writer import merge_parts, write_part
@@ -465,11 +477,7 @@ for k in range(3):
 report = Report()
 merge_parts(parts, tmp / "merged.parquet", Experiment(), report)
 assert not report.issues, report.issues
-print(asked)
-"""
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip() == "[]"
+""") == []
     assert pq.read_table(tmp_path / "merged.parquet").column("step").to_pylist() == \
         list(range(30))
 
@@ -478,26 +486,12 @@ def test_reading_an_archive_never_asks_for_pandas(tmp_path):
     """Reading an archive through the API (which does not block pandas as the command
     does) leaves pandas unimported: pyarrow's ``to_numpy`` would import it, most of a
     second and about 50 MiB, for a program that may never use it."""
-    import subprocess
-    import sys
     src = write_sample(tmp_path / "a.parquet")
-    code = f"""
-import sys
-asked = []
-class Watch:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "pandas":
-            asked.append(name)
-        return None
-sys.meta_path.insert(0, Watch())
+    assert _pandas_asked(f"""
 import tbconvert
 tbconvert.convert({str(src)!r}, {str(tmp_path / "back")!r}, to_format="tfevents")
 tbconvert.convert({str(src)!r}, {str(tmp_path / "joined.parquet")!r}, jobs=2)
-print(asked)
-"""
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.strip().splitlines()[-1] == "[]"
+""") == []
 
 
 def test_numbers_from_buffers_are_what_to_numpy_gives():
