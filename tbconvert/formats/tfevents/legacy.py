@@ -102,7 +102,8 @@ def _packed_histogram(histo):
 
 def migrated_histogram(limits: np.ndarray, counts: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """TensorBoard's trimmed float32 ``[k, 3]`` tensor of a histogram's bucket limits and
-    counts (float64 arrays of one length), its minimum and maximum."""
+    counts (float64 arrays; a limit for every bucket before the last one counted), its
+    minimum and maximum."""
     full = counts > 0
     start = int(full.argmax()) if len(full) else 0
     if not len(full) or not full[start]:
@@ -122,24 +123,14 @@ def migrated_histogram(limits: np.ndarray, counts: np.ndarray, lo: float, hi: fl
 def migrate_histogram(histo, where: str = "histogram") -> np.ndarray:
     """A legacy ``HistogramProto`` as TensorBoard's trimmed float32 ``[k, 3]`` tensor."""
     packed = _packed_histogram(histo)
-    if packed is not None and len(packed[0]) == len(packed[1]):
-        return migrated_histogram(*packed, histo.min, histo.max)
-    counts = np.asarray(histo.bucket, dtype=np.float64)
-    nonzero = np.flatnonzero(counts > 0)
-    if not len(nonzero):
-        return np.zeros((0, 3), dtype=np.float32)
-    start, end = int(nonzero[0]), int(nonzero[-1])
-    limits = list(histo.bucket_limit)
-    inner = limits[start:end]
-    if len(inner) != end - start:
+    limits, counts = packed if packed is not None else (
+        np.asarray(histo.bucket_limit, dtype=np.float64), np.asarray(histo.bucket, dtype=np.float64))
+    counted = np.flatnonzero(counts > 0)
+    if len(counted) and len(limits) < counted[-1]:
         # TensorBoard's loader fails on such a value; it has no histogram to show.
         raise CorruptDataError(f"{where}: a histogram with {len(counts)} buckets but only "
                                f"{len(limits)} bucket limits")
-    lefts = [histo.min] + inner
-    rights = inner + [histo.max]
-    kept = list(histo.bucket)[start:end + 1]
-    with np.errstate(over="ignore"):
-        return np.array([lefts, rights, kept], dtype=np.float32).transpose()
+    return migrated_histogram(limits, counts, histo.min, histo.max)
 
 
 def migrate_value(value, where: str = "value"):
