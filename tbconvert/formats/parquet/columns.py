@@ -115,32 +115,48 @@ def dict_codes(codes: np.ndarray, names: dict, index_type=np.int8,
         fixed(index, pa.from_numpy_dtype(np.dtype(index_type)), valid), strings(uniq))
 
 
+def validity_of(arr: pa.Array) -> np.ndarray:
+    """One byte a slot: 1 where it holds a value (none does in a column of the null type)."""
+    if arr.null_count == 0:
+        return np.ones(len(arr), np.uint8)
+    bits = arr.buffers()[0]
+    if bits is None:     # a null type: nothing valid
+        return np.zeros(len(arr), np.uint8)
+    return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little",
+                         count=arr.offset + len(arr))[arr.offset:]
+
+
+def numpy_type(t: pa.DataType) -> np.dtype:
+    """The little-endian numpy type of an Arrow number type (``to_pandas_dtype`` would ask
+    pyarrow's pandas shim, which imports pandas); TypeError for any other type."""
+    width = t.bit_width // 8
+    for test, kind in ((pa.types.is_signed_integer, "i"), (pa.types.is_unsigned_integer, "u"),
+                       (pa.types.is_floating, "f")):
+        if test(t):
+            return np.dtype(f"<{kind}{width}")
+    raise TypeError(f"no numpy type for {t}")
+
+
+def stored_values(arr: pa.Array) -> np.ndarray:
+    """The values of a number or boolean column as its buffer holds them, little-endian
+    (booleans as bytes 0 and 1; a null slot holds whatever was stored there), without a
+    copy where it can; TypeError for any other type."""
+    n, start = len(arr), arr.offset
+    if pa.types.is_boolean(arr.type):
+        bits = np.frombuffer(arr.buffers()[1], np.uint8)
+        return np.unpackbits(bits, bitorder="little", count=start + n)[start:]
+    return np.frombuffer(arr.buffers()[1], numpy_type(arr.type), count=start + n)[start:]
+
+
 def to_numbers(arr: pa.Array) -> np.ndarray:
     """A number or boolean column as numpy, as ``Array.to_numpy(zero_copy_only=False)``
     gives it (a null: NaN, integers with nulls as float64) but for booleans with nulls
     (bool, a null False, where ``to_numpy`` gives objects); read from its buffers, since
     ``to_numpy`` asks pyarrow's pandas shim, which imports pandas."""
-    n, start = len(arr), arr.offset
-    t = arr.type
-    if pa.types.is_boolean(t):
-        bits = np.frombuffer(arr.buffers()[1], np.uint8)
-        out = np.unpackbits(bits, bitorder="little", count=start + n)[start:].view(bool)
-        if arr.null_count:
-            out = out & _valid(arr)
-        return out
-    dtype = np.dtype(_NUMPY[t.id]).newbyteorder("<")
-    values = np.frombuffer(arr.buffers()[1], dtype, count=start + n)[start:]
+    values = stored_values(arr)
+    if pa.types.is_boolean(arr.type):
+        values = values.view(bool)
+        return values & validity_of(arr).view(bool) if arr.null_count else values
     if not arr.null_count:
         return values
-    return np.where(_valid(arr), values.astype(np.float64), np.nan)
-
-
-def _valid(arr: pa.Array) -> np.ndarray:
-    bits = np.frombuffer(arr.buffers()[0], np.uint8)
-    return np.unpackbits(bits, bitorder="little", count=arr.offset + len(arr))[arr.offset:] \
-        .view(bool)
-
-
-_NUMPY = {pa.int8().id: "i1", pa.int16().id: "i2", pa.int32().id: "i4", pa.int64().id: "i8",
-          pa.uint8().id: "u1", pa.uint16().id: "u2", pa.uint32().id: "u4", pa.uint64().id: "u8",
-          pa.float16().id: "f2", pa.float32().id: "f4", pa.float64().id: "f8"}
+    return np.where(validity_of(arr).view(bool), values.astype(np.float64), np.nan)

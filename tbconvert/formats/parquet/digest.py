@@ -16,6 +16,8 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
+from tbconvert.formats.parquet import columns as C
+
 
 def _crc(crc: int, data) -> int:
     return crc32c.crc32c(memoryview(data).cast("B"), crc) if len(data) else crc
@@ -28,16 +30,6 @@ def _offsets(arr) -> np.ndarray:
         or pa.types.is_large_string(arr.type) else 4
     dtype = np.int64 if width == 8 else np.int32
     return np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr) + 1)[arr.offset:]
-
-
-def _validity(arr) -> np.ndarray:
-    if arr.null_count == 0:
-        return np.ones(len(arr), np.uint8)
-    bits = arr.buffers()[0]
-    if bits is None:     # a null type: nothing valid
-        return np.zeros(len(arr), np.uint8)
-    return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little",
-                         count=arr.offset + len(arr))[arr.offset:]
 
 
 def _is_binary(t: pa.DataType) -> bool:
@@ -63,30 +55,12 @@ def _minus_ones(n: int) -> np.ndarray:
     return np.full(n, -1, np.int64)
 
 
-def _numpy_type(t: pa.DataType) -> np.dtype:
-    """The little-endian numpy type of an Arrow number type (``to_pandas_dtype`` would ask
-    pyarrow's pandas shim, which imports pandas)."""
-    width = t.bit_width // 8
-    for test, kind in ((pa.types.is_signed_integer, "i"), (pa.types.is_unsigned_integer, "u"),
-                       (pa.types.is_floating, "f")):
-        if test(t):
-            return np.dtype(f"<{kind}{width}")
-    raise TypeError(f"no numpy type for {t}")
-
-
 def _fixed_values(arr, valid: np.ndarray | None) -> np.ndarray:
     """The little-endian values of a fixed-width column, nulls as zeros (booleans as bytes)."""
-    t = arr.type
-    n, start = len(arr), arr.offset
-    if pa.types.is_boolean(t):
-        bits = np.frombuffer(arr.buffers()[1], np.uint8)
-        values = np.unpackbits(bits, bitorder="little", count=start + n)[start:]
-    else:
-        try:
-            dtype = _numpy_type(t)
-        except TypeError:   # not a type the archive writes: decoded the plain way
-            return _decoded_values(arr)
-        values = np.frombuffer(arr.buffers()[1], dtype, count=start + n)[start:]
+    try:
+        values = C.stored_values(arr)
+    except TypeError:   # not a type the archive writes: decoded the plain way
+        return _decoded_values(arr)
     if valid is not None and arr.null_count:
         values = np.where(valid.view(bool), values, values.dtype.type(0))
     return np.ascontiguousarray(values)
@@ -124,7 +98,7 @@ class ColumnDigest:
         if pa.types.is_dictionary(arr.type):
             arr = arr.dictionary_decode()
         c = self.crcs
-        valid = _validity(arr)
+        valid = C.validity_of(arr)
         c[0] = _crc(c[0], valid)
         t = arr.type
         if _is_binary(t):
@@ -198,7 +172,7 @@ class ColumnDigest:
         values come in a few stretches (the tags of short series sharing a row group)."""
         if not _is_binary(arr.dictionary.type):
             return False
-        valid = _validity(arr.indices)
+        valid = C.validity_of(arr.indices)
         value = _only_value(arr, valid)
         if value is not None:
             self._repeated(valid, value)
