@@ -483,9 +483,8 @@ def _series_chunk(ids: pa.ChunkedArray, offset: int):
     """The ``series`` column chunk of a row group whose series numbers ``n`` become
     ``n + offset``: its bytes, its footer entry, where it starts in the file that entry
     describes, and its digest."""
-    numbers = [C.to_numbers(chunk) for chunk in ids.chunks]
-    old = numbers[0] if len(numbers) == 1 else np.concatenate(numbers or [np.zeros(0, np.int32)])
-    moved = C.fixed(old.astype(np.int32) + np.int32(offset), pa.int32())
+    moved = C.fixed(C.to_numbers(ids.combine_chunks()).astype(np.int32) + np.int32(offset),
+                    pa.int32())
     field = S.SCHEMA.field("series")
     out = pa.BufferOutputStream()
     writer = parquet_writer(out, pa.schema([field]))
@@ -512,25 +511,26 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
     sink.runs.append(S.run_to_json(run))
     short: list[ScalarSeries] = []
     sids: list[int] = []
-    rows = [0]
+    rows = 0
 
     def add_short() -> None:
+        nonlocal rows
         if short:
             sink.add(scalars_batch(short, sids, run.name))
             short.clear()
             sids.clear()
-            rows[0] = 0
+            rows = 0
     for piece in series:
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
             if isinstance(chunk, ScalarSeries) and len(chunk) < SHORT_SERIES_ROWS:
                 if short and (short[0].values.dtype != chunk.values.dtype
-                              or rows[0] + len(chunk) > S.WRITE_SLICE_ROWS):
+                              or rows + len(chunk) > S.WRITE_SLICE_ROWS):
                     add_short()
                 # numbered where it comes, as if it had a batch of its own
                 sids.append(sink.series_id(run_index, chunk, S.KIND_SCALAR,
                                            chunk.values.dtype.name))
                 short.append(chunk)
-                rows[0] += len(chunk)
+                rows += len(chunk)
                 continue
             add_short()
             sink.add(_batch_of(sink, run_index, chunk, run.name))
