@@ -101,3 +101,12 @@ def can_mount_tmpfs() -> bool:
     probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
                            capture_output=True)
     return probe.returncode == 0
+
+
+def parquet_codecs(source) -> set[str]:
+    """The compression codecs of every column chunk of a Parquet file (a path or an open
+    binary file)."""
+    import pyarrow.parquet as pq
+    meta = pq.ParquetFile(source).metadata
+    return {meta.row_group(g).column(c).compression
+            for g in range(meta.num_row_groups) for c in range(meta.num_columns)}

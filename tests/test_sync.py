@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.dataset as pads
-import pyarrow.parquet as pq
 import pytest
-from helpers import cli_argv, cli_env, run_tbconvert
+from helpers import cli_argv, cli_env, parquet_codecs, run_tbconvert
 from oracle import assert_same_view, tb_view
 
 import tbconvert
@@ -816,26 +815,20 @@ def _one_merge_due(tmp_path, monkeypatch):
     return src, dst, a
 
 
-def _codecs(path: Path) -> set[str]:
-    meta = pq.ParquetFile(path).metadata
-    return {meta.row_group(g).column(c).compression
-            for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
-
-
 def test_small_sync_parts_are_uncompressed_until_merged(tmp_path, monkeypatch):
     """A sync's small part is written without compression (its set-up would cost more than
     the part); the run's first part, a large part and a merged part are compressed."""
     from tbconvert.incremental import runs
     src, dst, a = _one_merge_due(tmp_path, monkeypatch)
     first, small = (dst / p for p in _run_parts(dst, "a"))
-    assert _codecs(first) == {"ZSTD"} and _codecs(small) == {"UNCOMPRESSED"}
+    assert parquet_codecs(first) == {"ZSTD"} and parquet_codecs(small) == {"UNCOMPRESSED"}
     a.write_many(scalar(s) for s in range(40, 60))
     assert sync(src, dst).parts_merged == 2
-    assert [_codecs(dst / p) for p in _run_parts(dst, "a")] == [{"ZSTD"}, {"ZSTD"}]
+    assert [parquet_codecs(dst / p) for p in _run_parts(dst, "a")] == [{"ZSTD"}, {"ZSTD"}]
     monkeypatch.setattr(runs, "SMALL_PART_BYTES", 64)
     a.write_many(scalar(s) for s in range(60, 80))
     sync(src, dst)
-    assert _codecs(dst / _run_parts(dst, "a")[-1]) == {"ZSTD"}
+    assert parquet_codecs(dst / _run_parts(dst, "a")[-1]) == {"ZSTD"}
     check(src, dst, tmp_path)
 
 
