@@ -15,6 +15,7 @@ import pytest
 from helpers import BENCH, FIXTURES, on_path
 
 from tbconvert.formats.tfevents import records
+from tbconvert.formats.tfevents.encode import read_varint
 
 on_path(BENCH)
 import writers  # noqa: E402
@@ -33,14 +34,7 @@ _EXACT = {("Value", 9), ("Event", 10)}  # compared byte for byte
 
 
 def _varint(buf: bytes, pos: int):
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
+    return read_varint(buf, pos, len(buf))
 
 
 def skeleton(buf: bytes, kind: str = "Event") -> list:
