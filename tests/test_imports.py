@@ -261,3 +261,40 @@ def test_every_library_tbconvert_imports_is_declared():
     wanted = {DISTRIBUTIONS.get(m, m).lower() for m in third_party}
     assert "protobuf" in wanted and "protobuf" in core
     assert wanted <= core | extras, sorted(wanted - core - extras)
+
+
+def test_the_crc32c_function_is_loaded_without_the_package_init():
+    """The crc32c package's ``__init__`` imports importlib.metadata (10 ms of every command's
+    start) to look its version up: tbconvert takes the C function from the extension module
+    itself, the same function as the package's."""
+    code = ("import sys\nfrom tbconvert.checksum import crc32c\n"
+            "assert type(crc32c).__name__ == 'builtin_function_or_method', type(crc32c)\n"
+            "assert crc32c(b'123456789') == 0xE3069283\n"
+            "assert crc32c(b'456789', crc32c(b'123')) == 0xE3069283\n"
+            "assert 'crc32c' not in sys.modules and 'importlib.metadata' not in sys.modules\n"
+            "import crc32c as package\n"
+            "data = bytes(range(256)) * 37\n"
+            "assert crc32c(data) == package.crc32c(data)\n"
+            "print('ok')")
+    env = cli_env()     # -S: no site, so no .pth file imports importlib.metadata first
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *(p for p in sys.path if p)])
+    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=CLI_CWD, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_the_crc32c_loader_falls_back_to_the_ordinary_import(monkeypatch):
+    import importlib.util
+
+    import crc32c as package
+
+    from tbconvert import checksum
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert checksum._load() is package.crc32c
+
+
+def test_a_missing_crc32c_is_named_as_the_package_to_install():
+    done = _without(("crc32c",), "info", FIXTURES / "tf2_logdir" / "hparams" / "trial_0")
+    assert done.returncode == 7, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "needs crc32c" in done.stderr and "pip install crc32c" in done.stderr, done.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import crc32c
+from tbconvert.checksum import crc32c
 
 # The head checksum covers this much of a file: enough to tell a rewritten file.
 HEAD_BYTES = 4096
@@ -20,7 +20,7 @@ def _crc_in(fh, offset: int, length: int) -> str | None:
         return None
     if len(data) != length:
         return None
-    return f"{crc32c.crc32c(data):08x}"
+    return f"{crc32c(data):08x}"
 
 
 def file_entry(path: Path, size: int, end: int, last) -> dict:

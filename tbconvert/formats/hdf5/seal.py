@@ -25,13 +25,13 @@ _BLOCK = 8 << 20
 
 def crc_of(fd: int, start: int) -> tuple[int, int]:
     """(CRC32C, byte count) of the file from ``start`` to its end."""
-    import crc32c  # here, not at the top: sniffing a file only reads MAGIC
+    from tbconvert.checksum import crc32c  # here: sniffing a file only reads MAGIC
     crc, pos = 0, start
     while True:
         data = os.pread(fd, _BLOCK, pos)
         if not data:
             return crc, pos - start
-        crc = crc32c.crc32c(data, crc)
+        crc = crc32c(data, crc)
         pos += len(data)
 
 

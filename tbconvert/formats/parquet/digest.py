@@ -12,15 +12,15 @@ feeds a few byte streams (validity, lengths, values), each with its own running 
 
 from __future__ import annotations
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
+from tbconvert.checksum import crc32c
 from tbconvert.formats.parquet import columns as C
 
 
 def _crc(crc: int, data) -> int:
-    return crc32c.crc32c(memoryview(data).cast("B"), crc) if len(data) else crc
+    return crc32c(memoryview(data).cast("B"), crc) if len(data) else crc
 
 
 def _offsets(arr) -> np.ndarray:

@@ -14,7 +14,8 @@ plus a vectorised multiplication.
 from __future__ import annotations
 
 import numpy as np
-from crc32c import crc32c
+
+from tbconvert.checksum import crc32c
 
 POLY = 0x82F63B78          # reflected Castagnoli polynomial
 GRANULE = 1024

@@ -13,9 +13,9 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from crc32c import crc32c
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tbconvert.checksum import crc32c
 from tbconvert.formats.tfevents import records
 from tbconvert.formats.tfevents.encode import varint, varint_widths
 from tbconvert.formats.tfevents.entries import VALUE, Entries, scatter

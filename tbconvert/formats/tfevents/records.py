@@ -67,9 +67,9 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-from crc32c import crc32c
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tbconvert.checksum import crc32c
 from tbconvert.formats.tfevents import crcmath, record_chain
 
 _MASK_DELTA = 0xA282EAD8
