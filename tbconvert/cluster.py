@@ -233,14 +233,14 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
                   on_result: Callable[[int, Any], None] | None = None,
                   ahead: int = 0) -> list:
     """``[fn(item) for item in items]``, the items split by ``sizes`` into one share for this
-    process and one for each worker of ``pool`` (a :class:`~tbconvert.workers.Workers`,
+    process and one for each worker of ``pool`` (a :class:`~tbconvert.kept.KeptWorkers`,
     kept by the caller from one call to the next); ``ahead``: the work this process has
     besides its share, in the units of ``sizes``. A worker gets its whole share in one
-    call and answers once: many small items gain from a second core, where handing them
+    message and answers once: many small items gain from a second core, where handing them
     over one at a time would cost more than they take. The items of a worker that died
     are run again as :func:`run_tasks` runs them (``lost`` for one that still cannot
     finish); the pool then starts new workers on its next use."""
-    from concurrent.futures.process import BrokenProcessPool
+    from tbconvert.kept import Lost
 
     shares = _shares(sizes, pool.jobs + 1, ahead)
     results: list = [None] * len(items)
@@ -249,18 +249,23 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
         results[k] = result
         if on_result is not None:
             on_result(k, result)
+    again: list = []
     try:
-        pool.forget_begun()
-        futures = [(share, _submit(pool, fn, [items[k] for k in share]))
-                   for share in shares[1:] if share]
-        pool.handed_over(len(futures))
+        handed = []
+        for worker, share in enumerate(shares[1:]):
+            if not share:
+                continue
+            try:
+                pool.send(worker, fn, [items[k] for k in share])
+                handed.append((worker, share))
+            except Lost:
+                again.extend(share)
         for k in shares[0]:
             store(k, fn(items[k]))
-        again = []
-        for share, future in futures:
+        for worker, share in handed:
             try:
-                answers = future.result()
-            except BrokenProcessPool:
+                answers = pool.receive(worker)
+            except Lost:
                 again.extend(share)
                 continue
             for k, result in zip(share, answers, strict=True):
@@ -288,21 +293,6 @@ def _shares(sizes: list, count: int, ahead: int = 0) -> list[list[int]]:
         shares[i].append(k)
         loads[i] += sizes[k]
     return [sorted(share) for share in shares]
-
-
-def _submit(pool, fn, items: list):
-    from concurrent.futures.process import BrokenProcessPool
-    try:
-        return pool.submit(_each, fn, items)
-    except BrokenProcessPool:   # a worker died since the last call: new workers take it
-        pool.stop()
-        return pool.submit(_each, fn, items)
-
-
-def _each(fn, items: list) -> list:
-    from tbconvert import workers
-    workers.begin()
-    return [fn(item) for item in items]
 
 
 # -- a Dask cluster -------------------------------------------------------------------------

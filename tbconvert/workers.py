@@ -34,17 +34,12 @@ from tbconvert.interrupts import deferred
 
 # In a worker: the queue its progress goes to (None in a process that is no worker).
 _progress_queue = None
-# In a worker: the semaphore it releases when a call begins (see Workers.handed_over).
-_begun = None
 # Set while this process forks its workers: the fork handlers below act only then.
 _forking = False
 # Locks taken over a fork of workers (see hold_over_forks).
 _held: list = []
 # How long a worker told to stop gets before it is killed.
 STOP_GRACE = 5.0
-# How long the leading process waits for a call to begin in a worker before it goes on
-# with its own work (a spawned worker takes far longer to start: it is not waited for).
-HAND_OVER_WAIT = 0.02
 
 
 def context():
@@ -144,10 +139,9 @@ def _forking_workers():
         _forking = False
 
 
-def _init(progress_queue, parent: int, own_process: bool = False, begun=None) -> None:
-    global _progress_queue, _begun
+def _init(progress_queue, parent: int, own_process: bool = False) -> None:
+    global _progress_queue
     _progress_queue = progress_queue
-    _begun = begun
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     if own_process:
@@ -173,12 +167,6 @@ def _orphan_watch(parent: int) -> None:
     os._exit(1)
 
 
-def begin() -> None:
-    """In a worker, as a call that :meth:`Workers.handed_over` waits for starts."""
-    if _begun is not None:
-        _begun.release()
-
-
 class Workers:
     """A pool of ``jobs`` worker processes, started on the first :meth:`submit`; after a
     worker died, :meth:`stop` it and make a new one."""
@@ -186,7 +174,6 @@ class Workers:
     def __init__(self, ctx, jobs: int, progress_queue) -> None:
         self.ctx, self.jobs, self.progress_queue = ctx, jobs, progress_queue
         self.pool = None
-        self._begun = None
         # Every process the pool started (it starts them while a call is submitted, in the
         # submitting thread): stopped here, and only these, never other children of the
         # program that uses tbconvert.
@@ -210,32 +197,13 @@ class Workers:
                 if forks_here():
                     # A forked pool starts all its workers on its first call, here.
                     ctx, forking = multiprocessing.get_context("fork"), _forking_workers()
-                self._begun = ctx.Semaphore(0)
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init,
                                                 initargs=(self.progress_queue, os.getpid(),
-                                                          _own_process(), self._begun))
+                                                          _own_process()))
             with forking:
                 future = self.pool.submit(fn, *args)
             self.processes.update((getattr(self.pool, "_processes", None) or {}).values())
             return future
-
-    def forget_begun(self) -> None:
-        """Drop what calls that began after :meth:`handed_over` stopped waiting for them
-        left behind; call it before submitting the calls to wait for next."""
-        while self._begun is not None and self._begun.acquire(block=False):
-            pass
-
-    def handed_over(self, calls: int, timeout: float = HAND_OVER_WAIT) -> None:
-        """Wait (``timeout`` at most) until ``calls`` submitted calls that run
-        :func:`begin` have begun in their workers. A call is handed over by the pool's own
-        threads, which need the GIL: while this thread runs Python, each of them waits for
-        it up to the switch interval (5 ms), and a worker started that much later."""
-        if self._begun is None:
-            return
-        deadline = time.monotonic() + timeout
-        for _ in range(calls):
-            if not self._begun.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                return
 
     def stop(self) -> None:
         """End every worker now, pending work and all, and wait until they are gone."""
@@ -259,4 +227,3 @@ class Workers:
             manager.join(STOP_GRACE)
         self.processes.clear()
         self.pool = None
-        self._begun = None

@@ -445,10 +445,11 @@ def test_kept_workers_take_whole_shares_and_survive_a_death():
     its worker was killed between two uses."""
     import signal
 
-    from tbconvert import cluster, workers
+    from tbconvert import cluster
+    from tbconvert.kept import KeptWorkers
     assert cluster._shares([5, 1, 1, 3, 2], 2) == [[0, 1], [2, 3, 4]]     # 6 and 6
     assert cluster._shares([1, 1], 3) == [[0], [1], []]
-    pool = workers.Workers(workers.context(), 1, None)
+    pool = KeptWorkers(1)
     try:
         heard = {}
         assert cluster.run_in_shares(_times_ten, [1, 2, 3], [1, 1, 1], pool, lost=None,

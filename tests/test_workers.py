@@ -4,6 +4,9 @@ main thread, with its imports done; spawned everywhere else; stopped even when d
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -52,6 +55,30 @@ PROBE = textwrap.dedent('''
         pool.stop()
         return out
 
+    def probe_item(_):
+        return probe()
+
+    def kept(own, in_thread=False):
+        from tbconvert import arrowpool
+        from tbconvert.kept import KeptWorkers
+        if own:
+            arrowpool.own_process()
+            arrowpool.block_pandas()
+        pool = KeptWorkers(1)
+        out = {}
+        def go():
+            pool.start()
+            pool.send(0, probe_item, [None])
+            out.update(pool.receive(0)[0])
+        if in_thread:
+            t = threading.Thread(target=go)
+            t.start()
+            t.join()
+        else:
+            go()
+        pool.stop()
+        return out
+
     if __name__ == "__main__":
         import signal
         import tbconvert.formats.parquet.writer  # noqa: F401 - what a forked worker inherits
@@ -62,8 +89,12 @@ PROBE = textwrap.dedent('''
         workers.hold_over_forks(lock)
         result = {"library": started(False)}     # first: owning the process is for good
         result["lock_untouched"] = list(lock.log)
+        result["kept_library"] = kept(False)
         result.update(command=started(True), lock=list(lock.log),
                       command_from_a_thread=started(True, in_thread=True))
+        lock.log.clear()
+        result.update(kept_command=kept(True), kept_lock=list(lock.log),
+                      kept_command_from_a_thread=kept(True, in_thread=True))
         print(json.dumps(result))
 ''')
 
@@ -78,22 +109,25 @@ def probed(tmp_path_factory):
     return json.loads(done.stdout)
 
 
-def test_the_commands_workers_are_forked_with_its_imports(probed):
+@pytest.mark.parametrize("kind", ["", "kept_"])
+def test_the_commands_workers_are_forked_with_its_imports(probed, kind):
     if not sys.platform.startswith("linux"):
         pytest.skip("workers are forked on Linux only")
-    assert probed["command"] == {"imports_inherited": True, "sigterm_default": True,
-                                 "sigint_ignored": True}
+    assert probed[kind + "command"] == {"imports_inherited": True, "sigterm_default": True,
+                                        "sigint_ignored": True}
 
 
-def test_a_fork_of_workers_holds_the_locks_it_was_given(probed):
+@pytest.mark.parametrize("kind", ["", "kept_"])
+def test_a_fork_of_workers_holds_the_locks_it_was_given(probed, kind):
     if not sys.platform.startswith("linux"):
         pytest.skip("workers are forked on Linux only")
     # taken before the fork, released after it in this process (the child's copy is its own)
-    assert probed["lock"] == ["acquire", "release"]
+    assert probed[kind + "lock"] == ["acquire", "release"]
     assert probed["lock_untouched"] == []       # spawning workers forks no copy of this one
 
 
-@pytest.mark.parametrize("case", ["command_from_a_thread", "library"])
+@pytest.mark.parametrize("case", ["command_from_a_thread", "library", "kept_command_from_a_thread",
+                                  "kept_library"])
 def test_workers_are_spawned_where_a_fork_is_not_known_safe(probed, case):
     # a pool started from another thread, or in a program tbconvert does not own
     assert probed[case] == {"imports_inherited": False, "sigterm_default": True,
@@ -123,28 +157,88 @@ def napping(seconds: float) -> float:
     return seconds
 
 
-def test_a_share_is_handed_over_before_the_leader_goes_on():
-    """The leading process waits until a worker has begun its share (its own work would
-    otherwise keep the pool's threads from handing the share over), but no longer."""
-    from tbconvert import cluster
-    ctx = workers.context()
-    pool = workers.Workers(ctx, 1, None)
+def failing(_) -> None:
+    raise ValueError("bad item")
+
+
+def test_a_kept_worker_takes_its_share_while_the_leader_goes_on():
+    """The share is written to the worker's pipe by the leading thread itself: it goes on
+    at once, and reads the answer (or what the worker raised) when it is ready for it."""
+    from tbconvert.kept import KeptWorkers
+    pool = KeptWorkers(2)
     try:
-        future = pool.submit(cluster._each, napping, [3.0])
+        for k in (0, 1):                        # started (spawned here: they take a while)
+            pool.send(k, napping, [0.0])
+        assert pool.receive(0) == pool.receive(1) == [0.0]
         t0 = time.monotonic()
-        pool.handed_over(1, timeout=30)
-        assert time.monotonic() - t0 < 2.5 and not future.done()    # begun, not done
-        assert future.result() == [3.0]
-        t0 = time.monotonic()
-        pool.handed_over(1, timeout=0.2)          # nothing was handed over: it waits no more
-        assert 0.15 < time.monotonic() - t0 < 2.0
-        # a call that began after its wait gave up leaves nothing for the next wait
-        future = pool.submit(cluster._each, napping, [0.0])
-        pool.handed_over(1, timeout=0.0)
-        assert future.result() == [0.0]
-        pool.forget_begun()
-        t0 = time.monotonic()
-        pool.handed_over(1, timeout=0.2)
-        assert 0.15 < time.monotonic() - t0 < 2.0
+        pool.send(0, napping, [1.0, 1.0])
+        pool.send(1, napping, [1.5])
+        assert time.monotonic() - t0 < 0.5
+        assert pool.receive(1) == [1.5]
+        assert pool.receive(0) == [1.0, 1.0]
+        assert time.monotonic() - t0 < 3.0        # the two shares ran side by side (2 s)
+        pool.send(0, failing, [1])
+        with pytest.raises(ValueError, match="bad item"):
+            pool.receive(0)
+        pool.send(0, napping, [0.0])            # the worker outlives what its call raised
+        assert pool.receive(0) == [0.0]
+    finally:
+        pool.stop()
+    assert multiprocessing.active_children() == []
+
+
+def test_a_kept_worker_that_died_is_lost_and_replaced():
+    from tbconvert.kept import KeptWorkers, Lost
+    pool = KeptWorkers(1)
+    try:
+        pool.send(0, napping, [60.0])
+        (proc,) = multiprocessing.active_children()
+        os.kill(proc.pid, signal.SIGKILL)
+        with pytest.raises(Lost):
+            pool.receive(0)
+        proc.join()
+        with pytest.raises(Lost):                # its pipe is closed for good
+            pool.send(0, napping, [0.0])
+            pool.receive(0)
+        pool.stop()
+        pool.send(0, napping, [0.0])            # a new worker
+        assert pool.receive(0) == [0.0]
+    finally:
+        pool.stop()
+
+
+def test_a_kept_worker_deaf_to_sigterm_is_killed_when_stopped(monkeypatch):
+    from tbconvert.kept import KeptWorkers
+    monkeypatch.setattr(workers, "STOP_GRACE", 0.5)
+    pool = KeptWorkers(1)
+    pool.send(0, deaf, [60])
+    time.sleep(2.0)            # the worker is up and has turned SIGTERM away
+    t0 = time.monotonic()
+    pool.stop()
+    assert time.monotonic() - t0 < 10
+    assert multiprocessing.active_children() == []
+
+
+def killing_a_worker(item):
+    """``item`` in the leading process: its first item kills the worker holding the other
+    share, while that worker is busy with it."""
+    if item == "kill":
+        time.sleep(1.0)
+        for proc in multiprocessing.active_children():
+            if proc.name == "tbconvert-kept":
+                os.kill(proc.pid, signal.SIGKILL)
+        return "killed"
+    return napping(item)
+
+
+def test_a_share_whose_worker_dies_midway_is_run_again():
+    from tbconvert import cluster
+    from tbconvert.kept import KeptWorkers
+    pool = KeptWorkers(1)
+    try:
+        items = ["kill", 5.0, 0.1]
+        out = cluster.run_in_shares(killing_a_worker, items, [1, 1, 1], pool,
+                                    lost=lambda item, why: pytest.fail(why), ahead=0)
+        assert out == ["killed", 5.0, 0.1]
     finally:
         pool.stop()

@@ -87,15 +87,16 @@ def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | No
 def _kept_workers(src, dst, options: dict):
     """The workers that take a share of every round's runs (None: the rounds run here).
     Started once: a round then pays no start-up for them, and a small round gains too."""
-    from tbconvert import remote, workers
+    from tbconvert import remote
     from tbconvert.formats.base import cores
+    from tbconvert.kept import KeptWorkers
     jobs = options.get("jobs", 1) or cores()
     if jobs <= 1 or options.get("scheduler") is not None or any(
             remote.is_remote(p) for p in (src, dst)):
         return None     # (a sync with a URL stages and publishes in its own way, here)
     from tbconvert.incremental.runs import load_for_workers
     load_for_workers()
-    pool = workers.Workers(workers.context(), jobs - 1, None)
+    pool = KeptWorkers(jobs - 1)
     pool.start()      # forked here, in the command's main thread, before any round
     return pool
 
