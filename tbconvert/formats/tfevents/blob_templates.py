@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import encode, legacy
@@ -29,6 +28,7 @@ from tbconvert.formats.tfevents.summary_templates import (
     _shape,
     event_fields,
 )
+from tbconvert.formats.tfevents.windows import windows
 from tbconvert.model import Metadata
 
 MIN_GROUP = 16
@@ -217,7 +217,7 @@ def _matches(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, t: _Temp
     if not len(idx):
         return idx
     s, blob = starts[idx], blob[idx]
-    head = sliding_window_view(data, len(t.prefix))[s]
+    head = windows(data, len(t.prefix))[s]
     expect = np.frombuffer(t.prefix, np.uint8)
     variable = np.zeros(len(t.prefix), dtype=bool)
     if t.wall_off >= 0:
@@ -238,7 +238,7 @@ def _matches(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, t: _Temp
         step = head[:, t.step_off:t.step_off + t.step_len]
         good &= (step[:, :-1] & 0x80 != 0).all(axis=1) & (step[:, -1] & 0x80 == 0)
     if t.suffix:
-        tail = sliding_window_view(data, len(t.suffix))[s + len(t.prefix) + blob]
+        tail = windows(data, len(t.suffix))[s + len(t.prefix) + blob]
         good &= (tail == np.frombuffer(t.suffix, np.uint8)).all(axis=1)
     return idx[good]
 
@@ -246,7 +246,7 @@ def _matches(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, t: _Temp
 def _columns(buf, data, index, starts, lengths, t: _Template) -> BlobColumns:
     s = starts[index]
     n = len(index)
-    head = sliding_window_view(data, len(t.prefix))[s]
+    head = windows(data, len(t.prefix))[s]
     if t.wall_off >= 0:
         walls = np.ascontiguousarray(head[:, t.wall_off:t.wall_off + 8]).view("<f8")[:, 0].copy()
     else:

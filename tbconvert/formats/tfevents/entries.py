@@ -13,7 +13,8 @@ uint8 array, so a batch costs a few arrays, not one object per point.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+
+from tbconvert.formats.tfevents.windows import windows
 
 EVENT, VALUE = 0, 1
 # Bytes of column data per entry (key, tag, idx, step, wall, kind, offset).
@@ -152,5 +153,5 @@ def scatter(src: np.ndarray, src_starts: np.ndarray, lengths: np.ndarray,
             for a, b in zip(np.atleast_1d(s).tolist(), np.atleast_1d(d).tolist(), strict=True):
                 dst[b:b + length] = src[a:a + length]
         else:
-            sliding_window_view(dst, length, writeable=True)[d] = \
-                sliding_window_view(src, length)[s]
+            windows(dst, length, writeable=True)[d] = \
+                windows(src, length)[s]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert.checksum import crc32c
 from tbconvert.formats.tfevents import records
 from tbconvert.formats.tfevents.encode import varint, varint_widths
 from tbconvert.formats.tfevents.entries import VALUE, Entries, scatter
+from tbconvert.formats.tfevents.windows import windows
 
 _WALL, _STEP, _SUMMARY, _VALUE = 0x09, 0x10, 0x2A, 0x0A
 # A payload length shared by at least this many records gets its checksums column-wise.
@@ -86,7 +86,7 @@ def _frame_general(e: Entries, starts: np.ndarray) -> bytes:
     hdr[:, :8] = len_bytes
     hdr[:, 8:] = records.mask(records.crc32c_rows(len_bytes)).astype("<u4").view(np.uint8) \
         .reshape(-1, 4)
-    sliding_window_view(out, 12, writeable=True)[rec_start] = hdr
+    windows(out, 12, writeable=True)[rec_start] = hdr
     p = rec_start + records.HEADER
 
     # Event heads of value groups: wall time, step, summary length.
@@ -94,7 +94,7 @@ def _frame_general(e: Entries, starts: np.ndarray) -> bytes:
     if len(gv):
         pv = p[gv]
         out[pv] = _WALL
-        sliding_window_view(out, 8, writeable=True)[pv + 1] = \
+        windows(out, 8, writeable=True)[pv + 1] = \
             e.wall[first[gv]].astype("<f8").view(np.uint8).reshape(-1, 8)
         out[pv + 9] = _STEP
         write_varints(out, pv + 10, g_step[gv], step_w[gv])
@@ -156,7 +156,7 @@ def _frame_single_values(e: Entries, length: int) -> bytes:
         mat[:, -4:] = records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)
         if len(plans) == 1:
             return mat.tobytes()
-        sliding_window_view(out, mat.shape[1], writeable=True)[rec_start[sel]] = mat
+        windows(out, mat.shape[1], writeable=True)[rec_start[sel]] = mat
     return out.tobytes()
 
 
@@ -166,11 +166,11 @@ def _fill_payload_crcs(out: np.ndarray, p: np.ndarray, payload_len: np.ndarray) 
     for u, (length, count) in enumerate(zip(uniq.tolist(), counts.tolist(), strict=True)):
         sel = np.flatnonzero(inverse == u) if len(uniq) > 1 else np.arange(len(p))
         if count >= _ROWS_CRC and length <= 4096:
-            crcs[sel] = records.crc32c_rows(sliding_window_view(out, length)[p[sel]])
+            crcs[sel] = records.crc32c_rows(windows(out, length)[p[sel]])
         else:
             for j, start in zip(sel.tolist(), p[sel].tolist(), strict=True):
                 crcs[j] = crc32c(out[start:start + length])
-    sliding_window_view(out, 4, writeable=True)[p + payload_len] = \
+    windows(out, 4, writeable=True)[p + payload_len] = \
         records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)
 
 

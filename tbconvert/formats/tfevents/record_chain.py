@@ -17,7 +17,8 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+
+from tbconvert.formats.tfevents.windows import windows
 
 HEADER = 12
 FOOTER = 4
@@ -105,7 +106,7 @@ def _predicted(data: np.ndarray, n: int, off: int, pattern: np.ndarray, most: in
     heads, lens = heads[:k], lens[:k]
     if not k:
         return heads, lens
-    found = np.ascontiguousarray(sliding_window_view(data, 8)[heads]).view("<u8")[:, 0]
+    found = np.ascontiguousarray(windows(data, 8)[heads]).view("<u8")[:, 0]
     wrong = np.flatnonzero(found != lens.astype(np.uint64))
     k = int(wrong[0]) if len(wrong) else k
     return heads[:k] + HEADER, lens[:k]

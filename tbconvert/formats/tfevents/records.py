@@ -67,10 +67,10 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert.checksum import crc32c
 from tbconvert.formats.tfevents import crcmath, record_chain
+from tbconvert.formats.tfevents.windows import windows
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -328,7 +328,7 @@ class _Scanner:
         """Vectorised: a correct length CRC at each offset (each ``+ HEADER <= n``)."""
         if not len(offs):
             return np.zeros(0, dtype=bool)
-        rows = sliding_window_view(self.data, HEADER)[offs]
+        rows = windows(self.data, HEADER)[offs]
         stored = np.ascontiguousarray(rows[:, 8:12]).view("<u4")[:, 0]
         return mask(crc32c_rows(rows[:, :8])) == stored
 
@@ -347,11 +347,11 @@ class _Scanner:
         cand = np.flatnonzero(plausible)
         if not len(cand):
             return _EMPTY, _EMPTY
-        cand = cand[sliding_window_view(win, HEADER)[cand].any(axis=1)]
+        cand = cand[windows(win, HEADER)[cand].any(axis=1)]
         good = cand[self._headers_ok(cand + lo)]
         if not len(good):
             return _EMPTY, _EMPTY
-        rows = sliding_window_view(win, 8)[good]
+        rows = windows(win, 8)[good]
         lens = np.ascontiguousarray(rows).view("<u8")[:, 0].astype(np.int64)
         return good + lo, lens
 
@@ -415,7 +415,7 @@ class _Scanner:
                 self._prefix = crcmath.Prefix(self.buf)
             raw[~short] = self._prefix.crcs(starts[~short], lengths[~short])
         stored = np.ascontiguousarray(
-            sliding_window_view(self.data, FOOTER)[starts + lengths]).view("<u4")[:, 0]
+            windows(self.data, FOOTER)[starts + lengths]).view("<u4")[:, 0]
         return mask(raw) == stored
 
     def _proven(self, off: int, end: int):
@@ -482,7 +482,7 @@ def _payload_crcs(buf, data, starts, lengths) -> np.ndarray:
         if length == 0:
             raw[members] = 0
             continue
-        raw[members] = crc32c_rows(sliding_window_view(data, length)[starts[members]])
+        raw[members] = crc32c_rows(windows(data, length)[starts[members]])
         single[members] = True
     rest = np.flatnonzero(~single)
     mv = memoryview(buf) if not isinstance(buf, memoryview) else buf
@@ -563,7 +563,7 @@ def _span_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bool:
     if len(rest):
         s, k = starts[rest] - first, lengths[rest]
         slots = np.concatenate((s - FOOTER, s + k))
-        words = sliding_window_view(span, 4, writeable=True)
+        words = windows(span, 4, writeable=True)
         words[slots] = _reset(words[slots])
     return crc32c(span) == 0
 
@@ -610,7 +610,7 @@ def _checked_prefix(data: np.ndarray, mv: memoryview, starts: np.ndarray,
         return 0
     s, k = starts[:good], lengths[:good]
     raw = _payload_crcs(mv, data, s, k)
-    stored = np.ascontiguousarray(sliding_window_view(data, 4)[s + k]).view("<u4")[:, 0]
+    stored = np.ascontiguousarray(windows(data, 4)[s + k]).view("<u4")[:, 0]
     wrong = np.flatnonzero(mask(raw) != stored)
     return int(wrong[0]) if len(wrong) else good
 
@@ -619,7 +619,7 @@ def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     """How many leading records have a correct length CRC."""
     if not len(starts):
         return 0
-    stored = np.ascontiguousarray(sliding_window_view(data, 4)[starts - 4]).view("<u4")[:, 0]
+    stored = np.ascontiguousarray(windows(data, 4)[starts - 4]).view("<u4")[:, 0]
     uniq, inverse = np.unique(lengths, return_inverse=True)
     expected = np.array([masked_crc32c(_U64.pack(int(v))) for v in uniq], dtype=np.uint32)
     wrong = np.flatnonzero(expected[inverse.reshape(-1)] != stored)

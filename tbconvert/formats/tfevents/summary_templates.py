@@ -22,11 +22,11 @@ from dataclasses import field as dc_field
 from functools import lru_cache
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy
 from tbconvert.formats.tfevents.encode import read_varint
+from tbconvert.formats.tfevents.windows import windows
 from tbconvert.model import DataClass, Metadata
 
 MIN_GROUP = 16        # below this, protobuf is as fast and simpler
@@ -279,7 +279,7 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
             rest.append(members)
             continue
         # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
-        rows = sliding_window_view(data, int(length))[starts[members]]
+        rows = windows(data, int(length))[starts[members]]
         pending = np.ones(len(members), dtype=bool)
         failures = 0
         for _ in range(MAX_TEMPLATES):
