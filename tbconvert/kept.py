@@ -72,12 +72,12 @@ class KeptWorkers:
             self._procs.append(proc)
             self._conns.append(mine)
 
-    def send(self, k: int, fn, items: list) -> None:
+    def send(self, k: int, fn, items: list, whole: bool = False) -> None:
         """Hand ``[fn(item) for item in items]`` to worker ``k`` (``fn`` a module-level
-        function). :class:`Lost` if the worker is gone."""
+        function), or ``fn(items)`` if ``whole``. :class:`Lost` if the worker is gone."""
         self.start()
         try:
-            self._conns[k].send((fn, items))
+            self._conns[k].send((fn, items, whole))
         except (OSError, EOFError):
             raise Lost(f"worker {k} is gone") from None
 
@@ -112,11 +112,11 @@ def _serve(conn, parent: int, own_process: bool) -> None:
     workers._init(None, parent, own_process)
     while True:
         try:
-            fn, items = conn.recv()
+            fn, items, whole = conn.recv()
         except (OSError, EOFError):
             return      # the leading process closed its end: stopped
         try:
-            answer = (True, [fn(item) for item in items])
+            answer = (True, fn(items) if whole else [fn(item) for item in items])
         except BaseException as exc:  # noqa: BLE001 - raised again in the leading process
             answer = (False, exc)
         try:

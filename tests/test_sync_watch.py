@@ -265,3 +265,56 @@ def test_sync_watch_with_kept_workers_writes_what_one_process_writes(tmp_path, m
     assert datasets[0] == datasets[1] and len(datasets[0]) >= 4
     with pytest.raises(TypeError, match="schedular"):
         tbconvert.sync_watch(src, dst, 0.0, rounds=1, schedular="tcp://127.0.0.1:1")
+
+
+def test_a_kept_workers_share_flushes_its_own_parts(tmp_path, monkeypatch):
+    """``sync_share`` (what a kept worker runs for its share): the results of ``sync_run``,
+    every part flushed to disk before it answers and said to be, so the leading process
+    does not flush them again; when a flush fails, none is said to be."""
+    import copy
+    import dataclasses
+
+    from tbconvert.incremental import runs
+    from tbconvert.incremental.files import pending_name
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    logs = [Events(src / f"r{i}" / "events.out.tfevents.1.host") for i in range(3)]
+    for ev in logs:
+        ev.write_many(scalar(s) for s in range(20))
+    tbconvert.sync(src, dst)
+    for ev in logs[:2]:
+        ev.write_many(scalar(s) for s in range(20, 30))
+    tasks: list = []
+    real = runs.sync_run
+
+    def grab(task):
+        tasks.append(copy.deepcopy(task))
+        return real(task)
+    monkeypatch.setattr(runs, "sync_run", grab)
+    tbconvert.sync(src, dst)
+    monkeypatch.setattr(runs, "sync_run", real)
+    assert len(tasks) == 3
+
+    def parts_of(results):
+        return {r.part: (dst / pending_name(r.part)).read_bytes() for r in results if r.part}
+    alone = [real(t) for t in tasks]
+    expected = parts_of(alone)
+    assert len(expected) == 2
+    flushed = []
+    fsync = os.fsync
+
+    def recording(fd):
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return fsync(fd)
+    monkeypatch.setattr(os, "fsync", recording)
+    shared = runs.sync_share(tasks)
+    assert parts_of(shared) == expected
+    assert [dataclasses.replace(r, flushed=False, report=None) for r in shared] == \
+        [dataclasses.replace(r, report=None) for r in alone]
+    assert [r.flushed for r in shared] == [r.part is not None for r in shared]
+    assert sorted(flushed) == sorted(str(dst / pending_name(p)) for p in expected)
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "fsync", failing)
+    assert [r.flushed for r in runs.sync_share(tasks)] == [False] * 3
+    assert runs.sync_share([]) == []

@@ -84,7 +84,7 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
 
 def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_options,
           jobs: int, workers=None) -> SyncReport:
-    """:func:`sync`; ``workers`` (a :class:`~tbconvert.workers.Workers` pool kept between
+    """:func:`sync`; ``workers`` (a :class:`~tbconvert.kept.KeptWorkers` pool kept between
     syncs, as :func:`~tbconvert.incremental.watch.sync_watch` keeps one) take a share of
     the runs of a small sync too."""
     from tbconvert import remote
@@ -320,7 +320,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             flusher = manifest.Flusher(dst)
 
             def written(k, result) -> None:
-                if result.part is not None and result.state is not None:
+                if result.part is not None and result.state is not None and \
+                        not result.flushed:
                     flusher.add(result.part)
             results = _run_here(tasks, jobs, written, workers)
         else:
@@ -421,7 +422,7 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
     from tbconvert import cluster
     from tbconvert.formats.base import cores
     from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
-    from tbconvert.incremental.runs import load_for_workers, sync_run, unreadable
+    from tbconvert.incremental.runs import load_for_workers, sync_run, sync_share, unreadable
     sizes = [_bytes_to_read(task) for task in tasks]
     busy = [k for k, size in enumerate(sizes) if size is not None]
     jobs = min(jobs or cores(), len(busy))
@@ -442,7 +443,8 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
         # reading RUN_COST_BYTES). This process also commits the sync, about one run more.
         cluster.run_in_shares(sync_run, [tasks[k] for k in busy],
                               [sizes[k] + RUN_COST_BYTES for k in busy], workers,
-                              lost=unreadable, on_result=arrived, ahead=RUN_COST_BYTES)
+                              lost=unreadable, on_result=arrived, ahead=RUN_COST_BYTES,
+                              share_fn=sync_share)
     for k, task in enumerate(tasks):
         if results[k] is None:      # here: every run, or those with nothing new
             results[k] = sync_run(task)
