@@ -1,4 +1,7 @@
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,3 +18,25 @@ from helpers import FIXTURES  # noqa: E402
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_kept_together(tmp_path_factory):
+    """Every temporary file that the tests' processes make goes into one directory, removed
+    when the tests end: processes killed on purpose (a sync, an upload, a worker) leave
+    theirs behind, and so would every run of the tests. pytest's own directories (each
+    test's ``tmp_path``) stay where pytest keeps them."""
+    tmp_path_factory.getbasetemp()
+    saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    session = Path(tempfile.mkdtemp(prefix="tbconvert-tests-"))
+    os.environ["TMPDIR"] = str(session)         # the commands and workers the tests start
+    tempfile.tempdir = str(session)             # this process
+    try:
+        yield session
+    finally:
+        tempfile.tempdir = saved_dir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        shutil.rmtree(session, ignore_errors=True)

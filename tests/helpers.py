@@ -26,8 +26,21 @@ LOGDIRS = ["torch_logdir", "tensorboardx_logdir", "tf2_logdir"]
 # The command line is run the way a user runs it: the installed ``tbconvert`` script next to
 # this Python, and never from the repository root (where ``python -m`` would import the source
 # tree instead of the installed package).
-CLI_CWD = Path(tempfile.mkdtemp(prefix="tbconvert-cli-cwd-"))
-atexit.register(shutil.rmtree, CLI_CWD, True)
+def session_dir(prefix: str, variable: str) -> Path:
+    """A directory for the whole test session, removed when it ends: made by the process
+    that runs the tests, and found through ``variable`` by the worker processes it spawns,
+    which import test modules to unpickle their functions and end without running exit
+    handlers (each would otherwise make one of its own and leave it behind)."""
+    given = os.environ.get(variable)
+    if given and Path(given).is_dir():
+        return Path(given)
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ[variable] = str(path)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+CLI_CWD = session_dir("tbconvert-cli-cwd-", "TBCONVERT_TESTS_CLI_CWD")
 
 
 def cli_argv() -> list[str]:

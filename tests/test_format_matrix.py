@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import functools
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from format_matrix import (
     readme_rows,
     write_every_loss,
 )
-from helpers import FIXTURES, LOGDIRS, REPO, run_tbconvert
+from helpers import FIXTURES, LOGDIRS, REPO, run_tbconvert, session_dir
 from oracle import assert_same_view, tb_view
 
 import tbconvert
@@ -41,7 +40,7 @@ SOURCES = LOGDIRS + ["tbdev_export"]
 # The largest fixture's cells take the longest; the others cover every pair in the fast run.
 SLOW_SOURCES = {"torch_logdir"}
 
-_WORK = Path(tempfile.mkdtemp(prefix="tbconvert-matrix-"))
+_WORK = session_dir("tbconvert-matrix-", "TBCONVERT_TESTS_MATRIX")
 
 
 @pytest.fixture(scope="module", autouse=True)
