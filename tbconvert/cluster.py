@@ -239,9 +239,8 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
     message and answers once: many small items gain from a second core, where handing them
     over one at a time would cost more than they take. ``share_fn(share)``, if given, is
     what a worker runs for its share instead (it answers ``[fn(item) for item in share]``).
-    The items of a worker that died
-    are run again as :func:`run_tasks` runs them (``lost`` for one that still cannot
-    finish); the pool then starts new workers on its next use."""
+    The items of a worker that died are run again as :func:`run_tasks` runs them (``lost``
+    for one that still cannot finish); the pool then starts new workers on its next use."""
     from tbconvert.kept import Lost
 
     shares = _shares(sizes, pool.jobs + 1, ahead)
