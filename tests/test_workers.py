@@ -35,48 +35,39 @@ PROBE = textwrap.dedent('''
         def release(self):
             self.log.append("release")
 
-    def started(own, in_thread=False):
-        from tbconvert import arrowpool, workers
-        if own:
-            arrowpool.own_process()
-            arrowpool.block_pandas()
-        ctx = workers.context()
-        pool = workers.Workers(ctx, 1, ctx.Queue())
-        out = {}
-        def go():
-            pool.start()
-            out.update(pool.submit(probe).result(timeout=60))
-        if in_thread:
-            t = threading.Thread(target=go)
-            t.start()
-            t.join()
-        else:
-            go()
-        pool.stop()
-        return out
-
     def probe_item(_):
         return probe()
 
-    def kept(own, in_thread=False):
-        from tbconvert import arrowpool
+    def ask_process_pool():
+        from tbconvert import workers
+        ctx = workers.context()
+        pool = workers.Workers(ctx, 1, ctx.Queue())
+        pool.start()
+        return pool, lambda: pool.submit(probe).result(timeout=60)
+
+    def ask_kept_worker():
         from tbconvert.kept import KeptWorkers
+        pool = KeptWorkers(1)
+        pool.start()
+        return pool, lambda: (pool.send(0, probe_item, [None]), pool.receive(0)[0])[1]
+
+    def started(own, in_thread=False, kind=ask_process_pool):
+        from tbconvert import arrowpool
         if own:
             arrowpool.own_process()
             arrowpool.block_pandas()
-        pool = KeptWorkers(1)
-        out = {}
+        pools, out = [], {}
         def go():
-            pool.start()
-            pool.send(0, probe_item, [None])
-            out.update(pool.receive(0)[0])
+            pool, ask = kind()
+            pools.append(pool)
+            out.update(ask())
         if in_thread:
             t = threading.Thread(target=go)
             t.start()
             t.join()
         else:
             go()
-        pool.stop()
+        pools[0].stop()
         return out
 
     if __name__ == "__main__":
@@ -89,12 +80,13 @@ PROBE = textwrap.dedent('''
         workers.hold_over_forks(lock)
         result = {"library": started(False)}     # first: owning the process is for good
         result["lock_untouched"] = list(lock.log)
-        result["kept_library"] = kept(False)
+        result["kept_library"] = started(False, kind=ask_kept_worker)
         result.update(command=started(True), lock=list(lock.log),
                       command_from_a_thread=started(True, in_thread=True))
         lock.log.clear()
-        result.update(kept_command=kept(True), kept_lock=list(lock.log),
-                      kept_command_from_a_thread=kept(True, in_thread=True))
+        result.update(kept_command=started(True, kind=ask_kept_worker), kept_lock=list(lock.log),
+                      kept_command_from_a_thread=started(True, in_thread=True,
+                                                         kind=ask_kept_worker))
         print(json.dumps(result))
 ''')
 
