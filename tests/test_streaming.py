@@ -177,12 +177,79 @@ def test_spill_file_is_removed(tmp_path, tiny_blocks, monkeypatch):
 
     def put(self, piece, size):
         key = real_put(self, piece, size)
-        seen.append(self.path)
+        # an unnamed file (Linux) shows where it lies through the descriptor's link
+        seen.append(self.path or os.readlink(f"/proc/self/fd/{self._file.fileno()}"))
         return key
     monkeypatch.setattr(spill.PieceStore, "put", put)
     tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "o.parquet")
-    assert seen and all(p is not None and p.startswith(str(spill_dir)) for p in seen)
+    assert seen and all(p.startswith(str(spill_dir)) for p in seen)
     assert list(spill_dir.iterdir()) == []
+
+
+_SPILL_AND_WAIT = """
+import sys, time
+from tbconvert.formats.tfevents.spill import PieceStore
+store = PieceStore(limit=0, directory=sys.argv[1])
+store.put(b"x" * 100_000, 100_000)
+assert store._file is not None
+print("spilled", store.path, flush=True)
+time.sleep(120)
+"""
+
+
+def _unnamed_files_here(directory) -> bool:
+    file = spill._unnamed_file(str(directory))
+    if file is None:
+        return False
+    file.close()
+    return True
+
+
+def test_a_killed_process_leaves_no_spill_file(tmp_path):
+    """Killed with SIGKILL (the OOM killer's way), a process can clean nothing up: its spill
+    file has no name, so nothing of it stays in the temporary directory."""
+    import signal
+    if not _unnamed_files_here(tmp_path):
+        pytest.skip("no unnamed temporary files on this system")
+    proc = subprocess.Popen([sys.executable, "-c", _SPILL_AND_WAIT, str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout.readline().split() == ["spilled", "None"]
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("how", ["unnamed", "named", "copied"])
+def test_a_store_handed_to_another_process_names_its_file(tmp_path, monkeypatch, how):
+    """A store crosses to another process by its file's path: an unnamed file gets a name
+    then (linked, or copied where it cannot be), and the receiver reads every piece back
+    and removes it."""
+    import pickle
+    if how == "named":
+        monkeypatch.setattr(spill, "_unnamed_file", lambda directory: None)
+    elif how == "copied":
+        def no_link(*a, **k):
+            raise OSError(18, "Invalid cross-device link")
+        monkeypatch.setattr(os, "link", no_link)
+    store = spill.PieceStore(limit=1000, directory=str(tmp_path))
+    pieces = [np.arange(k * 100, dtype=np.float64) for k in range(1, 6)]
+    keys = [store.put(p, p.nbytes) for p in pieces]
+    assert store._file is not None
+    if how != "named" and store.path is None:
+        assert list(tmp_path.iterdir()) == []
+    handed = pickle.dumps(store)
+    (name,) = list(tmp_path.iterdir())
+    assert name.name.startswith("tbconvert-run-") and name.name.endswith(".spill")
+    store._file.close()     # the sender is done with it
+    received = pickle.loads(handed)
+    assert received.path == str(name)
+    for key, piece in zip(keys, pieces, strict=True):
+        assert np.array_equal(received.take(key), piece)
+    received.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_not_event_data_is_an_error(tmp_path):
@@ -299,3 +366,25 @@ def test_only_tensors_of_one_dtype_and_inner_shape_are_packed():
                   [(2, np.zeros((2, 3), f32))], [None], [(1, np.float32(1))],
                   [(1, np.array([b"x"], dtype=object))]):
         assert assemble._ragged(pts + other) is None
+
+
+def _spilled_store(directory: str):
+    """In a worker process: a store whose pieces went to its file, returned to the caller."""
+    store = spill.PieceStore(limit=0, directory=directory)
+    for k in range(3):
+        store.put(np.full(1000, k, dtype=np.int64), 8000)
+    return store
+
+
+def test_a_spilled_store_comes_back_from_a_worker_process(tmp_path):
+    """What parallel reading does with a large run's files: the store a worker filled is
+    returned to the leading process, which reads its pieces and removes the file."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        store = pool.submit(_spilled_store, str(tmp_path)).result(timeout=120)
+    (name,) = list(tmp_path.iterdir())          # named to be handed over, and only that
+    assert store.path == str(name)
+    assert [int(store.take(k)[0]) for k in range(3)] == [0, 1, 2]
+    store.close()
+    assert list(tmp_path.iterdir()) == []

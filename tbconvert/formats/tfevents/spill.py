@@ -5,6 +5,11 @@ them are written (pickled, numpy buffers out of band) to one temporary file,
 so a run of any size costs a bounded amount of memory. Each piece is read
 back once, by key, and the file is removed on :meth:`PieceStore.close` (or
 when the store is collected).
+
+Where the system allows it (Linux), the file has no name: it goes with the
+process however that ends, also killed (by the OOM killer, say), where a
+named file would stay in the temporary directory for good. It gets a name
+only to be handed to another process (see ``__getstate__``).
 """
 
 from __future__ import annotations
@@ -12,9 +17,48 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import uuid
 import weakref
 
 SPILL_AT = 32 << 20
+
+
+def _unnamed_file(directory: str | None):
+    """A temporary file without a name in ``directory`` (None where the system or the
+    file system cannot make one)."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        fd = os.open(directory or tempfile.gettempdir(), flag | os.O_RDWR, 0o600)
+    except OSError:
+        return None
+    return os.fdopen(fd, "w+b")
+
+
+def _name(file, directory: str | None) -> str:
+    """Give the unnamed ``file`` a name in ``directory`` (a copy where it cannot be linked)."""
+    directory = directory or tempfile.gettempdir()
+    file.flush()
+    for _ in range(100):
+        path = os.path.join(directory, f"tbconvert-run-{uuid.uuid4().hex[:12]}.spill")
+        try:
+            procs = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.link(str(file.fileno()), path, src_dir_fd=procs, follow_symlinks=True)
+            finally:
+                os.close(procs)
+            return path
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+    fd, path = tempfile.mkstemp(prefix="tbconvert-run-", suffix=".spill", dir=directory)
+    with os.fdopen(fd, "wb") as out:
+        file.seek(0)
+        while block := file.read(1 << 20):
+            out.write(block)
+    return path
 
 
 def _remove(path: str) -> None:
@@ -71,10 +115,12 @@ class PieceStore:
     def _open(self):
         if self._file is None:
             if self.path is None:
-                fd, self.path = tempfile.mkstemp(prefix="tbconvert-run-", suffix=".spill",
-                                                 dir=self.directory)
-                self._finalizer = weakref.finalize(self, _remove, self.path)
-                self._file = os.fdopen(fd, "w+b")
+                self._file = _unnamed_file(self.directory)
+                if self._file is None:
+                    fd, self.path = tempfile.mkstemp(prefix="tbconvert-run-", suffix=".spill",
+                                                     dir=self.directory)
+                    self._finalizer = weakref.finalize(self, _remove, self.path)
+                    self._file = os.fdopen(fd, "w+b")
             else:
                 self._file = open(self.path, "r+b")
         return self._file
@@ -105,6 +151,8 @@ class PieceStore:
     def __getstate__(self):
         if self._file is not None:
             self._file.flush()
+            if self.path is None:
+                self.path = _name(self._file, self.directory)
         if self._finalizer is not None:
             self._finalizer.detach()
         return {"limit": self.limit, "directory": self.directory, "path": self.path,
