@@ -143,7 +143,7 @@ def test_tbdev_export_from_s3_to_s3(store, bucket, tmp_path):
     proc = tbconvert_cli("tbdev-export", f"s3://{bucket}/exports", "-o", f"s3://{bucket}/logs")
     assert proc.returncode == 0, proc.stderr
     assert f"s3://{bucket}/logs" in proc.stderr
-    assert "tbconvert-src-" not in proc.stderr + proc.stdout   # staging paths never shown
+    assert "tbconvert-fetched-" not in proc.stderr + proc.stdout   # staging paths never shown
     local = tmp_path / "local"
     assert tbconvert_cli("tbdev-export", FIXTURES / "tbdev_export", "-o", local).returncode == 0
     got = download(store, f"s3://{bucket}/logs", tmp_path / "got")
@@ -311,13 +311,16 @@ def test_throttling_that_does_not_stop_is_one_line(store, bucket):
 @pytest.mark.slow
 @pytest.mark.parametrize("dst, to", [("x.parquet", None), ("x.h5", None),
                                      ("logs", "tfevents"), ("dataset", "parquet")])
-def test_killed_midway_leaves_nothing_under_the_final_name(store, bucket, dst, to):
-    """The conversion is killed (SIGKILL) while its upload is in flight."""
+def test_killed_midway_leaves_nothing_under_the_final_name(store, bucket, dst, to, tmp_path):
+    """The conversion is killed (SIGKILL) while its upload is in flight. The local directory
+    it built the output in stays behind, and the next command that makes one removes it."""
     final = f"s3://{bucket}/out/{dst}"
     rule = store.proxy.add(Rule(lambda m, p, q: m in ("PUT", "POST")
                                 and p.startswith(f"/{bucket}/out/"), stall=True))
     args = ["convert", FIXTURES / "torch_logdir", final] + (["--to", to] if to else [])
-    proc = subprocess.Popen([*cli_argv(), *map(str, args)], env=cli_env(),
+    local_tmp = tmp_path / "tmp"
+    local_tmp.mkdir()
+    proc = subprocess.Popen([*cli_argv(), *map(str, args)], env=cli_env(TMPDIR=str(local_tmp)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert rule.hit.wait(120), "the upload never started"
@@ -329,11 +332,13 @@ def test_killed_midway_leaves_nothing_under_the_final_name(store, bucket, dst, t
             proc.wait()
         rule.release.set()
     assert keys(store, final) == []
+    assert [p.name.startswith("tbconvert-built-") for p in local_tmp.iterdir()] == [True]
     # the same conversion run again succeeds (nothing stale blocks it)
     store.proxy.clear()
-    ok = tbconvert_cli(*args)
+    ok = tbconvert_cli(*args, env_extra={"TMPDIR": str(local_tmp)})
     assert ok.returncode == 0, ok.stderr
     assert keys(store, final)
+    assert list(local_tmp.iterdir()) == []
 
 
 def test_interrupted_directory_commit_starts_only_after_every_upload(store, bucket):

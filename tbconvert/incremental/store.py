@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
+from tbconvert import scratch
 from tbconvert.errors import OutputExistsError, TbconvertError, UsageError
 from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.incremental.files import PENDING_PREFIX, pending_name
@@ -59,7 +58,7 @@ class StoreDataset:
                              "not the bucket itself)")
         self.names: dict[str, int] = {}
         self.uploaded: list[str] = []
-        self.stage = Path(tempfile.mkdtemp(prefix="tbconvert-sync-"))
+        self.stage = scratch.make(scratch.SYNC_STAGE)
         from tbconvert import remote
         remote.publish(self.stage, self.url)
 
@@ -190,7 +189,7 @@ class StoreDataset:
             pass
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.stage, ignore_errors=True)
+        scratch.remove(self.stage)
 
 
 class StoreLock(Lock):

@@ -18,11 +18,9 @@ for single files too, finished by a move.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
-from pathlib import Path
 
+from tbconvert import scratch
 from tbconvert.errors import OutputExistsError, TbconvertError, UsageError
 from tbconvert.output import _PENDING, TMP_MARK
 from tbconvert.remote import failures
@@ -57,7 +55,7 @@ class DestStage:
                     f"{url} exists and is a {'directory' if self.kind == 'directory' else 'file'}"
                     f"; refusing to replace it with a {'directory' if directory else 'file'}; "
                     "remove it first")
-        self.tmp = Path(tempfile.mkdtemp(prefix="tbconvert-out-"))
+        self.tmp = scratch.make(scratch.BUILT)
         self.local = self.tmp / basename(url)
         parent, _, name = self.root.rpartition("/")
         self._temporary = f"{parent}/.{name}{TMP_MARK}{uuid.uuid4().hex[:12]}"
@@ -160,4 +158,4 @@ class DestStage:
     def _finish(self) -> None:
         self._done = True
         _PENDING.discard(self)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        scratch.remove(self.tmp)

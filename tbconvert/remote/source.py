@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path, PurePosixPath
 
+from tbconvert import scratch
 from tbconvert.errors import FormatError, OutputError
 from tbconvert.remote import failures
 from tbconvert.remote.urls import basename, filesystem, protocol
@@ -72,7 +72,7 @@ class SourceStage:
         self.report = report
         self.fs, self.root = filesystem(url, storage_options)
         self.proto = protocol(url)
-        self.tmp = Path(tempfile.mkdtemp(prefix="tbconvert-src-"))
+        self.tmp = scratch.make(scratch.FETCHED)
         name = basename(url)
         self.local = self.tmp / (name if _safe_rel(name) else "source")
         self.single = False
@@ -214,4 +214,4 @@ class SourceStage:
                 self.progress.advance(end - start)
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        scratch.remove(self.tmp)
