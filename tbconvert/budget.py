@@ -76,16 +76,21 @@ def inflate_limit(file_bytes: int) -> int:
 
 
 def json_depth(obj) -> int:
-    """Nesting depth of a parsed JSON value (iterative: no recursion on deep input)."""
-    depth, stack = 0, [(obj, 1)]
-    while stack:
-        item, d = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            depth = max(depth, d)
-            if d <= MAX_JSON_DEPTH:
-                stack.extend((x, d + 1) for x in item if isinstance(x, (dict, list)))
+    """Nesting depth of a value ``json.loads`` gave (objects and arrays; a scalar is 0),
+    counted no further than one level past :data:`MAX_JSON_DEPTH`. Level by level, without
+    recursion; only the containers of each level are kept (a sync reads a manifest of
+    thousands of values on every round)."""
+    depth, level = 0, [obj] if type(obj) is dict or type(obj) is list else []
+    while level and depth <= MAX_JSON_DEPTH:
+        depth += 1
+        deeper: list = []
+        keep = deeper.append
+        for item in level:
+            for value in item.values() if type(item) is dict else item:
+                kind = type(value)
+                if kind is dict or kind is list:
+                    keep(value)
+        level = deeper
     return depth
 
 
