@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -13,6 +14,13 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from helpers import FIXTURES  # noqa: E402
+
+# The tests send Ctrl-C (SIGINT) to this process and to the commands it starts, as a terminal
+# does. A shell starts a background job (``.ci/run &``, ``nohup``) with SIGINT ignored, which
+# Python then leaves ignored and every child inherits: Ctrl-C would do nothing, and the tests
+# of what it does would fail for how they were launched. Set it up as a terminal has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
