@@ -90,3 +90,8 @@ class StorageError(TbconvertError):
     bucket, unreachable endpoint, throttling that outlasted the retries)."""
 
     exit_code = 11
+
+
+# What reading a run may raise that is not the run's fault: these end the whole conversion
+# instead of costing that run alone (the places that read one run at a time let them through).
+NOT_A_RUNS_FAULT = (KeyboardInterrupt, MemoryError, OutputError, MissingDependencyError)

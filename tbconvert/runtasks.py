@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbconvert.errors import OutputError, UsageError
+from tbconvert.errors import NOT_A_RUNS_FAULT, OutputError, UsageError
 from tbconvert.formats.base import Options, cores, source_size
 from tbconvert.report import Issue, Report
 
@@ -129,7 +129,7 @@ def _convert_run(task: RunTask) -> RunResult:
     progress = _progress()
     try:
         asm = reader.read_run(task.name, [Path(f) for f in task.files], progress=progress)
-    except (KeyboardInterrupt, MemoryError, OutputError):
+    except NOT_A_RUNS_FAULT:
         raise
     except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
         reader.report_unreadable_run(task.name, exc)

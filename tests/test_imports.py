@@ -157,8 +157,10 @@ def test_event_files_need_neither_pyarrow_nor_h5py(tmp_path):
 
 
 def test_a_missing_protobuf_is_named_as_the_package_to_install():
-    """The event-file reader imports ``google.protobuf``: without it, one line naming the
-    package pip knows (protobuf), not the module's first name."""
+    """The event-file reader needs ``google.protobuf`` for the records its decoders without
+    protobuf leave (this run's hparams), and asks for it only then: without it, one line
+    naming the package pip knows (protobuf), not the module's first name, and not a run
+    skipped as unreadable."""
     done = _without(("google",), "info", FIXTURES / "tf2_logdir" / "hparams" / "trial_0")
     assert done.returncode == 7, done.stderr
     assert done.stderr.count("\n") == 1, done.stderr

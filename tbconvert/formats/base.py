@@ -267,21 +267,26 @@ class deferred:
         self.name = name
 
     def __get__(self, obj, owner):
-        import importlib
+        # Only the format that needs a library fails without it: telling a logdir's
+        # format, or converting it to event files, never asks for pyarrow or h5py.
         module, cls = self.target.split(":")
-        try:
-            loaded = importlib.import_module(module)
-        except ImportError as exc:
-            # Only the format that needs a library fails without it: telling a logdir's
-            # format, or converting it to event files, never asks for pyarrow or h5py.
-            library = (exc.name or "").split(".")[0]
-            if not library or library == "tbconvert":
-                raise
-            raise MissingDependencyError(
-                _missing(owner.name, DISTRIBUTIONS.get(library, library), exc)) from None
-        value = getattr(loaded, cls)
+        value = getattr(dependency(module, owner.name), cls)
         setattr(owner, self.name, value)
         return value
+
+
+def dependency(module: str, fmt: str):
+    """``module`` imported for the format named ``fmt``; a library of tbconvert's that does not
+    import is a :class:`MissingDependencyError` naming the package to install."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        library = (exc.name or "").split(".")[0]
+        if not library or library == "tbconvert":
+            raise
+        raise MissingDependencyError(
+            _missing(fmt, DISTRIBUTIONS.get(library, library), exc)) from None
 
 
 def _missing(fmt: str, library: str, exc: ImportError) -> str:

@@ -161,6 +161,11 @@ class RunAssembler:
             bt = self._block[tag] = _BlockTag()
             if tag not in self.info:
                 self.info[tag] = _TagInfo(seq)
+        # a block's decoders hand points over out of read order: a tag's place among the
+        # series is its earliest record, whichever decoder read it
+        info = self.info[tag]
+        if seq < info.first_seq:
+            info.first_seq = seq
         return bt
 
     def point(self, seq: int, step: int, wall: float, tag: str, point) -> None:

@@ -171,9 +171,11 @@ def _string_vector(buf: bytes, start: int, end: int):
     return head, strings[-1]
 
 
-def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, rest: np.ndarray):
-    """Decode what it can of the records ``rest``; returns ``(columns, still rest)``."""
-    if len(rest) < MIN_GROUP:
+def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, rest: np.ndarray,
+           min_group: int = MIN_GROUP):
+    """Decode what it can of the records ``rest``; returns ``(columns, still rest)``.
+    ``min_group``: the fewest records worth a template."""
+    if len(rest) < min_group:
         return [], rest
     data = np.frombuffer(buf, dtype=np.uint8)
     pending = np.ones(len(rest), dtype=bool)
@@ -181,7 +183,7 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, rest: np.ndarray
     failures = 0
     for _ in range(MAX_TEMPLATES + 4):
         todo = np.flatnonzero(pending)
-        if len(todo) < MIN_GROUP or failures >= 4:
+        if len(todo) < min_group or failures >= 4:
             break
         i = int(rest[todo[0]])
         template = learn(buf[int(starts[i]):int(starts[i] + lengths[i])])
@@ -195,7 +197,7 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, rest: np.ndarray
             pending[todo[0]] = False
             continue
         matched = todo[hit]
-        if len(matched) < MIN_GROUP:
+        if len(matched) < min_group:
             pending[todo[0]] = False
             failures += 1
             continue

@@ -64,10 +64,17 @@ def metadata_from_proto(md) -> Metadata:
 
 
 def _metadata_from_proto(md) -> Metadata:
-    return Metadata(plugin_name=md.plugin_data.plugin_name,
-                    plugin_content=bytes(md.plugin_data.content),
-                    display_name=md.display_name, description=md.summary_description,
-                    data_class=DataClass(md.data_class) if md.data_class in (0, 1, 2, 3)
+    return metadata_from_fields(md.plugin_data.plugin_name, bytes(md.plugin_data.content),
+                                md.display_name, md.summary_description, md.data_class)
+
+
+def metadata_from_fields(plugin_name: str, content: bytes, display_name: str, description: str,
+                         data_class: int) -> Metadata:
+    """The model's metadata of a SummaryMetadata's fields (a data class TensorBoard does not
+    know is unknown)."""
+    return Metadata(plugin_name=plugin_name, plugin_content=content, display_name=display_name,
+                    description=description,
+                    data_class=DataClass(data_class) if data_class in (0, 1, 2, 3)
                     else DataClass.UNKNOWN)
 
 

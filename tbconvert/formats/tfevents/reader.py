@@ -17,18 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from tbconvert import dtypes as dt
 from tbconvert import sourcefiles
-from tbconvert.errors import CorruptDataError, OutputError, TbconvertError
-from tbconvert.formats.base import Progress, Reader, cores, source_size
+from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, TbconvertError
+from tbconvert.formats.base import Progress, Reader, cores, dependency, source_size
 from tbconvert.formats.tfevents import (
     blob_templates,
     event_files,
     histo_records,
     legacy,
     records,
+    small_messages,
     summary_templates,
 )
 from tbconvert.formats.tfevents.assemble import RunAssembler
@@ -41,9 +41,12 @@ _SESSION_START = 1
 _NOT_A_HEADER = "bad length checksum"
 
 
-def _event_class():
-    from tensorboard.compat.proto import event_pb2
-    return event_pb2.Event
+def _protobuf():
+    """protobuf's Event class and the errors its decoding raises (costly to import: only for
+    what the decoders without protobuf leave)."""
+    message = dependency("google.protobuf.message", "tfevents")
+    event_pb2 = dependency("tensorboard.compat.proto.event_pb2", "tfevents")
+    return event_pb2.Event, (message.DecodeError, RuntimeError, ValueError)
 
 
 class FileState:
@@ -62,6 +65,10 @@ class FileState:
         self.last = None        # (offset, length) of the last valid record, frame included
         self.partial_tail = False   # the file ends inside a record still being written
 
+
+# Records a block's bulk decoders may leave that are still tried with templates learnt from one
+# record each (tens of microseconds apiece) before protobuf, whose import takes 15-20 ms.
+FEW_LEFT = 64
 
 # Below this much input, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
@@ -190,7 +197,7 @@ class TfeventsReader(Reader):
                 progress = RunProgress(self.options.progress)
                 try:
                     asm = self.read_run(name, files, progress=progress)
-                except (KeyboardInterrupt, MemoryError, OutputError):
+                except NOT_A_RUNS_FAULT:
                     raise
                 except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
                     self.report_unreadable_run(name, exc)
@@ -340,22 +347,36 @@ class TfeventsReader(Reader):
         state.end = sum(state.last)
         columns, rest = summary_templates.decode(buf, starts, lengths)
         blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)
-        # protobuf's Event class (costly to import) only for what the bulk
-        # decoders left: a sync of appended scalars never needs it
-        event_cls = _event_class() if len(rest) else None
+        if 0 < len(rest) <= FEW_LEFT:
+            # A few records left, such as a file's first step (written without its step
+            # field) or the short groups of a small file: templates learnt from them alone
+            # read them exactly and spare a short reading protobuf's import
+            more, rest = summary_templates.decode(buf, starts, lengths, only=rest, min_group=1)
+            more_blobs, rest = blob_templates.decode(buf, starts, lengths, rest, min_group=1)
+            columns += more
+            blob_columns += more_blobs
+        event_cls = decode_errors = None
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         histograms = self.value_hook is None     # a hook wants every value as protobuf's
         for i in rest.tolist():
             s, n = int(starts[i]), int(lengths[i])
+            version = small_messages.file_version(buf, s, s + n)
+            if version is not None:
+                if i < first[0]:
+                    first = (i, version[0])
+                asm.file_version(base + 2 * i, version[1])
+                continue
             histogram = histo_records.parse(buf, s, s + n) if histograms else None
             if histogram is not None:
                 if i < first[0]:
                     first = (i, histogram[0])
                 self._histogram(asm, base + 2 * i, histogram)
                 continue
+            if event_cls is None:
+                event_cls, decode_errors = _protobuf()
             try:
                 event = event_cls.FromString(buf[s:s + n])
-            except (DecodeError, RuntimeError, ValueError):
+            except decode_errors:
                 self.report.add("corrupt_record",
                                 f"{path}: record at byte {block.offset + s - records.HEADER}: "
                                 "checksums fine but not an Event; skipped",

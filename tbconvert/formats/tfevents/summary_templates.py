@@ -24,7 +24,8 @@ from functools import lru_cache
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.formats.tfevents import legacy
+from tbconvert.formats.base import dependency
+from tbconvert.formats.tfevents import legacy, small_messages
 from tbconvert.formats.tfevents.encode import read_varint
 from tbconvert.formats.tfevents.windows import windows
 from tbconvert.model import DataClass, Metadata
@@ -236,13 +237,17 @@ def _tensor_value(buf: bytes, start: int, end: int):
 
 
 @lru_cache(maxsize=1024)
-def _parse_metadata(raw: bytes):
-    """A SummaryMetadata parsed once per distinct serialization (None: protobuf rejects it)."""
-    from google.protobuf.message import DecodeError
-    from tensorboard.compat.proto import summary_pb2
+def _parse_metadata(raw: bytes) -> Metadata | None:
+    """The metadata of a SummaryMetadata serialization, read once per distinct one (None:
+    protobuf rejects it). Protobuf, costly to import, only for a form it alone reads."""
+    fields = small_messages.summary_metadata(raw)
+    if fields is not None:
+        return legacy.metadata_from_fields(*fields)
+    message = dependency("google.protobuf.message", "tfevents")
+    summary_pb2 = dependency("tensorboard.compat.proto.summary_pb2", "tfevents")
     try:
-        return summary_pb2.SummaryMetadata.FromString(raw)
-    except (DecodeError, RuntimeError, ValueError):
+        return legacy.metadata_from_proto(summary_pb2.SummaryMetadata.FromString(raw))
+    except (message.DecodeError, RuntimeError, ValueError):
         return None
 
 
@@ -252,10 +257,10 @@ def _metadata(tag: str, simple: bool, raw: bytes | None) -> Metadata | None:
         # TensorBoard's migration of simple_value: fresh scalars metadata, display name kept
         md = _parse_metadata(raw) if raw is not None else None
         return Metadata("scalars", b"", (md.display_name if md else "") or tag,
-                        md.summary_description if md else "", DataClass.SCALAR)
+                        md.description if md else "", DataClass.SCALAR)
     if raw is None:
         return None
-    return legacy.metadata_from_proto(_parse_metadata(raw))
+    return _parse_metadata(raw)
 
 
 def column_metadata(cols: TagColumns) -> Metadata | None:
@@ -263,19 +268,23 @@ def column_metadata(cols: TagColumns) -> Metadata | None:
     return _metadata(cols.tag, cols.simple, cols.metadata)
 
 
-def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
+def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray | None = None,
+           min_group: int = MIN_GROUP):
     """Split records into decoded columns and the indices left for protobuf.
 
     Returns ``(columns, rest)``: a list of :class:`TagColumns` (one per tag
     and field map; a multi-value map gives one per value, sharing ``index``)
     and a sorted int64 array of record indices that still need the general
-    decoder.
+    decoder. ``only``: the record indices to look at (default: all);
+    ``min_group``: the fewest records of one length worth a template.
     """
     data = np.frombuffer(buf, dtype=np.uint8)
     columns: list[TagColumns] = []
     rest = [np.zeros(0, np.int64)]
-    for length, members in _length_groups(lengths):
-        if len(members) < MIN_GROUP:
+    for length, members in _length_groups(lengths if only is None else lengths[only]):
+        if only is not None:
+            members = only[members]
+        if len(members) < min_group:
             rest.append(members)
             continue
         # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
@@ -285,7 +294,7 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray):
         for _ in range(MAX_TEMPLATES):
             todo = np.flatnonzero(pending)
             # records that are not templatable (legacy histograms...) tend to come in whole groups
-            if len(todo) < MIN_GROUP or failures >= MAX_FAILURES:
+            if len(todo) < min_group or failures >= MAX_FAILURES:
                 break
             first = todo[0]
             field_map = learn_field_map(rows[first].tobytes())
