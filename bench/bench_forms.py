@@ -9,12 +9,14 @@ library named (checked against ``fixtures/`` by tests/test_bench_generators.py).
 For each form, TensorBoard's plugin EventMultiplexer (every size guidance 0,
 purging on, as the dashboards load) reads the logdir once in this process;
 then tbconvert, in the same process, reads it as ``tbconvert info`` does and
-converts it to Parquet (best of two each), and ``tbconvert info`` runs once
-as a whole command (interpreter start and imports included). Besides wall
-times, the CPU time of this process (every thread) is taken for
-TensorBoard's read and for the conversion to Parquet: on a machine shared
-with other work, wall times swing with the load, CPU times much less. Prints
-a markdown table for bench/RESULTS.md.
+converts it to Parquet (best of two each). Then both run as whole commands,
+interpreter start and imports included: ``tbconvert info`` (best of three)
+and TensorBoard's same read in a Python process of its own (once), so that
+command is compared with command. Besides wall times, the CPU time of this
+process (every thread) is taken for TensorBoard's read and for the
+conversion to Parquet: on a machine shared with other work, wall times swing
+with the load, CPU times much less. Prints a markdown table for
+bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -66,11 +68,32 @@ def tensorboard_read(logdir: Path) -> tuple[float, int]:
     return time.perf_counter() - t, points
 
 
+# TensorBoard's read of tensorboard_read, as a program of its own
+_TENSORBOARD_PROGRAM = """
+import logging, sys
+from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+logging.getLogger("tensorboard").setLevel(logging.ERROR)
+mux = pem.EventMultiplexer(size_guidance={"tensors": 0}, tensor_size_guidance={},
+                           purge_orphaned_data=True)
+mux.AddRunsFromDirectory(sys.argv[1])
+mux.Reload()
+print(sum(len(mux.Tensors(run, tag)) for run, info in mux.Runs().items() for tag in info["tensors"]))
+"""
+
+
 def tbconvert_cmd(*args: str) -> float:
     """Seconds of one whole ``tbconvert`` command (interpreter start and imports included)."""
     env = dict(os.environ, PYTHONPATH=str(HERE.parent))
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "tbconvert", *args], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def tensorboard_cmd(logdir: Path) -> float:
+    """Seconds of TensorBoard's read as a whole process (interpreter start and imports included)."""
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _TENSORBOARD_PROGRAM, str(logdir)], check=True,
                    stdout=subprocess.DEVNULL)
     return time.perf_counter() - t
 
@@ -134,20 +157,25 @@ def main() -> None:
             assert read_all(logdir) == (count or read_all(logdir))
             info = best_of(2, read_all, logdir)
             parquet, parquet_cpu = best_of_both(2, to_parquet, logdir, tmp / f"{form}.parquet")
-            command = tbconvert_cmd("info", str(logdir))
-            rows.append((form, count or n, size, tb, info, parquet, command, tb_cpu, parquet_cpu))
+            command = min(tbconvert_cmd("info", str(logdir)) for _ in range(3))
+            tb_command = float("nan") if args.skip_tensorboard else tensorboard_cmd(logdir)
+            rows.append((form, count or n, size, tb, info, parquet, command, tb_command, tb_cpu,
+                         parquet_cpu))
             print(f"{form}: {count or n} points, {size / 1e6:.1f} MB, TensorBoard {tb:.2f} s "
                   f"(CPU {tb_cpu:.2f} s), read {info:.2f} s, parquet {parquet:.2f} s "
-                  f"(CPU {parquet_cpu:.2f} s), info command {command:.2f} s",
-                  file=sys.stderr, flush=True)
+                  f"(CPU {parquet_cpu:.2f} s), info command {command:.2f} s, TensorBoard "
+                  f"command {tb_command:.2f} s", file=sys.stderr, flush=True)
             shutil.rmtree(logdir)
     print("| form | points | event files (MB) | EventMultiplexer (s) | tbconvert read (s) | ratio "
-          "| → Parquet (s) | ratio | `tbconvert info` command (s) | ratio "
-          "| CPU: EventMultiplexer (s) | CPU: → Parquet (s) | CPU ratio |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for form, n, size, tb, info, parquet, command, tb_cpu, parquet_cpu in rows:
+          "| → Parquet (s) | ratio | `tbconvert info` command (s) | ratio | TensorBoard as a "
+          "command (s) | command ratio | CPU: EventMultiplexer (s) | CPU: → Parquet (s) "
+          "| CPU ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: | ---: |")
+    for form, n, size, tb, info, parquet, command, tb_command, tb_cpu, parquet_cpu in rows:
         print(f"| {LABELS[form]} | {n:,} | {size / 1e6:.1f} | {tb:.2f} | {info:.2f} | {tb / info:.1f}× "
               f"| {parquet:.2f} | {tb / parquet:.1f}× | {command:.2f} | {tb / command:.1f}× "
+              f"| {tb_command:.2f} | {tb_command / command:.1f}× "
               f"| {tb_cpu:.2f} | {parquet_cpu:.2f} | {tb_cpu / parquet_cpu:.1f}× |")
 
 

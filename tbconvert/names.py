@@ -18,7 +18,6 @@ A backslash would not do: exports read it as a Windows path separator.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -71,6 +70,7 @@ def _part_bytes(part: str) -> bytes:
 
 
 def _digest(name: str) -> str:
+    import hashlib  # only names that cannot be used as they are: every command imports this module
     return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

@@ -9,7 +9,6 @@ classes, so telling a format by suffix imports no format's libraries.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +87,7 @@ def record(name: str) -> FormatRecord:
     """The record of format ``name``; a did-you-mean error for unknown names."""
     rec = _RECORDS.get(name)
     if rec is None:
+        import difflib  # only for a name that is not a format's
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise FormatError(f"unknown format {name!r}.{hint} Known: {', '.join(names())}")

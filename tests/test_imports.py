@@ -62,6 +62,20 @@ def test_info_on_event_files_loads_no_archive_library():
     assert not loaded["pyarrow"] and not loaded["h5py"] and not loaded["pandas"], loaded
 
 
+@pytest.mark.parametrize("run", ["torch_logdir/multi/losses_train", "tensorboardx_logdir/run_b/compare/x"])
+def test_info_on_plain_scalars_loads_what_reading_needs(run):
+    """A short command's time is mostly its start: ``info`` on the scalar files PyTorch and
+    tensorboardX write loads no protobuf (their records, the version record first, are read
+    without it), nor what only writers (the host's name, blob ids), names that cannot be
+    used as they are (their digest) or a mistyped format (its suggestion) need."""
+    probe = command("info", FIXTURES / run, "-j", "1") + (
+        "\nimport sys\nprint(sorted(m for m in ('google.protobuf', 'tensorboard', 'socket', "
+        "'hashlib', 'difflib', 'uuid') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=CLI_CWD, env=cli_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
 def test_event_files_to_hdf5_loads_no_pyarrow(tmp_path):
     loaded = loaded_after(command("convert", FIXTURES / "torch_logdir", tmp_path / "o.h5",
                                   "-j", "1"))

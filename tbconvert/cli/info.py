@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
 
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
 from tbconvert.cli.text import shown
@@ -25,6 +24,7 @@ def add_arguments(p) -> None:
 def _time(t) -> str:
     if t is None or t != t:
         return "-"
+    from datetime import datetime, timezone  # the table only, not --json
     try:
         return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     except (OverflowError, OSError, ValueError):

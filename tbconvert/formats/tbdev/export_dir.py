@@ -10,7 +10,6 @@ directly into the export root instead.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import re
@@ -75,6 +74,7 @@ def tensor_file_name(first_wall_time: float, taken: set[str]) -> str:
 
 def blob_id(seed: str, run: str, tag: str, point: int, index: int) -> str:
     """A deterministic 22-character URL-safe id, like the service's opaque blob ids."""
+    import hashlib  # writing exports only: telling any source's format imports this module
     digest = hashlib.sha256(
         json.dumps([seed, run, tag, point, index]).encode("utf-8")).digest()[:16]
     return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")

@@ -6,7 +6,6 @@ The rules are TensorBoard's (docs/format-notes.md, "Event files, runs and their 
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 from tbconvert import sourcefiles
@@ -53,6 +52,7 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
 
 
 def host_name() -> str:
+    import socket  # only writers name files after the host: reading stays without it
     host = socket.gethostname() or "localhost"
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in host)[:64] or "localhost"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
-import uuid
 import weakref
 
 SPILL_AT = 32 << 20
@@ -38,6 +37,7 @@ def _unnamed_file(directory: str | None):
 
 def _name(file, directory: str | None) -> str:
     """Give the unnamed ``file`` a name in ``directory`` (a copy where it cannot be linked)."""
+    import uuid  # a spill handed to another process only
     directory = directory or tempfile.gettempdir()
     file.flush()
     for _ in range(100):
