@@ -9,6 +9,7 @@ the installed wheel from a copy of ``tests/`` (``tests/run-installed.sh``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import subprocess
@@ -123,3 +124,29 @@ def parquet_codecs(source) -> set[str]:
     meta = pq.ParquetFile(source).metadata
     return {meta.row_group(g).column(c).compression
             for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+
+
+@contextlib.contextmanager
+def protobuf_only():
+    """Event files read record by record through protobuf and the legacy migration: the bulk
+    decoders, the templates of one record for a block's last few records and the small
+    messages read without protobuf all switched off (the oracle those paths are checked
+    against)."""
+    import pytest
+
+    from tbconvert.formats.tfevents import blob_templates, reader, small_messages, summary_templates
+    caches = (summary_templates._parse_metadata, summary_templates._metadata)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(summary_templates, "MIN_GROUP", 1 << 62)
+    mp.setattr(blob_templates, "MIN_GROUP", 1 << 62)
+    mp.setattr(reader, "FEW_LEFT", 0)
+    mp.setattr(small_messages, "file_version", lambda *args: None)
+    mp.setattr(small_messages, "summary_metadata", lambda raw: None)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        yield
+    finally:
+        mp.undo()
+        for cache in caches:
+            cache.cache_clear()

@@ -2,7 +2,7 @@
 
 Every layout the bulk path accepts is checked against the same files read with
 the bulk path switched off (every record through protobuf and the legacy
-migration), on real writers' files, the benchmark generators' forms and
+migration: ``helpers.protobuf_only``), on real writers' files, the benchmark generators' forms and
 hypothesis-generated events.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import BENCH, FIXTURES, LOGDIRS, on_path
+from helpers import BENCH, FIXTURES, LOGDIRS, on_path, protobuf_only
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import canonical, tb_view
@@ -42,10 +42,8 @@ def _snapshot(logdir: Path) -> dict:
     return out
 
 
-def _protobuf_only(monkeypatch, logdir: Path) -> dict:
-    with monkeypatch.context() as m:
-        m.setattr(summary_templates, "MIN_GROUP", 1 << 62)
-        m.setattr(blob_templates, "MIN_GROUP", 1 << 62)
+def _protobuf_only(logdir: Path) -> dict:
+    with protobuf_only():
         return _snapshot(logdir)
 
 
@@ -66,7 +64,7 @@ def _bulk_share(logdir: Path) -> float:
                                   "histo_tf2", "histo_legacy", "images_legacy", "images_tf2", "mixed"])
 def test_generated_forms_bulk_equals_protobuf(form, tmp_path, monkeypatch):
     writers.write_form(form, tmp_path / form, 400)
-    assert _snapshot(tmp_path / form) == _protobuf_only(monkeypatch, tmp_path / form)
+    assert _snapshot(tmp_path / form) == _protobuf_only(tmp_path / form)
     if form != "histo_legacy":
         assert _bulk_share(tmp_path / form) > 0.9
 
@@ -107,7 +105,15 @@ def _repeat_records(src: Path, dst: Path, times: int) -> None:
 def test_real_writers_records_bulk_equals_protobuf(name, tmp_path, monkeypatch):
     """Real writers' exact records, each repeated so that the bulk path takes them."""
     _repeat_records(FIXTURES / name, tmp_path, summary_templates.MIN_GROUP + 1)
-    assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
+    assert _snapshot(tmp_path) == _protobuf_only(tmp_path)
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_real_writers_files_as_they_are_equal_protobuf(name):
+    """The fixtures as written, a few records a tag: what the bulk decoders leave goes to
+    templates of one record, the version records and metadata to ``small_messages``, every
+    plugin's records among them (text, hparams, images, audio, graphs)."""
+    assert _snapshot(FIXTURES / name) == _protobuf_only(FIXTURES / name)
 
 
 def test_real_tf2_scalar_and_histogram_records_take_the_bulk_path(tmp_path):
@@ -136,7 +142,7 @@ def test_first_metadata_wins_between_layouts(tmp_path, monkeypatch):
             ev = event_pb2.Event.FromString(writers.tf2_scalar_event(step, 10.0 + i, "x", i / 7))
             ev.summary.value[0].metadata.display_name = "first" if i < 40 else "later"
             f.add(ev.SerializeToString())
-    assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
+    assert _snapshot(tmp_path) == _protobuf_only(tmp_path)
     assert tbconvert.read(tmp_path, restarts="keep-all").series["r"]["x"].metadata.display_name == "first"
 
 
@@ -237,12 +243,7 @@ def test_random_events_bulk_equals_protobuf(events, seed, version, tmp_path_fact
                     _value(ev, v, rng)
                 f.add(ev.SerializeToString())
     fast = _snapshot(logdir)
-    mp = pytest.MonkeyPatch()
-    try:
-        slow = _protobuf_only(mp, logdir)
-    finally:
-        mp.undo()
-    assert fast == slow
+    assert fast == _protobuf_only(logdir)
 
 
 @pytest.mark.parametrize("code,np_dtype", _DTYPES)
@@ -258,7 +259,7 @@ def test_every_dtype_and_shape_bulk_equals_protobuf(code, np_dtype, shape, tmp_p
             ev = event_pb2.Event(step=i, wall_time=1.0 + i)
             _value(ev, spec, rng)
             f.add(ev.SerializeToString())
-    assert _snapshot(tmp_path) == _protobuf_only(monkeypatch, tmp_path)
+    assert _snapshot(tmp_path) == _protobuf_only(tmp_path)
     if 0 not in shape and code != 10:  # bool stays with protobuf (see summary_templates)
         assert _bulk_share(tmp_path) > 0.9
 
@@ -292,12 +293,7 @@ def test_random_blob_events_bulk_equals_protobuf(tag, form, head, sizes, meta, s
                 raw = ev.SerializeToString()
             f.add(raw)
     fast = _snapshot(logdir)
-    mp = pytest.MonkeyPatch()
-    try:
-        slow = _protobuf_only(mp, logdir)
-    finally:
-        mp.undo()
-    assert fast == slow
+    assert fast == _protobuf_only(logdir)
 
 
 # -- record framing and legacy histograms -------------------------------------------------------

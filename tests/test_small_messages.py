@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import BENCH, on_path
+from helpers import BENCH, on_path, protobuf_only
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -218,18 +218,8 @@ def test_a_logdir_reads_the_same_with_and_without_protobuf(tmp_path_factory, eve
     logdir = tmp_path_factory.mktemp("small") / "logs"
     _logdir(logdir, raws)
     fast = tbconvert.read(logdir, restarts="keep-all")
-    mp = pytest.MonkeyPatch()
-    mp.setattr(small_messages, "file_version", lambda *a: None)
-    mp.setattr(small_messages, "summary_metadata", lambda raw: None)
-    mp.setattr(summary_templates, "MIN_GROUP", 10**9)
-    summary_templates._parse_metadata.cache_clear()
-    summary_templates._metadata.cache_clear()
-    try:
+    with protobuf_only():
         slow = tbconvert.read(logdir, restarts="keep-all")
-    finally:
-        mp.undo()
-        summary_templates._parse_metadata.cache_clear()
-        summary_templates._metadata.cache_clear()
     assert _view(fast) == _view(slow)
 
 
