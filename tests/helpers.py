@@ -150,3 +150,23 @@ def protobuf_only():
         mp.undo()
         for cache in caches:
             cache.cache_clear()
+
+
+def same_float(a: float, b: float) -> bool:
+    """Equal as stored: NaN equals NaN, and -0.0 is not 0.0."""
+    import math
+    return (math.isnan(a) and math.isnan(b)) or a == b and math.copysign(1, a) == math.copysign(1, b)
+
+
+def edited(raw: bytes, edits) -> bytes:
+    """``raw`` with ``edits`` made in turn: ``(op, at, byte)``, op one of "flip" (XOR the byte
+    at ``at``, taken modulo the length, with ``byte`` or 1), "insert" and "delete"."""
+    b = bytearray(raw)
+    for op, at, byte in edits:
+        if op == "insert":
+            b.insert(at % (len(b) + 1), byte)
+        elif op == "flip" and len(b):
+            b[at % len(b)] ^= byte or 1
+        elif len(b):
+            del b[at % len(b)]
+    return bytes(b)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from helpers import edited, same_float
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -34,10 +33,6 @@ def _histo_events(draw) -> bytes:
     return ev.SerializeToString()
 
 
-def _same_float(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or a == b and math.copysign(1, a) == math.copysign(1, b)
-
-
 def _check_against_protobuf(raw: bytes) -> bool:
     """Whether the record was taken; when it was, its fields are protobuf's."""
     got = histo_records.parse(raw, 0, len(raw))
@@ -49,8 +44,8 @@ def _check_against_protobuf(raw: bytes) -> bool:
     assert value.WhichOneof("value") == "histo" and not value.HasField("metadata")
     assert not value.node_name
     wall, step, tag, lo, hi, limits, counts = got
-    assert _same_float(wall, ev.wall_time) and step == ev.step and tag == value.tag
-    assert _same_float(lo, value.histo.min) and _same_float(hi, value.histo.max)
+    assert same_float(wall, ev.wall_time) and step == ev.step and tag == value.tag
+    assert same_float(lo, value.histo.min) and same_float(hi, value.histo.max)
     assert limits.tobytes() == np.array(value.histo.bucket_limit, dtype="<f8").tobytes()
     assert counts.tobytes() == np.array(value.histo.bucket, dtype="<f8").tobytes()
     migrated = legacy.migrated_histogram(limits, counts, lo, hi)
@@ -74,16 +69,7 @@ def test_histogram_events_as_protobuf_writes_them(raw):
 def test_any_other_bytes_are_left_to_protobuf_or_read_as_it_reads_them(raw, edits):
     """Bytes changed anywhere: the record is either left to protobuf (None) or read to the
     very values protobuf reads."""
-    b = bytearray(raw)
-    for op, at, byte in edits:
-        at %= len(b) + (op == "insert")
-        if op == "flip" and len(b):
-            b[at % len(b)] ^= byte or 1
-        elif op == "insert":
-            b.insert(at, byte)
-        elif len(b):
-            del b[at % len(b)]
-    raw = bytes(b)
+    raw = edited(raw, edits)
     try:
         event_pb2.Event.FromString(raw)
     except Exception:  # noqa: BLE001 - protobuf refuses them: so must this reader

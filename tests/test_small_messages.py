@@ -4,13 +4,12 @@ short reading of the real writers' files never loads protobuf."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from helpers import BENCH, on_path, protobuf_only
+from helpers import BENCH, edited, on_path, protobuf_only, same_float
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -22,18 +21,6 @@ from tbconvert.model import Metadata
 
 _text = st.text(max_size=8)
 _maybe_float = st.one_of(st.just(0.0), st.floats(allow_nan=True, allow_infinity=True, width=64))
-
-
-def _edited(raw: bytes, edits) -> bytes:
-    b = bytearray(raw)
-    for op, at, byte in edits:
-        if op == "insert":
-            b.insert(at % (len(b) + 1), byte)
-        elif op == "flip" and len(b):
-            b[at % len(b)] ^= byte or 1
-        elif len(b):
-            del b[at % len(b)]
-    return bytes(b)
 
 
 _edits = st.lists(st.tuples(st.sampled_from(["flip", "insert", "delete"]),
@@ -51,10 +38,6 @@ def _version_events(draw) -> bytes:
     return ev.SerializeToString()
 
 
-def _same_float(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or a == b and math.copysign(1, a) == math.copysign(1, b)
-
-
 def _version_as_protobuf(raw: bytes) -> bool:
     """Whether the record was taken; when it was, it is protobuf's version event."""
     got = small_messages.file_version(raw, 0, len(raw))
@@ -62,7 +45,7 @@ def _version_as_protobuf(raw: bytes) -> bool:
         return False
     ev = event_pb2.Event.FromString(raw)
     assert ev.WhichOneof("what") == "file_version"
-    assert _same_float(got[0], ev.wall_time) and got[1] == ev.file_version
+    assert same_float(got[0], ev.wall_time) and got[1] == ev.file_version
     return True
 
 
@@ -75,13 +58,20 @@ def test_version_events_as_protobuf_writes_them(raw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_version_events(), _edits)
 def test_other_version_bytes_are_left_to_protobuf_or_read_as_it_reads_them(raw, edits):
-    raw = _edited(raw, edits)
+    _left_to_protobuf_or_read_as_it_reads(edited(raw, edits), event_pb2.Event,
+                                          lambda raw: small_messages.file_version(raw, 0, len(raw)),
+                                          _version_as_protobuf)
+
+
+def _left_to_protobuf_or_read_as_it_reads(raw: bytes, message, ours, as_protobuf) -> None:
+    """Bytes changed anywhere: refused by protobuf, so by ``ours`` too; otherwise left to
+    protobuf (None) or read to the values protobuf reads (``as_protobuf`` checks)."""
     try:
-        event_pb2.Event.FromString(raw)
+        message.FromString(raw)
     except Exception:  # noqa: BLE001 - protobuf refuses them: so must this reader
-        assert small_messages.file_version(raw, 0, len(raw)) is None
+        assert ours(raw) is None
         return
-    _version_as_protobuf(raw)
+    as_protobuf(raw)
 
 
 def _version_variants() -> list[tuple[str, bytes]]:
@@ -142,13 +132,8 @@ def test_metadata_as_protobuf_writes_it(raw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_metadata(), _edits)
 def test_other_metadata_bytes_are_left_to_protobuf_or_read_as_it_reads_them(raw, edits):
-    raw = _edited(raw, edits)
-    try:
-        summary_pb2.SummaryMetadata.FromString(raw)
-    except Exception:  # noqa: BLE001 - protobuf refuses them: so must this reader
-        assert small_messages.summary_metadata(raw) is None
-        return
-    _metadata_as_protobuf(raw)
+    _left_to_protobuf_or_read_as_it_reads(edited(raw, edits), summary_pb2.SummaryMetadata,
+                                          small_messages.summary_metadata, _metadata_as_protobuf)
 
 
 @pytest.mark.parametrize("raw", [

@@ -6,6 +6,8 @@ for the value, so a whole column becomes one uint8 matrix.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from tbconvert import dtypes as dt
@@ -38,6 +40,40 @@ def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
         if shift > 63:
             break
     raise ValueError("bad varint")
+
+
+def read_field(buf, pos: int, end: int, key: int) -> tuple[int, int]:
+    """The bounds of the length-delimited field whose key byte is ``key`` at ``pos``, or
+    (-1, -1) when another field (or none) is there or its length runs past ``end``."""
+    if pos >= end or buf[pos] != key:
+        return -1, -1
+    length, pos = read_varint(buf, pos + 1, end)
+    if pos + length > end:
+        return -1, -1
+    return pos, pos + length
+
+
+_F64 = struct.Struct("<d")
+_WALL, _STEP = 0x09, 0x10     # Event.wall_time (double), Event.step (varint)
+
+
+def event_head(buf, pos: int, end: int) -> tuple[float, int, int] | None:
+    """``(wall_time, step, where the next field starts)`` of an ``Event`` in ``buf[pos:end]``,
+    each of the two fields read if it is there (protobuf leaves out zeros); None for a step
+    past 64 bits. ValueError for a varint that runs past ``end``."""
+    wall, step = 0.0, 0
+    if pos < end and buf[pos] == _WALL:
+        if pos + 9 > end:
+            return None
+        wall = _F64.unpack_from(buf, pos + 1)[0]
+        pos += 9
+    if pos < end and buf[pos] == _STEP:
+        step, pos = read_varint(buf, pos + 1, end)
+        if step >= 1 << 64:
+            return None
+        if step >= 1 << 63:
+            step -= 1 << 64
+    return wall, step, pos
 
 
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)

@@ -15,11 +15,11 @@ import struct
 
 import numpy as np
 
-from tbconvert.formats.tfevents.encode import read_varint
+from tbconvert.formats.tfevents.encode import event_head, read_field
 
 _F64 = struct.Struct("<d")
-# Event fields
-_WALL, _STEP, _SUMMARY = 0x09, 0x10, 0x2A
+# Event.summary
+_SUMMARY = 0x2A
 # Summary.value, Value.tag, Value.histo
 _VALUE, _TAG, _HISTO = 0x0A, 0x0A, 0x2A
 # HistogramProto: min, max, num, sum, sum_squares (doubles), bucket_limit, bucket (packed)
@@ -27,16 +27,6 @@ _MIN, _MAX = 0x09, 0x11
 _DOUBLES = (0x09, 0x11, 0x19, 0x21, 0x29)
 _LIMITS, _COUNTS = 0x32, 0x3A
 _EMPTY = np.zeros(0, dtype=np.float64)
-
-
-def _field(buf, pos: int, end: int, key: int) -> tuple[int, int]:
-    """The bounds of the length-delimited field ``key`` at ``pos``, or (-1, -1)."""
-    if pos >= end or buf[pos] != key:
-        return -1, -1
-    length, pos = read_varint(buf, pos + 1, end)
-    if pos + length > end:
-        return -1, -1
-    return pos, pos + length
 
 
 def parse(buf, start: int, end: int):
@@ -49,33 +39,25 @@ def parse(buf, start: int, end: int):
 
 
 def _event(buf, pos: int, end: int):
-    wall, step = 0.0, 0
-    if pos < end and buf[pos] == _WALL:
-        if pos + 9 > end:
-            return None
-        wall = _F64.unpack_from(buf, pos + 1)[0]
-        pos += 9
-    if pos < end and buf[pos] == _STEP:
-        step, pos = read_varint(buf, pos + 1, end)
-        if step >= 1 << 64:
-            return None
-        if step >= 1 << 63:
-            step -= 1 << 64
-    pos, stop = _field(buf, pos, end, _SUMMARY)
+    head = event_head(buf, pos, end)
+    if head is None:
+        return None
+    wall, step, pos = head
+    pos, stop = read_field(buf, pos, end, _SUMMARY)
     if stop != end:
         return None
-    pos, stop = _field(buf, pos, end, _VALUE)
+    pos, stop = read_field(buf, pos, end, _VALUE)
     if stop != end:
         return None
     tag = ""
-    at, stop = _field(buf, pos, end, _TAG)
+    at, stop = read_field(buf, pos, end, _TAG)
     if at >= 0:
         try:
             tag = bytes(buf[at:stop]).decode("utf-8")
         except UnicodeDecodeError:
             return None
         pos = stop
-    pos, stop = _field(buf, pos, end, _HISTO)
+    pos, stop = read_field(buf, pos, end, _HISTO)
     if stop != end:
         return None
     found = _histogram(buf, pos, end)
@@ -106,7 +88,7 @@ def _histogram(buf, pos: int, end: int):
             pos += 9
     arrays = []
     for key in (_LIMITS, _COUNTS):
-        at, stop = _field(buf, pos, end, key)
+        at, stop = read_field(buf, pos, end, key)
         if at < 0:
             arrays.append(_EMPTY)
             continue

@@ -11,35 +11,27 @@ goes to protobuf, so what is read is what protobuf would have read.
 
 from __future__ import annotations
 
-import struct
+from tbconvert.formats.tfevents.encode import event_head, read_field
 
-from tbconvert.formats.tfevents.encode import read_varint
-
-_F64 = struct.Struct("<d")
-# Event: wall_time (double), step (varint), file_version (string), source_metadata (message)
-_WALL, _STEP, _FILE_VERSION, _SOURCE_METADATA = 0x09, 0x10, 0x1A, 0x52
-# SourceMetadata.writer; SummaryMetadata: plugin_data, display_name, summary_description,
-# data_class (varint); PluginData: plugin_name, content
-_WRITER = 0x0A
+# Event.file_version, Event.source_metadata; SourceMetadata.writer
+_FILE_VERSION, _SOURCE_METADATA, _WRITER = 0x1A, 0x52, 0x0A
+# SummaryMetadata: plugin_data, display_name, summary_description, data_class (varint);
+# PluginData: plugin_name, content
 _PLUGIN_DATA, _DISPLAY_NAME, _DESCRIPTION, _DATA_CLASS = 0x0A, 0x12, 0x1A, 0x20
 _PLUGIN_NAME, _CONTENT = 0x0A, 0x12
+_BAD = object()     # a field that is there but that protobuf would refuse
 
 
-def _field(buf, pos: int, end: int, key: int) -> tuple[int, int]:
-    """The bounds of the length-delimited field ``key`` at ``pos``, or (-1, -1)."""
-    if pos >= end or buf[pos] != key:
-        return -1, -1
-    length, pos = read_varint(buf, pos + 1, end)
-    if pos + length > end:
-        return -1, -1
-    return pos, pos + length
-
-
-def _text(buf, start: int, stop: int) -> str | None:
+def _text(buf, pos: int, end: int, key: int) -> tuple[object, int]:
+    """The string field ``key`` at ``pos`` if it is there ("" if not), and where the next
+    field starts; ``_BAD`` for one that is not UTF-8."""
+    at, stop = read_field(buf, pos, end, key)
+    if at < 0:
+        return "", pos
     try:
-        return bytes(buf[start:stop]).decode("utf-8")
+        return bytes(buf[at:stop]).decode("utf-8"), stop
     except UnicodeDecodeError:
-        return None
+        return _BAD, stop
 
 
 def file_version(buf, start: int, end: int) -> tuple[float, str] | None:
@@ -52,33 +44,21 @@ def file_version(buf, start: int, end: int) -> tuple[float, str] | None:
 
 
 def _file_version(buf, pos: int, end: int) -> tuple[float, str] | None:
-    wall = 0.0
-    if pos < end and buf[pos] == _WALL:
-        if pos + 9 > end:
-            return None
-        wall = _F64.unpack_from(buf, pos + 1)[0]
-        pos += 9
-    if pos < end and buf[pos] == _STEP:
-        _, pos = read_varint(buf, pos + 1, end)     # the version event's step is not used
-    at, stop = _field(buf, pos, end, _FILE_VERSION)
-    if at < 0:
+    head = event_head(buf, pos, end)     # the version event's step is not used
+    if head is None:
         return None
-    version = _text(buf, at, stop)
-    if version is None:
+    wall, _, pos = head
+    if read_field(buf, pos, end, _FILE_VERSION)[0] < 0:
         return None
-    pos = stop
-    at, stop = _field(buf, pos, end, _SOURCE_METADATA)
+    version, pos = _text(buf, pos, end, _FILE_VERSION)
+    at, stop = read_field(buf, pos, end, _SOURCE_METADATA)
     if at >= 0:
         # not kept, but protobuf would refuse a malformed one: only a plain one is passed over
-        writer_at, writer_stop = _field(buf, at, stop, _WRITER)
-        if writer_at >= 0:
-            if _text(buf, writer_at, writer_stop) is None:
-                return None
-            at = writer_stop
-        if at != stop:
+        writer, at = _text(buf, at, stop, _WRITER)
+        if writer is _BAD or at != stop:
             return None
         pos = stop
-    if pos != end:
+    if version is _BAD or pos != end:
         return None
     return wall, version
 
@@ -94,32 +74,20 @@ def summary_metadata(raw: bytes) -> tuple[str, bytes, str, str, int] | None:
 
 def _summary_metadata(buf, pos: int, end: int):
     plugin_name, content = "", b""
-    at, stop = _field(buf, pos, end, _PLUGIN_DATA)
+    at, stop = read_field(buf, pos, end, _PLUGIN_DATA)
     if at >= 0:
-        name_at, name_stop = _field(buf, at, stop, _PLUGIN_NAME)
-        if name_at >= 0:
-            plugin_name = _text(buf, name_at, name_stop)
-            if plugin_name is None:
-                return None
-            at = name_stop
-        content_at, content_stop = _field(buf, at, stop, _CONTENT)
+        plugin_name, at = _text(buf, at, stop, _PLUGIN_NAME)
+        content_at, content_stop = read_field(buf, at, stop, _CONTENT)
         if content_at >= 0:
             content = bytes(buf[content_at:content_stop])
             at = content_stop
         if at != stop:
             return None
         pos = stop
-    texts = []
-    for key in (_DISPLAY_NAME, _DESCRIPTION):
-        at, stop = _field(buf, pos, end, key)
-        if at < 0:
-            texts.append("")
-            continue
-        text = _text(buf, at, stop)
-        if text is None:
-            return None
-        texts.append(text)
-        pos = stop
+    display_name, pos = _text(buf, pos, end, _DISPLAY_NAME)
+    description, pos = _text(buf, pos, end, _DESCRIPTION)
+    if _BAD in (plugin_name, display_name, description):
+        return None
     data_class = 0
     if pos < end and buf[pos] == _DATA_CLASS:
         # an enum is an int32: protobuf keeps the low 32 bits of a longer varint; only the
@@ -130,4 +98,4 @@ def _summary_metadata(buf, pos: int, end: int):
         pos += 2
     if pos != end:
         return None
-    return plugin_name, content, texts[0], texts[1], data_class
+    return plugin_name, content, display_name, description, data_class
