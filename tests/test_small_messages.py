@@ -208,14 +208,35 @@ def test_a_logdir_reads_the_same_with_and_without_protobuf(tmp_path_factory, eve
     assert _view(fast) == _view(slow)
 
 
+def test_a_large_record_left_over_goes_to_protobuf_uncopied(tmp_path, monkeypatch):
+    """A lone large record (a model's graph) is never copied to learn a template from it."""
+    from tbconvert.formats.tfevents import blob_templates, reader
+    graph = event_pb2.Event(wall_time=2.0, step=0, graph_def=b"\x0a" * (reader.FEW_LEFT_BYTES + 1))
+    raws = [graph.SerializeToString(), _scalar_event("a", 1, 0.5, None)]
+    _logdir(tmp_path / "logs", raws)
+    learnt = []
+    for module in (summary_templates, blob_templates):
+        monkeypatch.setattr(module, "_learn", lambda buf, real=module._learn: (
+            learnt.append(len(buf)), real(buf))[1])
+    fast = tbconvert.read(tmp_path / "logs", restarts="keep-all")
+    assert learnt and max(learnt) < reader.FEW_LEFT_BYTES
+    with protobuf_only():
+        slow = tbconvert.read(tmp_path / "logs", restarts="keep-all")
+    assert _view(fast) == _view(slow) and "__run_graph__" in fast.series["."]
+
+
 def _view(data) -> list:
     out = []
     for run, series in data.series.items():
         for tag, s in series.items():
+            if hasattr(s, "tensors"):
+                payload = [(a.dtype.str, a.shape, a.tobytes()) for a in s.tensors]
+            elif hasattr(s, "values"):
+                payload = s.values.tobytes()
+            else:
+                payload = (s.offsets.tobytes(), [bytes(b) for b in s.blobs])
             out.append((run, tag, s.metadata, s.steps.tolist(), s.wall_times.tobytes(),
-                        None if s.hidden is None else s.hidden.tolist(),
-                        [(a.dtype.str, a.shape, a.tobytes()) for a in s.tensors]
-                        if hasattr(s, "tensors") else s.values.tobytes()))
+                        None if s.hidden is None else s.hidden.tolist(), payload))
     return out
 
 

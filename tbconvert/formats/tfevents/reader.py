@@ -67,8 +67,10 @@ class FileState:
 
 
 # Records a block's bulk decoders may leave that are still tried with templates learnt from one
-# record each (tens of microseconds apiece) before protobuf, whose import takes 15-20 ms.
+# record each (tens of microseconds apiece) before protobuf, whose import takes 15-20 ms; and
+# the largest record tried so (learning copies it).
 FEW_LEFT = 64
+FEW_LEFT_BYTES = 1 << 20
 
 # Below this much input, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
@@ -350,11 +352,15 @@ class TfeventsReader(Reader):
         if 0 < len(rest) <= FEW_LEFT:
             # A few records left, such as a file's first step (written without its step
             # field) or the short groups of a small file: templates learnt from them alone
-            # read them exactly and spare a short reading protobuf's import
-            more, rest = summary_templates.decode(buf, starts, lengths, only=rest, min_group=1)
-            more_blobs, rest = blob_templates.decode(buf, starts, lengths, rest, min_group=1)
+            # read them exactly and spare a short reading protobuf's import. Not a large one
+            # (a model's graph): learning copies the record, and there is nothing to gain.
+            small = lengths[rest] <= FEW_LEFT_BYTES
+            more, left = summary_templates.decode(buf, starts, lengths, only=rest[small],
+                                                  min_group=1)
+            more_blobs, left = blob_templates.decode(buf, starts, lengths, left, min_group=1)
             columns += more
             blob_columns += more_blobs
+            rest = np.sort(np.concatenate((left, rest[~small])))
         event_cls = decode_errors = None
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         histograms = self.value_hook is None     # a hook wants every value as protobuf's
