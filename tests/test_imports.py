@@ -181,6 +181,24 @@ def test_a_missing_protobuf_is_named_as_the_package_to_install():
     assert "needs protobuf" in done.stderr and "pip install protobuf," in done.stderr, done.stderr
 
 
+def test_the_tbparse_reader_without_protobuf_names_it_too():
+    """The tbparse-compatible reader, whose every value goes through protobuf: without it, the
+    same missing-dependency error, not each directory skipped as unreadable."""
+    program = _WITHOUT.replace(
+        "from tbconvert.cli import main\nsys.exit(main(sys.argv[1:]))\n",
+        "from tbconvert.errors import MissingDependencyError\n"
+        "from tbconvert.tbparse import SummaryReader\n"
+        "try:\n"
+        "    SummaryReader(sys.argv[1]).scalars\n"
+        "except MissingDependencyError as exc:\n"
+        "    print('missing:', exc)\n")
+    assert program != _WITHOUT
+    done = subprocess.run([sys.executable, "-c", program, "google",
+                           str(FIXTURES / "tf2_logdir" / "hparams" / "trial_0")],
+                          cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert "missing:" in done.stdout and "needs protobuf" in done.stdout, done.stdout + done.stderr
+
+
 def test_an_install_without_dependencies_is_told_all_it_lacks(monkeypatch):
     """Installed without its dependencies (``pip install --no-deps``, or into another Python
     than the ``pip`` on the PATH), tbconvert names the Python it runs under and every missing

@@ -27,6 +27,7 @@ import numpy as np
 
 from tbconvert import api
 from tbconvert import dtypes as dt
+from tbconvert.errors import MissingDependencyError
 from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import BlobSequenceSeries, Metadata, ScalarSeries, TensorSeries
@@ -225,7 +226,8 @@ def read_dir(files: list[Path], per_file: bool, report: Report, label: str,
                 td.chunks.append(chunk)
                 td.seqs.append(pack(seq))
                 del chunk, seq
-        except (KeyboardInterrupt, MemoryError):
+        except (KeyboardInterrupt, MemoryError, MissingDependencyError):
+            # protobuf loads when a record first needs it: missing, it fails every directory
             raise
         except Exception as exc:  # noqa: BLE001 - one unreadable directory costs only itself
             report.add("unreadable_run", f"{label}: could not be read ({exc}); skipped", run=label)
