@@ -53,6 +53,18 @@ def read_field(buf, pos: int, end: int, key: int) -> tuple[int, int]:
     return pos, pos + length
 
 
+def read_text(buf, pos: int, end: int, key: int) -> tuple[str | None, int]:
+    """The string field ``key`` at ``pos`` if it is there ("" if not), and where the next
+    field starts; None for one that is not UTF-8 (protobuf refuses it)."""
+    at, stop = read_field(buf, pos, end, key)
+    if at < 0:
+        return "", pos
+    try:
+        return bytes(buf[at:stop]).decode("utf-8"), stop
+    except UnicodeDecodeError:
+        return None, stop
+
+
 _F64 = struct.Struct("<d")
 _WALL, _STEP = 0x09, 0x10     # Event.wall_time (double), Event.step (varint)
 

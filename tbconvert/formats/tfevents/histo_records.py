@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 
-from tbconvert.formats.tfevents.encode import event_head, read_field
+from tbconvert.formats.tfevents.encode import event_head, read_field, read_text
 
 _F64 = struct.Struct("<d")
 # Event.summary
@@ -49,14 +49,9 @@ def _event(buf, pos: int, end: int):
     pos, stop = read_field(buf, pos, end, _VALUE)
     if stop != end:
         return None
-    tag = ""
-    at, stop = read_field(buf, pos, end, _TAG)
-    if at >= 0:
-        try:
-            tag = bytes(buf[at:stop]).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        pos = stop
+    tag, pos = read_text(buf, pos, end, _TAG)
+    if tag is None:
+        return None
     pos, stop = read_field(buf, pos, end, _HISTO)
     if stop != end:
         return None

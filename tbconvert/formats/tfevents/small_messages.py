@@ -11,7 +11,7 @@ goes to protobuf, so what is read is what protobuf would have read.
 
 from __future__ import annotations
 
-from tbconvert.formats.tfevents.encode import event_head, read_field
+from tbconvert.formats.tfevents.encode import event_head, read_field, read_text
 
 # Event.file_version, Event.source_metadata; SourceMetadata.writer
 _FILE_VERSION, _SOURCE_METADATA, _WRITER = 0x1A, 0x52, 0x0A
@@ -19,19 +19,6 @@ _FILE_VERSION, _SOURCE_METADATA, _WRITER = 0x1A, 0x52, 0x0A
 # PluginData: plugin_name, content
 _PLUGIN_DATA, _DISPLAY_NAME, _DESCRIPTION, _DATA_CLASS = 0x0A, 0x12, 0x1A, 0x20
 _PLUGIN_NAME, _CONTENT = 0x0A, 0x12
-_BAD = object()     # a field that is there but that protobuf would refuse
-
-
-def _text(buf, pos: int, end: int, key: int) -> tuple[object, int]:
-    """The string field ``key`` at ``pos`` if it is there ("" if not), and where the next
-    field starts; ``_BAD`` for one that is not UTF-8."""
-    at, stop = read_field(buf, pos, end, key)
-    if at < 0:
-        return "", pos
-    try:
-        return bytes(buf[at:stop]).decode("utf-8"), stop
-    except UnicodeDecodeError:
-        return _BAD, stop
 
 
 def file_version(buf, start: int, end: int) -> tuple[float, str] | None:
@@ -50,15 +37,15 @@ def _file_version(buf, pos: int, end: int) -> tuple[float, str] | None:
     wall, _, pos = head
     if read_field(buf, pos, end, _FILE_VERSION)[0] < 0:
         return None
-    version, pos = _text(buf, pos, end, _FILE_VERSION)
+    version, pos = read_text(buf, pos, end, _FILE_VERSION)
     at, stop = read_field(buf, pos, end, _SOURCE_METADATA)
     if at >= 0:
         # not kept, but protobuf would refuse a malformed one: only a plain one is passed over
-        writer, at = _text(buf, at, stop, _WRITER)
-        if writer is _BAD or at != stop:
+        writer, at = read_text(buf, at, stop, _WRITER)
+        if writer is None or at != stop:
             return None
         pos = stop
-    if version is _BAD or pos != end:
+    if version is None or pos != end:
         return None
     return wall, version
 
@@ -76,7 +63,7 @@ def _summary_metadata(buf, pos: int, end: int):
     plugin_name, content = "", b""
     at, stop = read_field(buf, pos, end, _PLUGIN_DATA)
     if at >= 0:
-        plugin_name, at = _text(buf, at, stop, _PLUGIN_NAME)
+        plugin_name, at = read_text(buf, at, stop, _PLUGIN_NAME)
         content_at, content_stop = read_field(buf, at, stop, _CONTENT)
         if content_at >= 0:
             content = bytes(buf[content_at:content_stop])
@@ -84,9 +71,9 @@ def _summary_metadata(buf, pos: int, end: int):
         if at != stop:
             return None
         pos = stop
-    display_name, pos = _text(buf, pos, end, _DISPLAY_NAME)
-    description, pos = _text(buf, pos, end, _DESCRIPTION)
-    if _BAD in (plugin_name, display_name, description):
+    display_name, pos = read_text(buf, pos, end, _DISPLAY_NAME)
+    description, pos = read_text(buf, pos, end, _DESCRIPTION)
+    if None in (plugin_name, display_name, description):
         return None
     data_class = 0
     if pos < end and buf[pos] == _DATA_CLASS:
