@@ -22,16 +22,38 @@ if TYPE_CHECKING:  # numpy loads with the model, once data is read (not for --he
 
 
 def make_options(*, runs=None, tags=None, **kw) -> Options:
-    """Options from plain values; regex strings are compiled with a clear error."""
+    """Options from plain values, each checked with a clear error; regex strings are compiled."""
     def compile_(what, value):
         if value is None or isinstance(value, re.Pattern):
             return value
+        if not isinstance(value, str):
+            raise UsageError(f"--{what} takes one regular expression (a str such as "
+                             f"'loss|accuracy'), not {type(value).__name__}")
         try:
             return re.compile(value)
         except re.error as exc:
             raise UsageError(f"--{what} {value!r} is not a valid regular expression: {exc}") from None
+    _check_keywords(kw)
     check_jobs(kw.get("jobs", 1))
+    if "restarts" in kw:
+        from tbconvert import restarts
+        restarts.check(kw["restarts"])
     return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
+
+
+def _check_keywords(kw: dict) -> None:
+    """A misspelt keyword is a TypeError, as Python gives, but naming what is taken."""
+    import dataclasses
+    known = {f.name for f in dataclasses.fields(Options)}
+    unknown = sorted(set(kw) - known)
+    if unknown:
+        import difflib
+        taken = sorted(known | {"from_format", "to_format", "format", "report", "options",
+                                "scheduler"})
+        close = difflib.get_close_matches(unknown[0], taken, n=1, cutoff=0.3)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}{hint}; the options are "
+                        f"{', '.join(sorted(known))}")
 
 
 def check_jobs(jobs) -> None:
@@ -70,11 +92,12 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     report = report if report is not None else Report()
     if format:
         fmt = registry.get(format)
+        registry.check_suffix(path, fmt.name)
     elif remote.is_remote(path):
         try:
             fmt = registry.detect_destination(Path(remote.basename(path)))
         except FormatError as exc:
-            raise FormatError(f"{path}: {str(exc).split(': ', 1)[-1]}") from None
+            raise FormatError(f"{path}: {exc.cli_message().split(': ', 1)[-1]}") from None
     else:
         fmt = registry.detect_destination(Path(path))
     if fmt.writer is None:
@@ -170,8 +193,9 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
         assert not report.lost
 
     Keyword arguments are those of :class:`~tbconvert.formats.base.Options`
-    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``jobs``,
-    ``storage_options``), or pass a ready ``options`` object. ``src`` and ``dst`` may be
+    (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``ignore_checksum``,
+    ``jobs``, ``storage_options``, and ``wide`` for CSV), or pass a ready ``options``
+    object. ``to_format`` must agree with ``dst``'s suffix, if it has one. ``src`` and ``dst`` may be
     fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N``
     reads event-file runs in N processes (``0``: one per core; the default ``1`` starts
     none, so a script needs no ``if __name__ == "__main__"`` guard); the output is the same

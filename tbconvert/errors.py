@@ -6,8 +6,31 @@ record or line) involved and what to do.
 
 from __future__ import annotations
 
+import re
+
 # Messages name the command-line option; Python callers are told the keyword argument.
-_PYTHON_WORDING = {"--force": "force=True"}
+# (--storage-option stays: its KEY=VALUE form only exists on the command line.)
+_PYTHON_WORDING = {
+    "--force": "force=True",
+    "--allow-pickle": "allow_pickle=True",
+    "--ignore-checksum": "ignore_checksum=True",
+    "--restarts keep-all": "restarts='keep-all'",
+    "--restarts": "restarts",
+    "--wide": "wide=True",
+    "--runs": "runs",
+    "--tags": "tags",
+    "--jobs": "jobs",
+    "--to": "to_format",
+    "--from": "from_format",
+    "--scheduler": "scheduler",
+}
+_OPTION = re.compile("|".join(re.escape(option) + r"(?![\w-])"
+                              for option in sorted(_PYTHON_WORDING, key=len, reverse=True)))
+
+
+def python_wording(text: str) -> str:
+    """``text`` with each command-line option named as a Python caller passes it."""
+    return _OPTION.sub(lambda m: _PYTHON_WORDING[m.group(0)], text)
 
 # Functions every message passes through before it is shown: object-store sources and
 # destinations are staged in local temporary directories, and a message must name the
@@ -31,10 +54,15 @@ class TbconvertError(Exception):
         return text
 
     def __str__(self) -> str:
-        text = self.cli_message()
-        for option, keyword in _PYTHON_WORDING.items():
-            text = text.replace(option, keyword)
-        return text
+        return python_wording(self.cli_message())
+
+
+def in_words(exc: BaseException) -> str:
+    """An exception as a line of a report: a tbconvert error's own message, in the command
+    line's words as every report line is, anything else with its type."""
+    if isinstance(exc, TbconvertError):
+        return exc.cli_message()
+    return f"{type(exc).__name__}: {exc}"
 
 
 class UsageError(TbconvertError):

@@ -120,6 +120,18 @@ def suffix_format(path: Path) -> str | None:
     return None
 
 
+def check_suffix(dst, to_format: str | None) -> None:
+    """``--to csv x.parquet`` would write a CSV file under a Parquet name: refuse it."""
+    named = suffix_format(dst)
+    if to_format not in _RECORDS or named is None or named == to_format:
+        return
+    wanted = suffixes(to_format)
+    fix = (f"name it {' or '.join(wanted)}" if wanted
+           else f"{to_format} writes a directory: choose a name without that suffix")
+    raise UsageError(f"{dst}: the name says {named} but --to is {to_format}; {fix}, "
+                     "or leave out --to")
+
+
 def suffixes(name: str) -> tuple[str, ...]:
     """The suffixes that name format ``name`` (none for formats told by content)."""
     rec = _RECORDS.get(name)

@@ -102,7 +102,7 @@ def test_jobs_reads_every_run(tmp_path, always_parallel):
 
 @pytest.mark.parametrize("jobs", [-1, 1.5, "2", True])
 def test_bad_jobs_is_a_usage_error(jobs, tmp_path):
-    with pytest.raises(UsageError, match="--jobs"):
+    with pytest.raises(UsageError, match="^jobs must be a whole number of processes"):
         tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "o.parquet", jobs=jobs)
 
 

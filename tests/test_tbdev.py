@@ -283,7 +283,7 @@ def _pickled_text_export(tmp_path: Path) -> Path:
 
 def test_pickled_npz_is_refused_without_opt_in(tmp_path):
     d = _pickled_text_export(tmp_path)
-    with pytest.raises(UnsupportedError, match="--allow-pickle") as info:
+    with pytest.raises(UnsupportedError, match="allow_pickle=True") as info:
         load_tbdev(d)
     assert "1795299211.678016.npz" in str(info.value)
     assert info.value.exit_code == 5

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from tbconvert import registry
 from tbconvert.cli.common import add_reading, add_scheduler, add_selection, add_writing, finish, options_from
-from tbconvert.errors import UsageError
 from tbconvert.report import Report
 
 NAME = "convert"
@@ -24,20 +23,8 @@ def add_arguments(p) -> None:
     add_scheduler(p)
 
 
-def check_suffix(dst: str, to_format: str | None) -> None:
-    """``--to csv x.parquet`` would write a CSV file under a Parquet name: refuse it."""
-    named = registry.suffix_format(dst)
-    if to_format not in registry.names() or named is None or named == to_format:
-        return
-    wanted = registry.suffixes(to_format)
-    fix = (f"name it {' or '.join(wanted)}" if wanted
-           else f"{to_format} writes a directory: choose a name without that suffix")
-    raise UsageError(f"{dst}: the name says {named} but --to is {to_format}; {fix}, "
-                     "or leave out --to")
-
-
 def run(args, ui) -> int:
-    check_suffix(args.dst, args.to_format)
+    registry.check_suffix(args.dst, args.to_format)  # before the source is read
     from tbconvert import api
     report = Report()
     api.convert(args.src, args.dst, from_format=args.from_format, to_format=args.to_format,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from tbconvert.errors import CorruptDataError, MissingDependencyError
+from tbconvert.errors import CorruptDataError, MissingDependencyError, UsageError
 from tbconvert.report import Report
 from tbconvert.restarts import Restarts
 
@@ -199,6 +199,8 @@ class Writer(abc.ABC):
       every run goes through this writer.
     * ``staged_on_cluster``: a ``"staged"`` writer whose runs may be staged by the workers of
       a Dask cluster (``--scheduler``).
+    * ``writes_wide``: the format has a wide form (``Options.wide``); the others refuse it
+      rather than quietly write their one form.
     """
 
     keeps_hidden: ClassVar[bool] = False
@@ -206,8 +208,12 @@ class Writer(abc.ABC):
     takes_hidden_witness: ClassVar[bool] = False
     run_parts: str | None = None
     staged_on_cluster: ClassVar[bool] = True
+    writes_wide: ClassVar[bool] = False
 
     def __init__(self, path: Path, options: Options, report: Report) -> None:
+        if options.wide and not self.writes_wide:
+            raise UsageError(f"{path}: --wide is a form of CSV tables only; this format keeps "
+                             "one row per point (leave out --wide)")
         self.path = Path(path)
         self.options = options
         self.report = report

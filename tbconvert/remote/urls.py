@@ -51,7 +51,11 @@ def is_remote(location) -> bool:
 
 
 def localize(location):
-    """``file://`` URLs as local paths; anything else unchanged."""
+    """``file://`` URLs as local paths; anything else unchanged. Every source and destination
+    a user names passes through here, so a value that is no location is refused here."""
+    if not isinstance(location, (str, os.PathLike)):
+        raise UsageError(f"expected a path (str or os.PathLike) or a URL, not "
+                         f"{type(location).__name__}")
     if is_url(location) and protocol(location) == "file":
         parts = urlsplit(location)
         if parts.netloc not in ("", "localhost"):

@@ -35,6 +35,7 @@ _OTHER_TOOLS = {"histograms": "tbconvert histograms", "images": "tbconvert media
 
 class CsvWriter(Writer):
     keeps_hidden = False  # hidden points arrive only with restarts="keep-all", then marked
+    writes_wide = True
 
     def __init__(self, path, options: Options, report: Report) -> None:
         super().__init__(path, options, report)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tbconvert import workers
-from tbconvert.errors import OutputError, TbconvertError
+from tbconvert.errors import OutputError, in_words
 from tbconvert.formats.base import source_size
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import RunData
@@ -95,7 +95,7 @@ def _read(root, options, name, files, spill_dir, detached=False):
     except OutputError as exc:   # no room for temporary files: the conversion fails
         result = exc
     except Exception as exc:  # noqa: BLE001 - reported as this run's failure
-        result = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
+        result = in_words(exc)
     counters = (reader.files_with_bytes, reader.valid_records, reader.damaged_event_files,
                 progress.size, progress.sent)
     return result, report.issues, counters

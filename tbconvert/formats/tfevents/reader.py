@@ -20,7 +20,7 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert import sourcefiles
-from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, TbconvertError
+from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, in_words
 from tbconvert.formats.base import Progress, Reader, cores, dependency, source_size
 from tbconvert.formats.tfevents import (
     blob_templates,
@@ -222,7 +222,7 @@ class TfeventsReader(Reader):
 
     def report_unreadable_run(self, name: str, exc: Exception) -> None:
         """A run that failed as a whole: reported, and the other runs go on."""
-        why = str(exc) if isinstance(exc, TbconvertError) else f"{type(exc).__name__}: {exc}"
+        why = in_words(exc)
         self.report.add("unreadable_run", f"{name}: could not be read ({why}); skipped, the "
                         "other runs were read", run=name)
 

@@ -1,0 +1,103 @@
+"""What the Python entry points refuse, and how they say it: the same values the command
+line refuses, in messages that name the keyword a Python caller passes."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import FIXTURES
+
+import tbconvert
+from tbconvert.cli import main
+from tbconvert.errors import FormatError, UsageError
+
+LOGDIR = FIXTURES / "torch_logdir"
+
+
+def test_a_format_that_disagrees_with_the_name_is_refused_before_writing(tmp_path):
+    dst = tmp_path / "logs.parquet"
+    with pytest.raises(UsageError) as exc:
+        tbconvert.convert(LOGDIR, dst, to_format="hdf5")
+    assert str(exc.value) == (f"{dst}: the name says parquet but to_format is hdf5; "
+                              "name it .h5 or .hdf5, or leave out to_format")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UsageError):
+        tbconvert.open_writer(dst, format="csv")
+    # agreeing, or a name without a format's suffix, is fine
+    tbconvert.convert(LOGDIR, tmp_path / "a.h5", to_format="hdf5")
+    tbconvert.convert(LOGDIR, tmp_path / "dataset", to_format="parquet")
+    assert tbconvert.scalars(tmp_path / "a.h5").equals(tbconvert.scalars(tmp_path / "dataset"))
+
+
+@pytest.mark.parametrize("call", [
+    lambda dst: tbconvert.convert(LOGDIR, dst / "s.csv", restarts="keep_all"),
+    lambda dst: tbconvert.info(LOGDIR, restarts="all"),
+])
+def test_a_misspelt_restarts_choice_is_refused(tmp_path, call):
+    # It used to act as "visible" in convert(): the hidden points it was asked to keep
+    # were left out.
+    with pytest.raises(UsageError, match="restarts must be one of visible, keep-all, not "):
+        call(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_and_tags_must_be_one_regular_expression(tmp_path):
+    with pytest.raises(UsageError) as exc:
+        tbconvert.convert(LOGDIR, tmp_path / "s.csv", tags=["loss", "accuracy"])
+    assert str(exc.value) == ("tags takes one regular expression (a str such as "
+                              "'loss|accuracy'), not list")
+    with pytest.raises(UsageError, match="^runs takes one regular expression .* not int$"):
+        tbconvert.scalars(LOGDIR, runs=3)
+    with pytest.raises(UsageError, match=r"^runs '\(' is not a valid regular expression"):
+        tbconvert.info(LOGDIR, runs="(")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("call", [
+    lambda tmp: tbconvert.read(None),
+    lambda tmp: tbconvert.info(None),
+    lambda tmp: tbconvert.convert(LOGDIR, None),
+    lambda tmp: tbconvert.convert(42, tmp / "x.csv"),
+    lambda tmp: tbconvert.sync(LOGDIR, None),
+])
+def test_a_value_that_is_no_path_is_refused_in_words(tmp_path, call):
+    with pytest.raises(UsageError, match=r"^expected a path \(str or os.PathLike\) or a URL, "
+                                         r"not (NoneType|int)$"):
+        call(tmp_path)
+
+
+def test_a_misspelt_keyword_is_a_type_error_that_suggests_the_right_one(tmp_path):
+    with pytest.raises(TypeError) as exc:
+        tbconvert.convert(LOGDIR, tmp_path / "x.csv", to="csv")
+    assert str(exc.value).startswith("unexpected keyword argument 'to' (did you mean "
+                                     "to_format?); the options are allow_pickle, force, ")
+    with pytest.raises(TypeError, match=r"'tag' \(did you mean tags\?\)"):
+        tbconvert.info(LOGDIR, tag="loss")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wide_is_refused_where_there_is_no_wide_form(tmp_path, capsys):
+    with pytest.raises(UsageError) as exc:
+        tbconvert.convert(LOGDIR, tmp_path / "a.parquet", wide=True)
+    assert "wide=True is a form of CSV tables only" in str(exc.value)
+    assert main(["convert", str(LOGDIR), str(tmp_path / "b.h5"), "--wide"]) == 2
+    assert "--wide is a form of CSV tables only; this format keeps one row per point " \
+           "(leave out --wide)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    tbconvert.convert(LOGDIR, tmp_path / "w.csv", wide=True)
+    assert (tmp_path / "w.csv").read_text().startswith("run,step,wall_time,")
+
+
+def test_messages_name_keywords_for_python_and_options_for_the_command_line(tmp_path, capsys):
+    with pytest.raises(UsageError) as exc:
+        tbconvert.convert(LOGDIR, tmp_path / "x.csv", jobs=-1)
+    assert str(exc.value).startswith("jobs must be a whole number of processes")
+    assert exc.value.cli_message().startswith("--jobs must be a whole number of processes")
+    with pytest.raises(FormatError) as exc:
+        tbconvert.convert(LOGDIR, tmp_path / "out")
+    assert "; pass to_format with one of: csv, " in str(exc.value)
+    assert main(["convert", str(LOGDIR), str(tmp_path / "out")]) == 3
+    assert "; pass --to with one of: csv, " in capsys.readouterr().err
+    # an option that only looks like one is left alone
+    from tbconvert.errors import python_wording
+    assert python_wording("--tomorrow --to --restarts keep-all") == \
+        "--tomorrow to_format restarts='keep-all'"
