@@ -28,6 +28,14 @@ class ExportReport(Report):
     root: bool = False
     failures: list[tuple[str, TbconvertError]] = field(default_factory=list)
 
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["export"] = {
+            "experiments": self.experiments, "root": self.root,
+            "failures": [{"experiment": name, "error": type(exc).__name__, "message": str(exc)}
+                         for name, exc in self.failures]}
+        return out
+
 
 def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
                  allow_pickle: bool = False, jobs: int = 1, storage_options: dict | None = None,

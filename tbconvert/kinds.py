@@ -104,7 +104,8 @@ KINDS: dict[str, Kind] = {
     "remote_key_skipped": Kind("an object-store key that is not a safe path, or clashes with "
                                "another, is skipped", _LOST),
     "restart_markers_not_written": Kind("restart markers not written to event files; the points "
-                                        "they hid are left out instead", _KEPT),
+                                        "they hid, if any, are left out instead (written and "
+                                        "shown with --restarts keep-all)", _KEPT),
     "parts_not_merged": Kind("sync: a run's last parts could not be merged into one (a part "
                              "could not be read whole); they are kept as they are", _KEPT),
     "run_read_whole": Kind("sync: a run was read whole again instead of only its new bytes; the "
@@ -118,6 +119,9 @@ KINDS: dict[str, Kind] = {
     "run_start_time_dropped": Kind("a run's start time before its first point has no place in "
                                    "a TensorBoard.dev export; read back, the run starts at its "
                                    "first point", _KEPT),
+    "run_without_data_left_out": Kind("a run holding no data a TensorBoard.dev export can hold "
+                                      "is left out of it (an export knows a run only by its "
+                                      "series): its name and start time are not kept", _KEPT),
     "scalar_rounded": Kind("integer scalars above 2^53 are rounded to an export's doubles",
                            _LOST),
     "stale_lock_taken_over": Kind("sync: a lock left by a sync that died (or by --break-lock) was "

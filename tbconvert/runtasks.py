@@ -177,7 +177,8 @@ def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str, 
         with removed_on_failure(lambda: None, out / task.run_dir):
             return fn()
     path = write_run_file(out, task.run_dir, task.renamed, run, chunks, report, task.index,
-                          guard, host=task.host, pid=task.pid)
+                          guard, keep_all=task.options.restarts == "keep-all", host=task.host,
+                          pid=task.pid)
     return path.relative_to(out).as_posix(), None
 
 

@@ -140,7 +140,7 @@ LOSSES: dict[str, tuple[Loss, ...]] = {
         Loss("run records (meta graphs, session logs)", ("run_records_dropped",),
              view=_without_run_records),
         Loss("UNKNOWN-class series", ("unsupported_series",), view=_without_unknown_class),
-        Loss("runs without data", (), view=_without_empty_runs),
+        Loss("runs without data", ("run_without_data_left_out",), view=_without_empty_runs),
         Loss("string tensors lose trailing NUL bytes", ("string_nul_stripped",),
              view=_strip_string_nuls),
         Loss("run start times before the run's first point", ("run_start_time_dropped",),

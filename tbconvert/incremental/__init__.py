@@ -29,7 +29,12 @@ __all__ = ["SyncReport", "sync"]
 
 @dataclass
 class SyncReport(Report):
-    """A :class:`~tbconvert.report.Report` with what the sync found new."""
+    """A :class:`~tbconvert.report.Report` with what the sync found new.
+
+    ``runs`` counts the source's runs, changed or not; ``series`` and ``points`` count what
+    this sync wrote (as :func:`tbconvert.convert` counts them, hidden points included), so
+    they are 0 when nothing was new.
+    """
 
     generation: int = 0
     new_bytes: int = 0            # source bytes read (new, or of runs read whole again)
@@ -402,6 +407,7 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
         else:
             report.runs_unchanged += 1
         report.runs += 1
+        report.series += result.series
         report.points.update(result.points)
         runs_state[key] = dict(result.state, index=indices[key], parts=run_parts,
                                weights=weights)

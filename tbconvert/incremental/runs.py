@@ -57,6 +57,7 @@ class RunResult:
     replaces: bool = False          # the part replaces the run's earlier parts
     why: str | None = None          # why the run was read whole again
     new_bytes: int = 0
+    series: int = 0                 # series of the part written (as convert counts them)
     points: collections.Counter = field(default_factory=collections.Counter)
     report: Report = field(default_factory=Report)
     flushed: bool = False           # the part is on disk already (see sync_share)
@@ -162,10 +163,11 @@ def _read(reader, asm: RunAssembler, reads) -> tuple[dict, int]:
 
 
 def _watched(series, tags: dict, counts: list):
-    """``series`` passed on, noting per tag the highest step of a visible point."""
+    """``series`` passed on, noting per tag the highest step of a visible point, and in
+    ``counts`` the tags written and the points per data class."""
     import numpy as np
     for chunk in series:
-        counts[0] += len(chunk)
+        counts[0].add(chunk.tag)
         counts[1][chunk.data_class.name.lower()] += len(chunk)
         if len(chunk):
             steps = chunk.steps if chunk.hidden is None else chunk.steps[~chunk.hidden]
@@ -184,15 +186,16 @@ SMALL_PART_BYTES = 256 << 10
 
 
 def _write(task: RunTask, run: Run, series, report: Report, tags: dict,
-           compress: bool = True) -> int:
+           compress: bool = True) -> tuple[int, collections.Counter]:
+    """Write the part; how many series it holds, and its points per data class."""
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import write_part
-    counts = [0, collections.Counter()]
+    counts = [set(), collections.Counter()]
     run_out, chunks = names.storable(run, _watched(series, tags, counts), report)
     # flushed to disk by the sync, all parts at once, before it commits
     write_part(Path(task.dst) / pending_name(task.part), S.experiment_from_json(task.experiment),
                run_out, chunks, compress=compress)
-    return counts[1]
+    return len(counts[0]), counts[1]
 
 
 def _sync_run(task: RunTask, report: Report) -> RunResult:
@@ -218,7 +221,7 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report) -> RunResult:
     for tag, info in asm.info.items():
         tags[tag] = {"kinds": sorted([int(c), int(n)] for c, n in info.kinds),
                      "has_none": info.has_none, "max_step": None}
-    points = _write(task, run, series, report, tags)
+    n_series, points = _write(task, run, series, report, tags)
     state = {
         "files": [_file_entry(p, *found[p]) for p, _ in reads],
         "start_time": run.start_time,
@@ -227,8 +230,8 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report) -> RunResult:
         "tags": tags,
     }
     return RunResult(task.name, state, part=task.part, replaces=True,
-                     why=None if task.state is None else why, new_bytes=total, points=points,
-                     report=report)
+                     why=None if task.state is None else why, new_bytes=total,
+                     series=n_series, points=points, report=report)
 
 
 def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
@@ -300,7 +303,7 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
     if not has_points and not built.records:
         run.store.close()
         return RunResult(task.name, new_state, new_bytes=total, report=report)
-    points = _write(task, new_run, series, report, tags,
-                    compress=total >= SMALL_PART_BYTES or not task.merged)
-    return RunResult(task.name, new_state, part=task.part, new_bytes=total, points=points,
-                     report=report)
+    n_series, points = _write(task, new_run, series, report, tags,
+                              compress=total >= SMALL_PART_BYTES or not task.merged)
+    return RunResult(task.name, new_state, part=task.part, new_bytes=total, series=n_series,
+                     points=points, report=report)

@@ -321,6 +321,11 @@ class MediaReport(Report):
 
     files: int = 0
 
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out["media"] = {"files": self.files}
+        return out
+
 
 def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts = "visible",
                   force: bool = False, report: Report | None = None, options=None) -> Report:

@@ -18,18 +18,22 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from tbconvert import budget
+from tbconvert import budget, sourcefiles
 from tbconvert.errors import CorruptDataError
+from tbconvert.formats.mismatch import not_this_format
 
 
 def check_regular_file(path: Path) -> None:
-    """A FIFO or device would block or never end: only regular files are opened."""
+    """A FIFO or device would block or never end: only regular files are opened. A directory
+    is no archive at all (a logdir or dataset read as HDF5), not a damaged one."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise CorruptDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise not_this_format(path, "hdf5", "is a directory, and HDF5 archives are single files")
     if not stat.S_ISREG(mode):
-        raise CorruptDataError(f"{path}: not a regular file (a FIFO, device or socket); "
+        raise CorruptDataError(f"{path}: is {sourcefiles.describe(mode)}, not a regular file; "
                                "copy the archive to a file first")
 
 

@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 
 from tbconvert import arrowpool, budget, sourcefiles
 from tbconvert import dtypes as dt
-from tbconvert.errors import CorruptDataError, FormatError
+from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
+from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
@@ -352,8 +353,7 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
     try:
         meta = budget.loads_json(sourcefiles.read_bytes(marker), f"{marker}: damaged")
     except FileNotFoundError:
-        raise CorruptDataError(
-            f"{path}: not a tbconvert Parquet dataset (no {MARKER_FILE})") from None
+        raise _without_marker(path) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CorruptDataError(f"{marker}: damaged ({_one_line(exc)})") from None
     check_header(meta, marker)
@@ -373,6 +373,20 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
         if "/" in name or "\\" in name or name in (".", "..") or not name.startswith(S.PART_PREFIX):
             raise CorruptDataError(f"{marker}: damaged (unsafe part name {name!r})")
     return meta
+
+
+def _without_marker(path: Path) -> TbconvertError:
+    """A directory without a marker: a dataset that lost it (damage), or none at all."""
+    try:
+        parts = any(p.name.startswith(S.PART_PREFIX) and p.name.endswith(".parquet")
+                    for p in path.iterdir())
+    except OSError:
+        parts = False
+    if parts:
+        return CorruptDataError(f"{path}: damaged Parquet dataset: its part files are there but "
+                                f"not {MARKER_FILE}, which lists them")
+    return not_this_format(path, "parquet", f"a directory without {MARKER_FILE} (the file that "
+                                            "makes a directory a tbconvert Parquet dataset)")
 
 
 def _run_groups(files: list[Path], parts: list[dict]) -> list[list[Path]]:

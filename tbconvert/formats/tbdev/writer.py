@@ -148,6 +148,12 @@ class TbdevWriter(Writer):
                             f"{run.name}: {len(run.records)} run-level event(s) ({', '.join(kinds)}) "
                             "have no place in the export layout", run=run.name,
                             count=len(run.records))
+        if not points_seen:
+            # An export names its runs only on series lines: a run that wrote none is gone.
+            self.report.add("run_without_data_left_out",
+                            f"{run.name}: the run holds no data the export layout can hold, and an "
+                            "export knows a run only by its series; the run (its name and start "
+                            "time) is left out", run=run.name, lost=False)
 
     def _unsupported(self, chunk: Series, why: str) -> None:
         self.report.add("unsupported_series",

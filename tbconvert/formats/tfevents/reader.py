@@ -22,6 +22,7 @@ from tbconvert import dtypes as dt
 from tbconvert import sourcefiles
 from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, in_words
 from tbconvert.formats.base import Progress, Reader, cores, dependency, source_size
+from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.tfevents import (
     blob_templates,
     event_files,
@@ -166,6 +167,7 @@ class TfeventsReader(Reader):
         self.damaged_event_files = 0
         self.valid_records = 0
         self._runs: list | None = None
+        self._no_event_files = False
         self._run_progress = RunProgress(None)
         # A record cut off by the end of the file is one still being written: when set, it
         # is left for a later read (FileState.partial_tail) instead of reported as lost.
@@ -212,8 +214,15 @@ class TfeventsReader(Reader):
     def runs(self) -> list[tuple[str, list[Path]]]:
         """``(run name, event files)`` of every run the options select, in reading order."""
         if self._runs is None:
-            runs = event_files.discover(self.path,
-                                   lambda kind, msg: self.report.add(kind, msg, path=self.path))
+            problems = []
+
+            def on_problem(kind: str, msg: str) -> None:
+                problems.append(kind)
+                self.report.add(kind, msg, path=self.path)
+            runs = event_files.discover(self.path, on_problem)
+            # (a directory that could not all be looked at may hide its event files: the
+            # report says why nothing was found)
+            self._no_event_files = not runs and not problems
             self._runs = [(name, files) for name, files in runs if self.options.wants_run(name)]
         return self._runs
 
@@ -227,8 +236,12 @@ class TfeventsReader(Reader):
                         "other runs were read", run=name)
 
     def check_something_read(self) -> None:
-        """A source whose files have bytes but not one valid record (nor a damaged one) is not
-        event data: an error, rather than an empty output."""
+        """A directory without a single event file, or a source whose files have bytes but not
+        one valid record (nor a damaged one), is not event data: an error, rather than an empty
+        output. (Sync, which takes a logdir that has no event file yet, asks for runs only.)"""
+        if self._no_event_files:
+            raise not_this_format(self.path, "tfevents", "holds no event files (no file named "
+                                                         "*tfevents* in it or below)")
         if self.files_with_bytes and not self.valid_records and not self.damaged_event_files:
             raise CorruptDataError(
                 f"{self.path}: no valid event record in {self.files_with_bytes} file(s); is it "

@@ -52,10 +52,15 @@ class _Tag:
 
 
 class RunFile:
-    def __init__(self, run: Run, report, spill_dir, *, buffer_bytes: int = BUFFER_BYTES,
-                 fan_in: int = FAN_IN) -> None:
+    """``keep_all``: the points TensorBoard's restart rule hides arrive to be written (``restarts
+    keep-all``); otherwise only the copy loop's witnesses arrive marked hidden."""
+
+    def __init__(self, run: Run, report, spill_dir, *, keep_all: bool = False,
+                 buffer_bytes: int = BUFFER_BYTES, fan_in: int = FAN_IN) -> None:
         self.run = run
         self.report = report
+        self.keep_all = keep_all
+        self.hidden_written = 0
         self.sorter = Sorter(spill_dir, buffer_bytes, fan_in)
         # A chunk is encoded a slice at a time, so a reader's big chunk never doubles in memory.
         self.slice_points = max(64, buffer_bytes // 512)
@@ -68,11 +73,12 @@ class RunFile:
         st = self.tags.get(s.tag)
         if st is None:
             st = self.tags[s.tag] = _Tag(len(self.tags), s.tag, s.metadata)
-        if s.hidden is not None and len(s) and s.hidden.all():
+        if not self.keep_all and s.hidden is not None and len(s) and s.hidden.all():
             # the copy loop's witness: written only if the tag shows no point at all
             if st.witness is None:
                 st.witness = s.take([0])
             return
+        self.hidden_written += s.hidden_count
         n, step = len(s), self.slice_points
         if n <= step:
             self._add(st, s)
@@ -219,11 +225,21 @@ class RunFile:
         if skipped:
             self.report.add("restart_markers_not_written",
                             f"run {self.run.name!r}: {skipped} SessionLog START marker(s) not written; "
-                            "the points they hid are left out instead", run=self.run.name,
-                            count=skipped, lost=False)
+                            f"{self._what_markers_hid()}", run=self.run.name, count=skipped,
+                            lost=False)
         if payloads:
             n = len(payloads)
             self.sorter.add(Entries.from_list(keys, -1, np.arange(n), steps, walls, EVENT, payloads))
+
+    def _what_markers_hid(self) -> str:
+        # A run's first START is no restart (TensorBoard takes it as the start), and a restart
+        # hides only earlier points at or after its step: a marker may well have hidden nothing.
+        if any(st.witness is not None for st in self.tags.values()):
+            return "the points they hid are left out instead"
+        if self.hidden_written:
+            return (f"the {self.hidden_written} point(s) they hid are written, so TensorBoard "
+                    "shows them (--restarts keep-all)")
+        return "they hid none of the points written, so no point is affected"
 
     # -- writing ------------------------------------------------------------------------------
     def start(self) -> float:

@@ -60,7 +60,7 @@ class TfeventsWriter(Writer):
     def write_run(self, run: Run, series) -> None:
         rel, changed = self.claim_dir(run.name)
         write_run_file(self.out.tmp, rel, changed, run, series, self.report, self._counter,
-                       self.guard, self.limits)
+                       self.guard, self.limits, keep_all=self.options.restarts == "keep-all")
         self._counter += 1
 
     def claim_dir(self, run: str) -> tuple[str, bool]:
@@ -86,15 +86,16 @@ PART_TMP = ".tbconvert-part-"
 
 
 def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report, counter: int,
-                   guard, limits: dict | None = None, *, host: str | None = None,
-                   pid: int | None = None) -> Path:
+                   guard, limits: dict | None = None, *, keep_all: bool = False,
+                   host: str | None = None, pid: int | None = None) -> Path:
     """Write one run's event file into ``root/rel`` (a temporary name, renamed when complete:
-    a run written twice, by a task run again, leaves one whole file); returns its path."""
+    a run written twice, by a task run again, leaves one whole file); returns its path.
+    ``keep_all``: the options say ``restarts="keep-all"`` (see :class:`RunFile`)."""
     if changed:
         report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
                                   "(the name is not a safe path)", run=run.name, lost=False)
     directory = root / rel if rel != "." else root
-    body = RunFile(run, report, root, **(limits or {}))
+    body = RunFile(run, report, root, keep_all=keep_all, **(limits or {}))
     for chunk in series:
         # Only the writer's own failures (a full disk while spilling) become output errors.
         guard(lambda chunk=chunk: body.add(chunk))
