@@ -96,8 +96,8 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     elif remote.is_remote(path):
         try:
             fmt = registry.detect_destination(Path(remote.basename(path)))
-        except FormatError as exc:
-            raise FormatError(f"{path}: {exc.cli_message().split(': ', 1)[-1]}") from None
+        except UsageError as exc:
+            raise UsageError(f"{path}: {exc.cli_message().split(': ', 1)[-1]}") from None
     else:
         fmt = registry.detect_destination(Path(path))
     if fmt.writer is None:
@@ -133,7 +133,8 @@ def select(series: Iterable[Series], options: Options, report: Report,
             continue
         if chunk.hidden is not None and not keeps_hidden and options.restarts != "keep-all":
             report.add("hidden_points_left_out",
-                       f"{chunk.run}/{chunk.tag}: {chunk.hidden_count} points TensorBoard's restart "
+                       f"{chunk.run}/{chunk.tag}: {chunk.hidden_count} "
+                       f"point{'s' if chunk.hidden_count != 1 else ''} TensorBoard's restart "
                        "rule hides were left out (--restarts keep-all writes them)",
                        run=chunk.run, tag=chunk.tag, count=chunk.hidden_count, lost=False)
             if witness and chunk.tag not in witnessed and chunk.hidden_count:

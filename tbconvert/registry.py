@@ -90,7 +90,7 @@ def record(name: str) -> FormatRecord:
         import difflib  # only for a name that is not a format's
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise FormatError(f"unknown format {name!r}.{hint} Known: {', '.join(names())}")
+        raise UsageError(f"unknown format {name!r}.{hint} Known: {', '.join(names())}")
     return rec
 
 
@@ -147,15 +147,18 @@ def detect_source(path: Path) -> type[Format]:
     """Tell the format of an existing source from its suffix or its content."""
     if not path.exists():
         raise FormatError(f"{path}: no such file or directory")
-    fmt = _by_suffix(path)
-    if fmt is not None and has_reader(fmt):
-        return fmt
+    named = _by_suffix(path)
+    if named is not None and has_reader(named):
+        return named
     ranked = sorted((r for r in _RECORDS.values() if r.sniff_rank is not None),
                     key=lambda r: r.sniff_rank)
     for rec in ranked:
         fmt = rec.load()
         if fmt.sniff(path):
             return fmt
+    if named is not None:     # a suffix that names a format tbconvert only writes (.csv)
+        raise FormatError(f"{path}: {named.name} is a format tbconvert writes but does not "
+                          "read back; convert the source it was made from")
     what = "directory" if path.is_dir() else "file"
     raise FormatError(
         f"{path}: cannot tell the format of this {what} (no event files, export or archive "
@@ -168,6 +171,6 @@ def detect_destination(path: Path) -> type[Format]:
     fmt = _by_suffix(path)
     if fmt is not None and has_writer(fmt):
         return fmt
-    raise FormatError(
+    raise UsageError(
         f"{path}: cannot tell which format to write from the name; pass --to with one of: "
         f"{', '.join(f.name for f in all_formats() if has_writer(f))}")

@@ -8,7 +8,7 @@ from helpers import FIXTURES
 
 import tbconvert
 from tbconvert.cli import main
-from tbconvert.errors import FormatError, UsageError
+from tbconvert.errors import UsageError
 
 LOGDIR = FIXTURES / "torch_logdir"
 
@@ -92,10 +92,10 @@ def test_messages_name_keywords_for_python_and_options_for_the_command_line(tmp_
         tbconvert.convert(LOGDIR, tmp_path / "x.csv", jobs=-1)
     assert str(exc.value).startswith("jobs must be a whole number of processes")
     assert exc.value.cli_message().startswith("--jobs must be a whole number of processes")
-    with pytest.raises(FormatError) as exc:
+    with pytest.raises(UsageError) as exc:
         tbconvert.convert(LOGDIR, tmp_path / "out")
     assert "; pass to_format with one of: csv, " in str(exc.value)
-    assert main(["convert", str(LOGDIR), str(tmp_path / "out")]) == 3
+    assert main(["convert", str(LOGDIR), str(tmp_path / "out")]) == 2
     assert "; pass --to with one of: csv, " in capsys.readouterr().err
     # an option that only looks like one is left alone
     from tbconvert.errors import python_wording

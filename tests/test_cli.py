@@ -34,12 +34,12 @@ def test_missing_source_exit_3(tmp_path, capsys):
 
 def test_directory_destination_needs_to(tmp_path, capsys):
     code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", tmp_path / "o")
-    assert code == 3 and "--to" in err
+    assert code == 2 and "--to" in err
 
 
 def test_unknown_format_suggests(tmp_path, capsys):
     code, _, err = run_cli(capsys, "convert", FIXTURES / "tf2_logdir", tmp_path / "o", "--to", "tfevent")
-    assert code == 3 and "Did you mean 'tfevents'" in err
+    assert code == 2 and "Did you mean 'tfevents'" in err
 
 
 def test_existing_output_exit_6_then_force(tmp_path, capsys):

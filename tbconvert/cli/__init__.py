@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # to get here) still ends in one line: SystemExit leaves an import without a traceback.
 try:
     import contextlib
+    import errno
     import importlib
     import os
     import signal
@@ -43,9 +44,9 @@ COMMANDS = (
 
 EXIT_CODES = """exit codes:
   0  success (warnings, if any, are summarised on stderr)
-  1  internal error (a bug: please report it with the traceback from --debug)
-  2  usage error
-  3  input not found, or its format unknown or not recognised
+  1  internal error (a bug: please report it with the traceback it prints)
+  2  usage error (including an unknown format name, or a destination that needs --to)
+  3  input not found, or its format not recognised
   4  corrupt input that could not be read at all
   5  refused: the conversion would need an explicit opt-in (e.g. --allow-pickle)
   6  destination exists (pass --force to replace it)
@@ -137,26 +138,44 @@ class _PipeSafe:
 
     The command then finishes and exits with the code it would have had (10 for differing
     sources, 0 for success), instead of failing on the first write to the closed pipe.
+    Standard output that cannot be written otherwise (a full disk, a closed descriptor) is
+    the command's output failing: an OutputError (exit 9), once. Standard error only
+    carries diagnostics, so it just goes quiet.
     """
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream, name: str, output: bool) -> None:
         self._stream = stream
+        self._name = name
+        self._output = output
         self._gone = False
 
     def write(self, text: str) -> int:
         if not self._gone:
             try:
+                if self._stream is None:    # started with the descriptor closed (>&-)
+                    raise OSError(errno.EBADF, "it is closed")
                 return self._stream.write(text)
             except BrokenPipeError:
                 self._reader_gone()
+            except OSError as exc:
+                self._failed(exc)
         return len(text)
 
     def flush(self) -> None:
-        if not self._gone:
+        if not self._gone and self._stream is not None:
             try:
                 self._stream.flush()
             except BrokenPipeError:
                 self._reader_gone()
+            except OSError as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self._reader_gone()
+        if self._output:
+            from tbconvert.errors import OutputError
+            raise OutputError(f"writing to {self._name} failed: "
+                              f"{(exc.strerror or str(exc)).lower()}") from None
 
     def _reader_gone(self) -> None:
         self._gone = True
@@ -199,12 +218,19 @@ def _own_process(command: str):
 
 @contextlib.contextmanager
 def _pipe_safe_output():
+    """Yields a list that gets the OutputError of standard output's last flush, if it fails
+    once the command is over."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _PipeSafe(sys.stdout), _PipeSafe(sys.stderr)
+    sys.stdout = _PipeSafe(sys.stdout, "standard output", output=True)
+    sys.stderr = _PipeSafe(sys.stderr, "standard error", output=False)
+    late: list[TbconvertError] = []
     try:
-        yield
+        yield late
     finally:
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except TbconvertError as exc:
+            late.append(exc)
         sys.stderr.flush()
         sys.stdout, sys.stderr = saved
 
@@ -252,8 +278,12 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    with _pipe_safe_output():
-        return _main(argv)
+    with _pipe_safe_output() as late:
+        code = _main(argv)
+    if late:
+        _Plain.error(late[0].cli_message())
+        return late[0].exit_code
+    return code
 
 
 class _Plain:
@@ -261,7 +291,10 @@ class _Plain:
 
     @staticmethod
     def error(message: str) -> None:
-        print(f"tbconvert: error: {message}", file=sys.stderr)
+        try:
+            print(f"tbconvert: error: {message}", file=sys.stderr)
+        except (OSError, AttributeError):    # standard error closed or gone too
+            pass
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -345,6 +378,6 @@ def _exit(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):    # AttributeError: closed at start
             pass
     os._exit(code)

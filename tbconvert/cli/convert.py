@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from tbconvert import registry
 from tbconvert.cli.common import add_reading, add_scheduler, add_selection, add_writing, finish, options_from
+from tbconvert.errors import UsageError
 from tbconvert.report import Report
 
 NAME = "convert"
@@ -12,7 +15,7 @@ HELP = "convert SRC to DST (formats from suffix or content; a directory DST need
 
 def add_arguments(p) -> None:
     p.add_argument("src", metavar="SRC", help="event-file logdir, export, archive...")
-    p.add_argument("dst", metavar="DST", help="destination file or directory")
+    p.add_argument("dst", metavar="DST", help="destination file or directory (-: CSV on stdout)")
     p.add_argument("--from", dest="from_format", metavar="FORMAT", help="source format")
     p.add_argument("--to", dest="to_format", metavar="FORMAT", help="destination format")
     p.add_argument("--wide", action="store_true",
@@ -24,9 +27,35 @@ def add_arguments(p) -> None:
 
 
 def run(args, ui) -> int:
+    if args.dst == "-":
+        return _to_stdout(args, ui)
     registry.check_suffix(args.dst, args.to_format)  # before the source is read
     from tbconvert import api
     report = Report()
     api.convert(args.src, args.dst, from_format=args.from_format, to_format=args.to_format,
                 report=report, options=options_from(args, ui), scheduler=args.scheduler)
+    return finish(args, ui, report)
+
+
+def _to_stdout(args, ui) -> int:
+    """``DST`` ``-``: CSV on standard output, as ``hparams -o -`` gives. The table is written
+    to a temporary file first, so nothing is printed unless the whole conversion succeeds,
+    and then copied out a slice at a time."""
+    if args.to_format not in (None, "csv"):
+        raise UsageError(f"only CSV can go to standard output (-), not {args.to_format}; "
+                         "name a file or directory instead")
+    import sys
+    import tempfile
+
+    from tbconvert import api
+    report = Report()
+    with tempfile.TemporaryDirectory(prefix="tbconvert-stdout-") as tmp:
+        table = os.path.join(tmp, "out.csv")
+        api.convert(args.src, table, from_format=args.from_format, report=report,
+                    options=options_from(args, ui), scheduler=args.scheduler)
+        report.outputs[-1:] = ["-"]
+        with open(table, encoding="utf-8", newline="") as fh:
+            while chunk := fh.read(1 << 20):
+                sys.stdout.write(chunk)
+        sys.stdout.flush()
     return finish(args, ui, report)

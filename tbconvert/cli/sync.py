@@ -9,6 +9,10 @@ HELP = ("bring the Parquet directory dataset DST up to date with the logdir SRC,
         "only what is new")
 
 
+# Rounds back to back would spin a core and print hundreds of lines a second.
+SHORTEST_PAUSE = 0.1
+
+
 def _seconds(text: str) -> float:
     import argparse
     import math
@@ -16,8 +20,9 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give the pause in seconds, 0 or more")
+    if not (value >= SHORTEST_PAUSE and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give the pause in seconds, "
+                                         f"{SHORTEST_PAUSE:g} or more")
     return value
 
 

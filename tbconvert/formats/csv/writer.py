@@ -107,8 +107,9 @@ def _report_others(run: Run, others: dict, report: Report) -> None:
         what = chunk.metadata.plugin_name or chunk.data_class.name.lower()
         hint = _OTHER_TOOLS.get(chunk.metadata.plugin_name)
         report.add("not_in_table",
-                   f"{run.name}/{tag}: {n} {what} points are not scalars and are not in "
-                   f"the CSV" + (f" (see {hint})" if hint else ""),
+                   f"{run.name}/{tag}: {n} point{'s' if n != 1 else ''} ({what}) "
+                   f"{'are' if n != 1 else 'is'} not scalar and not in the CSV"
+                   + (f" (see {hint})" if hint else ""),
                    run=run.name, tag=tag, count=n)
 
 
