@@ -3,7 +3,7 @@
 An export is one experiment directory (any name), an old-layout ``scalars_<id>.json`` file,
 or an export root holding several ``experiment_<id>`` directories. A root becomes one
 sub-logdir per experiment, ``DST/<id>/``, and an experiment that fails does not stop the
-others.
+others. Either way ``DST`` is one output, replaced whole (``force``) or not at all.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
         for name, error in report.failures:
             print(name, error)
 
-    ``force`` replaces existing logdirs (each only once its conversion is done); ``runs`` and
+    ``force`` replaces an existing ``dst`` whole, once the new output is written (for an
+    export root: once every experiment was tried, with the logdirs of those that could be
+    converted; if none could, ``dst`` is left as it was); ``runs`` and
     ``tags`` are regexes; ``allow_pickle`` lets TensorBoard 2.3 exports be unpickled (trusted
     exports only); further keyword arguments are those of :func:`tbconvert.convert`, or pass
     a ready ``options``. ``src`` and ``dst`` may be fsspec URLs. For one experiment, an error is
@@ -100,34 +102,59 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
         return report
 
     _check_root_destination(dst, options)
-    created = not remote.is_remote(dst) and not dst.exists()
 
     def failed(source, exc: TbconvertError) -> None:
         report.failures.append((source.experiment_id or source.path.name, exc))
         if on_failure is not None:
             on_failure(source.path.name, exc)
 
-    if scheduler is not None:
-        _on_cluster(_outputs(sources, dst), options, report, scheduler, failed)
-    for source, out in _outputs(sources, dst) if scheduler is None else ():
-        try:
-            _convert_one(source, out, options, report)
-        except TbconvertError as exc:
-            failed(source, exc)
-    if not report.outputs and created and dst.is_dir() and not any(dst.iterdir()):
-        dst.rmdir()   # nothing of ours in it: leave no trace
+    # The experiments' logdirs are written into one output that replaces ``dst`` whole, as
+    # a single experiment's logdir does: with --force, nothing of an earlier output stays
+    # beside them (its runs would show twice in TensorBoard). A root of which no experiment
+    # could be written leaves ``dst`` as it was, or absent.
+    out, into = _root_output(dst, options)
+    written, issues = len(report.outputs), len(report.issues)
+    from tbconvert.output import removed_on_failure
+    with removed_on_failure(out.abort, dst, also=BaseException):
+        if scheduler is not None:
+            _on_cluster(_outputs(sources, into), options, report, scheduler, failed)
+        for source, sub in _outputs(sources, into) if scheduler is None else ():
+            try:
+                _convert_one(source, sub, options, report)
+            except TbconvertError as exc:
+                failed(source, exc)
+        if len(report.outputs) > written:
+            out.commit()
+        else:
+            out.abort()
+    remote.public_report(report, issues)
     return report
+
+
+def _root_output(dst, options: Options):
+    """The output an export root is written into, and the local directory that holds its
+    experiments' logdirs until it is committed. Messages and the report name ``dst``, not
+    that directory."""
+    from tbconvert import remote
+    if remote.is_remote(dst):
+        out = remote.staged_output(dst, options.storage_options, force=options.force,
+                                   directory=True)
+        return out, out.local
+    from tbconvert.output import AtomicOutput
+    out = AtomicOutput(dst, force=options.force, directory=True)
+    remote.publish(out.tmp, str(dst))
+    return out, out.tmp
 
 
 def _check_root_destination(dst, options: Options) -> None:
     from tbconvert import remote
     if remote.is_remote(dst):
         if not options.force and remote.exists(dst, options.storage_options):
-            raise OutputExistsError(f"{dst} already exists; pass --force to replace the "
-                                    "experiments' logdirs in it")
+            raise OutputExistsError(f"{dst} already exists; pass --force to replace it (it "
+                                    "is only replaced once the new output is complete)")
     elif dst.exists() and not options.force and (not dst.is_dir() or any(dst.iterdir())):
         raise OutputExistsError(f"{dst} already exists and is not empty; pass --force to replace "
-                                "the experiments' logdirs in it")
+                                "it (it is only replaced once the new output is complete)")
 
 
 def _outputs(sources, out) -> list[tuple[object, object]]:

@@ -14,17 +14,20 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Kind:
     """``lost``: True when every issue of this kind costs data, False when none does,
-    None when it depends on the case (each issue says so in its own ``lost``)."""
+    None when it depends on the case (each issue says so in its own ``lost``).
+    ``counts``: what an issue's ``count`` counts (``"point"``, ``"blob"``...: one issue may
+    concern many), None when each issue is one occurrence."""
 
     meaning: str
     lost: bool | None
+    counts: str | None = None
 
 
 _LOST, _KEPT, _EITHER = True, False, None
 
 KINDS: dict[str, Kind] = {
     "bad_histogram": Kind("histogram points that are not [k, 3] numeric tensors are left out of "
-                          "the histogram table", _LOST),
+                          "the histogram table", _LOST, "point"),
     "bad_hparams": Kind("hparams plugin data that does not parse; that trial information is not "
                         "in the table", _LOST),
     "bad_line": Kind("a line of an export's JSON files that cannot be read is skipped", _LOST),
@@ -37,25 +40,27 @@ KINDS: dict[str, Kind] = {
     "column_renamed": Kind("a table column was renamed so that it does not clash with another",
                            _KEPT),
     "conflicting_series": Kind("an export names one series in two files of different data "
-                               "classes; the later line is skipped", _LOST),
+                               "classes; the later line is skipped", _LOST, "point"),
     "corrupt_record": Kind("an event-file record whose checksums fail, which is not an Event, "
                            "or whose value cannot be decoded; it is skipped", _LOST),
     "corrupt_tensor": Kind("points of an export tensor file that cannot be decoded are lost",
-                           _LOST),
+                           _LOST, "point"),
     "corrupt_tensor_file": Kind("an export tensor file (.npz) that cannot be read; its points "
-                                "are lost", _LOST),
+                                "are lost", _LOST, "point"),
     "damaged_archive": Kind("an archive whose checksum does not match was read anyway "
                             "(--ignore-checksum); parts may be missing or wrong", _LOST),
-    "damaged_points": Kind("damaged rows of one series in a Parquet archive are skipped", _LOST),
-    "damaged_row_group": Kind("a damaged or unrecorded Parquet row group is skipped", _LOST),
+    "damaged_points": Kind("damaged rows of one series in a Parquet archive are skipped", _LOST,
+                           "point"),
+    "damaged_row_group": Kind("a damaged or unrecorded Parquet row group is skipped", _LOST,
+                              "point"),
     "damaged_run": Kind("a damaged run of an HDF5 archive is skipped", _LOST),
-    "damaged_series": Kind("a damaged series of an HDF5 archive loses its points", _LOST),
+    "damaged_series": Kind("a damaged series of an HDF5 archive loses its points", _LOST, "point"),
     "data_class_changed": Kind("an export series whose metadata names another data class than "
                                "its file is read as its file's class", _KEPT),
     "duplicate_step_in_wide": Kind("points sharing a step: the wide table keeps the last one",
-                                   _LOST),
+                                   _LOST, "point"),
     "empty_series_not_listed": Kind("series without points are not written to event files "
-                                    "(TensorBoard lists no tag without data)", _KEPT),
+                                    "(TensorBoard lists no tag without data)", _KEPT, "series"),
     "experiment_facts_dropped": Kind("the destination cannot hold the experiment's name, "
                                      "description and times", _LOST),
     "experiment_facts_sidecar": Kind("the experiment's name, description and times are kept in "
@@ -67,22 +72,23 @@ KINDS: dict[str, Kind] = {
     "float64_scalars": Kind("export scalars that are not all float32-exact are kept as float64",
                             _KEPT),
     "hidden_points_left_out": Kind("points TensorBoard's restart rule hides are left out "
-                                   "(--restarts keep-all writes them)", _KEPT),
+                                   "(--restarts keep-all writes them)", _KEPT, "point"),
     "hidden_points_not_shown": Kind("points TensorBoard's restart rule hides are not charted by "
-                                    "the web view (they are in its Parquet file)", _KEPT),
+                                    "the web view (they are in its Parquet file)", _KEPT, "point"),
     "inexact_value": Kind("integers beyond 2**53 are rounded to the nearest float64 in a table",
-                          _LOST),
-    "lost_blob_not_shown": Kind("blobs the source lost are not shown by the web view", _KEPT),
+                          _LOST, "value"),
+    "lost_blob_not_shown": Kind("blobs the source lost are not shown by the web view", _KEPT,
+                                "blob"),
     "media_not_shown": Kind("media of a type the web view does not show (they are in its "
-                            "Parquet file)", _KEPT),
+                            "Parquet file)", _KEPT, "blob"),
     "metadata_differs": Kind("an export line's summary metadata differs from its series' first "
                              "line; the first line's is kept", _LOST),
     "missing_blob": Kind("blobs the source lost (null, missing or unreadable blob files); kept "
-                         "as holes where the destination can hold them", _LOST),
+                         "as holes where the destination can hold them", _LOST, "blob"),
     "missing_blob_written_empty": Kind("lost blobs written to event files as empty blobs, so "
-                                       "the others keep their positions", _LOST),
+                                       "the others keep their positions", _LOST, "blob"),
     "missing_tensors": Kind("an export tensor file that is missing or cannot be opened; its "
-                            "points are lost", _LOST),
+                            "points are lost", _LOST, "point"),
     "mixed_hparam_types": Kind("an hparam with values of several types; its column holds text",
                                _KEPT),
     "name_clash": Kind("an extracted media file's natural name was taken; written under another",
@@ -95,24 +101,26 @@ KINDS: dict[str, Kind] = {
                                _LOST),
     "not_an_event_file": Kind("a file named like an event file holds no valid record; skipped",
                               _LOST),
-    "not_in_table": Kind("points that are not scalars are not written to the CSV table", _LOST),
+    "not_in_table": Kind("points that are not scalars are not written to the CSV table", _LOST,
+                         "point"),
     "not_in_web_view": Kind("points the web view does not chart (they are in its Parquet file)",
-                            _KEPT),
-    "not_media": Kind("points that are not images, audio or text are not extracted", _KEPT),
+                            _KEPT, "point"),
+    "not_media": Kind("points that are not images, audio or text are not extracted", _KEPT,
+                      "point"),
     "not_numeric_tensor": Kind("string or complex tensors are left out of the tensor table",
-                               _LOST),
+                               _LOST, "point"),
     "remote_key_skipped": Kind("an object-store key that is not a safe path, or clashes with "
                                "another, is skipped", _LOST),
     "restart_markers_not_written": Kind("restart markers not written to event files; the points "
                                         "they hid, if any, are left out instead (written and "
-                                        "shown with --restarts keep-all)", _KEPT),
+                                        "shown with --restarts keep-all)", _KEPT, "marker"),
     "parts_not_merged": Kind("sync: a run's last parts could not be merged into one (a part "
                              "could not be read whole); they are kept as they are", _KEPT),
     "run_read_whole": Kind("sync: a run was read whole again instead of only its new bytes; the "
                            "message says why (a file truncated, replaced or rewritten, a restart "
                            "hiding archived points...)", _KEPT),
     "run_records_dropped": Kind("run-level events (meta graphs, session logs) the destination "
-                                "has no place for", _LOST),
+                                "has no place for", _LOST, "run-level event"),
     "run_removed": Kind("sync: a run gone from the source was taken out of the dataset", _KEPT),
     "run_renamed": Kind("a run written or read under another name (unsafe path, Windows "
                         "separators)", _KEPT),
@@ -123,21 +131,21 @@ KINDS: dict[str, Kind] = {
                                       "is left out of it (an export knows a run only by its "
                                       "series): its name and start time are not kept", _KEPT),
     "scalar_rounded": Kind("integer scalars above 2^53 are rounded to an export's doubles",
-                           _LOST),
+                           _LOST, "value"),
     "stale_lock_taken_over": Kind("sync: a lock left by a sync that died (or by --break-lock) was "
                                   "taken over", _KEPT),
     "steps_rounded_in_view": Kind("steps of 2**53 or more are charted rounded by the web view",
                                   _KEPT),
     "string_nul_stripped": Kind("strings ending in NUL bytes lose them in an export's byte "
-                                "arrays", _LOST),
+                                "arrays", _LOST, "string"),
     "symlink_loop": Kind("a link back to a directory above it is not followed", _KEPT),
     "symlink_not_followed": Kind("a symbolic link to a directory is not followed", _LOST),
     "tags_without_points_kept": Kind("tags whose points are all hidden are kept listed in event "
-                                     "files", _KEPT),
+                                     "files", _KEPT, "tag"),
     "tensor_count_mismatch": Kind("an export tensor file holds another number of tensors than "
-                                  "its series has points; the points are lost", _LOST),
+                                  "its series has points; the points are lost", _LOST, "point"),
     "tensor_dtype_changed": Kind("tensors of a type numpy lacks are stored in an export as their "
-                                 "unsigned storage integers", _LOST),
+                                 "unsigned storage integers", _LOST, "tensor"),
     "tensor_file_renamed": Kind("an export tensor file written under another name than the "
                                 "exporter's", _KEPT),
     "text_escaped": Kind("text no file format can store (lone surrogates, bad UTF-8) is kept "
@@ -153,17 +161,17 @@ KINDS: dict[str, Kind] = {
                            _LOST),
     "unsafe_path": Kind("a path in an export that points outside it is treated as missing",
                         _LOST),
-    "unsupported_series": Kind("series the destination cannot hold are left out", _LOST),
+    "unsupported_series": Kind("series the destination cannot hold are left out", _LOST, "point"),
     "wall_time_replaced": Kind("non-finite wall times are written as the run's start time",
-                               _LOST),
+                               _LOST, "point"),
 }
 
 
-def register(kind: str, meaning: str, lost: bool | None) -> None:
+def register(kind: str, meaning: str, lost: bool | None, counts: str | None = None) -> None:
     """Catalogue the kind of a format that lives outside tbconvert (see docs/architecture.md)."""
     if kind in KINDS:
         raise ValueError(f"report kind {kind!r} is already catalogued")
-    KINDS[kind] = Kind(meaning, lost)
+    KINDS[kind] = Kind(meaning, lost, counts)
 
 
 def unregister(kind: str) -> None:

@@ -173,6 +173,23 @@ def _remove_created(dirs: list[Path]) -> None:
             return
 
 
+@contextlib.contextmanager
+def made_in_place(directory):
+    """Run the block that creates ``directory`` (with its missing parents) and writes into it
+    in place; if the block fails, the directories it created go again while they are empty.
+
+    For an output that cannot be written aside and renamed (a synced dataset, which later
+    syncs add to where it is): a first attempt that fails leaves no trace, as an
+    :class:`AtomicOutput` does, while a directory that was there before stays, and so does
+    one that holds what a committed step wrote."""
+    created = _missing_parents(Path(directory))
+    try:
+        yield
+    except BaseException:
+        _remove_created(created)
+        raise
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
     if not sys.platform.startswith("linux"):

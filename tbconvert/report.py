@@ -106,38 +106,57 @@ class Report:
         }
 
 
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and the noun it counts: ``1 point``, ``2 points``, ``3 series``."""
+    if many is None:
+        many = one if one.endswith("series") else one + "s"
+    return f"{n} {one if n == 1 else many}"
 
 
-# Headlines of the common kinds, from (points or items counted, issues); ``count`` means
-# points for these kinds. Other kinds read "<kind in words>" or "<kind in words>: N times".
+def were(n: int) -> str:
+    """The verb that agrees with ``n`` things: "was" or "were"."""
+    return "was" if n == 1 else "were"
+
+
+# Headlines of the common kinds, from (the issues' counts added up, issues); ``count`` means
+# what the kind counts (:data:`tbconvert.kinds.KINDS`). Other kinds read "<kind in words>",
+# "<kind in words>: N <what it counts>" or "<kind in words>: N times".
 _HEADLINES = {
-    "not_in_table": lambda n, k: f"{_plural(n, 'point')} of {_plural(k, 'series', 'series')} "
-                                 "were not written to the table (not scalars; the hparams, "
+    "not_in_table": lambda n, k: f"{plural(n, 'point')} of {plural(k, 'series')} {were(n)} "
+                                 "not written to the table (not scalars; the hparams, "
                                  "histograms and media commands write those)",
-    "not_media": lambda n, k: f"{_plural(n, 'point')} were not extracted (not images, audio "
-                              "or text)",
-    "hidden_points_left_out": lambda n, k: f"{_plural(n, 'point')} that TensorBoard's restart "
-                                           "rule hides were left out",
-    "missing_blob": lambda n, k: f"{_plural(n, 'missing blob')} (lost by the source)",
-    "missing_blob_written_empty": lambda n, k: f"{_plural(n, 'lost blob')} written as empty "
+    "not_media": lambda n, k: f"{plural(n, 'point')} {were(n)} not extracted (not images, "
+                              "audio or text)",
+    "hidden_points_left_out": lambda n, k: f"{plural(n, 'point')} that TensorBoard's restart "
+                                           f"rule hides {were(n)} left out",
+    "missing_blob": lambda n, k: f"{plural(n, 'missing blob')} (lost by the source)",
+    "missing_blob_written_empty": lambda n, k: f"{plural(n, 'lost blob')} written as empty "
                                                "blobs, so the others keep their positions",
-    "unsupported_series": lambda n, k: f"{_plural(n, 'point')} of {_plural(k, 'series', 'series')} "
-                                       "the destination cannot hold were left out",
+    "unsupported_series": lambda n, k: f"{plural(n, 'point')} of {plural(k, 'series')} "
+                                       f"the destination cannot hold {were(n)} left out",
     "experiment_facts_sidecar": lambda n, k: "the experiment's name, description and times "
                                              "were kept in a file beside the runs",
-    "unreadable_file": lambda n, k: f"{_plural(k, 'file')} could not be read",
-    "run_renamed": lambda n, k: f"{_plural(k, 'run')} renamed",
-    "run_without_data_left_out": lambda n, k: f"{_plural(k, 'run')} without data left out",
-    "name_made_safe": lambda n, k: f"{_plural(k, 'name')} made safe to use as a path",
+    "unreadable_file": lambda n, k: f"{plural(k, 'file')} could not be read",
+    "run_renamed": lambda n, k: f"{plural(k, 'run')} renamed",
+    "run_without_data_left_out": lambda n, k: f"{plural(k, 'run')} without data left out",
+    "name_made_safe": lambda n, k: f"{plural(k, 'name')} made safe to use as a path",
+    # one issue per run
+    "restart_markers_not_written": lambda n, k: f"{plural(n, 'restart marker')} of "
+                                                f"{plural(k, 'run')} not written to the "
+                                                "event files",
+    "run_records_dropped": lambda n, k: f"{plural(n, 'run-level event')} of {plural(k, 'run')} "
+                                        "dropped (the destination has no place for them)",
 }
 
 
 def headline(kind: str, issues: list[Issue]) -> str:
     """What the issues of one kind amount to, in words."""
     phrase = _HEADLINES.get(kind)
+    n = sum(i.count for i in issues)
     if phrase is not None:
-        return phrase(sum(i.count for i in issues), len(issues))
+        return phrase(n, len(issues))
     words = kind.replace("_", " ")
+    entry = kinds.KINDS.get(kind)
+    if entry is not None and entry.counts is not None:
+        return f"{words}: {plural(n, entry.counts)}"
     return words if len(issues) == 1 else f"{words}: {len(issues)} times"

@@ -65,7 +65,7 @@ def test_info_on_one_run_by_relative_path_from_the_project_root():
                        cwd=FIXTURES.parent, env=cli_env(), capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
-    assert "session_start_info" in p.stdout and "1 runs, 3 series, 7 points" in p.stdout
+    assert "session_start_info" in p.stdout and "1 run, 3 series, 7 points" in p.stdout
 
 
 def test_console_script_entry_on_a_directory_source():

@@ -160,7 +160,7 @@ def test_event_files_need_neither_pyarrow_nor_h5py(tmp_path):
     run = FIXTURES / "tf2_logdir" / "hparams" / "trial_0"
     info = _without_archive_libraries("info", run)
     assert info.returncode == 0, info.stderr
-    assert "accuracy" in info.stdout and "1 runs, 3 series, 7 points" in info.stdout
+    assert "accuracy" in info.stdout and "1 run, 3 series, 7 points" in info.stdout
     out = _without_archive_libraries("convert", run, tmp_path / "events", "--to", "tfevents")
     assert out.returncode == 0, out.stderr
     for dst, library in (("a.parquet", "pyarrow"), ("a.h5", "h5py")):

@@ -7,7 +7,7 @@ import sys
 
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
 from tbconvert.cli.text import shown
-from tbconvert.report import Report
+from tbconvert.report import Report, plural
 
 NAME = "info"
 HELP = "list runs and tags: plugin, data class, points, step range, wall-time span"
@@ -59,7 +59,7 @@ def _print_table(out) -> None:
             if st["hidden"]:
                 points += f" ({st['hidden']} hidden)"
             if st["missing"]:
-                points += f" ({st['missing']} blobs lost)"
+                points += f" ({plural(st['missing'], 'blob')} lost)"
             steps = "" if st["step_min"] is None else f"{st['step_min']}..{st['step_max']}"
             span = f"{_time(st['wall_min'])} .. {_time(st['wall_max'])}"
             rows.append((r["run"], tag, st["plugin"], st["data_class"].lower(), points, steps, span))
@@ -68,4 +68,5 @@ def _print_table(out) -> None:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     n_tags = sum(len(r["tags"]) for r in out["runs"])
-    print(f"{len(out['runs'])} runs, {n_tags} series, {total} points")
+    print(f"{plural(len(out['runs']), 'run')}, {plural(n_tags, 'series')}, "
+          f"{plural(total, 'point')}")

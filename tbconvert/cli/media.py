@@ -14,11 +14,12 @@ def add_arguments(p) -> None:
 
 
 def run(args, ui) -> int:
+    from tbconvert.report import plural
     from tbconvert.tables import extract_media
     report = extract_media(args.src, args.output, options=options_from(args, ui))
     files = report.files
     if files:
-        ui.info(f"tbconvert: wrote {files} files under {args.output}")
+        ui.info(f"tbconvert: wrote {plural(files, 'file')} under {args.output}")
     code = finish(args, ui, report)
     if not files and not unmatched_selection(args):
         nothing_found(args, ui, f"{args.src} holds no images, audio or text; no files were written")

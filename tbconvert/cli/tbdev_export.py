@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
                    help="allow unpickling string tensors of TensorBoard 2.3 exports; "
                         "only for exports you trust")
     p.add_argument("--force", action="store_true",
-                   help="replace existing output (each logdir only once its conversion is done)")
+                   help="replace an existing OUTDIR whole, once the new output is written")
     add_scheduler(p)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from tbconvert.errors import UsageError
 from tbconvert.model import ScalarSeries, Series
-from tbconvert.report import Report
+from tbconvert.report import Report, plural, were
 
 
 class Names:
@@ -107,8 +107,8 @@ def as_float64(chunk: ScalarSeries, report: Report) -> np.ndarray:
         inexact = int(np.count_nonzero(back != values))
         if inexact:
             report.add("inexact_value",
-                       f"{chunk.run}/{chunk.tag}: {inexact} integer values beyond 2**53 were "
-                       "rounded to the nearest float64 in the table",
+                       f"{chunk.run}/{chunk.tag}: {plural(inexact, 'integer value')} beyond "
+                       f"2**53 {were(inexact)} rounded to the nearest float64 in the table",
                        run=chunk.run, tag=chunk.tag, count=inexact)
     return out
 
@@ -168,8 +168,10 @@ class ScalarColumns(PointColumns):
                 count = int(np.count_nonzero(dup & (run == self.runs.index[r])
                                              & (tag == self.tags.index[t])))
                 self.report.add("duplicate_step_in_wide",
-                                f"{r}/{t}: {count} points share a step with a later point; the "
-                                "wide table keeps the last one (the long form keeps all)",
+                                f"{r}/{t}: {plural(count, 'point')} "
+                                f"{'shares' if count == 1 else 'share'} a step with a later "
+                                "point; the wide table keeps the last one (the long form keeps "
+                                "all)",
                                 run=r, tag=t, count=count)
         # rows: (run, step) groups of the sorted arrays; row wall time = earliest of the row
         if n:

@@ -61,6 +61,7 @@ class Collected:
         self.experiments: dict[str, object] = {}   # run -> its experiment
         self.last: dict[tuple[str, str], float] = {}   # (run, tag) -> last scalar value
         self.scalar_tags: dict[str, list[str]] = {}
+        self.in_table: set[tuple[str, str]] = set()    # (run, tag) whose last value is a cell
 
     def add(self, run_name: str, chunks, report: Report) -> None:
         self.run_order.append(run_name)
@@ -167,6 +168,8 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
         for r in sessions:
             run = f"{r}/{group}" if group else r
             values.append(collected.last.get((run, tag)))
+            if (run, tag) in collected.last:
+                collected.in_table.add((run, tag))
         label = f"{group}/{tag}" if group else tag
         cols[_column_name(label, set(cols), "metric", report)] = pa.array(values, pa.float64())
     status, start, end = [], [], []

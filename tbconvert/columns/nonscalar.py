@@ -7,7 +7,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.columns import PointColumns
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
-from tbconvert.report import Report
+from tbconvert.report import Report, plural, were
 
 # First bytes -> file extension, for blobs that are files.
 MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpg"), (b"GIF87a", "gif"),
@@ -44,8 +44,9 @@ class HistogramColumns(PointColumns):
         if len(good) < len(chunk):
             bad = len(chunk) - len(good)
             self.report.add("bad_histogram",
-                            f"{chunk.run}/{chunk.tag}: {bad} points are not [k, 3] numeric "
-                            "tensors and are not in the histogram table",
+                            f"{chunk.run}/{chunk.tag}: {plural(bad, 'point')} "
+                            f"{'is' if bad == 1 else 'are'} not [k, 3] numeric tensors and not "
+                            "in the histogram table",
                             run=chunk.run, tag=chunk.tag, count=bad)
             chunk = chunk.take(good)
         sizes = np.array([t.shape[0] for t in chunk.tensors], np.int64)
@@ -186,8 +187,9 @@ class MediaColumns(PointColumns):
             self._format.append(sniff(blob))
             self._data.append(blob)
         if lost:
-            self.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {lost} {self.plugin} blobs "
-                            "were lost by the source and are not in the table",
+            self.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {plural(lost, 'blob')} "
+                            f"({self.plugin}) {were(lost)} lost by the source and "
+                            f"{'is' if lost == 1 else 'are'} not in the table",
                             run=chunk.run, tag=chunk.tag, count=lost)
         self.add(chunk, repeat=counts)
         return True
@@ -255,8 +257,9 @@ class TensorColumns(PointColumns):
             if len(keep) < len(chunk):
                 skipped = len(chunk) - len(keep)
                 self.report.add("not_numeric_tensor",
-                                f"{chunk.run}/{chunk.tag}: {skipped} points are strings or "
-                                "complex numbers and are not in the tensor table",
+                                f"{chunk.run}/{chunk.tag}: {plural(skipped, 'point')} "
+                                f"{'is' if skipped == 1 else 'are'} strings or complex numbers "
+                                "and not in the tensor table",
                                 run=chunk.run, tag=chunk.tag, count=skipped)
             for i in keep:
                 code, arr = int(chunk.dtypes[i]), chunk.tensors[i]

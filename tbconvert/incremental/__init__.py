@@ -98,17 +98,20 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
         return _sync_url(src, dst, scheduler, break_lock, report, storage_options, jobs)
     src, dst = Path(src), Path(dst)
     kind = _check_source(src)
-    from tbconvert.output import check_destination
+    from tbconvert.output import check_destination, made_in_place
     check_destination(src, dst)
     if kind == "tbdev":
         _sync_export(src, dst, report, break_lock)
         return report
-    _prepare_destination(dst)
-    with Lock(dst, report, break_lock=break_lock):
-        survey = _survey(src, dst)
-        if not _nothing_new(survey, report):
-            _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs,
-                         workers=workers)
+    # A first sync that fails leaves no dataset directory behind: everything it wrote there
+    # is gone once its lock is released (a committed dataset is never empty, so it stays).
+    with made_in_place(dst):
+        _prepare_destination(dst)
+        with Lock(dst, report, break_lock=break_lock):
+            survey = _survey(src, dst)
+            if not _nothing_new(survey, report):
+                _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs,
+                             workers=workers)
     report.outputs.append(str(dst))
     return report
 
@@ -175,6 +178,7 @@ def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
 def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> None:
     """A TensorBoard.dev export: one dataset, or one per experiment of an export root."""
     from tbconvert.incremental import exports
+    from tbconvert.output import made_in_place
     targets = exports.experiments(src)
     if targets == [(src, None)]:
         targets = [(src, dst)]
@@ -184,9 +188,10 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> 
                                     "one per experiment; this is not one (choose another DST)")
         targets = [(path, dst / name) for path, name in targets]
     for path, target in targets:
-        _prepare_destination(target)
-        with Lock(target, report, break_lock=break_lock):
-            exports.sync_experiment(path, target, report)
+        with made_in_place(target):
+            _prepare_destination(target)
+            with Lock(target, report, break_lock=break_lock):
+                exports.sync_experiment(path, target, report)
         report.outputs.append(str(target))
 
 

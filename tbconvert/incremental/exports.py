@@ -40,12 +40,8 @@ def fingerprint(path: Path) -> str:
 def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
     """Bring the dataset ``dst`` (locked by the caller) up to date with one experiment;
     ``store``: a :class:`~tbconvert.incremental.store.StoreDataset` whose stage ``dst`` is."""
-    from tbconvert import api
-    from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
-    from tbconvert.formats.parquet.writer import part_name, write_part
     from tbconvert.incremental import manifest
-    from tbconvert.incremental.files import pending_name
     manifest = manifest if store is None else store      # the dataset's committing side
 
     marker = manifest.load(dst, report)
@@ -58,6 +54,37 @@ def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
         report.runs = report.runs_unchanged = len(known)
         return
     generation = report.generation = state["generation"] + 1
+    from tbconvert.output import removed_on_failure
+    # What this generation wrote goes unless it is committed, and a full disk is told as
+    # every output tells it (the caller then removes a first sync's directory, empty again).
+    with removed_on_failure(lambda: manifest.remove_garbage(dst, marker), dst,
+                            also=BaseException):
+        experiment, parts, runs_state = _write_parts(src, dst, generation, known, report)
+        manifest.publish(dst, [p["file"] for p in parts])
+        manifest.commit(dst, {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                              "experiment": S.experiment_to_json(experiment), "parts": parts,
+                              "sync": {"generation": generation, "runs": runs_state,
+                                       "export": seen}})
+    manifest.remove_garbage(dst, {"parts": parts})
+    for name in known:
+        if name not in runs_state:
+            report.runs_removed += 1
+            report.add("run_removed", f"{name}: no longer in the export; taken out of the "
+                       "dataset (as a full conversion would leave it out)", run=name, lost=False)
+    if known:
+        report.add("export_read_whole", f"{src}: the export's files changed; its runs were "
+                   "read whole again", path=src, lost=False)
+    report.new_bytes += sum(f.stat().st_size for f in ([src] if src.is_file() else
+                                                      src.rglob("*")) if f.is_file())
+
+
+def _write_parts(src: Path, dst: Path, generation: int, known: dict, report):
+    """Every run of the experiment as a part of ``generation``, under its pending name;
+    ``(experiment, the manifest's parts, its runs)``."""
+    from tbconvert import api
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.parquet.writer import part_name, write_part
+    from tbconvert.incremental.files import pending_name
     options = Options()
     parts, runs_state = [], {}
     with api.open_reader(src, format="tbdev", options=options, report=report) as reader:
@@ -73,22 +100,7 @@ def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
                 report.runs_rearchived += 1
             else:
                 report.runs_added += 1
-    for name in known:
-        if name not in runs_state:
-            report.runs_removed += 1
-            report.add("run_removed", f"{name}: no longer in the export; taken out of the "
-                       "dataset (as a full conversion would leave it out)", run=name, lost=False)
-    if known:
-        report.add("export_read_whole", f"{src}: the export's files changed; its runs were "
-                   "read whole again", path=src, lost=False)
-    report.new_bytes += sum(f.stat().st_size for f in ([src] if src.is_file() else
-                                                      src.rglob("*")) if f.is_file())
-    manifest.publish(dst, [p["file"] for p in parts])
-    manifest.commit(dst, {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
-                          "experiment": S.experiment_to_json(experiment), "parts": parts,
-                          "sync": {"generation": generation, "runs": runs_state,
-                                   "export": seen}})
-    manifest.remove_garbage(dst, {"parts": parts})
+    return experiment, parts, runs_state
 
 
 def experiments(src: Path):

@@ -9,6 +9,7 @@ from this host, or, for another host (a shared file system), when it is older th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -16,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tbconvert.errors import UsageError
+from tbconvert.errors import OutputError, UsageError
 
 LOCK_FILE = "_tbconvert.lock"
 # A sync of a lab's logs may run for hours; a lock from another host this old is abandoned.
@@ -90,18 +91,24 @@ class Lock:
         draft = self.path.with_name(f"{LOCK_FILE}{_DRAFT}{_host_tag()}-{os.getpid()}-"
                                     f"{uuid.uuid4().hex[:8]}")
         try:
-            # Not flushed to disk: a lock matters while its process lives, and one that a
-            # crash of the machine leaves empty is known stale after a minute.
-            with open(draft, "xb") as fh:
-                fh.write(self._body())
             try:
-                os.link(draft, self.path)
-            except FileExistsError:
-                return False
-            except OSError:     # a file system without hard links
-                return self._create_in_place()
-        finally:
-            draft.unlink(missing_ok=True)
+                # Not flushed to disk: a lock matters while its process lives, and one that
+                # a crash of the machine leaves empty is known stale after a minute.
+                with open(draft, "xb") as fh:
+                    fh.write(self._body())
+                try:
+                    os.link(draft, self.path)
+                except FileExistsError:
+                    return False
+                except OSError:     # a file system without hard links
+                    return self._create_in_place()
+            finally:
+                with contextlib.suppress(OSError):     # (a draft left is removed later)
+                    draft.unlink(missing_ok=True)
+        except OSError as exc:
+            # a full or read-only disk: the sync cannot begin, and says so as writing fails
+            from tbconvert.output import describe_os_error
+            raise OutputError(describe_os_error(exc, self.path)) from None
         return True
 
     def _create_in_place(self) -> bool:

@@ -33,7 +33,7 @@ from tbconvert.errors import MissingDependencyError, UsageError
 from tbconvert.report import Report
 from tbconvert.restarts import Restarts
 from tbconvert.tables._data import Data, read
-from tbconvert.tables._source import iter_source, table_options
+from tbconvert.tables._source import drop_hidden_notes, feed, iter_source, table_options
 
 __all__ = ["read", "Data", "scalars", "scalars_table", "hparams", "hparams_table", "histograms",
            "histograms_table", "tensors", "tensors_table", "text", "text_table", "images",
@@ -64,9 +64,7 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None):
     if options is None:
         options = table_options(runs=runs, tags=tags, restarts=restarts)
     collector = make_columns(options.restarts == "keep-all", report)
-    for _run, chunks in iter_source(source, options, report):
-        for chunk in chunks:
-            collector.add_chunk(chunk)
+    feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk))
     return collector
 
 
@@ -236,10 +234,15 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
                                                             restarts=restarts)
     read_options = replace(sel, runs=None, tags=None)
     collected = Collected()
+    start = len(report.issues)
     for run, chunks in iter_source(source, read_options, report):
         collected.add(run.name, chunks, report)
-    return trials_table(collected, report, session_filter=sel.wants_run if sel.runs else None,
-                        tag_filter=sel.wants_tag if sel.tags else None)
+    table = trials_table(collected, report, session_filter=sel.wants_run if sel.runs else None,
+                         tag_filter=sel.wants_tag if sel.tags else None)
+    # Of all that was read, only the series that give a metric its value are in the table:
+    # points the restart rule hides elsewhere are no concern of it.
+    drop_hidden_notes(report, start, lambda i: (i.run, i.tag) in collected.in_table)
+    return table
 
 
 def hparams(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,

@@ -35,8 +35,8 @@ from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
 from tbconvert.output import AtomicOutput
-from tbconvert.report import Report
-from tbconvert.tables._source import iter_source
+from tbconvert.report import Report, plural, were
+from tbconvert.tables._source import feed
 
 MEDIA_PLUGINS = ("images", "audio", "text")
 
@@ -133,16 +133,19 @@ def extract(source, out_dir: Path, options: Options, report: Report) -> int:
     out_dir = Path(out_dir)
     with AtomicOutput(out_dir, force=options.force, directory=True).writing() as tmp:
         writer = _Writer(tmp, report)
-        for _run, chunks in iter_source(source, options, report):
-            for chunk in chunks:
-                plugin = chunk.metadata.plugin_name
-                if plugin in ("images", "audio") and isinstance(chunk, BlobSequenceSeries):
-                    _blobs(writer, chunk)
-                elif plugin == "text" and isinstance(chunk, TensorSeries):
-                    _text(writer, chunk)
-                else:
-                    key = plugin or chunk.data_class.name.lower()
-                    skipped[key] = skipped.get(key, 0) + len(chunk)
+
+        def take(_run, chunk) -> bool:
+            plugin = chunk.metadata.plugin_name
+            if plugin in ("images", "audio") and isinstance(chunk, BlobSequenceSeries):
+                _blobs(writer, chunk)
+            elif plugin == "text" and isinstance(chunk, TensorSeries):
+                _text(writer, chunk)
+            else:
+                key = plugin or chunk.data_class.name.lower()
+                skipped[key] = skipped.get(key, 0) + len(chunk)
+                return False
+            return True
+        feed(source, options, report, take)
     if skipped:
         what = ", ".join(f"{k} ({v})" for k, v in sorted(skipped.items()))
         report.add("not_media", f"points that are not images, audio or text were not extracted: "
@@ -166,8 +169,9 @@ def _blobs(writer: _Writer, chunk: BlobSequenceSeries) -> None:
         folder = folder or writer.folder(chunk.run, chunk.tag)
         writer.write(folder, _stem(chunk, p, i), sniff(blob), blob, chunk.run, chunk.tag)
     if lost:
-        writer.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {lost} blobs were lost by "
-                          "the source; no file was written for them",
+        writer.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {plural(lost, 'blob')} "
+                          f"{were(lost)} lost by the source; no file was written for "
+                          f"{'it' if lost == 1 else 'them'}",
                           run=chunk.run, tag=chunk.tag, count=lost)
 
 

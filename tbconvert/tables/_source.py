@@ -52,3 +52,27 @@ def iter_source(source, options: Options, report: Report) -> Iterator[tuple[Run,
                          f"got {type(source).__name__}")
     with api.open_reader(source, options=options, report=report) as reader:
         yield from api.selected_runs(reader, options, report)
+
+
+def feed(source, options: Options, report: Report, take) -> None:
+    """Each chunk of each selected run of ``source`` (as :func:`iter_source` yields them) to
+    ``take(run, chunk)``, which answers whether the output holds that chunk's data.
+
+    A chunk stripped of the points TensorBoard's restart rule hides comes with a note that
+    says so; only the chunks taken keep it. Left out of data the output never holds (the
+    scalars of a media extraction), the hidden points are no loss, and a note on them would
+    only mislead.
+    """
+    for run, chunks in iter_source(source, options, report):
+        mark = len(report.issues)
+        for chunk in chunks:
+            if not take(run, chunk):
+                drop_hidden_notes(report, mark)
+            mark = len(report.issues)
+
+
+def drop_hidden_notes(report: Report, since: int, keep=lambda issue: False) -> None:
+    """Take back the notes on points left out by the restart rule added since issue
+    ``since``, but those ``keep(issue)`` holds to."""
+    report.issues[since:] = [i for i in report.issues[since:]
+                             if i.kind != "hidden_points_left_out" or keep(i)]

@@ -27,7 +27,7 @@ from typing import get_args
 import numpy as np
 
 from tbconvert.errors import MissingDependencyError
-from tbconvert.report import Report
+from tbconvert.report import Report, plural, were
 from tbconvert.restarts import TbparseRestarts
 from tbconvert.restarts import check as check_restarts
 from tbconvert.tbparse import _frames
@@ -166,8 +166,8 @@ class SummaryReader:
             n = sum(c.hidden_count for c in td.chunks)
             if n:
                 self.report.add("hidden_points_left_out",
-                                f"{where}: {td.tag}: {n} points TensorBoard's restart rule hides "
-                                "were left out (restarts='keep-all' keeps them)",
+                                f"{where}: {td.tag}: {plural(n, 'point')} TensorBoard's restart "
+                                f"rule hides {were(n)} left out (restarts='keep-all' keeps them)",
                                 path=where, tag=td.tag, count=n, lost=False)
 
     # -- what tbparse users touch ---------------------------------------------------------------

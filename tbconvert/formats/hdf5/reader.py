@@ -26,7 +26,7 @@ from tbconvert.model import (
     ScalarSeries,
     TensorSeries,
 )
-from tbconvert.report import Report
+from tbconvert.report import Report, plural
 
 
 def _one_line(exc: BaseException) -> str:
@@ -208,7 +208,7 @@ class Hdf5Reader(Reader):
             except TbconvertError:
                 raise
             except _DAMAGE as exc:
-                lost = "" if n is None else f"; {n - done} of its {n} points skipped"
+                lost = "" if n is None else f"; {n - done} of its {plural(n, 'point')} skipped"
                 self.report.add("damaged_series", f"{self.path}: damaged archive at {spath} "
                                 f"({_one_line(exc)}){lost}", path=self.path, run=run, tag=tag,
                                 count=1 if n is None else max(n - done, 1))

@@ -22,7 +22,7 @@ from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.model import BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries, TensorSeries
-from tbconvert.report import Report
+from tbconvert.report import Report, plural
 
 # Columns the reader needs (names, data class and plugin come from the series table).
 _READ_COLUMNS = ["series", "step", "wall_time", "value", "hidden", "tensor_dtype",
@@ -182,7 +182,7 @@ class ArchiveFile:
             self.report.add(
                 "damaged_row_group",
                 f"{self.path}: damaged archive: {meta.num_row_groups} row groups found, "
-                f"{len(recorded)} written; {lost} points may be missing",
+                f"{len(recorded)} written; {plural(lost, 'point')} may be missing",
                 path=self.path, count=max(lost, 1))
         for group in range(meta.num_row_groups):
             rows = meta.row_group(group).num_rows
@@ -190,7 +190,7 @@ class ArchiveFile:
                 if group >= len(recorded):
                     self.report.add("damaged_row_group",
                                     f"{self.path}: row group {group} was not written by tbconvert "
-                                    f"(damaged footer); its {rows} rows skipped",
+                                    f"(damaged footer); its {plural(rows, 'row')} skipped",
                                     path=self.path, count=max(rows, 1))
                     continue
                 rows = recorded[group]["rows"]
@@ -212,7 +212,7 @@ class ArchiveFile:
                 self.report.add(
                     "damaged_row_group",
                     f"{self.path}: row group {group} is damaged ({_one_line(exc)}); "
-                    f"{lost} of its {rows} points skipped{self._runs_in(group)}",
+                    f"{lost} of its {plural(rows, 'point')} skipped{self._runs_in(group)}",
                     path=self.path, count=lost)
 
     def _batches(self, group: int, columns):
@@ -294,7 +294,8 @@ class ArchiveFile:
                 self.report.add(
                     "damaged_points", f"{self.path}: damaged archive in run "
                     f"{self.runs[run_index].name!r}, series {tag!r} ({_one_line(exc)}); "
-                    f"{e - s} points skipped", path=self.path, run=self.runs[run_index].name,
+                    f"{plural(e - s, 'point')} skipped", path=self.path,
+                    run=self.runs[run_index].name,
                     tag=tag, count=e - s)
                 continue
             yield run_index, chunk

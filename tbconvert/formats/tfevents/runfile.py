@@ -20,6 +20,7 @@ from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries
 from tbconvert.formats.tfevents.events import EventStream
 from tbconvert.formats.tfevents.merge import BUFFER_BYTES, FAN_IN, Sorter
 from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries, Series
+from tbconvert.report import plural
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
@@ -131,8 +132,9 @@ class RunFile:
             fixed = walls.copy()
             fixed[bad] = self.run.start_time if self.run.start_time is not None else 0.0
             self.report.add("wall_time_replaced",
-                            f"{s.run}/{s.tag}: {int(bad.sum())} non-finite wall times written as the "
-                            "run's start time", run=s.run, tag=s.tag, count=int(bad.sum()))
+                            f"{s.run}/{s.tag}: {plural(int(bad.sum()), 'non-finite wall time')} "
+                            "written as the run's start time", run=s.run, tag=s.tag,
+                            count=int(bad.sum()))
             return fixed
         return walls
 
