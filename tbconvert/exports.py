@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbconvert.errors import FormatError, OutputExistsError, TbconvertError
+from tbconvert.errors import FormatError, TbconvertError
 from tbconvert.formats.base import Options
 from tbconvert.report import Report
 
@@ -101,8 +101,6 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
             _convert_one(sources[0], dst, options, report)
         return report
 
-    _check_root_destination(dst, options)
-
     def failed(source, exc: TbconvertError) -> None:
         report.failures.append((source.experiment_id or source.path.name, exc))
         if on_failure is not None:
@@ -144,17 +142,6 @@ def _root_output(dst, options: Options):
     out = AtomicOutput(dst, force=options.force, directory=True)
     remote.publish(out.tmp, str(dst))
     return out, out.tmp
-
-
-def _check_root_destination(dst, options: Options) -> None:
-    from tbconvert import remote
-    if remote.is_remote(dst):
-        if not options.force and remote.exists(dst, options.storage_options):
-            raise OutputExistsError(f"{dst} already exists; pass --force to replace it (it "
-                                    "is only replaced once the new output is complete)")
-    elif dst.exists() and not options.force and (not dst.is_dir() or any(dst.iterdir())):
-        raise OutputExistsError(f"{dst} already exists and is not empty; pass --force to replace "
-                                "it (it is only replaced once the new output is complete)")
 
 
 def _outputs(sources, out) -> list[tuple[object, object]]:

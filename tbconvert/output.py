@@ -55,15 +55,16 @@ class AtomicOutput:
         self.directory = directory
         self.force = force
         if _exists(self.final) and not (directory and _is_empty_dir(self.final)):
-            if not force:
-                raise OutputExistsError(
-                    f"{self.final} already exists; pass --force to replace it "
-                    "(it is only replaced once the new output is complete)")
+            # (a file for a directory is refused with or without --force: told first)
             if directory != self.final.is_dir():
                 kind = "directory" if self.final.is_dir() else "file"
                 raise OutputExistsError(
                     f"{self.final} exists and is a {kind}; refusing to replace it with a "
                     f"{'directory' if directory else 'file'}; remove it first")
+            if not force:
+                raise OutputExistsError(
+                    f"{self.final} already exists; pass --force to replace it "
+                    "(it is only replaced once the new output is complete)")
         parent = self.final.parent
         # Parents this output creates go again if it fails: a failed conversion leaves no trace.
         self._created = _missing_parents(parent)

@@ -76,6 +76,15 @@ def _watch(args, ui, options) -> int:
             ui.info(f"tbconvert: {head}{r.report.summary()}")
             finish(args, ui, r.report)
 
-    sync_watch(args.src, args.dst, args.watch, on_round=told, break_lock=args.break_lock,
-               **options)
+    from tbconvert.cli import Terminated
+    try:
+        sync_watch(args.src, args.dst, args.watch, on_round=told, break_lock=args.break_lock,
+                   **options)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM is how a watch is meant to end: no error. A round cut short
+        # removed what it had written before this is reached.
+        how = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+        ui.info(f"tbconvert: {args.dst}: stopped ({how}); the dataset holds what the last "
+                "complete round committed")
+        return 143 if isinstance(exc, Terminated) else 130
     return 0

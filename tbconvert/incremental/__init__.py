@@ -306,8 +306,15 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         runs, plans = survey.runs, survey.plans
     else:
         runs, plans = (source.runs() if src.exists() else []), {}
-    experiment = S.experiment_to_json(source.experiment())
     known = state["runs"]      # keyed by the name the dataset stores (see _stored_name)
+    if not runs and known:
+        # Runs that leave the source leave the dataset, but a source with none at all is far
+        # more often a share that is not mounted, or a mistyped path, than a wish to empty
+        # the archive.
+        raise FormatError(f"{src}: holds no event files, so this sync would take all "
+                          f"{len(known)} runs out of {dst}; nothing was changed (is SRC "
+                          "mounted and spelt right? To empty the dataset, delete it)")
+    experiment = S.experiment_to_json(source.experiment())
     indices = {name: s["index"] for name, s in known.items()}
     next_index = max(indices.values(), default=-1) + 1
     tasks = []

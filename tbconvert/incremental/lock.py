@@ -69,6 +69,23 @@ def _alive(pid: int, started: str | None) -> bool:
     return started is None or now is None or now == started
 
 
+def parsed_lock(raw: bytes) -> dict:
+    """A lock's content as a sync writes it, or {} for anything else (being written, damaged,
+    or not a sync's), which is known stale once it is a minute old."""
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    when = data.get("time")
+    # (a time that no clock gives cannot be shown, nor trusted to say how old the lock is)
+    if when is not None and not (isinstance(when, (int, float)) and not isinstance(when, bool)
+                                 and 0 <= when <= time.time() + 86400):
+        return {}
+    return data
+
+
 class Lock:
     """``with Lock(dataset_dir, report):`` holds the dataset for one sync."""
 
@@ -125,11 +142,10 @@ class Lock:
     def holder(self) -> dict | None:
         """The lock's content; {} when unreadable (being written, or damaged)."""
         try:
-            data = json.loads(self.path.read_bytes() or b"{}")
-            return data if isinstance(data, dict) else {}
+            return parsed_lock(self.path.read_bytes())
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
+        except OSError:
             return {}
 
     def _stale(self, holder: dict) -> str | None:
@@ -198,8 +214,8 @@ class Lock:
         except FileNotFoundError:
             return False
         try:
-            moved = json.loads(aside.read_bytes() or b"{}")
-        except (OSError, ValueError):
+            moved = parsed_lock(aside.read_bytes())
+        except OSError:
             moved = {}
         if moved != holder:
             # another process took over first and this moved its fresh lock: put it back

@@ -29,7 +29,7 @@ from tbconvert import scratch
 from tbconvert.errors import OutputExistsError, TbconvertError, UsageError
 from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.incremental.files import PENDING_PREFIX, pending_name
-from tbconvert.incremental.lock import LOCK_FILE, Lock
+from tbconvert.incremental.lock import LOCK_FILE, Lock, parsed_lock
 
 _UPLOADS = 8        # part uploads in flight at once
 
@@ -223,11 +223,10 @@ class StoreLock(Lock):
 
     def holder(self) -> dict | None:
         try:
-            data = json.loads(self.dataset.fs.cat_file(self.key) or b"{}")
-            return data if isinstance(data, dict) else {}
+            return parsed_lock(self.dataset.fs.cat_file(self.key))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
+        except OSError:
             return {}
 
     def _age(self) -> float | None:

@@ -47,14 +47,14 @@ class DestStage:
         self.force = force
         self.kind = self._existing()
         if self.kind is not None:
-            if not force:
-                raise OutputExistsError(f"{url} already exists; pass --force to replace it "
-                                        "(it is only replaced once the new output is complete)")
             if directory is not None and (self.kind == "directory") != directory:
                 raise OutputExistsError(
                     f"{url} exists and is a {'directory' if self.kind == 'directory' else 'file'}"
                     f"; refusing to replace it with a {'directory' if directory else 'file'}; "
                     "remove it first")
+            if not force:
+                raise OutputExistsError(f"{url} already exists; pass --force to replace it "
+                                        "(it is only replaced once the new output is complete)")
         self.tmp = scratch.make(scratch.BUILT)
         self.local = self.tmp / basename(url)
         parent, _, name = self.root.rpartition("/")
