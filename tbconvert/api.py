@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tbconvert import names, registry
 from tbconvert.errors import FormatError, UsageError
 from tbconvert.formats.base import Options, Reader, Writer
-from tbconvert.report import Report
+from tbconvert.report import Report, plural, were
 
 if TYPE_CHECKING:  # numpy loads with the model, once data is read (not for --help or errors)
     from tbconvert.model import Run, Series
@@ -133,9 +133,9 @@ def select(series: Iterable[Series], options: Options, report: Report,
             continue
         if chunk.hidden is not None and not keeps_hidden and options.restarts != "keep-all":
             report.add("hidden_points_left_out",
-                       f"{chunk.run}/{chunk.tag}: {chunk.hidden_count} "
-                       f"point{'s' if chunk.hidden_count != 1 else ''} TensorBoard's restart "
-                       "rule hides were left out (--restarts keep-all writes them)",
+                       f"{chunk.run}/{chunk.tag}: {plural(chunk.hidden_count, 'point')} "
+                       f"TensorBoard's restart rule hides {were(chunk.hidden_count)} left out "
+                       "(--restarts keep-all writes them)",
                        run=chunk.run, tag=chunk.tag, count=chunk.hidden_count, lost=False)
             if witness and chunk.tag not in witnessed and chunk.hidden_count:
                 witnessed.add(chunk.tag)
