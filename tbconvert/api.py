@@ -206,6 +206,9 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     """
     report = report if report is not None else Report()
     opts = options if options is not None else make_options(**kwargs)
+    from tbconvert import remote
+    src, dst = remote.localize(src), remote.localize(dst)
+    src, dst = remote.for_workers(src, scheduler), remote.for_workers(dst, scheduler)
     check_paths(src, dst)
     reader = open_reader(src, format=from_format, options=opts, report=report)
     with reader:

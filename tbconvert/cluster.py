@@ -302,18 +302,49 @@ def _shares(sizes: list, count: int, ahead: int = 0) -> list[list[int]]:
 
 # -- a Dask cluster -------------------------------------------------------------------------
 
+def _connect(distributed, scheduler: str):
+    """A client of the scheduler at ``scheduler``, or a UsageError within about
+    ``CONNECT_TIMEOUT`` seconds. Dask's own timeout covers connecting, not a peer that
+    accepts and never answers (a dashboard port, a proxy), and bytes of another protocol
+    are read as a message of any length: so the client is made in a thread of its own,
+    waited for with a deadline, and whatever it fails with is told in one line."""
+    import threading
+    made: dict = {}
+
+    def connect() -> None:
+        try:
+            made["client"] = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT,
+                                                set_as_default=False)
+        except BaseException as exc:  # noqa: BLE001 - told by the thread that waits
+            made["error"] = exc
+    thread = threading.Thread(target=connect, name="tbconvert-scheduler-connect", daemon=True)
+    thread.start()
+    thread.join(CONNECT_TIMEOUT + 5)
+    fix = "check the address (the scheduler's port, 8786 by default, not its dashboard's) " \
+          "and that the scheduler is running"
+    if thread.is_alive():
+        raise UsageError(f"--scheduler {scheduler}: nothing answered as a Dask scheduler within "
+                         f"{CONNECT_TIMEOUT + 5} s; {fix}")
+    exc = made.get("error")
+    if exc is not None:
+        if not isinstance(exc, Exception):
+            raise exc
+        if isinstance(exc, MemoryError):    # another protocol's bytes read as a length
+            why = "it answered, but not as a Dask scheduler"
+        else:
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there "
+                         f"({why}); {fix}") from None
+    return made["client"]
+
+
 def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=None) -> list:
     try:
         import distributed
     except ImportError:
         raise MissingDependencyError(
             "--scheduler needs dask.distributed: pip install 'tbconvert[dask]'") from None
-    try:
-        client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there "
-                         f"({why}); check the address and that the scheduler is running") from None
+    client = _connect(distributed, scheduler)
     futures = []
     try:
         batch = uuid.uuid4().hex[:8]

@@ -70,6 +70,7 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
                                    jobs=jobs, storage_options=storage_options,
                                    progress=progress, **kwargs)
     src, dst = remote.localize(src), remote.localize(dst)
+    src, dst = remote.for_workers(src, scheduler), remote.for_workers(dst, scheduler)
     dst = dst if remote.is_remote(dst) else Path(dst)
     api.check_paths(src, dst)
     if remote.is_remote(src):

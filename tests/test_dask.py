@@ -284,3 +284,57 @@ def test_sync_through_the_cluster(cluster, tmp_path):
 def _made(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+def test_relative_paths_reach_the_workers_whole(cluster, tmp_path, monkeypatch):
+    """The workers do not run in the command's directory: relative SRC and DST are made
+    absolute before they are sent (a relative source gave an empty archive, exit 0)."""
+    shutil.copytree(FIXTURES / "torch_logdir", tmp_path / "logs")
+    monkeypatch.chdir(tmp_path)
+    address = cluster.scheduler_address
+    report = tbconvert.convert("logs", "dataset", to_format="parquet", scheduler=address)
+    assert not report.lost
+    tbconvert.convert("logs", "dataset_here", to_format="parquet", jobs=1)
+    assert _contents(tmp_path / "dataset") == _contents(tmp_path / "dataset_here")
+    synced = tbconvert.sync("logs", "synced", scheduler=address)
+    assert not synced.lost and synced.points == report.points
+    tbconvert.convert("synced", "back", to_format="tfevents")
+    assert_same_view(tb_view(tmp_path / "back"), tb_view(tmp_path / "logs"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", [b"", b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"])
+def test_a_port_that_is_no_scheduler_is_one_line(tmp_path, answer):
+    """A dashboard or web server on the port (answers in HTTP), or a peer that accepts and
+    never answers: a usage error within the connect deadline, not a hang or a traceback."""
+    import socket
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    peers = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            peers.append(conn)
+            if answer:
+                conn.sendall(answer)
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        proc = subprocess.run([*_cli(), "convert", str(FIXTURES / "torch_logdir"),
+                               str(tmp_path / "out"), "--to", "parquet",
+                               "--scheduler", f"tcp://127.0.0.1:{port}"],
+                              capture_output=True, text=True, cwd=CLI_CWD, env=cli_env(),
+                              timeout=120, check=False)
+    finally:
+        server.close()
+        for conn in peers:
+            conn.close()
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"tcp://127.0.0.1:{port}" in proc.stderr, proc.stderr
+    assert "check the address" in proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -15,7 +15,16 @@ from pathlib import Path
 from tbconvert import errors
 from tbconvert.formats.base import Writer
 from tbconvert.remote import failures
-from tbconvert.remote.urls import basename, is_remote, is_url, join, localize, parse_storage_options, protocol
+from tbconvert.remote.urls import (
+    basename,
+    for_workers,
+    is_remote,
+    is_url,
+    join,
+    localize,
+    parse_storage_options,
+    protocol,
+)
 
 _PUBLIC: dict[str, str] = {}
 
@@ -183,7 +192,7 @@ def staged_output(url: str, storage_options, *, force: bool, directory: bool):
     return stage
 
 
-__all__ = ["is_url", "is_remote", "localize", "join", "basename", "parse_storage_options",
+__all__ = ["is_url", "is_remote", "localize", "for_workers", "join", "basename", "parse_storage_options",
            "open_reader", "open_writer", "exists", "publish", "staged_output", "check_overlap",
            "public_text",
            "public_report"]
