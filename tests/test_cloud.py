@@ -585,3 +585,62 @@ def test_an_interrupt_while_uploads_are_submitted_waits_for_every_started_upload
         DestStage._put(SimpleNamespace(fs=SimpleNamespace(put_file=put_file)), pairs)
     assert len(running) == 3
     assert sorted(ended) == sorted(running), "uploads still running after the interrupt"
+
+
+# ------------------------------------------------------------------ interrupts and commits
+
+def _interrupt_after_the_upload(monkeypatch):
+    """Ctrl-C while a file's upload is in flight: the upload cannot be cut short, so the
+    interrupt comes once it has ended (as _put waits for it)."""
+    from tbconvert.remote.dest import DestStage
+    put = DestStage._put
+
+    def put_then_interrupt(self, pairs):
+        put(self, pairs)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(DestStage, "_put", put_then_interrupt)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_an_upload_interrupted_leaves_the_old_object_or_none(store, bucket, monkeypatch, tmp_path,
+                                                              capsys, force):
+    from tbconvert.cli import main
+    url = f"s3://{bucket}/a.parquet"
+    if force:
+        api.convert(FIXTURES / "tf2_logdir", url)
+    before = store.fs.cat_file(url[len("s3://"):]) if force else None
+    _interrupt_after_the_upload(monkeypatch)
+    args = ["convert", str(FIXTURES / "torch_logdir"), url, *(["--force"] if force else [])]
+    assert main(args) == 130
+    assert capsys.readouterr().err.endswith("interrupted; partial output was removed\n")
+    if force:     # the old archive, whole, and nothing else
+        assert keys(store, f"s3://{bucket}") == [f"{bucket}/a.parquet"]
+        assert store.fs.cat_file(url[len("s3://"):]) == before
+    else:
+        assert keys(store, f"s3://{bucket}") == []
+
+
+def test_an_interrupt_held_back_by_a_commit_is_told_as_after_it(store, bucket, monkeypatch, capsys):
+    """A signal while the output is put in place waits for it: the command then says the
+    output is complete, not that partial output was removed."""
+    import contextlib
+    import signal as signals
+
+    from tbconvert.cli import main
+    from tbconvert.remote.dest import DestStage
+    url = f"s3://{bucket}/logs"
+    held = DestStage._held
+
+    @contextlib.contextmanager
+    def held_with_a_signal(self):
+        with held(self) as done:
+            os.kill(os.getpid(), signals.SIGINT)      # held back until the commit ends
+            yield done
+    monkeypatch.setattr(DestStage, "_held", held_with_a_signal)
+    assert main(["convert", str(FIXTURES / "torch_logdir"), url, "--to", "tfevents"]) == 130
+    assert capsys.readouterr().err.endswith(
+        f"interrupted as {url} was being put in place: it is complete and kept\n")
+    monkeypatch.undo()
+    from tbconvert.verify import compare
+    assert compare(url, FIXTURES / "torch_logdir") == []
+    assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]

@@ -320,11 +320,11 @@ def _main(argv: Sequence[str] | None) -> int:
             traceback.print_exc()
         ui.error(exc.cli_message())
         return exc.exit_code
-    except Terminated:
-        ui.error("terminated; partial output was removed")
+    except Terminated as exc:
+        ui.error(_stopped("terminated", exc))
         return 143
-    except KeyboardInterrupt:
-        ui.error("interrupted; partial output was removed")
+    except KeyboardInterrupt as exc:
+        ui.error(_stopped("interrupted", exc))
         return 130
     except Exception:  # noqa: BLE001 - a bug: say so plainly
         if _received:      # unless a signal cut short what raised it
@@ -336,6 +336,15 @@ def _main(argv: Sequence[str] | None) -> int:
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
         return 1
+
+
+def _stopped(what: str, exc: KeyboardInterrupt) -> str:
+    """What an interrupt cost: one held back while an output was put in place comes after
+    that output is whole (see remote.dest)."""
+    complete = getattr(exc, "complete", None)
+    if complete is not None:
+        return f"{what} as {complete} was being put in place: it is complete and kept"
+    return f"{what}; partial output was removed"
 
 
 def console_main() -> int:

@@ -3,9 +3,11 @@
 The writer works in a local stage exactly as it does for a local destination; the commit
 then uploads. Object stores have no rename, so:
 
-- a single-object output (Parquet file, HDF5 file, CSV) is uploaded straight to its key:
-  a PUT, or a multipart upload that is completed last, makes the object appear whole, and
-  an interrupted upload leaves no object under that key;
+- a single-object output (Parquet file, HDF5 file, CSV) where nothing is under its key yet
+  is uploaded straight to it: a PUT, or a multipart upload that is completed last, makes
+  the object appear whole (an upload that an interrupt had to wait for is removed again);
+  one that replaces an object (``--force``) is uploaded under a temporary key and moved
+  with Ctrl-C and SIGTERM held back, so the old object stays until the new one is whole;
 - a directory output (event-file logdir, export, Parquet dataset, media) is uploaded under
   a hidden temporary prefix beside it, ``.<name>.tbconvert-tmp-<id>/``; then, with Ctrl-C
   and SIGTERM held back, each object is copied server-side to the final prefix, objects of
@@ -18,6 +20,7 @@ for single files too, finished by a move.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 from tbconvert import scratch
@@ -95,13 +98,39 @@ class DestStage:
     def _commit_file(self) -> None:
         if self.kind == "directory":
             raise OutputExistsError(f"{self.url} exists and is a directory; remove it first")
-        if self.proto in ATOMIC_PUT:
+        if self.proto in ATOMIC_PUT and self.kind is None:
+            # Nothing under the key to keep: the object appears whole once its PUT ends. An
+            # interrupt waits for the PUT in flight (it cannot be cut short), then abort()
+            # removes what it made, so Ctrl-C leaves no object.
+            self._uploaded = [self.root]
             self._put([(self.local, self.root)])
+            self._uploaded = []
             return
+        # An object to replace (--force), or a store whose PUTs are not whole: uploaded
+        # aside, then moved with Ctrl-C held back, so the old object stays until the new one
+        # is whole and an interrupted upload costs only the temporary one.
         self._uploaded = [self._temporary]
         self._put([(self.local, self._temporary)])
-        self.fs.mv(self._temporary, self.root)
-        self._uploaded = []
+        with self._held() as done:
+            self.fs.mv(self._temporary, self.root)
+            self._uploaded = []
+            done.append(True)
+
+    @contextlib.contextmanager
+    def _held(self):
+        """Ctrl-C and SIGTERM held back while the output is put in place. One that arrives
+        then is let through after it, marked ``complete`` with the URL once the block has
+        appended to the list it is given, so that it is told as coming after a whole
+        output, not as a removal."""
+        from tbconvert.interrupts import deferred
+        done: list = []
+        try:
+            with deferred():
+                yield done
+        except KeyboardInterrupt as exc:
+            if done:
+                exc.complete = self.url
+            raise
 
     def _commit_directory(self) -> None:
         files = sorted(p for p in self.local.rglob("*") if p.is_file())
@@ -115,8 +144,7 @@ class DestStage:
         if self.kind is not None:
             self.fs.invalidate_cache()
             old = {p.rstrip("/") for p in self.fs.find(self.root)}
-        from tbconvert.interrupts import deferred
-        with deferred():    # the short commit runs to its end once begun
+        with self._held() as done:    # the short commit runs to its end once begun
             if staged:
                 self.fs.copy(staged, finals)
             stale = sorted(old - set(finals))
@@ -125,6 +153,7 @@ class DestStage:
             if staged:
                 self.fs.rm(staged)
             self._uploaded = []
+            done.append(True)
 
     def _put(self, pairs) -> None:
         """Upload ``(local, key)`` pairs, several at once. On an interrupt or a failure no
