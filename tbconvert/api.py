@@ -208,6 +208,9 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     opts = options if options is not None else make_options(**kwargs)
     from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)
+    if scheduler is not None and (remote.is_remote(src) or remote.is_remote(dst)):
+        raise UsageError("--scheduler works with local (or mounted) SRC and DST only; convert "
+                         "from or to a URL without it")
     src, dst = remote.for_workers(src, scheduler), remote.for_workers(dst, scheduler)
     check_paths(src, dst)
     reader = open_reader(src, format=from_format, options=opts, report=report)

@@ -644,3 +644,31 @@ def test_an_interrupt_held_back_by_a_commit_is_told_as_after_it(store, bucket, m
     from tbconvert.verify import compare
     assert compare(url, FIXTURES / "torch_logdir") == []
     assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]
+
+
+def test_sync_to_a_url_named_like_a_parquet_file_is_refused(store, bucket):
+    url = f"s3://{bucket}/sfx/arch.parquet"
+    api.convert(FIXTURES / "tf2_logdir", url)
+    before = store.fs.cat_file(url[len("s3://"):])
+    proc = tbconvert_cli("sync", FIXTURES / "torch_logdir", url)
+    assert proc.returncode == 2
+    one_line_error(proc, f"{url}: sync keeps a directory dataset; choose a name without the "
+                         ".parquet suffix")
+    assert keys(store, f"s3://{bucket}") == [f"{bucket}/sfx/arch.parquet"]
+    assert store.fs.cat_file(url[len("s3://"):]) == before
+
+
+def test_the_whole_store_as_a_source_is_a_usage_error(store):
+    proc = tbconvert_cli("info", "s3://")
+    assert proc.returncode == 2
+    one_line_error(proc, "s3://: name a bucket (and a prefix or object in it), not the whole store")
+
+
+def test_scheduler_with_a_url_says_why_it_is_refused(store, bucket, tmp_path):
+    for args in ((FIXTURES / "torch_logdir", f"s3://{bucket}/out", "--to", "parquet"),
+                 (f"s3://{bucket}/logs", tmp_path / "out", "--to", "parquet")):
+        proc = tbconvert_cli("convert", *args, "--scheduler", "tcp://127.0.0.1:9")
+        assert proc.returncode == 2
+        one_line_error(proc, "--scheduler works with local (or mounted) SRC and DST only; "
+                             "convert from or to a URL without it")
+    assert keys(store, f"s3://{bucket}") == [] and list(tmp_path.iterdir()) == []

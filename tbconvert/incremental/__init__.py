@@ -149,6 +149,7 @@ def _sync_url(src, dst, scheduler, break_lock: bool, report: SyncReport,
 def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
                    storage_options) -> None:
     from tbconvert.incremental.store import StoreDataset, StoreLock
+    _check_dataset_name(url)
     kind = _check_source(src)
     if kind == "tbdev":
         from tbconvert.incremental import exports
@@ -212,10 +213,15 @@ def _check_source(src: Path) -> str:
     return fmt.name
 
 
-def _prepare_destination(dst: Path) -> None:
-    if dst.name.lower().endswith((".parquet", ".pq")):
+def _check_dataset_name(dst) -> None:
+    """A dataset named like a Parquet file would be read as one (or hide one at that URL)."""
+    if str(dst).rstrip("/").lower().endswith((".parquet", ".pq")):
         raise UsageError(f"{dst}: sync keeps a directory dataset; choose a name without the "
                          ".parquet suffix")
+
+
+def _prepare_destination(dst: Path) -> None:
+    _check_dataset_name(dst)
     if dst.exists() and not dst.is_dir():
         raise OutputExistsError(f"{dst}: exists and is not a directory; sync needs a "
                                 "directory dataset (choose another DST)")

@@ -17,9 +17,9 @@ import shutil
 from pathlib import Path, PurePosixPath
 
 from tbconvert import scratch
-from tbconvert.errors import FormatError, OutputError
+from tbconvert.errors import FormatError, OutputError, UsageError
 from tbconvert.remote import failures
-from tbconvert.remote.urls import basename, filesystem, protocol
+from tbconvert.remote.urls import READ_ONLY, basename, filesystem, protocol
 
 BLOCK = 64 << 20            # bytes per ranged read (at least 8 MiB: few, large requests)
 BATCH_BYTES = 256 << 20     # bytes in flight at once
@@ -72,6 +72,9 @@ class SourceStage:
         self.report = report
         self.fs, self.root = filesystem(url, storage_options)
         self.proto = protocol(url)
+        if not self.root.strip("/") and self.proto not in READ_ONLY:
+            raise UsageError(f"{url}: name a bucket (and a prefix or object in it), not the "
+                             "whole store")
         self.tmp = scratch.make(scratch.FETCHED)
         name = basename(url)
         self.local = self.tmp / (name if _safe_rel(name) else "source")
