@@ -91,3 +91,20 @@ def test_an_export_written_over_a_file_is_refused_the_same_with_or_without_force
                               "directory; remove it first")
     assert target.read_text() == "x"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_a_sync_into_a_dataset_convert_wrote_reports_what_it_replaces(tmp_path):
+    """Its runs are read whole once (run_read_whole), and those the source lacks are
+    reported removed, as docs/archives.md says; they were counted as added and dropped
+    without a word."""
+    same, other = tmp_path / "same", tmp_path / "other"
+    tbconvert.convert(TORCH, same, to_format="parquet")
+    report = tbconvert.sync(TORCH, same)
+    assert (report.runs_added, report.runs_rearchived, report.runs_removed) == (0, 7, 0)
+    assert sorted(i.run for i in report.issues if i.kind == "run_read_whole") == _runs(TORCH)
+    tf2 = FIXTURES / "tf2_logdir"
+    tbconvert.convert(tf2, other, to_format="parquet")
+    report = tbconvert.sync(TORCH, other)
+    assert (report.runs_added, report.runs_removed) == (7, len(_runs(tf2)))
+    assert sorted(i.run for i in report.issues if i.kind == "run_removed") == _runs(tf2)
+    assert _runs(other) == _runs(TORCH)

@@ -305,6 +305,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     # (locally, what a killed sync left goes at the end, with what this sync replaces: every
     # way out of a sync removes what its manifest does not name)
     state = marker["sync"]
+    converted = set(state.pop("from_convert", ()))   # runs of a dataset written by convert
     generation = state["generation"] + 1
     report.generation = generation
     source = TfeventsReader(src, Options(), report)
@@ -364,7 +365,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     # (a signal from here to the commit leaves the dataset as it was, too)
     try:
         parts, runs_state, merged_away, merged_in = _outcome(
-            tasks, results, kept, dict(zip(due, merged, strict=True)), known, indices, report)
+            tasks, results, kept, dict(zip(due, merged, strict=True)), known, indices, report,
+            converted)
         new_marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                       "experiment": experiment, "parts": parts,
                       "sync": {"generation": generation, "runs": runs_state}}
@@ -386,10 +388,11 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
 
 
 def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
-             report: SyncReport) -> tuple[list, dict, set, list]:
+             report: SyncReport, converted: set) -> tuple[list, dict, set, list]:
     """The new manifest's parts and runs, from the runs' results and the merges (by task:
     done or not); also the parts merging replaced and those it wrote. Counts it all in
-    ``report``."""
+    ``report``; ``converted``: the runs of a dataset that ``convert`` wrote, which this
+    first sync replaces."""
     parts, runs_state = [], {}
     merged_away: set = set()
     merged_in: list = []
@@ -414,7 +417,11 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
             continue
         if result.part is not None:
             report.parts_written += 1
-        if old is None:
+        if old is None and key in converted:
+            report.runs_rearchived += 1
+            report.add("run_read_whole", f"{task.name}: archived by convert, read whole once; "
+                       "its new part replaces the earlier one", run=task.name, lost=False)
+        elif old is None:
             report.runs_added += 1
         elif result.replaces:
             report.runs_rearchived += 1
@@ -431,7 +438,7 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
                                weights=weights)
         parts.extend({"file": p, "run": key} for p in run_parts)
     in_source = {_stored_name(t.name) for t in tasks}
-    for name in known:
+    for name in sorted(set(known) | converted):
         if name not in runs_state and name not in in_source:
             report.runs_removed += 1
             report.add("run_removed", f"{name}: no longer in the source; taken out of the "

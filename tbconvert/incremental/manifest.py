@@ -30,8 +30,12 @@ def load(dst: Path, report) -> dict:
     marker = read_marker(dst, Options(), report)
     state = marker.get("sync")
     if state is None:
-        # a dataset written by convert: its runs are read whole once, then kept up to date
-        state = {"generation": 0, "runs": {}}
+        # a dataset written by convert: its runs are read whole once, then kept up to date;
+        # the sync reports them as such (read whole, or removed), by the names its parts give
+        parts = marker.get("parts")
+        state = {"generation": 0, "runs": {}, "from_convert": sorted(
+            {p["run"] for p in parts if isinstance(p, dict) and isinstance(p.get("run"), str)}
+            if isinstance(parts, list) else ())}
     if not isinstance(state, dict) or not isinstance(state.get("generation"), int) or \
             not isinstance(state.get("runs"), dict):
         raise CorruptDataError(f"{dst / MARKER_FILE}: damaged (bad sync state); sync into a "
