@@ -118,6 +118,11 @@ def were(n: int) -> str:
     return "was" if n == 1 else "were"
 
 
+def are(n: int) -> str:
+    """The verb that agrees with ``n`` things: "is" or "are"."""
+    return "is" if n == 1 else "are"
+
+
 # Headlines of the common kinds, from (the issues' counts added up, issues); ``count`` means
 # what the kind counts (:data:`tbconvert.kinds.KINDS`). Other kinds read "<kind in words>",
 # "<kind in words>: N <what it counts>" or "<kind in words>: N times".

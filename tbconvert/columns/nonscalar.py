@@ -7,7 +7,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.columns import PointColumns
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
-from tbconvert.report import Report, plural, were
+from tbconvert.report import Report, are, plural, were
 
 # First bytes -> file extension, for blobs that are files.
 MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpg"), (b"GIF87a", "gif"),
@@ -45,7 +45,7 @@ class HistogramColumns(PointColumns):
             bad = len(chunk) - len(good)
             self.report.add("bad_histogram",
                             f"{chunk.run}/{chunk.tag}: {plural(bad, 'point')} "
-                            f"{'is' if bad == 1 else 'are'} not [k, 3] numeric tensors and not "
+                            f"{are(bad)} not [k, 3] numeric tensors and not "
                             "in the histogram table",
                             run=chunk.run, tag=chunk.tag, count=bad)
             chunk = chunk.take(good)
@@ -189,7 +189,7 @@ class MediaColumns(PointColumns):
         if lost:
             self.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {plural(lost, 'blob')} "
                             f"({self.plugin}) {were(lost)} lost by the source and "
-                            f"{'is' if lost == 1 else 'are'} not in the table",
+                            f"{are(lost)} not in the table",
                             run=chunk.run, tag=chunk.tag, count=lost)
         self.add(chunk, repeat=counts)
         return True
@@ -258,7 +258,7 @@ class TensorColumns(PointColumns):
                 skipped = len(chunk) - len(keep)
                 self.report.add("not_numeric_tensor",
                                 f"{chunk.run}/{chunk.tag}: {plural(skipped, 'point')} "
-                                f"{'is' if skipped == 1 else 'are'} strings or complex numbers "
+                                f"{are(skipped)} strings or complex numbers "
                                 "and not in the tensor table",
                                 run=chunk.run, tag=chunk.tag, count=skipped)
             for i in keep:

@@ -24,7 +24,7 @@ from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.csv import encode
 from tbconvert.model import Run, Series
 from tbconvert.output import AtomicOutput
-from tbconvert.report import Report, plural
+from tbconvert.report import Report, are, plural
 
 FLUSH_ROWS = 1 << 16   # about 6 MiB of CSV text and its Arrow intermediates at a time
 
@@ -108,7 +108,7 @@ def _report_others(run: Run, others: dict, report: Report) -> None:
         hint = _OTHER_TOOLS.get(chunk.metadata.plugin_name)
         report.add("not_in_table",
                    f"{run.name}/{tag}: {plural(n, 'point')} ({what}) "
-                   f"{'are' if n != 1 else 'is'} not scalar and not in the CSV"
+                   f"{are(n)} not scalar and not in the CSV"
                    + (f" (see {hint})" if hint else ""),
                    run=run.name, tag=tag, count=n)
 

@@ -33,7 +33,7 @@ from tbconvert.formats.html.markdown import render_tensor
 from tbconvert.formats.parquet.writer import ParquetWriter
 from tbconvert.model import BlobSequenceSeries, Experiment, Run, ScalarSeries, Series, TensorSeries, concat
 from tbconvert.output import AtomicOutput
-from tbconvert.report import Report, plural
+from tbconvert.report import Report, are, plural
 
 # The page's own scripts, in the order index.html loads them.
 SCRIPTS = ("util.js", "data.js", "scalars.js", "histograms.js", "media.js", "hparams.js", "page.js")
@@ -118,7 +118,7 @@ class HtmlWriter(Writer):
             self._not_shown.append({"run": index, "tag": tag, "plugin": plugin, "points": n})
             self.report.add("not_in_web_view",
                             f"{run.name}/{tag}: {plural(n, 'point')} ({plugin}) "
-                            f"{'is' if n == 1 else 'are'} not shown by the web view; kept in "
+                            f"{are(n)} not shown by the web view; kept in "
                             f"{PARQUET_NAME}", run=run.name, tag=tag, count=n,
                             lost=False)
         self._hparams.add(run.name, held.for_hparams, self.report)
@@ -132,7 +132,7 @@ class HtmlWriter(Writer):
                 self.report.add("hidden_points_not_shown",
                                 f"{run.name}/{chunk.tag}: {plural(chunk.hidden_count, 'point')} "
                                 "TensorBoard's restart rule hides "
-                                f"{'is' if chunk.hidden_count == 1 else 'are'} not charted (kept "
+                                f"{are(chunk.hidden_count)} not charted (kept "
                                 f"in {PARQUET_NAME}, marked)", run=run.name, tag=chunk.tag,
                                 count=chunk.hidden_count, lost=False)
             if len(shown):
@@ -276,13 +276,13 @@ class HtmlWriter(Writer):
         for ext, n in other.items():
             self.report.add("media_not_shown",
                             f"{where}: {plural(n, 'blob')} ({plugin}) of type {ext} "
-                            f"{'is' if n == 1 else 'are'} not shown (the page shows "
+                            f"{are(n)} not shown (the page shows "
                             f"{', '.join(allowed)} only); kept in {PARQUET_NAME}",
                             run=chunk.run, tag=chunk.tag, count=n, lost=False)
         if missing:
             self.report.add("lost_blob_not_shown",
                             f"{where}: {plural(missing, 'blob')} ({plugin}) the source lost "
-                            f"{'is' if missing == 1 else 'are'} not shown",
+                            f"{are(missing)} not shown",
                             run=chunk.run, tag=chunk.tag, count=missing, lost=False)
         points["key"] = points.get("key") or self._key("m")
 
