@@ -267,6 +267,16 @@ def test_access_denied_names_the_url_and_never_the_secret(store, bucket, flags):
         one_line_error(proc, f"s3://{bucket}/logs", "access denied")
 
 
+def test_a_refused_head_request_says_it_gave_no_reason(store, bucket, tmp_path):
+    """A HEAD answered 403 has no body to say whether the key was wrong or lacks the right:
+    the message gives both."""
+    store.proxy.add(Rule(lambda m, p, q: m == "HEAD", status=403, code="AccessDenied"))
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", f"s3://{bucket}/x.parquet")
+    assert proc.returncode == 11, proc.stderr
+    one_line_error(proc, f"s3://{bucket}/x.parquet", "access denied (HTTP 403, no reason "
+                   "given): the key pair or token may be wrong, or not allowed to write here")
+
+
 @pytest.mark.slow
 def test_access_denied_on_the_destination(store, bucket, tmp_path):
     store.proxy.add(Rule(lambda m, p, q: m in ("PUT", "POST"), status=403, code="AccessDenied"))

@@ -569,6 +569,25 @@ def test_runs_that_start_empty_or_half_written(tmp_path):
     assert full_rows(one) == full_rows(full)
 
 
+def test_a_record_still_being_written_is_no_extension(tmp_path):
+    """Bytes that hold no complete record yet add nothing: the run is unchanged, and the
+    report says the dataset changed in nothing; the record counts once it is complete."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(10))
+    sync(src, dst)
+    a.write(scalar(10), cut=9)
+    r = sync(src, dst)
+    assert (r.runs_extended, r.runs_unchanged, r.parts_written) == (0, 1, 0), r.summary()
+    assert r.new_bytes == 9 and r.changed_nothing and not r.issues
+    whole = records.frame(scalar(10).SerializeToString())
+    with open(a.path, "ab") as fh:
+        fh.write(whole[9:])
+    r = sync(src, dst)
+    assert (r.runs_extended, r.parts_written) == (1, 1) and not r.changed_nothing
+    check(src, dst, tmp_path)
+
+
 def test_run_tasks_and_results_travel_to_other_processes(tmp_path):
     """What a scheduler ships to its workers and back: tasks and results pickle, and a task
     run in another process writes its part where the sync then finds it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -101,13 +102,49 @@ def test_watch_follows_a_growing_logdir_until_sigterm(tmp_path):
         code, err = _stop(proc)
     assert code == 143, err
     assert "Traceback" not in err
-    rounds = [line for line in err.splitlines() if ": round " in line]
+    rounds = [line for line in err.splitlines() if re.search(r" round \d+ ", line)]
     assert len(rounds) >= 3 and "1 run(s) added" in rounds[0], err
+    assert "nothing new" in rounds[-1], err
     assert any("1 run(s) added, 1 extended" in line for line in rounds), err
     assert err.strip().splitlines()[-1] == (f"tbconvert: {dst}: stopped (SIGTERM); the dataset "
                                             "holds what the last complete round committed")
     assert _leftovers(dst) == []
     check(src, dst, tmp_path)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_watch_lists_rounds_that_change_something_with_their_time(tmp_path, verbose):
+    """Over days most rounds find nothing: a stretch of them is one line (``-v``: every round),
+    and every line carries the local date and time."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(20))
+    proc = _start(src, dst, "--watch", "0.1", "-j", "1", *(["-v"] if verbose else []))
+    try:
+        first = _wait(lambda: _generation(dst), proc)
+        time.sleep(1.0)                       # about ten rounds that find nothing
+        a.write_many(scalar(s) for s in range(20, 30))
+        _wait(lambda: _generation(dst) > first, proc)
+        time.sleep(0.6)
+    finally:
+        code, err = _stop(proc)
+    assert code == 143 and "Traceback" not in err, err
+    rounds = [line for line in err.splitlines() if re.search(r" round \d+ ", line)]
+    assert all(re.match(rf"tbconvert: {re.escape(str(dst))}: \d{{4}}-\d\d-\d\d "
+                        r"\d\d:\d\d:\d\d round \d+ \(\d+\.\d{3} s\): ", line)
+               for line in rounds), err
+    idle = [line for line in rounds if "nothing new" in line]
+    grew = [k for k, line in enumerate(rounds) if "1 extended" in line]
+    assert "1 run(s) added" in rounds[0] and len(grew) == 1, err
+    if verbose:
+        assert len(rounds) >= 10 and not idle, err
+        assert sum("0 extended, 0 read whole again, 0 removed, 1 unchanged" in line
+                   for line in rounds) >= 8, err
+    else:
+        # the first round, one line for the quiet stretch, the round that grew, one more line
+        assert len(rounds) == 4 and grew == [2], err
+        assert idle[0].endswith("nothing new; rounds that find nothing new are not listed "
+                                "(-v lists them)"), err
 
 
 def test_watch_stopped_during_a_round_keeps_the_last_complete_one(tmp_path):

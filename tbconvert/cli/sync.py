@@ -33,9 +33,10 @@ def add_arguments(p) -> None:
                    "a path or a URL such as s3://bucket/dataset")
     p.add_argument("--watch", type=_seconds, metavar="SECONDS",
                    help="keep syncing: sync, wait SECONDS, sync again... until Ctrl-C or "
-                        "SIGTERM, in one process (a line per round on stderr; a round whose "
-                        "dataset another sync holds is skipped, one that fails is reported "
-                        "and the next one tries again)")
+                        "SIGTERM, in one process (a line per round that changed something on "
+                        "stderr, -v for every round; a round whose dataset another sync "
+                        "holds is skipped, one that fails is reported and the next one "
+                        "tries again)")
     add_jobs(p, "read and write the runs with new data in N processes when there is much to "
                 "read (default: one per core; 1: no extra processes); the dataset is the same "
                 "for every N")
@@ -62,17 +63,34 @@ def run(args, ui) -> int:
 
 
 def _watch(args, ui, options) -> int:
+    import time
+
     from tbconvert.incremental.watch import sync_watch
+    # A watch runs for days: a round that finds nothing new, or fails as the one before it
+    # did, is not listed again (-v lists every round); the first of such a stretch says so.
+    last = [None]
 
     def told(r) -> None:
-        head = f"{args.dst}: round {r.number} ({r.seconds:.3f} s): "
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        head = f"{args.dst}: {stamp} round {r.number} ({r.seconds:.3f} s): "
         if r.skipped is not None:
+            last[0] = None
             ui.info(f"tbconvert: {head}skipped, another sync holds the dataset; trying again "
                     f"in {args.watch:g} s")
         elif r.error is not None:
             # an error of this round only: said even with -q, and the next round goes on
-            ui.error(f"{head}{r.error.cli_message()}; trying again in {args.watch:g} s")
+            message = r.error.cli_message()
+            if ui.verbose or last[0] != ("error", message):
+                ui.error(f"{head}{message}; trying again in {args.watch:g} s" + (
+                    "" if ui.verbose else " (not repeated while it lasts; -v repeats it)"))
+            last[0] = ("error", message)
+        elif r.report.changed_nothing and r.number > 1 and not ui.verbose:
+            if last[0] != "idle":
+                ui.info(f"tbconvert: {head}nothing new; rounds that find nothing new are not "
+                        "listed (-v lists them)")
+            last[0] = "idle"
         else:
+            last[0] = None
             ui.info(f"tbconvert: {head}{r.report.summary()}")
             finish(args, ui, r.report)
 

@@ -39,7 +39,8 @@ class SyncReport(Report):
     generation: int = 0
     new_bytes: int = 0            # source bytes read (new, or of runs read whole again)
     runs_added: int = 0
-    runs_extended: int = 0        # runs that got one more part
+    runs_extended: int = 0        # runs that got one more part (new bytes that hold no
+                                  # point, such as a record still being written: unchanged)
     runs_rearchived: int = 0      # runs read whole again (their history changed)
     runs_removed: int = 0         # runs gone from the source, taken out of the dataset
     runs_unchanged: int = 0
@@ -52,6 +53,13 @@ class SyncReport(Report):
             "generation", "new_bytes", "runs_added", "runs_extended", "runs_rearchived",
             "runs_removed", "runs_unchanged", "parts_written", "parts_merged")}
         return out
+
+    @property
+    def changed_nothing(self) -> bool:
+        """Whether the dataset is as it was: no part written or merged, no run removed, nothing
+        to tell."""
+        return not (self.parts_written or self.parts_merged or self.runs_removed
+                    or self.runs_rearchived or self.runs_added or self.issues)
 
     def summary(self) -> str:
         return (f"generation {self.generation}: {self.runs_added} run(s) added, "
@@ -427,7 +435,7 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
             report.runs_rearchived += 1
             report.add("run_read_whole", f"{task.name}: read whole again ({result.why}); its "
                        "new part replaces the earlier ones", run=task.name, lost=False)
-        elif result.part is not None or result.new_bytes:
+        elif result.part is not None:
             report.runs_extended += 1
         else:
             report.runs_unchanged += 1

@@ -109,6 +109,11 @@ def describe(exc: BaseException, url: str, *, writing: bool = False) -> Tbconver
         cls = StorageError if writing else FormatError
         return cls(f"{url}: no such bucket; check the bucket name (and the region or "
                    "endpoint)")
+    if codes == {"403"}:
+        # the answer to a HEAD request has no body to name the reason
+        return StorageError(f"{url}: access denied (HTTP 403, no reason given): the key "
+                            "pair or token may be wrong, or not allowed to "
+                            f"{'write' if writing else 'read'} here")
     if codes & {"AccessDenied", "AllAccessDisabled", "403", "AccountProblem"} or any(
             isinstance(e, PermissionError) for e in chain):
         return StorageError(f"{url}: access denied; the credentials in use may not "
