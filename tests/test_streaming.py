@@ -151,6 +151,29 @@ def test_restart_rule_exact_across_blocks(k, tmp_path, tiny_blocks):
     assert_same_view(tb_view(out), tb_view(logdir))
 
 
+@pytest.mark.parametrize("k", [1, 2, 64])
+def test_an_empty_summary_sets_the_step_the_legacy_rule_compares_with(k, tmp_path, tiny_blocks):
+    """No file_version: a summary event with a lower step purges its own tags, and any summary
+    event, an empty one too, is the step the next one is compared with (TensorBoard shows
+    ``a`` at 10 and at 7 here, and ``b`` at 3 only: its 20 goes, purged by ``b`` at 3)."""
+    from tensorboard.compat.proto import summary_pb2
+    logdir = tmp_path / "logs"
+    (logdir / "r").mkdir(parents=True)
+    _events(logdir / "r" / "events.out.tfevents.1.x", [
+        _scalar("a", 10, 1.0), _scalar("b", 20, 1.0),
+        dict(wall_time=1100.0, step=5, summary=summary_pb2.Summary()),
+        _scalar("a", 7, 2.0, wall=1200.0),
+        _scalar("b", 3, 3.0, wall=1300.0)])
+    tiny_blocks(k, chunk_points=37)
+    out = tmp_path / "out"
+    tbconvert.convert(logdir, out, to_format="tfevents")
+    view = tb_view(logdir)
+    assert_same_view(tb_view(out), view)
+    data = tbconvert.read(logdir, restarts="keep-all")
+    assert data.series["r"]["a"].hidden is None or not data.series["r"]["a"].hidden.any()
+    assert data.series["r"]["b"].hidden.tolist() == [True, False]
+
+
 def test_chunks_are_bounded_and_in_order(tmp_path, tiny_blocks):
     logdir = _restarts_logdir(tmp_path)
     tiny_blocks(5, chunk_points=64)

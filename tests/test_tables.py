@@ -496,6 +496,23 @@ def test_media_names_made_safe(tmp_path):
     assert kinds == ["missing_blob", "name_made_safe"]
 
 
+def test_media_series_whose_paths_meet_get_folders_of_their_own(tmp_path):
+    """Run ``a`` with tag ``b/c`` and run ``a/b`` with tag ``c`` would share ``a/b/c``."""
+    md = Metadata("text", b"", "", "", DataClass.TENSOR)
+
+    def text(run, tag, step, value):
+        return TensorSeries(run=run, tag=tag, metadata=md, steps=np.array([step]),
+                            wall_times=np.array([1.0]), hidden=None, dtypes=np.array([7]),
+                            tensors=(np.array(value, dtype=object),))
+    out = tmp_path / "m"
+    report = tbconvert.extract_media(MemoryReader([
+        ("a", [text("a", "b/c", 0, b"first")]), ("a/b", [text("a/b", "c", 0, b"second")])]), out)
+    assert (out / "a" / "b" / "c" / "0_0.txt").read_bytes() == b"first"
+    assert (out / "a" / "b" / "c~2" / "0_0.txt").read_bytes() == b"second"
+    assert [i.message for i in report.issues if i.kind == "name_clash"] == [
+        "a/b/c: a/b/c holds run 'a', tag 'b/c' already; written under a/b/c~2"]
+
+
 def test_without_pandas_the_message_names_the_extra(monkeypatch):
     import sys
 

@@ -15,8 +15,9 @@ Layout: ``DIR/<run>/<tag>/<step>_<index>.<ext>``.
 * A name that cannot be a path as it is (unsafe characters, a part over
   200 bytes, a run and tag over 768 bytes together) is escaped or shortened
   with a digest of the whole name; a folder level that is already a file of
-  another tag (tags ``a`` and ``a/0_0.png``) gets a ``~N`` suffix. Each
-  change is reported.
+  another tag (tags ``a`` and ``a/0_0.png``) gets a ``~N`` suffix, and so does
+  a folder that another run and tag made already (run ``a`` with tag ``b/c``,
+  run ``a/b`` with tag ``c``). Each change is reported.
 * With ``restarts="keep-all"`` hidden points are written too, as
   ``<step>_<index>.hidden.<ext>``.
 * Blobs the source lost are reported, not written. Other series (scalars,
@@ -56,15 +57,28 @@ class _Writer:
         self.report = report
         self.files = 0
         self._folders: dict[tuple[str, str], Path] = {}
+        self._owners: dict[Path, tuple[str, str]] = {}
 
     def folder(self, run: str, tag: str) -> Path:
         folder = self._folders.get((run, tag))
         if folder is None:
             parts = _parts(run, tag)
-            folder = self._folders[(run, tag)] = self._make(parts)
+            folder = self._make(parts)
+            # run "a" with tag "b/c" and run "a/b" with tag "c" both make a/b/c: the second
+            # series gets a folder of its own
+            taken_by, n = self._owners.get(folder), 1
+            while folder in self._owners:
+                n += 1
+                folder = self._make(parts[:-1] + [f"{parts[-1]}~{n}"])
+            self._folders[(run, tag)] = folder
+            self._owners[folder] = (run, tag)
             natural = "/".join(parts)
             written = folder.relative_to(self.root).as_posix()
-            if written != natural:
+            if n > 1:
+                self.report.add("name_clash", f"{run}/{tag}: {natural} holds run "
+                                f"{taken_by[0]!r}, tag {taken_by[1]!r} already; written under "
+                                f"{written}", run=run, tag=tag, lost=False)
+            elif written != natural:
                 self.report.add("name_clash", f"{run}/{tag}: {natural} was taken by a file of "
                                 f"another tag; written under {written}", run=run, tag=tag,
                                 lost=False)

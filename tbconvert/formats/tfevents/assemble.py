@@ -178,6 +178,10 @@ class RunAssembler:
     def summary_event(self, seq: int, step: int, tags) -> None:
         for tag in tags:
             self._summary_rows.append((seq, step, tag))
+        if not tags:
+            # an empty summary (or one whose every value was skipped) still sets the step that
+            # TensorBoard's out-of-order rule compares the next summary with
+            self._summary_rows.append((seq, step, None))
 
     def fast(self, seqs: np.ndarray, cols: TagColumns) -> None:
         """Points decoded in bulk: one tag, one dtype and shape (events may hold several tags)."""
@@ -366,7 +370,9 @@ class RunAssembler:
         tags_by_seq: dict[int, set] = {}
         for seq, _, tag in self._summary_rows:
             if seq in wanted:
-                tags_by_seq.setdefault(seq, set()).add(tag)
+                tags = tags_by_seq.setdefault(seq, set())
+                if tag is not None:
+                    tags.add(tag)
         for fseqs, _, tag in self._fast_rows:
             at = np.minimum(np.searchsorted(hits_and_conds, fseqs), len(hits_and_conds) - 1)
             for seq in fseqs[hits_and_conds[at] == fseqs].tolist():
