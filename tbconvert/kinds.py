@@ -31,12 +31,14 @@ KINDS: dict[str, Kind] = {
     "bad_hparams": Kind("hparams plugin data that does not parse; that trial information is not "
                         "in the table", _LOST),
     "bad_line": Kind("a line of an export's JSON files that cannot be read is skipped", _LOST),
-    "bad_metadata": Kind("an export's metadata.json is unreadable (the experiment facts are lost) "
-                         "or holds a field of the wrong type (kept as text)", _EITHER),
+    "bad_metadata": Kind("an export's metadata.json is unreadable (the experiment facts are lost), "
+                         "holds a field of the wrong type (kept as text) or a key nested too "
+                         "deeply for an archive (left out)", _EITHER),
     "bad_path": Kind("a blob or tensor file path in an export is too long or unusable; treated "
                      "as missing", _LOST),
-    "bad_sidecar": Kind("the experiment facts file beside event files is unreadable; ignored",
-                        _LOST),
+    "bad_sidecar": Kind("the experiment facts file beside event files is unreadable (ignored), "
+                        "holds a field of the wrong type (kept as text) or a key nested too "
+                        "deeply for an archive (left out)", _EITHER),
     "column_renamed": Kind("a table column was renamed so that it does not clash with another",
                            _KEPT),
     "conflicting_series": Kind("an export names one series in two files of different data "
@@ -149,7 +151,7 @@ KINDS: dict[str, Kind] = {
     "tensor_file_renamed": Kind("an export tensor file written under another name than the "
                                 "exporter's", _KEPT),
     "text_escaped": Kind("text no file format can store (lone surrogates, bad UTF-8) is kept "
-                         "spelled as %uXXXX", _KEPT),
+                         "percent-escaped (a lone surrogate as its UTF-8 bytes, %ED%A0%80)", _KEPT),
     "text_not_utf8": Kind("text values that are not UTF-8 hold U+FFFD in a table", _LOST),
     "truncated_line": Kind("an export's last line is cut off; the series on it is lost", _LOST),
     "truncated_record": Kind("an event file's last record is cut off; it is skipped", _LOST),

@@ -135,6 +135,12 @@ def run_dir(root: Path, run: str, taken: set | None = None) -> tuple[Path, bool]
     return path, changed
 
 
+def reserve(root: Path, name: str, taken: set) -> None:
+    """Keep ``root/name`` (a file the writer puts beside the runs) from :func:`run_dir`."""
+    path = root / name
+    taken.add(str(path).casefold() if case_insensitive(root) else str(path))
+
+
 def _unique(root: Path, path: Path, taken: set) -> Path:
     fold = case_insensitive(root)
     key = lambda p: str(p).casefold() if fold else str(p)   # noqa: E731

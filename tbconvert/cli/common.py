@@ -99,18 +99,21 @@ def options_from(args, ui):
     return options
 
 
-def unmatched_selection(args) -> list[str]:
-    """One line for each of ``--runs`` / ``--tags`` that matched nothing in the source."""
+def unmatched_selection(args, tags_are: str = "tag(s) in the source",
+                        no_tags: str = "the result holds no data") -> list[str]:
+    """One line for each of ``--runs`` / ``--tags`` that matched nothing in the source, with
+    what that leaves out. ``tags_are``: what ``--tags`` chooses among; ``no_tags``: what is
+    left when it chooses nothing."""
     options = getattr(args, "_options", None)
     if options is None:
         return []
     lines = []
     if options.runs is not None and options.runs_seen and not options.runs_matched:
         lines.append(f"--runs {options.runs.pattern!r} matched none of the "
-                     f"{len(options.runs_seen)} run(s) in the source")
+                     f"{len(options.runs_seen)} run(s) in the source; the result holds no data")
     if options.tags is not None and options.tags_seen and not options.tags_matched:
         lines.append(f"--tags {options.tags.pattern!r} matched none of the "
-                     f"{len(options.tags_seen)} tag(s) in the source")
+                     f"{len(options.tags_seen)} {tags_are}; {no_tags}")
     return lines
 
 
@@ -121,17 +124,18 @@ def nothing_found(args, ui, message: str) -> None:
     ui.info(f"tbconvert: warning: {message}")
 
 
-def finish(args, ui, report: Report) -> int:
+def finish(args, ui, report: Report, unmatched: list[str] | None = None) -> int:
     """Print the summary; with --strict, turn lost data (or a selection that matched
-    nothing) into exit code 8."""
+    nothing: ``unmatched``, by default :func:`unmatched_selection`) into exit code 8."""
     ui.summary(report)
     strict = getattr(args, "strict", False)
-    unmatched = unmatched_selection(args)
+    if unmatched is None:
+        unmatched = unmatched_selection(args)
     if strict and report.lost:
         raise DataLossError(f"--strict: {sum(i.count for i in report.lost)} item(s) were skipped "
                             "or could not be written (see the warnings above)")
     for line in unmatched:
-        nothing_found(args, ui, f"{line}; the result holds no data")
+        nothing_found(args, ui, line)
     return 0
 
 

@@ -17,8 +17,11 @@ def add_arguments(p) -> None:
 def run(args, ui) -> int:
     from tbconvert import tables
     table, report = write_table(args, ui, tables.hparams_table)
-    code = finish(args, ui, report)
-    if table.num_rows == 0 and not unmatched_selection(args):
+    # --tags chooses the metric columns only: the trials stay
+    unmatched = unmatched_selection(args, "metric(s) of the trials", "the table has no "
+                                    "metric columns")
+    code = finish(args, ui, report, unmatched)
+    if table.num_rows == 0 and not unmatched:
         nothing_found(args, ui, f"{args.src} holds no hparams trials (no run has the tag "
                       f"_hparams_/session_start_info); {args.output} has no rows")
     return code

@@ -135,7 +135,10 @@ def _nearest(runs, run: str):
 def _column_name(name: str, taken: set, what: str, report: Report) -> str:
     if name not in taken:
         return name
-    renamed = f"{name} ({what})"
+    renamed, n = f"{name} ({what})", 1
+    while renamed in taken:      # that name is an hparam's, or a metric's, too
+        n += 1
+        renamed = f"{name} ({what} {n})"
     report.add("column_renamed", f"{what} {name!r} clashes with another column; it is "
                f"named {renamed!r}", lost=False)
     return renamed

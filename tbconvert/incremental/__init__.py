@@ -281,7 +281,8 @@ def _survey(src: Path, dst: Path) -> _Survey | None:
         stored = [_stored_name(n) for n, _ in runs]
         plans = {name: plan_files(files, known.get(key))
                  for (name, files), key in zip(runs, stored, strict=True)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
+            RecursionError):
         return None
     return _Survey(generation, runs, plans, sorted(stored) == sorted(known),
                    src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists())

@@ -74,7 +74,7 @@ def parsed_lock(raw: bytes) -> dict:
     or not a sync's), which is known stale once it is a minute old."""
     try:
         data = json.loads(raw or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}

@@ -177,24 +177,9 @@ class TbdevReader(PayloadMixin, Reader):
             self.report.add("bad_metadata", f"{path}: unreadable ({why}); experiment name, "
                             "description and times are lost", path=path)
             return Experiment(experiment_id=exp_id)
-        clean = text.escape_all(data)
-        if clean != data:
-            self.report.add("text_escaped", f"{path}: lone UTF-16 surrogates (text no file "
-                            "format can store) are kept spelled as %uXXXX",
-                            path=path, lost=False)
-        data = clean
-        facts = {}
-        for key in export_dir.METADATA_KEYS:
-            value = data.get(key, "")
-            if value is None:
-                value = ""
-            if not isinstance(value, str):
-                self.report.add("bad_metadata", f"{path}: {key!r} is not a string; kept as text",
-                                path=path, lost=False)
-                value = json.dumps(value)
-            facts[key] = value
-        extra = {k: v for k, v in data.items() if k not in export_dir.METADATA_KEYS}
-        return Experiment(experiment_id=exp_id, extra=extra, **facts)
+        from tbconvert.formats.facts import experiment_from
+        return experiment_from(data, export_dir.METADATA_KEYS, path, self.report, "bad_metadata",
+                               experiment_id=exp_id)
 
     # -- index pass ---------------------------------------------------------------------
 
@@ -373,7 +358,8 @@ class TbdevReader(PayloadMixin, Reader):
         if escaped:
             self.report.add("text_escaped", f"{entry.file}:{entry.line_no}: {run}/{tag}: summary "
                             "metadata holds text that is not UTF-8; kept with the bad bytes "
-                            "spelled as %uXXXX", path=entry.file, run=run, tag=tag, lost=False)
+                            "percent-escaped (%FF)", path=entry.file, run=run, tag=tag,
+                            lost=False)
         expected = _CLASS_OF_KIND[entry.kind]
         if md.data_class != expected:
             if md.data_class != DataClass.UNKNOWN:

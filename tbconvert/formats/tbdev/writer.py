@@ -253,8 +253,8 @@ class TbdevWriter(Writer):
             # a protobuf string must be UTF-8; a lone surrogate (from JSON or a lenient reader)
             # is not, so it is kept spelled out instead of failing the whole run
             self.report.add("text_escaped", f"{run}/{p.tag}: display name or description holds "
-                            "lone UTF-16 surrogates; written spelled as %uXXXX", run=run,
-                            tag=p.tag, lost=False)
+                            "lone UTF-16 surrogates; written spelled as their UTF-8 bytes "
+                            "(%ED%A0%80)", run=run, tag=p.tag, lost=False)
             md = Metadata(md.plugin_name, md.plugin_content, display, description, md.data_class)
         return encode_metadata(md)
 

@@ -9,7 +9,6 @@ TensorBoard's protobuf classes. Damaged records cost only themselves
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -177,15 +176,19 @@ class TfeventsReader(Reader):
         sidecar = self.path / event_files.EXPERIMENT_SIDECAR
         if not self.path.is_dir() or not sidecar.is_file():
             return Experiment()
+        from tbconvert import budget
         try:
-            facts = json.loads(sourcefiles.read_text(sidecar))
-            known = {k: str(facts.pop(k, "")) for k in
-                     ("experiment_id", "name", "description", "create_time", "update_time")}
-            return Experiment(**known, extra=facts if isinstance(facts, dict) else {})
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            self.report.add("bad_sidecar", f"{sidecar}: unreadable experiment facts ({exc}); ignored",
-                            path=sidecar)
+            facts = budget.loads_json(sourcefiles.read_text(sidecar), str(sidecar))
+            if not isinstance(facts, dict):
+                raise CorruptDataError(f"{sidecar}: not a JSON object")
+        except (OSError, ValueError, CorruptDataError) as exc:
+            why = str(exc).removeprefix(f"{sidecar}: ")
+            self.report.add("bad_sidecar", f"{sidecar}: unreadable experiment facts ({why}); "
+                            "ignored", path=sidecar)
             return Experiment()
+        from tbconvert.formats.facts import experiment_from
+        return experiment_from(facts, ("experiment_id", "name", "description", "create_time",
+                                       "update_time"), sidecar, self.report, "bad_sidecar")
 
     def iter_runs(self) -> Iterator[RunData]:
         runs = self.runs()

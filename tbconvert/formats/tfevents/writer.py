@@ -26,7 +26,7 @@ from tbconvert.formats.base import Writer
 from tbconvert.formats.tfevents import event_files
 from tbconvert.formats.tfevents.runfile import RunFile
 from tbconvert.model import Experiment, Run
-from tbconvert.names import run_dir
+from tbconvert.names import reserve, run_dir
 from tbconvert.output import AtomicOutput
 
 
@@ -66,6 +66,9 @@ class TfeventsWriter(Writer):
     def claim_dir(self, run: str) -> tuple[str, bool]:
         """The run's directory (relative to the output; unique among the runs given so far),
         and whether its name had to change."""
+        if not self._dirs:
+            # a run named like the experiment facts file gets another directory
+            reserve(self.out.tmp, event_files.EXPERIMENT_SIDECAR, self._dirs)
         directory, changed = run_dir(self.out.tmp, run, self._dirs)
         return directory.relative_to(self.out.tmp).as_posix(), changed
 
@@ -93,7 +96,9 @@ def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report
     ``keep_all``: the options say ``restarts="keep-all"`` (see :class:`RunFile`)."""
     if changed:
         report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
-                                  "(the name is not a safe path)", run=run.name, lost=False)
+                                  "(the name is not a safe path, or is taken by another "
+                                  "run or by the experiment facts file)", run=run.name,
+                   lost=False)
     directory = root / rel if rel != "." else root
     body = RunFile(run, report, root, keep_all=keep_all, **(limits or {}))
     for chunk in series:

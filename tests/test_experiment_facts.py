@@ -1,0 +1,133 @@
+"""Experiment facts beside the data (a logdir's ``tbconvert-experiment.json``, an export's
+``metadata.json``) that are odd, damaged or hostile: whatever is read can be written to every
+archive and read back, and nothing odd in them costs the runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, run_tbconvert
+
+import tbconvert
+from tbconvert.incremental.lock import LOCK_FILE
+from tbconvert.verify import compare
+
+EXPORT = FIXTURES / "tbdev_export" / "experiment_9bFlIkpYt5HfavHYMD5hzQ"
+SIDECAR = "tbconvert-experiment.json"
+
+
+def _nested(depth: int):
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _logdir(tmp_path: Path, facts: str) -> Path:
+    logdir = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "tensorboardx_logdir", logdir)
+    (logdir / SIDECAR).write_text(facts, encoding="utf-8")
+    return logdir
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".h5"])
+def test_deep_extras_are_left_out_so_the_archive_reads_back(tmp_path, suffix):
+    export = tmp_path / "exp"
+    shutil.copytree(EXPORT, export)
+    meta = json.loads((export / "metadata.json").read_text())
+    meta["deep"], meta["shallow"] = _nested(62), _nested(3)
+    (export / "metadata.json").write_text(json.dumps(meta))
+    out = tmp_path / f"out{suffix}"
+    report = tbconvert.convert(export, out)
+    assert [i.kind for i in report.lost] == ["bad_metadata"]
+    assert "'deep' is nested more than 56 levels deep" in report.lost[0].message
+    back = tbconvert.read(out).experiment
+    assert back.name == meta["name"] and back.extra == {"shallow": _nested(3)}
+    assert compare(export, out) == []
+
+
+def test_a_sidecar_nested_too_deeply_is_ignored_with_a_warning(tmp_path):
+    logdir = _logdir(tmp_path, "[" * 100_000 + "]" * 100_000)
+    proc = run_tbconvert("convert", logdir, tmp_path / "o.parquet")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "nested too deeply" in proc.stderr
+    assert tbconvert.read(tmp_path / "o.parquet").experiment.is_empty()
+
+
+def test_odd_sidecar_text_is_kept_as_text_every_archive_can_hold(tmp_path):
+    logdir = _logdir(tmp_path, '{"name": "exp \\ud800", "description": {"a": 1}, '
+                               '"create_time": null, "note": "\\udcff"}')
+    for out in (tmp_path / "o.parquet", tmp_path / "o.h5", tmp_path / "site"):
+        proc = run_tbconvert("convert", logdir, out, *(["--to", "html"] if out.name == "site"
+                                                        else []))
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    exp = tbconvert.read(tmp_path / "o.parquet").experiment
+    assert (exp.name, exp.description, exp.create_time) == ("exp %ED%A0%80", '{"a": 1}', "")
+    assert exp.extra == {"note": "%FF"}
+    report = tbconvert.convert(logdir, tmp_path / "again.h5")
+    assert {i.kind for i in report.issues} >= {"text_escaped", "bad_sidecar"}
+    assert not report.lost
+
+
+def test_a_run_named_like_the_facts_file_gets_a_directory_of_its_own(tmp_path):
+    export = tmp_path / "exp"
+    shutil.copytree(EXPORT, export)
+    for name in ("scalars.json", "tensors.json", "blob_sequences.json"):
+        lines = (export / name).read_text().splitlines()
+        (export / name).write_text("\n".join(
+            line.replace('"run": "train"', f'"run": "{SIDECAR}"') for line in lines) + "\n")
+    out = tmp_path / "logs"
+    proc = run_tbconvert("tbdev-export", export, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / SIDECAR).is_file() and (out / f"{SIDECAR}~2").is_dir()
+    assert f"run '{SIDECAR}' written as directory '{SIDECAR}~2'" in proc.stderr
+    assert json.loads((out / SIDECAR).read_text())["name"] == "torch demo run"
+    before, after = tbconvert.read(export), tbconvert.read(out)
+    assert sorted(after.series) == sorted(n if n != SIDECAR else f"{SIDECAR}~2"
+                                          for n in before.series)
+    assert sorted(after.series[f"{SIDECAR}~2"]) == sorted(before.series[SIDECAR])
+
+
+@pytest.mark.parametrize("name", ["_tbconvert.json", LOCK_FILE])
+def test_a_dataset_file_nested_too_deeply_is_one_line(tmp_path, name):
+    logdir, ds = FIXTURES / "tensorboardx_logdir", tmp_path / "ds"
+    assert run_tbconvert("sync", logdir, ds).returncode == 0
+    (ds / name).write_text("[" * 100_000 + "]" * 100_000)
+    proc = run_tbconvert("sync", logdir, ds)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if name == LOCK_FILE:       # a lock being written, as far as anyone can tell
+        assert proc.returncode == 2 and "another sync is running" in proc.stderr
+    else:
+        assert proc.returncode == 4 and "nested too deeply" in proc.stderr
+
+
+def test_hparams_names_that_meet_the_renamed_columns_keep_their_values(tmp_path):
+    from tensorboard.plugins.hparams import summary_v2 as hp
+    from test_sync import Events
+    ev = Events(tmp_path / "logs" / "trial" / "events.out.tfevents.1.host")
+    ev.write(_event(hp.hparams_pb({"status": "mine", "status (column)": 42.0, "lr": 0.1},
+                                  start_time_secs=1795299212)))
+    out = tmp_path / "t.csv"
+    proc = run_tbconvert("hparams", tmp_path / "logs", "-o", out, "--strict")
+    assert proc.returncode == 0, proc.stderr
+    header, row = out.read_text().splitlines()
+    cells = dict(zip(header.split(","), row.split(","), strict=True))
+    assert cells["status"] == "mine" and cells["status (column)"] == "42.0"
+    assert cells["status (column 2)"] == "unknown"
+
+
+def test_hparams_tags_choose_metric_columns_and_say_so(tmp_path):
+    src = FIXTURES / "tf2_logdir"
+    proc = run_tbconvert("hparams", src, "-o", "-", "--tags", "zzz")
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 3, proc
+    assert "--tags 'zzz' matched none of the 2 metric(s) of the trials; the table has no " \
+           "metric columns" in proc.stderr
+    assert "holds no data" not in proc.stderr
+
+
+def _event(summary):
+    from tensorboard.compat.proto import event_pb2
+    return event_pb2.Event(wall_time=1795299212.0, step=0, summary=summary)
