@@ -62,10 +62,88 @@ class HistogramColumns(PointColumns):
                            "count": pa.array(b[:, 2])})
 
 
-def _decode(raw, report: Report, chunk: Series) -> str:
+# One value may fill a whole shape (legal TensorFlow): the one way a few bytes of input become
+# many cells, each a row, a file or a table cell. Past this many, such a point is left out of
+# text views rather than multiplied; archives keep it as it is.
+MAX_FILLED_CELLS = 1 << 14
+
+
+def text_points(chunk: TensorSeries) -> tuple[list[int], list[list], list[int | None]]:
+    """The text of a text chunk's points: ``(keep, cells, skipped)``.
+
+    ``keep`` are the points that have text and ``cells[j]`` the row-major cells of point
+    ``keep[j]``: ``bytes`` as logged for strings; for numbers ``str`` of the element in its
+    own dtype, as TensorBoard's text dashboard spells a number in a table (float32 0.1 is
+    ``"0.1"``, a bool ``"True"``, bfloat16 its value as float32). ``skipped`` holds one entry
+    per point without text: ``None`` for a tensor kept as raw bytes (a type that has no text,
+    or contents that do not decode), else the number of cells one value fills.
+    """
+    keep, cells, skipped = [], [], []
+    for p, (code, t) in enumerate(zip(chunk.dtypes.tolist(), chunk.tensors, strict=True)):
+        flat = np.asarray(t).reshape(-1)
+        point = None
+        if code != dt.DT_RAW_PROTO and flat.dtype.kind in "OSUbiufc":
+            if len(flat) > MAX_FILLED_CELLS and _one_value(flat):
+                skipped.append(len(flat))
+                continue
+            point = _cells(code, flat)
+        if point is None:
+            skipped.append(None)
+            continue
+        keep.append(p)
+        cells.append(point)
+    return keep, cells, skipped
+
+
+def _cells(code: int, flat: np.ndarray) -> list:
+    if code == dt.DT_STRING or flat.dtype.kind in "OSU":
+        return [_string_cell(x) for x in flat.tolist()]
+    if code == dt.DT_BFLOAT16:   # kept as its bits: the upper half of a float32
+        flat = (flat.astype(np.uint32) << 16).view(np.float32)
+    if flat.dtype.kind in "biu":
+        return [str(x) for x in flat.tolist()]
+    # numpy's own scalars: a Python float would spell float32 0.1 as 0.10000000149011612
+    return [str(x) for x in flat]
+
+
+def _string_cell(x) -> bytes | str:
+    if isinstance(x, (bytes, str)):
+        return x
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    return str(x)    # never bytes(x): bytes(5) is five NUL bytes, bytes(2**40) a terabyte
+
+
+def _one_value(flat: np.ndarray) -> bool:
+    if flat.dtype == object:
+        first = flat[0]
+        return isinstance(first, (bytes, str)) and all(
+            x is first or (type(x) is type(first) and x == first) for x in flat)
+    # by bytes, so that a shape filled with NaN counts as one value too
+    b = np.ascontiguousarray(flat).view(np.uint8).reshape(len(flat), -1)
+    return bool((b == b[0]).all())
+
+
+def no_text(skipped: list[int | None]) -> str:
+    """Why the points :func:`text_points` skipped have no text, in words."""
+    raw = skipped.count(None)
+    filled = [n for n in skipped if n is not None]
+    parts = []
+    if raw:
+        parts.append(f"{plural(raw, 'point')} {'is a tensor' if raw == 1 else 'are tensors'} "
+                     "kept as raw bytes (a type that has no text, or contents that do not "
+                     "decode)")
+    if filled:
+        most = max(filled)
+        parts.append(f"{plural(len(filled), 'point')} {are(len(filled))} one value filling "
+                     f"{'up to ' if min(filled) < most else ''}{most} cells (more than "
+                     f"{MAX_FILLED_CELLS} are not multiplied out)")
+    return "; ".join(parts)
+
+
+def _decode(raw: bytes | str, report: Report, chunk: Series) -> str:
     if isinstance(raw, str):
         return raw
-    raw = bytes(raw)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -77,12 +155,14 @@ def _decode(raw, report: Report, chunk: Series) -> str:
 
 
 class TextColumns(PointColumns):
-    """Rows ``run, tag, step, wall_time, index, dims, text``: one per string element.
+    """Rows ``run, tag, step, wall_time, index, dims, text``: one per cell.
 
     A rank-0 text point is one row (``index`` 0, ``dims`` ""); a rank-1 or
     rank-2 point (TensorBoard renders those as a table) gives one row per
     element in row-major order, ``index`` the flat position and ``dims`` the
     dimensions as ``"2x2"``, so the table can be rebuilt with ``reshape``.
+    Numbers logged as text are their text (see :func:`text_points`); points
+    without text are reported, not listed.
     """
 
     def __init__(self, keep_hidden: bool, report: Report) -> None:
@@ -94,17 +174,27 @@ class TextColumns(PointColumns):
     def add_chunk(self, chunk: Series) -> bool:
         if plugin_of(chunk) != "text" or not isinstance(chunk, TensorSeries):
             return False
-        sizes = []
-        for t in chunk.tensors:
-            flat = np.asarray(t).reshape(-1)
-            sizes.append(len(flat))
-            shape = "x".join(str(d) for d in np.shape(t))
-            for i, raw in enumerate(flat.tolist()):
-                self._index.append(i)
-                self._shape.append(shape)
-                self._text.append(_decode(raw, self.report, chunk))
-        self.add(chunk, repeat=np.array(sizes, np.int64))
+        keep, cells, skipped = text_points(chunk)
+        if skipped:
+            n = len(skipped)
+            self.report.add("unsupported_series",
+                            f"{chunk.run}/{chunk.tag}: {no_text(skipped)}; "
+                            f"{'it is' if n == 1 else 'they are'} not in the text table",
+                            run=chunk.run, tag=chunk.tag, count=n)
+            chunk = chunk.take(keep)
+        self.add_cells(chunk, cells)
         return True
+
+    def add_cells(self, chunk: TensorSeries, cells: list[list]) -> None:
+        """Rows for each point of ``chunk``, whose cells :func:`text_points` gave."""
+        sizes = []
+        for t, point in zip(chunk.tensors, cells, strict=True):
+            shape = "x".join(str(d) for d in np.shape(t))
+            sizes.append(len(point))
+            self._index.extend(range(len(point)))
+            self._shape.extend([shape] * len(point))
+            self._text.extend(_decode(c, self.report, chunk) for c in point)
+        self.add(chunk, repeat=np.array(sizes, np.int64))
 
     def arrow(self):
         import pyarrow as pa

@@ -162,7 +162,10 @@ def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arr
     A scalar string is one row; a vector or matrix of strings (rendered as a
     table by TensorBoard) is one row per element in row-major order, with
     ``index`` its flat position and ``dims`` e.g. ``"2x2"``. Text is decoded
-    as UTF-8 (invalid bytes become U+FFFD and are reported). Example::
+    as UTF-8 (invalid bytes become U+FFFD and are reported). A number logged as
+    text is its text in its own dtype (float32 0.1 is ``"0.1"``); a point with no
+    text (a tensor kept as raw bytes, or one value filling more than 16,384 cells)
+    is reported, not listed. Example::
 
         >>> t = tbconvert.text("fixtures/torch_logdir")
         >>> list(t.columns)

@@ -11,7 +11,9 @@ Layout: ``DIR/<run>/<tag>/<step>_<index>.<ext>``.
   extension comes from the first bytes (``png``, ``jpg``, ``gif``, else
   ``bin``). Audio (plugin ``audio``): each clip, ``wav`` when it is RIFF/WAVE.
   Text (plugin ``text``): each string element as UTF-8 ``.txt``, bytes
-  unchanged (a rank-0 text is index 0; tables are flattened row-major).
+  unchanged (a rank-0 text is index 0; tables are flattened row-major); a
+  number logged as text is its text, as in ``tbconvert.text()``. Points without
+  text are reported (:func:`tbconvert.columns.nonscalar.text_points`).
 * A name that cannot be a path as it is (unsafe characters, a part over
   200 bytes, a run and tag over 768 bytes together) is escaped or shortened
   with a digest of the whole name; a folder level that is already a file of
@@ -29,9 +31,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
-from tbconvert.columns.nonscalar import media_items, sniff
+from tbconvert.columns.nonscalar import media_items, no_text, sniff, text_points
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
@@ -190,12 +190,17 @@ def _blobs(writer: _Writer, chunk: BlobSequenceSeries) -> None:
 
 
 def _text(writer: _Writer, chunk: TensorSeries) -> None:
+    keep, cells, skipped = text_points(chunk)
+    if skipped:
+        n = len(skipped)
+        writer.report.add("unsupported_series",
+                          f"{chunk.run}/{chunk.tag}: {no_text(skipped)}; no file was written "
+                          f"for {'it' if n == 1 else 'them'}",
+                          run=chunk.run, tag=chunk.tag, count=n)
+        chunk = chunk.take(keep)
     folder = None
-    for p, t in enumerate(chunk.tensors):
-        for i, raw in enumerate(np.asarray(t).reshape(-1).tolist()):
-            if isinstance(raw, (bytes, bytearray)):
-                data = bytes(raw)
-            else:
-                data = str(raw).encode("utf-8")
+    for p, point in enumerate(cells):
+        for i, cell in enumerate(point):
+            data = cell if isinstance(cell, bytes) else cell.encode("utf-8")
             folder = folder or writer.folder(chunk.run, chunk.tag)
             writer.write(folder, _stem(chunk, p, i), "txt", data, chunk.run, chunk.tag)

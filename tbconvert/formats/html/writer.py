@@ -25,7 +25,7 @@ import numpy as np
 
 from tbconvert.columns import ScalarColumns
 from tbconvert.columns.hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collected, trials_table
-from tbconvert.columns.nonscalar import HistogramColumns, TextColumns, sniff
+from tbconvert.columns.nonscalar import HistogramColumns, TextColumns, no_text, sniff, text_points
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.csv import encode as csv_encode
 from tbconvert.formats.html import pack, vendor
@@ -229,18 +229,29 @@ class HtmlWriter(Writer):
 
     def _write_text(self, run: int, tag: str, chunks: list) -> None:
         cols = TextColumns(False, self.report)
-        steps, wall, rendered = [], [], []
+        steps, wall, rendered, skipped = [], [], [], []
         for chunk in chunks:
-            cols.add_chunk(chunk)   # reports text that is not UTF-8
-            for i, t in enumerate(chunk.tensors):
-                arr = np.asarray(t, dtype=object)
-                flat = [v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray))
-                        else str(v) for v in arr.reshape(-1)]
-                text = np.empty(len(flat), dtype=object)
-                text[:] = flat
+            keep, cells, no = text_points(chunk)
+            if no:
+                skipped += no
+                chunk = chunk.take(keep)
+            cols.add_cells(chunk, cells)   # reports text that is not UTF-8
+            for i, (t, point) in enumerate(zip(chunk.tensors, cells, strict=True)):
+                text = np.empty(len(point), dtype=object)
+                text[:] = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c
+                           for c in point]
                 steps.append(int(chunk.steps[i]))
                 wall.append(float(chunk.wall_times[i]))
-                rendered.append(render_tensor(text.reshape(arr.shape)))
+                rendered.append(render_tensor(text.reshape(np.shape(t))))
+        if skipped:
+            name, n = chunks[0].run, len(skipped)
+            self._not_shown.append({"run": run, "tag": tag, "plugin": "text", "points": n})
+            self.report.add("not_in_web_view",
+                            f"{name}/{tag}: {no_text(skipped)}; {'it is' if n == 1 else 'they are'}"
+                            f" not shown by the web view; kept in {PARQUET_NAME}",
+                            run=name, tag=tag, count=n, lost=False)
+        if not steps:
+            return
         key = self._key("t")
         csv = self._csv(key, cols.arrow())
         self._write_data(key, {"steps": steps, "wall": wall, "html": rendered})
