@@ -7,6 +7,9 @@ own process, stopped by its PID). Every test also checks that the page logged no
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
+import math
 import os
 import shutil
 import signal
@@ -30,16 +33,18 @@ from test_html import (  # noqa: E402
     HOSTILE_RUN,
     HOSTILE_TAG,
     HOSTILE_TEXT,
+    data_file,
     image_bytes,
     manifest,
     media_series,
     scalar,
     text_series,
+    wav_bytes,
     write_site,
 )
 
 import tbconvert  # noqa: E402
-from tbconvert.model import Experiment, Run  # noqa: E402
+from tbconvert.model import DataClass, Experiment, Metadata, Run, TensorSeries  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -164,6 +169,13 @@ def check_fixture_site(page: Page, site) -> None:
     assert page.errors == [], page.errors
 
 
+@pytest.fixture(scope="module")
+def tf2_site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("html-browser") / "site"
+    tbconvert.convert(FIXTURES / "tf2_logdir", site, to_format="html")
+    return site
+
+
 def test_fixture_site_from_disk(browser, torch_site):
     page = Page(browser, (torch_site / "index.html").as_uri())
     try:
@@ -195,9 +207,8 @@ def test_fixture_site_over_http(browser, torch_site):
                 assert resp.headers["Content-Type"].startswith(types[path.suffix[1:]])
 
 
-def test_hparams_rows_sort(browser, tmp_path):
-    tbconvert.convert(FIXTURES / "tf2_logdir", tmp_path / "site", to_format="html")
-    page = Page(browser, (tmp_path / "site" / "index.html").as_uri())
+def test_hparams_rows_sort(browser, tf2_site):
+    page = Page(browser, (tf2_site / "index.html").as_uri())
     try:
         page.tab("hparams")
         first = "table.hparams tbody tr:first-child td:first-child"
@@ -341,6 +352,246 @@ def test_controls_redraw_the_charts(browser, tmp_path):
         p.check("#log-scale")
         settled()
         assert p.evaluate(f"() => {loss}.layout.yaxis.type") == "log"
+        assert page.errors == [], page.errors
+    finally:
+        page.close()
+
+
+def hparams_start(run: str, start_time: float) -> TensorSeries:
+    """The session start of a trial (lr 0.1) that began at ``start_time``."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    data = plugin_data_pb2.HParamsPluginData(version=0)
+    data.session_start_info.hparams["lr"].number_value = 0.1
+    data.session_start_info.start_time_secs = start_time
+    md = Metadata("hparams", data.SerializeToString(), "", "", DataClass.TENSOR)
+    return TensorSeries(run=run, tag="_hparams_/session_start_info", metadata=md,
+                        steps=np.array([0]), wall_times=np.array([1.7e9]), hidden=None,
+                        dtypes=np.array([1]), tensors=(np.zeros(0, np.float32),))
+
+
+def hparams_rows(page: Page) -> list:
+    """Each row of the hparams table: whether it is hidden, then the text of its cells."""
+    return page.page.evaluate(
+        "() => Array.from(document.querySelectorAll('table.hparams tbody tr'))"
+        ".map(r => [r.hidden].concat(Array.from(r.children).map(c => c.textContent)))")
+
+
+# Names the page once used as keys of plain objects, where they found Object.prototype's own
+# members ('__proto__' is Object.prototype itself; the others are functions).
+OBJECT_MEMBERS = ("__proto__", "constructor", "toString", "hasOwnProperty")
+
+
+def test_tags_and_runs_named_like_object_members(browser, tmp_path):
+    site = tmp_path / "site"
+    runs = []
+    for name in (*OBJECT_MEMBERS, "ok"):
+        series = [scalar(name, "loss", [0, 1, 2], [3.0, 2.0, 1.0])]
+        series += [scalar(name, f"{group}/x", [0, 1], [1.0, 2.0]) for group in OBJECT_MEMBERS]
+        series += [scalar(name, "valueOf", [0, 1], [1.0, 2.0]),
+                   text_series(name, "constructor/notes", ["a *note*"]),
+                   hparams_start(name, 1.7e9)]
+        runs.append((Run(name, 1.7e9), series))
+    write_site(site, runs)
+    page = Page(browser, (site / "index.html").as_uri())
+    try:
+        p = page.page
+        cards = page.draw_all("scalars")
+        assert sorted(c.get_attribute("data-tag") for c in cards) == sorted(
+            ["loss", "valueOf", *(f"{g}/x" for g in OBJECT_MEMBERS)])
+        # One section per group, each holding its own charts, with every run in them.
+        sections = p.evaluate(
+            "() => Array.from(document.querySelectorAll('#panel-scalars details.tag-group'))"
+            ".map(d => [d.querySelector('summary').textContent,"
+            " Array.from(d.querySelectorAll('.card')).map(c => c.dataset.tag)])")
+        assert sorted(sections) == sorted([["(no group)", ["loss", "valueOf"]],
+                                           *([g, [f"{g}/x"]] for g in OBJECT_MEMBERS)])
+        for card in cards:
+            assert int(card.get_attribute("data-points")) == 5 * (3 if card.get_attribute(
+                "data-tag") == "loss" else 2)
+        page.tab("text")
+        assert len(page.draw_all("text")) == 5
+        assert p.text_content("#panel-text summary") == "constructor"
+        # Every trial has its row, shown while its run is selected and hidden when it is not.
+        page.tab("hparams")
+        assert [r[:3] + r[-3:] for r in hparams_rows(page)] == [
+            [False, name, "0.1", "unknown", "2023-11-14 22:13:20.000 UTC", ""]
+            for name in (*OBJECT_MEMBERS, "ok")]
+        p.uncheck("#run-0")
+        p.wait_for_function("() => document.querySelector('table.hparams tbody tr').hidden")
+        assert [r[0] for r in hparams_rows(page)] == [True, False, False, False, False]
+        assert page.errors == [], page.errors
+    finally:
+        page.close()
+
+
+def test_a_card_that_cannot_be_built_leaves_the_others(browser, tmp_path):
+    site = tmp_path / "site"
+    write_site(site, [(Run("r", 1.7e9), [scalar("r", "a", [0, 1], [1.0, 2.0]),
+                                         scalar("r", "b", [0, 1], [3.0, 4.0]),
+                                         text_series("r", "t", ["x"])]),
+                      (Run("q", 1.7e9), [scalar("q", "a", [0, 1], [5.0, 6.0])])])
+    # A site whose manifest names a run it does not list (cut short, or edited by hand).
+    path = site / "data" / "manifest.js"
+    text = path.read_text("ascii")
+    assert '"run":1,"key":"s4"' in text
+    path.write_text(text.replace('"run":1,"key":"s4"', '"run":7,"key":"s4"'), "ascii")
+    page = Page(browser, (site / "index.html").as_uri())
+    try:
+        p = page.page
+        broken = p.wait_for_selector("#panel-scalars .card[data-tag='a'] .error")
+        assert "undefined" in broken.text_content()
+        card = p.wait_for_selector("#panel-scalars .card[data-tag='b'][data-state=drawn]")
+        assert card.query_selector(".main-svg")
+        page.tab("text")
+        assert page.draw_all("text")
+        assert page.errors == [], page.errors
+    finally:
+        page.close()
+
+
+def test_times_a_date_cannot_hold_are_shown_as_given(browser, tmp_path):
+    # A Date holds 8.64e15 ms either side of 1970: times past that, and NaN or infinite ones
+    # (which the data files carry as "nan", "inf", "-inf"), are shown as they are.
+    wall = np.array([1.7e9, 1e300, np.nan, np.inf, -1e300, -8.64e12, 8.64e12 + 1])
+    shown = ["2023-11-14 22:13:20.000 UTC", "1e+300", "nan", "inf", "-1e+300",
+             "-271821-04-20 00:00:00.000 UTC", "8640000000001"]
+    n = len(wall)
+    steps = np.arange(n)
+    site = tmp_path / "site"
+    png = image_bytes("PNG")
+    write_site(site, [
+        (Run("r", 1.7e9), [
+            scalar("r", "loss", steps, np.linspace(1, 0, n), wall=wall),
+            dataclasses.replace(text_series("r", "notes", [f"note {i}" for i in range(n)]),
+                                wall_times=wall),
+            dataclasses.replace(media_series("r", "img", "images", [[b"4", b"3", png]] * n),
+                                wall_times=wall),
+            dataclasses.replace(media_series("r", "snd", "audio", [[wav_bytes()]] * n),
+                                wall_times=wall)]),
+        *((Run(f"trial{i}", 1.7e9), [hparams_start(f"trial{i}", t)])
+          for i, t in enumerate((1.7e9, 1e300, -1e300, np.nan)))])
+    page = Page(browser, (site / "index.html").as_uri())
+    try:
+        p = page.page
+        for kind in ("text", "images", "audio"):
+            page.tab(kind)
+            (card,) = page.draw_all(kind)
+            labels = []
+            for i in range(n):
+                card.query_selector("input[type=range]").fill(str(i))
+                labels.append(card.query_selector(".step-label").text_content())
+                assert card.query_selector(".text-view p, img, audio"), (kind, i)
+            assert labels == [f"step {i} · {t}" for i, t in enumerate(shown)], kind
+        page.tab("hparams")
+        assert [r[1:] for r in hparams_rows(page)] == [
+            [f"trial{i}", "0.1", "unknown", t, ""]
+            for i, t in enumerate(("2023-11-14 22:13:20.000 UTC", "1e+300", "-1e+300", "nan"))]
+        # The scalar chart draws on every axis (Plotly leaves out what it cannot place).
+        page.tab("scalars")
+        for axis in ("relative", "wall", "step"):
+            p.check(f"input[name=xaxis][value={axis}]")
+            p.wait_for_function("() => document.querySelector('#panel-scalars .card')"
+                                ".dataset.state === 'drawn'")
+        assert p.query_selector_all(".card .error") == []
+        assert page.errors == [], page.errors
+    finally:
+        page.close()
+
+
+def tensorboard_bands(buckets) -> list[float]:
+    from tensorboard.plugins.distribution import compressor
+    with np.errstate(all="ignore"):     # NaN and infinite counts are among the cases
+        return [v for _bp, v in compressor.compress_histogram(buckets)]
+
+
+def same_bands(got, want) -> bool:
+    return len(got) == len(want) == 9 and all(
+        (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-300)
+        for a, b in zip(got, want, strict=True))
+
+
+def site_histograms(site) -> list:
+    """Every histogram of a site, as (card's run, tag, step index, its [left, right, count] rows)."""
+    out = []
+    for group in manifest(site)["histograms"]:
+        for s in group["series"]:
+            _, cols = data_file(site, s["key"])
+            for i in range(len(cols["step"])):
+                a, b = int(cols["offsets"][i]), int(cols["offsets"][i + 1])
+                out.append((s["run"], group["tag"], i, cols["buckets"][3 * a:3 * b].reshape(-1, 3)))
+    return out
+
+
+# Hand-made histograms: where the bands fall into or next to empty buckets, the ends, no
+# buckets or no weight at all, odd counts. In the first, every value in [-1, 1] is a median;
+# TensorBoard takes the right edge of the empty bucket. In the second, a running sum of the
+# counts (not numpy's pairwise one) puts TensorBoard's median of 11 at 5.
+HAND_MADE = [
+    [[-2, -1.5, 1], [-1.5, -1, 1], [-1, 1, 0], [1, 1.5, 1], [1.5, 2, 1]],
+    [[0, 1, 0.2], [1, 2, 0.05], [2, 3, 2.2], [3, 4, 0.1], [4, 5, 1.1], [5, 11, 0],
+     [11, 12, 0.35], [12, 13, 1.1], [13, 14, 2.2]],
+    [], [[0, 1, 0]], [[0, 1, 0], [1, 2, 0], [2, 3, 0]], [[3, 3, 7]], [[-1, 2, 1]],
+    [[0, 1, 0], [1, 2, 5], [2, 3, 0]], [[0, 1, 5], [1, 2, 0], [2, 3, 0]],
+    [[0, 1, 0], [1, 2, 0], [2, 3, 4]], [[0, 1, 1], [1, 2, 1]], [[0, 1, 1], [5, 6, 1]],
+    [[0, 1, 2], [1, 2, -1], [2, 3, 3]], [[0, 1, np.nan], [1, 2, 1]], [[0, 1, 1], [1, 2, np.inf]],
+    [[0, 1, 1e-300], [1, 2, 1e-300]], [[0, 1, 1e300], [1, 2, 1e300]],
+    [[-np.inf, 0, 1], [0, 1, 2], [1, np.inf, 1]], [[2, 1, 1], [1, 0, 1]],
+]
+
+
+def random_histograms(rng, count: int) -> list:
+    out = []
+    for k in range(count):
+        # Sizes past 8 and 128 buckets too: numpy sums those pairwise, in blocks.
+        n = int(rng.integers(1, 40)) if k % 10 else int(rng.integers(120, 600))
+        edges = np.sort(rng.normal(size=n + 1)) * 10.0 ** rng.integers(-3, 4)
+        counts = [rng.integers(0, 5, n).astype(float),                     # integer counts
+                  rng.random(n) * 10.0 ** rng.integers(-3, 6),             # weighted
+                  (rng.random(n) < 0.2) * rng.integers(1, 4, n) * 1.0,     # mostly empty
+                  rng.choice([0, 0.05, 0.1, 0.2, 0.3, 0.35, 0.7, 1.1, 2.2], n)][k % 4]
+        out.append(np.column_stack([edges[:-1], edges[1:], counts]).tolist())
+    return out
+
+
+def as_json(histograms) -> str:
+    """Histograms as one JSON text (non-finite numbers as strings): handing Playwright
+    hundreds of thousands of numbers one by one takes far longer than the test itself."""
+    return json.dumps([[v if math.isfinite(v) else repr(v) for row in h for v in row]
+                       for h in histograms])
+
+
+COMPRESS_ALL = """text => JSON.parse(text, (k, v) => typeof v === 'string'
+    ? Number(v.replace('inf', 'Infinity').replace('nan', 'NaN')) : v)
+  .map(flat => Array.from(TB.compressHistogram(flat)))"""
+
+
+def test_distribution_bands_are_tensorboards(browser, torch_site, tf2_site):
+    page = Page(browser, (torch_site / "index.html").as_uri())
+    try:
+        p = page.page
+        # The drawn bands of the fixture's histograms: the band of each basis point, per step.
+        page.tab("distributions")
+        cards = page.draw_all("distributions")
+        hists = site_histograms(torch_site)
+        assert len(cards) == len({(r, t) for r, t, _i, _b in hists}) > 0
+        for card in cards:
+            run, tag = int(card.get_attribute("data-run")), card.get_attribute("data-tag")
+            drawn = p.evaluate("c => c.querySelector('.chart').data.map(t => Array.from(t.y))",
+                               card)
+            for r, t, i, buckets in hists:
+                if (r, t) == (run, tag):
+                    assert same_bands([band[i] for band in drawn], tensorboard_bands(buckets)), \
+                        (tag, i)
+        # The page's function itself, on both fixtures' histograms, hand-made and random ones.
+        cases = ([b.tolist() for _r, _t, _i, b in hists + site_histograms(tf2_site)] + HAND_MADE
+                 + random_histograms(np.random.default_rng(20240611), 1000))
+        got = p.evaluate(COMPRESS_ALL, as_json(cases))
+        bad = [(h, g, tensorboard_bands(h)) for h, g in zip(cases, got, strict=True)
+               if not same_bands(g, tensorboard_bands(h))]
+        assert bad == [], bad[:3]
+        median = {tuple(map(tuple, h)): g[4] for h, g in zip(cases, got, strict=True) if h}
+        assert median[tuple(map(tuple, HAND_MADE[0]))] == 1.0
+        assert median[tuple(map(tuple, HAND_MADE[1]))] == 11.0
         assert page.errors == [], page.errors
     finally:
         page.close()

@@ -245,12 +245,16 @@ class RunFile:
 
     # -- writing ------------------------------------------------------------------------------
     def start(self) -> float:
+        """The wall time of the file's first event, which TensorBoard takes for the run's start
+        (it orders and colours runs by it): the run's own start time, even where a point was
+        logged with an earlier one (a replayed history); the earliest time written when the
+        source had none."""
+        if self.run.start_time is not None and math.isfinite(self.run.start_time):
+            return self.run.start_time
         candidates = [self.min_wall] if math.isfinite(self.min_wall) else []
         for rec in self.run.records:
             if math.isfinite(rec.wall_time):
                 candidates.append(rec.wall_time)
-        if self.run.start_time is not None and math.isfinite(self.run.start_time):
-            candidates.append(self.run.start_time)
         return min(candidates) if candidates else 0.0
 
     def write(self, f) -> None:

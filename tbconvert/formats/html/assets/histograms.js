@@ -55,26 +55,83 @@
     });
   }
 
-  // TensorBoard's distribution bands: these percentiles (in basis points) of each step.
+  // TensorBoard's distribution bands: these percentiles (in basis points) of each step,
+  // TensorBoard's NORMAL_HISTOGRAM_BPS (the normal CDF at -inf, -1.5, -1, ..., 1.5, inf sigma).
   var BPS = [0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000];
-  function percentiles(b) {
-    var total = 0;
-    for (var r = 2; r < b.length; r += 3) total += b[r];
-    var out = [];
-    if (!b.length || !(total > 0)) { for (var q = 0; q < BPS.length; q++) out.push(NaN); return out; }
-    BPS.forEach(function (bp) {
-      var target = total * bp / 10000, acc = 0;
-      for (var r = 0; r < b.length; r += 3) {
-        var c = b[r + 2];
-        if (acc + c >= target && c > 0) {
-          var f = (target - acc) / c;
-          out.push(b[r] + f * (b[r + 1] - b[r]));
-          return;
-        }
-        acc += c;
+
+  // numpy's sum of float64 (pairwise, in blocks of 8 and of 128), which compress_histogram
+  // divides by: a plain running sum can differ in the last bit, and at a percentile that
+  // falls exactly on a bucket's cumulative weight that bit moves the band across a gap.
+  function numpySum(b, lo, n) {
+    var i, res;
+    if (n < 8) {
+      res = 0;
+      for (i = 0; i < n; i++) res += b[(lo + i) * 3 + 2];
+      return res;
+    }
+    if (n <= 128) {
+      var r = [];
+      for (i = 0; i < 8; i++) r.push(b[(lo + i) * 3 + 2]);
+      for (i = 8; i < n - (n % 8); i += 8) {
+        for (var j = 0; j < 8; j++) r[j] += b[(lo + i + j) * 3 + 2];
       }
-      out.push(b[b.length - 2]);
-    });
+      res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+      for (; i < n; i++) res += b[(lo + i) * 3 + 2];
+      return res;
+    }
+    var half = Math.floor(n / 2);
+    half -= half % 8;
+    return numpySum(b, lo, half) + numpySum(b, lo + half, n - half);
+  }
+
+  // Python's max() and min() of two: the first unless the second is strictly beyond it
+  // (so a NaN never wins over a number the way it does in Math.max).
+  function pyMax(a, b) { return b > a ? b : a; }
+  function pyMin(a, b) { return b < a ? b : a; }
+
+  // TensorBoard's compress_histogram (tensorboard/plugins/distribution/compressor.py), step
+  // for step and in the same float64 operations, so the bands are the ones TensorBoard
+  // draws. b: [left, right, count] * buckets, flat.
+  function compressHistogram(b) {
+    var n = Math.floor(b.length / 3);
+    var out = [];
+    var k;
+    if (!n) { for (k = 0; k < BPS.length; k++) out.push(0); return out; }
+    var minmin = b[0], maxmax = b[(n - 1) * 3 + 1];
+    var total = 0 + numpySum(b, 0, n);
+    if (total === 0) total = 1;
+    var weights = new Float64Array(n);
+    var acc = 0;
+    for (var i = 0; i < n; i++) {
+      var w = b[i * 3 + 2] * 10000 / total;
+      acc = i ? acc + w : w;
+      weights[i] = acc;
+    }
+    var bp = 0;
+    while (bp < BPS.length) {
+      var x = BPS[bp];
+      // numpy.searchsorted(weights, x, side='right'), NaN sorting last as in numpy.
+      var lo = 0, hi = n;
+      while (lo < hi) {
+        var mid = lo + ((hi - lo) >> 1);
+        var m = weights[mid];
+        if (!(x < m || m !== m)) lo = mid + 1; else hi = mid;
+      }
+      var j = lo, found = false;
+      while (j < n) {
+        var cum = weights[j], prev = j > 0 ? weights[j - 1] : 0;
+        if (cum === prev) { j++; continue; }
+        // Python's `not prev`: true for zero only (a NaN is truthy there, unlike !NaN here).
+        var lhs = (j === 0 || prev === 0) ? minmin : pyMax(b[(j - 1) * 3 + 1], minmin);
+        var rhs = pyMin(b[j * 3 + 1], maxmax);
+        out.push(lhs + (x - prev) * (rhs - lhs) / (cum - prev));
+        found = true;
+        break;
+      }
+      if (!found) break;
+      bp++;
+    }
+    while (out.length < BPS.length) out.push(maxmax);
     return out;
   }
 
@@ -84,7 +141,7 @@
     var xs = [];
     picks.forEach(function (i) {
       xs.push(cols.step[i]);
-      var p = percentiles(histPoints(cols, i));
+      var p = compressHistogram(histPoints(cols, i));
       for (var q = 0; q < BPS.length; q++) bands[q].push(p[q]);
     });
     return bands.map(function (ys, q) {
@@ -101,4 +158,5 @@
   }
 
   TB.histogramCard = histogramCard;
+  TB.compressHistogram = compressHistogram;
 })(window.TB = window.TB || {});

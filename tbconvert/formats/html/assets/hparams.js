@@ -50,13 +50,15 @@
     return { card: wrap, draw: function () { render(); return Promise.resolve(); }, kind: 'hparams', always: true };
   }
 
+  // A Map: run names come from the logs, and an object would answer '__proto__' with
+  // Object.prototype (and 'constructor' with a function) instead of the run's index.
   var runIndexByName = null;
   function runIndex(name) {
     if (!runIndexByName) {
-      runIndexByName = {};
-      TB.manifest.runs.forEach(function (r, i) { runIndexByName[r.name] = i; });
+      runIndexByName = new Map();
+      TB.manifest.runs.forEach(function (r, i) { runIndexByName.set(r.name, i); });
     }
-    return runIndexByName[name];
+    return runIndexByName.get(name);
   }
 
   TB.hparamsPanel = hparamsPanel;

@@ -23,35 +23,56 @@
     }
     // Tags grouped by their first path component, as TensorBoard groups them; tags without
     // one share a section, so a handful of plain tags do not make a handful of sections.
-    var sections = {};
+    // A Map, not an object: the names come from the logs, and in an object '__proto__' or
+    // 'constructor' would find Object.prototype's members instead of a section.
+    var sections = new Map();
     function gridFor(tag) {
       var name = tag.indexOf('/') >= 0 ? tag.slice(0, tag.indexOf('/')) : '(no group)';
-      if (!sections[name]) {
+      if (!sections.has(name)) {
         var details = el('details', { 'class': 'tag-group', open: '' });
         var summary = el('summary', null, name);
         details.appendChild(summary);
         var cards = el('div', { 'class': 'cards' });
         details.appendChild(cards);
         panel.appendChild(details);
-        sections[name] = cards;
+        sections.set(name, cards);
       }
-      return sections[name];
+      return sections.get(name);
     }
     groupsOf(kind).forEach(function (group) {
-      if (kind === 'scalars') add(scalarCard(group), group, group.series);
+      if (kind === 'scalars') add(function () { return scalarCard(group); }, group, group.series);
       else group.series.forEach(function (s) {
-        var c = (kind === 'histograms' || kind === 'distributions') ? histogramCard(group, s, kind) : stepCard(kind, group, s);
-        add(c, group, [s]);
+        add(function () {
+          return (kind === 'histograms' || kind === 'distributions') ? histogramCard(group, s, kind) : stepCard(kind, group, s);
+        }, group, [s]);
       });
     });
-    function add(c, group, series) {
+    // A card that cannot be built says why in its place: the page and the other cards stay.
+    function add(make, group, series) {
+      var c;
+      try {
+        c = make();
+        place(c, group, series);
+      } catch (err) {
+        c = brokenCard(kind, group, err);
+        place(c, group, series);
+      }
+      charts.push(c);
+    }
+    function place(c, group, series) {
       c.tag = group.tag;
       c.runs = series.map(function (s) { return s.run; });
       c.card.dataset.kind = kind;
       gridFor(group.tag).appendChild(c.card);
-      charts.push(c);
     }
     return panel;
+  }
+
+  function brokenCard(kind, group, err) {
+    var card = el('div', { 'class': 'card', 'data-kind': kind, 'data-tag': group.tag });
+    card.appendChild(el('h3', null, group.tag));
+    card.appendChild(el('p', { 'class': 'error' }, String(err && err.message || err)));
+    return { card: card, kind: kind, draw: function () { card.dataset.state = 'error'; return Promise.resolve(); } };
   }
 
   function visibleCard(c) {

@@ -30,7 +30,14 @@
     }
   }
 
-  function formatWall(t) { return new Date(t * 1000).toISOString().replace('T', ' ').replace('Z', ' UTC'); }
+  // Logs can hold any double as a time, and the data files carry NaN and infinities as the
+  // strings "nan", "inf", "-inf": a time a Date cannot hold (beyond about 275,000 years) is
+  // shown as given, since toISOString would throw and take the whole card or table with it.
+  function formatWall(t) {
+    var d = typeof t === 'number' ? new Date(t * 1000) : null;
+    if (!d || isNaN(d.getTime())) return String(t);
+    return d.toISOString().replace('T', ' ').replace('Z', ' UTC');
+  }
 
   var state = {
     selected: {},        // run index -> shown
