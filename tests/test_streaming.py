@@ -174,6 +174,42 @@ def test_an_empty_summary_sets_the_step_the_legacy_rule_compares_with(k, tmp_pat
     assert data.series["r"]["b"].hidden.tolist() == [True, False]
 
 
+@pytest.mark.parametrize("version", ["brain.Event:nan", "brain.Event:-nan", "brain.Event:0"])
+def test_a_version_that_is_not_a_number_above_two_keeps_the_legacy_rule(version, tmp_path):
+    """TensorBoard reads such a version as "below 2": a lower step purges its tags."""
+    logdir = tmp_path / "logs"
+    (logdir / "r").mkdir(parents=True)
+    _events(logdir / "r" / "events.out.tfevents.1.x",
+            [dict(wall_time=999.0, file_version=version)]
+            + [_scalar("a", s, float(s)) for s in range(6)] + [_scalar("a", 2, 22.0, wall=1010.0)])
+    data = tbconvert.read(logdir, restarts="keep-all")
+    assert data.series["r"]["a"].hidden.tolist() == [False, False, True, True, True, True, False]
+    out = tmp_path / "out"
+    tbconvert.convert(logdir, out, to_format="tfevents")
+    assert_same_view(tb_view(out), tb_view(logdir))
+
+
+@pytest.mark.parametrize("via", ["tfevents", "parquet", "hdf5"])
+def test_a_run_keeps_its_start_when_a_point_was_logged_earlier(via, tmp_path):
+    """A replayed history logs points with older wall times than the run's first event:
+    TensorBoard still starts (orders and colours) the run at its first event."""
+    logdir = tmp_path / "logs"
+    for name, start in (("early", 2000.0), ("late", 3000.0)):
+        (logdir / name).mkdir(parents=True)
+        _events(logdir / name / "events.out.tfevents.1.x",
+                [dict(wall_time=start, file_version="brain.Event:2"),
+                 _scalar("a", 0, 1.0, wall=1500.0), _scalar("a", 1, 2.0, wall=start + 1)])
+    src = logdir
+    if via != "tfevents":
+        src = tmp_path / f"archive.{'h5' if via == 'hdf5' else via}"
+        tbconvert.convert(logdir, src)
+    out = tmp_path / "out"
+    tbconvert.convert(src, out, to_format="tfevents")
+    view = tb_view(out)
+    assert (view["early"]["first_event"], view["late"]["first_event"]) == (2000.0, 3000.0)
+    assert_same_view(view, tb_view(logdir))
+
+
 def test_chunks_are_bounded_and_in_order(tmp_path, tiny_blocks):
     logdir = _restarts_logdir(tmp_path)
     tiny_blocks(5, chunk_points=64)

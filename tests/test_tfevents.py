@@ -122,6 +122,9 @@ def test_corrupt_middle_record_costs_only_that_record(tmp_path):
     kinds = [i.kind for i in data.report.issues]
     assert kinds == ["corrupt_record"]
     assert str(f) in data.report.issues[0].message
+    assert data.report.issues[0].message.endswith(
+        "reading went on after them (TensorBoard stops reading the file there, so it showed "
+        "none of the records after this)")
 
 
 def test_truncated_last_record(tmp_path):
@@ -131,6 +134,7 @@ def test_truncated_last_record(tmp_path):
     data = tbconvert.read(src, runs="^run_b$", restarts="keep-all")
     assert len(data.series["run_b"]["loss"]) == 24
     assert [i.kind for i in data.report.issues] == ["truncated_record"]
+    assert data.report.issues[0].message.endswith("truncated record; skipped 35 bytes")
 
 
 def test_not_an_event_file_is_reported_and_others_kept(tmp_path):

@@ -143,6 +143,10 @@ class RunAssembler:
             parsed = float(version.split("brain.Event:")[-1])
         except ValueError:
             parsed = -1.0
+        if parsed != parsed:
+            # TensorBoard reads "brain.Event:nan" as a version below 2, the legacy rule; NaN
+            # here stands for a version set by earlier files (a part read on its own)
+            parsed = -1.0
         self.versions.append((seq, parsed))
 
     def session_start(self, seq: int, step: int) -> None:

@@ -352,8 +352,12 @@ class TfeventsReader(Reader):
             # a record whose header checks out: the file is event data, only damaged
             state.damaged_records |= d.reason != _NOT_A_HEADER
             kind = "truncated_record" if d.reason == "truncated record" else "corrupt_record"
+            # what follows the damage is kept, where TensorBoard's own reader gives up
+            after = ("" if d.offset + d.length >= state.size else
+                     ", reading went on after them (TensorBoard stops reading the file there, "
+                     "so it showed none of the records after this)")
             self.report.add(kind, f"{path}: bytes {d.offset}-{d.offset + d.length}: {d.reason}; "
-                                  f"skipped {d.length} bytes, reading went on after them",
+                                  f"skipped {d.length} bytes{after}",
                             path=path, run=asm.name)
         buf, starts, lengths = block.buf, block.starts, block.lengths
         base = seq_base + 2 * state.records
