@@ -14,7 +14,7 @@ def to_dask(path, *, storage_options: dict | None = None, **read_parquet_options
     in the marker's order, one partition each) or a single ``.parquet`` file; ``path`` may be
     an fsspec URL (``s3://bucket/logs.dataset``) with ``storage_options``.
 
-    Columns and dtypes are the archive's (see ``docs/formats.md``); text columns (run, tag,
+    Columns and dtypes are the archive's (see ``docs/archives.md``); text columns (run, tag,
     plugin name...) come as pandas' Arrow-backed strings, as ``pandas.read_parquet`` gives
     them with pandas 3 (Dask's ``dataframe.convert-string`` setting decides). Extra keyword
     arguments go to :func:`dask.dataframe.read_parquet` (``columns=``, ``filters=``...).
@@ -42,9 +42,21 @@ def _parts(path, storage_options) -> list:
         return [f"{url}/{p['file']}" for p in marker.get("parts", [])]
     path = Path(path)
     if not path.is_dir():
+        _check_parquet(path)
         return [str(path)]
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet.reader import read_marker
     from tbconvert.report import Report
     marker = read_marker(path, Options(), Report())
     return [str(path / p["file"]) for p in marker["parts"]]
+
+
+def _check_parquet(path: Path) -> None:
+    """A clear error for what Dask would fail on with a Parquet reader's message."""
+    from tbconvert import registry
+    from tbconvert.errors import FormatError
+    fmt = registry.detect_source(path)      # FormatError: missing, or no known format
+    if fmt.name != "parquet":
+        raise FormatError(f"{path}: a {fmt.name} source; to_dask reads Parquet archives "
+                          f"(convert it to one first: tbconvert.convert({str(path)!r}, "
+                          "'archive.parquet'))")

@@ -227,6 +227,16 @@ def test_to_dask_reads_a_dataset_with_its_dtypes(tmp_path):
     assert frame.npartitions == len(parts)
 
 
+def test_to_dask_of_what_is_not_parquet_says_so(tmp_path):
+    from tbconvert.errors import FormatError
+    tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "logs.h5")
+    with pytest.raises(FormatError, match=r"logs\.h5: a hdf5 source; to_dask reads Parquet "
+                                          r"archives \(convert it to one first"):
+        tbconvert.to_dask(tmp_path / "logs.h5")
+    with pytest.raises(FormatError, match="no such file or directory"):
+        tbconvert.to_dask(tmp_path / "missing.parquet")
+
+
 @pytest.mark.slow
 def test_tbdev_export_through_the_cluster(cluster, tmp_path):
     """An export's experiments, each converted by a task on the cluster: the logdir

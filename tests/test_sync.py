@@ -895,3 +895,34 @@ def test_merged_part_names_are_unique_and_sort_in_order():
     assert again == "part-00001-exp-g2-g0005.m0047.parquet"
     names = ["part-00001-exp-g2-g0001.parquet", again, "part-00001-exp-g2-g0048.parquet"]
     assert names == sorted(names)
+
+
+def test_part_names_sort_in_generation_order_past_9999():
+    """Readers of the bare directory take a run's parts in name order: a watch that syncs
+    every minute passes generation 9999 within a week."""
+    from tbconvert.formats.parquet.writer import part_name
+    from tbconvert.incremental.compact import merged_name
+    gens = [1, 2, 999, 9998, 9999, 10000, 10001, 99999, 100000, 123456, 10**9]
+    names = [part_name(0, "train", g) for g in gens]
+    assert names == sorted(names) and names[5] == "part-00000-train-gA10000.parquet"
+    merged = [merged_name(names[1], g) for g in (3, 9999, 10000, 100001)]
+    assert merged == sorted(merged) and names[0] < merged[0] < names[2]
+    assert merged_name(merged[-1], 100002) == "part-00000-train-g0002.mB100002.parquet"
+
+
+def test_a_sync_that_finds_nothing_new_removes_what_a_killed_one_left(tmp_path):
+    """A sync killed as it committed leaves parts no manifest names; a reader of the bare
+    directory counts their rows until the next sync, whatever it finds, removes them."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(20))
+    sync(src, dst)
+    part = next(dst.glob("part-*.parquet"))
+    stray = dst / part.name.replace("-g0001", "-g0002")
+    shutil.copy(part, stray)
+    (dst / "_pending-x.parquet").write_bytes(b"half")
+    assert pads.dataset(dst, format="parquet").count_rows() == 80
+    r = sync(src, dst)
+    assert r.changed_nothing and r.generation == 1
+    assert sorted(p.name for p in dst.iterdir()) == sorted(["_tbconvert.json", part.name])
+    assert pads.dataset(dst, format="parquet").count_rows() == 40

@@ -120,6 +120,9 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
             if not _nothing_new(survey, report):
                 _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs,
                              workers=workers)
+            else:
+                from tbconvert.incremental import manifest
+                manifest.remove_garbage(dst, {"parts": [{"file": f} for f in survey.parts]})
     report.outputs.append(str(dst))
     return report
 
@@ -236,7 +239,7 @@ def _prepare_destination(dst: Path) -> None:
     if dst.is_dir() and not (dst / MARKER_FILE).exists():
         # what a first sync that was killed leaves: its parts, lock and manifest draft
         foreign = [p.name for p in dst.iterdir()
-                   if not (re.fullmatch(r"part-\d{5}-.*-g\d{4,}\.parquet", p.name)
+                   if not (re.fullmatch(r"part-\d{5}-.*-g[A-Z]?\d{4,}\.parquet", p.name)
                            or p.name.startswith(("_tbconvert", "_pending-")))]
         if foreign:
             raise OutputExistsError(f"{dst}: exists and is not a tbconvert dataset (it holds "
@@ -257,6 +260,7 @@ class _Survey:
     plans: dict                 # per run name: plan_files' answer (why read whole, reads)
     same_runs: bool             # the source's runs are the dataset's
     sidecar: bool               # the source has experiment facts (compared on the full path)
+    parts: list = ()            # the part files the manifest names
 
 
 def _survey(src: Path, dst: Path) -> _Survey | None:
@@ -281,11 +285,14 @@ def _survey(src: Path, dst: Path) -> _Survey | None:
         stored = [_stored_name(n) for n, _ in runs]
         plans = {name: plan_files(files, known.get(key))
                  for (name, files), key in zip(runs, stored, strict=True)}
+        parts = [p["file"] for p in marker["parts"]]
+        if not all(isinstance(p, str) for p in parts):
+            return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
             RecursionError):
         return None
     return _Survey(generation, runs, plans, sorted(stored) == sorted(known),
-                   src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists())
+                   src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists(), parts)
 
 
 def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:

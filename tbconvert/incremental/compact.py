@@ -21,7 +21,7 @@ from pathlib import Path
 
 FANOUT = 16
 
-_MERGED = re.compile(r"\.m\d+$")
+_MERGED = re.compile(r"\.m[A-Z]?\d+$")
 
 
 def _order(weight: int) -> int:
@@ -62,8 +62,9 @@ def merged_name(first: str, generation: int) -> str:
     """The merged part's name: the first merged part's, marked with the generation that
     merged them (``part-00003-run-g0002.m0041.parquet``: names still sort in the dataset's
     order, and a run's name hint never holds a dot, so no other part has such a name)."""
+    from tbconvert.formats.parquet.writer import sortable
     stem = _MERGED.sub("", first[:-len(".parquet")])
-    return f"{stem}.m{generation:04d}.parquet"
+    return f"{stem}.m{sortable(generation)}.parquet"
 
 
 def merge(files: list[Path], out: Path, experiment: dict) -> bool:

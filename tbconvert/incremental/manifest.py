@@ -164,16 +164,20 @@ def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None
             raise OutputError(describe_os_error(exc, dst / part)) from None
 
 
+# (schema.PART_PREFIX, without importing pyarrow: a sync that finds nothing new tidies too)
+_PART_PREFIX = "part-"
+
+
 def remove_garbage(dst: Path, marker: dict) -> int:
     """Remove part files (and manifest drafts, and the lock drafts of killed syncs) that
-    ``marker`` does not name; how many."""
-    from tbconvert.formats.parquet import schema as S
+    ``marker`` does not name; how many. A sync killed as it committed leaves parts that no
+    manifest names, which readers of the bare directory would count."""
     from tbconvert.incremental.lock import dead_draft
     named = {p["file"] for p in marker.get("parts", [])}
     removed = 0
     for entry in os.scandir(dst):
         name = entry.name
-        stray = (name.startswith(S.PART_PREFIX) and name.endswith(".parquet")
+        stray = (name.startswith(_PART_PREFIX) and name.endswith(".parquet")
                  and name not in named) or name.startswith((_TMP_PREFIX, PENDING_PREFIX)) \
             or dead_draft(name)
         if stray and entry.is_file(follow_symlinks=False):

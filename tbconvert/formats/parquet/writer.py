@@ -32,10 +32,20 @@ SUFFIXES = (".parquet", ".pq")
 def part_name(index: int, run: str, generation: int | None = None) -> str:
     """``part-00003-<hint>.parquet``: the index keeps names unique; the hint is only a readable
     ASCII trace of the run name (Spark, Hadoop and glob patterns mishandle ``%``, ``[``...).
-    A dataset kept up to date by ``sync`` adds ``-g0007``, the generation that wrote the part."""
+    A dataset kept up to date by ``sync`` adds ``-g0007``, the generation that wrote the part
+    (see :func:`sortable`)."""
     hint = re.sub(r"[^A-Za-z0-9_-]+", "_", run).strip("_")[:60] or "root"
-    gen = "" if generation is None else f"-g{generation:04d}"
+    gen = "" if generation is None else f"-g{sortable(generation)}"
     return f"{S.PART_PREFIX}{index:05d}-{hint}{gen}.parquet"
+
+
+def sortable(n: int) -> str:
+    """``n`` in four digits or more, spelt so that names sort in the order of the numbers:
+    readers of the bare directory (DuckDB, pandas, Polars) take a run's parts in name order.
+    Past four digits a letter tells how many more there are (``0042``, ``9999``, ``A10000``,
+    ``B100000``): every digit sorts before every letter."""
+    digits = f"{n:04d}"
+    return digits if len(digits) == 4 else chr(ord("A") + len(digits) - 5) + digits
 
 
 
