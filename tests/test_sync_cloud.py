@@ -194,6 +194,23 @@ def test_memory_urls_take_the_generic_path(tmp_path):
         assert parquet_codecs(fh) == {"ZSTD"}
 
 
+def test_a_sync_that_finds_nothing_new_deletes_what_a_killed_one_uploaded(tmp_path):
+    """Listing the prefix (DuckDB, Dask) shows every part key: what a killed sync uploaded
+    goes at the next sync, even one with nothing to read."""
+    import fsspec
+    src, url = tmp_path / "logs", f"memory://sync-{uuid.uuid4().hex[:8]}/ds"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    tbconvert.sync(src, url)
+    fs = fsspec.filesystem("memory")
+    root = url[len("memory://"):]
+    part = next(p for p in fs.ls(root, detail=False) if p.endswith(".parquet"))
+    fs.copy(part, part.replace("-g0001", "-g0002"))
+    r = tbconvert.sync(src, url)
+    assert r.changed_nothing
+    assert [p.rsplit("/", 1)[1] for p in fs.ls(root, detail=False) if p.endswith(".parquet")] \
+        == [part.rsplit("/", 1)[1]]
+
+
 def test_an_export_experiment_synced_to_a_url(tmp_path):
     from helpers import FIXTURES
 

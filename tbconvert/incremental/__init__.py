@@ -179,6 +179,9 @@ def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
                 survey = _survey(src, store.stage)
                 if not _nothing_new(survey, report):
                     _sync_locked(src, store.stage, None, report, store=store, survey=survey)
+                else:      # parts a killed sync uploaded, which listing the prefix shows
+                    store.remove_garbage(store.stage,
+                                         {"parts": [{"file": f} for f in survey.parts]})
     except BaseException:
         store.abort()
         raise
