@@ -357,11 +357,14 @@ def test_controls_redraw_the_charts(browser, tmp_path):
         page.close()
 
 
-def hparams_start(run: str, start_time: float) -> TensorSeries:
-    """The session start of a trial (lr 0.1) that began at ``start_time``."""
+def hparams_start(run: str, start_time: float, **more: float) -> TensorSeries:
+    """The session start of a trial (lr 0.1, and ``more`` hparams) that began at
+    ``start_time``."""
     from tensorboard.plugins.hparams import plugin_data_pb2
     data = plugin_data_pb2.HParamsPluginData(version=0)
     data.session_start_info.hparams["lr"].number_value = 0.1
+    for name, value in more.items():
+        data.session_start_info.hparams[name].number_value = value
     data.session_start_info.start_time_secs = start_time
     md = Metadata("hparams", data.SerializeToString(), "", "", DataClass.TENSOR)
     return TensorSeries(run=run, tag="_hparams_/session_start_info", metadata=md,
@@ -592,6 +595,20 @@ def test_distribution_bands_are_tensorboards(browser, torch_site, tf2_site):
         median = {tuple(map(tuple, h)): g[4] for h, g in zip(cases, got, strict=True) if h}
         assert median[tuple(map(tuple, HAND_MADE[0]))] == 1.0
         assert median[tuple(map(tuple, HAND_MADE[1]))] == 11.0
+        assert page.errors == [], page.errors
+    finally:
+        page.close()
+
+
+def test_an_hparam_named_like_a_time_is_shown_as_its_number(browser, tmp_path):
+    site = tmp_path / "site"
+    write_site(site, [(Run("trial", 1.7e9), [scalar("trial", "loss", [0, 1], [2.0, 1.0]),
+                                             hparams_start("trial", 1.7e9, warmup_time=5.0)])])
+    page = Page(browser, (site / "index.html").as_uri())
+    try:
+        page.tab("hparams")
+        assert hparams_rows(page) == [
+            [False, "trial", "0.1", "5", "1", "unknown", "2023-11-14 22:13:20.000 UTC", ""]]
         assert page.errors == [], page.errors
     finally:
         page.close()

@@ -322,7 +322,9 @@ class HtmlWriter(Writer):
         if not self._hparams.starts:
             return None
         table = trials_table(self._hparams, self.report)
-        return {"columns": table.column_names,
+        n = table.num_columns
+        # the table ends with the start and end times (an hparam may end in "_time" too)
+        return {"columns": table.column_names, "times": [n - 2, n - 1],
                 "rows": [list(r.values()) for r in table.to_pylist()]}
 
 

@@ -9,6 +9,7 @@
     var thead = el('thead'), tbody = el('tbody');
     var tr = el('tr');
     var order = { col: -1, dir: 1 };
+    var times = new Set(hp.times || []);     // the start and end times, shown as dates
     hp.columns.forEach(function (name, c) {
       var th = el('th', { scope: 'col' }, name);
       th.addEventListener('click', function () {
@@ -40,7 +41,7 @@
       rows.forEach(function (row) {
         var r = el('tr');
         row.forEach(function (v, c) {
-          var text = v === null || v === undefined ? '' : (hp.columns[c].slice(-5) === '_time' && typeof v === 'number') ? formatWall(v) : String(v);
+          var text = v === null || v === undefined ? '' : (times.has(c) && typeof v === 'number') ? formatWall(v) : String(v);
           r.appendChild(el('td', null, text));
         });
         if (row.length && !state.selected[runIndex(row[0])]) r.hidden = true;
