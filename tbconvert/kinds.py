@@ -57,6 +57,9 @@ KINDS: dict[str, Kind] = {
                               "point"),
     "damaged_run": Kind("a damaged run of an HDF5 archive is skipped", _LOST),
     "damaged_series": Kind("a damaged series of an HDF5 archive loses its points", _LOST, "point"),
+    "dangling_symlink": Kind("a symbolic link that leads nowhere (its target missing or out of "
+                             "reach, or links in a circle) is skipped, as TensorBoard skips it",
+                             _LOST),
     "data_class_changed": Kind("an export series whose metadata names another data class than "
                                "its file is read as its file's class", _KEPT),
     "duplicate_step_in_wide": Kind("points sharing a step: the wide table keeps the last one",
@@ -140,8 +143,12 @@ KINDS: dict[str, Kind] = {
                                   _KEPT),
     "string_nul_stripped": Kind("strings ending in NUL bytes lose them in an export's byte "
                                 "arrays", _LOST, "string"),
-    "symlink_loop": Kind("a link back to a directory above it is not followed", _KEPT),
-    "symlink_not_followed": Kind("a symbolic link to a directory is not followed", _LOST),
+    "symlink_loop": Kind("a link back to a directory above it is not followed: its runs are read "
+                         "once, under the shorter path (a conversion lacks the ever deeper "
+                         "copies TensorBoard lists; tbparse would never end)", _EITHER),
+    "symlink_not_followed": Kind("a link to a directory already read under 64 other paths is not "
+                                 "followed (TensorBoard would show its runs under this path too)",
+                                 _LOST),
     "tags_without_points_kept": Kind("tags whose points are all hidden are kept listed in event "
                                      "files", _KEPT, "tag"),
     "tensor_count_mismatch": Kind("an export tensor file holds another number of tensors than "

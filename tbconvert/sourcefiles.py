@@ -10,6 +10,7 @@ own rules (``relatime``, ``noatime``), as it would for any program reading them.
 
 from __future__ import annotations
 
+import collections
 import errno
 import os
 import stat
@@ -71,51 +72,103 @@ def open_regular(path) -> int:
     return fd
 
 
-def _entries(path) -> list[tuple[str, bool]]:
-    """``(name, is a directory (links followed))`` for each entry of a directory."""
+def _entries(path) -> tuple[tuple, list[tuple[str, bool, OSError | None]]]:
+    """The identity of the directory ``path`` (links followed), and for each of its entries
+    ``(name, is a directory (links followed), why a link leads nowhere)``."""
     if not (_NOATIME and _DIRECTORY and os.scandir in os.supports_fd):
+        st = os.stat(path)
         with os.scandir(path) as it:
-            return [(e.name, _is_dir(e)) for e in it]
+            return _identity(st, path), [_entry(e, os.path.join(path, e.name)) for e in it]
     fd = open_fd(path, directory=True)
     try:
+        st = os.fstat(fd)   # what was opened, even if the path changed since
         with os.scandir(fd) as it:
-            return [(e.name, _is_dir(e)) for e in it]  # while fd is open: is_dir may stat via it
+            # while fd is open: is_dir may stat via it
+            return _identity(st, path), [_entry(e, os.path.join(path, e.name)) for e in it]
     finally:
         os.close(fd)
 
 
-def _is_dir(entry: os.DirEntry) -> bool:
+def _identity(st: os.stat_result, path) -> tuple:
+    if st.st_ino:
+        return st.st_dev, st.st_ino
+    # some network and FUSE file systems give every file inode 0: the resolved name then
+    # tells directories apart (links included, bind mounts not)
+    return st.st_dev, os.path.realpath(path)
+
+
+def _entry(entry: os.DirEntry, path: str) -> tuple[str, bool, OSError | None]:
     try:
-        return entry.is_dir()
+        if entry.is_dir():
+            return entry.name, True, None
     except OSError:
-        return False
+        pass
+    try:
+        link = entry.is_symlink()
+    except OSError:
+        link = False
+    if link:
+        try:
+            os.stat(path)
+        except OSError as exc:
+            return entry.name, False, exc
+    return entry.name, False, None
 
 
 def listdir(path: Path) -> list[Path]:
     """``path.iterdir()``, without touching the directory's access time."""
     path = Path(path)
-    return [path / name for name, _ in _entries(path)]
+    return [path / name for name, _, _ in _entries(path)[1]]
 
 
-def walk(top, onerror=None) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.walk(top, onerror=onerror)`` (top-down; links to directories listed, not
-    entered; ``dirnames`` may be edited to steer the walk), without touching access times."""
-    stack = [os.fspath(top)]
+# A directory met again below itself is a loop; one met again along another path is not, and
+# TensorBoard lists it (its runs) once per path. Links to links can multiply the paths (ten
+# levels of two links each make 1,024), so a directory is listed under this many at most: far
+# more than a layout made to compare runs needs, and the walk stays linear in the directories.
+MAX_PATHS_PER_DIRECTORY = 64
+
+LOOP, DANGLING, REPEATED = "loop", "dangling", "repeated"
+
+
+def walk(top, onerror=None, onskip=None) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(top, onerror=onerror, followlinks=True)`` (top-down; ``dirnames`` may be
+    edited to steer the walk) as TensorBoard walks a logdir, without touching access times
+    and never in a circle.
+
+    A link to a directory is entered under its own path, like the directory it leads to.
+    ``onskip(path, why, error)`` hears of what is not: a directory that is one of those above
+    it on its path (``LOOP``: a link to an ancestor, links to each other, a bind mount), one
+    already listed under :data:`MAX_PATHS_PER_DIRECTORY` paths (``REPEATED``), and a link
+    that leads nowhere (``DANGLING``, with the error: it stays in ``filenames``, where
+    TensorBoard lists it).
+    """
+    stack = [(os.fspath(top), frozenset())]
+    listed: collections.Counter = collections.Counter()
     while stack:
-        current = stack.pop()
+        current, above = stack.pop()
         try:
-            entries = _entries(current)
+            key, entries = _entries(current)
         except OSError as exc:
             if onerror is not None:
                 onerror(exc)
             continue
-        dirnames = [name for name, is_dir in entries if is_dir]
-        filenames = [name for name, is_dir in entries if not is_dir]
+        skip = LOOP if key in above else REPEATED if listed[key] >= MAX_PATHS_PER_DIRECTORY \
+            else None
+        if skip is not None:
+            if onskip is not None:
+                onskip(current, skip, None)
+            continue
+        listed[key] += 1
+        dirnames = [name for name, is_dir, _ in entries if is_dir]
+        filenames = [name for name, is_dir, _ in entries if not is_dir]
+        if onskip is not None:
+            for name, _, broken in entries:
+                if broken is not None:
+                    onskip(os.path.join(current, name), DANGLING, broken)
         yield current, dirnames, filenames
-        for name in reversed(dirnames):
-            path = os.path.join(current, name)
-            if not os.path.islink(path):
-                stack.append(path)
+        if dirnames:
+            below = above | {key}
+            stack.extend((os.path.join(current, name), below) for name in reversed(dirnames))
 
 
 def open_binary(path) -> BinaryIO:
@@ -133,4 +186,5 @@ def read_text(path, encoding: str = "utf-8") -> str:
 
 
 __all__ = ["open_fd", "open_regular", "NotRegularFile", "describe", "open_binary", "read_bytes", "read_text",
-           "listdir", "walk"]
+           "listdir", "walk", "MAX_PATHS_PER_DIRECTORY", "LOOP", "DANGLING",
+           "REPEATED"]

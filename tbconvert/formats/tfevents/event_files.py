@@ -27,8 +27,14 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
 
     A run is every directory that directly holds a file with ``tfevents`` in
     its name; its name is the path relative to ``root`` (``"."`` for the
-    root). Symbolic links to directories are not followed (as TensorBoard's
-    Python loader does); unreadable directories are reported and skipped.
+    root). Symbolic links are followed, as TensorBoard's logdir walk follows them: a
+    linked directory is a run under the link's path, a directory reached along two paths is
+    a run under each (TensorBoard shows both), a linked event file is read where it leads.
+    Reported and not followed: a link back to a directory above it (TensorBoard would list
+    the same runs again, ever deeper), a directory already read under
+    ``sourcefiles.MAX_PATHS_PER_DIRECTORY`` paths, a link that leads nowhere (one named
+    like an event file stays in its run, as in TensorBoard, and the reader names it).
+    Unreadable directories are reported and skipped.
     """
     if root.is_file():
         return [(".", [root])]
@@ -37,18 +43,41 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
     def onerror(exc: OSError) -> None:
         on_problem("unreadable_directory", f"{exc.filename}: cannot be read ({exc.strerror}); skipped")
 
-    for dirpath, dirnames, filenames in sourcefiles.walk(root, onerror=onerror):
+    def onskip(path: str, why: str, exc: OSError | None) -> None:
+        if why == sourcefiles.LOOP:
+            on_problem("symlink_loop", f"{path}: leads back to {_target(path)}, a directory "
+                                       "above it; not followed (its runs are read once, under "
+                                       "the shorter path)")
+        elif why == sourcefiles.REPEATED:
+            on_problem("symlink_not_followed",
+                       f"{path}: leads to {_target(path)}, already read under "
+                       f"{sourcefiles.MAX_PATHS_PER_DIRECTORY} other paths; not followed")
+        elif not is_event_file(os.path.basename(path)):
+            on_problem("dangling_symlink", f"{path}: a symbolic link to {_link(path)}, which "
+                                           f"cannot be reached ({exc.strerror}); skipped")
+
+    for dirpath, dirnames, filenames in sourcefiles.walk(root, onerror=onerror, onskip=onskip):
         dirnames.sort()
-        for d in dirnames:
-            if os.path.islink(os.path.join(dirpath, d)):
-                on_problem("symlink_not_followed",
-                           f"{os.path.join(dirpath, d)}: symbolic link to a directory not followed")
         files = sorted(os.path.join(dirpath, f) for f in filenames if is_event_file(f))
         if files:
             rel = os.path.relpath(dirpath, root)
             name = "." if rel == "." else rel.replace(os.sep, "/")
             runs.append((name, [Path(f) for f in files]))
     return runs
+
+
+def _target(path: str) -> str:
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return "a directory"
+
+
+def _link(path: str) -> str:
+    try:
+        return repr(os.readlink(path))
+    except (OSError, ValueError):
+        return "an unknown target"
 
 
 def host_name() -> str:
