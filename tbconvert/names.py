@@ -31,7 +31,13 @@ MAX_PART_BYTES = 200
 # Linux, 1024 on macOS) also counts the destination's own path and the file name.
 MAX_PATH_BYTES = 768
 
-_UNSAFE_CHARS = set('\\:*?"<>|%') | {chr(c) for c in range(32)} | {"\x7f"}
+# A backslash is a separator to Windows and to exports; "%" is escaped so that escapes stay
+# distinct from names; control characters would reach terminals. Windows also refuses
+# :*?"<>| and trailing dots and spaces, which POSIX file systems (and TensorBoard's run names
+# there) keep: an ISO time as a run name stays as it is.
+_WINDOWS = os.name == "nt"
+_UNSAFE_CHARS = set("\\%") | {chr(c) for c in range(32)} | {"\x7f"} | (
+    set(':*?"<>|') if _WINDOWS else set())
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Whether the file system takes arbitrary bytes in names (surrogate escapes round-trip).
 _BYTE_NAMES = os.name == "posix" and os.fsencode("\udcff") == b"\xff"
@@ -82,7 +88,7 @@ def safe_part(part: str) -> str:
     keep = _SURROGATE.search(part) is not None and _keeps_bytes(part)
     out = "".join(_escape_char(c) if c in _UNSAFE_CHARS
                   or (_SURROGATE.match(c) and not keep) else c for c in part)
-    if out.endswith((" ", ".")):  # trailing dots and spaces vanish on Windows
+    if _WINDOWS and out.endswith((" ", ".")):  # trailing dots and spaces vanish on Windows
         out = out[:-1] + _escape_char(out[-1])
     encoded = _part_bytes(out)
     if len(encoded) > MAX_PART_BYTES:

@@ -214,3 +214,31 @@ def test_run_dirs_differing_in_case_get_a_suffix_where_case_is_ignored(tmp_path,
     first, _ = names.run_dir(tmp_path, "Run", taken)
     second, changed = names.run_dir(tmp_path, "run", taken)
     assert first == tmp_path / "Run" and second == tmp_path / "run~2" and changed
+
+
+POSIX_NAMES = ["2024-01-01T12:00:00", "lr=0.1|bs=32", "what?", "a*b", '"quoted" <x>', "trail.",
+               "trail "]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Windows refuses these characters in file names")
+def test_run_names_a_posix_file_system_holds_are_kept(tmp_path):
+    """An ISO time (or any name TensorBoard shows on this file system) as a run name comes
+    back from an archive as the same run, not an escaped one."""
+    from oracle import assert_same_view, tb_view
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from tbconvert.formats.tfevents import records
+    logdir = tmp_path / "logs"
+    for i, name in enumerate(POSIX_NAMES):
+        (logdir / name).mkdir(parents=True)
+        events = [event_pb2.Event(wall_time=1.0, file_version="brain.Event:2"),
+                  event_pb2.Event(wall_time=2.0, step=i, summary=summary_pb2.Summary(
+                      value=[summary_pb2.Summary.Value(tag="loss", simple_value=float(i))]))]
+        (logdir / name / "events.out.tfevents.1.x").write_bytes(
+            b"".join(records.frame(e.SerializeToString()) for e in events))
+    tbconvert.convert(logdir, tmp_path / "a.parquet")
+    report = tbconvert.convert(tmp_path / "a.parquet", tmp_path / "back", to_format="tfevents")
+    assert not [i for i in report.issues if i.kind == "run_renamed"]
+    assert sorted(p.name for p in (tmp_path / "back").iterdir() if p.is_dir()) == \
+        sorted(POSIX_NAMES)
+    assert_same_view(tb_view(tmp_path / "back"), tb_view(logdir))
