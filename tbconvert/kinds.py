@@ -135,8 +135,11 @@ KINDS: dict[str, Kind] = {
     "run_without_data_left_out": Kind("a run holding no data a TensorBoard.dev export can hold "
                                       "is left out of it (an export knows a run only by its "
                                       "series): its name and start time are not kept", _KEPT),
-    "scalar_rounded": Kind("integer scalars above 2^53 are rounded to an export's doubles",
-                           _LOST, "value"),
+    "scalar_dtypes_differ": Kind("verify: a series' scalars have other dtypes in the two sources "
+                                 "(int64 and float64, say); values are compared exactly, the "
+                                 "dtype alone is no difference", _KEPT),
+    "scalar_rounded": Kind("integer scalars beyond 2**53 that a double cannot hold are rounded "
+                           "to an export's doubles", _LOST, "value"),
     "stale_lock_taken_over": Kind("sync: a lock left by a sync that died (or by --break-lock) was "
                                   "taken over", _KEPT),
     "steps_rounded_in_view": Kind("steps of 2**53 or more are charted rounded by the web view",

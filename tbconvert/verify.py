@@ -3,22 +3,32 @@
 Each series is reduced to a fingerprint as it streams past (point count,
 metadata, and SHA-256 digests of steps, wall times and values, independent of
 how the points were chunked), so two sources of any size compare with memory
-bounded by one run. Users run this after archiving and before deleting the
+bounded by one run. Each run's run-level events (meta graphs, session logs, log
+messages) are compared as well, and so are runs without series wherever both
+formats can hold them. Users run this after archiving and before deleting the
 originals.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tbconvert import api, names
+from tbconvert.columns import rounded_in_float64
 from tbconvert.describe import SeriesStats, scan
 from tbconvert.formats.base import Options
-from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
-from tbconvert.report import Report
+from tbconvert.model import BlobSequenceSeries, Experiment, RunRecord, ScalarSeries, Series, TensorSeries
+from tbconvert.report import Report, plural
+
+# One integer that float64 cannot hold: its position in the series, then its value as a
+# 128-bit two's complement number, so that an int64 and a uint64 of one value are equal.
+_BIG_INT = np.dtype([("at", "<i8"), ("high", "<i8"), ("low", "<u8")])
 
 
 @dataclass
@@ -30,23 +40,45 @@ class _Fingerprint(SeriesStats):
     steps: hashlib._Hash = field(default_factory=hashlib.sha256)
     walls: hashlib._Hash = field(default_factory=hashlib.sha256)
     values: hashlib._Hash = field(default_factory=hashlib.sha256)
+    big_ints: hashlib._Hash = field(default_factory=hashlib.sha256)
     wall_list: list = field(default_factory=list)
+    scalar_dtypes: list = field(default_factory=list)   # [dtype name, points] in point order
 
     def add(self, s: Series) -> None:
+        first = self.points
         super().add(s)
         self.steps.update(s.steps.astype("<i8").tobytes())
         if self.keep_walls:
             self.wall_list.append(s.wall_times.copy())
         else:
             self.walls.update(s.wall_times.astype("<f8").tobytes())
-        _hash_values(self.values, s)
+        if isinstance(s, ScalarSeries):
+            self._add_scalars(s, first)
+        else:
+            _hash_values(self.values, s)
+
+    def _add_scalars(self, s: ScalarSeries, first: int) -> None:
+        # Scalars compare by value: a float32 read back from a float64 archive is the same point,
+        # and so is an integer kept as a double where the double is that integer.
+        self.values.update(s.values.astype("<f8").tobytes())
+        at = np.flatnonzero(rounded_in_float64(s.values))
+        if len(at):
+            big = np.zeros(len(at), _BIG_INT)
+            big["at"] = first + at
+            v = s.values[at].astype(s.values.dtype.kind + "8")
+            big["low"] = v.view(np.uint64)
+            big["high"] = np.where(v < 0, -1, 0)
+            self.big_ints.update(big.tobytes())
+        if len(s):
+            name = s.values.dtype.name
+            if self.scalar_dtypes and self.scalar_dtypes[-1][0] == name:
+                self.scalar_dtypes[-1][1] += len(s)
+            else:
+                self.scalar_dtypes.append([name, len(s)])
 
 
 def _hash_values(h, s: Series) -> None:
-    if isinstance(s, ScalarSeries):
-        # Scalars compare by value: a float32 read back from a float64 archive is the same point.
-        h.update(s.values.astype("<f8").tobytes())
-    elif isinstance(s, BlobSequenceSeries):
+    if isinstance(s, BlobSequenceSeries):
         for seq in s.sequences():
             h.update(len(seq).to_bytes(8, "little"))
             for blob in seq:
@@ -67,9 +99,39 @@ def _metadata_key(s: Series) -> tuple:
     return (md.plugin_name, md.plugin_content, md.display_name, md.description, int(md.data_class))
 
 
-def fingerprints(path, *, fmt: str | None, options: Options, report: Report, keep_walls: bool):
-    """``({run: {tag: fingerprint}}, experiment)`` of a source, streaming."""
+def _is_restart_marker(rec: RunRecord) -> bool:
+    if rec.kind != "session_log":
+        return False
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import event_pb2
+    try:
+        return event_pb2.SessionLog.FromString(rec.payload).status == event_pb2.SessionLog.START
+    except DecodeError:
+        return False
+
+
+def _record_key(rec: RunRecord) -> tuple:
+    wall = rec.wall_time if not math.isnan(rec.wall_time) else None   # NaN equals no NaN
+    return rec.step, rec.kind, wall, hashlib.sha256(rec.payload).digest()
+
+
+@dataclass
+class _Source:
+    """What one source holds, reduced for comparing."""
+
+    series: dict[str, dict[str, _Fingerprint]]     # {run: {tag: fingerprint}}, every selected run
+    records: dict[str, collections.Counter]         # {run: Counter of record keys}
+    experiment: Experiment
+    # A TensorBoard.dev export knows a run only by the lines of its series: it holds neither
+    # runs without series nor run-level events.
+    tbdev: bool = False
+
+
+def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
+                 keep_walls: bool) -> _Source:
+    """The fingerprints of a source's series, and its runs' records, streaming."""
     out: dict[str, dict[str, _Fingerprint]] = {}
+    records: dict[str, collections.Counter] = {}
 
     def fingerprint_of(run, s: Series) -> _Fingerprint:
         # names as conversions store them (odd bytes %XX), so a round trip compares equal
@@ -84,9 +146,25 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report, kee
     with api.open_reader(path, format=fmt, options=options, report=report) as reader:
         experiment = reader.experiment()
         for run, selected in scan(reader, options, fingerprint_of, visible_only=True):
+            name = names.text(run.name)
             if not selected:
-                out.pop(names.text(run.name), None)
-    return out, experiment
+                out.pop(name, None)
+                continue
+            out.setdefault(name, {})
+            # A restart marker is TensorBoard's only to hide points, and which points are
+            # hidden is compared with the points; event files written from any source hold
+            # the points, not the markers.
+            records.setdefault(name, collections.Counter()).update(
+                _record_key(r) for r in run.records if not _is_restart_marker(r))
+        tbdev = _is_tbdev(reader)
+    return _Source(out, records, experiment, tbdev)
+
+
+def _is_tbdev(reader) -> bool:
+    # Only a loaded module makes readers: sources of other formats need not import this one.
+    module = sys.modules.get("tbconvert.formats.tbdev.reader")
+    inner = getattr(reader, "_inner", reader)   # a remote source's reader of its staged copy
+    return module is not None and isinstance(inner, module.TbdevReader)
 
 
 _MD_FIELDS = ("plugin name", "plugin content", "display name", "description", "data class")
@@ -96,38 +174,83 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
             wall_time_tolerance: float = 0.0, report: Report | None = None) -> list[str]:
     """Differences between sources ``a`` and ``b``; an empty list means they hold the same data.
 
-    Runs with no series are ignored (formats differ in whether they keep empty runs).
+    Scalars compare by value, integers exactly; scalars of other dtypes but equal values
+    (a float32 read back from a float64 archive, integers kept as an export's doubles) are
+    the same points, and their dtypes are noted in ``report`` (``scalar_dtypes_differ``).
+    Runs' run-level events (meta graphs, session logs, log messages) are compared as a
+    multiset of (kind, step, wall time, bytes) per run, except restart markers (SessionLog
+    START), whose effect is in which points are hidden. A TensorBoard.dev export holds no
+    run-level events, so those of the other source are differences; it holds no runs without
+    series either, so these are compared only between other formats.
     ``wall_time_tolerance`` (seconds) allows for TensorBoard.dev exports, which store wall times
     to about a microsecond.
     """
     options = options or Options()
     report = report if report is not None else Report()
     keep = wall_time_tolerance > 0
-    fa, ea = fingerprints(a, fmt=from_a, options=options, report=report, keep_walls=keep)
-    fb, eb = fingerprints(b, fmt=from_b, options=options, report=report, keep_walls=keep)
+    sa = fingerprints(a, fmt=from_a, options=options, report=report, keep_walls=keep)
+    sb = fingerprints(b, fmt=from_b, options=options, report=report, keep_walls=keep)
+    ea, eb = sa.experiment, sb.experiment
     diffs = []
     if not ea.is_empty() and not eb.is_empty():
         for name in ("name", "description"):
             if getattr(ea, name) != getattr(eb, name):
                 diffs.append(f"experiment {name}: {getattr(ea, name)!r} != {getattr(eb, name)!r}")
-    runs_a = {r for r, t in fa.items() if t}
-    runs_b = {r for r, t in fb.items() if t}
+    empty_runs = not (sa.tbdev or sb.tbdev)
+
+    def listed(src: _Source) -> set[str]:
+        return {r for r, tags in src.series.items() if tags or src.records[r] or empty_runs}
+
+    runs_a, runs_b = listed(sa), listed(sb)
     for run in sorted(runs_a - runs_b):
-        diffs.append(f"run {run!r}: only in A ({len(fa[run])} series)")
+        diffs.append(f"run {run!r}: only in A ({_run_contents(sa, run, sb)})")
     for run in sorted(runs_b - runs_a):
-        diffs.append(f"run {run!r}: only in B ({len(fb[run])} series)")
+        diffs.append(f"run {run!r}: only in B ({_run_contents(sb, run, sa)})")
     for run in sorted(runs_a & runs_b):
-        ta, tb = fa[run], fb[run]
+        ta, tb = sa.series[run], sb.series[run]
         for tag in sorted(set(ta) - set(tb)):
             diffs.append(f"{run}/{tag}: only in A ({ta[tag].points} points)")
         for tag in sorted(set(tb) - set(ta)):
             diffs.append(f"{run}/{tag}: only in B ({tb[tag].points} points)")
         for tag in sorted(set(ta) & set(tb)):
-            diffs.extend(_compare_series(f"{run}/{tag}", ta[tag], tb[tag], wall_time_tolerance))
+            diffs.extend(_compare_series(run, tag, ta[tag], tb[tag], wall_time_tolerance, report))
+        for side, mine, other in (("A", sa, sb), ("B", sb, sa)):
+            extra = mine.records[run] - other.records[run]
+            if extra:
+                n = sum(extra.values())
+                diffs.append(f"run {run!r}: {plural(n, 'run-level event')} only in {side} "
+                             f"({_records_text(extra)}){_no_place(other)}")
     return diffs
 
 
-def _compare_series(where: str, x: _Fingerprint, y: _Fingerprint, tol: float) -> list[str]:
+def _run_contents(src: _Source, run: str, other: _Source) -> str:
+    n, records = len(src.series[run]), src.records[run]
+    if not records:
+        return f"{n} series" if n else "no series"
+    events = sum(records.values())
+    return (f"{n or 'no'} series, {plural(events, 'run-level event')}: "
+            f"{_records_text(records)}{_no_place(other)}")
+
+
+def _no_place(src: _Source) -> str:
+    return "; a TensorBoard.dev export has no place for them" if src.tbdev else ""
+
+
+def _records_text(records: collections.Counter, shown: int = 3) -> str:
+    keys = sorted(records.elements(), key=lambda k: k[:2])
+    text = ", ".join(f"{kind} at step {step}" for step, kind, *_ in keys[:shown])
+    return text + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
+
+
+def _dtypes_text(fp: _Fingerprint) -> str:
+    if len(fp.scalar_dtypes) == 1:
+        return fp.scalar_dtypes[0][0]
+    return ", ".join(f"{name} ({plural(n, 'point')})" for name, n in fp.scalar_dtypes)
+
+
+def _compare_series(run: str, tag: str, x: _Fingerprint, y: _Fingerprint, tol: float,
+                    report: Report) -> list[str]:
+    where = f"{run}/{tag}"
     out = []
     for name, u, v in zip(_MD_FIELDS, x.metadata, y.metadata, strict=True):
         if u != v:
@@ -146,8 +269,13 @@ def _compare_series(where: str, x: _Fingerprint, y: _Fingerprint, tol: float) ->
             out.append(f"{where}: wall times differ by up to {worst:.3g} s")
     elif x.walls.digest() != y.walls.digest():
         out.append(f"{where}: wall times differ")
-    if x.values.digest() != y.values.digest():
+    if x.values.digest() != y.values.digest() or x.big_ints.digest() != y.big_ints.digest():
         out.append(f"{where}: values differ")
+    if x.scalar_dtypes and y.scalar_dtypes and x.scalar_dtypes != y.scalar_dtypes:
+        # Not a difference: values are compared exactly, and a format that stores scalars as
+        # doubles holds every value but integers beyond 2**53, which then differ as values.
+        report.add("scalar_dtypes_differ", f"{where}: scalars are {_dtypes_text(x)} in A and "
+                   f"{_dtypes_text(y)} in B", run=run, tag=tag, lost=False)
     if x.hidden != y.hidden:
         out.append(f"{where}: {x.hidden} hidden points != {y.hidden}")
     return out

@@ -553,6 +553,60 @@ def test_buffer_limit_splits_lines_but_keeps_points(tmp_path):
         assert_matches_expected(load_tbdev(d))
 
 
+# -- integer scalars ------------------------------------------------------------------------
+
+def _integer_logdir(root: Path, tags: dict) -> Path:
+    """Run ``r`` of an event-file logdir: per tag, one integer SCALAR tensor per step (int64
+    and uint64 as TensorFlow logs them), in the shape of the arrays given."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.util import tensor_util
+
+    from tbconvert.formats.tfevents import records
+    events = [event_pb2.Event(wall_time=1000.0, file_version="brain.Event:2")]
+    for tag, values in tags.items():
+        for step, value in enumerate(values):
+            ev = event_pb2.Event(wall_time=1000.0 + step, step=step)
+            v = ev.summary.value.add(tag=tag)
+            v.tensor.CopyFrom(tensor_util.make_tensor_proto(value))
+            v.metadata.plugin_data.plugin_name = "scalars"
+            v.metadata.data_class = summary_pb2.DATA_CLASS_SCALAR
+            events.append(ev)
+    path = root / "r" / "events.out.tfevents.1.host"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in events))
+    return root
+
+
+def test_integer_scalars_rounded_to_doubles_are_counted_exactly(tmp_path):
+    i64, u64 = np.iinfo(np.int64), np.iinfo(np.uint64)
+    logdir = _integer_logdir(tmp_path / "logs", {
+        # rounded: 2**62+1, 2**53+1, the largest int64 (float64 gives 2**63, beyond int64);
+        # exact however large: -2**63, 2**62
+        "i": [np.int64(v) for v in (2**62 + 1, i64.min, 2**53 + 1, 2**53, i64.max, -5, 2**62)],
+        # rounded: the largest uint64 (float64 gives 2**64), 2**53+1
+        "u": [np.uint64(v) for v in (u64.max, 2**63, 2**53 + 1, 0, 2**60)],
+        # points of shape [1] stay tensors, made single numbers in the export
+        "t": [np.array([2**53 + 1], np.int64), np.array([2**53 + 2], np.int64)],
+    })
+    report = tbconvert.convert(logdir, tmp_path / "out", to_format="tbdev")
+    rounded = {i.tag: i.count for i in report.issues if i.kind == "scalar_rounded"}
+    assert rounded == {"i": 3, "u": 2, "t": 1}
+    assert {i.tag: i.message for i in report.issues if i.kind == "scalar_rounded"}["i"] == \
+        "r/i: 3 integer values beyond 2**53 were rounded to the export's doubles"
+    lines = {d["tag"]: d["points"]["values"] for d in read_lines(tmp_path / "out" / export_dir.SCALARS)}
+    assert lines["i"][2] == 2.0 ** 53   # what was reported is what happened
+
+
+def test_one_integer_just_beyond_2_53_fails_strict(tmp_path):
+    logdir = _integer_logdir(tmp_path / "logs", {"tokens": [np.int64(2**53 + 1)]})
+    code, err = run_cli("convert", logdir, tmp_path / "out", "--to", "tbdev", "--strict")
+    assert code == 8, err
+    assert "r/tokens: 1 integer value beyond 2**53 was rounded to the export's doubles" in err
+    exact = _integer_logdir(tmp_path / "exact", {"tokens": [np.int64(2**53 + 2), np.int64(-2**63)]})
+    code, err = run_cli("convert", exact, tmp_path / "out2", "--to", "tbdev", "--strict")
+    assert code == 0 and "rounded" not in err, err
+
+
 # -- tbdev-export command -------------------------------------------------------------------
 
 def run_cli(*argv) -> tuple[int, str]:

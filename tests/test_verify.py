@@ -1,6 +1,7 @@
 """``tbconvert verify``: equal sources pass, every kind of difference is named."""
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 from helpers import FIXTURES
@@ -8,6 +9,8 @@ from helpers import FIXTURES
 import tbconvert
 from tbconvert.cli import main
 from tbconvert.formats.tfevents import records
+from tbconvert.report import Report
+from tbconvert.verify import compare
 
 
 def test_verify_equal_after_roundtrip(tmp_path, capsys):
@@ -50,3 +53,167 @@ def test_verify_detects_changed_value(tmp_path):
             w.write_run(run, series)
     diffs = compare(FIXTURES / "tf2_logdir", out)
     assert diffs == ["eager/loss: values differ"]
+
+
+# -- sources written with TensorBoard's protos ------------------------------------------------
+
+def _pb():
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    return event_pb2, summary_pb2
+
+
+def write_run(root: Path, run: str, events=()) -> Path:
+    """An event file of ``run`` under ``root``: the version record, then ``events``."""
+    event_pb2, _ = _pb()
+    path = root / run / "events.out.tfevents.1.host"
+    path.parent.mkdir(parents=True)
+    head = event_pb2.Event(wall_time=1000.0, file_version="brain.Event:2")
+    path.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in (head, *events)))
+    return root
+
+
+def int_scalar(step: int, value, tag: str = "n"):
+    """A SCALAR tensor of ``value``'s dtype, as TensorFlow logs integer scalars."""
+    from tensorboard.util import tensor_util
+    event_pb2, summary_pb2 = _pb()
+    ev = event_pb2.Event(wall_time=1001.0 + step, step=step)
+    v = ev.summary.value.add(tag=tag)
+    v.tensor.CopyFrom(tensor_util.make_tensor_proto(value))
+    v.metadata.plugin_data.plugin_name = "scalars"
+    v.metadata.data_class = summary_pb2.DATA_CLASS_SCALAR
+    return ev
+
+
+def simple(step: int, value: float = 1.0, tag: str = "loss"):
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=1001.0 + step, step=step)
+    ev.summary.value.add(tag=tag, simple_value=value)
+    return ev
+
+
+def meta_graph(step: int):
+    from tensorboard.compat.proto import graph_pb2, meta_graph_pb2
+    event_pb2, _ = _pb()
+    graph = graph_pb2.GraphDef()
+    graph.node.add(name="x", op="Const")
+    mg = meta_graph_pb2.MetaGraphDef()
+    mg.graph_def.CopyFrom(graph)
+    return event_pb2.Event(wall_time=1000.5, step=step, meta_graph_def=mg.SerializeToString())
+
+
+def log_message(step: int, text: str):
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=1001.0 + step, step=step)
+    ev.log_message.message = text
+    return ev
+
+
+def session_start(step: int):
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=1001.5 + step, step=step)
+    ev.session_log.status = event_pb2.SessionLog.START
+    return ev
+
+
+def test_integer_scalars_compare_exactly(tmp_path):
+    big = write_run(tmp_path / "big", "r", [int_scalar(0, np.int64(2**53 + 1)),
+                                           int_scalar(1, np.int64(-2**63))])
+    export = tmp_path / "export"
+    report = tbconvert.convert(big, export, to_format="tbdev")
+    assert [i.kind for i in report.lost] == ["scalar_rounded"]
+    assert compare(big, export, wall_time_tolerance=1e-6) == ["r/n: values differ"]
+    # 2**53 + 1 and 2**53 differ, though their doubles are equal
+    near = write_run(tmp_path / "near", "r", [int_scalar(0, np.int64(2**53)),
+                                             int_scalar(1, np.int64(-2**63))])
+    assert compare(big, near) == ["r/n: values differ"]
+    # archives keep them exactly
+    archive = tmp_path / "big.parquet"
+    tbconvert.convert(big, archive)
+    assert compare(big, archive) == []
+    # by value, 128 bits wide: the largest uint64 is not the int64 -1 of the same bits
+    signed = write_run(tmp_path / "signed", "s", [int_scalar(0, np.int64(2**53 + 1)),
+                                                 int_scalar(1, np.int64(-1))])
+    unsigned = write_run(tmp_path / "unsigned", "s", [int_scalar(0, np.uint64(2**53 + 1)),
+                                                     int_scalar(1, np.uint64(2**64 - 1))])
+    assert compare(signed, unsigned) == ["s/n: values differ"]
+
+
+def dtype_notes(report) -> list[str]:
+    return [i.message for i in report.issues if i.kind == "scalar_dtypes_differ"]
+
+
+def test_scalar_dtypes_are_noted_not_differences(tmp_path, capsys):
+    ints = write_run(tmp_path / "ints", "r", [int_scalar(0, np.int64(5)), int_scalar(1, np.int64(-7))])
+    doubles = write_run(tmp_path / "doubles", "r", [int_scalar(0, np.float64(5)),
+                                                   int_scalar(1, np.float64(-7))])
+    report = Report()
+    assert compare(ints, doubles, report=report) == []
+    assert dtype_notes(report) == ["r/n: scalars are int64 in A and float64 in B"]
+    assert not report.lost
+    # an export keeps every scalar as a double, read back as float32 where that is exact
+    export = tmp_path / "export"
+    assert tbconvert.convert(ints, export, to_format="tbdev").lost == []
+    report = Report()
+    assert compare(ints, export, report=report) == []
+    assert dtype_notes(report) == ["r/n: scalars are int64 in A and float32 in B"]
+    # the same values of one dtype are no note; at the command line a note keeps exit 0
+    big = write_run(tmp_path / "big", "r", [int_scalar(0, np.int64(2**63 - 1)),
+                                           int_scalar(1, np.int64(2**53 + 1))])
+    as_unsigned = write_run(tmp_path / "as_unsigned", "r", [int_scalar(0, np.uint64(2**63 - 1)),
+                                                           int_scalar(1, np.uint64(2**53 + 1))])
+    archive = tmp_path / "big.h5"
+    tbconvert.convert(big, archive)
+    report = Report()
+    assert compare(big, archive, report=report) == [] and dtype_notes(report) == []
+    assert main(["verify", str(big), str(as_unsigned)]) == 0
+    out, err = capsys.readouterr()
+    assert "same data" in out and "r/n: scalars are int64 in A and uint64 in B" in err
+
+
+def test_run_level_events_lost_by_an_export_differ(tmp_path, capsys):
+    logs = write_run(tmp_path / "logs", "mg", [meta_graph(0), simple(0)])
+    export = tmp_path / "export"
+    report = tbconvert.convert(logs, export, to_format="tbdev")
+    assert [i.kind for i in report.lost] == ["run_records_dropped"]
+    code = main(["verify", str(logs), str(export)])
+    out, err = capsys.readouterr()
+    assert code == 10, err
+    assert out == ("run 'mg': 1 run-level event only in A (meta_graph_def at step 0); "
+                   "a TensorBoard.dev export has no place for them\n")
+    archive = tmp_path / "logs.h5"
+    tbconvert.convert(logs, archive)
+    assert main(["verify", str(logs), str(archive)]) == 0
+    assert "same data" in capsys.readouterr().out
+
+
+def test_run_level_events_compare_as_a_multiset(tmp_path):
+    a = write_run(tmp_path / "a", "r", [simple(0), log_message(1, "hello"), log_message(2, "x"),
+                                       log_message(2, "x")])
+    b = write_run(tmp_path / "b", "r", [simple(0), log_message(1, "hello!"), log_message(2, "x")])
+    assert compare(a, b) == [
+        "run 'r': 2 run-level events only in A (log_message at step 1, log_message at step 2)",
+        "run 'r': 1 run-level event only in B (log_message at step 1)",
+    ]
+    # a restart marker only hides points, and the points are compared: event files written
+    # from any source leave the marker out
+    c = write_run(tmp_path / "c", "r", [simple(0), session_start(0), log_message(1, "hello"),
+                                       log_message(2, "x"), log_message(2, "x")])
+    assert compare(a, c) == []
+
+
+def test_runs_without_series_compare_where_both_formats_keep_them(tmp_path):
+    logs = write_run(tmp_path / "logs", "train", [simple(0)])
+    write_run(logs, "idle")
+    write_run(logs, "notes", [log_message(3, "started")])
+    fewer = write_run(tmp_path / "fewer", "train", [simple(0)])
+    write_run(fewer, "notes", [log_message(3, "started")])
+    assert compare(logs, fewer) == ["run 'idle': only in A (no series)"]
+    archive = tmp_path / "logs.parquet"
+    tbconvert.convert(logs, archive)
+    assert compare(logs, archive) == []
+    # an export knows a run only by its series: one without is left out, its events with it
+    export = tmp_path / "export"
+    tbconvert.convert(logs, export, to_format="tbdev")
+    assert compare(logs, export) == [
+        "run 'notes': only in A (no series, 1 run-level event: log_message at step 3; "
+        "a TensorBoard.dev export has no place for them)"]

@@ -9,8 +9,9 @@ from tbconvert.errors import TbconvertError
 from tbconvert.report import Report
 
 NAME = "verify"
-HELP = ("compare two sources (any formats) point for point: steps, wall times, values, "
-        "tensor and blob bytes, metadata; exit 10 if they differ")
+HELP = ("compare two sources (any formats) point for point: steps, wall times, values "
+        "(integers exactly), tensor and blob bytes, metadata, and each run's run-level events "
+        "(meta graphs, session logs); exit 10 if they differ")
 
 
 class SourcesDiffer(TbconvertError):

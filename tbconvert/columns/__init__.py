@@ -98,13 +98,27 @@ class PointColumns:
 LONG_COLUMNS = ("run", "tag", "step", "wall_time", "value")
 
 
+def rounded_in_float64(values: np.ndarray) -> np.ndarray:
+    """True where a value is not exactly its float64 (integers of 64 bits beyond 2**53)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iu" or values.dtype.itemsize < 8:
+        return np.zeros(values.shape, np.bool_)
+    as_float = values.astype(np.float64)
+    # Converting float64 back overflows at 2**63 (2**64 unsigned), where the largest values
+    # round to; the result of that is the platform's (it wraps on x86 and saturates to the
+    # very value on ARM), so those are told by their float alone: none of them is exact.
+    top = 2.0 ** (64 - (values.dtype.kind == "i"))
+    beyond = as_float >= top
+    back = np.where(beyond, 0.0, as_float).astype(values.dtype)
+    return beyond | (back != values)
+
+
 def as_float64(chunk: ScalarSeries, report: Report) -> np.ndarray:
     """The values as float64 (exact for float and int32 sources); inexact ints are reported."""
     values = chunk.values
     out = values.astype(np.float64)
-    if values.dtype.kind in "iu" and values.dtype.itemsize >= 8:
-        back = out.astype(values.dtype)  # huge values wrap; compared below anyway
-        inexact = int(np.count_nonzero(back != values))
+    if values.dtype.kind in "iu":
+        inexact = int(np.count_nonzero(rounded_in_float64(values)))
         if inexact:
             report.add("inexact_value",
                        f"{chunk.run}/{chunk.tag}: {plural(inexact, 'integer value')} beyond "

@@ -23,17 +23,17 @@ from pathlib import Path
 import numpy as np
 
 from tbconvert import dtypes as dt
+from tbconvert.columns import rounded_in_float64
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.tbdev import export_dir, text
 from tbconvert.model import BlobSequenceSeries, DataClass, Experiment, Metadata, Run, ScalarSeries, Series
 from tbconvert.output import AtomicOutput
-from tbconvert.report import Report
+from tbconvert.report import Report, plural, were
 
 _NUMPY_EXACT = {dt.DT_FLOAT, dt.DT_DOUBLE, dt.DT_INT32, dt.DT_UINT8, dt.DT_INT16,
                 dt.DT_INT8, dt.DT_STRING, dt.DT_COMPLEX64, dt.DT_INT64, dt.DT_BOOL,
                 dt.DT_UINT16, dt.DT_COMPLEX128, dt.DT_HALF, dt.DT_UINT32,
                 dt.DT_UINT64}
-_EXACT_INT = 2 ** 53
 
 
 def encode_metadata(md: Metadata) -> str:
@@ -175,6 +175,8 @@ class TbdevWriter(Writer):
             return "tensors", chunk
         if dc == DataClass.SCALAR:
             if all(t.size == 1 and np.asarray(t).dtype.kind in "fiub" for t in chunk.tensors):
+                rounded = sum(int(rounded_in_float64(np.asarray(t)).any()) for t in chunk.tensors)
+                self._rounded(chunk.run, chunk.tag, rounded)
                 values = np.array([np.asarray(t).reshape(()).astype(np.float64)
                                    for t in chunk.tensors], dtype=np.float64)
                 return "scalars", ScalarSeries(
@@ -200,11 +202,7 @@ class TbdevWriter(Writer):
         p.wall_times.append(chunk.wall_times)
         if p.kind == "scalars":
             values = chunk.values
-            if values.dtype.kind in "iu" and len(values) and \
-                    np.abs(values.astype(np.float64)).max() > _EXACT_INT:
-                self.report.add("scalar_rounded", f"{run}/{chunk.tag}: integer values above 2^53 "
-                                "are rounded to the export's doubles", run=run, tag=chunk.tag,
-                                count=int((np.abs(values.astype(np.float64)) > _EXACT_INT).sum()))
+            self._rounded(run, chunk.tag, int(np.count_nonzero(rounded_in_float64(values))))
             p.payload.append(values.astype(np.float64))
             return 24 * len(chunk)
         if p.kind == "tensors":
@@ -228,6 +226,12 @@ class TbdevWriter(Writer):
                 paths.append(rel)
             p.payload.append(paths)
         return 0
+
+    def _rounded(self, run: str, tag: str, n: int) -> None:
+        if n:
+            self.report.add("scalar_rounded", f"{run}/{tag}: {plural(n, 'integer value')} beyond "
+                            f"2**53 {were(n)} rounded to the export's doubles",
+                            run=run, tag=tag, count=n)
 
     def _flush(self, run: str, p: _Pending) -> None:
         steps = np.concatenate(p.steps) if p.steps else np.zeros(0, np.int64)
