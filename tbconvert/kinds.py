@@ -116,9 +116,10 @@ KINDS: dict[str, Kind] = {
                                _LOST, "point"),
     "remote_key_skipped": Kind("an object-store key that is not a safe path, or clashes with "
                                "another, is skipped", _LOST),
-    "restart_markers_not_written": Kind("restart markers not written to event files; the points "
-                                        "they hid, if any, are left out instead (written and "
-                                        "shown with --restarts keep-all)", _KEPT, "marker"),
+    "restart_markers_not_written": Kind("restart markers not written to event files or an "
+                                        "export; the points they hid, if any, are left out "
+                                        "instead (written and shown with --restarts keep-all)",
+                                        _KEPT, "marker"),
     "parts_not_merged": Kind("sync: a run's last parts could not be merged into one (a part "
                              "could not be read whole); they are kept as they are", _KEPT),
     "run_read_whole": Kind("sync: a run was read whole again instead of only its new bytes; the "

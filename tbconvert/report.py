@@ -147,8 +147,8 @@ _HEADLINES = {
     "name_made_safe": lambda n, k: f"{plural(k, 'name')} made safe to use as a path",
     # one issue per run
     "restart_markers_not_written": lambda n, k: f"{plural(n, 'restart marker')} of "
-                                                f"{plural(k, 'run')} not written to the "
-                                                "event files",
+                                                f"{plural(k, 'run')} not written (their effect "
+                                                "is in which points were)",
     "run_records_dropped": lambda n, k: f"{plural(n, 'run-level event')} of {plural(k, 'run')} "
                                         "dropped (the destination has no place for them)",
 }

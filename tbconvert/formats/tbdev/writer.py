@@ -142,12 +142,22 @@ class TbdevWriter(Writer):
                             f"{run.name}: the run's start time ({run.start_time}) comes before its "
                             "first point and has no place in the export layout; read back, the run "
                             "starts at its first point", run=run.name, lost=False)
-        if run.records:
-            kinds = sorted({r.kind for r in run.records})
+        markers = [r for r in run.records if _is_restart_marker(r)]
+        if markers:
+            # their effect is in which points were written, as for event files
+            self.report.add("restart_markers_not_written",
+                            f"run {run.name!r}: {plural(len(markers), 'SessionLog START marker')} "
+                            f"not written; the points {'it' if len(markers) == 1 else 'they'} "
+                            "hid, if any, are left out instead (written and shown with "
+                            "--restarts keep-all)", run=run.name,
+                            count=len(markers), lost=False)
+        records = [r for r in run.records if not _is_restart_marker(r)]
+        if records:
+            kinds = sorted({r.kind for r in records})
             self.report.add("run_records_dropped",
-                            f"{run.name}: {len(run.records)} run-level event(s) ({', '.join(kinds)}) "
+                            f"{run.name}: {len(records)} run-level event(s) ({', '.join(kinds)}) "
                             "have no place in the export layout", run=run.name,
-                            count=len(run.records))
+                            count=len(records))
         if not points_seen:
             # An export names its runs only on series lines: a run that wrote none is gone.
             self.report.add("run_without_data_left_out",
@@ -317,3 +327,14 @@ class TbdevWriter(Writer):
     def abort(self) -> None:
         self._close_files()
         self._out.abort()
+
+
+def _is_restart_marker(rec) -> bool:
+    if rec.kind != "session_log":
+        return False
+    from google.protobuf import message
+    from tensorboard.compat.proto import event_pb2
+    try:
+        return event_pb2.SessionLog.FromString(rec.payload).status == event_pb2.SessionLog.START
+    except (message.DecodeError, RuntimeError, ValueError):   # damaged: reported as dropped
+        return False
