@@ -172,7 +172,8 @@ KINDS: dict[str, Kind] = {
     "unreadable_file": Kind("a file that cannot be read (or read again) is skipped", _LOST),
     "unreadable_run": Kind("a run that cannot be read is skipped; the other runs are read",
                            _LOST),
-    "unsafe_path": Kind("a path in an export that points outside it is treated as missing",
+    "unsafe_path": Kind("a path in an export that is absolute, has '..' parts or points outside "
+                        "it is treated as missing",
                         _LOST),
     "unsupported_series": Kind("series the destination cannot hold are left out", _LOST, "point"),
     "wall_time_replaced": Kind("non-finite wall times are written as the run's start time",

@@ -744,6 +744,25 @@ def test_export_root_synced_per_experiment(tmp_path, fixtures_dir):
     assert full_rows(one) == full_rows(full)
 
 
+def test_one_broken_experiment_of_a_root_costs_only_itself(tmp_path, fixtures_dir):
+    (exp,) = (fixtures_dir / "tbdev_export").glob("experiment_*")
+    root, dst = tmp_path / "export", tmp_path / "archive"
+    ids = ["A" * 22, "M" * 22, "Z" * 22]
+    for i in ids:
+        shutil.copytree(exp, root / f"experiment_{i}")
+    dst.mkdir()
+    (dst / ids[1]).write_text("not a dataset")      # where the middle one's dataset goes
+    proc = run_tbconvert("sync", root, dst)
+    assert proc.returncode == 6 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"tbconvert: error: experiment experiment_{ids[1]}: " in proc.stderr
+    assert "synced 2 of 3 experiment(s); the others were not changed" in proc.stderr
+    for i in (ids[0], ids[2]):
+        assert (dst / i / "_tbconvert.json").is_file()
+    report = tbconvert.sync(root, dst)
+    assert [name for name, _ in report.failures] == [f"experiment_{ids[1]}"]
+    assert report.to_dict()["sync"]["failures"][0]["error"] == "OutputExistsError"
+
+
 def test_interrupted_sync_removes_its_parts(tmp_path, monkeypatch):
     """Ctrl-C while runs are read: the dataset stays as it was, with nothing left behind."""
     from tbconvert.incremental import runs as runs_mod

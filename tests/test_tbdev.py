@@ -257,6 +257,10 @@ def test_paths_outside_the_export_are_refused(tmp_path):
     seqs = list(loaded.series["train"]["samples/image"].sequences())
     assert seqs[0][0] is None and seqs[1][0] is None and seqs[0][1] == b"16"
     assert kinds(loaded.report)["unsafe_path"] == 3
+    assert [i.message.split("' ", 1)[1] for i in loaded.report.issues
+            if i.kind == "unsafe_path"] == ["has '..' parts; treated as missing",
+                                            "is absolute; treated as missing",
+                                            "has '..' parts; treated as missing"]
 
 
 def test_tensor_count_mismatch_drops_chunk_never_truncates(tmp_path):
@@ -784,3 +788,40 @@ def test_cli_old_scalars_file_and_strict(tmp_path):
               lambda line: line["points"]["blob_file_paths"][0].__setitem__(2, None))
     code, err = run_cli("tbdev-export", d, "-o", tmp_path / "strict", "--strict")
     assert code == 8 and "missing blob" in err, err
+
+
+def test_a_run_named_with_backslashes_stays_apart_from_one_named_with_slashes(tmp_path):
+    """``a\\b`` (an export made on Windows) reads as ``a/b``, unless the export has a run
+    ``a/b`` of its own: two runs never merge into one."""
+    d = copy_export(tmp_path)
+    lines = read_lines(d / export_dir.SCALARS)
+    twin = [dict(line, run=line["run"].replace("/", "\\")) for line in lines
+            if line["run"] == "multi/losses_train"]
+    write_lines(d / export_dir.SCALARS, twin + lines)
+    loaded = tbconvert.read(d, restarts="keep-all")
+    assert "multi/losses_train~2" in loaded.series and "multi/losses_train" in loaded.series
+    assert [i.message for i in loaded.report.issues if i.kind == "run_renamed"] == [
+        "run 'multi\\\\losses_train' uses Windows separators; read as 'multi/losses_train~2' "
+        "(the export names a run 'multi/losses_train' too)"]
+    ours = loaded.series["multi/losses_train"]["losses"]
+    assert len(ours) == len(loaded.series["multi/losses_train~2"]["losses"]) == 10
+    # notes on runs the selection leaves out are not given
+    picked = tbconvert.read(d, runs="^train$")
+    assert not [i for i in picked.report.issues if i.kind == "run_renamed"]
+
+
+def test_a_non_finite_wall_time_is_written_as_the_run_start(tmp_path):
+    d = tmp_path / "experiment_NANWALLNANWALLNANWALL01"
+    d.mkdir()
+    (d / "scalars.json").write_text(
+        '{"points": {"steps": [0, 1, 2], "values": [1.0, 2.0, 3.0], "wall_times": '
+        '[1563406522.0, NaN, 1563406524.0]}, "run": "r", "summary_metadata": '
+        '"CgkKB3NjYWxhcnMgAQ==", "tag": "t"}\n')
+    out = tmp_path / "logs"
+    report = tbconvert.tbdev_export(d, out)
+    assert [i.message for i in report.issues if i.kind == "wall_time_replaced"] == [
+        "r/t: 1 non-finite wall time written as the run's start time"]
+    back = tbconvert.read(out)
+    assert back.runs["r"].start_time == 1563406522.0
+    assert back.series["r"]["t"].wall_times.tolist() == [1563406522.0, 1563406522.0,
+                                                        1563406524.0]

@@ -58,8 +58,16 @@ def run(args, ui) -> int:
     if args.watch is not None:
         return _watch(args, ui, options)
     report = sync(args.src, args.dst, break_lock=args.break_lock, **options)
+    for name, exc in report.failures:
+        ui.error(f"experiment {name}: {exc.cli_message()}")
     ui.info(f"tbconvert: {args.dst}: {report.summary()}")
-    return finish(args, ui, report)
+    code = finish(args, ui, report)
+    if report.failures:
+        ui.info(f"tbconvert: {args.dst}: synced {len(report.outputs)} of "
+                f"{len(report.outputs) + len(report.failures)} experiment(s); the others "
+                "were not changed")
+        return max(exc.exit_code for _, exc in report.failures)
+    return code
 
 
 def _watch(args, ui, options) -> int:
@@ -91,6 +99,8 @@ def _watch(args, ui, options) -> int:
             last[0] = "idle"
         else:
             last[0] = None
+            for name, exc in r.report.failures:
+                ui.error(f"{head}experiment {name}: {exc.cli_message()}")
             ui.info(f"tbconvert: {head}{r.report.summary()}")
             finish(args, ui, r.report)
 

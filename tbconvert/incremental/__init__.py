@@ -16,10 +16,10 @@ dataset as it was. A lock file keeps a second sync off the same dataset.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbconvert.errors import FormatError, OutputError, OutputExistsError, UsageError
+from tbconvert.errors import FormatError, OutputError, OutputExistsError, TbconvertError, UsageError
 from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.incremental.lock import Lock
 from tbconvert.report import Report
@@ -37,6 +37,8 @@ class SyncReport(Report):
     """
 
     generation: int = 0
+    # an export root: the experiments that could not be synced (name, error); the others were
+    failures: list = field(default_factory=list)
     new_bytes: int = 0            # source bytes read (new, or of runs read whole again)
     runs_added: int = 0
     runs_extended: int = 0        # runs that got one more part (new bytes that hold no
@@ -52,6 +54,8 @@ class SyncReport(Report):
         out["sync"] = {k: getattr(self, k) for k in (
             "generation", "new_bytes", "runs_added", "runs_extended", "runs_rearchived",
             "runs_removed", "runs_unchanged", "parts_written", "parts_merged")}
+        out["sync"]["failures"] = [{"experiment": name, "error": type(exc).__name__,
+                                    "message": str(exc)} for name, exc in self.failures]
         return out
 
     @property
@@ -59,7 +63,7 @@ class SyncReport(Report):
         """Whether the dataset is as it was: no part written or merged, no run removed, nothing
         to tell."""
         return not (self.parts_written or self.parts_merged or self.runs_removed
-                    or self.runs_rearchived or self.runs_added or self.issues)
+                    or self.runs_rearchived or self.runs_added or self.issues or self.failures)
 
     def summary(self) -> str:
         return (f"generation {self.generation}: {self.runs_added} run(s) added, "
@@ -202,12 +206,22 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> 
             raise OutputExistsError(f"{dst}: an export root syncs into a directory of datasets, "
                                     "one per experiment; this is not one (choose another DST)")
         targets = [(path, dst / name) for path, name in targets]
+    root = targets != [(src, dst)]
     for path, target in targets:
-        with made_in_place(target):
-            _prepare_destination(target)
-            with Lock(target, report, break_lock=break_lock):
-                exports.sync_experiment(path, target, report)
+        try:
+            with made_in_place(target):
+                _prepare_destination(target)
+                with Lock(target, report, break_lock=break_lock):
+                    exports.sync_experiment(path, target, report)
+        except TbconvertError as exc:
+            if not root:
+                raise
+            # one broken experiment of a root costs only itself
+            report.failures.append((path.name, exc))
+            continue
         report.outputs.append(str(target))
+    if root and report.failures and not report.outputs:
+        raise report.failures[0][1]
 
 
 def _check_source(src: Path) -> str:

@@ -113,9 +113,14 @@ class PayloadMixin:
             if not inside:
                 path = None
         if path is None:
-            self.report.add("unsafe_path", f"{where}: path {rel!r:.200} points outside the "
-                            "export; treated as missing", path=chunk.entry.file, run=run,
-                            tag=chunk.tag)
+            # an exporter writes plain relative paths: anything else is refused as it is,
+            # before it is resolved
+            why = ("has '..' parts" if ".." in parts else "is absolute"
+                   if norm.startswith("/") or _DRIVE_RE.match(norm) else "is empty"
+                   if not parts else "holds a NUL" if "\x00" in norm
+                   else "points outside the export")
+            self.report.add("unsafe_path", f"{where}: path {rel!r:.200} {why}; treated as "
+                            "missing", path=chunk.entry.file, run=run, tag=chunk.tag)
         return path
 
     def _tensors(self, run: str, chunk: _Chunk) -> Iterator[TensorSeries]:

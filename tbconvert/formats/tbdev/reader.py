@@ -184,8 +184,7 @@ class TbdevReader(PayloadMixin, Reader):
     # -- index pass ---------------------------------------------------------------------
 
     def _index(self) -> dict[str, list[_Entry]]:
-        runs: dict[str, list[_Entry]] = {}
-        renamed: set[str] = set()
+        by_raw: dict[str, list[_Entry]] = {}     # keyed by the export's run names
         for kind in export_dir.KINDS:
             path = self.source.json_file(kind)
             if path is None or not regular.exists(path):
@@ -207,27 +206,39 @@ class TbdevReader(PayloadMixin, Reader):
                     except _BadLine as exc:
                         self._report_bad_raw(path, line_no, raw, str(exc))
                         continue
-                    name = self._run_name(run, path, line_no, renamed)
-                    if name is None:
+                    if len(run) > budget.MAX_NAME_CHARS:
+                        self.report.add("bad_line", f"{path}:{line_no}: a run name of {len(run)} "
+                                        f"characters (at most {budget.MAX_NAME_CHARS} are read); "
+                                        "line skipped", path=path)
                         continue
-                    runs.setdefault(name, []).append(
+                    by_raw.setdefault(run, []).append(
                         _Entry(kind, path, line_no, start, len(raw), run))
-        return runs
+        names = self._run_names(list(by_raw))
+        return {names[raw]: entries for raw, entries in by_raw.items()}
 
-    def _run_name(self, run: str, path: Path, line_no: int, renamed: set) -> str | None:
-        """The model's name for an exported run (``\\`` read as ``/``, surrogates escaped)."""
-        if len(run) > budget.MAX_NAME_CHARS:
-            self.report.add("bad_line", f"{path}:{line_no}: a run name of {len(run)} characters "
-                            f"(at most {budget.MAX_NAME_CHARS} are read); line skipped", path=path)
-            return None
-        # lone surrogates stay: the copy loop escapes names for every writer alike
-        name = run.replace("\\", "/")
-        if name != run and run not in renamed:
-            renamed.add(run)
-            self.report.add("run_renamed", f"{path}:{line_no}: run {text.escape(run)!r} uses "
-                            f"Windows separators; read as {text.escape(name)!r}", path=path,
-                            run=text.escape(name), lost=False)
-        return name
+    def _run_names(self, exported: list[str]) -> dict[str, str]:
+        """The model's name of each exported run: ``\\`` read as ``/`` (an export made on
+        Windows), unless that is the name of another run of the export, which keeps its own
+        (the renamed one then gets a ``~N`` suffix). Lone surrogates stay: the copy loop
+        escapes names for every writer alike."""
+        names = {run: run for run in exported if "\\" not in run}
+        taken = set(names.values())
+        for run in exported:
+            if run in names:
+                continue
+            name = wanted = run.replace("\\", "/")
+            n = 1
+            while name in taken:
+                n += 1
+                name = f"{wanted}~{n}"
+            names[run] = name
+            taken.add(name)
+            if self.options.wants_run(name):
+                why = "" if n == 1 else f" (the export names a run {text.escape(wanted)!r} too)"
+                self.report.add("run_renamed", f"run {text.escape(run)!r} uses Windows "
+                                f"separators; read as {text.escape(name)!r}{why}",
+                                run=text.escape(name), lost=False)
+        return names
 
     def _report_bad_raw(self, path: Path, line_no: int, raw: bytes, reason: str) -> None:
         if not raw.endswith(b"\n"):
@@ -248,9 +259,10 @@ class TbdevReader(PayloadMixin, Reader):
                     yield RunData(Run(run), iter(()))
                     continue
                 tags = self._parse_run(run, entries, open_files)
-                walls = [c.wall_times.min() for chunks in tags.values() for c in chunks
-                         if len(c.wall_times)]
-                start = float(min(walls)) if walls else None
+                # (a hand-edited export may hold NaN or infinite times: they start nothing)
+                walls = [float(w.min()) for chunks in tags.values() for c in chunks
+                         if len(w := c.wall_times[np.isfinite(c.wall_times)])]
+                start = min(walls) if walls else None
                 yield RunData(Run(run, start_time=start), self._iter_series(run, tags))
         finally:
             for f in open_files.values():
