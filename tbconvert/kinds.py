@@ -141,8 +141,18 @@ KINDS: dict[str, Kind] = {
                                  "dtype alone is no difference", _KEPT),
     "scalar_rounded": Kind("integer scalars beyond 2**53 that a double cannot hold are rounded "
                            "to an export's doubles", _LOST, "value"),
+    "scalar_rounded_to_float32": Kind("scalars float32 cannot hold exactly (float64 values such "
+                                      "as 16777217.0 or 0.1, wide integers) are rounded to "
+                                      "float32 in event files, the only scalar type both "
+                                      "TensorBoard loaders show", _LOST, "value"),
     "stale_lock_taken_over": Kind("sync: a lock left by a sync that died (or by --break-lock) was "
                                   "taken over", _KEPT),
+    "steps_not_increasing": Kind("points of a tag followed by a point at the same or an earlier "
+                                 "step (a run resumed without a restart marker) are all written "
+                                 "to event files and --load_fast=false shows them, but "
+                                 "TensorBoard's default loader keeps one point per step, a point "
+                                 "dropping every earlier one at its step or after", _KEPT,
+                                 "point"),
     "steps_rounded_in_view": Kind("steps of 2**53 or more are charted rounded by the web view",
                                   _KEPT),
     "string_nul_stripped": Kind("strings ending in NUL bytes lose them in an export's byte "

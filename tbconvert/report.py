@@ -149,6 +149,14 @@ _HEADLINES = {
     "restart_markers_not_written": lambda n, k: f"{plural(n, 'restart marker')} of "
                                                 f"{plural(k, 'run')} not written (their effect "
                                                 "is in which points were)",
+    "scalar_rounded_to_float32": lambda n, k: f"{plural(n, 'scalar value')} of "
+                                              f"{plural(k, 'series')} that float32 cannot hold "
+                                              f"{were(n)} rounded to float32 (the only scalar "
+                                              "type TensorBoard shows with both loaders)",
+    "steps_not_increasing": lambda n, k: f"{plural(n, 'point')} of {plural(k, 'tag')} that a "
+                                         "later point at the same or an earlier step follows "
+                                         f"{were(n)} written, but TensorBoard's default loader "
+                                         "does not show them (--load_fast=false does)",
     "run_records_dropped": lambda n, k: f"{plural(n, 'run-level event')} of {plural(k, 'run')} "
                                         "dropped (the destination has no place for them)",
 }

@@ -113,6 +113,20 @@ def _start_at_first_point(view: dict) -> dict:
     return view
 
 
+def _scalars_as_float32(view: dict) -> dict:
+    # the only scalar type both of TensorBoard's loaders show
+    import numpy as np
+
+    for run in view.values():
+        for t in run["tags"].values():
+            if t["data_class"] != DataClass.SCALAR:
+                continue
+            t["points"] = [(step, wall, (kind, shape, data) if kind in ("<f4", "string")
+                            else ("<f4", shape, np.frombuffer(data, kind).astype("<f4").tobytes()))
+                           for step, wall, (kind, shape, data) in t["points"]]
+    return view
+
+
 def _strip_string_nuls(view: dict) -> dict:
     # tensors only: blobs are files of their own, kept byte for byte
     for run in view.values():
@@ -135,9 +149,12 @@ LOSSES: dict[str, tuple[Loss, ...]] = {
         Loss("points TensorBoard's restart rule hides", ("hidden_points_left_out",)),
         Loss("a blob the source lost", ("missing_blob_written_empty",)),
         Loss("run names that are not safe paths", ("run_renamed",)),
+        Loss("scalars float32 cannot hold exactly", ("scalar_rounded_to_float32",),
+             view=_scalars_as_float32),
     ),
     "tbdev": (
-        Loss("run records (meta graphs, session logs)", ("run_records_dropped",),
+        Loss("run records (meta graphs, session logs other than restart markers)",
+             ("run_records_dropped",),
              view=_without_run_records),
         Loss("UNKNOWN-class series", ("unsupported_series",), view=_without_unknown_class),
         Loss("runs without data", ("run_without_data_left_out",), view=_without_empty_runs),
@@ -229,6 +246,9 @@ def write_every_loss(path) -> None:
         BlobSequenceSeries.from_sequences(
             run=run, tag="bmp", metadata=image, steps=steps[:1], wall_times=walls[:1],
             hidden=None, sequences=[[b"1", b"1", b"BM" + bytes(30)]]),
+        # scalars float32 cannot hold (2**24 + 1, 0.1)
+        ScalarSeries(run=run, tag="big", metadata=scal, steps=steps[:2], wall_times=walls[:2],
+                     hidden=None, values=np.array([16777217.0, 0.1])),
         # a string tensor ending in NUL bytes
         TensorSeries(run=run, tag="note", metadata=text, steps=steps[:2], wall_times=walls[:2],
                      hidden=None, dtypes=[dt.DT_STRING] * 2,

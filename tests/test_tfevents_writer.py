@@ -76,10 +76,13 @@ def legacy_view(logdir) -> dict:
                                                    bucket=hv.bucket)
                 pts.append((h.step, h.wall_time, canonical(legacy.migrate_histogram(proto))))
             histo[tag] = pts
+        from tensorboard.util import tensor_util
         view[run] = {
             "scalars": {t: [(s.step, s.wall_time, s.value) for s in acc.Scalars(t)]
                         for t in tags["scalars"]},
             "histograms": histo,
+            "tensors": {t: [(e.step, e.wall_time, canonical(tensor_util.make_ndarray(e.tensor_proto)))
+                            for e in acc.Tensors(t)] for t in tags["tensors"]},
             "images": {t: [(i.step, i.wall_time, i.width, i.height, i.encoded_image_string)
                            for i in acc.Images(t)] for t in tags["images"]},
             "audio": {t: [(a.step, a.wall_time, a.encoded_audio_string) for a in acc.Audio(t)]
@@ -116,7 +119,9 @@ def _as_legacy(kind, point):
 
 @pytest.mark.parametrize("name", LOGDIRS)
 def test_legacy_accumulator_reads_every_point(name, tmp_path):
-    """Every tag the legacy accumulator lists in the source is there, with TensorBoard's points.
+    """Every tag the legacy accumulator lists in the source is there, with TensorBoard's points:
+    scalars, images and audio where they were, histograms among its tensors (the form both of
+    TensorBoard's loaders read alike).
 
     (Where the two loaders disagree about restarts, TensorBoard's reading is the one kept.)
     """
@@ -125,23 +130,54 @@ def test_legacy_accumulator_reads_every_point(name, tmp_path):
     listed, got, shown = legacy_view(src), legacy_view(out), tb_view(src)
     assert sorted(got) == sorted(listed)
     for run in listed:
-        for kind in ("scalars", "histograms", "images", "audio"):
+        assert got[run]["histograms"] == {}
+        for kind in ("scalars", "images", "audio"):
             assert sorted(got[run][kind]) == sorted(listed[run][kind]), (run, kind)
             for tag in listed[run][kind]:
                 want = [_as_legacy(kind, p) for p in shown[run]["tags"][tag]["points"]]
                 _same_values(got[run][kind][tag], want)
+        for tag in listed[run]["histograms"]:
+            assert got[run]["tensors"][tag] == shown[run]["tags"][tag]["points"], (run, tag)
 
 
 @pytest.mark.parametrize("name", LOGDIRS)
 def test_legacy_forms_are_kept(name, tmp_path):
-    """simple_value stays simple_value, histo stays histo, image and audio stay so."""
+    """simple_value stays simple_value, image and audio stay so; histo becomes a tensor, since
+    TensorBoard's data server turns a histo into other rows than its Python loader does."""
     src = FIXTURES / name
     out, _ = _convert(src, tmp_path)
     before, after = _value_kinds(src), _value_kinds(out)
     legacy_kinds = {"simple_value", "histo", "image", "audio"}
     for key, kinds in before.items():
         if kinds & legacy_kinds and key in after:
-            assert after[key] == kinds, key
+            assert after[key] == {"tensor" if k == "histo" else k for k in kinds}, key
+
+
+def _first_values(logdir) -> dict:
+    """{(run dir, tag): the tag's first Summary.Value}."""
+    first = {}
+    for path, ev in _events(logdir):
+        run = path.parent.relative_to(logdir).as_posix()
+        for v in ev.summary.value:
+            first.setdefault((run, v.tag), v)
+    return first
+
+
+@pytest.mark.parametrize("src", [FIXTURES / n for n in LOGDIRS] + [TBDEV])
+def test_each_tags_first_value_names_its_data_class(src, tmp_path):
+    """TensorBoard's data server takes metadata that names its data class as it is, legacy
+    value or not; without one it makes its own, with an empty display name."""
+    out, _ = _convert(src, tmp_path)
+    data = tbconvert.read(out, restarts="keep-all")
+    first = _first_values(out)
+    assert first
+    for (run, tag), v in first.items():
+        md = v.metadata
+        series = data.series[run][tag]
+        assert md.data_class == int(series.metadata.data_class) != 0, (run, tag)
+        assert md.display_name == series.metadata.display_name, (run, tag)
+        assert md.summary_description == series.metadata.description, (run, tag)
+        assert bytes(md.plugin_data.content) == series.metadata.plugin_content, (run, tag)
 
 
 @pytest.mark.parametrize("name", LOGDIRS)
@@ -286,7 +322,7 @@ def test_inexact_legacy_candidates_keep_the_tensor_form(tmp_path):
         for v in ev.summary.value:
             kinds.setdefault(v.tag, []).append(v.WhichOneof("value"))
     assert kinds["s"] == ["simple_value", "tensor", "simple_value"]
-    assert kinds["h"] == ["histo", "tensor", "tensor"]
+    assert kinds["h"] == ["tensor", "tensor", "tensor"]    # histograms never take the legacy form
     assert kinds["i"] == ["image", "tensor", "tensor"]
     view = tb_view(out)["r"]["tags"]
     back = tbconvert.read(out, restarts="keep-all").series["r"]
@@ -410,3 +446,94 @@ def test_events_split_across_pieces_frame_as_in_one_piece():
             stream.feed(e.slice(a, b))
         stream.finish()
         assert b"".join(out) == whole
+
+
+def test_integer_and_double_scalars_are_written_as_float32(tmp_path):
+    """TensorBoard's data server drops DT_DOUBLE and integer scalars, and the tag with them; a
+    value float32 rounds is counted (lost), an exact one is not."""
+    steps = np.arange(4)
+    ints = ScalarSeries(run="r", tag="i", metadata=_md("scalars", "", DataClass.SCALAR),
+                        steps=steps, wall_times=10.0 + steps, hidden=None,
+                        values=np.array([3, 2**24 + 1, -2**63, 2**63 - 1], np.int64))
+    doubles = ScalarSeries(run="r", tag="d", metadata=_md("scalars", "d", DataClass.SCALAR),
+                           steps=steps, wall_times=10.0 + steps, hidden=None,
+                           values=np.array([0.5, 0.1, np.nan, 1e300]))
+    out, report = _write(tmp_path, [(Run("r", 10.0), [ints, doubles])])
+    for _, ev in _events(out):
+        for v in ev.summary.value:
+            assert v.WhichOneof("value") == ("tensor" if v.tag == "i" else "simple_value")
+            if v.tag == "i":
+                assert v.tensor.dtype == dt.DT_FLOAT and not v.tensor.tensor_shape.dim
+    view = tb_view(out)["r"]["tags"]
+    assert [p[2][0] for p in view["i"]["points"] + view["d"]["points"]] == ["<f4"] * 8
+    assert [np.frombuffer(p[2][2], np.float32)[0] for p in view["i"]["points"]] == \
+        [3.0, 2.0**24, -2.0**63, 2.0**63]
+    rounded = {i.tag: i.count for i in report.issues if i.kind == "scalar_rounded_to_float32"}
+    assert rounded == {"i": 2, "d": 2}
+    assert all(i.lost for i in report.issues if i.kind == "scalar_rounded_to_float32")
+
+
+def test_repeated_steps_are_written_and_counted_as_the_data_server_drops_them(tmp_path):
+    """Every point is written (the Python loader shows them all); the report counts, per tag,
+    the points TensorBoard's default loader does not show."""
+    def scal(tag, steps):
+        steps = np.asarray(steps)
+        return ScalarSeries(run="r", tag=tag, metadata=_md("scalars", tag, DataClass.SCALAR),
+                            steps=steps, wall_times=10.0 + np.arange(len(steps)), hidden=None,
+                            values=np.arange(len(steps), dtype=np.float32))
+    resumed = scal("resumed", list(range(30)) + list(range(20, 40)))
+    crashed = scal("crashed", list(range(10)) + [5, 6])     # 5..9 go, then 5 and 6 stay
+    fine = scal("fine", [0, 3, 7, 100])
+    out, report = _write(tmp_path, [(Run("r", 10.0), [resumed, crashed, fine])])
+    view = tb_view(out)["r"]["tags"]
+    assert [len(view[t]["points"]) for t in ("resumed", "crashed", "fine")] == [50, 12, 4]
+    notes = {i.tag: i for i in report.issues if i.kind == "steps_not_increasing"}
+    assert {t: i.count for t, i in notes.items()} == {"resumed": 10, "crashed": 5}
+    assert not any(i.lost for i in notes.values())
+    assert "shows 40" in notes["resumed"].message and "--load_fast=false" in notes["resumed"].message
+
+
+def _kept_by_the_data_server(steps) -> int:
+    kept: list = []
+    for s in steps:
+        while kept and kept[-1] >= s:
+            kept.pop()
+        kept.append(s)
+    return len(kept)
+
+
+def test_data_server_steps_follow_its_rule_in_bounded_memory():
+    from tbconvert.formats.tfevents.runfile import DataServerSteps
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        budget = [int(rng.choice([0, 6, 10_000]))]
+        shown = DataServerSteps(budget)
+        every = []
+        for _ in range(int(rng.integers(1, 7))):
+            n = int(rng.integers(1, 15))
+            form = rng.integers(4)
+            if form == 0:      # anything
+                chunk = rng.integers(0, 30, n)
+            elif form == 1:    # a constant stride
+                chunk = int(rng.integers(0, 40)) + int(rng.integers(1, 4)) * np.arange(n)
+            elif form == 2:    # increasing, irregular
+                chunk = np.unique(rng.integers(0, 60, n))
+            else:              # the int64 extremes
+                chunk = np.array([2**63 - 1, -2**63, 0][:n])
+            chunk = np.asarray(chunk, np.int64)
+            shown.feed(chunk)
+            every += chunk.tolist()
+        dropped = len(every) - _kept_by_the_data_server(every)
+        if shown.exact:
+            assert shown.dropped == dropped, every
+        else:
+            assert shown.dropped <= dropped, every
+        held = sum(len(b[0]) for b in shown.blocks if isinstance(b, list))
+        assert budget[0] >= 0 and held <= 10_000
+    # a constant stride costs nothing however long
+    shown = DataServerSteps([0])
+    for a in range(0, 10**6, 10**4):
+        shown.feed(np.arange(a, a + 10**4, dtype=np.int64) * 5)
+        assert len(shown.blocks) == 1
+    shown.feed(np.arange(3, 103, dtype=np.int64))     # resumed at step 3
+    assert shown.exact and shown.dropped == 10**6 - 1 and len(shown.blocks) == 2

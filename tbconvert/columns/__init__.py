@@ -113,6 +113,22 @@ def rounded_in_float64(values: np.ndarray) -> np.ndarray:
     return beyond | (back != values)
 
 
+def rounded_in_float32(values: np.ndarray) -> np.ndarray:
+    """True where float32 does not hold a value exactly; a NaN stays a NaN, so it counts as
+    held (its payload bits are not data)."""
+    values = np.asarray(values)
+    kind, size = values.dtype.kind, values.dtype.itemsize
+    if kind == "b" or (kind == "f" and size <= 4) or (kind in "iu" and size <= 2):
+        return np.zeros(values.shape, np.bool_)
+    with np.errstate(over="ignore", invalid="ignore"):
+        single = values.astype(np.float32)
+    if kind == "f":
+        back = single.astype(values.dtype)
+        return ~((back == values) | (np.isnan(back) & np.isnan(values)))
+    # float64 holds every float32 exactly, and these integers too unless they are too wide
+    return rounded_in_float64(values) | (single.astype(np.float64) != values.astype(np.float64))
+
+
 def as_float64(chunk: ScalarSeries, report: Report) -> np.ndarray:
     """The values as float64 (exact for float and int32 sources); inexact ints are reported."""
     values = chunk.values

@@ -98,24 +98,20 @@ def varint_widths(values: np.ndarray) -> np.ndarray:
 
 
 def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray:
-    """``Summary.Value`` bytes of scalar points without metadata, one row per point.
+    """``Summary.Value`` bytes of float32 scalar points without metadata, one row per point.
 
-    ``simple``: float32 values as ``simple_value``; otherwise rank-0 tensors of
-    the values' dtype (float32 or float64).
+    ``simple``: as ``simple_value``; otherwise as DT_FLOAT rank-0 tensors (the
+    only scalar tensors TensorBoard's data server shows).
     """
+    if values.dtype != np.float32:
+        raise TypeError(f"float32 scalars expected, got {values.dtype}")
     head = b"\x0a" + varint(len(tag)) + tag
     if simple:
         head += b"\x15"
-        size = 4
     else:
-        if values.dtype == np.float32:
-            code, value_field, size = dt.DT_FLOAT, b"\x2a", 4     # float_val, packed
-        else:
-            code, value_field, size = dt.DT_DOUBLE, b"\x32", 8    # double_val, packed
-        tensor = b"\x08" + bytes([code]) + b"\x12\x00" + value_field + bytes([size])
-        head += b"\x42" + varint(len(tensor) + size) + tensor
-    mat = np.empty((len(values), len(head) + size), dtype=np.uint8)
+        tensor = b"\x08" + bytes([dt.DT_FLOAT]) + b"\x12\x00" + b"\x2a\x04"   # float_val, packed
+        head += b"\x42" + varint(len(tensor) + 4) + tensor
+    mat = np.empty((len(values), len(head) + 4), dtype=np.uint8)
     mat[:, :len(head)] = np.frombuffer(head, np.uint8)
-    mat[:, len(head):] = np.ascontiguousarray(values.astype("<f4" if size == 4 else "<f8")) \
-        .view(np.uint8).reshape(-1, size)
+    mat[:, len(head):] = np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(-1, 4)
     return mat

@@ -1,19 +1,23 @@
-"""Which form a point is written in: the legacy summary fields where that is exact.
+"""Which form a point is written in: the legacy summary fields where both loaders agree.
 
-Many readers (the legacy ``EventAccumulator``'s ``Scalars()``/``Histograms()``/
-``Images()``, tbparse, tensorboard-reducer) only see ``simple_value``,
-``histo``, ``image`` and ``audio``. TensorBoard turns those into tensors with
-fresh metadata (docs/format-notes.md), so a point whose metadata is exactly what
-that migration makes, and whose data survives the trip back bit for bit, is
-written in the legacy form; everything else keeps the tensor form. TensorBoard
-shows the same either way.
+Many readers (the legacy ``EventAccumulator``'s ``Scalars()``/``Images()``/
+``Audio()``, tbparse, tensorboard-reducer) only see ``simple_value``,
+``histo``, ``image`` and ``audio``. TensorBoard's two loaders turn those into
+tensors differently (docs/format-notes.md): the Python loader makes fresh
+metadata, the data server behind the default ``--load_fast`` keeps metadata
+that names its data class and otherwise makes its own, with an empty display
+name. So each tag's first value carries its full metadata, data class
+included, whatever its form; then a scalar, an image or an audio clip whose
+data survives the migration bit for bit is written in its legacy form, which
+both loaders turn into the very same point. Histograms always keep the tensor
+form: the data server turns a ``histo`` into float64 rows the Python loader
+does not make.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tbconvert import dtypes as dt
 from tbconvert.model import DataClass, Metadata
 
 SIMPLE, HISTO, IMAGE, AUDIO = "simple_value", "histo", "image", "audio"
@@ -28,7 +32,8 @@ _INT32_MAX = (1 << 31) - 1
 
 
 def legacy_kind(md: Metadata) -> str | None:
-    """The legacy field whose migration yields exactly ``md``, if any."""
+    """The legacy field whose migration yields exactly ``md``, if any (for readers: which
+    form a tag's points most likely came in)."""
     if not md.display_name:  # the migration always fills in a display name
         return None
     for kind, (plugin, content, data_class) in _LEGACY_MD.items():
@@ -37,12 +42,10 @@ def legacy_kind(md: Metadata) -> str | None:
     return None
 
 
-def metadata_proto(md: Metadata, tag: str, summary_pb2):
-    """What a legacy value carries so the migration rebuilds ``md`` (None: nothing needed)."""
-    if md.display_name == tag and not md.description:
-        return None
-    return summary_pb2.SummaryMetadata(display_name=md.display_name,
-                                       summary_description=md.description)
+def written_kind(md: Metadata) -> str | None:
+    """The legacy field the writer puts a tag's points in, if any."""
+    kind = legacy_kind(md)
+    return None if kind == HISTO else kind
 
 
 def signaling_nans(bits: np.ndarray, exp_mask: int, frac_mask: int, quiet: int) -> np.ndarray:
@@ -54,27 +57,6 @@ def simple_ok(values: np.ndarray) -> np.ndarray:
     """Per float32 value: does ``simple_value`` hold it exactly?"""
     bits = values.view(np.uint32)
     return ~signaling_nans(bits, 0x7F800000, 0x7FFFFF, 0x400000)
-
-
-def histogram(code: int, arr: np.ndarray, summary_pb2):
-    """A ``HistogramProto`` that TensorBoard migrates back to exactly ``arr``, or None."""
-    if code != dt.DT_FLOAT or arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[1] != 3:
-        return None
-    if not simple_ok(np.ascontiguousarray(arr).reshape(-1)).all():
-        return None
-    if not len(arr):
-        return summary_pb2.HistogramProto()
-    lefts, rights, counts = arr[:, 0], arr[:, 1], arr[:, 2]
-    # The migration trims empty end buckets and shares inner edges.
-    if not (counts[0] > 0 and counts[-1] > 0):
-        return None
-    if not np.array_equal(np.ascontiguousarray(rights[:-1]).view(np.uint32),
-                          np.ascontiguousarray(lefts[1:]).view(np.uint32)):
-        return None
-    c64 = counts.astype(np.float64)
-    return summary_pb2.HistogramProto(
-        min=float(lefts[0]), max=float(rights[-1]), num=float(np.nansum(c64)),
-        bucket_limit=rights.astype(np.float64).tolist(), bucket=c64.tolist())
 
 
 def _dimension(blob) -> int | None:

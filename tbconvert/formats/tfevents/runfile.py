@@ -6,25 +6,38 @@ Then the file is written: the ``file_version`` event at the run's start time,
 the events that keep tags whose points TensorBoard's restart rule all hides
 listed, and the ordered entries, several values per event where they share
 step and wall time.
+
+What is written reads the same under both of TensorBoard's loaders (the Python
+one, ``--load_fast=false``, and the data server behind the default): every
+tag's first value carries its full metadata, data class included; scalars are
+float32, the only scalar type the data server shows (values float32 rounds
+are reported); histograms are tensors (``forms``). Points a later point of
+their tag at the same or an earlier step follows are all written, and
+reported, since the data server shows only what such a later point leaves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from tbconvert import dtypes as dt
+from tbconvert.columns import rounded_in_float32
 from tbconvert.formats.tfevents import encode, event_files, forms, legacy, records
 from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries
 from tbconvert.formats.tfevents.events import EventStream
 from tbconvert.formats.tfevents.merge import BUFFER_BYTES, FAN_IN, Sorter
 from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries, Series
-from tbconvert.report import plural
+from tbconvert.report import are, plural, were
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _SESSION_START = 1
+# Steps (8 bytes each) a run file may hold to follow the data server's rule over tags whose
+# steps do not grow by a constant stride; a tag beyond it is followed more coarsely.
+STEPS_BUDGET = 1 << 22
 
 
 def _pb():
@@ -32,16 +45,114 @@ def _pb():
     return event_pb2, summary_pb2, tensor_pb2
 
 
+class DataServerSteps:
+    """Which of a tag's points TensorBoard's data server shows, followed as they are written.
+
+    It reads a tag's points in file order and a point at step s replaces every earlier point
+    at a step >= s, so what it keeps is a strictly increasing run of steps, held here in
+    blocks: a constant stride as ``(first, stride, count)`` whatever its length, other steps
+    as ``[array, count]`` (its first ``count`` steps kept), arrays that draw on ``budget`` (a
+    one-item list a run's tags share). A tag that would overdraw it is followed by its drops
+    alone: a point at or below the step before it drops at least one, so ``dropped`` is then
+    a lower bound and ``exact`` False.
+    """
+
+    __slots__ = ("blocks", "kept", "seen", "budget", "exact", "lower", "last")
+
+    def __init__(self, budget: list) -> None:
+        self.blocks: list = []
+        self.kept = 0
+        self.seen = 0
+        self.budget = budget
+        self.exact = True
+        self.lower = 0
+        self.last: int | None = None
+
+    @property
+    def dropped(self) -> int:
+        return self.seen - self.kept if self.exact else self.lower
+
+    def feed(self, steps: np.ndarray) -> None:
+        n = len(steps)
+        if not n:
+            return
+        steps = np.ascontiguousarray(steps, np.int64)
+        self.seen += n
+        down = int(np.count_nonzero(steps[1:] <= steps[:-1]))
+        if self.last is not None and int(steps[0]) <= self.last:
+            down += 1
+        self.lower += down
+        self.last = int(steps[-1])   # the last point is always kept: the top of the blocks
+        if not self.exact:
+            return
+        if down:
+            self._drop_from(int(steps.min()))
+            # a point of the chunk stays only below every later one
+            later_min = np.minimum.accumulate(steps[::-1])[::-1]
+            keep = np.ones(n, np.bool_)
+            keep[:-1] = steps[:-1] < later_min[1:]
+            steps = steps[keep]
+        self._push(steps)
+
+    def _drop_from(self, step: int) -> None:
+        """Drop the kept steps >= ``step``."""
+        blocks = self.blocks
+        while blocks:
+            block = blocks[-1]
+            if isinstance(block, tuple):
+                first, stride, count = block
+                if first >= step:
+                    blocks.pop()
+                    self.kept -= count
+                    continue
+                stay = count if stride == 0 else min(count, -(-(step - first) // stride))
+                self.kept -= count - stay
+                blocks[-1] = (first, stride, stay)
+                return
+            arr, count = block
+            stay = int(np.searchsorted(arr[:count], step))
+            self.kept -= count - stay
+            if stay:
+                block[1] = stay
+                return
+            blocks.pop()
+            self.budget[0] += len(arr)
+
+    def _push(self, steps: np.ndarray) -> None:
+        """Keep ``steps``, strictly increasing and above every kept step."""
+        n = len(steps)
+        self.kept += n
+        # differences of increasing int64s are exact as uint64s, however far apart
+        gaps = np.diff(steps.view(np.uint64))
+        if n > 2 and not (gaps == gaps[0]).all():
+            if self.budget[0] < n:
+                self.exact = False
+                self.budget[0] += sum(len(b[0]) for b in self.blocks if isinstance(b, list))
+                self.blocks = []
+                return
+            self.budget[0] -= n
+            self.blocks.append([steps.copy(), n])
+            return
+        first, stride = int(steps[0]), int(gaps[0]) if n > 1 else 0
+        if self.blocks and isinstance(self.blocks[-1], tuple):
+            f, st, c = self.blocks[-1]
+            gap = first - (f + st * (c - 1))
+            if (c == 1 or st == gap) and (n == 1 or stride == gap):
+                self.blocks[-1] = (f, gap, c + n)
+                return
+        self.blocks.append((first, stride, n))
+
+
 class _Tag:
     __slots__ = ("order", "count", "key_max", "metadata", "legacy", "special", "first_legacy",
-                 "tag_bytes", "witness")
+                 "tag_bytes", "witness", "rounded", "shown")
 
-    def __init__(self, order: int, tag: str, md: Metadata) -> None:
+    def __init__(self, order: int, tag: str, md: Metadata, steps_budget: list) -> None:
         self.order = order
         self.count = 0
         self.key_max = -math.inf
         self.metadata = md
-        self.legacy = forms.legacy_kind(md)
+        self.legacy = forms.written_kind(md)
         self.special = None
         if tag == legacy.RUN_GRAPH_TAG and md == _GRAPH_MD:
             self.special = "graph"
@@ -50,6 +161,8 @@ class _Tag:
         self.first_legacy = False
         self.tag_bytes = tag.encode("utf-8")
         self.witness: Series | None = None   # the tag's first hidden point (see add)
+        self.rounded = 0                     # values float32 does not hold exactly
+        self.shown = DataServerSteps(steps_budget)
 
 
 class RunFile:
@@ -66,6 +179,9 @@ class RunFile:
         # A chunk is encoded a slice at a time, so a reader's big chunk never doubles in memory.
         self.slice_points = max(64, buffer_bytes // 512)
         self.tags: dict[str, _Tag] = {}
+        self.firsts: list[Entries] = []
+        # steps the data-server rule keeps for irregular steps, over all tags of the run
+        self.steps_budget = [STEPS_BUDGET]
         self.min_wall = math.inf
         self.event_pb2, self.summary_pb2, self.tensor_pb2 = _pb()
 
@@ -73,13 +189,15 @@ class RunFile:
     def add(self, s: Series) -> None:
         st = self.tags.get(s.tag)
         if st is None:
-            st = self.tags[s.tag] = _Tag(len(self.tags), s.tag, s.metadata)
+            st = self.tags[s.tag] = _Tag(len(self.tags), s.tag, s.metadata, self.steps_budget)
         if not self.keep_all and s.hidden is not None and len(s) and s.hidden.all():
             # the copy loop's witness: written only if the tag shows no point at all
             if st.witness is None:
                 st.witness = s.take([0])
             return
         self.hidden_written += s.hidden_count
+        if isinstance(s, ScalarSeries):
+            s = self._float32(st, s)
         n, step = len(s), self.slice_points
         if n <= step:
             self._add(st, s)
@@ -98,31 +216,47 @@ class RunFile:
         walls = self._clean_walls(s)
         keys = np.maximum(np.maximum.accumulate(walls), st.key_max)
         st.key_max = float(keys[-1])
+        st.shown.feed(s.steps)
         idx = np.arange(st.count, st.count + n, dtype=np.int64)
-        slow = np.arange(n)
-        if isinstance(s, ScalarSeries) and s.values.dtype in (np.float32, np.float64):
-            rest = np.flatnonzero(idx > 0)
-            slow = np.flatnonzero(idx == 0)
-            if len(rest):
-                values = s.values[rest]
-                simple = np.zeros(len(rest), bool)
-                if st.legacy == forms.SIMPLE and values.dtype == np.float32:
-                    simple = forms.simple_ok(values)
-                for form in (True, False):
-                    pick = rest[simple == form]
-                    if len(pick):
-                        mat = encode.scalar_values(st.tag_bytes, s.values[pick], simple=form)
-                        self.sorter.add(Entries.from_rows(keys[pick], st.order, idx[pick],
-                                                          s.steps[pick], walls[pick], VALUE, mat))
+        scalar = isinstance(s, ScalarSeries)
+        # A scalar tag's first point, which carries the tag's metadata, takes the slow way
+        # and is kept apart from the sorter (see _in_order): the scalar columns the sorter
+        # then holds are of one width each, which it moves and frames a matrix at a time.
+        slow = np.flatnonzero(idx == 0) if scalar else np.arange(n)
         if len(slow):
             kinds, blobs = [], []
             for i in slow.tolist():
                 kind, blob = self._point(st, s, i, int(idx[i]), float(walls[i]))
                 kinds.append(kind)
                 blobs.append(blob)
-            self.sorter.add(Entries.from_list(keys[slow], st.order, idx[slow], s.steps[slow],
-                                              walls[slow], np.array(kinds, np.uint8), blobs))
+            e = Entries.from_list(keys[slow], st.order, idx[slow], s.steps[slow], walls[slow],
+                                  np.array(kinds, np.uint8), blobs)
+            if scalar:
+                self.firsts.append(e)
+            else:
+                self.sorter.add(e)
+        rest = np.flatnonzero(idx > 0) if scalar else slow[:0]
+        if len(rest):
+            values = s.values[rest]
+            simple = np.zeros(len(rest), bool)
+            if st.legacy == forms.SIMPLE:
+                simple = forms.simple_ok(values)
+            for form in (True, False):
+                pick = rest[simple == form]
+                if len(pick):
+                    mat = encode.scalar_values(st.tag_bytes, s.values[pick], simple=form)
+                    self.sorter.add(Entries.from_rows(keys[pick], st.order, idx[pick],
+                                                      s.steps[pick], walls[pick], VALUE, mat))
         st.count += n
+
+    def _float32(self, st: _Tag, s: ScalarSeries) -> ScalarSeries:
+        """The series with float32 values, the only scalars both loaders show (the data
+        server drops DT_DOUBLE and integer scalars, and with them the whole tag)."""
+        if s.values.dtype == np.float32:
+            return s
+        st.rounded += int(np.count_nonzero(rounded_in_float32(s.values)))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return dataclasses.replace(s, values=s.values.astype(np.float32))
 
     def _clean_walls(self, s: Series) -> np.ndarray:
         walls = s.wall_times
@@ -155,13 +289,13 @@ class RunFile:
         used = self._legacy(st, s, i, j, value)
         if j == 0:
             st.first_legacy = used
-            md = (forms.metadata_proto(st.metadata, s.tag, self.summary_pb2) if used
-                  else _metadata_proto(st.metadata, self.summary_pb2))
-            if md is not None:
-                value.metadata.CopyFrom(md)
+            # With its data class named, the data server takes the metadata as it is, even
+            # beside a legacy value (it would make its own, without display name, otherwise);
+            # the Python loader rebuilds a legacy value's metadata from the very same fields.
+            value.metadata.CopyFrom(_metadata_proto(st.metadata, self.summary_pb2))
         if not used:
             if isinstance(s, ScalarSeries):
-                code, arr = dt.tf_dtype_of(s.values.dtype), s.values[i]
+                code, arr = dt.DT_FLOAT, s.values[i]
             elif isinstance(s, BlobSequenceSeries):
                 code, arr = dt.DT_STRING, self._blob_array(s, i)
             else:
@@ -172,14 +306,9 @@ class RunFile:
     def _legacy(self, st: _Tag, s: Series, i: int, j: int, value) -> bool:
         """Put point i in its legacy form if that is exact; says whether it did."""
         kind, pb = st.legacy, self.summary_pb2
-        if kind == forms.SIMPLE and isinstance(s, ScalarSeries) and s.values.dtype == np.float32:
+        if kind == forms.SIMPLE and isinstance(s, ScalarSeries):
             if forms.simple_ok(s.values[i:i + 1])[0]:
                 value.simple_value = float(s.values[i])
-                return True
-        elif kind == forms.HISTO and not isinstance(s, (ScalarSeries, BlobSequenceSeries)):
-            histo = forms.histogram(int(s.dtypes[i]), s.tensors[i], pb)
-            if histo is not None:
-                value.histo.CopyFrom(histo)
                 return True
         elif kind == forms.IMAGE and isinstance(s, BlobSequenceSeries):
             img = forms.image(s.sequence(i), pb)
@@ -265,9 +394,53 @@ class RunFile:
         head += self._shown_without_points(start)
         f.write(b"".join(records.frame(ev.SerializeToString()) for ev in head))
         stream = EventStream(f.write)
-        for piece in self.sorter.drain():
-            stream.feed(piece)
+        for piece in self._in_order():
+            for part in _columns_apart(piece):
+                stream.feed(part)
         stream.finish()
+        self._report_what_loaders_show()
+
+    def _in_order(self):
+        """The sorter's pieces, with the scalar tags' first points each in its place."""
+        firsts = Entries.concat(self.firsts).sorted()
+        self.firsts = []
+        j = 0
+        for piece in self.sorter.drain():
+            last = (float(piece.key[-1]), int(piece.tag[-1]), int(piece.idx[-1]))
+            a = 0
+            while j < len(firsts) and \
+                    (float(firsts.key[j]), int(firsts.tag[j]), int(firsts.idx[j])) < last:
+                at = _place(piece, firsts.key[j], firsts.tag[j], firsts.idx[j])
+                if at > a:
+                    yield piece.slice(a, at)
+                yield firsts.slice(j, j + 1)
+                a, j = at, j + 1
+            yield piece.slice(a, len(piece)) if a else piece
+        if j < len(firsts):
+            yield firsts.slice(j, len(firsts))
+
+    def _report_what_loaders_show(self) -> None:
+        for tag, st in self.tags.items():
+            where = f"{self.run.name}/{tag}"
+            if st.rounded:
+                n = st.rounded
+                self.report.add(
+                    "scalar_rounded_to_float32",
+                    f"{where}: {plural(n, 'value')} float32 cannot hold {were(n)} rounded to "
+                    "float32, the only scalar type both TensorBoard loaders show (Parquet and "
+                    "HDF5 keep them exact)", run=self.run.name, tag=tag, count=n)
+            dropped = st.shown.dropped
+            if dropped:
+                total = st.count
+                some = f"{dropped}" if st.shown.exact else f"at least {dropped}"
+                shows = f"{total - dropped}" if st.shown.exact else f"at most {total - dropped}"
+                self.report.add(
+                    "steps_not_increasing",
+                    f"{where}: {some} of {total} points {are(dropped)} followed by a point at "
+                    "the same or an earlier step (a run resumed without a restart marker): all "
+                    "are written and --load_fast=false shows them, but TensorBoard's default "
+                    f"loader keeps one point per step, the latest, and shows {shows}",
+                    run=self.run.name, tag=tag, count=dropped, lost=False)
 
     def _shown_without_points(self, start: float) -> list:
         """Events that make TensorBoard list tags all of whose points its restart rule hid.
@@ -298,6 +471,8 @@ class RunFile:
         events = [marker]
         for st in shown:
             w = st.witness
+            if isinstance(w, ScalarSeries):
+                w = self._float32(st, w)
             wall = float(self._clean_walls(w)[0])
             kind, blob = self._point(st, w, 0, 0, wall)
             if kind == EVENT:
@@ -310,9 +485,43 @@ class RunFile:
         self.report.add("tags_without_points_kept",
                         f"run {self.run.name!r}: {len(shown)} tag(s) whose points are all hidden by "
                         "TensorBoard's restart rule are kept listed: the first hidden point is "
-                        "written with a restart marker that hides it", run=self.run.name,
+                        "written with a restart marker that hides it (TensorBoard's default "
+                        "loader ignores restart markers and shows that point; --load_fast=false "
+                        f"lists the tag{'s' if len(shown) > 1 else ''} without points, as the "
+                        "source)", run=self.run.name,
                         count=len(shown), lost=False)
         return events
+
+
+def _place(e: Entries, key, tag, idx) -> int:
+    """How many of the sorted entries ``e`` sort before ``(key, tag, idx)``."""
+    lo, hi = np.searchsorted(e.key, key, "left"), np.searchsorted(e.key, key, "right")
+    return int(lo) + (e.slice(int(lo), int(hi)).not_after(key, tag, idx) if hi > lo else 0)
+
+
+# Values of one length in a row (a scalar column) from this many on are framed on their own.
+_COLUMN = 1024
+
+
+def _columns_apart(e: Entries):
+    """``e`` cut before and after each long run of values of one length, so that such a run
+    is framed a matrix at a time (``events``) though a tag's first value, with its metadata,
+    or another tag's few values sit beside it; the stream frames cut entries as uncut ones."""
+    n = len(e)
+    if n < _COLUMN:
+        yield e
+        return
+    lengths = e.lengths
+    same = (lengths[1:] == lengths[:-1]) & (e.kind[1:] == VALUE) & (e.kind[:-1] == VALUE)
+    bounds = np.concatenate(([0], np.flatnonzero(~same) + 1, [n]))
+    long = np.flatnonzero(np.diff(bounds) >= _COLUMN)
+    cuts = set(bounds[long].tolist()) | set(bounds[long + 1].tolist())
+    cuts.discard(0)
+    cuts.discard(n)
+    a = 0
+    for b in sorted(cuts) + [n]:
+        yield e.slice(a, b)
+        a = b
 
 
 def _metadata_proto(md: Metadata, summary_pb2):

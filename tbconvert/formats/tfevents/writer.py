@@ -6,10 +6,13 @@ event stamped with the run's start time (never "now", so runs keep their
 order and relative times), then every point in wall-time order with each
 tag's points in their original order, metadata on each tag's first point.
 
-Points go back to the legacy fields (``simple_value``, ``histo``, ``image``,
-``audio``) wherever TensorBoard's migration rebuilds them exactly, so readers
-that only know those fields (the legacy ``EventAccumulator``, tbparse) see
-them; values that share step and wall time share one event, as TF1 wrote
+Both of TensorBoard's loaders show these files alike, the data server behind
+the default ``--load_fast=auto`` and the Python one (``runfile``): each tag's
+first value names its data class; scalars are float32; scalars, images and
+audio go back to the legacy fields (``simple_value``, ``image``, ``audio``)
+wherever both loaders rebuild them exactly, so readers that only know those
+fields (the legacy ``EventAccumulator``, tbparse) see them; histograms stay
+tensors. Values that share step and wall time share one event, as TF1 wrote
 them. Graphs go back to ``graph_def`` events and tagged run metadata to
 ``tagged_run_metadata`` events, as their writers made them. A run is written
 in bounded memory whatever its size (``runfile``, ``merge``).
