@@ -135,7 +135,9 @@ def test_hostile_names_never_escape(tmp_path, fmt, dst_name):
         renamed |= {i.run for i in back.report.issues if i.kind == "run_renamed"}
         kept = set(back.runs)
         for name in HOSTILE:
-            assert name in kept or name in renamed or name.replace("\\", "/") in renamed, name
+            # (a\..\..\b reads as a/../../b~2: the export names a run a/../../b too)
+            assert name in kept or name in renamed or any(
+                r.split("~")[0] == name.replace("\\", "/") for r in renamed), name
         if fmt == "tfevents":
             assert "../../escape" in renamed and "../../escape" not in kept
         else:
