@@ -411,7 +411,9 @@ class TbdevReader(PayloadMixin, Reader):
                 break
         if not exact:
             self.report.add("float64_scalars", f"{chunks[0].where}: {run}/{tag}: values are not "
-                            "all float32-exact; kept as float64", path=chunks[0].entry.file,
+                            "all float32-exact; kept as float64 (archives and tables keep them so; "
+                            "event files hold float32, and say which they round)",
+                            path=chunks[0].entry.file,
                             run=run, tag=tag, lost=False)
         for c in chunks:
             values = c.payload.astype(np.float32) if exact else c.payload

@@ -264,7 +264,8 @@ class RunFile:
         if bad.any():
             # A NaN wall time makes TensorBoard's fast loader drop the rest of the file.
             fixed = walls.copy()
-            fixed[bad] = self.run.start_time if self.run.start_time is not None else 0.0
+            start = self.run.start_time
+            fixed[bad] = start if start is not None and math.isfinite(start) else 0.0
             self.report.add("wall_time_replaced",
                             f"{s.run}/{s.tag}: {plural(int(bad.sum()), 'non-finite wall time')} "
                             "written as the run's start time", run=s.run, tag=s.tag,

@@ -57,8 +57,9 @@ class TfeventsWriter(Writer):
         self.guard(lambda: (self.out.tmp / event_files.EXPERIMENT_SIDECAR).write_text(
             json.dumps(facts, sort_keys=True, indent=1) + "\n", encoding="utf-8"))
         self.report.add("experiment_facts_sidecar",
-                        f"experiment name, description and times kept in {event_files.EXPERIMENT_SIDECAR} "
-                        "(TensorBoard does not show them)", lost=False)
+                        "experiment name, description and times kept in "
+                        f"{self.path / event_files.EXPERIMENT_SIDECAR} (TensorBoard does not "
+                        "show them)", lost=False)
 
     def write_run(self, run: Run, series) -> None:
         rel, changed = self.claim_dir(run.name)
