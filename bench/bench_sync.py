@@ -158,7 +158,7 @@ def watch_rounds(logs: Path, dataset: Path, runs: int, first: int, new: int, rep
     rounds, latencies = [], []
     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        wait_for(lambda: any(": round " in line for line in lines))
+        wait_for(lambda: any(re.search(r" round \d+ ", line) for line in lines))
         for k in range(repeat):
             before = generation(dataset)
             seen = len(lines)
