@@ -124,6 +124,18 @@ def _one_value(flat: np.ndarray) -> bool:
     return bool((b == b[0]).all())
 
 
+def with_text(chunk: TensorSeries, report: Report, left_out) -> tuple[TensorSeries, list[list]]:
+    """``chunk`` without its points that have no text (reported as unsupported_series, what
+    happens to them in the words ``left_out(n)`` gives), and the cells of those it keeps."""
+    keep, cells, skipped = text_points(chunk)
+    if skipped:
+        n = len(skipped)
+        report.add("unsupported_series", f"{chunk.run}/{chunk.tag}: {no_text(skipped)}; "
+                   f"{left_out(n)}", run=chunk.run, tag=chunk.tag, count=n)
+        chunk = chunk.take(keep)
+    return chunk, cells
+
+
 def no_text(skipped: list[int | None]) -> str:
     """Why the points :func:`text_points` skipped have no text, in words."""
     raw = skipped.count(None)
@@ -174,14 +186,8 @@ class TextColumns(PointColumns):
     def add_chunk(self, chunk: Series) -> bool:
         if plugin_of(chunk) != "text" or not isinstance(chunk, TensorSeries):
             return False
-        keep, cells, skipped = text_points(chunk)
-        if skipped:
-            n = len(skipped)
-            self.report.add("unsupported_series",
-                            f"{chunk.run}/{chunk.tag}: {no_text(skipped)}; "
-                            f"{'it is' if n == 1 else 'they are'} not in the text table",
-                            run=chunk.run, tag=chunk.tag, count=n)
-            chunk = chunk.take(keep)
+        chunk, cells = with_text(chunk, self.report, lambda n: f"{'it is' if n == 1 else 'they are'} "
+                                 "not in the text table")
         self.add_cells(chunk, cells)
         return True
 

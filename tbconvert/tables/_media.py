@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tbconvert.columns.nonscalar import media_items, no_text, sniff, text_points
+from tbconvert.columns.nonscalar import media_items, sniff, with_text
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
@@ -190,14 +190,8 @@ def _blobs(writer: _Writer, chunk: BlobSequenceSeries) -> None:
 
 
 def _text(writer: _Writer, chunk: TensorSeries) -> None:
-    keep, cells, skipped = text_points(chunk)
-    if skipped:
-        n = len(skipped)
-        writer.report.add("unsupported_series",
-                          f"{chunk.run}/{chunk.tag}: {no_text(skipped)}; no file was written "
-                          f"for {'it' if n == 1 else 'them'}",
-                          run=chunk.run, tag=chunk.tag, count=n)
-        chunk = chunk.take(keep)
+    chunk, cells = with_text(chunk, writer.report,
+                             lambda n: f"no file was written for {'it' if n == 1 else 'them'}")
     folder = None
     for p, point in enumerate(cells):
         for i, cell in enumerate(point):
