@@ -534,3 +534,20 @@ def test_media_keep_all_marks_hidden_files(tmp_path):
     tbconvert.extract_media(MemoryReader([("r", [s])]), tmp_path / "b", restarts="keep-all")
     got = {p.name: p.read_bytes() for p in (tmp_path / "b" / "r" / "t").iterdir()}
     assert got == {"5_0.hidden.txt": b"old", "5_0.txt": b"new"}
+
+
+def test_tensor_table_reports_integers_a_double_rounds():
+    md = Metadata("custom", b"", "", "", DataClass.TENSOR)
+    t = TensorSeries(run="r", tag="t", metadata=md, steps=np.array([0, 1]),
+                     wall_times=np.array([1.0, 2.0]), hidden=None, dtypes=np.array([9, 9]),
+                     tensors=(np.array([2 ** 53 + 1, 5], np.int64), np.array([3], np.int64)))
+    s = ScalarSeries(run="r", tag="s", metadata=Metadata("scalars", b"", "", "", DataClass.SCALAR),
+                     steps=np.array([0]), wall_times=np.array([1.0]), hidden=None,
+                     values=np.array([2 ** 60 + 1], np.int64))
+    report = Report()
+    table = tbconvert.tensors(MemoryReader([("r", [t, s])]), scalars=True, as_arrow=True,
+                              report=report)
+    assert table.num_rows == 3
+    assert sorted(i.message for i in report.issues if i.kind == "inexact_value") == [
+        "r/s: 1 integer value beyond 2**53 was rounded to the nearest float64 in the table",
+        "r/t: 1 integer value beyond 2**53 was rounded to the nearest float64 in the table"]

@@ -210,3 +210,11 @@ def test_archives_keep_text_points_that_are_not_strings_exactly(logdir, tmp_path
     source = _points(logdir)
     assert len(source[("run1", "note")]) == len(NOTE) and len(source[("run1", "odd")]) == 3
     assert _points(out) == source
+
+
+def test_media_of_nothing_but_points_without_text_says_so(tmp_path):
+    src = write_run(tmp_path / "logs", {"odd": ODD[:2]})
+    proc = run_tbconvert("media", src, "-o", tmp_path / "m")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "holds no images, audio or text that can be written; no files were written" in \
+        proc.stderr, proc.stderr

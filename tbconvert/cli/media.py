@@ -22,5 +22,8 @@ def run(args, ui) -> int:
         ui.info(f"tbconvert: wrote {plural(files, 'file')} under {args.output}")
     code = finish(args, ui, report)
     if not files and not unmatched_selection(args):
-        nothing_found(args, ui, f"{args.src} holds no images, audio or text; no files were written")
+        # (text points without text are told of above: "no text" would contradict that)
+        what = ("images, audio or text that can be written" if any(
+            i.kind == "unsupported_series" for i in report.issues) else "images, audio or text")
+        nothing_found(args, ui, f"{args.src} holds no {what}; no files were written")
     return code

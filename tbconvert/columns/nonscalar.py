@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.columns import PointColumns
+from tbconvert.columns import PointColumns, as_float64, rounded_in_float64
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report, are, plural, were
 
@@ -344,7 +344,7 @@ class TensorColumns(PointColumns):
                 return False
             keep = np.arange(len(chunk))
             code = dt.tf_dtype_of(chunk.values.dtype)
-            self._values.append(chunk.values.astype(np.float64))
+            self._values.append(as_float64(chunk, self.report))
             self._sizes.extend([1] * len(chunk))
             self._dtype.extend([dt.NAMES.get(code, str(chunk.values.dtype))] * len(chunk))
             self._shape.extend([""] * len(chunk))
@@ -357,12 +357,19 @@ class TensorColumns(PointColumns):
                                 f"{are(skipped)} strings or complex numbers "
                                 "and not in the tensor table",
                                 run=chunk.run, tag=chunk.tag, count=skipped)
+            inexact = 0
             for i in keep:
                 code, arr = int(chunk.dtypes[i]), chunk.tensors[i]
+                inexact += int(np.count_nonzero(rounded_in_float64(arr)))
                 self._values.append(_as_float64(code, arr))
                 self._sizes.append(arr.size)
                 self._dtype.append(dt.NAMES.get(code, str(arr.dtype)))
                 self._shape.append("x".join(str(d) for d in arr.shape))
+            if inexact:
+                self.report.add("inexact_value",
+                                f"{chunk.run}/{chunk.tag}: {plural(inexact, 'integer value')} "
+                                f"beyond 2**53 {were(inexact)} rounded to the nearest float64 "
+                                "in the table", run=chunk.run, tag=chunk.tag, count=inexact)
             chunk = chunk.take(keep)
         self._plugin.extend([plugin_of(chunk)] * len(keep))
         self.add(chunk)

@@ -104,7 +104,8 @@ class Progress:
 
 
 def source_size(path: Path) -> int:
-    """Bytes of the files at or under ``path`` (links not followed; errors count 0)."""
+    """Bytes of the files at or under ``path``, links followed as the readers follow them
+    (:func:`tbconvert.sourcefiles.walk`); errors count 0."""
     path = Path(path)
     try:
         if not path.is_dir():

@@ -134,7 +134,8 @@ def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Re
     ``run, tag, step, wall_time, plugin, dtype, shape, values``.
 
     ``values`` is the tensor flattened in row-major order as float64 (exact for
-    float32 and for integers up to 2**53), ``shape`` its dimensions as ``"2x11"``,
+    float32 and for integers up to 2**53; wider ones are rounded and counted in the
+    report), ``shape`` its dimensions as ``"2x11"``,
     ``dtype`` its TensorFlow type (``float32``, ``bfloat16``...). Text, hparams,
     images and audio have tables of their own; string and complex tensors are
     counted in the report. ``scalars=True`` also gives every scalar point as a
