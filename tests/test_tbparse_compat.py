@@ -76,6 +76,23 @@ def test_every_table_equals_tbparse(name, pivot):
         assert len(ours.scalars) > 0
 
 
+@pytest.mark.parametrize("name", ["torch_logdir", "tensorboardx_logdir"])
+def test_tbconverts_own_event_files_read_as_tbparse_reads_them(name, tmp_path):
+    """tbconvert writes histograms as tensors (both TensorBoard loaders show them alike), which
+    tbparse puts in its tensors table: so does the compatible reader, though the metadata is
+    that of a histogram read from a ``histo`` value."""
+    import tbconvert
+    out = tmp_path / "out"
+    tbconvert.convert(FIXTURES / name, out, to_format="tfevents")
+    types = TF_FREE - {"hparams"}
+    ours, theirs = _both(out, types)
+    for et in sorted(types):
+        assert_frames_equal(getattr(ours, et), getattr(theirs, et), f"{name} {et}")
+    assert ours.tags == {k: v for k, v in theirs.tags.items() if k in types} | {
+        k: [] for k in ALL_EVENT_TYPES - types}
+    assert not ours.histograms.shape[0] and len(ours.tensors) > 0
+
+
 def test_children_files_and_single_file_equal_tbparse():
     root = FIXTURES / "torch_logdir"
     ours, theirs = _both(root, TF_FREE, extra_columns={"dir_name", "file_name"})

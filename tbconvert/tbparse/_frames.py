@@ -32,9 +32,13 @@ _SSI_TAG = "_hparams_/session_start_info"
 _NOT_SUMMARIES = frozenset({"graphs", "graph_tagged_run_metadata"})
 
 
-def event_type(md) -> str | None:
-    """Which tbparse table a tag's points belong to (by the form they were written in)."""
+def event_type(md, histo_form: bool = True) -> str | None:
+    """Which tbparse table a tag's points belong to (by the form they were written in; the
+    metadata alone cannot tell a histogram written as a tensor, whose points tbparse puts
+    in its tensors table: ``histo_form`` says whether they came as ``histo`` values)."""
     kind = forms.legacy_kind(md)
+    if kind == forms.HISTO and not histo_form:
+        return TENSORS
     if kind is not None:
         return {forms.SIMPLE: SCALARS, forms.HISTO: HISTOGRAMS, forms.IMAGE: IMAGES,
                 forms.AUDIO: AUDIO}[kind]
@@ -57,11 +61,19 @@ class Rows:
         self.tag, self.series, self.seq = tag, series, seq
 
 
+def tag_type(dir_data, td) -> str | None:
+    """:func:`event_type` of a tag of ``dir_data``, told by how its first point was written."""
+    if forms.legacy_kind(td.metadata) != forms.HISTO:
+        return event_type(td.metadata)
+    first, _ = td.first_last()
+    return event_type(td.metadata, first is None or (first, td.tag) in dir_data.histos)
+
+
 def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]:
     """Each tag of ``etype`` with points in file ``index``, in order of first appearance."""
     found = []
     for td in dir_data.tags.values():
-        if event_type(td.metadata) != etype:
+        if tag_type(dir_data, td) != etype:
             continue
         first, last = td.first_last()
         if first is None:
