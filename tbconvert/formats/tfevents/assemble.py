@@ -106,6 +106,10 @@ class RunAssembler:
     once, after the last block.
     """
 
+    # Purge out of order as TensorBoard's legacy EventAccumulator does (tbparse reads with
+    # it) rather than as its dashboards do: see _legacy_accumulator_purges.
+    legacy_accumulator = False
+
     def __init__(self, name: str, store: PieceStore | None = None,
                  detached: bool = False) -> None:
         self.name = name
@@ -126,6 +130,9 @@ class RunAssembler:
         self.points_read = 0
         self.next_seq = 0   # where the next file's records are numbered from
         self._session_starts: list[tuple[int, int]] = []
+        # events that are not summaries, (seq, step): only the legacy accumulator's rule
+        # (see legacy_accumulator) looks at them
+        self._other_events: list[tuple[int, int]] = []
         self._seen_start = False
         self._last_step: int | None = None if detached else -1
         self._block: dict[str, _BlockTag] = {}
@@ -154,6 +161,13 @@ class RunAssembler:
 
     def record(self, seq: int, rec: RunRecord) -> None:
         self.records.append((seq, rec))
+        self.other_event(seq, rec.step)
+
+    def other_event(self, seq: int, step: int) -> None:
+        """An event that is no summary (to TensorBoard's legacy accumulator, which does not
+        make graphs and run metadata summaries either)."""
+        if self.legacy_accumulator:
+            self._other_events.append((seq, step))
 
     def metadata(self, seq: int, tag: str, md: Metadata) -> None:
         if tag not in self.first_metadata or self.first_metadata[tag][0] > seq:
@@ -233,6 +247,7 @@ class RunAssembler:
         self._summary_rows = []
         self._fast_rows = []
         self._session_starts = []
+        self._other_events = []
 
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
         info = self.info[tag]
@@ -339,6 +354,8 @@ class RunAssembler:
         self.purges.extend(self._out_of_order_purges())
 
     def _out_of_order_purges(self):
+        if self.legacy_accumulator:
+            return self._legacy_accumulator_purges()
         seq_parts = [np.array([r[0] for r in self._summary_rows], dtype=np.int64)]
         step_parts = [np.array([r[1] for r in self._summary_rows], dtype=np.int64)]
         for seqs, steps, _ in self._fast_rows:
@@ -387,6 +404,47 @@ class RunAssembler:
                                      needs_prev, legacy_known))
         return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq.get(int(ev_seq[h]), ())))
                 for h in hits]
+
+    def _legacy_accumulator_purges(self):
+        """The out-of-order rule of TensorBoard's legacy ``EventAccumulator`` (tbparse's reader):
+        below file version 2, a summary event at a lower step than the last one it kept purges
+        its own tags' later points, and is not kept as the last step itself; any other event,
+        a graph or a session log too, is. One event at a time: whether an event purges depends
+        on what the ones before it did."""
+        events: dict[int, tuple[int, bool]] = {}
+        for seq, step, _ in self._summary_rows:
+            events[seq] = (step, True)
+        for seqs, steps, _ in self._fast_rows:
+            for seq, step in zip(seqs.tolist(), steps.tolist(), strict=True):
+                events[seq] = (step, True)
+        for seq, step in self._other_events:
+            events.setdefault(seq, (step, False))
+        if not events:
+            return []
+        order = sorted(events)
+        version = self._version_at(np.array(order, dtype=np.int64)).tolist()
+        last = -1 if self._last_step is None else self._last_step
+        hits = []
+        for seq, v in zip(order, version, strict=True):
+            if v >= 2:
+                continue          # (there a START purges, and the last step is not kept)
+            step, summary = events[seq]
+            if summary and step < last:
+                hits.append((seq, step))
+            else:
+                last = step
+        self._last_step = last
+        if not hits:
+            return []
+        wanted = {seq for seq, _ in hits}
+        tags_by_seq: dict[int, set] = {seq: set() for seq in wanted}
+        for seq, _, tag in self._summary_rows:
+            if seq in wanted and tag is not None:
+                tags_by_seq[seq].add(tag)
+        for fseqs, _, tag in self._fast_rows:
+            for seq in wanted.intersection(fseqs.tolist()):
+                tags_by_seq[seq].add(tag)
+        return [(seq, step, frozenset(tags_by_seq[seq])) for seq, step in hits]
 
     # -- what a later read of the run's files needs to know ----------------------------------
     def restart_state(self) -> dict:
@@ -457,7 +515,7 @@ class RunAssembler:
 
     def build(self):
         """The run and an iterator of its series chunks (tags in order of first appearance)."""
-        if self._block or self._summary_rows or self._session_starts:
+        if self._block or self._summary_rows or self._session_starts or self._other_events:
             self.end_block()
         return self.run(), self.series()
 

@@ -279,14 +279,15 @@ class TfeventsReader(Reader):
                         every_start_purges: bool = False) -> PositionedRun:
         """Read ``files`` as one run, keeping where each point was read (which file it
         came from), with TensorBoard's restart rule as hidden masks. Positions start at
-        ``first_position``. ``every_start_purges``: every ``SessionLog.START`` purges, as
-        TensorBoard's legacy event accumulator does (its dashboards only purge from a
-        run's second one on)."""
+        ``first_position``. ``every_start_purges``: every ``SessionLog.START`` purges, and
+        steps out of order purge, as TensorBoard's legacy event accumulator does (its
+        dashboards only purge from a run's second START on, and compare steps otherwise)."""
         asm = _PositionedAssembler(name, store)
         asm.next_seq = first_position
         if every_start_purges:
             # as if a START had been seen already: the next one purges, and every later one
             asm._seen_start = True
+            asm.legacy_accumulator = True
         self._run_progress = RunProgress(None)
         starts = self._read_files(asm, files)
         try:
@@ -469,13 +470,19 @@ class TfeventsReader(Reader):
             tag = legacy.RUN_GRAPH_TAG
             asm.metadata(seq + 1, tag, _GRAPH_MD)
             asm.point(seq + 1, step, wall, tag, (dt.DT_STRING, dt.string_array([event.graph_def])))
-            asm.summary_event(seq + 1, step, [tag])
+            if asm.legacy_accumulator:
+                asm.other_event(seq + 1, step)
+            else:
+                asm.summary_event(seq + 1, step, [tag])
         elif what == "tagged_run_metadata":
             trm = event.tagged_run_metadata
             asm.metadata(seq, trm.tag, _TRM_MD)
             asm.point(seq, step, wall, trm.tag,
                       (dt.DT_STRING, dt.string_array([trm.run_metadata])))
-            asm.summary_event(seq, step, [trm.tag])
+            if asm.legacy_accumulator:
+                asm.other_event(seq, step)
+            else:
+                asm.summary_event(seq, step, [trm.tag])
         elif what == "meta_graph_def":
             asm.record(seq, RunRecord("meta_graph_def", step, wall, bytes(event.meta_graph_def)))
         elif what == "session_log":
