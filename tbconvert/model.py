@@ -85,6 +85,19 @@ class RunRecord:
     wall_time: float
     payload: bytes
 
+    def is_restart_marker(self) -> bool:
+        """Whether this is a ``SessionLog`` START: its effect is in which points TensorBoard's
+        restart rule hides, not an event of its own (a damaged one is no marker)."""
+        if self.kind != "session_log":
+            return False
+        from google.protobuf.message import DecodeError
+        from tensorboard.compat.proto import event_pb2
+        try:
+            return event_pb2.SessionLog.FromString(self.payload).status == \
+                event_pb2.SessionLog.START
+        except (DecodeError, RuntimeError, ValueError):
+            return False
+
 
 @dataclass(frozen=True, slots=True)
 class Run:

@@ -99,17 +99,6 @@ def _metadata_key(s: Series) -> tuple:
     return (md.plugin_name, md.plugin_content, md.display_name, md.description, int(md.data_class))
 
 
-def _is_restart_marker(rec: RunRecord) -> bool:
-    if rec.kind != "session_log":
-        return False
-    from google.protobuf.message import DecodeError
-    from tensorboard.compat.proto import event_pb2
-    try:
-        return event_pb2.SessionLog.FromString(rec.payload).status == event_pb2.SessionLog.START
-    except DecodeError:
-        return False
-
-
 def _record_key(rec: RunRecord) -> tuple:
     wall = rec.wall_time if not math.isnan(rec.wall_time) else None   # NaN equals no NaN
     return rec.step, rec.kind, wall, hashlib.sha256(rec.payload).digest()
@@ -155,7 +144,7 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
             # hidden is compared with the points; event files written from any source hold
             # the points, not the markers.
             records.setdefault(name, collections.Counter()).update(
-                _record_key(r) for r in run.records if not _is_restart_marker(r))
+                _record_key(r) for r in run.records if not r.is_restart_marker())
         tbdev = _is_tbdev(reader)
     return _Source(out, records, experiment, tbdev)
 

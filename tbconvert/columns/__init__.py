@@ -134,13 +134,17 @@ def as_float64(chunk: ScalarSeries, report: Report) -> np.ndarray:
     values = chunk.values
     out = values.astype(np.float64)
     if values.dtype.kind in "iu":
-        inexact = int(np.count_nonzero(rounded_in_float64(values)))
-        if inexact:
-            report.add("inexact_value",
-                       f"{chunk.run}/{chunk.tag}: {plural(inexact, 'integer value')} beyond "
-                       f"2**53 {were(inexact)} rounded to the nearest float64 in the table",
-                       run=chunk.run, tag=chunk.tag, count=inexact)
+        report_inexact(report, chunk, int(np.count_nonzero(rounded_in_float64(values))))
     return out
+
+
+def report_inexact(report: Report, chunk, inexact: int) -> None:
+    """Say that ``inexact`` integers of ``chunk`` were rounded to a table's float64 values."""
+    if inexact:
+        report.add("inexact_value",
+                   f"{chunk.run}/{chunk.tag}: {plural(inexact, 'integer value')} beyond "
+                   f"2**53 {were(inexact)} rounded to the nearest float64 in the table",
+                   run=chunk.run, tag=chunk.tag, count=inexact)
 
 
 class ScalarColumns(PointColumns):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbconvert import dtypes as dt
-from tbconvert.columns import PointColumns, as_float64, rounded_in_float64
+from tbconvert.columns import PointColumns, as_float64, report_inexact, rounded_in_float64
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report, are, plural, were
 
@@ -365,11 +365,7 @@ class TensorColumns(PointColumns):
                 self._sizes.append(arr.size)
                 self._dtype.append(dt.NAMES.get(code, str(arr.dtype)))
                 self._shape.append("x".join(str(d) for d in arr.shape))
-            if inexact:
-                self.report.add("inexact_value",
-                                f"{chunk.run}/{chunk.tag}: {plural(inexact, 'integer value')} "
-                                f"beyond 2**53 {were(inexact)} rounded to the nearest float64 "
-                                "in the table", run=chunk.run, tag=chunk.tag, count=inexact)
+            report_inexact(self.report, chunk, inexact)
             chunk = chunk.take(keep)
         self._plugin.extend([plugin_of(chunk)] * len(keep))
         self.add(chunk)

@@ -126,7 +126,7 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
                              workers=workers)
             else:
                 from tbconvert.incremental import manifest
-                manifest.remove_garbage(dst, {"parts": [{"file": f} for f in survey.parts]})
+                manifest.remove_garbage(dst, {"parts": survey.marker_parts})
     report.outputs.append(str(dst))
     return report
 
@@ -184,8 +184,7 @@ def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
                 if not _nothing_new(survey, report):
                     _sync_locked(src, store.stage, None, report, store=store, survey=survey)
                 else:      # parts a killed sync uploaded, which listing the prefix shows
-                    store.remove_garbage(store.stage,
-                                         {"parts": [{"file": f} for f in survey.parts]})
+                    store.remove_garbage(store.stage, {"parts": survey.marker_parts})
     except BaseException:
         store.abort()
         raise
@@ -277,7 +276,7 @@ class _Survey:
     plans: dict                 # per run name: plan_files' answer (why read whole, reads)
     same_runs: bool             # the source's runs are the dataset's
     sidecar: bool               # the source has experiment facts (compared on the full path)
-    parts: list = ()            # the part files the manifest names
+    marker_parts: list = ()     # the manifest's parts (what a sync with nothing new keeps)
 
 
 def _survey(src: Path, dst: Path) -> _Survey | None:
@@ -302,8 +301,8 @@ def _survey(src: Path, dst: Path) -> _Survey | None:
         stored = [_stored_name(n) for n, _ in runs]
         plans = {name: plan_files(files, known.get(key))
                  for (name, files), key in zip(runs, stored, strict=True)}
-        parts = [p["file"] for p in marker["parts"]]
-        if not all(isinstance(p, str) for p in parts):
+        parts = marker["parts"]
+        if not all(isinstance(p["file"], str) for p in parts):
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
             RecursionError):

@@ -142,7 +142,7 @@ class TbdevWriter(Writer):
                             f"{run.name}: the run's start time ({run.start_time}) comes before its "
                             "first point and has no place in the export layout; read back, the run "
                             "starts at its first point", run=run.name, lost=False)
-        markers = [r for r in run.records if _is_restart_marker(r)]
+        markers = [r for r in run.records if r.is_restart_marker()]
         if markers:
             # their effect is in which points were written, as for event files
             self.report.add("restart_markers_not_written",
@@ -151,7 +151,7 @@ class TbdevWriter(Writer):
                             "hid, if any, are left out instead (written and shown with "
                             "--restarts keep-all)", run=run.name,
                             count=len(markers), lost=False)
-        records = [r for r in run.records if not _is_restart_marker(r)]
+        records = [r for r in run.records if not r.is_restart_marker()]
         if records:
             kinds = sorted({r.kind for r in records})
             self.report.add("run_records_dropped",
@@ -327,14 +327,3 @@ class TbdevWriter(Writer):
     def abort(self) -> None:
         self._close_files()
         self._out.abort()
-
-
-def _is_restart_marker(rec) -> bool:
-    if rec.kind != "session_log":
-        return False
-    from google.protobuf import message
-    from tensorboard.compat.proto import event_pb2
-    try:
-        return event_pb2.SessionLog.FromString(rec.payload).status == event_pb2.SessionLog.START
-    except (message.DecodeError, RuntimeError, ValueError):   # damaged: reported as dropped
-        return False

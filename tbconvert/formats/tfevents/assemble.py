@@ -386,18 +386,8 @@ class RunAssembler:
             return []
         # (sets and searchsorted, not np.union1d / np.intersect1d: np.unique imports numpy.ma,
         # 7 ms of a sync command's start)
-        wanted = set(ev_seq[hits].tolist()) | {int(ev_seq[i]) for i, _, _ in conds}
-        hits_and_conds = np.array(sorted(wanted), dtype=np.int64)
-        tags_by_seq: dict[int, set] = {}
-        for seq, _, tag in self._summary_rows:
-            if seq in wanted:
-                tags = tags_by_seq.setdefault(seq, set())
-                if tag is not None:
-                    tags.add(tag)
-        for fseqs, _, tag in self._fast_rows:
-            at = np.minimum(np.searchsorted(hits_and_conds, fseqs), len(hits_and_conds) - 1)
-            for seq in fseqs[hits_and_conds[at] == fseqs].tolist():
-                tags_by_seq.setdefault(seq, set()).add(tag)
+        tags_by_seq = self._tags_of(set(ev_seq[hits].tolist())
+                                    | {int(ev_seq[i]) for i, _, _ in conds})
         for i, needs_prev, legacy_known in conds:
             seq = int(ev_seq[i])
             self.cond_purges.append((seq, int(ev_step[i]), frozenset(tags_by_seq.get(seq, ())),
@@ -436,15 +426,23 @@ class RunAssembler:
         self._last_step = last
         if not hits:
             return []
-        wanted = {seq for seq, _ in hits}
-        tags_by_seq: dict[int, set] = {seq: set() for seq in wanted}
+        tags_by_seq = self._tags_of({seq for seq, _ in hits})
+        return [(seq, step, frozenset(tags_by_seq.get(seq, ()))) for seq, step in hits]
+
+    def _tags_of(self, wanted: set) -> dict[int, set]:
+        """The tags of the block's summary events ``wanted`` (by sequence number)."""
+        sorted_wanted = np.array(sorted(wanted), dtype=np.int64)
+        tags_by_seq: dict[int, set] = {}
         for seq, _, tag in self._summary_rows:
-            if seq in wanted and tag is not None:
-                tags_by_seq[seq].add(tag)
+            if seq in wanted:
+                tags = tags_by_seq.setdefault(seq, set())
+                if tag is not None:
+                    tags.add(tag)
         for fseqs, _, tag in self._fast_rows:
-            for seq in wanted.intersection(fseqs.tolist()):
-                tags_by_seq[seq].add(tag)
-        return [(seq, step, frozenset(tags_by_seq[seq])) for seq, step in hits]
+            at = np.minimum(np.searchsorted(sorted_wanted, fseqs), len(sorted_wanted) - 1)
+            for seq in fseqs[sorted_wanted[at] == fseqs].tolist():
+                tags_by_seq.setdefault(seq, set()).add(tag)
+        return tags_by_seq
 
     # -- what a later read of the run's files needs to know ----------------------------------
     def restart_state(self) -> dict:
