@@ -296,6 +296,91 @@ def test_random_blob_events_bulk_equals_protobuf(tag, form, head, sizes, meta, s
     assert fast == _protobuf_only(logdir)
 
 
+# -- many tags: one field map takes every tag of its length -----------------------------------
+
+def _with_tag_bytes(payload: bytes, placeholder: str, raw: bytes) -> bytes:
+    """``payload`` with the tag ``placeholder`` replaced by ``raw`` bytes of the same length
+    (protobuf itself writes no tag that is not UTF-8)."""
+    assert len(raw) == len(placeholder.encode()) and payload.count(placeholder.encode()) == 1
+    return payload.replace(placeholder.encode(), raw)
+
+
+@pytest.mark.parametrize("form", ["pytorch", "tf2"])
+def test_many_tags_take_the_bulk_path(form, tmp_path):
+    """A metric per layer: thousands of tags of a few points each, which a field map per tag
+    would leave to protobuf one record at a time."""
+    rng = np.random.default_rng(0)
+    names = [f"layer{i:03d}/{m}" for i in range(300) for m in ("grad_norm", "w", "act_mean")]
+    with writers.EventFile(tmp_path / "r", form) as f:
+        for step in (0, 1, 200, 70000):
+            for tag in names:
+                v = float(rng.standard_normal())
+                f.add(writers.simple_value_event(step, 1e9 + step, {tag: v}) if form == "pytorch"
+                      else writers.tf2_scalar_event(step, 1e9 + step, tag, v))
+    assert _bulk_share(tmp_path) > 0.99
+    fast = _snapshot(tmp_path)
+    assert fast == _protobuf_only(tmp_path)
+    assert len(fast) - 2 == len(names)
+
+
+def test_a_tag_that_is_no_utf8_among_many_is_left_to_protobuf(tmp_path):
+    """Protobuf refuses an event whose tag is not UTF-8: the records of that tag alone go to
+    it (and are reported as it reports them), the others of their field map stay in bulk."""
+    rng = np.random.default_rng(1)
+    with writers.EventFile(tmp_path / "r", "pytorch") as f:
+        for step in range(30):
+            for k in range(20):
+                raw = writers.simple_value_event(step, 1e9 + step, {f"t{k:02d}": rng.random()})
+                if k == 7:
+                    raw = _with_tag_bytes(raw, "t07", b"t\xff\xfe")
+                f.add(raw)
+    fast = _snapshot(tmp_path)
+    assert fast == _protobuf_only(tmp_path)
+    assert ("r", "t06") in fast and ("r", "t07") not in fast
+    assert sum(k == "corrupt_record" for k, _ in fast["report"]) == 30
+
+
+# tags of one length share a field map; some bytes are no UTF-8
+tag_pool = st.one_of(
+    st.integers(1, 6).flatmap(lambda n: st.lists(st.binary(min_size=n, max_size=n), min_size=1,
+                                                 max_size=6)),
+    st.lists(st.one_of(tags, st.binary(min_size=1, max_size=6)), min_size=1, max_size=6))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pool=tag_pool, picks=st.lists(st.integers(0, 5), min_size=20, max_size=120),
+       value=value_spec, second=st.one_of(st.none(), value_spec),
+       steps=st.sampled_from(["small", "large", "negative", "mixed", "absent"]),
+       seed=st.integers(0, 1000))
+def test_random_tags_bulk_equals_protobuf(pool, picks, value, second, steps, seed,
+                                          tmp_path_factory):
+    """Events of one layout whose tags vary from event to event (any bytes, some not UTF-8,
+    often of one length), one or two values an event: both paths read the same."""
+    from tensorboard.compat.proto import event_pb2
+    rng = np.random.default_rng(seed)
+    logdir = tmp_path_factory.mktemp("t")
+    with writers.EventFile(logdir / "r", "pytorch") as f:
+        for i, pick in enumerate(picks):
+            tag = pool[pick % len(pool)]
+            raw = tag if isinstance(tag, bytes) else tag.encode()
+            try:
+                text, placeholder = raw.decode("utf-8"), None
+            except UnicodeDecodeError:
+                text = placeholder = "\x7f" * len(raw)
+            ev = event_pb2.Event(step=_step(steps, i, rng), wall_time=1e9 + i)
+            _value(ev, {**value, "tag": text}, rng)
+            if second is not None:
+                _value(ev, second, rng)
+            payload = ev.SerializeToString()
+            if placeholder is not None:
+                if payload.count(placeholder.encode()) != 1:
+                    continue
+                payload = _with_tag_bytes(payload, placeholder, raw)
+            f.add(payload)
+    assert _snapshot(logdir) == _protobuf_only(logdir)
+
+
 # -- record framing and legacy histograms -------------------------------------------------------
 
 @pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy"])

@@ -48,6 +48,7 @@ class Slot:
     code: int              # TensorFlow dtype of the point
     simple: bool           # legacy simple_value (metadata is made by the loader)
     metadata: bytes | None  # serialized SummaryMetadata, identical in every matched record
+    tag_off: int = -1      # where the tag's bytes start in the record
 
 
 @dataclass
@@ -62,6 +63,14 @@ class FieldMap:
     @property
     def tag(self) -> bytes:  # single-value field maps, kept for callers that predate slots
         return self.slots[0].tag
+
+    @property
+    def any_tag(self) -> bool:
+        """Whether records of other tags (of the same length) match this map too: for
+        events of one value. A run that logs a metric per layer has thousands of tags of a
+        few points each, which a map per tag would leave to protobuf one record at a time.
+        In an event of several values, which tags share it is part of the template."""
+        return len(self.slots) == 1 and self.slots[0].tag_off >= 0
 
 
 @dataclass
@@ -163,9 +172,10 @@ def _learn(buf: bytes) -> FieldMap | None:
 
 def _slot(buf: bytes, start: int, end: int) -> Slot | None:
     tag = value = metadata = None
+    tag_off = -1
     for field, wire, s, e, _ in _fields(buf, start, end):
         if field == 1 and wire == 2 and tag is None:
-            tag = bytes(buf[s:e])
+            tag, tag_off = bytes(buf[s:e]), s
         elif field == 2 and wire == 5 and value is None:
             value = (s, 4, np.dtype("<f4"), (), dt.DT_FLOAT, True)
         elif field == 8 and wire == 2 and value is None:
@@ -184,7 +194,7 @@ def _slot(buf: bytes, start: int, end: int) -> Slot | None:
         tag.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return Slot(tag, *value, metadata)
+    return Slot(tag, *value, metadata, tag_off)
 
 
 def _shape(buf: bytes, start: int, end: int) -> tuple | None:
@@ -303,9 +313,15 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray
                 pending[first] = False
                 rest.append(members[first:first + 1])
                 continue
-            matched = todo[_matches(rows[todo], rows[first], field_map)]
+            every = len(todo) == len(rows)   # spares a copy of the rows (the common case)
+            hits = _matches(rows if every else rows[todo], rows[first], field_map)
+            matched = todo[hits]
             pending[matched] = False
-            columns.extend(_columns(field_map, members[matched], rows[matched]))
+            same = every and len(matched) == len(rows)
+            found, refused = _columns(field_map, members[matched], rows if same else rows[matched])
+            columns.extend(found)
+            if len(refused):
+                rest.append(refused)
         rest.append(members[pending])
     return columns, np.sort(np.concatenate(rest))
 
@@ -331,6 +347,9 @@ def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
         mask[field_map.step_off:field_map.step_off + field_map.step_len] = True
     for slot in field_map.slots:
         mask[slot.value_off:slot.value_off + slot.value_size] = True
+    if field_map.any_tag:
+        slot = field_map.slots[0]
+        mask[slot.tag_off:slot.tag_off + len(slot.tag)] = True
     return mask
 
 
@@ -347,7 +366,10 @@ def _matches(rows: np.ndarray, template: np.ndarray, field_map: FieldMap) -> np.
     return np.flatnonzero(ok)
 
 
-def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray) -> list[TagColumns]:
+def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
+    """``(columns, refused)``: the matched records' columns, a :class:`TagColumns` per
+    value (per tag and value when the map takes any tag), and the record indices whose tag
+    is no UTF-8 (protobuf refuses those events: it is left to say so)."""
     n = len(index)
     if field_map.wall_off >= 0:
         walls = np.ascontiguousarray(rows[:, field_map.wall_off:field_map.wall_off + 8]).view("<f8")[:, 0]
@@ -365,5 +387,46 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray) -> list[T
         raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
         values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
         out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
-                                 steps, walls, values, slot.metadata))
-    return out
+                              steps, walls, values, slot.metadata))
+    if not field_map.any_tag:
+        return out, np.zeros(0, np.int64)
+    slot = field_map.slots[0]
+    return _by_tag(out[0], rows[:, slot.tag_off:slot.tag_off + len(slot.tag)])
+
+
+def _by_tag(cols: TagColumns, tags: np.ndarray) -> tuple[list[TagColumns], np.ndarray]:
+    """Split the columns of records of one map but several tags (``tags``: each record's tag
+    bytes, one length) into a :class:`TagColumns` per tag, in order of first appearance."""
+    n, width = tags.shape
+    if n == 0 or bool((tags == tags[0]).all()):
+        name = _tag_text(tags[0].tobytes()) if n else cols.tag
+        if name is None:
+            return [], cols.index
+        cols.tag = name
+        return [cols], np.zeros(0, np.int64)
+    keys = np.ascontiguousarray(tags).view(f"V{width}")[:, 0]
+    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    inverse = inverse.reshape(-1)
+    # groups in order of their first record; a stable sort keeps each group's records in order
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    order = np.argsort(rank[inverse], kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(counts[np.argsort(rank)]))).tolist()
+    out, refused = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        pick = order[lo:hi]
+        name = _tag_text(tags[pick[0]].tobytes())
+        if name is None:
+            refused.append(cols.index[pick])
+            continue
+        out.append(TagColumns(name, cols.simple, cols.code, cols.index[pick], cols.steps[pick],
+                              cols.wall_times[pick], cols.values[pick], cols.metadata))
+    return out, (np.concatenate(refused) if refused else np.zeros(0, np.int64))
+
+
+def _tag_text(raw: bytes) -> str | None:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
