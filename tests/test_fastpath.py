@@ -323,6 +323,16 @@ def test_many_tags_take_the_bulk_path(form, tmp_path):
     assert len(fast) - 2 == len(names)
 
 
+def test_merge_all_of_a_thousand_tags_takes_the_bulk_path(tmp_path):
+    """TF1's merge_all of a metric per layer: a thousand values in every event."""
+    names = tuple(f"layer{i:03d}/{m}" for i in range(250) for m in ("grad", "w", "act", "lr"))
+    writers.merge_all_run(tmp_path / "r", 40 * len(names), tags=names)
+    assert _bulk_share(tmp_path) > 0.95
+    fast = _snapshot(tmp_path)
+    assert fast == _protobuf_only(tmp_path)
+    assert len(fast) - 2 == len(names)
+
+
 def test_a_tag_that_is_no_utf8_among_many_is_left_to_protobuf(tmp_path):
     """Protobuf refuses an event whose tag is not UTF-8: the records of that tag alone go to
     it (and are reported as it reports them), the others of their field map stay in bulk."""

@@ -32,7 +32,7 @@ from tbconvert.model import DataClass, Metadata
 
 MIN_GROUP = 16        # below this, protobuf is as fast and simpler
 MAX_TEMPLATES = 64    # field maps tried per record length before giving up on the rest
-MAX_VALUES = 256      # values per event a template may hold
+MAX_VALUES = 4096     # values per event a template may hold (merge_all of a metric per layer)
 MAX_FAILURES = 4      # field maps that could not be learnt before a length group is left to protobuf
 
 
