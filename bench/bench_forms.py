@@ -37,8 +37,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import writers  # noqa: E402
 
-SCALAR_FORMS = ("mixed", "pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all")
-HISTOGRAM_FORMS = ("histo_legacy", "histo_tf2")
+SCALAR_FORMS = ("mixed", "pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all",
+                "pytorch_layers", "tf2_layers")
+HISTOGRAM_FORMS = ("histo_legacy", "histo_tf2", "histo_legacy_layers", "histo_tf2_layers")
 IMAGE_FORMS = ("images_legacy", "images_tf2")
 LABELS = {
     "pytorch": "PyTorch scalars (`simple_value`)",
@@ -49,6 +50,10 @@ LABELS = {
     "mixed": "mixed logdir: 2 PyTorch runs + 2 TF2 runs",
     "histo_legacy": "histograms, legacy `HistogramProto` (PyTorch)",
     "histo_tf2": "histograms, TF2 `[30, 3]` tensor",
+    "pytorch_layers": "PyTorch scalars, a metric per layer (1,024 tags)",
+    "tf2_layers": "TF2 scalars, a metric per layer (1,024 tags)",
+    "histo_legacy_layers": "histograms, legacy, one per parameter (256 tags)",
+    "histo_tf2_layers": "histograms, TF2 tensor, one per parameter (256 tags)",
     "images_legacy": "images, legacy `Summary.Image` (PyTorch), 16×16 PNG",
     "images_tf2": "images, TF2 string tensor, 16×16 PNG",
 }

@@ -260,6 +260,16 @@ def mixed_logdir(logdir: Path, points: int) -> None:
     scalar_run(logdir / "tf2_b", "tf2", each, seed=4)
 
 
+# A metric per parameter of a 32-layer transformer (1,024 tags of 33-55 characters), as
+# training scripts log gradient and weight norms per layer; and a histogram per parameter.
+LAYER_PARAMS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                "self_attn.o_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                "input_layernorm.weight", "post_attention_layernorm.weight")
+LAYER_TAGS = tuple(f"{metric}/model.layers.{i}.{param}"
+                   for metric in ("grad_norm", "weight_norm", "update_ratio", "act_mean")
+                   for i in range(32) for param in LAYER_PARAMS)
+LAYER_HISTOGRAM_TAGS = tuple(f"model.layers.{i}.{param}" for i in range(32) for param in LAYER_PARAMS)
+
 FORMS = {
     "pytorch": lambda d, n: scalar_run(d / "run", "pytorch", n),
     "tensorboardx": lambda d, n: scalar_run(d / "run", "tensorboardx", n),
@@ -271,6 +281,10 @@ FORMS = {
     "images_legacy": lambda d, n: image_run(d / "run", "legacy", n),
     "images_tf2": lambda d, n: image_run(d / "run", "tf2", n),
     "mixed": mixed_logdir,
+    "pytorch_layers": lambda d, n: scalar_run(d / "run", "pytorch", n, tags=LAYER_TAGS),
+    "tf2_layers": lambda d, n: scalar_run(d / "run", "tf2", n, tags=LAYER_TAGS),
+    "histo_legacy_layers": lambda d, n: histogram_run(d / "run", "legacy", n, tags=LAYER_HISTOGRAM_TAGS),
+    "histo_tf2_layers": lambda d, n: histogram_run(d / "run", "tf2", n, tags=LAYER_HISTOGRAM_TAGS),
 }
 
 
