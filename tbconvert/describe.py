@@ -8,7 +8,7 @@ the reading and counting it shares with :mod:`tbconvert.verify`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tbconvert.formats.base import Options, Reader
@@ -53,6 +53,13 @@ class SeriesStats:
                 lo_w, hi_w = float(w.min()), float(w.max())
                 self.wall_min = lo_w if self.wall_min is None else min(lo_w, self.wall_min)
                 self.wall_max = hi_w if self.wall_max is None else max(hi_w, self.wall_max)
+
+    def to_dict(self) -> dict:
+        """The fields as a dict (``dataclasses.asdict``, without its deep copies: the
+        fields are plain values)."""
+        return {"plugin": self.plugin, "data_class": self.data_class, "points": self.points,
+                "hidden": self.hidden, "missing": self.missing, "step_min": self.step_min,
+                "step_max": self.step_max, "wall_min": self.wall_min, "wall_max": self.wall_max}
 
     @property
     def step_range(self) -> tuple[int, int] | None:
@@ -109,7 +116,7 @@ class SourceInfo:
         """Plain values (what ``tbconvert info --json`` prints)."""
         return {"experiment": self.experiment,
                 "runs": [{"run": r.run, "start_time": r.start_time,
-                          "tags": {t: asdict(st) for t, st in r.tags.items()}}
+                          "tags": {t: st.to_dict() for t, st in r.tags.items()}}
                          for r in self.runs]}
 
 

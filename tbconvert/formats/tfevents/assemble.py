@@ -18,13 +18,12 @@ masks.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy, summary_templates
-from tbconvert.formats.tfevents.spill import PieceStore
+from tbconvert.formats.tfevents.spill import Batch, PieceStore
 from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.model import (
     BlobSequenceSeries,
@@ -74,14 +73,62 @@ def _ndim_class(arr) -> int:
     return min(arr.ndim, _NDIMN)
 
 
-@dataclass
+_NO_KINDS: frozenset = frozenset()
+_NO_METADATA = (0, Metadata())
+_KIND_SETS: dict = {}
+
+
+def _with_kind(kinds, kind) -> frozenset:
+    """``kinds`` and ``kind``, one shared frozenset for every tag with the same kinds (most
+    tags of a run have the same one or two)."""
+    new = frozenset(kinds) | {kind}
+    return _KIND_SETS.setdefault(new, new)
+
+
 class _TagInfo:
     """What is known about a tag across the whole run (a few bytes, not its points)."""
 
-    first_seq: int
-    kinds: set = field(default_factory=set)   # {(dtype code, ndim class)} of non-None points
-    has_none: bool = False
-    pieces: list = field(default_factory=list)  # store keys, in read order
+    __slots__ = ("first_seq", "kinds", "has_none", "pieces", "tid")
+
+    def __init__(self, first_seq: int, tid: int = -1) -> None:
+        self.first_seq = first_seq
+        self.kinds = _NO_KINDS    # {(dtype code, ndim class)} of non-None points (shared)
+        self.has_none = False
+        self.pieces: list = []    # store keys, in read order
+        self.tid = tid            # the tag's number in the batches of its run's store
+
+    def __getstate__(self):
+        return (self.first_seq, self.kinds, self.has_none, self.pieces, self.tid)
+
+    def __setstate__(self, state) -> None:
+        self.first_seq, kinds, self.has_none, self.pieces, self.tid = state
+        self.kinds = _KIND_SETS.setdefault(frozenset(kinds), frozenset(kinds))
+
+    def add_kind(self, kind) -> None:
+        if kind not in self.kinds:
+            self.kinds = _with_kind(self.kinds, kind)
+
+
+# the numpy dtype of a TensorFlow dtype code whose 1-D bulk columns are stored as "values"
+# (None: they are not)
+_VALUE_DTYPES: dict = {}
+
+
+def _value_dtype(code: int):
+    try:
+        return _VALUE_DTYPES[code]
+    except KeyError:
+        pass
+    dtype = None
+    if code not in (dt.DT_STRING, dt.DT_RAW_PROTO):
+        try:
+            dtype = dt.numpy_dtype(code)
+        except KeyError:
+            dtype = None
+        if dtype is not None and dtype.kind not in "fiub":
+            dtype = None
+    _VALUE_DTYPES[code] = dtype
+    return dtype
 
 
 class _BlockTag:
@@ -123,6 +170,8 @@ class RunAssembler:
         self.start_time: float | None = None
         self.store = store if store is not None else PieceStore()
         self.info: dict[str, _TagInfo] = {}
+        self._by_tid: list[_TagInfo] = []   # self.info's values by their tid
+        self._tag_names: list[str] = []      # and their tags
         self.first_metadata: dict[str, tuple[int, Metadata]] = {}
         self.records: list[tuple[int, RunRecord]] = []
         self.versions: list[tuple[int, float]] = []
@@ -138,7 +187,11 @@ class RunAssembler:
         self._block: dict[str, _BlockTag] = {}
         # summary events of the block: (seq, step, tag) rows, several for a multi-value event
         self._summary_rows: list[tuple[int, int, str]] = []
-        self._fast_rows: list[tuple[np.ndarray, np.ndarray, str]] = []
+        # bulk-decoded points of the block: (seqs, steps, tag), or (seqs, steps, tid of each
+        # row) for _fast_columns' numbers
+        self._fast_rows: list[tuple[np.ndarray, np.ndarray, str | np.ndarray]] = []
+        # 1-D bulk columns of the block, (tag, seqs, TagColumns): stored together, as batches
+        self._bulk: list = []
 
     # -- receiving ---------------------------------------------------------------------------
     def first_wall_time(self, wall: float) -> None:
@@ -177,14 +230,20 @@ class RunAssembler:
         bt = self._block.get(tag)
         if bt is None:
             bt = self._block[tag] = _BlockTag()
-            if tag not in self.info:
-                self.info[tag] = _TagInfo(seq)
-        # a block's decoders hand points over out of read order: a tag's place among the
-        # series is its earliest record, whichever decoder read it
-        info = self.info[tag]
-        if seq < info.first_seq:
-            info.first_seq = seq
+        self._tag_info(tag, seq)
         return bt
+
+    def _tag_info(self, tag: str, seq: int) -> _TagInfo:
+        info = self.info.get(tag)
+        if info is None:
+            info = self.info[tag] = _TagInfo(seq, len(self._by_tid))
+            self._by_tid.append(info)
+            self._tag_names.append(tag)
+        elif seq < info.first_seq:
+            # a block's decoders hand points over out of read order: a tag's place among
+            # the series is its earliest record, whichever decoder read it
+            info.first_seq = seq
+        return info
 
     def point(self, seq: int, step: int, wall: float, tag: str, point) -> None:
         bt = self._tag(tag, seq)
@@ -203,10 +262,66 @@ class RunAssembler:
 
     def fast(self, seqs: np.ndarray, cols: TagColumns) -> None:
         """Points decoded in bulk: one tag, one dtype and shape (events may hold several tags)."""
-        self._columns(cols.tag, seqs, cols.steps, cols.wall_times, cols.code, cols.values)
-        md = summary_templates.column_metadata(cols) if len(seqs) else None
-        if md is not None:
-            self.metadata(int(seqs[0]), cols.tag, md)
+        self._fast_columns(np.asarray(seqs, dtype=np.int64), [cols])
+
+    def fast_columns(self, base: int, columns: list) -> None:
+        """Every :class:`TagColumns` a block's bulk decoders gave, in their order: as
+        :meth:`fast` for each, the record at index ``i`` read at position ``base + 2 * i``
+        (a few numpy calls for the whole block rather than several per column)."""
+        columns = [c for c in columns if len(c.index)]
+        if columns:
+            index = columns[0].index if len(columns) == 1 else \
+                np.concatenate([c.index for c in columns])
+            self._fast_columns(base + 2 * np.asarray(index, dtype=np.int64), columns)
+
+    def _fast_columns(self, seqs: np.ndarray, columns: list) -> None:
+        """``columns`` (none empty) whose points were read at ``seqs``, one after another."""
+        n = len(columns)
+        if not n:
+            return
+        lengths = np.fromiter((len(c.index) for c in columns), np.int64, n)
+        ends = np.cumsum(lengths)
+        firsts = seqs[ends - lengths].tolist()
+        infos, by_tid, first_md = self.info, self._by_tid, self.first_metadata
+        tids, bulk = [], []
+        for k, cols in enumerate(columns):
+            tag, first = cols.tag, firsts[k]
+            info = infos.get(tag)
+            if info is None:
+                info = infos[tag] = _TagInfo(first, len(by_tid))
+                by_tid.append(info)
+                self._tag_names.append(tag)
+            elif first < info.first_seq:
+                # a block's decoders hand points over out of read order: a tag's place among
+                # the series is its earliest record, whichever decoder read it
+                info.first_seq = first
+            values = cols.values
+            if type(values) is np.ndarray and values.ndim == 1:
+                # numbers: kept with the block's other numbers (see _store_bulk)
+                tids.append(info.tid)
+                bulk.append(k)
+            else:
+                end = int(ends[k])
+                self._columns(tag, seqs[end - len(cols.index):end], cols.steps,
+                              cols.wall_times, cols.code, values)
+            known = first_md.get(tag)
+            if known is None or known[0] > first:
+                md = summary_templates.column_metadata(cols)
+                if md is not None:
+                    self.metadata(first, tag, md)
+        if not bulk:
+            return
+        if len(bulk) < n:
+            keep = np.zeros(n, dtype=bool)
+            keep[bulk] = True
+            seqs = seqs[np.repeat(keep, lengths)]
+            lengths = lengths[keep]
+            columns = [columns[k] for k in bulk]
+        steps = np.concatenate([c.steps for c in columns], dtype=np.int64, casting="unsafe")
+        tids = np.array(tids, dtype=np.int64)
+        rows = np.repeat(tids, lengths)
+        self._bulk.append((seqs, steps, rows, tids, lengths, columns))
+        self._fast_rows.append((seqs, steps, rows))
 
     def fast_blobs(self, seqs: np.ndarray, cols) -> None:
         """Points decoded in bulk by ``blob_templates``: each is ``cols.head + (blob,)``."""
@@ -241,6 +356,8 @@ class RunAssembler:
     def end_block(self) -> None:
         """Store the block's points and find the purges its events make."""
         self._find_purges()
+        if self._bulk:
+            self._store_bulk()
         for tag, bt in self._block.items():
             self._store_piece(tag, bt)
         self._block = {}
@@ -248,6 +365,70 @@ class RunAssembler:
         self._fast_rows = []
         self._session_starts = []
         self._other_events = []
+
+    def _store_bulk(self) -> None:
+        """The block's 1-D bulk columns: a tag whose every point of the block is such a
+        column of one numeric dtype goes in one batch per dtype with the other such tags (a
+        few numpy calls for all of them); its piece is what :meth:`_store_piece` would have
+        stored. The other tags' columns join their points there."""
+        bulk, self._bulk = self._bulk, []
+        if len(bulk) == 1:
+            seqs, steps, rows, tids, lengths, columns = bulk[0]
+        else:
+            seqs, steps, rows, tids, lengths = (np.concatenate([b[i] for b in bulk])
+                                                for i in range(5))
+            columns = [c for b in bulk for c in b[5]]
+        block = self._block
+        codes: dict[int, int] = {}   # tid -> the code of all its columns; -1: not in a batch
+        for tid, cols in zip(tids.tolist(), columns, strict=True):
+            code = codes.get(tid)
+            if code is None:
+                dtype = _value_dtype(cols.code)
+                codes[tid] = cols.code if (dtype is not None and cols.values.dtype == dtype
+                                           and cols.tag not in block) else -1
+            elif code >= 0 and (cols.code != code or cols.values.dtype != _value_dtype(code)):
+                codes[tid] = -1
+        entry_codes = np.fromiter((codes[t] for t in tids.tolist()), np.int64, len(tids))
+        ends = np.cumsum(lengths)
+        for k in np.flatnonzero(entry_codes < 0).tolist():
+            cols, end = columns[k], int(ends[k])
+            start = end - int(lengths[k])
+            self._tag(cols.tag, int(seqs[start])).cols.append(
+                (seqs[start:end], steps[start:end],
+                 np.asarray(cols.wall_times, dtype=np.float64), cols.code, cols.values))
+        for code in sorted(set(entry_codes.tolist()) - {-1}):
+            take = entry_codes == code
+            if take.all():
+                self._store_batch(code, seqs, steps, rows, columns)
+            else:
+                row_take = np.repeat(take, lengths)
+                self._store_batch(code, seqs[row_take], steps[row_take], rows[row_take],
+                                  [c for c, t in zip(columns, take.tolist(), strict=True) if t])
+
+    def _store_batch(self, code: int, seq, steps, rows, columns: list) -> None:
+        dtype = _value_dtype(code)
+        walls = np.concatenate([c.wall_times for c in columns], dtype=np.float64,
+                               casting="unsafe")
+        values = np.concatenate([c.values for c in columns]).astype(dtype, copy=False)
+        # by tag, then (stable) by read position: each tag's rows as _store_piece orders them
+        order = np.lexsort((seq, rows))
+        if not (order[1:] > order[:-1]).all():
+            seq, steps, walls, values, rows = (seq[order], steps[order], walls[order],
+                                               values[order], rows[order])
+        starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+        uniq = rows[starts]
+        bounds = np.append(starts, len(rows))
+        key = self.store.put_batch(Batch(uniq, bounds, (seq, steps, walls, values), 3,
+                                         ("values", code)),
+                                   seq.nbytes * 3 + values.nbytes + 48 * len(uniq))
+        kind = (code, _NDIM0)
+        by_tid = self._by_tid
+        for tid in uniq.tolist():
+            info = by_tid[tid]
+            info.pieces.append(key)
+            if kind not in info.kinds:
+                info.kinds = _with_kind(info.kinds, kind)
+        self.points_read += len(seq)
 
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
         info = self.info[tag]
@@ -261,12 +442,12 @@ class RunAssembler:
         if not in_order:
             seq, steps, walls = seq[order], steps[order], walls[order]
         for code, arr in (p for p in bt.points if p is not None):
-            info.kinds.add((code, _ndim_class(arr)))
+            info.add_kind((code, _ndim_class(arr)))
         info.has_none |= any(p is None for p in bt.points)
         for c in bt.cols:
-            info.kinds.add((c[3], min(np.ndim(c[4]) - 1, _NDIMN)))
+            info.add_kind((c[3], min(np.ndim(c[4]) - 1, _NDIMN)))
         if bt.tables:
-            info.kinds.add((dt.DT_STRING, _NDIM1))
+            info.add_kind((dt.DT_STRING, _NDIM1))
         widths = {t[3].shape[1] for t in bt.tables}
         values = None if bt.tables else self._as_values(bt)
         if bt.tables and not bt.points and not bt.cols and len(widths) == 1:
@@ -440,8 +621,15 @@ class RunAssembler:
                     tags.add(tag)
         for fseqs, _, tag in self._fast_rows:
             at = np.minimum(np.searchsorted(sorted_wanted, fseqs), len(sorted_wanted) - 1)
-            for seq in fseqs[sorted_wanted[at] == fseqs].tolist():
-                tags_by_seq.setdefault(seq, set()).add(tag)
+            hit = sorted_wanted[at] == fseqs
+            if isinstance(tag, str):
+                for seq in fseqs[hit].tolist():
+                    tags_by_seq.setdefault(seq, set()).add(tag)
+                continue
+            # the block's numbers (_fast_columns): the tag of each row by its number
+            names = self._tag_names
+            for seq, tid in zip(fseqs[hit].tolist(), tag[hit].tolist(), strict=True):
+                tags_by_seq.setdefault(seq, set()).add(names[tid])
         return tags_by_seq
 
     # -- what a later read of the run's files needs to know ----------------------------------
@@ -497,7 +685,7 @@ class RunAssembler:
                     into = run.info[tag] = _TagInfo(info.first_seq + offset)
                 into.kinds |= info.kinds
                 into.has_none |= info.has_none
-                into.pieces.extend((index, key, offset) for key in info.pieces)
+                into.pieces.extend((index, key, offset, info.tid) for key in info.pieces)
             if run.start_time is None:
                 run.start_time = part.start_time
             run.points_read += part.points_read
@@ -524,27 +712,30 @@ class RunAssembler:
         for s, st, tags in self.purges:
             for tag in tags or ():
                 by_tag.setdefault(tag, []).append((s, st))
+        shared = _Purges(everywhere)     # of every tag no purge names
         try:
             for tag in sorted(self.info, key=lambda t: self.info[t].first_seq):
-                yield from self._tag_series(tag, _Purges(everywhere + by_tag.get(tag, [])))
+                own = by_tag.get(tag)
+                yield from self._tag_series(tag, shared if own is None else
+                                            _Purges(everywhere + own))
         finally:
             self.store.close()
 
     def _tag_series(self, tag: str, purges: _Purges):
         info = self.info[tag]
-        raw_md = self.first_metadata.get(tag, (0, Metadata()))[1]
+        raw_md = self.first_metadata.get(tag, _NO_METADATA)[1]
         md, fixups, kinds = _tag_kinds(raw_md, info.kinds, info.has_none)
         # only these plugins' points change shape (legacy.fix_point); the others pass as they are
         refit = fixups and (md.plugin_name in ("audio", "hparams")
                             or md.plugin_name in legacy.GRAPH_SUB_PLUGINS)
         if not kinds:
             for key in info.pieces:
-                self.store.take(key)
+                self.store.take(key, info.tid)
             return
         shape = _container(md, kinds)
         pending, n, nbytes = [], 0, 0
         for key in info.pieces:
-            seq, steps, walls, kind, code, payload = self.store.take(key)
+            seq, steps, walls, kind, code, payload = self.store.take(key, info.tid)
             if kind == "ragged":
                 kind, payload = "points", _unragged(code, *payload)
             if kind == "table" and (refit or info.has_none or shape[0] != "blobs"):
@@ -577,16 +768,23 @@ class RunAssembler:
             yield self._chunk(tag, md, shape, pending, purges)
 
     def _chunk(self, tag, md, shape, pieces, purges):
-        seq = np.concatenate([p[0] for p in pieces])
-        common = dict(run=self.name, tag=tag, metadata=md,
-                      steps=np.concatenate([p[1] for p in pieces]),
-                      wall_times=np.concatenate([p[2] for p in pieces]))
-        common["hidden"] = purges.hidden(seq, common["steps"])
+        if len(pieces) == 1:
+            seq, steps, walls = pieces[0][:3]
+        else:
+            seq = np.concatenate([p[0] for p in pieces])
+            steps = np.concatenate([p[1] for p in pieces])
+            walls = np.concatenate([p[2] for p in pieces])
+        hidden = purges.hidden(seq, steps)
         if shape[0] == "scalar":
             dtype = shape[1]
             parts = [p[5] if p[3] == "values" else np.array([a for _, a in p[5]], dtype=dtype)
                      for p in pieces]
-            return ScalarSeries(**common, values=np.concatenate(parts).astype(dtype, copy=False))
+            values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            return ScalarSeries(run=self.name, tag=tag, metadata=md, steps=steps,
+                                wall_times=walls, hidden=hidden,
+                                values=values.astype(dtype, copy=False))
+        common = dict(run=self.name, tag=tag, metadata=md, steps=steps, wall_times=walls,
+                      hidden=hidden)
         if shape[0] == "blobs" and all(p[3] == "table" for p in pieces):
             tables = [p[5] for p in pieces]
             widths = np.concatenate([np.full(len(t), t.shape[1], np.int64) for t in tables])
@@ -619,10 +817,12 @@ def _tag_kinds(raw_md: Metadata, kinds, has_none: bool) -> tuple[Metadata, bool,
     its points after them."""
     md = legacy.with_data_class(raw_md)
     fixups = raw_md.data_class == DataClass.UNKNOWN
-    kinds = {_fixed_kind(md.plugin_name, k) for k in kinds} if fixups else set(kinds)
-    if fixups and has_none and md.plugin_name == "hparams":
+    if not fixups:
+        return md, fixups, frozenset(kinds)
+    kinds = {_fixed_kind(md.plugin_name, k) for k in kinds}
+    if has_none and md.plugin_name == "hparams":
         kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
-    return md, fixups, kinds
+    return md, fixups, frozenset(kinds)
 
 
 def tag_container(raw_md: Metadata, kinds, has_none: bool) -> tuple | None:
@@ -642,9 +842,20 @@ def _fixed_kind(plugin: str, kind):
     return kind
 
 
-def _container(md: Metadata, kinds: set) -> tuple:
+_CONTAINERS: dict = {}
+
+
+def _container(md: Metadata, kinds) -> tuple:
     """Which series class the tag's points go in: ``("scalar", dtype)``, ``("blobs",)`` or
     ``("tensors",)``, decided once for the whole tag."""
+    key = (md.data_class, frozenset(kinds))
+    shape = _CONTAINERS.get(key)
+    if shape is None:
+        shape = _CONTAINERS[key] = _container_of(md, kinds)
+    return shape
+
+
+def _container_of(md: Metadata, kinds) -> tuple:
     if md.data_class == DataClass.SCALAR:
         codes = {c for c, _ in kinds}
         if len(codes) == 1 and all(nd == _NDIM0 for _, nd in kinds):
@@ -688,9 +899,9 @@ class _JoinedStore:
     def __init__(self, stores: list) -> None:
         self.stores = stores
 
-    def take(self, key):
-        index, inner, offset = key
-        piece = self.stores[index].take(inner)
+    def take(self, key, tid=None):
+        index, inner, offset, part_tid = key
+        piece = self.stores[index].take(inner, part_tid)
         return (piece[0] + offset,) + tuple(piece[1:]) if offset else piece
 
     def spill(self) -> None:

@@ -412,8 +412,8 @@ class TfeventsReader(Reader):
             if i < first[0]:
                 first = (i, event.wall_time)
             self._event(asm, base + 2 * i, event, path)
+        asm.fast_columns(base, columns)
         for cols in columns:
-            asm.fast(base + 2 * cols.index, cols)
             if len(cols.index) and cols.index[0] < first[0]:
                 first = (int(cols.index[0]), float(cols.wall_times[0]))
         for blobs in blob_columns:

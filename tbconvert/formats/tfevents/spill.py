@@ -10,6 +10,12 @@ Where the system allows it (Linux), the file has no name: it goes with the
 process however that ends, also killed (by the OOM killer, say), where a
 named file would stay in the temporary directory for good. It gets a name
 only to be handed to another process (see ``__getstate__``).
+
+A *batch* (:meth:`PieceStore.put_batch`) holds the pieces of many series of one block
+as shared columns, sorted by series: a run of many tags costs a few numpy calls per
+block instead of a piece per tag. Each series takes its rows once (``take(key, tid)``);
+spilled, a batch's columns are written as raw bytes, so that a series reads back only
+its own rows.
 """
 
 from __future__ import annotations
@@ -20,6 +26,39 @@ import tempfile
 import weakref
 
 SPILL_AT = 32 << 20
+
+
+class Batch:
+    """Rows of many series (``tids``: their numbers, sorted; series ``tids[i]`` holds rows
+    ``bounds[i]:bounds[i + 1]``) as columns ``cols``. The piece of a series is its rows of
+    the first ``lead`` columns, then the values ``tail``, then its rows of the others."""
+
+    __slots__ = ("tids", "bounds", "cols", "lead", "tail", "left")
+
+    def __init__(self, tids, bounds, cols: tuple, lead: int, tail: tuple) -> None:
+        self.tids = tids
+        self.bounds = bounds
+        self.cols = cols
+        self.lead = lead
+        self.tail = tail
+        self.left = len(tids)   # series that have not taken their rows yet
+
+    def __getstate__(self):
+        return (self.tids, self.bounds, self.cols, self.lead, self.tail, self.left)
+
+    def __setstate__(self, state) -> None:
+        self.tids, self.bounds, self.cols, self.lead, self.tail, self.left = state
+
+    def piece(self, cols: list) -> tuple:
+        return tuple(cols[:self.lead]) + self.tail + tuple(cols[self.lead:])
+
+    def rows(self, tid: int) -> tuple[int, int]:
+        import numpy as np
+        i = int(np.searchsorted(self.tids, tid))
+        if i >= len(self.tids) or self.tids[i] != tid:
+            raise KeyError(tid)
+        self.left -= 1
+        return int(self.bounds[i]), int(self.bounds[i + 1])
 
 
 def _unnamed_file(directory: str | None):
@@ -91,6 +130,11 @@ class PieceStore:
             self.spill()
         return key
 
+    def put_batch(self, batch: Batch, size: int) -> int:
+        """Store a :class:`Batch`; each of its series takes its piece with
+        ``take(key, tid)``."""
+        return self.put(batch, size)
+
     def spill(self) -> None:
         """Move every piece held in memory to the file. A full disk or a file-size limit is
         an :class:`~tbconvert.errors.OutputError`, as for any other output."""
@@ -101,6 +145,15 @@ class PieceStore:
             f.seek(0, os.SEEK_END)
             for key, piece in self._mem.items():
                 start = f.tell()
+                if isinstance(piece, Batch):
+                    # raw columns: a series reads back its own rows only
+                    where = []
+                    for col in piece.cols:
+                        where.append((f.tell(), col.dtype.str))
+                        f.write(memoryview(col).cast("B"))
+                    piece.cols = tuple(where)
+                    self._where[key] = piece
+                    continue
                 pickle.dump(piece, f, protocol=pickle.HIGHEST_PROTOCOL)
                 self._where[key] = (start, f.tell() - start)
             f.flush()
@@ -125,11 +178,34 @@ class PieceStore:
                 self._file = open(self.path, "r+b")
         return self._file
 
-    def take(self, key: int):
-        piece = self._mem.pop(key, None)
+    def take(self, key: int, tid: int | None = None):
+        """The piece ``key`` (of a batch: the rows of series ``tid``), given back once."""
+        piece = self._mem.get(key)
         if piece is not None:
+            if isinstance(piece, Batch):
+                a, b = piece.rows(tid)
+                if not piece.left:
+                    del self._mem[key]
+                return piece.piece([c[a:b] for c in piece.cols])
+            del self._mem[key]
             return piece
-        start, length = self._where.pop(key)
+        where = self._where[key]
+        if isinstance(where, Batch):
+            a, b = where.rows(tid)
+            if not where.left:
+                del self._where[key]
+            import numpy as np
+            f = self._open()
+            out = []
+            for offset, dtype in where.cols:
+                col = np.empty(b - a, dtype=dtype)
+                f.seek(offset + a * col.itemsize)
+                if f.readinto(memoryview(col).cast("B")) != col.nbytes:
+                    raise OSError(f"{self.path or 'temporary file'}: cut short")
+                out.append(col)
+            return where.piece(out)
+        del self._where[key]
+        start, length = where
         f = self._open()
         f.seek(start)
         return pickle.loads(f.read(length))

@@ -1,0 +1,150 @@
+"""Runs of many tags (per-layer metrics of a large model): the event-file reader keeps the
+numbers of many tags of a block together (``assemble``'s batches, spilled as raw columns),
+and what it reads is what TensorBoard reads, restarts included."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+from oracle import assert_same_view, tb_view
+
+import tbconvert
+from tbconvert.describe import SeriesStats
+from tbconvert.formats.tfevents import records, spill
+
+TAGS = 3000
+
+
+def _events(path: Path, events) -> None:
+    from tensorboard.compat.proto import event_pb2
+    with open(path, "wb") as f:
+        for ev in events:
+            f.write(records.frame(event_pb2.Event(**ev).SerializeToString()))
+
+
+def _scalar(tag, step, value, wall):
+    from tensorboard.compat.proto import summary_pb2
+    return dict(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag=tag, simple_value=value)]))
+
+
+def _tensor(tag, step, value, wall):
+    """A TF2 scalar: a rank-0 float tensor with the scalars metadata."""
+    from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+    md = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+        data_class=summary_pb2.DATA_CLASS_SCALAR)
+    t = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT,
+                               tensor_shape=tensor_shape_pb2.TensorShapeProto(),
+                               tensor_content=np.float32(value).tobytes())
+    return dict(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag=tag, metadata=md, tensor=t)]))
+
+
+def _many_tags_logdir(tmp_path: Path) -> Path:
+    """Three runs of 3,000 tags x 3 steps: one restarted by a session START (file version 2),
+    one whose tags go back in step (the legacy rule), one of TF2 tensors and simple values."""
+    from tensorboard.compat.proto import event_pb2
+    logdir = tmp_path / "logs"
+    for run in ("modern", "legacy", "mixed"):
+        (logdir / run).mkdir(parents=True)
+    tags = [f"layer{i // 4}/{('grad', 'weight', 'update', 'act')[i % 4]}" for i in range(TAGS)]
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(TAGS * 6).astype(np.float32).tolist()
+    start = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
+
+    modern = [dict(wall_time=999.0, file_version="brain.Event:2"),
+              dict(wall_time=999.5, step=0, session_log=start)]
+    modern += [_scalar(t, s, values[k * 3 + s], 1000.0 + s)
+               for s in range(3) for k, t in enumerate(tags)]
+    # restarted at step 1: the points at steps 1 and 2 read so far are hidden
+    modern += [dict(wall_time=2000.0, step=1, session_log=start)]
+    modern += [_scalar(t, s, -values[k * 3 + s], 2000.0 + s)
+               for s in (1, 2) for k, t in enumerate(tags[::7])]
+    _events(logdir / "modern" / "events.out.tfevents.1.x", modern)
+
+    legacy = [_scalar(t, s, values[k * 3 + s], 1000.0 + s) for s in range(3)
+              for k, t in enumerate(tags)]
+    # some tags go back to step 1: each hides its own later points (no file version)
+    legacy += [_scalar(t, 1, 5.0, 3000.0) for t in tags[::11]]
+    legacy += [_scalar(t, 2, 6.0, 3001.0) for t in tags[::13]]
+    _events(logdir / "legacy" / "events.out.tfevents.2.x", legacy)
+
+    mixed = [dict(wall_time=999.0, file_version="brain.Event:2")]
+    mixed += [(_tensor if k % 3 else _scalar)(t, s, values[TAGS * 3 + k * 3 + s], 1000.0 + s)
+              for s in range(3) for k, t in enumerate(tags)]
+    _events(logdir / "mixed" / "events.out.tfevents.3.x", mixed)
+    return logdir
+
+
+def _snapshot(data) -> dict:
+    out = {}
+    for run, series in data.series.items():
+        out[run] = {tag: (type(s).__name__, s.metadata, s.steps.tolist(), s.wall_times.tolist(),
+                          None if s.hidden is None else s.hidden.tolist(),
+                          s.values.dtype.str, s.values.tobytes())
+                    for tag, s in series.items()}
+        out[run]["(order)"] = list(series)
+    return out
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    return _many_tags_logdir(tmp_path_factory.mktemp("many"))
+
+
+def test_many_tags_read_as_tensorboard_reads_them(logdir, tmp_path):
+    out = tmp_path / "out"
+    report = tbconvert.convert(logdir, out, to_format="tfevents")
+    assert report.series == 3 * TAGS
+    expected = tb_view(logdir)
+    assert sum(len(r["tags"]) for r in expected.values()) == 3 * TAGS
+    assert_same_view(tb_view(out), expected)
+    data = tbconvert.read(logdir, restarts="keep-all")
+    assert data.series["modern"]["layer0/grad"].hidden.tolist() == [False, True, True,
+                                                                      False, False]
+    # back to step 1: its own points at 1 and 2 hidden; then 1 is the step the next is
+    # compared with, and its point at 2 stays
+    assert data.series["legacy"]["layer0/grad"].hidden.tolist() == [False, True, True,
+                                                                      False, False]
+
+
+@pytest.mark.parametrize("block", [997, 5000])
+def test_many_tags_across_blocks_and_spilled(logdir, monkeypatch, block):
+    """Tags spread over many blocks, every piece spilled to disk as soon as it is stored:
+    the same series, in the same order, as one block held in memory."""
+    whole = _snapshot(tbconvert.read(logdir, restarts="keep-all"))
+
+    def scan_file(path, *, block_size=records.BLOCK_SIZE, start=0):
+        buf = Path(path).read_bytes()
+        starts, lengths, damage = records.scan(buf)
+        for a in range(0, len(starts), block):
+            b = min(a + block, len(starts))
+            lo = int(starts[a]) - records.HEADER
+            hi = int(starts[b - 1] + lengths[b - 1]) + records.FOOTER
+            yield records.Block(buf[lo:hi], lo, starts[a:b] - lo, lengths[a:b],
+                                damage if a == 0 else [])
+    monkeypatch.setattr(records, "scan_file", scan_file)
+    monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (0, None))
+    assert _snapshot(tbconvert.read(logdir, restarts="keep-all")) == whole
+
+
+def test_many_tags_archive_and_tables(logdir, tmp_path):
+    data = tbconvert.read(logdir, restarts="keep-all")
+    tbconvert.convert(logdir, tmp_path / "a.parquet")
+    assert _snapshot(tbconvert.read(tmp_path / "a.parquet", restarts="keep-all")) == \
+        _snapshot(data)
+    tbconvert.convert(logdir, tmp_path / "a.csv")
+    rows = (tmp_path / "a.csv").read_text().splitlines()
+    visible = sum(int((~s.hidden).sum()) if s.hidden is not None else len(s)
+                  for series in data.series.values() for s in series.values())
+    assert len(rows) == visible + 1
+
+
+def test_info_gives_every_field_of_a_series(logdir):
+    found = tbconvert.info(logdir, runs="^legacy$")
+    st = found.runs[0].tags["layer0/grad"]
+    assert st.to_dict() == dataclasses.asdict(st)
+    assert list(st.to_dict()) == [f.name for f in dataclasses.fields(SeriesStats)]
+    assert (st.points, st.hidden, st.step_range) == (5, 2, (0, 2))
