@@ -51,21 +51,26 @@ class PointColumns:
         self.report = report
         self.runs = Names()
         self.tags = Names()
-        self._run_ids: list[np.ndarray] = []
-        self._tag_ids: list[np.ndarray] = []
+        # per chunk added: its run's and tag's ids and its rows (the id columns are made by
+        # arrays(), in one go: a run of many short tags adds many chunks)
+        self._run_ids: list[int] = []
+        self._tag_ids: list[int] = []
+        self._counts: list[int] = []
         self._steps: list[np.ndarray] = []
         self._walls: list[np.ndarray] = []
-        self._hidden: list[np.ndarray] = []
+        self._hidden: list = []   # per chunk, its hidden mask or None (none hidden)
         self.rows = 0
 
     def add(self, chunk: Series, repeat: np.ndarray | None = None) -> None:
-        steps, walls = chunk.steps, chunk.wall_times
-        hidden = chunk.hidden if chunk.hidden is not None else np.zeros(len(chunk), np.bool_)
+        steps, walls, hidden = chunk.steps, chunk.wall_times, chunk.hidden
         if repeat is not None:
-            steps, walls, hidden = (np.repeat(a, repeat) for a in (steps, walls, hidden))
+            steps, walls = np.repeat(steps, repeat), np.repeat(walls, repeat)
+            if hidden is not None:
+                hidden = np.repeat(hidden, repeat)
         n = len(steps)
-        self._run_ids.append(np.full(n, self.runs.id(chunk.run), np.int32))
-        self._tag_ids.append(np.full(n, self.tags.id(chunk.tag), np.int32))
+        self._run_ids.append(self.runs.id(chunk.run))
+        self._tag_ids.append(self.tags.id(chunk.tag))
+        self._counts.append(n)
         self._steps.append(steps)
         self._walls.append(walls)
         self._hidden.append(hidden)
@@ -75,12 +80,21 @@ class PointColumns:
     def _cat(parts, dtype) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
+    def _ids(self, ids: list[int]) -> np.ndarray:
+        return np.repeat(np.array(ids, dtype=np.int32), np.array(self._counts, dtype=np.int64))
+
+    def _hidden_column(self) -> np.ndarray:
+        if all(h is None for h in self._hidden):
+            return np.zeros(self.rows, np.bool_)
+        return self._cat([np.zeros(n, np.bool_) if h is None else h
+                          for h, n in zip(self._hidden, self._counts, strict=True)], np.bool_)
+
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"run": self._cat(self._run_ids, np.int32),
-                "tag": self._cat(self._tag_ids, np.int32),
+        return {"run": self._ids(self._run_ids),
+                "tag": self._ids(self._tag_ids),
                 "step": self._cat(self._steps, np.int64),
                 "wall_time": self._cat(self._walls, np.float64),
-                "hidden": self._cat(self._hidden, np.bool_)}
+                "hidden": self._hidden_column()}
 
     def table(self, extra: dict):
         """An Arrow table: the shared columns, then ``extra`` (name -> array), then hidden."""
@@ -159,11 +173,17 @@ class ScalarColumns(PointColumns):
         if not isinstance(chunk, ScalarSeries):
             return False
         self.add(chunk)
-        self._values.append(as_float64(chunk, self.report))
+        values = chunk.values
+        if values.dtype.kind in "iu":
+            self._values.append(as_float64(chunk, self.report))
+        else:
+            self._values.append(values)   # made float64 (exactly) in values()
         return True
 
     def values(self) -> np.ndarray:
-        return self._cat(self._values, np.float64)
+        if not self._values:
+            return np.zeros(0, np.float64)
+        return np.concatenate(self._values, dtype=np.float64)
 
     def long_table(self):
         import pyarrow as pa

@@ -117,10 +117,13 @@ def run_to_json(run: Run) -> dict:
 
 def series_to_json(run_index: int, tag: str, kind: str, md: Metadata,
                    value_dtype: str | None) -> dict:
+    content = md.plugin_content
+    data_class = DATA_CLASS_NAMES.get(md.data_class)
     return {"run": run_index, "tag": tag, "kind": kind,
-            "plugin_name": md.plugin_name, "plugin_content": _b64(md.plugin_content),
+            "plugin_name": md.plugin_name, "plugin_content": _b64(content) if content else "",
             "display_name": md.display_name, "description": md.description,
-            "data_class": DATA_CLASS_NAMES[DataClass(md.data_class)],
+            "data_class": DATA_CLASS_NAMES[DataClass(md.data_class)] if data_class is None
+            else data_class,
             "value_dtype": value_dtype}
 
 

@@ -93,12 +93,25 @@ def _pieces(batch: pa.RecordBatch):
         yield piece, piece.nbytes
 
 
+_DTYPE_NAMES: dict = {}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name``, which numpy works out anew at every call (several microseconds)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
 class _SeriesIds:
     """The archive's series list, numbered in first-seen order."""
 
     def __init__(self) -> None:
         self.runs: list[dict] = []
-        self.series: list[dict] = []
+        # each series' JSON, or (until :meth:`series_json`) the fields it is made of: a
+        # tuple is a fraction of a dict's memory, for a run of 100,000 tags
+        self.series: list = []
         self._series_ids: dict = {}
 
     def series_id(self, run_index: int, chunk: Series, kind: str, value_dtype) -> int:
@@ -111,8 +124,12 @@ class _SeriesIds:
         if sid is None:
             sid = len(self.series)
             self._series_ids[key] = sid
-            self.series.append(S.series_to_json(run_index, tag, kind, md, value_dtype))
+            self.series.append(key)
         return sid
+
+    def series_json(self) -> list[dict]:
+        """The series list as the archive's metadata holds it."""
+        return [s if isinstance(s, dict) else S.series_to_json(*s) for s in self.series]
 
 
 def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
@@ -120,7 +137,7 @@ def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
     holds: the archive's JSON and its digest."""
     meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
             "experiment": S.experiment_to_json(experiment),
-            "runs": sink.runs, "series": sink.series, S.ROW_GROUPS_KEY: sink.row_groups}
+            "runs": sink.runs, "series": sink.series_json(), S.ROW_GROUPS_KEY: sink.row_groups}
     raw = S.dumps(meta)
     return {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
 
@@ -360,7 +377,7 @@ def blob_batch(chunk: BlobSequenceSeries, sid: int, run: str) -> pa.RecordBatch:
 
 def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.RecordBatch:
     if isinstance(chunk, ScalarSeries):
-        sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, chunk.values.dtype.name)
+        sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, dtype_name(chunk.values.dtype))
         return scalar_batch(chunk, sid, run)
     if isinstance(chunk, BlobSequenceSeries):
         sid = sink.series_id(run_index, chunk, S.KIND_BLOB_SEQUENCE, None)
@@ -538,7 +555,7 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
                     add_short()
                 # numbered where it comes, as if it had a batch of its own
                 sids.append(sink.series_id(run_index, chunk, S.KIND_SCALAR,
-                                           chunk.values.dtype.name))
+                                           dtype_name(chunk.values.dtype)))
                 short.append(chunk)
                 rows += len(chunk)
                 continue
@@ -603,7 +620,7 @@ class ParquetWriter(Writer):
         except BaseException:
             sink.discard()
             raise
-        return {"run": sink.runs[0], "series": sink.series, "row_groups": sink.row_groups}
+        return {"run": sink.runs[0], "series": sink.series_json(), "row_groups": sink.row_groups}
 
     def append_staged(self, path: Path, info: dict, run_name: str) -> None:
         """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it."""

@@ -177,37 +177,60 @@ def _fill_payload_crcs(out: np.ndarray, p: np.ndarray, payload_len: np.ndarray) 
 class EventStream:
     """Frames ordered entries fed in pieces exactly as if they came in one piece.
 
-    The last (possibly unfinished) event of each piece waits for the next one.
+    The last (possibly unfinished) event of each piece waits for the next one. An event
+    may gather the pieces of many feeds (the first values of many tags, at one step and
+    time): they wait as a short stack of parts, merged as it grows, so that gathering n
+    entries costs n log n, not n squared.
     """
 
     def __init__(self, write) -> None:
         self.write = write
-        self.carry = Entries.empty()
+        self._parts: list[Entries] = []   # the waiting event, in order; none empty
+
+    @property
+    def carry(self) -> Entries:
+        """The entries waiting for the next piece."""
+        return Entries.concat(self._parts)
+
+    def _wait(self, e: Entries) -> None:
+        parts = self._parts
+        parts.append(e)
+        while len(parts) > 1 and len(parts[-1]) >= len(parts[-2]):
+            top = parts.pop()
+            parts[-1] = Entries.concat([parts[-1], top])
 
     def feed(self, e: Entries) -> None:
         if not len(e):
             return
         starts = group_starts(e)
-        if len(self.carry):
-            pair = Entries.concat([self.carry.slice(len(self.carry) - 1, len(self.carry)),
-                                   e.slice(0, 1)])
-            if group_starts(pair)[1]:
-                self.write(frame_entries(self.carry))
-                self.carry = Entries.empty()
-            else:
+        if self._parts:
+            if _continues(self._parts[-1], e):
                 starts[0] = False   # e's first entries finish the waiting event
+            else:
+                self.write(frame_entries(self.carry))
+                self._parts = []
         begins = np.flatnonzero(starts)
         if not len(begins):
-            self.carry = Entries.concat([self.carry, e])
+            self._wait(e)
             return
         first, last = int(begins[0]), int(begins[-1])
-        if len(self.carry):
-            self.write(frame_entries(Entries.concat([self.carry, e.slice(0, first)])))
+        if self._parts:
+            self.write(frame_entries(Entries.concat(self._parts + [e.slice(0, first)])))
         if last > first:
             self.write(frame_entries(e.slice(first, last)))
-        self.carry = e.slice(last, len(e))
+        self._parts = [e.slice(last, len(e))]
 
     def finish(self) -> None:
-        if len(self.carry):
+        if self._parts:
             self.write(frame_entries(self.carry))
-        self.carry = Entries.empty()
+        self._parts = []
+
+
+def _continues(before: Entries, after: Entries) -> bool:
+    """Whether ``after``'s first entry joins the event of ``before``'s last one (as
+    :func:`group_starts` tells it of the two side by side)."""
+    i = len(before) - 1
+    return bool(before.kind[i] == VALUE and after.kind[0] == VALUE
+                and before.step[i] == after.step[0]
+                and before.wall[i:i + 1].view(np.int64)[0] == after.wall[:1].view(np.int64)[0]
+                and after.tag[0] > before.tag[i])
