@@ -204,3 +204,67 @@ def test_damaged_series_costs_that_series_only(tmp_path):
             got = loaded.series[run][tag]
             np.testing.assert_array_equal(got.steps, series.steps)
             np.testing.assert_array_equal(got.wall_times, series.wall_times)
+
+
+# ------------------------------------------------------------------ many small series
+
+def _many_tags_logdir(root, runs=1, tags=3000, steps=2):
+    """Event files of ``runs`` runs, each ``tags`` scalar tags of ``steps`` points (and one
+    histogram tag, so tensors come through the same writer)."""
+    from tbconvert.api import open_writer
+    from tbconvert.model import DataClass, Metadata, Run, ScalarSeries, TensorSeries
+    rng = np.random.default_rng(0)
+    scal = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    hist = Metadata("histograms", b"", "", "", DataClass.TENSOR)
+
+    def chunks(name):
+        for k in range(tags):
+            yield ScalarSeries(run=name, tag=f"layer{k // 4}/metric{k % 4}", metadata=scal,
+                               steps=np.arange(steps, dtype=np.int64),
+                               wall_times=1.7e9 + np.arange(steps) * 0.5, hidden=None,
+                               values=rng.random(steps).astype(np.float32))
+        yield TensorSeries(run=name, tag="weights", metadata=hist,
+                           steps=np.arange(steps, dtype=np.int64),
+                           wall_times=1.7e9 + np.arange(steps) * 0.5, hidden=None,
+                           dtypes=np.full(steps, dt.DT_DOUBLE, np.int32),
+                           tensors=tuple(rng.random((4, 3)) for _ in range(steps)))
+    with open_writer(root, format="tfevents") as w:
+        for i in range(runs):
+            w.write_run(Run(f"run{i}", 1.7e9), chunks(f"run{i}"))
+    return root
+
+
+def test_a_run_of_many_tags_round_trips(tmp_path):
+    """3,000 tags of 2 points: event files -> HDF5 -> event files hold the same points, and
+    the archive holds every series as the schema says (one group each, resizable datasets)."""
+    from tbconvert.verify import compare
+    src = _many_tags_logdir(tmp_path / "logs")
+    h5 = tmp_path / "x.h5"
+    report = tbconvert.convert(src, h5, jobs=1)
+    assert not report.lost
+    back = tmp_path / "back"
+    tbconvert.convert(h5, back, to_format="tfevents", jobs=1)
+    assert compare(src, back) == []
+    with h5py.File(h5, "r") as f:
+        tags = f["runs/0/tags"].asstr()[()]
+        assert len(tags) == 3001 and tags[0] == "layer0/metric0" and tags[-1] == "weights"
+        assert len(f["runs/0/series"]) == 3001
+        s = f["runs/0/series/2999"]
+        assert s.attrs["tag"] == "layer749/metric3" and s.attrs["kind"] == "scalar"
+        assert s.attrs["plugin_content"].dtype == np.uint8
+        for name, dtype in (("steps", np.int64), ("wall_times", np.float64),
+                            ("hidden", np.bool_), ("values", np.float32)):
+            assert s[name].dtype == dtype and s[name].shape == (2,)
+            assert s[name].maxshape == (None,) and s[name].compression == "gzip"
+        assert s["steps"][()].tolist() == [0, 1]
+        w = f["runs/0/series/3000"]
+        assert w.attrs["layout"] == "dense" and w["values"].shape == (2, 4, 3)
+
+
+def test_many_tags_the_same_archive_for_every_jobs(tmp_path):
+    src = _many_tags_logdir(tmp_path / "logs", runs=3, tags=200)
+    tbconvert.convert(src, tmp_path / "one.h5", jobs=1)
+    tbconvert.convert(src, tmp_path / "two.h5", jobs=2)
+    assert (tmp_path / "one.h5").read_bytes() == (tmp_path / "two.h5").read_bytes()
+    loaded = tbconvert.read(tmp_path / "one.h5", restarts="keep-all")
+    assert len(loaded.series["run2"]) == 201

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 
 import h5py
 import numpy as np
+from h5py import h5a, h5d, h5g, h5p, h5s, h5t
 
 from tbconvert import budget
 from tbconvert import dtypes as dt
@@ -52,6 +53,7 @@ def write_run_group(parent: h5py.Group, name: str, run: Run, series: Iterable[Se
     with writing():
         g = _start_run(parent, name, run)
         sg = g.create_group(schema.SERIES)
+        out = _Out(sg)
     states: dict = {}
     tags: list[str] = []
     try:
@@ -60,13 +62,15 @@ def write_run_group(parent: h5py.Group, name: str, run: Run, series: Iterable[Se
             if not len(chunk):
                 continue
             with writing():
-                _add_chunk(sg, states, tags, chunk)
+                _add_chunk(sg, states, tags, chunk, out)
         with writing():
+            out.switch(None)
             g.create_dataset(schema.TAGS, data=np.array(tags, dtype=object), dtype=STR)
     finally:
         with deferred():  # h5py objects released here, not wherever the collector runs
+            out.switch(None)
             states.clear()
-            del g, sg
+            del g, sg, out
 
 
 def _vlen(items) -> list:
@@ -76,34 +80,156 @@ def _vlen(items) -> list:
             else np.asarray(b) for b in items]
 
 
-def _create(group: h5py.Group, name: str, dtype, tail=(), rows_hint: int = 0) -> h5py.Dataset:
-    dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
-    vlen = h5py.check_vlen_dtype(dtype) is not None or h5py.check_string_dtype(dtype) is not None
-    if vlen:
-        rows = schema.VLEN_CHUNK_ROWS
-    else:
-        row_bytes = max(1, dtype.itemsize * int(np.prod(tail, dtype=np.int64)))
-        rows = max(1, min(schema.CHUNK_BYTES // row_bytes, 65536))
-        rows = min(rows, max(1024, rows_hint)) if rows >= 1024 else rows
-    kwargs = dict(compression=schema.COMPRESSION, compression_opts=schema.COMPRESSION_LEVEL)
-    if not vlen and dtype.kind in "iufc" and dtype.itemsize > 1:
-        kwargs["shuffle"] = True
-    return group.create_dataset(name, shape=(0, *tail), maxshape=(None, *tail), dtype=dtype,
-                                chunks=(rows, *tail), **kwargs)
+def _is_vlen(dtype: np.dtype) -> bool:
+    return h5py.check_vlen_dtype(dtype) is not None or h5py.check_string_dtype(dtype) is not None
 
 
-def _append(group: h5py.Group, name: str, data, dtype=None) -> None:
-    if name not in group:
-        arr = data if dtype is not None else np.asarray(data)
-        _create(group, name, dtype if dtype is not None else arr.dtype,
-                tail=() if dtype is not None else arr.shape[1:], rows_hint=len(data))
-    ds = group[name]
+def _chunk_rows(dtype: np.dtype, tail: tuple, rows_hint: int) -> int:
+    if _is_vlen(dtype):
+        return schema.VLEN_CHUNK_ROWS
+    row_bytes = max(1, dtype.itemsize * int(np.prod(tail, dtype=np.int64)))
+    rows = max(1, min(schema.CHUNK_BYTES // row_bytes, 65536))
+    return min(rows, max(1024, rows_hint)) if rows >= 1024 else rows
+
+
+class _Out:
+    """What every group, dataset and attribute of a run shares, made once per run with
+    h5py's low-level API: property lists, HDF5 types, dataspaces. A run of many small series
+    costs a few HDF5 calls per object, made as h5py's high-level calls make them (the same
+    groups, datasets and attributes: types, shapes, chunks, filters), without their per-call
+    overhead; each dataset is created at the size of its first data (no resize).
+
+    Only the series being written is open (its group and datasets): when another series'
+    chunk comes, they are closed (HDF5 flushes their chunks), so a run of any number of
+    series holds one series open."""
+
+    _MAX_RECIPES = 4096
+
+    def __init__(self, series_group: h5py.Group) -> None:
+        self._sg = series_group.id
+        self._dcpls: dict = {}
+        self._types: dict = {}
+        self._recipes: dict = {}
+        self._scalar = h5s.create(h5s.SCALAR)
+        # what h5py's create_group sets: no times, an ASCII link name (the names are numbers)
+        self._gcpl = h5p.create(h5p.GROUP_CREATE)
+        self._gcpl.set_obj_track_times(False)
+        self._lcpl = h5p.create(h5p.LINK_CREATE)
+        self._lcpl.set_create_intermediate_group(True)
+        self._lcpl.set_char_encoding(h5t.CSET_ASCII)
+        self.current: _SeriesState | None = None
+
+    def new_group(self, name: str):
+        return h5g.create(self._sg, name.encode(), lcpl=self._lcpl, gcpl=self._gcpl)
+
+    def switch(self, state: _SeriesState | None) -> None:
+        """Make ``state`` the open series (None: none), closing the one open before."""
+        current = self.current
+        if current is state:
+            return
+        if current is not None:
+            current.ids.clear()   # closed: HDF5 flushes their chunks
+            current.gid = None
+        if state is not None and state.gid is None:
+            state.gid = h5g.open(self._sg, state.name)
+        self.current = state
+
+    def types(self, dtype: np.dtype):
+        """(file type, memory type) of ``dtype``, as h5py makes them for a new object."""
+        key = (dtype, str(dtype.metadata))  # (object dtypes differ only in their metadata)
+        got = self._types.get(key)
+        if got is None:
+            got = self._types[key] = (h5t.py_create(dtype, logical=True), h5t.py_create(dtype))
+        return got
+
+    def dcpl(self, chunks: tuple, shuffle: bool):
+        key = (chunks, shuffle)
+        plist = self._dcpls.get(key)
+        if plist is None:
+            # what h5py's create_dataset(chunks=..., compression="gzip", shuffle=...) sets
+            plist = h5p.create(h5p.DATASET_CREATE)
+            plist.set_chunk(chunks)
+            if shuffle:
+                plist.set_shuffle()
+            assert schema.COMPRESSION == "gzip"
+            plist.set_deflate(schema.COMPRESSION_LEVEL)
+            plist.set_obj_track_times(False)
+            self._dcpls[key] = plist
+        return plist
+
+    def recipe(self, dtype: np.dtype, tail: tuple, n: int):
+        """(file type, memory type, dataspace, dcpl, vlen) of a new dataset of ``n`` rows."""
+        key = (dtype, str(dtype.metadata), tail, n)
+        got = self._recipes.get(key)
+        if got is None:
+            if len(self._recipes) >= self._MAX_RECIPES:
+                self._recipes.clear()
+            vlen = _is_vlen(dtype)
+            rows = _chunk_rows(dtype, tail, n)
+            shuffle = not vlen and dtype.kind in "iufc" and dtype.itemsize > 1
+            ftype, mtype = self.types(dtype)
+            space = h5s.create_simple((n, *tail), (h5s.UNLIMITED, *tail))
+            got = self._recipes[key] = (ftype, mtype, space, self.dcpl((rows, *tail), shuffle),
+                                        vlen)
+        return got
+
+    def attrs(self, oid, items) -> None:
+        """New attributes on the new object ``oid``, as h5py's ``attrs[name] = value``
+        writes them (strings: scalar variable-length UTF-8; numbers: scalar; arrays: 1-D)."""
+        for name, value in items:
+            if isinstance(value, str):
+                data, dtype = np.array(value, dtype=STR), STR
+            else:
+                data = np.asarray(value, order="C")
+                dtype = data.dtype
+            ftype, mtype = self.types(dtype)
+            space = self._scalar if data.ndim == 0 else h5s.create_simple(data.shape)
+            attr = h5a.create(oid, name.encode(), ftype, space)
+            attr.write(data, mtype=mtype)
+
+
+def _create(out: _Out, state: _SeriesState, name: str, data, dtype: np.dtype,
+            tail: tuple) -> None:
+    """A new chunked, resizable, compressed dataset holding ``data`` (its first rows)."""
+    n = len(data)
+    ftype, mtype, space, dcpl, vlen = out.recipe(dtype, tail, n)
+    dsid = h5d.create(state.gid, name.encode(), ftype, space, dcpl=dcpl)
+    if n:
+        if vlen:
+            h5py.Dataset(dsid)[0:n] = data
+        else:
+            dsid.write(h5s.ALL, h5s.ALL, data, mtype=mtype)
+    state.ids[name] = dsid
+    state.lengths[name] = n
+
+
+def _append(out: _Out, state: _SeriesState, name: str, data, dtype=None) -> None:
+    if name not in state.lengths:
+        if dtype is None:
+            data = np.ascontiguousarray(data)
+            _create(out, state, name, data, data.dtype, data.shape[1:])
+        else:
+            _create(out, state, name, data, np.dtype(dtype), ())
+        return
     n = len(data)
     if n == 0:
         return
-    old = ds.shape[0]
-    ds.resize(old + n, axis=0)
-    ds[old:old + n] = data
+    dsid = state.ids.get(name)
+    if dsid is None:
+        dsid = state.ids[name] = h5d.open(state.gid, name.encode())
+    old = state.lengths[name]
+    if dtype is not None:   # variable-length: h5py converts the items
+        dsid.set_extent((old + n,))
+        h5py.Dataset(dsid)[old:old + n] = data
+    else:
+        data = np.ascontiguousarray(data)
+        tail = data.shape[1:]
+        dsid.set_extent((old + n, *tail))
+        fspace = dsid.get_space()
+        fspace.select_hyperslab((old, *(0 for _ in tail)), (n, *tail))
+        dsid.write(h5s.create_simple((n, *tail)), fspace, data,
+                   mtype=h5t.py_create(data.dtype))
+    state.lengths[name] = old + n
 
 
 def _is_uniform(chunk: TensorSeries):
@@ -119,14 +245,17 @@ def _is_uniform(chunk: TensorSeries):
 
 
 class _SeriesState:
-    def __init__(self, group: h5py.Group, kind: str) -> None:
-        self.group = group
+    def __init__(self, name: str, gid, kind: str) -> None:
+        self.name = name.encode()
+        self.gid = gid                      # while open (see _Out.switch)
         self.kind = kind
         self.layout: str | None = None
         self.dense_key = None
         self.data_bytes = 0
         self.string_count = 0
         self.blob_count = 0
+        self.lengths: dict[str, int] = {}   # every dataset of the series: its rows
+        self.ids: dict = {}                 # those open now (see _Out)
 
 
 def _start_run(parent: h5py.Group, name: str, run: Run) -> h5py.Group:
@@ -141,11 +270,16 @@ def _start_run(parent: h5py.Group, name: str, run: Run) -> h5py.Group:
         rec.create_dataset("step", data=np.array([r.step for r in run.records], np.int64))
         rec.create_dataset("wall_time",
                            data=np.array([r.wall_time for r in run.records], np.float64))
-        _append(rec, "payload", _vlen([r.payload for r in run.records]), VLEN_BYTES)
+        payload = rec.create_dataset("payload", shape=(0,), maxshape=(None,), dtype=VLEN_BYTES,
+                                     chunks=(schema.VLEN_CHUNK_ROWS,),
+                                     compression=schema.COMPRESSION,
+                                     compression_opts=schema.COMPRESSION_LEVEL)
+        payload.resize(len(run.records), axis=0)
+        payload[0:len(run.records)] = _vlen([r.payload for r in run.records])
     return g
 
 
-def _add_chunk(sg: h5py.Group, states: dict, tags: list, chunk: Series) -> None:
+def _add_chunk(sg: h5py.Group, states: dict, tags: list, chunk: Series, out: _Out) -> None:
     if isinstance(chunk, ScalarSeries):
         kind, extra = schema.KIND_SCALAR, chunk.values.dtype.name
     elif isinstance(chunk, BlobSequenceSeries):
@@ -155,54 +289,57 @@ def _add_chunk(sg: h5py.Group, states: dict, tags: list, chunk: Series) -> None:
     key = (chunk.tag, kind, chunk.metadata, extra)
     state = states.get(key)
     if state is None:
-        state = states[key] = _SeriesState(_new_series(sg, len(tags), chunk, kind), kind)
+        out.switch(None)
+        j = str(len(tags))
+        state = states[key] = _SeriesState(j, _new_series(out, j, chunk, kind), kind)
         tags.append(chunk.tag)
-    _append_chunk(state, chunk)
+    out.switch(state)
+    _append_chunk(out, state, chunk)
 
 
-def _new_series(sg: h5py.Group, j: int, chunk: Series, kind: str) -> h5py.Group:
-    s = sg.create_group(str(j))
+def _new_series(out: _Out, j: str, chunk: Series, kind: str):
+    gid = out.new_group(j)
     md = chunk.metadata
-    s.attrs["tag"] = chunk.tag
-    s.attrs["kind"] = kind
-    s.attrs["plugin_name"] = md.plugin_name
-    s.attrs["plugin_content"] = np.frombuffer(md.plugin_content, dtype=np.uint8)
-    s.attrs["display_name"] = md.display_name
-    s.attrs["description"] = md.description
-    s.attrs["data_class"] = np.int32(int(md.data_class))
-    s.attrs["data_class_name"] = DataClass(md.data_class).name.lower()
-    return s
+    out.attrs(gid, (
+        ("tag", chunk.tag),
+        ("kind", kind),
+        ("plugin_name", md.plugin_name),
+        ("plugin_content", np.frombuffer(md.plugin_content, dtype=np.uint8)),
+        ("display_name", md.display_name),
+        ("description", md.description),
+        ("data_class", np.int32(int(md.data_class))),
+        ("data_class_name", DataClass(md.data_class).name.lower()),
+    ))
+    return gid
 
 
-def _append_chunk(state: _SeriesState, chunk: Series) -> None:
-    s = state.group
+def _append_chunk(out: _Out, state: _SeriesState, chunk: Series) -> None:
     n = len(chunk)
-    _append(s, "steps", chunk.steps)
-    _append(s, "wall_times", chunk.wall_times)
-    _append(s, "hidden", np.zeros(n, bool) if chunk.hidden is None else chunk.hidden)
+    _append(out, state, "steps", chunk.steps)
+    _append(out, state, "wall_times", chunk.wall_times)
+    _append(out, state, "hidden", np.zeros(n, bool) if chunk.hidden is None else chunk.hidden)
     if state.kind == schema.KIND_SCALAR:
         values = chunk.values
         if values.dtype.kind != "b":
             values = values.astype(values.dtype.newbyteorder("<"), copy=False)
-        _append(s, "values", values)
+        _append(out, state, "values", values)
     elif state.kind == schema.KIND_BLOB_SEQUENCE:
-        _append_blobs(state, chunk)
+        _append_blobs(out, state, chunk)
     else:
-        _append_tensors(state, chunk)
+        _append_tensors(out, state, chunk)
 
 
-def _append_blobs(state: _SeriesState, chunk: BlobSequenceSeries) -> None:
-    s = state.group
-    if "blob_offsets" not in s:
-        _append(s, "blob_offsets", np.zeros(1, np.int64))
-    _append(s, "blobs", _vlen([b"" if b is None else b for b in chunk.blobs]), VLEN_BYTES)
-    _append(s, "blob_missing", np.array([b is None for b in chunk.blobs], dtype=bool))
-    _append(s, "blob_offsets", chunk.offsets[1:] + state.blob_count)
+def _append_blobs(out: _Out, state: _SeriesState, chunk: BlobSequenceSeries) -> None:
+    if "blob_offsets" not in state.lengths:
+        _append(out, state, "blob_offsets", np.zeros(1, np.int64))
+    _append(out, state, "blobs", _vlen([b"" if b is None else b for b in chunk.blobs]),
+            VLEN_BYTES)
+    _append(out, state, "blob_missing", np.array([b is None for b in chunk.blobs], dtype=bool))
+    _append(out, state, "blob_offsets", chunk.offsets[1:] + state.blob_count)
     state.blob_count += len(chunk.blobs)
 
 
-def _append_tensors(state: _SeriesState, chunk: TensorSeries) -> None:
-    s = state.group
+def _append_tensors(out: _Out, state: _SeriesState, chunk: TensorSeries) -> None:
     for t in chunk.tensors:
         if np.ndim(t) > budget.MAX_DIMS:
             raise UnsupportedError(
@@ -211,27 +348,28 @@ def _append_tensors(state: _SeriesState, chunk: TensorSeries) -> None:
     uniform = _is_uniform(chunk)
     if state.layout is None:
         state.layout = schema.LAYOUT_DENSE if uniform is not None else schema.LAYOUT_RAGGED
-        s.attrs["layout"] = state.layout
         if uniform is not None:
             state.dense_key = uniform
-            s.attrs["tensor_dtype"] = np.int32(uniform[0])
-            s.attrs["tensor_dtype_name"] = dt.NAMES[uniform[0]]
+            out.attrs(state.gid, (("layout", state.layout),
+                                  ("tensor_dtype", np.int32(uniform[0])),
+                                  ("tensor_dtype_name", dt.NAMES[uniform[0]])))
+        else:
+            out.attrs(state.gid, (("layout", state.layout),))
     if state.layout == schema.LAYOUT_DENSE and uniform != state.dense_key:
-        _to_ragged(state)
+        _to_ragged(out, state)
     if state.layout == schema.LAYOUT_DENSE:
         code = state.dense_key[0]
         stacked = np.stack([np.asarray(t) for t in chunk.tensors]).astype(
             dt.numpy_dtype(code), copy=False)
-        _append(s, "values", stacked)
+        _append(out, state, "values", stacked)
     else:
-        _append_ragged(state, chunk.dtypes, chunk.tensors)
+        _append_ragged(out, state, chunk.dtypes, chunk.tensors)
 
 
-def _append_ragged(state: _SeriesState, codes, tensors) -> None:
-    s = state.group
-    if "data_offsets" not in s:
-        _append(s, "data_offsets", np.zeros(1, np.int64))
-        _append(s, "string_offsets", np.zeros(1, np.int64))
+def _append_ragged(out: _Out, state: _SeriesState, codes, tensors) -> None:
+    if "data_offsets" not in state.lengths:
+        _append(out, state, "data_offsets", np.zeros(1, np.int64))
+        _append(out, state, "string_offsets", np.zeros(1, np.int64))
     shapes, data, strings = [], [], []
     data_off = np.empty(len(tensors), np.int64)
     str_off = np.empty(len(tensors), np.int64)
@@ -247,17 +385,19 @@ def _append_ragged(state: _SeriesState, codes, tensors) -> None:
         data_off[i] = state.data_bytes
         str_off[i] = state.string_count + len(strings)
     state.string_count += len(strings)
-    _append(s, "dtypes", np.asarray(codes, dtype=np.int32))
-    _append(s, "shapes", _vlen(shapes), VLEN_INT64)
-    _append(s, "data", np.frombuffer(b"".join(data), dtype=np.uint8))
-    _append(s, "data_offsets", data_off)
-    _append(s, "strings", _vlen(strings), VLEN_BYTES)
-    _append(s, "string_offsets", str_off)
+    _append(out, state, "dtypes", np.asarray(codes, dtype=np.int32))
+    _append(out, state, "shapes", _vlen(shapes), VLEN_INT64)
+    _append(out, state, "data", np.frombuffer(b"".join(data), dtype=np.uint8))
+    _append(out, state, "data_offsets", data_off)
+    _append(out, state, "strings", _vlen(strings), VLEN_BYTES)
+    _append(out, state, "string_offsets", str_off)
 
 
-def _to_ragged(state: _SeriesState) -> None:
+def _to_ragged(out: _Out, state: _SeriesState) -> None:
     """A later chunk broke the uniform layout: move what was written to the ragged one."""
-    s = state.group
+    s = h5py.Group(state.gid)
+    state.ids.pop("values", None)
+    del state.lengths["values"]
     values = s["values"]
     code = state.dense_key[0]
     state.layout = schema.LAYOUT_RAGGED
@@ -268,5 +408,7 @@ def _to_ragged(state: _SeriesState) -> None:
     step = max(1, schema.READ_BYTES // row_bytes)
     for start in range(0, values.shape[0], step):
         block = values[start:start + step]
-        _append_ragged(state, np.full(len(block), code, np.int32), list(block))
+        _append_ragged(out, state, np.full(len(block), code, np.int32), list(block))
+    del values
     del s["values"]
+    del s
