@@ -393,12 +393,13 @@ def test_random_tags_bulk_equals_protobuf(pool, picks, value, second, steps, see
 
 # -- record framing and legacy histograms -------------------------------------------------------
 
-@pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy"])
+@pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy", "pytorch_layers"])
 def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
     """record_chain predicts record positions from repeating lengths; it must find exactly the
     records a one-by-one walk finds, from any offset, for any limit, damaged bytes included."""
     from tbconvert.formats.tfevents import record_chain
-    writers.write_form(form, tmp_path, 600)
+    # a metric per layer: a cycle of 1,024 lengths made of shorter repeats
+    writers.write_form(form, tmp_path, 3000 if form == "pytorch_layers" else 600)
     rng = np.random.default_rng(5)
     paths = sorted(tmp_path.rglob("events.out.tfevents.*"))
     assert paths

@@ -25,6 +25,7 @@ FOOTER = 4
 SAMPLE = 48          # records walked one by one before looking for a period
 MAX_PERIOD = 16      # tags logged per step that we recognise as a cycle
 MAX_PREDICT = 1 << 18  # records predicted per round (bounds the temporary arrays)
+FIRST_PREDICT = 256    # records predicted in a period's first round
 
 _U64 = struct.Struct("<Q")
 
@@ -77,15 +78,28 @@ def walk(buf, off: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
         if not p:
             continue
         pattern = np.array(lengths[-p:], dtype=np.int64)
-        got_s, got_l = _predicted(data, n, off, pattern, min(limit - count, MAX_PREDICT))
-        if len(got_s):
-            parts_s.append(np.array(starts, dtype=np.int64))
-            parts_l.append(np.array(lengths, dtype=np.int64))
-            starts, lengths = [], []
+        # Predict a few cycles first, then four times more each time all of them held: a
+        # period found in a short sample can be part of a longer one (a metric per layer
+        # repeats the lengths of one layer's names), which holds for a few records only, and
+        # predicting far past them cost as much as the records that were right.
+        ask = max(FIRST_PREDICT, 4 * p)
+        while count < limit:
+            want = min(limit - count, ask)
+            got_s, got_l = _predicted(data, n, off, pattern, want)
+            if not len(got_s):
+                break
+            if starts:
+                parts_s.append(np.array(starts, dtype=np.int64))
+                parts_l.append(np.array(lengths, dtype=np.int64))
+                starts, lengths = [], []
             parts_s.append(got_s)
             parts_l.append(got_l)
             count += len(got_s)
             off = int(got_s[-1] + got_l[-1]) + FOOTER
+            if len(got_s) < want:
+                break       # the pattern broke here (or the buffer ends)
+            pattern = np.roll(pattern, -(len(got_s) % p))
+            ask = min(4 * ask, MAX_PREDICT)
     parts_s.append(np.array(starts, dtype=np.int64))
     parts_l.append(np.array(lengths, dtype=np.int64))
     return np.concatenate(parts_s), np.concatenate(parts_l)
