@@ -26,9 +26,10 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float32
 from tbconvert.formats.tfevents import encode, event_files, forms, legacy, records
-from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries
+from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter
 from tbconvert.formats.tfevents.events import EventStream
 from tbconvert.formats.tfevents.merge import BUFFER_BYTES, FAN_IN, Sorter
+from tbconvert.formats.tfevents.windows import windows
 from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries, Series
 from tbconvert.report import are, plural, were
 
@@ -38,6 +39,16 @@ _SESSION_START = 1
 # Steps (8 bytes each) a run file may hold to follow the data server's rule over tags whose
 # steps do not grow by a constant stride; a tag beyond it is followed more coarsely.
 STEPS_BUDGET = 1 << 22
+# Scalar chunks of at most this many points are gathered (up to BATCH_POINTS points) and
+# encoded many tags at a time, a few numpy calls a batch rather than a dozen a chunk.
+SMALL_CHUNK = 64
+BATCH_POINTS = 1 << 16
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# Summary.Value pieces: the tag field's key, simple_value's key, a DT_FLOAT rank-0 tensor
+# field (its float_val follows), the metadata field's key.
+_TAG_KEY, _SIMPLE = b"\x0a", b"\x15"
+_TENSOR = b"\x42\x0a" + b"\x08" + bytes([dt.DT_FLOAT]) + b"\x12\x00" + b"\x2a\x04"
+_METADATA_KEY = b"\x4a"
 
 
 def _pb():
@@ -144,10 +155,14 @@ class DataServerSteps:
 
 
 class _Tag:
-    __slots__ = ("order", "count", "key_max", "metadata", "legacy", "special", "first_legacy",
-                 "tag_bytes", "witness", "rounded", "shown")
+    """A tag's writing state. ``shown`` is None before any point, ``(first, stride, count)``
+    while the tag's steps are one constant stride fed in a single chunk (what a
+    :class:`DataServerSteps` then holds, made only when more comes), else that object."""
 
-    def __init__(self, order: int, tag: str, md: Metadata, steps_budget: list) -> None:
+    __slots__ = ("order", "count", "key_max", "metadata", "legacy", "special", "first_legacy",
+                 "witness", "rounded", "shown", "batched")
+
+    def __init__(self, order: int, tag: str, md: Metadata) -> None:
         self.order = order
         self.count = 0
         self.key_max = -math.inf
@@ -159,10 +174,10 @@ class _Tag:
         elif md == _TRM_MD:
             self.special = "trm"
         self.first_legacy = False
-        self.tag_bytes = tag.encode("utf-8")
         self.witness: Series | None = None   # the tag's first hidden point (see add)
         self.rounded = 0                     # values float32 does not hold exactly
-        self.shown = DataServerSteps(steps_budget)
+        self.shown = None
+        self.batched = False                 # small scalar chunks may go to _flush
 
 
 class RunFile:
@@ -184,18 +199,42 @@ class RunFile:
         self.steps_budget = [STEPS_BUDGET]
         self.min_wall = math.inf
         self.event_pb2, self.summary_pb2, self.tensor_pb2 = _pb()
+        # small scalar chunks waiting to be encoded together (see _flush), of distinct tags
+        self._pending: list = []
+        self._pending_tags: set = set()
+        self._pending_points = 0
+        # per (legacy form, empty metadata): whether _flush encodes first values as _point does
+        self._encodes: dict = {}
 
     # -- collecting ---------------------------------------------------------------------------
     def add(self, s: Series) -> None:
         st = self.tags.get(s.tag)
         if st is None:
-            st = self.tags[s.tag] = _Tag(len(self.tags), s.tag, s.metadata, self.steps_budget)
+            st = self.tags[s.tag] = _Tag(len(self.tags), s.tag, s.metadata)
+            form = (st.legacy, s.metadata == _EMPTY_MD)
+            ok = self._encodes.get(form)
+            if ok is None:
+                ok = self._encodes[form] = self._same_encoding(s.metadata)
+            st.batched = ok
         if not self.keep_all and s.hidden is not None and len(s) and s.hidden.all():
             # the copy loop's witness: written only if the tag shows no point at all
             if st.witness is None:
                 st.witness = s.take([0])
             return
         self.hidden_written += s.hidden_count
+        if isinstance(s, ScalarSeries) and len(s) <= SMALL_CHUNK \
+                and s.values.dtype in _FLOATS and st.batched:
+            if not len(s):
+                return
+            if st.order in self._pending_tags:
+                self._flush()
+            self._pending.append((st, s))
+            self._pending_tags.add(st.order)
+            self._pending_points += len(s)
+            if self._pending_points >= BATCH_POINTS:
+                self._flush()
+            return
+        self._flush()
         if isinstance(s, ScalarSeries):
             s = self._float32(st, s)
         n, step = len(s), self.slice_points
@@ -216,7 +255,7 @@ class RunFile:
         walls = self._clean_walls(s)
         keys = np.maximum(np.maximum.accumulate(walls), st.key_max)
         st.key_max = float(keys[-1])
-        st.shown.feed(s.steps)
+        self._steps(st).feed(s.steps)
         idx = np.arange(st.count, st.count + n, dtype=np.int64)
         scalar = isinstance(s, ScalarSeries)
         # A scalar tag's first point, which carries the tag's metadata, takes the slow way
@@ -244,10 +283,182 @@ class RunFile:
             for form in (True, False):
                 pick = rest[simple == form]
                 if len(pick):
-                    mat = encode.scalar_values(st.tag_bytes, s.values[pick], simple=form)
+                    mat = encode.scalar_values(s.tag.encode("utf-8"), s.values[pick],
+                                               simple=form)
                     self.sorter.add(Entries.from_rows(keys[pick], st.order, idx[pick],
                                                       s.steps[pick], walls[pick], VALUE, mat))
         st.count += n
+
+    def _steps(self, st: _Tag) -> DataServerSteps:
+        shown = st.shown
+        if isinstance(shown, DataServerSteps):
+            return shown
+        d = st.shown = DataServerSteps(self.steps_budget)
+        if shown is not None:
+            first, stride, count = shown
+            d.blocks.append(shown)
+            d.kept = d.seen = count
+            d.last = first + stride * (count - 1)
+        return d
+
+    def _md_field(self, md: Metadata) -> bytes:
+        """The ``metadata`` field of a tag's first Summary.Value."""
+        blob = _metadata_proto(md, self.summary_pb2).SerializeToString()
+        return _METADATA_KEY + encode.varint(len(blob)) + blob
+
+    def _same_encoding(self, md: Metadata) -> bool:
+        """Whether first values encoded as :meth:`_flush` does come out as :meth:`_point`'s
+        protobuf ones for tags of ``md``'s legacy form (checked once per form, for a value
+        and a signaling NaN, which a tensor's protobuf float quiets)."""
+        field = self._md_field(md)
+        st = _Tag(0, "t", md)
+        for bits in (0x3FC00000, 0x7F800001):
+            values = np.array([bits], np.uint32).view(np.float32)
+            s = ScalarSeries(run="", tag="t", metadata=md, steps=np.zeros(1, np.int64),
+                             wall_times=np.zeros(1), hidden=None, values=values)
+            simple = st.legacy == forms.SIMPLE and bool(forms.simple_ok(values)[0])
+            if not simple:
+                values = _quiet(values)
+            mine = _TAG_KEY + b"\x01t" + (_SIMPLE if simple else _TENSOR) \
+                + values.astype("<f4").tobytes() + field
+            if self._point(st, s, 0, 0, 0.0) != (VALUE, mine):
+                return False
+        return True
+
+    def _flush(self) -> None:
+        """Encode the waiting small scalar chunks (each of another tag) as one batch: the
+        same entries, and the same tag state, as :meth:`_add` makes of them one by one."""
+        items = self._pending
+        if not items:
+            return
+        self._pending, self._pending_tags, self._pending_points = [], set(), 0
+        sts = [st for st, _ in items]
+        ss = [s for _, s in items]
+        nb = len(items)
+        lens = np.fromiter((len(s) for s in ss), np.int64, nb)
+        starts = np.zeros(nb, np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        ends = starts + lens - 1
+        n = int(lens.sum())
+        seg = np.repeat(np.arange(nb), lens)
+        first_row = np.zeros(n, np.bool_)
+        first_row[starts] = True
+        steps = np.concatenate([s.steps for s in ss])
+        raw = np.concatenate([s.wall_times for s in ss])
+
+        # values as float32, counting per tag what float32 rounds (see _float32)
+        wide = [k for k, s in enumerate(ss) if s.values.dtype != np.float32]
+        if wide:
+            v64 = np.concatenate([ss[k].values for k in wide])
+            wide_lens = lens[wide]
+            at = np.zeros(len(wide), np.int64)
+            np.cumsum(wide_lens[:-1], out=at[1:])
+            rounded = np.add.reduceat(rounded_in_float32(v64).astype(np.int64), at)
+            for k, r in zip(wide, rounded.tolist(), strict=True):
+                sts[k].rounded += r
+            with np.errstate(over="ignore", invalid="ignore"):
+                values = np.concatenate([s.values.astype(np.float32) for s in ss])
+        else:
+            values = np.concatenate([s.values for s in ss])
+
+        finite = np.isfinite(raw)
+        if finite.all():
+            walls = raw
+            self.min_wall = min(self.min_wall, float(raw.min()))
+        else:
+            if finite.any():
+                self.min_wall = min(self.min_wall, float(raw[finite].min()))
+            walls = raw.copy()
+            for k in np.unique(seg[~finite]).tolist():
+                a, b = int(starts[k]), int(ends[k]) + 1
+                walls[a:b] = self._clean_walls(ss[k])
+
+        # keys: each tag's running maximum of its wall times (and of its earlier chunks')
+        keys = walls
+        falls = np.flatnonzero(walls[1:] < walls[:-1]) + 1
+        falls = falls[~first_row[falls]]
+        if len(falls):
+            keys = walls.copy()
+            for k in np.unique(seg[falls]).tolist():
+                a, b = int(starts[k]), int(ends[k]) + 1
+                keys[a:b] = np.maximum.accumulate(walls[a:b])
+        key_max = np.fromiter((st.key_max for st in sts), np.float64, nb)
+        if (key_max > -math.inf).any():
+            keys = np.maximum(keys, key_max[seg])
+        for st, km in zip(sts, keys[ends].tolist(), strict=True):
+            st.key_max = km
+
+        # the data server's steps: a fresh tag's one constant stride stays a tuple
+        gaps = np.diff(steps.view(np.uint64))
+        rise = np.ones(n, np.bool_)                  # row > the one before in its chunk
+        rise[1:] = steps[1:] > steps[:-1]
+        same_gap = np.ones(n, np.bool_)              # row's gap is its chunk's first gap
+        two = lens >= 2
+        ref = np.zeros(nb, np.uint64)
+        ref[two] = gaps[starts[two]]
+        rows = np.flatnonzero(~first_row)
+        same_gap[rows] = gaps[rows - 1] == ref[seg[rows]]
+        simple_steps = np.logical_and.reduceat(rise | first_row, starts) \
+            & np.logical_and.reduceat(same_gap, starts)
+        firsts_steps = steps[starts].tolist()
+        strides = ref.tolist()
+        for k, st in enumerate(sts):
+            if st.shown is None and simple_steps[k]:
+                st.shown = (firsts_steps[k], strides[k], int(lens[k]))
+            else:
+                a, b = int(starts[k]), int(ends[k]) + 1
+                self._steps(st).feed(steps[a:b])
+
+        counts = np.fromiter((st.count for st in sts), np.int64, nb)
+        idx = np.arange(n, dtype=np.int64) - starts[seg] + counts[seg]
+        for st, c in zip(sts, lens.tolist(), strict=True):
+            st.count += c
+
+        # Summary.Value bytes: tag field, value (simple or tensor form), metadata if first
+        tag_fields, md_fields = [], []
+        simple_tag = np.zeros(nb, np.bool_)
+        for k, st in enumerate(sts):
+            tb = ss[k].tag.encode("utf-8")
+            tag_fields.append(_TAG_KEY + encode.varint(len(tb)) + tb)
+            md_fields.append(self._md_field(st.metadata) if counts[k] == 0 else b"")
+            simple_tag[k] = st.legacy == forms.SIMPLE
+        simple = simple_tag[seg] & forms.simple_ok(values)
+        first = idx == 0
+        tf_len = np.fromiter((len(b) for b in tag_fields), np.int64, nb)
+        md_len = np.fromiter((len(b) for b in md_fields), np.int64, nb)
+        lengths = tf_len[seg] + np.where(simple, len(_SIMPLE), len(_TENSOR)) + 4
+        lengths[first] += md_len[seg[first]]
+        offs = np.zeros(n + 1, np.int64)
+        np.cumsum(lengths, out=offs[1:])
+        data = np.empty(int(offs[-1]), np.uint8)
+        pos = offs[:-1]
+        tf_buf = np.frombuffer(b"".join(tag_fields), np.uint8)
+        tf_at = np.zeros(nb, np.int64)
+        np.cumsum(tf_len[:-1], out=tf_at[1:])
+        scatter(tf_buf, tf_at[seg], tf_len[seg], data, pos)
+        pos = pos + tf_len[seg]
+        data[pos[simple]] = _SIMPLE[0]
+        tensor = np.flatnonzero(~simple)
+        if len(tensor):
+            windows(data, len(_TENSOR), writeable=True)[pos[tensor]] = \
+                np.frombuffer(_TENSOR, np.uint8)
+        pos = pos + np.where(simple, len(_SIMPLE), len(_TENSOR))
+        fi = np.flatnonzero(first)
+        quiet = fi[~simple[fi]]
+        if len(quiet):
+            # a first value goes through a double in protobuf, which quiets signaling NaNs
+            values = values.copy()
+            values[quiet] = _quiet(values[quiet])
+        windows(data, 4, writeable=True)[pos] = \
+            np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(-1, 4)
+        if len(fi):
+            md_buf = np.frombuffer(b"".join(md_fields), np.uint8)
+            md_at = np.zeros(nb, np.int64)
+            np.cumsum(md_len[:-1], out=md_at[1:])
+            scatter(md_buf, md_at[seg[fi]], md_len[seg[fi]], data, pos[fi] + 4)
+        orders = np.fromiter((st.order for st in sts), np.int32, nb)
+        self.sorter.add(Entries(keys, orders[seg], idx, steps, walls,
+                                np.full(n, VALUE, np.uint8), offs, data))
 
     def _float32(self, st: _Tag, s: ScalarSeries) -> ScalarSeries:
         """The series with float32 values, the only scalars both loaders show (the data
@@ -379,6 +590,7 @@ class RunFile:
         (it orders and colours runs by it): the run's own start time, even where a point was
         logged with an earlier one (a replayed history); the earliest time written when the
         source had none."""
+        self._flush()   # (min_wall)
         if self.run.start_time is not None and math.isfinite(self.run.start_time):
             return self.run.start_time
         candidates = [self.min_wall] if math.isfinite(self.min_wall) else []
@@ -389,6 +601,7 @@ class RunFile:
 
     def write(self, f) -> None:
         """Write the whole file to the binary file object ``f``."""
+        self._flush()
         self._records()
         start = self.start()
         head = [self.event_pb2.Event(wall_time=start, file_version=event_files.FILE_VERSION)]
@@ -408,6 +621,12 @@ class RunFile:
         j = 0
         for piece in self.sorter.drain():
             last = (float(piece.key[-1]), int(piece.tag[-1]), int(piece.idx[-1]))
+            upto = j + _place(firsts.slice(j, len(firsts)), *last) if j < len(firsts) else j
+            if upto - j > _FEW_FIRSTS:
+                # many first values fall in this piece: one sort puts them all in place
+                yield Entries.concat([piece, firsts.slice(j, upto)]).sorted()
+                j = upto
+                continue
             a = 0
             while j < len(firsts) and \
                     (float(firsts.key[j]), int(firsts.tag[j]), int(firsts.idx[j])) < last:
@@ -430,6 +649,8 @@ class RunFile:
                     f"{where}: {plural(n, 'value')} float32 cannot hold {were(n)} rounded to "
                     "float32, the only scalar type both TensorBoard loaders show (Parquet and "
                     "HDF5 keep them exact)", run=self.run.name, tag=tag, count=n)
+            if not isinstance(st.shown, DataServerSteps):
+                continue     # one increasing stride: the data server shows every point
             dropped = st.shown.dropped
             if dropped:
                 total = st.count
@@ -492,6 +713,22 @@ class RunFile:
                         "source)", run=self.run.name,
                         count=len(shown), lost=False)
         return events
+
+
+_EMPTY_MD = Metadata()
+
+
+def _quiet(values: np.ndarray) -> np.ndarray:
+    """float32 values with their signaling NaNs quieted, as a trip through a double does."""
+    bits = values.astype("<f4").view(np.uint32)
+    snan = forms.signaling_nans(bits, 0x7F800000, 0x7FFFFF, 0x400000)
+    if not snan.any():
+        return values
+    return np.where(snan, bits | np.uint32(0x400000), bits).astype(np.uint32).view(np.float32)
+
+
+# Up to this many first values are put in a sorter piece one at a time (see _in_order).
+_FEW_FIRSTS = 16
 
 
 def _place(e: Entries, key, tag, idx) -> int:
