@@ -13,7 +13,7 @@ from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import heaps, schema
-from tbconvert.formats.hdf5.audit import audit, check_dataset, check_regular_file
+from tbconvert.formats.hdf5.audit import audit, check_dataset, check_dataset_id, check_regular_file
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (
     BlobSequenceSeries,
@@ -90,6 +90,90 @@ def check_root(f: h5py.File, path: Path) -> None:
             f"version reads up to {schema.SCHEMA_VERSION}); upgrade tbconvert to read it")
     if version < 1:
         raise CorruptDataError(f"{path}: damaged archive (bad schema_version {version})")
+
+
+_SERIES = schema.SERIES.encode()
+_ALL = h5py.h5s.ALL
+_mtypes: dict = {}
+
+
+def _mtype(dtype: np.dtype):
+    """h5py's memory type for ``dtype`` (made once per dtype)."""
+    try:
+        return _mtypes[dtype]
+    except KeyError:
+        return _mtypes.setdefault(dtype, h5py.h5t.py_create(dtype))
+
+
+def _attr(oid, name: bytes):
+    """``h5py.AttributeManager[name]``, the same value, without the high-level layer."""
+    attr = h5py.h5a.open(oid, name)
+    shape = attr.shape
+    if shape is None:
+        return h5py.Empty(attr.dtype)
+    dtype = attr.dtype
+    htype = _mtype(dtype)
+    if dtype.subdtype is not None:
+        subdtype, subshape = dtype.subdtype
+        shape = attr.shape + subshape
+        dtype = subdtype
+    arr = np.zeros(shape, dtype=dtype, order="C")
+    attr.read(arr, mtype=htype)
+    string_info = h5py.h5t.check_string_dtype(dtype)
+    if string_info and string_info.length is None:
+        arr = np.array([b.decode("utf-8", "surrogateescape") for b in arr.flat],
+                       dtype=dtype).reshape(arr.shape)
+    if arr.ndim == 0:
+        return arr[()]
+    return arr
+
+
+def _read_all(did) -> np.ndarray:
+    """A 1-D dataset's whole content, as ``ds[0:n]`` reads it."""
+    dtype = did.dtype
+    arr = np.empty(did.shape, dtype)
+    if arr.size:
+        did.read(_ALL, _ALL, arr, _mtype(dtype))
+    return arr
+
+
+_SCALAR_NAMES = (b"steps", b"wall_times", b"hidden", b"values")
+
+
+def _fast_scalar(group, name: bytes, run: str) -> ScalarSeries | None:
+    """Series ``name`` of the run's ``series`` group read whole, when it is a scalar series
+    of at most READ_POINTS points that passes every check _open_series and _scalar_chunks
+    make; None for anything else (read by the general path)."""
+    s = h5py.h5g.open(group, name)
+    if _str(_attr(s, b"kind")) != schema.KIND_SCALAR:
+        return None
+    tag = _str(_attr(s, b"tag"))
+    md = Metadata(plugin_name=_str(_attr(s, b"plugin_name")),
+                  plugin_content=np.asarray(_attr(s, b"plugin_content"), np.uint8).tobytes(),
+                  display_name=_str(_attr(s, b"display_name")),
+                  description=_str(_attr(s, b"description")),
+                  data_class=DataClass(int(_attr(s, b"data_class"))))
+    steps, walls, hidden, values = (h5py.h5d.open(s, k) for k in _SCALAR_NAMES)
+    shape = steps.shape
+    if type(shape) is not tuple or len(shape) != 1:
+        return None
+    n = shape[0]
+    if not 0 < n <= schema.READ_POINTS:  # an empty series yields no chunk at all
+        return None
+    sd = steps.dtype
+    if sd.kind not in "iu" or (sd.kind == "u" and sd.itemsize == 8):
+        return None
+    check_dataset_id(steps, "iu", "steps")
+    check_dataset_id(walls, "f", "wall_times")
+    check_dataset_id(hidden, "b", "hidden")
+    if walls.shape != (n,) or hidden.shape != (n,):
+        return None
+    check_dataset_id(values, "fiub", "values")
+    if values.shape != (n,):
+        return None
+    return ScalarSeries(run=run, tag=tag, metadata=md, steps=_read_all(steps),
+                        wall_times=_read_all(walls), hidden=_read_all(hidden),
+                        values=_read_all(values))
 
 
 class Hdf5Reader(Reader):
@@ -195,9 +279,23 @@ class Hdf5Reader(Reader):
                    records=records)
 
     def _series_of(self, g: h5py.Group, run: str, count: int, where: str):
+        group = None
         for j in range(count):
             spath = f"{where}/{schema.SERIES}/{j}"
             tag, n, done = None, None, 0
+            # Small scalar series (most series of a sweep or a run of many tags) are read through
+            # h5py's low-level API, all checks included; anything else, or anything the fast path
+            # does not take as it is (damage included), is read by the path below, which reports
+            # it exactly as it always did.
+            try:
+                if group is None:
+                    group = h5py.h5g.open(g.id, _SERIES)
+                fast = _fast_scalar(group, str(j).encode(), run)
+            except _DAMAGE:
+                fast = None
+            if fast is not None:
+                yield fast
+                continue
             try:
                 s = g[schema.SERIES][str(j)]
                 tag = _str(s.attrs["tag"])
