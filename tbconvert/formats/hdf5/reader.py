@@ -12,7 +12,7 @@ from tbconvert import budget, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
 from tbconvert.formats.base import Options, Reader, checksum_failed
-from tbconvert.formats.hdf5 import heaps, schema
+from tbconvert.formats.hdf5 import heaps, schema, staged
 from tbconvert.formats.hdf5.audit import audit, check_dataset, check_dataset_id, check_regular_file
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (
@@ -185,6 +185,8 @@ class Hdf5Reader(Reader):
         try:
             self._fh = sourcefiles.open_binary(self.path)
             self._file = h5py.File(self._fh, "r")
+            # each object is read once: a large metadata cache only holds memory (per series)
+            staged.cap_metadata_cache(self._file)
         except (OSError, ValueError, RuntimeError) as exc:
             self.close()
             raise CorruptDataError(
