@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import blocks_of
 from oracle import assert_same_view, tb_view
 
 import tbconvert
@@ -116,16 +117,7 @@ def test_many_tags_across_blocks_and_spilled(logdir, monkeypatch, block):
     the same series, in the same order, as one block held in memory."""
     whole = _snapshot(tbconvert.read(logdir, restarts="keep-all"))
 
-    def scan_file(path, *, block_size=records.BLOCK_SIZE, start=0):
-        buf = Path(path).read_bytes()
-        starts, lengths, damage = records.scan(buf)
-        for a in range(0, len(starts), block):
-            b = min(a + block, len(starts))
-            lo = int(starts[a]) - records.HEADER
-            hi = int(starts[b - 1] + lengths[b - 1]) + records.FOOTER
-            yield records.Block(buf[lo:hi], lo, starts[a:b] - lo, lengths[a:b],
-                                damage if a == 0 else [])
-    monkeypatch.setattr(records, "scan_file", scan_file)
+    monkeypatch.setattr(records, "scan_file", blocks_of(block))
     monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (0, None))
     assert _snapshot(tbconvert.read(logdir, restarts="keep-all")) == whole
 

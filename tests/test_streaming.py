@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, LOGDIRS
+from helpers import FIXTURES, LOGDIRS, blocks_of
 from oracle import assert_same_view, tb_view
 
 import tbconvert
@@ -20,24 +20,6 @@ from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.model import ScalarSeries, TensorSeries
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _blocks_of(k):
-    """A ``scan_file`` that hands each file over ``k`` records per block."""
-    def scan_file(path, *, block_size=records.BLOCK_SIZE, start=0):
-        assert start == 0, "this stand-in reads whole files only"
-        buf = Path(path).read_bytes()
-        starts, lengths, damage = records.scan(buf)
-        if not len(starts):
-            yield records.Block(buf, 0, starts, lengths, damage)
-            return
-        for a in range(0, len(starts), k):
-            b = min(a + k, len(starts))
-            lo = int(starts[a]) - records.HEADER
-            hi = int(starts[b - 1] + lengths[b - 1]) + records.FOOTER
-            yield records.Block(buf[lo:hi], lo, starts[a:b] - lo, lengths[a:b],
-                                damage if a == 0 else [])
-    return scan_file
 
 
 def _snapshot(data):
@@ -63,7 +45,7 @@ def _snapshot(data):
 @pytest.fixture
 def tiny_blocks(monkeypatch):
     def use(k, spill_at=0, chunk_points=None):
-        monkeypatch.setattr(records, "scan_file", _blocks_of(k))
+        monkeypatch.setattr(records, "scan_file", blocks_of(k))
         monkeypatch.setattr(spill, "SPILL_AT", spill_at)
         monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (spill_at, None))
         if chunk_points:
