@@ -136,6 +136,13 @@ class Entries:
 _FEW = 8
 
 
+def starts_of(lengths: np.ndarray) -> np.ndarray:
+    """Where each of consecutive pieces of ``lengths`` starts (int64, the first at 0)."""
+    starts = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return starts
+
+
 def scatter(src: np.ndarray, src_starts: np.ndarray, lengths: np.ndarray,
             dst: np.ndarray, dst_starts: np.ndarray) -> None:
     """``dst[dst_starts[j]:+lengths[j]] = src[src_starts[j]:+lengths[j]]`` for every j.

@@ -17,7 +17,7 @@ import numpy as np
 from tbconvert.checksum import crc32c
 from tbconvert.formats.tfevents import records
 from tbconvert.formats.tfevents.encode import varint, varint_widths
-from tbconvert.formats.tfevents.entries import VALUE, Entries, scatter
+from tbconvert.formats.tfevents.entries import VALUE, Entries, scatter, starts_of
 from tbconvert.formats.tfevents.windows import windows
 
 _WALL, _STEP, _SUMMARY, _VALUE = 0x09, 0x10, 0x2A, 0x0A
@@ -76,8 +76,7 @@ def _frame_general(e: Entries, starts: np.ndarray) -> bytes:
     head = np.where(g_value, 9 + 1 + step_w + 1 + sum_w, 0)
     payload_len = head + summary_len
     rec_len = records.HEADER + payload_len + records.FOOTER
-    rec_start = np.zeros(ng, np.int64)
-    np.cumsum(rec_len[:-1], out=rec_start[1:])
+    rec_start = starts_of(rec_len)
     out = np.empty(int(rec_start[-1] + rec_len[-1]), np.uint8)
 
     # Record headers: length and its masked checksum.
@@ -138,8 +137,7 @@ def _frame_single_values(e: Entries, length: int) -> bytes:
         sel = np.flatnonzero(widths == w)
         rec_lens[sel] = records.HEADER + payload_len + records.FOOTER
         plans.append((w, sel, template, payload_len))
-    rec_start = np.zeros(n, np.int64)
-    np.cumsum(rec_lens[:-1], out=rec_start[1:])
+    rec_start = starts_of(rec_lens)
     out = np.empty(int(rec_start[-1] + rec_lens[-1]), np.uint8)
     values = e.data.reshape(n, length)
     p = records.HEADER

@@ -26,7 +26,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float32
 from tbconvert.formats.tfevents import encode, event_files, forms, legacy, records
-from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter
+from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter, starts_of
 from tbconvert.formats.tfevents.events import EventStream
 from tbconvert.formats.tfevents.merge import BUFFER_BYTES, FAN_IN, Sorter
 from tbconvert.formats.tfevents.windows import windows
@@ -336,8 +336,7 @@ class RunFile:
         ss = [s for _, s in items]
         nb = len(items)
         lens = np.fromiter((len(s) for s in ss), np.int64, nb)
-        starts = np.zeros(nb, np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
+        starts = starts_of(lens)
         ends = starts + lens - 1
         n = int(lens.sum())
         seg = np.repeat(np.arange(nb), lens)
@@ -350,10 +349,8 @@ class RunFile:
         wide = [k for k, s in enumerate(ss) if s.values.dtype != np.float32]
         if wide:
             v64 = np.concatenate([ss[k].values for k in wide])
-            wide_lens = lens[wide]
-            at = np.zeros(len(wide), np.int64)
-            np.cumsum(wide_lens[:-1], out=at[1:])
-            rounded = np.add.reduceat(rounded_in_float32(v64).astype(np.int64), at)
+            rounded = np.add.reduceat(rounded_in_float32(v64).astype(np.int64),
+                                      starts_of(lens[wide]))
             for k, r in zip(wide, rounded.tolist(), strict=True):
                 sts[k].rounded += r
             with np.errstate(over="ignore", invalid="ignore"):
@@ -433,9 +430,7 @@ class RunFile:
         data = np.empty(int(offs[-1]), np.uint8)
         pos = offs[:-1]
         tf_buf = np.frombuffer(b"".join(tag_fields), np.uint8)
-        tf_at = np.zeros(nb, np.int64)
-        np.cumsum(tf_len[:-1], out=tf_at[1:])
-        scatter(tf_buf, tf_at[seg], tf_len[seg], data, pos)
+        scatter(tf_buf, starts_of(tf_len)[seg], tf_len[seg], data, pos)
         pos = pos + tf_len[seg]
         data[pos[simple]] = _SIMPLE[0]
         tensor = np.flatnonzero(~simple)
@@ -453,9 +448,7 @@ class RunFile:
             np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(-1, 4)
         if len(fi):
             md_buf = np.frombuffer(b"".join(md_fields), np.uint8)
-            md_at = np.zeros(nb, np.int64)
-            np.cumsum(md_len[:-1], out=md_at[1:])
-            scatter(md_buf, md_at[seg[fi]], md_len[seg[fi]], data, pos[fi] + 4)
+            scatter(md_buf, starts_of(md_len)[seg[fi]], md_len[seg[fi]], data, pos[fi] + 4)
         orders = np.fromiter((st.order for st in sts), np.int32, nb)
         self.sorter.add(Entries(keys, orders[seg], idx, steps, walls,
                                 np.full(n, VALUE, np.uint8), offs, data))
