@@ -282,19 +282,11 @@ class RunAssembler:
         lengths = np.fromiter((len(c.index) for c in columns), np.int64, n)
         ends = np.cumsum(lengths)
         firsts = seqs[ends - lengths].tolist()
-        infos, by_tid, first_md = self.info, self._by_tid, self.first_metadata
+        first_md = self.first_metadata
         tids, bulk = [], []
         for k, cols in enumerate(columns):
             tag, first = cols.tag, firsts[k]
-            info = infos.get(tag)
-            if info is None:
-                info = infos[tag] = _TagInfo(first, len(by_tid))
-                by_tid.append(info)
-                self._tag_names.append(tag)
-            elif first < info.first_seq:
-                # a block's decoders hand points over out of read order: a tag's place among
-                # the series is its earliest record, whichever decoder read it
-                info.first_seq = first
+            info = self._tag_info(tag, first)
             values = cols.values
             if type(values) is np.ndarray and values.ndim == 1:
                 # numbers: kept with the block's other numbers (see _store_bulk)
@@ -426,8 +418,7 @@ class RunAssembler:
         for tid in uniq.tolist():
             info = by_tid[tid]
             info.pieces.append(key)
-            if kind not in info.kinds:
-                info.kinds = _with_kind(info.kinds, kind)
+            info.add_kind(kind)
         self.points_read += len(seq)
 
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
