@@ -227,8 +227,7 @@ def _append(out: _Out, state: _SeriesState, name: str, data, dtype=None) -> None
         dsid.set_extent((old + n, *tail))
         fspace = dsid.get_space()
         fspace.select_hyperslab((old, *(0 for _ in tail)), (n, *tail))
-        dsid.write(h5s.create_simple((n, *tail)), fspace, data,
-                   mtype=h5t.py_create(data.dtype))
+        dsid.write(h5s.create_simple((n, *tail)), fspace, data, mtype=out.types(data.dtype)[1])
     state.lengths[name] = old + n
 
 
