@@ -409,10 +409,11 @@ def _by_tag(cols: TagColumns, tags: np.ndarray) -> tuple[list[TagColumns], np.nd
                                           return_counts=True)
     inverse = inverse.reshape(-1)
     # groups in order of their first record; a stable sort keeps each group's records in order
+    by_first = np.argsort(first, kind="stable")
     rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    rank[by_first] = np.arange(len(first))
     order = np.argsort(rank[inverse], kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(counts[np.argsort(rank)]))).tolist()
+    bounds = np.concatenate(([0], np.cumsum(counts[by_first]))).tolist()
     out, refused = [], []
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         pick = order[lo:hi]
