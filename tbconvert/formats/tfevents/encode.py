@@ -97,6 +97,13 @@ def varint_widths(values: np.ndarray) -> np.ndarray:
     return 1 + np.searchsorted(_VARINT_LIMITS, u, side="right").astype(np.int64)
 
 
+# Summary.Value pieces of a float32 scalar: the tag field's key, simple_value's key, and a
+# DT_FLOAT rank-0 tensor field up to its packed float_val's four bytes.
+TAG_KEY, SIMPLE_KEY = b"\x0a", b"\x15"
+_FLOAT_TENSOR = b"\x08" + bytes([dt.DT_FLOAT]) + b"\x12\x00" + b"\x2a\x04"
+FLOAT_TENSOR_HEAD = b"\x42" + varint(len(_FLOAT_TENSOR) + 4) + _FLOAT_TENSOR
+
+
 def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray:
     """``Summary.Value`` bytes of float32 scalar points without metadata, one row per point.
 
@@ -105,12 +112,7 @@ def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray
     """
     if values.dtype != np.float32:
         raise TypeError(f"float32 scalars expected, got {values.dtype}")
-    head = b"\x0a" + varint(len(tag)) + tag
-    if simple:
-        head += b"\x15"
-    else:
-        tensor = b"\x08" + bytes([dt.DT_FLOAT]) + b"\x12\x00" + b"\x2a\x04"   # float_val, packed
-        head += b"\x42" + varint(len(tensor) + 4) + tensor
+    head = TAG_KEY + varint(len(tag)) + tag + (SIMPLE_KEY if simple else FLOAT_TENSOR_HEAD)
     mat = np.empty((len(values), len(head) + 4), dtype=np.uint8)
     mat[:, :len(head)] = np.frombuffer(head, np.uint8)
     mat[:, len(head):] = np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(-1, 4)

@@ -44,10 +44,8 @@ STEPS_BUDGET = 1 << 22
 SMALL_CHUNK = 64
 BATCH_POINTS = 1 << 16
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-# Summary.Value pieces: the tag field's key, simple_value's key, a DT_FLOAT rank-0 tensor
-# field (its float_val follows), the metadata field's key.
-_TAG_KEY, _SIMPLE = b"\x0a", b"\x15"
-_TENSOR = b"\x42\x0a" + b"\x08" + bytes([dt.DT_FLOAT]) + b"\x12\x00" + b"\x2a\x04"
+# Summary.Value pieces (see encode.scalar_values), and the metadata field's key.
+_TAG_KEY, _SIMPLE, _TENSOR = encode.TAG_KEY, encode.SIMPLE_KEY, encode.FLOAT_TENSOR_HEAD
 _METADATA_KEY = b"\x4a"
 
 
