@@ -348,7 +348,7 @@ def test_every_tensor_and_blob_layout_round_trips(tmp_path):
 
 def _short_series_runs():
     from tbconvert import dtypes as dt
-    from tbconvert.model import TensorSeries
+    from tbconvert.model import BlobSequenceSeries, TensorSeries
     other = Metadata("custom", b"\x01", "Loss", "", DataClass.SCALAR)
     tmd = Metadata("x", b"", "", "", DataClass.TENSOR)
 
@@ -356,6 +356,17 @@ def _short_series_runs():
         steps = np.arange(len(values)) * 3
         return ScalarSeries(run="r", tag=tag, metadata=md, steps=steps, wall_times=steps + 0.25,
                             hidden=hidden, values=values)
+
+    def tensors(tag, codes, arrays, hidden=None):
+        steps = np.arange(len(arrays)) * 2
+        return TensorSeries(run="r", tag=tag, metadata=tmd, steps=steps, wall_times=steps + 0.5,
+                            hidden=hidden, dtypes=codes, tensors=arrays)
+
+    def blobs(tag, sequences):
+        steps = np.arange(len(sequences))
+        return BlobSequenceSeries.from_sequences(
+            run="r", tag=tag, metadata=Metadata("images", b"", "", "", DataClass.BLOB_SEQUENCE),
+            steps=steps, wall_times=steps + 0.5, hidden=None, sequences=sequences)
     chunks = [
         scalars("a", np.arange(5, dtype=np.float32), hidden=[0, 1, 0, 0, 1]),
         scalars("b", np.array([np.nan, -0.0, np.inf], np.float32)),
@@ -367,6 +378,16 @@ def _short_series_runs():
         scalars("d", np.arange(6, dtype=np.float64)),
         scalars("e", np.arange(7000, dtype=np.float32)),                    # long: a batch alone
         scalars("f", np.arange(2, dtype=np.float32)),
+        # histograms, one per parameter: one shape, then shapes that differ, then a dtype
+        *[tensors(f"h{k}", [dt.DT_DOUBLE] * 3, [np.full((4, 3), k + i, np.float64)
+                                                 for i in range(3)]) for k in range(3)],
+        tensors("ragged", [dt.DT_DOUBLE] * 2, [np.zeros((2, 3)), np.ones((5, 3))]),
+        tensors("f32", [dt.DT_FLOAT] * 2, [np.arange(3, dtype=np.float32)] * 2),
+        tensors("text", [dt.DT_STRING] * 2, [dt.string_array([b"x"]), dt.string_array([])]),
+        tensors("after", [dt.DT_INT64], [np.array([2**62 + 1], np.int64)], hidden=[1]),
+        blobs("img", [[b"\x89PNG", None], [], [b""]]),
+        blobs("img2", [[b"a" * 300]]),
+        tensors("last", [dt.DT_DOUBLE], [np.zeros(1)]),
     ]
     return [(Run("r", 1.0), chunks)]
 
@@ -383,9 +404,9 @@ def _same_rows(a: pa.Table, b: pa.Table) -> None:
             assert x.equals(y), name
 
 
-def test_short_scalar_series_share_batches_exactly(tmp_path, monkeypatch):
-    """Short scalar series of one value dtype are encoded together: the rows, their order,
-    the series numbering and every value are what one batch per series gives."""
+def test_short_series_share_batches_exactly(tmp_path, monkeypatch):
+    """Short series of one kind (and scalar value dtype) are encoded together: the rows,
+    their order, the series numbering and every value are what one batch per series gives."""
     from tbconvert.formats.parquet import writer as W
     runs = _short_series_runs()
     shared = write_sample(tmp_path / "shared.parquet", runs=runs)
@@ -397,6 +418,28 @@ def test_short_scalar_series_share_batches_exactly(tmp_path, monkeypatch):
             for p in (shared, alone)]
     assert meta[0]["series"] == meta[1]["series"]
     assert meta[0][S.ROW_GROUPS_KEY] == meta[1][S.ROW_GROUPS_KEY]    # digests of the same values
+
+
+def test_shared_batches_keep_to_their_byte_cap(tmp_path, monkeypatch):
+    """Series share batches by kind, up to a payload size: a cap below a histogram's bytes
+    gives more batches and the same rows; string tensors keep batches of their own."""
+    from tbconvert.formats.parquet import writer as W
+    runs = _short_series_runs()
+    sizes = []
+    shared_batch = W._shared_batch
+
+    def counted(chunks, sids, run):
+        sizes.append([c.tag for c in chunks])
+        return shared_batch(chunks, sids, run)
+    monkeypatch.setattr(W, "_shared_batch", counted)
+    wide = write_sample(tmp_path / "wide.parquet", runs=runs)
+    assert ["h0", "h1", "h2", "ragged", "f32"] in sizes and ["text"] in sizes
+    assert ["after", "img"] not in sizes and ["img", "img2"] in sizes
+    sizes.clear()
+    monkeypatch.setattr(W, "SHARED_BATCH_BYTES", 200)
+    narrow = write_sample(tmp_path / "narrow.parquet", runs=runs)
+    assert ["h0"] in sizes and ["h1"] in sizes and ["img2"] in sizes
+    _same_rows(pq.read_table(wide), pq.read_table(narrow))
 
 
 def test_many_one_point_series_share_batches_exactly(tmp_path, monkeypatch):

@@ -220,10 +220,6 @@ def _slices(chunk: Series, rows: int):
             yield chunk.take(np.arange(a, min(n, a + rows)))
 
 
-def _common_columns(chunk: Series, sid: int, run: str) -> dict:
-    return _rows_columns([chunk], [sid], run)
-
-
 def _names(names: list[str], lengths: list[int], index_type=np.int32) -> pa.DictionaryArray:
     """``names[k]`` ``lengths[k]`` times, dictionary-encoded."""
     if len(names) == 1:
@@ -264,10 +260,6 @@ def _rows_columns(chunks: list[Series], sids: list[int], run: str) -> dict:
 def _batch(cols: dict, n: int) -> pa.RecordBatch:
     arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in S.SCHEMA]
     return pa.RecordBatch.from_arrays(arrays, schema=S.SCHEMA)
-
-
-def scalar_batch(chunk: ScalarSeries, sid: int, run: str) -> pa.RecordBatch:
-    return scalars_batch([chunk], [sid], run)
 
 
 def scalars_batch(chunks: list[ScalarSeries], sids: list[int], run: str) -> pa.RecordBatch:
@@ -333,11 +325,13 @@ def _joined(arrays: list, codes: np.ndarray):
     return flat, sizes * flat.itemsize
 
 
-def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
-    n = len(chunk)
-    cols = _common_columns(chunk, sid, run)
-    arrays = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in chunk.tensors]
-    codes = chunk.dtypes
+def tensors_batch(chunks: list[TensorSeries], sids: list[int], run: str) -> pa.RecordBatch:
+    """The rows of tensor series, one series after another."""
+    cols = _rows_columns(chunks, sids, run)
+    arrays = [a if isinstance(a, np.ndarray) else np.asarray(a)
+              for c in chunks for a in c.tensors]
+    n = len(arrays)
+    codes = _joined_column([c.dtypes for c in chunks], np.int32)
     cols["tensor_dtype"] = C.dict_codes(codes, dt.NAMES)
     block = _stacked(arrays, codes) if n else None
     if block is not None:
@@ -367,23 +361,25 @@ def tensor_batch(chunk: TensorSeries, sid: int, run: str) -> pa.RecordBatch:
     return _batch(cols, n)
 
 
-def blob_batch(chunk: BlobSequenceSeries, sid: int, run: str) -> pa.RecordBatch:
-    n = len(chunk)
-    cols = _common_columns(chunk, sid, run)
-    cols["blobs"] = C.lists(C.binary_of(chunk.blobs), np.diff(chunk.offsets),
-                            pa.list_(pa.binary()))
-    return _batch(cols, n)
+def blobs_batch(chunks: list[BlobSequenceSeries], sids: list[int], run: str) -> pa.RecordBatch:
+    """The rows of blob-sequence series, one series after another."""
+    cols = _rows_columns(chunks, sids, run)
+    blobs = chunks[0].blobs if len(chunks) == 1 else \
+        list(itertools.chain.from_iterable(c.blobs for c in chunks))
+    counts = _joined_column([np.diff(c.offsets) for c in chunks], np.int64)
+    cols["blobs"] = C.lists(C.binary_of(blobs), counts, pa.list_(pa.binary()))
+    return _batch(cols, len(counts))
+
+
+def _series_id(sink: _FileSink, run_index: int, chunk: Series) -> int:
+    if isinstance(chunk, ScalarSeries):
+        return sink.series_id(run_index, chunk, S.KIND_SCALAR, dtype_name(chunk.values.dtype))
+    kind = S.KIND_BLOB_SEQUENCE if isinstance(chunk, BlobSequenceSeries) else S.KIND_TENSOR
+    return sink.series_id(run_index, chunk, kind, None)
 
 
 def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.RecordBatch:
-    if isinstance(chunk, ScalarSeries):
-        sid = sink.series_id(run_index, chunk, S.KIND_SCALAR, dtype_name(chunk.values.dtype))
-        return scalar_batch(chunk, sid, run)
-    if isinstance(chunk, BlobSequenceSeries):
-        sid = sink.series_id(run_index, chunk, S.KIND_BLOB_SEQUENCE, None)
-        return blob_batch(chunk, sid, run)
-    sid = sink.series_id(run_index, chunk, S.KIND_TENSOR, None)
-    return tensor_batch(chunk, sid, run)
+    return _shared_batch([chunk], [_series_id(sink, run_index, chunk)], run)
 
 
 def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series],
@@ -528,39 +524,72 @@ def _series_chunk(ids: pa.ChunkedArray, offset: int):
     return raw[at:at + size], chunks[0], at, digest.hexdigest()
 
 
-# Scalar series shorter than this share record batches (a sync's few new points per tag,
-# a run of many short tags): Arrow's per-batch and per-chunk costs outweigh their rows.
+# Series shorter than this share record batches (a sync's few new points per tag, a run of
+# many short tags, a histogram per parameter): Arrow's per-batch and per-chunk costs outweigh
+# their rows. A shared batch holds at most SHARED_BATCH_BYTES of payload.
 SHORT_SERIES_ROWS = 4096
+SHARED_BATCH_BYTES = 4 << 20
+
+
+def _sharing(chunk: Series) -> tuple[tuple, int] | None:
+    """``(key, payload bytes)`` of a chunk that may share a batch with the chunks of the same
+    key around it, or None. String tensors keep batches of their own: their size is not known
+    without walking every element."""
+    n = len(chunk)
+    if n >= SHORT_SERIES_ROWS:
+        return None
+    if isinstance(chunk, ScalarSeries):
+        return ("scalar", chunk.values.dtype), n * chunk.values.dtype.itemsize
+    if isinstance(chunk, BlobSequenceSeries):
+        size = sum(len(b) for b in chunk.blobs if b is not None)
+    else:
+        if (chunk.dtypes == dt.DT_STRING).any():
+            return None
+        size = sum(a.nbytes if isinstance(a, np.ndarray) else np.asarray(a).nbytes
+                   for a in chunk.tensors)
+    return ((type(chunk),), size) if size <= SHARED_BATCH_BYTES else None
+
+
+def _shared_batch(chunks: list[Series], sids: list[int], run: str) -> pa.RecordBatch:
+    first = chunks[0]
+    if isinstance(first, ScalarSeries):
+        return scalars_batch(chunks, sids, run)
+    if isinstance(first, BlobSequenceSeries):
+        return blobs_batch(chunks, sids, run)
+    return tensors_batch(chunks, sids, run)
 
 
 def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
     run_index = len(sink.runs)
     sink.runs.append(S.run_to_json(run))
-    short: list[ScalarSeries] = []
+    short: list[Series] = []
     sids: list[int] = []
-    rows = 0
+    key = None
+    rows = size = 0
 
     def add_short() -> None:
-        nonlocal rows
+        nonlocal rows, size
         if short:
-            sink.add(scalars_batch(short, sids, run.name))
+            sink.add(_shared_batch(short, sids, run.name))
             short.clear()
             sids.clear()
-            rows = 0
+            rows = size = 0
     for piece in series:
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
-            if isinstance(chunk, ScalarSeries) and len(chunk) < SHORT_SERIES_ROWS:
-                if short and (short[0].values.dtype != chunk.values.dtype
-                              or rows + len(chunk) > S.WRITE_SLICE_ROWS):
-                    add_short()
-                # numbered where it comes, as if it had a batch of its own
-                sids.append(sink.series_id(run_index, chunk, S.KIND_SCALAR,
-                                           dtype_name(chunk.values.dtype)))
-                short.append(chunk)
-                rows += len(chunk)
+            sharing = _sharing(chunk)
+            if sharing is None:
+                add_short()
+                sink.add(_batch_of(sink, run_index, chunk, run.name))
                 continue
-            add_short()
-            sink.add(_batch_of(sink, run_index, chunk, run.name))
+            if short and (sharing[0] != key or rows + len(chunk) > S.WRITE_SLICE_ROWS
+                          or size + sharing[1] > SHARED_BATCH_BYTES):
+                add_short()
+            key = sharing[0]
+            # numbered where it comes, as if it had a batch of its own
+            sids.append(_series_id(sink, run_index, chunk))
+            short.append(chunk)
+            rows += len(chunk)
+            size += sharing[1]
     add_short()
     # A row group holds one run: then a run encoded on its own (stage_run) has the row
     # groups it has in the file, and runs encoded apart join into the same bytes.
