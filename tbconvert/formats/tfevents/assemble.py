@@ -69,6 +69,17 @@ def _unragged(code: int, array: np.ndarray, lengths: np.ndarray) -> list:
     return [(code, array[a:b]) for a, b in zip(starts, ends, strict=True)]
 
 
+def _unit_spans(lengths: np.ndarray, col_rows: np.ndarray, unit_col: np.ndarray) -> list:
+    """Where each unit's rows are, ``(start, end)`` among all rows and ``(lo, hi)`` within
+    its column's, for units of ``lengths`` rows in columns of ``col_rows``."""
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    col_starts = np.cumsum(col_rows) - col_rows
+    lo = starts - col_starts[unit_col]
+    return list(zip(starts.tolist(), ends.tolist(), lo.tolist(), (lo + lengths).tolist(),
+                    strict=True))
+
+
 def _ndim_class(arr) -> int:
     return min(arr.ndim, _NDIMN)
 
@@ -279,40 +290,64 @@ class RunAssembler:
         n = len(columns)
         if not n:
             return
-        lengths = np.fromiter((len(c.index) for c in columns), np.int64, n)
+        # a unit is one tag's rows of a column: the column, or a tag of grouped columns
+        # (TagColumns.tags), which are never split into an object per tag
+        col_rows = np.fromiter((len(c.index) for c in columns), np.int64, n)
+        if all(c.tags is None for c in columns):
+            unit_tags = [c.tag for c in columns]
+            lengths = col_rows
+            unit_col = np.arange(n)
+        else:
+            unit_tags, parts, counts = [], [], []
+            for c in columns:
+                if c.tags is None:
+                    unit_tags.append(c.tag)
+                    parts.append(col_rows[len(counts):len(counts) + 1])
+                    counts.append(1)
+                else:
+                    unit_tags.extend(c.tags)
+                    parts.append(np.diff(c.bounds))
+                    counts.append(len(c.tags))
+            lengths = np.concatenate(parts)
+            unit_col = np.repeat(np.arange(n), counts)
         ends = np.cumsum(lengths)
         firsts = seqs[ends - lengths].tolist()
+        numbers = [type(c.values) is np.ndarray and c.values.ndim == 1 for c in columns]
         first_md = self.first_metadata
-        tids, bulk = [], []
-        for k, cols in enumerate(columns):
-            tag, first = cols.tag, firsts[k]
-            info = self._tag_info(tag, first)
-            values = cols.values
-            if type(values) is np.ndarray and values.ndim == 1:
+        tag_info = self._tag_info
+        tids = []
+        spans = None
+        for k, (tag, j) in enumerate(zip(unit_tags, unit_col.tolist(), strict=True)):
+            first = firsts[k]
+            info = tag_info(tag, first)
+            cols = columns[j]
+            if numbers[j]:
                 # numbers: kept with the block's other numbers (see _store_bulk)
                 tids.append(info.tid)
-                bulk.append(k)
             else:
-                end = int(ends[k])
-                self._columns(tag, seqs[end - len(cols.index):end], cols.steps,
-                              cols.wall_times, cols.code, values)
+                if spans is None:
+                    spans = _unit_spans(lengths, col_rows, unit_col)
+                start, end, lo, hi = spans[k]
+                self._columns(tag, seqs[start:end], cols.steps[lo:hi], cols.wall_times[lo:hi],
+                              cols.code, cols.values[lo:hi])
             known = first_md.get(tag)
             if known is None or known[0] > first:
-                md = summary_templates.column_metadata(cols)
+                md = summary_templates.column_metadata(cols, tag)
                 if md is not None:
                     self.metadata(first, tag, md)
-        if not bulk:
+        if not tids:
             return
-        if len(bulk) < n:
-            keep = np.zeros(n, dtype=bool)
-            keep[bulk] = True
+        if len(tids) < len(unit_tags):
+            keep_col = np.array(numbers)
+            keep = keep_col[unit_col]
             seqs = seqs[np.repeat(keep, lengths)]
             lengths = lengths[keep]
-            columns = [columns[k] for k in bulk]
+            unit_col = (np.cumsum(keep_col) - 1)[unit_col[keep]]
+            columns = [c for c, k in zip(columns, numbers, strict=True) if k]
         steps = np.concatenate([c.steps for c in columns], dtype=np.int64, casting="unsafe")
         tids = np.array(tids, dtype=np.int64)
         rows = np.repeat(tids, lengths)
-        self._bulk.append((seqs, steps, rows, tids, lengths, columns))
+        self._bulk.append((seqs, steps, rows, tids, lengths, unit_col, columns))
         self._fast_rows.append((seqs, steps, rows))
 
     def fast_blobs(self, seqs: np.ndarray, cols) -> None:
@@ -365,43 +400,60 @@ class RunAssembler:
         stored. The other tags' columns join their points there."""
         bulk, self._bulk = self._bulk, []
         if len(bulk) == 1:
-            seqs, steps, rows, tids, lengths, columns = bulk[0]
+            seqs, steps, rows, tids, lengths, unit_col, columns = bulk[0]
         else:
             seqs, steps, rows, tids, lengths = (np.concatenate([b[i] for b in bulk])
                                                 for i in range(5))
-            columns = [c for b in bulk for c in b[5]]
-        block = self._block
+            sizes = [len(b[6]) for b in bulk]
+            offsets = np.cumsum([0] + sizes[:-1])
+            unit_col = np.concatenate([b[5] + o for b, o in zip(bulk, offsets.tolist(),
+                                                                strict=True)])
+            columns = [c for b in bulk for c in b[6]]
+        block, names = self._block, self._tag_names
+        ucol = unit_col.tolist()
         codes: dict[int, int] = {}   # tid -> the code of all its columns; -1: not in a batch
-        for tid, cols in zip(tids.tolist(), columns, strict=True):
+        for tid, j in zip(tids.tolist(), ucol, strict=True):
+            cols = columns[j]
             code = codes.get(tid)
             if code is None:
                 dtype = _value_dtype(cols.code)
                 codes[tid] = cols.code if (dtype is not None and cols.values.dtype == dtype
-                                           and cols.tag not in block) else -1
+                                           and names[tid] not in block) else -1
             elif code >= 0 and (cols.code != code or cols.values.dtype != _value_dtype(code)):
                 codes[tid] = -1
         entry_codes = np.fromiter((codes[t] for t in tids.tolist()), np.int64, len(tids))
-        ends = np.cumsum(lengths)
-        for k in np.flatnonzero(entry_codes < 0).tolist():
-            cols, end = columns[k], int(ends[k])
-            start = end - int(lengths[k])
-            self._tag(cols.tag, int(seqs[start])).cols.append(
-                (seqs[start:end], steps[start:end],
-                 np.asarray(cols.wall_times, dtype=np.float64), cols.code, cols.values))
+        col_rows = np.fromiter((len(c.index) for c in columns), np.int64, len(columns))
+        slow = np.flatnonzero(entry_codes < 0).tolist()
+        if slow:
+            spans = _unit_spans(lengths, col_rows, unit_col)
+            for k in slow:
+                cols = columns[ucol[k]]
+                start, end, lo, hi = spans[k]
+                self._tag(names[int(tids[k])], int(seqs[start])).cols.append(
+                    (seqs[start:end], steps[start:end],
+                     np.asarray(cols.wall_times[lo:hi], dtype=np.float64), cols.code,
+                     cols.values[lo:hi]))
         for code in sorted(set(entry_codes.tolist()) - {-1}):
             take = entry_codes == code
             if take.all():
-                self._store_batch(code, seqs, steps, rows, columns)
-            else:
-                row_take = np.repeat(take, lengths)
-                self._store_batch(code, seqs[row_take], steps[row_take], rows[row_take],
-                                  [c for c, t in zip(columns, take.tolist(), strict=True) if t])
+                self._store_batch(code, seqs, steps, rows, columns, None)
+                continue
+            row_take = np.repeat(take, lengths)
+            used = np.zeros(len(columns), dtype=bool)
+            used[unit_col[take]] = True
+            # the rows of the columns used, and of those the rows taken
+            pick = row_take[np.repeat(used, col_rows)]
+            self._store_batch(code, seqs[row_take], steps[row_take], rows[row_take],
+                              [c for c, u in zip(columns, used.tolist(), strict=True) if u], pick)
 
-    def _store_batch(self, code: int, seq, steps, rows, columns: list) -> None:
+    def _store_batch(self, code: int, seq, steps, rows, columns: list, pick) -> None:
+        """Rows of ``columns`` as one batch (``pick``: which of their rows, None: all)."""
         dtype = _value_dtype(code)
         walls = np.concatenate([c.wall_times for c in columns], dtype=np.float64,
                                casting="unsafe")
         values = np.concatenate([c.values for c in columns]).astype(dtype, copy=False)
+        if pick is not None:
+            walls, values = walls[pick], values[pick]
         # by tag, then (stable) by read position: each tag's rows as _store_piece orders them
         order = np.lexsort((seq, rows))
         if not (order[1:] > order[:-1]).all():

@@ -73,13 +73,18 @@ class FieldMap:
         return len(self.slots) == 1 and self.slots[0].tag_off >= 0
 
 
-@dataclass
+@dataclass(slots=True)
 class TagColumns:
     """Decoded events of one tag: record indices, steps, wall times, values.
 
     ``values`` has one row per event: shape ``(n,)`` for scalars, ``(n, *shape)``
     for fixed-shape tensors (TF2 histograms). ``metadata`` is the serialized
     ``SummaryMetadata`` every one of these values carried (None: none).
+
+    Records of one field map but several tags stay one object when ``tags`` is set:
+    ``tags[i]`` holds rows ``bounds[i]:bounds[i + 1]`` (tags in order of first record,
+    each tag's rows in read order; ``tag`` is ``tags[0]``). A block of a run that logs
+    100,000 tags would otherwise make a few numpy arrays for every tag.
     """
 
     tag: str
@@ -90,6 +95,17 @@ class TagColumns:
     wall_times: np.ndarray
     values: np.ndarray
     metadata: bytes | None = None
+    tags: list | None = None
+    bounds: np.ndarray | None = None
+
+    def split(self) -> list[TagColumns]:
+        """A :class:`TagColumns` per tag."""
+        if self.tags is None:
+            return [self]
+        b = self.bounds.tolist()
+        return [TagColumns(tag, self.simple, self.code, self.index[lo:hi], self.steps[lo:hi],
+                           self.wall_times[lo:hi], self.values[lo:hi], self.metadata)
+                for tag, lo, hi in zip(self.tags, b[:-1], b[1:], strict=True)]
 
 
 def _fields(buf: bytes, pos: int, end: int):
@@ -273,9 +289,10 @@ def _metadata(tag: str, simple: bool, raw: bytes | None) -> Metadata | None:
     return _parse_metadata(raw)
 
 
-def column_metadata(cols: TagColumns) -> Metadata | None:
-    """The metadata TensorBoard keeps for the points of ``cols`` (None: they bring none)."""
-    return _metadata(cols.tag, cols.simple, cols.metadata)
+def column_metadata(cols: TagColumns, tag: str | None = None) -> Metadata | None:
+    """The metadata TensorBoard keeps for the points of ``cols`` (of its tag ``tag``, for
+    grouped columns; None: they bring none)."""
+    return _metadata(cols.tag if tag is None else tag, cols.simple, cols.metadata)
 
 
 def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray | None = None,
@@ -395,8 +412,9 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
 
 
 def _by_tag(cols: TagColumns, tags: np.ndarray) -> tuple[list[TagColumns], np.ndarray]:
-    """Split the columns of records of one map but several tags (``tags``: each record's tag
-    bytes, one length) into a :class:`TagColumns` per tag, in order of first appearance."""
+    """Group the columns of records of one map but several tags (``tags``: each record's tag
+    bytes, one length) by tag, tags in order of first appearance: one :class:`TagColumns`
+    (grouped when there are several tags), and the records whose tag is no UTF-8."""
     n, width = tags.shape
     if n == 0 or bool((tags == tags[0]).all()):
         name = _tag_text(tags[0].tobytes()) if n else cols.tag
@@ -413,17 +431,23 @@ def _by_tag(cols: TagColumns, tags: np.ndarray) -> tuple[list[TagColumns], np.nd
     rank = np.empty(len(first), dtype=np.int64)
     rank[by_first] = np.arange(len(first))
     order = np.argsort(rank[inverse], kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(counts[by_first]))).tolist()
-    out, refused = [], []
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        pick = order[lo:hi]
-        name = _tag_text(tags[pick[0]].tobytes())
-        if name is None:
-            refused.append(cols.index[pick])
-            continue
-        out.append(TagColumns(name, cols.simple, cols.code, cols.index[pick], cols.steps[pick],
-                              cols.wall_times[pick], cols.values[pick], cols.metadata))
-    return out, (np.concatenate(refused) if refused else np.zeros(0, np.int64))
+    counts = counts[by_first]
+    raw = tags[first[by_first]]
+    names = [_tag_text(r.tobytes()) for r in raw]
+    refused = np.zeros(0, np.int64)
+    if None in names:
+        bad = np.array([name is None for name in names])
+        refused = np.sort(cols.index[order[np.repeat(bad, counts)]])
+        order = order[np.repeat(~bad, counts)]
+        counts = counts[~bad]
+        names = [name for name in names if name is not None]
+        if not names:
+            return [], refused
+    bounds = np.zeros(len(names) + 1, np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    return [TagColumns(names[0], cols.simple, cols.code, cols.index[order], cols.steps[order],
+                       cols.wall_times[order], cols.values[order], cols.metadata,
+                       names, bounds)], refused
 
 
 def _tag_text(raw: bytes) -> str | None:
