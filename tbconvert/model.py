@@ -214,10 +214,16 @@ class TensorSeries(_Series):
     ``dtypes[i]`` is the TensorFlow ``DataType`` enum of point i (so types
     numpy lacks, such as bfloat16, are kept: their bits live in an unsigned
     array of the same width). String tensors are object arrays of ``bytes``.
+
+    ``block``, when a reader had every point in one numeric array of one dtype
+    and shape (histograms decoded in bulk), is that array: ``tensors[i]`` is
+    ``block[i]``. Writers may take it whole instead of stacking the points
+    again; use :meth:`of_block` to make such a series.
     """
 
     dtypes: np.ndarray = None  # type: ignore[assignment]
     tensors: tuple = ()
+    block: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._check_columns()
@@ -227,9 +233,23 @@ class TensorSeries(_Series):
         if len(tensors) != n:
             raise ValueError(f"{self._what('tensors')}: {len(tensors)} tensors for {n} steps")
         object.__setattr__(self, "tensors", tensors)
+        block = self.block
+        if block is not None and (not isinstance(block, np.ndarray) or block.ndim < 1
+                                  or len(block) != n or (n and (self.dtypes != self.dtypes[0]).any())
+                                  or block.dtype.kind not in "biufc"):
+            raise ValueError(f"{self._what('block')}: not the points as one numeric array")
+
+    @classmethod
+    def of_block(cls, *, code: int, block: np.ndarray, **common) -> TensorSeries:
+        """A series whose points are the rows of ``block``, all of dtype enum ``code``."""
+        return cls(**common, dtypes=np.full(len(block), code, np.int32), tensors=tuple(block),
+                   block=block)
 
     def take(self, indices) -> TensorSeries:
         idx = np.asarray(indices, dtype=np.int64)
+        if self.block is not None and len(self.dtypes):
+            return TensorSeries.of_block(**self._take_common(idx), code=int(self.dtypes[0]),
+                                         block=self.block[idx])
         return TensorSeries(**self._take_common(idx), dtypes=self.dtypes[idx],
                             tensors=tuple(self.tensors[i] for i in idx))
 
@@ -317,6 +337,12 @@ def concat(chunks: Sequence[Series]) -> Series:
         seqs = [s for c in chunks for s in c.sequences()]
         return BlobSequenceSeries.from_sequences(**common, sequences=seqs)
     tensor_chunks = [as_tensor_series(c) for c in chunks]
+    blocks = [c.block for c in tensor_chunks]
+    code = int(tensor_chunks[0].dtypes[0]) if len(tensor_chunks[0]) else -1
+    if all(b is not None and len(b) and b.dtype == blocks[0].dtype
+           and b.shape[1:] == blocks[0].shape[1:] and c.dtypes[0] == code
+           for b, c in zip(blocks, tensor_chunks, strict=True)):
+        return TensorSeries.of_block(**common, code=code, block=np.concatenate(blocks))
     return TensorSeries(**common, dtypes=np.concatenate([c.dtypes for c in tensor_chunks]),
                         tensors=tuple(t for c in tensor_chunks for t in c.tensors))
 

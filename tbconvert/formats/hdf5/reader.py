@@ -375,8 +375,8 @@ class Hdf5Reader(Reader):
         for a in range(0, n, step):
             b = min(n, a + step)
             block = values[a:b].astype(storage, copy=False)
-            yield TensorSeries(**self._common(s, run, tag, md, a, b),
-                               dtypes=np.full(b - a, code, np.int32), tensors=tuple(block))
+            yield TensorSeries.of_block(**self._common(s, run, tag, md, a, b), code=code,
+                                        block=block)
 
     def _ragged_chunks(self, s, run, tag, md, n):
         codes_ds, shapes_ds, data_ds = s["dtypes"], s["shapes"], s["data"]

@@ -237,8 +237,10 @@ def _is_uniform(chunk: TensorSeries):
     code = int(codes[0])
     if code in (dt.DT_STRING, dt.DT_RAW_PROTO) or (codes != code).any():
         return None
-    shape = np.shape(chunk.tensors[0])
-    if 0 in shape or len(shape) >= MAX_DENSE_DIMS or any(np.shape(t) != shape for t in chunk.tensors):
+    block = chunk.block
+    shape = np.shape(chunk.tensors[0]) if block is None else block.shape[1:]
+    if 0 in shape or len(shape) >= MAX_DENSE_DIMS or (
+            block is None and any(np.shape(t) != shape for t in chunk.tensors)):
         return None  # (HDF5 chunks cannot have a zero dimension, nor datasets 33 of them)
     return code, shape
 
@@ -339,7 +341,7 @@ def _append_blobs(out: _Out, state: _SeriesState, chunk: BlobSequenceSeries) -> 
 
 
 def _append_tensors(out: _Out, state: _SeriesState, chunk: TensorSeries) -> None:
-    for t in chunk.tensors:
+    for t in chunk.tensors if chunk.block is None else chunk.tensors[:1]:
         if np.ndim(t) > budget.MAX_DIMS:
             raise UnsupportedError(
                 f"{chunk.run!r}/{chunk.tag!r}: a tensor of {np.ndim(t)} dimensions (at most "
@@ -358,8 +360,8 @@ def _append_tensors(out: _Out, state: _SeriesState, chunk: TensorSeries) -> None
         _to_ragged(out, state)
     if state.layout == schema.LAYOUT_DENSE:
         code = state.dense_key[0]
-        stacked = np.stack([np.asarray(t) for t in chunk.tensors]).astype(
-            dt.numpy_dtype(code), copy=False)
+        stacked = (np.stack([np.asarray(t) for t in chunk.tensors]) if chunk.block is None
+                   else chunk.block).astype(dt.numpy_dtype(code), copy=False)
         _append(out, state, "values", stacked)
     else:
         _append_ragged(out, state, chunk.dtypes, chunk.tensors)

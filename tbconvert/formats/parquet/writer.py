@@ -131,14 +131,28 @@ class _SeriesIds:
         """The series list as the archive's metadata holds it."""
         return [s if isinstance(s, dict) else S.series_to_json(*s) for s in self.series]
 
+    def series_text(self) -> bytes:
+        """:meth:`series_json` as JSON, made a slice of series at a time: a dict per series
+        all at once took several times the text's size (100,000 tags: about 60 MB)."""
+        parts = []
+        for a in range(0, len(self.series), _SERIES_SLICE):
+            part = [s if isinstance(s, dict) else S.series_to_json(*s)
+                    for s in self.series[a:a + _SERIES_SLICE]]
+            parts.append(S.dumps(part)[1:-1])
+        return b"[" + b",".join(parts) + b"]"
+
+
+_SERIES_SLICE = 4096
+
 
 def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
     """The footer's key-value metadata of a file whose runs, series and row groups ``sink``
     holds: the archive's JSON and its digest."""
-    meta = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
-            "experiment": S.experiment_to_json(experiment),
-            "runs": sink.runs, "series": sink.series_json(), S.ROW_GROUPS_KEY: sink.row_groups}
-    raw = S.dumps(meta)
+    # the text json.dumps gives for the whole dict, with the series list made apart
+    head = S.dumps({"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                    "experiment": S.experiment_to_json(experiment), "runs": sink.runs})
+    raw = b"".join((head[:-1], b',"series":', sink.series_text(), b",",
+                    S.dumps({S.ROW_GROUPS_KEY: sink.row_groups})[1:]))
     return {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
 
 
@@ -168,26 +182,54 @@ class _FileSink(_SeriesIds):
         self._rows += n
 
     def flush(self) -> None:
-        if self._buffer:
-            table = pa.Table.from_batches(self._buffer, schema=S.SCHEMA)
-            if len(self._buffer) > 1 and self._bytes <= S.COMBINE_BYTES:
-                # Arrow's writer and the digest cost about as much per chunk as per byte
-                # for short batches (a sync's few points per series): one chunk a column.
-                table = table.combine_chunks()
-            digest = RowGroupDigest(S.COLUMNS)
-            digest.update(table)
-            self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
-            self.row_groups.append(digest.to_json())
-            self._buffer = []
-            self._bytes = 0
-            self._rows = 0
-            del table
-            arrowpool.release()
+        table = self._take()
+        if table is not None:
+            self._write(table)
+
+    def _take(self) -> pa.Table | None:
+        """The buffered batches as the next row group, its digest recorded (None: none)."""
+        if not self._buffer:
+            return None
+        table = pa.Table.from_batches(self._buffer, schema=S.SCHEMA)
+        if len(self._buffer) > 1 and self._bytes <= S.COMBINE_BYTES:
+            # Arrow's writer and the digest cost about as much per chunk as per byte
+            # for short batches (a sync's few points per series): one chunk a column.
+            table = table.combine_chunks()
+        digest = RowGroupDigest(S.COLUMNS)
+        digest.update(table)
+        self.row_groups.append(digest.to_json())
+        self._buffer = []
+        self._bytes = 0
+        self._rows = 0
+        return table
+
+    def _write(self, table: pa.Table) -> None:
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        del table
+        arrowpool.release()
 
     def close(self, experiment: Experiment) -> None:
         self.flush()
         self._writer.add_key_value_metadata(_key_value(self, experiment))
         self._writer.close()
+
+    def close_later(self, experiment: Experiment):
+        """What :meth:`close` does that needs the interpreter, done now; the rest (Arrow
+        encoding the last row group and writing it and the footer, which it does without
+        the GIL) is the call returned, for another thread to make while this one reads on."""
+        table = self._take()
+        meta = _key_value(self, experiment)
+
+        def finish() -> None:
+            try:
+                if table is not None:
+                    self._write(table)
+                self._writer.add_key_value_metadata(meta)
+                self._writer.close()
+            except BaseException:
+                self.discard()
+                raise
+        return finish
 
     def close_bare(self) -> None:
         """Close without the archive's metadata: a run encoded for :class:`_JoinedSink`."""
@@ -298,14 +340,20 @@ def _shapes(arrays: list, n: int) -> pa.Array:
     return C.lists(C.fixed(dims, pa.int64()), ndims, pa.list_(pa.int64()))
 
 
-def _stacked(arrays: list, codes: np.ndarray):
+def _stacked(chunks: list[TensorSeries], codes: np.ndarray):
     """Every point in one array when all have one numeric dtype and one shape (a histogram
-    series, say): one copy instead of a bytes object per point; None otherwise."""
+    series, say): one copy (none when the reader had them so) instead of a bytes object
+    per point; None otherwise."""
     code = int(codes[0])
     if code == dt.DT_STRING or (codes != code).any():
         return None
+    blocks = [c.block for c in chunks]
+    if all(b is not None and b.dtype == blocks[0].dtype and b.shape[1:] == blocks[0].shape[1:]
+           for b in blocks):
+        block = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+        return np.ascontiguousarray(block, dtype=dt.numpy_dtype(code))
     try:
-        block = np.stack(arrays)
+        block = np.stack([a for c in chunks for a in c.tensors])
     except ValueError:      # shapes differ
         return None
     return np.ascontiguousarray(block, dtype=dt.numpy_dtype(code))
@@ -328,18 +376,18 @@ def _joined(arrays: list, codes: np.ndarray):
 def tensors_batch(chunks: list[TensorSeries], sids: list[int], run: str) -> pa.RecordBatch:
     """The rows of tensor series, one series after another."""
     cols = _rows_columns(chunks, sids, run)
-    arrays = [a if isinstance(a, np.ndarray) else np.asarray(a)
-              for c in chunks for a in c.tensors]
-    n = len(arrays)
     codes = _joined_column([c.dtypes for c in chunks], np.int32)
+    n = len(codes)
     cols["tensor_dtype"] = C.dict_codes(codes, dt.NAMES)
-    block = _stacked(arrays, codes) if n else None
+    block = _stacked(chunks, codes) if n else None
     if block is not None:
         shape = np.array(block.shape[1:], dtype=np.int64)
         cols["tensor_shape"] = C.lists(C.fixed(np.tile(shape, n), pa.int64()),
                                        np.full(n, len(shape), np.int64), pa.list_(pa.int64()))
         cols["tensor_content"] = C.binary(block, np.full(n, block.nbytes // n, np.int64))
         return _batch(cols, n)
+    arrays = [a if isinstance(a, np.ndarray) else np.asarray(a)
+              for c in chunks for a in c.tensors]
     is_string = codes == dt.DT_STRING
     cols["tensor_shape"] = _shapes(arrays, n)
     joined = _joined(arrays, codes) if n else None
@@ -383,20 +431,24 @@ def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.Re
 
 
 def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series],
-               compress: bool = True) -> None:
+               compress: bool = True, later: bool = False):
     """One run as one part file of a directory dataset, the bytes
     :class:`ParquetWriter` writes for it (a part holds no name of its own, so a part
     written elsewhere and renamed is the same file). The caller lists it in the dataset's
     marker. ``compress`` False suits a small part that is soon merged into a larger one:
-    setting up compression costs a small part more than writing it."""
+    setting up compression costs a small part more than writing it. ``later``: the part is
+    complete only once the call returned is made (see :meth:`_FileSink.close_later`)."""
     arrowpool.choose()
     sink = _FileSink(path, compress)
     try:
         _write_into(sink, run, series)
+        if later:
+            return sink.close_later(experiment)
         sink.close(experiment)
     except BaseException:
         sink.discard()
         raise
+    return None
 
 
 def merge_parts(files: list[Path], path: Path, experiment: Experiment, report: Report) -> None:
@@ -545,8 +597,9 @@ def _sharing(chunk: Series) -> tuple[tuple, int] | None:
     else:
         if (chunk.dtypes == dt.DT_STRING).any():
             return None
-        size = sum(a.nbytes if isinstance(a, np.ndarray) else np.asarray(a).nbytes
-                   for a in chunk.tensors)
+        size = chunk.block.nbytes if chunk.block is not None else \
+            sum(a.nbytes if isinstance(a, np.ndarray) else np.asarray(a).nbytes
+                for a in chunk.tensors)
     return ((type(chunk),), size) if size <= SHARED_BATCH_BYTES else None
 
 

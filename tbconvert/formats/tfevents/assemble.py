@@ -62,6 +62,18 @@ def _ragged(points: list):
     return "ragged", code, (np.concatenate(arrays), lengths)
 
 
+def _one_stack(cols: list) -> bool:
+    """Whether bulk columns hold tensors of one numeric dtype, enum and shape (a point each
+    row), which join into one array."""
+    if not cols:
+        return False
+    code, first = cols[0][3], cols[0][4]
+    if not isinstance(first, np.ndarray) or first.ndim < 2 or first.dtype.kind not in "biufc":
+        return False
+    return all(c[3] == code and isinstance(c[4], np.ndarray) and c[4].dtype == first.dtype
+               and c[4].shape[1:] == first.shape[1:] for c in cols[1:])
+
+
 def _unragged(code: int, array: np.ndarray, lengths: np.ndarray) -> list:
     """The points :func:`_ragged` packed, as views of its array."""
     ends = np.cumsum(lengths).tolist()
@@ -500,11 +512,10 @@ class RunAssembler:
         elif values is not None:
             payload = ("values", values[1], values[0] if in_order else values[0][order])
             size = seq.nbytes * 3 + values[0].nbytes
-        elif (not bt.points and not bt.tables and len(bt.cols) == 1
-              and isinstance(bt.cols[0][4], np.ndarray) and bt.cols[0][4].ndim > 1
-              and bt.cols[0][4].dtype.kind in "biufc"):
+        elif not bt.points and not bt.tables and _one_stack(bt.cols):
             # tensors of one shape decoded in bulk stay one array: a point is a row of it
-            stack = bt.cols[0][4]
+            stack = bt.cols[0][4] if len(bt.cols) == 1 else \
+                np.concatenate([c[4] for c in bt.cols])
             payload = ("stack", bt.cols[0][3], stack if in_order else stack[order])
             size = seq.nbytes * 3 + stack.nbytes + 100 * len(seq)
         else:
@@ -835,6 +846,12 @@ class RunAssembler:
             np.cumsum(widths, out=offsets[1:])
             blobs = tuple(itertools.chain.from_iterable(t.ravel().tolist() for t in tables))
             return BlobSequenceSeries(**common, offsets=offsets, blobs=blobs)
+        first = pieces[0]
+        if shape[0] != "blobs" and first[3] == "stack" and all(
+                p[3] == "stack" and p[4] == first[4] and p[5].dtype == first[5].dtype
+                and p[5].shape[1:] == first[5].shape[1:] for p in pieces):
+            block = first[5] if len(pieces) == 1 else np.concatenate([p[5] for p in pieces])
+            return TensorSeries.of_block(**common, code=first[4], block=block)
         points = []
         for _, _, _, kind, code, payload in pieces:
             if kind == "values":
