@@ -610,6 +610,37 @@ def test_run_tasks_and_results_travel_to_other_processes(tmp_path):
     assert pickle.loads(pickle.dumps(result)).state == result.state
 
 
+def test_a_part_left_to_finish_is_the_part_written_at_once(tmp_path):
+    """A run read by the syncing process leaves the end of its part's writing to the thread
+    that flushes it: finished, the part is byte for byte the one written at once. The same
+    task run in another process (a worker running it again) answers with its part whole."""
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tbconvert.incremental.files import pending_name
+    from tbconvert.incremental.runs import RunTask, sync_run, sync_run_here
+    src = tmp_path / "logs"
+    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(20))
+    dst = tmp_path / "archive"
+    dst.mkdir()
+    task = RunTask(name="a", logdir=str(src), files=[str(src / "a" / "events.out.tfevents.1.host")],
+                   dst=str(dst), part="part-00000-a-g0001.parquet", experiment={}, state=None)
+    part = dst / pending_name(task.part)
+    whole = sync_run(task)
+    assert whole.finish is None
+    expected = part.read_bytes()
+    part.unlink()
+    left = sync_run_here(os.getpid(), task)
+    assert left.finish is not None and left.state == whole.state
+    left.finish()
+    assert part.read_bytes() == expected
+    part.unlink()
+    with ProcessPoolExecutor(1) as pool:
+        elsewhere = pool.submit(sync_run_here, os.getpid(), task).result()
+    assert elsewhere.finish is None and part.read_bytes() == expected
+    assert pickle.loads(pickle.dumps(elsewhere)).state == whole.state
+
+
 def test_metadata_that_arrives_after_the_points(tmp_path):
     """A tag's first metadata decides its whole series: arriving late, it makes the run be
     read whole again."""
@@ -776,11 +807,11 @@ def test_interrupted_sync_removes_its_parts(tmp_path, monkeypatch):
     real = runs_mod.sync_run
     calls = []
 
-    def interrupted(task):
+    def interrupted(task, **kwargs):
         calls.append(task.name)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(task)
+        return real(task, **kwargs)
     monkeypatch.setattr(runs_mod, "sync_run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sync(src, dst)

@@ -324,9 +324,9 @@ def test_a_kept_workers_share_flushes_its_own_parts(tmp_path, monkeypatch):
     tasks: list = []
     real = runs.sync_run
 
-    def grab(task):
+    def grab(task, **kwargs):
         tasks.append(copy.deepcopy(task))
-        return real(task)
+        return real(task, **kwargs)
     monkeypatch.setattr(runs, "sync_run", grab)
     tbconvert.sync(src, dst)
     monkeypatch.setattr(runs, "sync_run", real)

@@ -378,7 +378,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             def written(k, result) -> None:
                 if result.part is not None and result.state is not None and \
                         not result.flushed:
-                    flusher.add(result.part)
+                    finish, result.finish = result.finish, None
+                    flusher.add(result.part, finish)
             results = _run_here(tasks, jobs, written, workers)
         else:
             from tbconvert import cluster
@@ -482,10 +483,15 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
     """``sync_run`` of every task: in this process, beside ``jobs - 1`` local workers when
     more than one run has new data and there is enough of it to pay for starting them, or
     beside kept ``workers`` whatever there is."""
+    import functools
+    import os
+
     from tbconvert import cluster
     from tbconvert.formats.base import cores
     from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
-    from tbconvert.incremental.runs import load_for_workers, sync_run, sync_share, unreadable
+    from tbconvert.incremental import runs
+    # the runs read here leave their parts for the flushing threads to finish
+    here = functools.partial(runs.sync_run_here, os.getpid())
     sizes = [_bytes_to_read(task) for task in tasks]
     busy = [k for k, size in enumerate(sizes) if size is not None]
     jobs = min(jobs or cores(), len(busy))
@@ -498,19 +504,20 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
     # threads that pass results on: a sync of a few MiB gains nothing (measured). Kept
     # workers cost neither, and take their share of the runs in one hand-over.
     if jobs > 1 and sum(sizes[k] for k in busy) >= PARALLEL_MIN_BYTES:
-        load_for_workers()
-        cluster.run_tasks(sync_run, [tasks[k] for k in busy], jobs=jobs, share=True,
-                          sizes=[sizes[k] for k in busy], on_result=arrived, lost=unreadable)
+        runs.load_for_workers()
+        cluster.run_tasks(runs.sync_run, [tasks[k] for k in busy], jobs=jobs, share=True,
+                          sizes=[sizes[k] for k in busy], on_result=arrived,
+                          lost=runs.unreadable)
     elif jobs > 1 and workers is not None:
         # Weighed by what a run costs: its new bytes, and a part to write (as much as
         # reading RUN_COST_BYTES). This process also commits the sync, about one run more.
-        cluster.run_in_shares(sync_run, [tasks[k] for k in busy],
+        cluster.run_in_shares(here, [tasks[k] for k in busy],
                               [sizes[k] + RUN_COST_BYTES for k in busy], workers,
-                              lost=unreadable, on_result=arrived, ahead=RUN_COST_BYTES,
-                              share_fn=sync_share)
+                              lost=runs.unreadable, on_result=arrived, ahead=RUN_COST_BYTES,
+                              share_fn=runs.sync_share)
     for k, task in enumerate(tasks):
         if results[k] is None:      # here: every run, or those with nothing new
-            results[k] = sync_run(task)
+            results[k] = here(task)
             on_result(k, results[k])
     return results
 

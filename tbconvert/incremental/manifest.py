@@ -64,8 +64,6 @@ def _fsync_dir(path: Path) -> None:
 
 def commit(dst: Path, marker: dict) -> None:
     """Replace the manifest with ``marker`` in one step (its digest added here)."""
-    import threading
-
     from tbconvert.errors import OutputError
     from tbconvert.formats.parquet import schema as S
     from tbconvert.output import describe_os_error
@@ -73,8 +71,7 @@ def commit(dst: Path, marker: dict) -> None:
     marker[S.MARKER_DIGEST] = S.marker_digest(marker)
     # Every part the manifest names must be on disk (their renames too) before the manifest
     # is: the directory is flushed while the draft is, side by side, both before the rename.
-    names_flushed = threading.Thread(target=_fsync_dir, args=(dst,), daemon=True)
-    names_flushed.start()
+    names_flushed = _pool().submit(_fsync_dir, dst)
     tmp = dst / f"{_TMP_PREFIX}{os.getpid()}"
     try:
         # One compact string (json.dumps' C encoder; json.dump to a file encodes piece by
@@ -86,7 +83,7 @@ def commit(dst: Path, marker: dict) -> None:
                 fh.flush()
                 os.fsync(fh.fileno())
         finally:
-            names_flushed.join()
+            names_flushed.result()
         os.replace(tmp, dst / MARKER_FILE)
     except OSError as exc:
         try:
@@ -97,7 +94,9 @@ def commit(dst: Path, marker: dict) -> None:
     _fsync_dir(dst)
 
 
-def _flush(path: Path) -> None:
+def _flush(path: Path, finish=None) -> None:
+    if finish is not None:
+        finish()
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -105,27 +104,48 @@ def _flush(path: Path) -> None:
         os.close(fd)
 
 
+# The threads that flush parts and the directory, kept for the life of the process: a
+# sync run again and again (``--watch``, a training loop calling ``tbconvert.sync``)
+# would otherwise start them anew every round, and a thread's start waits for it to run
+# (on a busy machine, longer than the flush it is for).
+_POOL_THREADS = 16
+_shared = None
+
+
+def _pool():
+    global _shared
+    if _shared is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _shared = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="tbconvert-flush")
+    return _shared
+
+
+def _forget_pool() -> None:
+    # a forked child (a sync worker) has none of its parent's threads
+    global _shared
+    _shared = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 class Flusher:
     """Parts flushed to disk in the background, each as soon as its task has written it, so
     that the disk works while the next runs are read (a sync's parts are small: waiting for
     each in turn, or for all at the end, is most of what publishing costs)."""
 
-    def __init__(self, dst: Path, threads: int = 4) -> None:
+    def __init__(self, dst: Path) -> None:
         import threading
         self.dst = dst
-        self.threads = threads
-        self._pool = None
         self._futures: list = []
         self._lock = threading.Lock()     # parts arrive from the threads that run tasks
 
-    def add(self, part: str) -> None:
+    def add(self, part: str, finish=None) -> None:
+        """Flush ``part``, once ``finish()`` (what is left of writing it, if anything) is done."""
         from tbconvert.incremental.files import pending_name
         with self._lock:
-            if self._pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-                self._pool = ThreadPoolExecutor(self.threads,
-                                                thread_name_prefix="tbconvert-flush")
-            self._futures.append(self._pool.submit(_flush, self.dst / pending_name(part)))
+            self._futures.append(_pool().submit(_flush, self.dst / pending_name(part), finish))
 
     def wait(self) -> None:
         """Every part added is on disk (OSError: one could not be flushed)."""
@@ -133,9 +153,13 @@ class Flusher:
             future.result()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """No flush of this flusher's is left running (those not begun are dropped)."""
+        from concurrent.futures import wait
+        with self._lock:
+            futures, self._futures = self._futures, []
+        for future in futures:
+            future.cancel()
+        wait(futures)
 
 
 def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None:
@@ -148,7 +172,7 @@ def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None
     try:
         if flusher is None:
             # all at once, side by side: the file system commits them together
-            flusher = Flusher(dst, threads=min(16, max(1, len(parts))))
+            flusher = Flusher(dst)
             for part in parts:
                 flusher.add(part)
         try:

@@ -61,6 +61,10 @@ class RunResult:
     points: collections.Counter = field(default_factory=collections.Counter)
     report: Report = field(default_factory=Report)
     flushed: bool = False           # the part is on disk already (see sync_share)
+    # What is left of writing the part, when sync_run was asked to leave it (see write_part's
+    # ``later``): a call for the flushing thread. Never set in a result that travels: a
+    # worker answers with its parts complete.
+    finish: object = field(default=None, repr=False, compare=False)
 
 
 def load_for_workers() -> None:
@@ -70,16 +74,25 @@ def load_for_workers() -> None:
     import tbconvert.formats.tfevents.reader  # noqa: F401
 
 
-def sync_run(task: RunTask) -> RunResult:
-    """Read what is new in one run and write it as a part; never raises for bad input."""
+def sync_run(task: RunTask, later: bool = False) -> RunResult:
+    """Read what is new in one run and write it as a part; never raises for bad input.
+    ``later``: the part may be left to finish in the result's ``finish`` (Arrow then writes
+    it in another thread while this one reads the next run)."""
     report = Report()
     try:
-        return _sync_run(task, report)
+        return _sync_run(task, report, later)
     except NOT_A_RUNS_FAULT:
         raise
     except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
         why = in_words(exc)
         return unreadable(task, f"could not be read ({why})", report)
+
+
+def sync_run_here(leader: int, task: RunTask) -> RunResult:
+    """``sync_run`` for the process ``leader``, which finishes the parts it is left;
+    anywhere else (a worker running the task again) the part is complete."""
+    import os
+    return sync_run(task, later=os.getpid() == leader)
 
 
 def sync_share(tasks: list[RunTask]) -> list[RunResult]:
@@ -186,34 +199,37 @@ SMALL_PART_BYTES = 256 << 10
 
 
 def _write(task: RunTask, run: Run, series, report: Report, tags: dict,
-           compress: bool = True) -> tuple[int, collections.Counter]:
-    """Write the part; how many series it holds, and its points per data class."""
+           compress: bool = True, later: bool = False) -> tuple[int, collections.Counter, object]:
+    """Write the part; how many series it holds, its points per data class, and what is
+    left to finish it (None: nothing, unless ``later``)."""
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import write_part
     counts = [set(), collections.Counter()]
     run_out, chunks = names.storable(run, _watched(series, tags, counts), report)
     # flushed to disk by the sync, all parts at once, before it commits
-    write_part(Path(task.dst) / pending_name(task.part), S.experiment_from_json(task.experiment),
-               run_out, chunks, compress=compress)
-    return len(counts[0]), counts[1]
+    finish = write_part(Path(task.dst) / pending_name(task.part),
+                        S.experiment_from_json(task.experiment), run_out, chunks,
+                        compress=compress, later=later)
+    return len(counts[0]), counts[1], finish
 
 
-def _sync_run(task: RunTask, report: Report) -> RunResult:
+def _sync_run(task: RunTask, report: Report, later: bool = False) -> RunResult:
     why, reads = task.plan if task.plan is not None else plan_files(task.files, task.state)
     if why is None and not reads:
         return RunResult(task.name, task.state, report=report)
     reader = _reader(task, report)
     if why is None:
-        result = _tail(task, reader, reads, report)
+        result = _tail(task, reader, reads, report, later)
         if result is not None:
             return result
         why = "a restart hides points already archived, or new points change a series' form"
         reads = [(Path(f), 0) for f in task.files]
         reader = _reader(task, report)
-    return _whole(task, reader, reads, why, report)
+    return _whole(task, reader, reads, why, report, later)
 
 
-def _whole(task: RunTask, reader, reads, why: str, report: Report) -> RunResult:
+def _whole(task: RunTask, reader, reads, why: str, report: Report,
+           later: bool = False) -> RunResult:
     asm = RunAssembler(task.name)
     found, total = _read(reader, asm, reads)
     run, series = asm.build()
@@ -221,7 +237,7 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report) -> RunResult:
     for tag, info in asm.info.items():
         tags[tag] = {"kinds": sorted([int(c), int(n)] for c, n in info.kinds),
                      "has_none": info.has_none, "max_step": None}
-    n_series, points = _write(task, run, series, report, tags)
+    n_series, points, finish = _write(task, run, series, report, tags, later=later)
     state = {
         "files": [_file_entry(p, *found[p]) for p, _ in reads],
         "start_time": run.start_time,
@@ -231,10 +247,10 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report) -> RunResult:
     }
     return RunResult(task.name, state, part=task.part, replaces=True,
                      why=None if task.state is None else why, new_bytes=total,
-                     series=n_series, points=points, report=report)
+                     series=n_series, points=points, report=report, finish=finish)
 
 
-def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
+def _tail(task: RunTask, reader, reads, report: Report, later: bool = False) -> RunResult | None:
     """The new bytes as one more part; None when the run must be read whole instead."""
     state = task.state
     part = RunAssembler(task.name, detached=True)
@@ -303,7 +319,8 @@ def _tail(task: RunTask, reader, reads, report: Report) -> RunResult | None:
     if not has_points and not built.records:
         run.store.close()
         return RunResult(task.name, new_state, new_bytes=total, report=report)
-    n_series, points = _write(task, new_run, series, report, tags,
-                              compress=total >= SMALL_PART_BYTES or not task.merged)
+    n_series, points, finish = _write(task, new_run, series, report, tags,
+                                      compress=total >= SMALL_PART_BYTES or not task.merged,
+                                      later=later)
     return RunResult(task.name, new_state, part=task.part, new_bytes=total, series=n_series,
-                     points=points, report=report)
+                     points=points, report=report, finish=finish)
