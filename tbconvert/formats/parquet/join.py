@@ -129,8 +129,7 @@ class JoinedFile:
         F.put(fields, F.FILE_KEY_VALUE, F.LIST,
               (F.STRUCT, [[[F.KV_KEY, F.BINARY, k], [F.KV_VALUE, F.BINARY, v]]
                           for k, v in key_value.items()]))
-        raw = F.encode(fields)
-        self.fh.write(raw + len(raw).to_bytes(4, "little") + F.MAGIC)
+        F.write(self.fh, fields)
 
 
 def _copy_range(src, dst, at: int, to: int, size: int) -> int:

@@ -131,15 +131,17 @@ class _SeriesIds:
         """The series list as the archive's metadata holds it."""
         return [s if isinstance(s, dict) else S.series_to_json(*s) for s in self.series]
 
-    def series_text(self) -> bytes:
-        """:meth:`series_json` as JSON, made a slice of series at a time: a dict per series
-        all at once took several times the text's size (100,000 tags: about 60 MB)."""
+    def series_text(self) -> list[bytes]:
+        """:meth:`series_json` as the pieces of its JSON text, made a slice of series at a
+        time: a dict per series all at once took several times the text's size (100,000
+        tags: about 60 MB)."""
         parts = []
         for a in range(0, len(self.series), _SERIES_SLICE):
             part = [s if isinstance(s, dict) else S.series_to_json(*s)
                     for s in self.series[a:a + _SERIES_SLICE]]
             parts.append(S.dumps(part)[1:-1])
-        return b"[" + b",".join(parts) + b"]"
+            parts.append(b",")
+        return [b"["] + parts[:-1] + [b"]"]
 
 
 _SERIES_SLICE = 4096
@@ -151,8 +153,8 @@ def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
     # the text json.dumps gives for the whole dict, with the series list made apart
     head = S.dumps({"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                     "experiment": S.experiment_to_json(experiment), "runs": sink.runs})
-    raw = b"".join((head[:-1], b',"series":', sink.series_text(), b",",
-                    S.dumps({S.ROW_GROUPS_KEY: sink.row_groups})[1:]))
+    raw = b"".join([head[:-1], b',"series":', *sink.series_text(), b",",
+                    S.dumps({S.ROW_GROUPS_KEY: sink.row_groups})[1:]])
     return {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
 
 
@@ -210,8 +212,8 @@ class _FileSink(_SeriesIds):
 
     def close(self, experiment: Experiment) -> None:
         self.flush()
-        self._writer.add_key_value_metadata(_key_value(self, experiment))
         self._writer.close()
+        footer.add_key_value(self.path, _key_value(self, experiment))
 
     def close_later(self, experiment: Experiment):
         """What :meth:`close` does that needs the interpreter, done now; the rest (Arrow
