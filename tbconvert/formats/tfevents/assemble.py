@@ -421,19 +421,30 @@ class RunAssembler:
             unit_col = np.concatenate([b[5] + o for b, o in zip(bulk, offsets.tolist(),
                                                                 strict=True)])
             columns = [c for b in bulk for c in b[6]]
-        block, names = self._block, self._tag_names
+        names = self._tag_names
         ucol = unit_col.tolist()
-        codes: dict[int, int] = {}   # tid -> the code of all its columns; -1: not in a batch
-        for tid, j in zip(tids.tolist(), ucol, strict=True):
-            cols = columns[j]
-            code = codes.get(tid)
-            if code is None:
-                dtype = _value_dtype(cols.code)
-                codes[tid] = cols.code if (dtype is not None and cols.values.dtype == dtype
-                                           and names[tid] not in block) else -1
-            elif code >= 0 and (cols.code != code or cols.values.dtype != _value_dtype(code)):
-                codes[tid] = -1
-        entry_codes = np.fromiter((codes[t] for t in tids.tolist()), np.int64, len(tids))
+        # each unit's code: its tag's, when all the tag's columns of the block have that code
+        # and its dtype and the tag has no other points in the block; -1: not in a batch.
+        # (arrays, not a dict of every tag: a block may hold 100,000 tags)
+        col_codes = []
+        for cols in columns:
+            dtype = _value_dtype(cols.code)
+            col_codes.append(cols.code if dtype is not None and cols.values.dtype == dtype
+                             else -1)
+        entry_codes = np.array(col_codes, dtype=np.int64)[unit_col]
+        if len(tids) > 1:
+            order = np.argsort(tids, kind="stable")
+            sorted_tids = tids[order]
+            heads = np.flatnonzero(np.concatenate(([True], sorted_tids[1:] != sorted_tids[:-1])))
+            if len(heads) < len(tids):    # a tag in several columns
+                codes = entry_codes[order]
+                lo, hi = np.minimum.reduceat(codes, heads), np.maximum.reduceat(codes, heads)
+                tag_codes = np.where(lo == hi, lo, -1)
+                entry_codes[order] = np.repeat(tag_codes, np.diff(np.append(heads, len(tids))))
+        if self._block:
+            elsewhere = np.zeros(len(names), dtype=bool)
+            elsewhere[[self.info[tag].tid for tag in self._block]] = True
+            entry_codes[elsewhere[tids]] = -1
         col_rows = np.fromiter((len(c.index) for c in columns), np.int64, len(columns))
         slow = np.flatnonzero(entry_codes < 0).tolist()
         if slow:
@@ -445,7 +456,9 @@ class RunAssembler:
                     (seqs[start:end], steps[start:end],
                      np.asarray(cols.wall_times[lo:hi], dtype=np.float64), cols.code,
                      cols.values[lo:hi]))
-        for code in sorted(set(entry_codes.tolist()) - {-1}):
+        found = {int(entry_codes[0])} if (entry_codes == entry_codes[0]).all() else \
+            set(entry_codes.tolist())
+        for code in sorted(found - {-1}):
             take = entry_codes == code
             if take.all():
                 self._store_batch(code, seqs, steps, rows, columns, None)
@@ -479,10 +492,11 @@ class RunAssembler:
                                    seq.nbytes * 3 + values.nbytes + 48 * len(uniq))
         kind = (code, _NDIM0)
         by_tid = self._by_tid
-        for tid in uniq.tolist():
-            info = by_tid[tid]
-            info.pieces.append(key)
-            info.add_kind(kind)
+        for a in range(0, len(uniq), 4096):   # (not a Python int per tag of the block at once)
+            for tid in uniq[a:a + 4096].tolist():
+                info = by_tid[tid]
+                info.pieces.append(key)
+                info.add_kind(kind)
         self.points_read += len(seq)
 
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
