@@ -641,6 +641,30 @@ def test_a_part_left_to_finish_is_the_part_written_at_once(tmp_path):
     assert pickle.loads(pickle.dumps(elsewhere)).state == whole.state
 
 
+@pytest.mark.parametrize("small_footer", [1 << 20, 0])
+def test_a_part_finished_later_has_the_bytes_of_one_closed_at_once(tmp_path, monkeypatch,
+                                                                     small_footer):
+    """write_part(later=True) and the call it returns write the file write_part writes at
+    once, whether Arrow writes the footer's JSON (small) or it is added after (large)."""
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.parquet import writer
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    from tbconvert.model import Experiment
+    from tbconvert.report import Report
+    src = tmp_path / "logs"
+    path = src / "a" / "events.out.tfevents.1.host"
+    Events(path).write_many(scalar(s, tags=(f"t{s % 7}", "loss")) for s in range(300))
+    run, series = TfeventsReader(src, Options(), Report()).read_run("a", [path]).build()
+    series = list(series)
+    monkeypatch.setattr(writer, "_SMALL_FOOTER", small_footer)
+    for compress in (True, False):
+        at_once, later = tmp_path / f"once-{compress}", tmp_path / f"later-{compress}"
+        assert writer.write_part(at_once, Experiment(), run, iter(series), compress) is None
+        finish = writer.write_part(later, Experiment(), run, iter(series), compress, later=True)
+        finish()
+        assert later.read_bytes() == at_once.read_bytes()
+
+
 def test_metadata_that_arrives_after_the_points(tmp_path):
     """A tag's first metadata decides its whole series: arriving late, it makes the run be
     read whole again."""

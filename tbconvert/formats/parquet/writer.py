@@ -158,6 +158,10 @@ def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
     return {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
 
 
+# The largest archive JSON that Arrow writes into a footer itself (see _FileSink.close_later).
+_SMALL_FOOTER = 1 << 20
+
+
 class _FileSink(_SeriesIds):
     """One Parquet file being written: buffers record batches into byte-capped row groups."""
 
@@ -221,16 +225,22 @@ class _FileSink(_SeriesIds):
         the GIL) is the call returned, for another thread to make while this one reads on."""
         table = self._take()
         meta = _key_value(self, experiment)
+        # A small footer (a sync's part) is Arrow's to write, without the GIL; a large one is
+        # added after, as close() adds it, not copied several times by Arrow.
+        small = len(meta[S.METADATA_KEY]) <= _SMALL_FOOTER
 
         def finish() -> None:
             try:
                 if table is not None:
                     self._write(table)
-                self._writer.add_key_value_metadata(meta)
+                if small:
+                    self._writer.add_key_value_metadata(meta)
                 self._writer.close()
             except BaseException:
                 self.discard()
                 raise
+            if not small:
+                footer.add_key_value(self.path, meta)
         return finish
 
     def close_bare(self) -> None:
