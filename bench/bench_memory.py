@@ -1,6 +1,7 @@
 """Peak memory of converting one long run, for each destination and back.
 
     python bench/bench_memory.py [--points 4000000,20000000] [--files 1] [--dir DIR] [--api]
+    python bench/bench_memory.py --tags 100000 [--steps 3] [--dir DIR]
 
 One run of N float32 scalar points (5 tags, written by tbconvert's event-file
 writer), in ``--files`` event files. Each conversion runs in a fresh process as
@@ -8,6 +9,10 @@ writer), in ``--files`` event files. Each conversion runs in a fresh process as
 leaves pyarrow's memory pool and pandas probe as they are, see tbconvert/arrowpool.py)
 and reports its peak resident memory (VmHWM). Prints a markdown table: if memory does
 not grow with the run, the columns for 4M and 20M points are about equal.
+
+``--tags N``: one run of N tags x ``--steps`` points instead, written as PyTorch writes
+them (one ``simple_value`` per event, tags interleaved per step, no metadata): the peak of
+``tbconvert info`` and of converting it to each format, where what is kept per tag counts.
 """
 
 from __future__ import annotations
@@ -64,6 +69,17 @@ def make_run(logdir: Path, points: int, files: int) -> Path:
     return logdir
 
 
+def make_tags_run(logdir: Path, tags: int, steps: int) -> Path:
+    """One run ``train`` of ``tags`` tags of ``steps`` points each, in PyTorch's form."""
+    import writers
+    if (logdir / "done").exists():
+        return logdir
+    names = tuple(f"layer_{i // 100}/param_{i % 100}/grad_norm" for i in range(tags))
+    writers.scalar_run(logdir / "train", "pytorch", tags * steps, tags=names)
+    (logdir / "done").write_text("")
+    return logdir
+
+
 # The command as its console script runs it, then its peak (VmHWM, KiB on Linux).
 _COMMAND = """
 import sys
@@ -74,17 +90,19 @@ sys.exit(code)
 """
 
 
-def command_peak_mib(src: Path, dst: Path, fmt: str) -> float:
-    args = [sys.executable, "-c", _COMMAND, "convert", str(src), str(dst), "--to", fmt,
-            "-q", "-j", "1"]
+def command_peak_mib(src: Path, dst: Path | None, fmt: str) -> float:
+    """Peak of ``tbconvert convert SRC DST --to FMT`` (``dst`` None: ``tbconvert info SRC``)."""
+    command = ["convert", str(src), str(dst), "--to", fmt] if dst is not None else \
+        ["info", str(src)]
+    args = [sys.executable, "-c", _COMMAND, *command, "-q", "-j", "1"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
     return int(out.strip().splitlines()[-1]) / 1024
 
 
-def convert(src: Path, dst: Path, fmt: str, api: bool = False) -> tuple[float, float]:
-    if dst.exists():
+def convert(src: Path, dst: Path | None, fmt: str, api: bool = False) -> tuple[float, float]:
+    if dst is not None and dst.exists():
         subprocess.run(["rm", "-rf", str(dst)], check=True)
     start = time.perf_counter()
     peak = peak_rss_mib(src, dst, fmt) if api else command_peak_mib(src, dst, fmt)
@@ -98,8 +116,14 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=1, help="event files the run is written in")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--api", action="store_true", help="measure tbconvert.convert, not the command")
+    ap.add_argument("--tags", type=int, default=None,
+                    help="measure one run of this many tags instead (see --steps)")
+    ap.add_argument("--steps", type=int, default=3, help="points per tag, with --tags")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-memory-"))
+    if args.tags is not None:
+        tags_table(work, args.tags, args.steps, args.api)
+        return
     sizes = [int(p) for p in args.points.split(",")]
     rows: dict[str, list[str]] = {}
     for n in sizes:
@@ -125,6 +149,29 @@ def main() -> None:
     print("| --- |" + " --- |" * len(sizes))
     for label, cells in rows.items():
         print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def tags_table(work: Path, tags: int, steps: int, api: bool) -> None:
+    src = make_tags_run(work / f"tags_{tags}_{steps}", tags, steps)
+    mib = sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 2**20
+    print(f"{tags:,} tags x {steps} steps: {mib:.0f} MiB of event files", flush=True)
+    steps_ = [("info", None, "info"),
+              ("event files -> Parquet", work / "t.parquet", "parquet"),
+              ("event files -> HDF5", work / "t.h5", "hdf5"),
+              ("event files -> CSV", work / "t.csv", "csv"),
+              ("event files -> event files", work / "t_events", "tfevents")]
+    print()
+    print(f"| one run, {tags:,} tags x {steps} steps | peak RSS (time) |")
+    print("| --- | --- |")
+    for label, dst, fmt in steps_:
+        if api and dst is None:
+            continue    # (the API's peak is measured for conversions only)
+        try:
+            peak, secs = convert(src, dst, fmt, api)
+            cell = f"{peak:.0f} MiB ({secs:.1f} s)"
+        except subprocess.CalledProcessError as exc:
+            cell = f"failed ({exc.returncode})"
+        print(f"| {label} | {cell} |", flush=True)
 
 
 if __name__ == "__main__":
