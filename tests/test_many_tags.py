@@ -140,3 +140,82 @@ def test_info_gives_every_field_of_a_series(logdir):
     assert st.to_dict() == dataclasses.asdict(st)
     assert list(st.to_dict()) == [f.name for f in dataclasses.fields(SeriesStats)]
     assert (st.points, st.hidden, st.step_range) == (5, 2, (0, 2))
+
+
+def _histo(tag, step, k, wall):
+    """A legacy histogram as PyTorch writes it (``HistogramProto``), of ``k`` buckets."""
+    from tensorboard.compat.proto import summary_pb2
+    edges = np.linspace(-1, 1, k).tolist()
+    h = summary_pb2.HistogramProto(min=-1.0, max=1.0, num=float(step + 1), sum=0.5,
+                                   sum_squares=2.0, bucket_limit=edges,
+                                   bucket=[float((step + i) % 5) for i in range(k)])
+    return dict(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag=tag, histo=h)]))
+
+
+@pytest.fixture(scope="module")
+def histo_logdir(tmp_path_factory):
+    """A histogram per parameter, one or two points per tag in a block: 40 tags x 12 steps in
+    two files (the second restarts the run at step 5 with a session START), and an image
+    tag and a scalar tag among them."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    logdir = tmp_path_factory.mktemp("histos") / "logs"
+    (logdir / "run").mkdir(parents=True)
+    start = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
+    tags = [f"params/layer{i}.weight" for i in range(40)]
+    image = summary_pb2.Summary.Image(height=1, width=1, colorspace=1,
+                                      encoded_image_string=b"\x89PNG-not-really")
+
+    def events(steps, wall0):
+        out = []
+        for s in steps:
+            out += [_histo(t, s, 3 + (k + s) % 9, wall0 + s) for k, t in enumerate(tags)]
+            out.append(dict(wall_time=wall0 + s, step=s, summary=summary_pb2.Summary(
+                value=[summary_pb2.Summary.Value(tag="sample", image=image)])))
+            out.append(_scalar("loss", s, float(s), wall0 + s))
+        return out
+    _events(logdir / "run" / "events.out.tfevents.1.a",
+            [dict(wall_time=99.0, file_version="brain.Event:2"),
+             dict(wall_time=99.5, step=0, session_log=start)] + events(range(12), 100.0))
+    _events(logdir / "run" / "events.out.tfevents.2.a",
+            [dict(wall_time=499.0, file_version="brain.Event:2"),
+             dict(wall_time=499.5, step=5, session_log=start)] + events(range(5, 9), 500.0))
+    return logdir
+
+
+def _tensor_snapshot(data) -> dict:
+    out = {}
+    for run, series in data.series.items():
+        for tag, s in series.items():
+            points = [s.sequence(i) for i in range(len(s))] if hasattr(s, "sequence") else \
+                [(int(c), t.shape, t.tobytes()) for c, t in zip(s.dtypes, s.tensors, strict=True)] \
+                if hasattr(s, "tensors") else s.values.tobytes()
+            out[run, tag] = (type(s).__name__, s.metadata, s.steps.tolist(),
+                             s.wall_times.tolist(),
+                             None if s.hidden is None else s.hidden.tolist(), points)
+        out[run, "(order)"] = list(series)
+    return out
+
+
+@pytest.mark.parametrize("block, hold", [(7, None), (7, 0), (3, 2000), (50, None)])
+def test_few_points_per_tag_and_block_held_over(histo_logdir, monkeypatch, block, hold):
+    """A tag's few points of a block are held over to the next block's (up to a byte
+    budget) and stored at the end of each file: whatever the blocks, the budget and the
+    spilling, the same series as one block per file."""
+    from tbconvert.formats.tfevents import assemble
+    whole = _tensor_snapshot(tbconvert.read(histo_logdir, restarts="keep-all"))
+    assert whole["run", "params/layer0.weight"][4].count(True) == 7   # steps 5-11, restarted
+    monkeypatch.setattr(records, "scan_file", blocks_of(block))
+    monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (0, None))
+    if hold is not None:
+        monkeypatch.setattr(assemble, "HOLD_BYTES", hold)
+    assert _tensor_snapshot(tbconvert.read(histo_logdir, restarts="keep-all")) == whole
+
+
+def test_histograms_per_parameter_as_tensorboard_reads_them(histo_logdir, tmp_path):
+    out = tmp_path / "out"
+    tbconvert.convert(histo_logdir, out, to_format="tfevents")
+    assert_same_view(tb_view(out), tb_view(histo_logdir))
+    for jobs in (1, 2):
+        tbconvert.convert(histo_logdir, tmp_path / f"j{jobs}.parquet", jobs=jobs)
+    assert (tmp_path / "j1.parquet").read_bytes() == (tmp_path / "j2.parquet").read_bytes()

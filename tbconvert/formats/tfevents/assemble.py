@@ -38,6 +38,12 @@ from tbconvert.model import (
 # A chunk handed to the writer holds at most this many points or (about) this many bytes.
 CHUNK_POINTS = 1 << 18
 CHUNK_BYTES = 16 << 20
+# A tag's points decoded one by one are held from block to block until there are this many
+# (all tags' held points together at most HOLD_BYTES): a run with a legacy histogram per
+# parameter has one or two points per tag in a 4 MiB block, and a stored piece per tag and
+# block cost more than its points.
+HOLD_POINTS = 64
+HOLD_BYTES = 16 << 20
 
 _NDIM0, _NDIM1, _NDIMN = 0, 1, 2
 
@@ -60,6 +66,18 @@ def _ragged(points: list):
     arrays = [p[1] for p in points]
     lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
     return "ragged", code, (np.concatenate(arrays), lengths)
+
+
+def _held_bytes(points: list) -> int:
+    """What holding ``points`` over costs, or more than any budget for points whose size is
+    not known without walking them (string tensors: images, text)."""
+    size = 0
+    for p in points:
+        if p is not None:
+            if p[1].dtype.kind not in "biufc":
+                return HOLD_BYTES + 1
+            size += p[1].nbytes
+    return size + 100 * len(points)
 
 
 def _one_stack(cols: list) -> bool:
@@ -392,18 +410,34 @@ class RunAssembler:
         self._fast_rows.append((seqs, steps, tag))
 
     # -- one block done ----------------------------------------------------------------------
-    def end_block(self) -> None:
-        """Store the block's points and find the purges its events make."""
+    def end_block(self, last: bool = True) -> None:
+        """Store the block's points and find the purges its events make. Unless ``last``, a
+        tag's few decoded points may be held over to be stored with the next block's (see
+        :meth:`end_file`)."""
         self._find_purges()
         if self._bulk:
             self._store_bulk()
+        held, held_bytes = {}, 0
         for tag, bt in self._block.items():
+            if not last and len(bt.points) < HOLD_POINTS and not bt.cols and not bt.tables:
+                size = _held_bytes(bt.points)
+                if held_bytes + size <= HOLD_BYTES:
+                    held[tag] = bt
+                    held_bytes += size
+                    continue
             self._store_piece(tag, bt)
-        self._block = {}
+        self._block = held
         self._summary_rows = []
         self._fast_rows = []
         self._session_starts = []
         self._other_events = []
+
+    def end_file(self) -> None:
+        """Store what :meth:`end_block` held over: a file read to its end leaves nothing
+        behind (a part of a run read elsewhere is handed over whole)."""
+        held, self._block = self._block, {}
+        for tag, bt in held.items():
+            self._store_piece(tag, bt)
 
     def _store_bulk(self) -> None:
         """The block's 1-D bulk columns: a tag whose every point of the block is such a

@@ -322,12 +322,13 @@ class TfeventsReader(Reader):
         try:
             for block in records.scan_file(path, block_size=self.block_size, start=start):
                 self._read_block(path, asm, block, seq_base, state)
-                asm.end_block()
+                asm.end_block(last=False)
                 self._run_progress.read(block.offset + len(block.buf) - state.reported)
                 state.reported = block.offset + len(block.buf)
         except OSError as exc:
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped "
                             "the rest of it", path=path, run=asm.name)
+        asm.end_file()
         if size > state.reported:
             self._run_progress.read(size - state.reported)
         if size:
