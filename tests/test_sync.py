@@ -588,6 +588,18 @@ def test_a_record_still_being_written_is_no_extension(tmp_path):
     check(src, dst, tmp_path)
 
 
+def _one_run_task(tmp_path):
+    """A sync task for run ``a`` of 20 steps into an empty dataset directory."""
+    from tbconvert.incremental.runs import RunTask
+    src = tmp_path / "logs"
+    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(20))
+    dst = tmp_path / "archive"
+    dst.mkdir()
+    return dst, RunTask(name="a", logdir=str(src),
+                        files=[str(src / "a" / "events.out.tfevents.1.host")], dst=str(dst),
+                        part="part-00000-a-g0001.parquet", experiment={}, state=None)
+
+
 def test_run_tasks_and_results_travel_to_other_processes(tmp_path):
     """What a scheduler ships to its workers and back: tasks and results pickle, and a task
     run in another process writes its part where the sync then finds it."""
@@ -595,13 +607,8 @@ def test_run_tasks_and_results_travel_to_other_processes(tmp_path):
     from concurrent.futures import ProcessPoolExecutor
 
     from tbconvert.incremental.files import pending_name
-    from tbconvert.incremental.runs import RunTask, sync_run
-    src = tmp_path / "logs"
-    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(20))
-    dst = tmp_path / "archive"
-    dst.mkdir()
-    task = RunTask(name="a", logdir=str(src), files=[str(src / "a" / "events.out.tfevents.1.host")],
-                   dst=str(dst), part="part-00000-a-g0001.parquet", experiment={}, state=None)
+    from tbconvert.incremental.runs import sync_run
+    dst, task = _one_run_task(tmp_path)
     assert pickle.loads(pickle.dumps(task)) == task
     with ProcessPoolExecutor(1) as pool:
         result = pool.submit(sync_run, task).result()
@@ -618,13 +625,8 @@ def test_a_part_left_to_finish_is_the_part_written_at_once(tmp_path):
     from concurrent.futures import ProcessPoolExecutor
 
     from tbconvert.incremental.files import pending_name
-    from tbconvert.incremental.runs import RunTask, sync_run, sync_run_here
-    src = tmp_path / "logs"
-    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(20))
-    dst = tmp_path / "archive"
-    dst.mkdir()
-    task = RunTask(name="a", logdir=str(src), files=[str(src / "a" / "events.out.tfevents.1.host")],
-                   dst=str(dst), part="part-00000-a-g0001.parquet", experiment={}, state=None)
+    from tbconvert.incremental.runs import sync_run, sync_run_here
+    dst, task = _one_run_task(tmp_path)
     part = dst / pending_name(task.part)
     whole = sync_run(task)
     assert whole.finish is None
