@@ -453,7 +453,7 @@ def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Se
     arrowpool.choose()
     sink = _FileSink(path, compress)
     try:
-        _write_into(sink, run, series)
+        _write_into(sink, run, series, end=not later)
         if later:
             return sink.close_later(experiment)
         sink.close(experiment)
@@ -624,7 +624,9 @@ def _shared_batch(chunks: list[Series], sids: list[int], run: str) -> pa.RecordB
     return tensors_batch(chunks, sids, run)
 
 
-def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
+def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool = True) -> None:
+    """Encode ``run`` into ``sink``; ``end`` False leaves its last row group buffered (the
+    sink's closing writes it: see :meth:`_FileSink.close_later`)."""
     run_index = len(sink.runs)
     sink.runs.append(S.run_to_json(run))
     short: list[Series] = []
@@ -658,7 +660,8 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series]) -> None:
     add_short()
     # A row group holds one run: then a run encoded on its own (stage_run) has the row
     # groups it has in the file, and runs encoded apart join into the same bytes.
-    sink.flush()
+    if end:
+        sink.flush()
 
 
 class ParquetWriter(Writer):
