@@ -587,3 +587,25 @@ def test_a_heap_record_that_would_make_hdf5_loop_is_refused(tmp_path):
     for name in ("torch_logdir", "tensorboardx_logdir", "tf2_logdir"):
         tbconvert.convert(FIXTURES / name, tmp_path / f"{name}.h5")
         assert heaps.endless_collection(tmp_path / f"{name}.h5") is None
+
+
+def test_the_heap_scan_finds_a_looping_record_in_any_window(tmp_path, monkeypatch):
+    """The scan maps the file a window at a time: a looping collection is found wherever it
+    lies, also with its signature across two windows or its records past the window's end."""
+    from tbconvert.formats.hdf5 import heaps
+    record = struct.pack("<HHIQ", 0, 0, 0, 0)
+    for page in (heaps._PAGE, 2 * heaps._PAGE):
+        monkeypatch.setattr(heaps, "_WINDOW", page)
+        for lead in (0, page - 2, page - 4, page - 20, 3 * page + 5):
+            data = bytearray(b"\xff" * (5 * page))
+            data[lead:lead + 16] = b"GCOL\x01\0\0\0" + struct.pack("<Q", 4096)
+            data[lead + 16 + 32:lead + 16 + 48] = record
+            # two ordinary objects (index 1, 8 bytes each) before the free one
+            struct.pack_into("<HHIQ", data, lead + 16, 1, 0, 0, 0)
+            struct.pack_into("<HHIQ", data, lead + 32, 2, 0, 0, 0)
+            path = tmp_path / f"{page}_{lead}.bin"
+            path.write_bytes(bytes(data))
+            assert heaps.endless_collection(path) == lead, (page, lead)
+            data[lead + 16 + 32] = 3   # no longer free space: nothing loops
+            path.write_bytes(bytes(data))
+            assert heaps.endless_collection(path) is None, (page, lead)

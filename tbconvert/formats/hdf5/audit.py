@@ -56,16 +56,21 @@ def _clean(f: h5py.File) -> bool:
     """True when the full audit would pass: one walk over every group reachable by hard
     links, each link's object opened relative to its group (no path lookups from the root,
     no second walk). False (or an exception) for anything else: then the full audit runs and
-    reports exactly what it always did."""
-    groups = [f.id]
+    reports exactly what it always did.
+
+    The walk goes depth first and closes each object as soon as it is judged, so only the
+    groups on the way down are open at a time: an archive of 100,000 series holds 100,000
+    groups, and each one open holds memory in HDF5 (a groups' list of them would hold it all)."""
     oi = h5py.h5o.get_info(f.id)
-    seen = {(oi.fileno, oi.addr)}
+    fileno = oi.fileno
+    seen = {oi.addr}   # addresses within this file (nothing else is reached by hard links)
     hard = h5py.h5l.TYPE_HARD
-    while groups:
-        gid = groups.pop()
-        items: list = []
-        gid.links.iterate(lambda n, i, items=items: items.append((n, i.type)), info=True)
-        for raw, kind in items:
+    stack = [(f.id, _links(f.id), 0)]
+    while stack:
+        gid, items, i = stack.pop()
+        while i < len(items):
+            raw, kind = items[i]
+            i += 1
             if kind != hard:
                 return False
             obj = h5py.h5o.open(gid, raw)
@@ -75,13 +80,23 @@ def _clean(f: h5py.File) -> bool:
                     return False
             elif isinstance(obj, h5py.h5g.GroupID):
                 oi = h5py.h5o.get_info(obj)
-                key = (oi.fileno, oi.addr)
-                if key not in seen:
-                    seen.add(key)
-                    groups.append(obj)
+                if oi.fileno != fileno:
+                    return False
+                if oi.addr not in seen:
+                    seen.add(oi.addr)
+                    stack.append((gid, items, i))
+                    stack.append((obj, _links(obj), 0))
+                    break
             elif not isinstance(obj, h5py.h5t.TypeID):
                 return False
     return True
+
+
+def _links(gid) -> list:
+    """A group's links (name, type), in HDF5's order."""
+    items: list = []
+    gid.links.iterate(lambda n, i, items=items: items.append((n, i.type)), info=True)
+    return items
 
 
 def _audit(f: h5py.File, path: Path) -> None:
