@@ -154,12 +154,14 @@ def check_dataset(ds: h5py.Dataset, kinds: str, what: str) -> None:
     check_dataset_id(ds.id, kinds, what)
 
 
-def check_dataset_id(did: h5py.h5d.DatasetID, kinds: str, what: str) -> None:
-    """check_dataset on h5py's low-level dataset id (what the reader's fast path holds)."""
+def check_dataset_id(did: h5py.h5d.DatasetID, kinds: str, what: str, shape=None) -> None:
+    """check_dataset on h5py's low-level dataset id (what the reader's fast path holds);
+    ``shape``: ``did.shape`` when the caller has it already (each asks HDF5 anew)."""
     dtype = did.dtype
     if dtype.kind not in kinds:
         raise ValueError(f"{what} is {dtype}, not the type tbconvert writes")
-    shape = did.shape
+    if shape is None:
+        shape = did.shape
     if type(shape) is tuple:
         size = 1
         for d in shape:

@@ -128,10 +128,10 @@ def _attr(oid, name: bytes):
     return arr
 
 
-def _read_all(did) -> np.ndarray:
-    """A 1-D dataset's whole content, as ``ds[0:n]`` reads it."""
+def _read_all(did, shape: tuple) -> np.ndarray:
+    """A 1-D dataset's whole content, as ``ds[0:n]`` reads it (``shape``: ``did.shape``)."""
     dtype = did.dtype
-    arr = np.empty(did.shape, dtype)
+    arr = np.empty(shape, dtype)
     if arr.size:
         did.read(_ALL, _ALL, arr, _mtype(dtype))
     return arr
@@ -163,17 +163,17 @@ def _fast_scalar(group, name: bytes, run: str) -> ScalarSeries | None:
     sd = steps.dtype
     if sd.kind not in "iu" or (sd.kind == "u" and sd.itemsize == 8):
         return None
-    check_dataset_id(steps, "iu", "steps")
-    check_dataset_id(walls, "f", "wall_times")
-    check_dataset_id(hidden, "b", "hidden")
-    if walls.shape != (n,) or hidden.shape != (n,):
+    # (any series this path does not take, or takes with an error, is read again by the
+    # general path, so the order of these checks does not change what is reported)
+    if walls.shape != shape or hidden.shape != shape or values.shape != shape:
         return None
-    check_dataset_id(values, "fiub", "values")
-    if values.shape != (n,):
-        return None
-    return ScalarSeries(run=run, tag=tag, metadata=md, steps=_read_all(steps),
-                        wall_times=_read_all(walls), hidden=_read_all(hidden),
-                        values=_read_all(values))
+    check_dataset_id(steps, "iu", "steps", shape)
+    check_dataset_id(walls, "f", "wall_times", shape)
+    check_dataset_id(hidden, "b", "hidden", shape)
+    check_dataset_id(values, "fiub", "values", shape)
+    return ScalarSeries(run=run, tag=tag, metadata=md, steps=_read_all(steps, shape),
+                        wall_times=_read_all(walls, shape), hidden=_read_all(hidden, shape),
+                        values=_read_all(values, shape))
 
 
 class Hdf5Reader(Reader):
