@@ -1,7 +1,7 @@
 """Peak memory of converting one long run, for each destination and back.
 
     python bench/bench_memory.py [--points 4000000,20000000] [--files 1] [--dir DIR] [--api]
-    python bench/bench_memory.py --tags 100000 [--steps 3] [--dir DIR]
+    python bench/bench_memory.py --tags 100000 [--steps 3] [--read-hdf5] [--dir DIR]
 
 One run of N float32 scalar points (5 tags, written by tbconvert's event-file
 writer), in ``--files`` event files. Each conversion runs in a fresh process as
@@ -13,6 +13,8 @@ not grow with the run, the columns for 4M and 20M points are about equal.
 ``--tags N``: one run of N tags x ``--steps`` points instead, written as PyTorch writes
 them (one ``simple_value`` per event, tags interleaved per step, no metadata): the peak of
 ``tbconvert info`` and of converting it to each format, where what is kept per tag counts.
+``--read-hdf5`` also measures reading its HDF5 archive back (``info``, and to Parquet): one
+group of datasets per series, 10 KB of HDF5 structures each.
 """
 
 from __future__ import annotations
@@ -119,10 +121,12 @@ def main() -> None:
     ap.add_argument("--tags", type=int, default=None,
                     help="measure one run of this many tags instead (see --steps)")
     ap.add_argument("--steps", type=int, default=3, help="points per tag, with --tags")
+    ap.add_argument("--read-hdf5", action="store_true",
+                    help="with --tags: also read the HDF5 archive back (info, -> Parquet)")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-memory-"))
     if args.tags is not None:
-        tags_table(work, args.tags, args.steps, args.api)
+        tags_table(work, args.tags, args.steps, args.api, args.read_hdf5)
         return
     sizes = [int(p) for p in args.points.split(",")]
     rows: dict[str, list[str]] = {}
@@ -151,7 +155,7 @@ def main() -> None:
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
-def tags_table(work: Path, tags: int, steps: int, api: bool) -> None:
+def tags_table(work: Path, tags: int, steps: int, api: bool, read_hdf5: bool = False) -> None:
     src = make_tags_run(work / f"tags_{tags}_{steps}", tags, steps)
     mib = sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 2**20
     print(f"{tags:,} tags x {steps} steps: {mib:.0f} MiB of event files", flush=True)
@@ -160,14 +164,18 @@ def tags_table(work: Path, tags: int, steps: int, api: bool) -> None:
               ("event files -> HDF5", work / "t.h5", "hdf5"),
               ("event files -> CSV", work / "t.csv", "csv"),
               ("event files -> event files", work / "t_events", "tfevents")]
+    steps_ = [(label, src, dst, fmt) for label, dst, fmt in steps_]
+    if read_hdf5:   # (the archive written by the step before them)
+        steps_ += [("HDF5 archive: info", work / "t.h5", None, "info"),
+                   ("HDF5 archive -> Parquet", work / "t.h5", work / "h.parquet", "parquet")]
     print()
     print(f"| one run, {tags:,} tags x {steps} steps | peak RSS (time) |")
     print("| --- | --- |")
-    for label, dst, fmt in steps_:
+    for label, source, dst, fmt in steps_:
         if api and dst is None:
             continue    # (the API's peak is measured for conversions only)
         try:
-            peak, secs = convert(src, dst, fmt, api)
+            peak, secs = convert(source, dst, fmt, api)
             cell = f"{peak:.0f} MiB ({secs:.1f} s)"
         except subprocess.CalledProcessError as exc:
             cell = f"failed ({exc.returncode})"
