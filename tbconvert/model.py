@@ -337,14 +337,25 @@ def concat(chunks: Sequence[Series]) -> Series:
         seqs = [s for c in chunks for s in c.sequences()]
         return BlobSequenceSeries.from_sequences(**common, sequences=seqs)
     tensor_chunks = [as_tensor_series(c) for c in chunks]
-    blocks = [c.block for c in tensor_chunks]
-    code = int(tensor_chunks[0].dtypes[0]) if len(tensor_chunks[0]) else -1
-    if all(b is not None and len(b) and b.dtype == blocks[0].dtype
-           and b.shape[1:] == blocks[0].shape[1:] and c.dtypes[0] == code
-           for b, c in zip(blocks, tensor_chunks, strict=True)):
-        return TensorSeries.of_block(**common, code=code, block=np.concatenate(blocks))
+    joined = joined_block(tensor_chunks)
+    if joined is not None:
+        return TensorSeries.of_block(**common, code=joined[0], block=joined[1])
     return TensorSeries(**common, dtypes=np.concatenate([c.dtypes for c in tensor_chunks]),
                         tensors=tuple(t for c in tensor_chunks for t in c.tensors))
+
+
+def joined_block(chunks: Sequence[TensorSeries]) -> tuple[int, np.ndarray] | None:
+    """``(dtype enum, block)``: the points of ``chunks``, one after another, as one array,
+    when every chunk has a :attr:`TensorSeries.block` and all have one dtype enum, numpy
+    dtype and row shape; None otherwise."""
+    blocks = [c.block for c in chunks]
+    if any(b is None or not len(b) for b in blocks):
+        return None
+    code, first = int(chunks[0].dtypes[0]), blocks[0]
+    if not all(b.dtype == first.dtype and b.shape[1:] == first.shape[1:] and c.dtypes[0] == code
+               for b, c in zip(blocks, chunks, strict=True)):
+        return None
+    return code, first if len(blocks) == 1 else np.concatenate(blocks)
 
 
 def as_tensor_series(series: Series) -> TensorSeries:

@@ -22,7 +22,16 @@ from tbconvert.formats.parquet import MARKER_FILE, footer, join
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
-from tbconvert.model import BlobSequenceSeries, DataClass, Experiment, Run, ScalarSeries, Series, TensorSeries
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Run,
+    ScalarSeries,
+    Series,
+    TensorSeries,
+    joined_block,
+)
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report
 
@@ -359,11 +368,9 @@ def _stacked(chunks: list[TensorSeries], codes: np.ndarray):
     code = int(codes[0])
     if code == dt.DT_STRING or (codes != code).any():
         return None
-    blocks = [c.block for c in chunks]
-    if all(b is not None and b.dtype == blocks[0].dtype and b.shape[1:] == blocks[0].shape[1:]
-           for b in blocks):
-        block = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
-        return np.ascontiguousarray(block, dtype=dt.numpy_dtype(code))
+    joined = joined_block(chunks)
+    if joined is not None:
+        return np.ascontiguousarray(joined[1], dtype=dt.numpy_dtype(code))
     try:
         block = np.stack([a for c in chunks for a in c.tensors])
     except ValueError:      # shapes differ
