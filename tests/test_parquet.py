@@ -552,3 +552,15 @@ def test_numbers_from_buffers_are_what_to_numpy_gives():
             assert np.array_equal(got, want)
     flags = pa.array([True, None, False] * 7).slice(4, 11)      # to_numpy: objects, None
     assert to_numbers(flags).tolist() == [v is True for v in flags.to_pylist()]
+
+
+def test_a_large_footer_added_after_arrow_closes_is_arrows_bytes(tmp_path, monkeypatch):
+    """The archive's JSON past _SMALL_FOOTER is added to the footer after Arrow has closed
+    the file (footer.add_key_value): the file is byte for byte the one Arrow writes with it."""
+    from tbconvert.formats.parquet import writer as W
+    from tbconvert.model import Experiment
+    (run, chunks), = _short_series_runs()
+    for small_footer, name in ((1 << 30, "arrow"), (0, "added")):
+        monkeypatch.setattr(W, "_SMALL_FOOTER", small_footer)
+        W.write_part(tmp_path / name, Experiment(), run, iter(chunks))
+    assert (tmp_path / "added").read_bytes() == (tmp_path / "arrow").read_bytes()

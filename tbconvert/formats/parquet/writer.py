@@ -136,9 +136,10 @@ class _SeriesIds:
             self.series.append(key)
         return sid
 
-    def series_json(self) -> list[dict]:
-        """The series list as the archive's metadata holds it."""
-        return [s if isinstance(s, dict) else S.series_to_json(*s) for s in self.series]
+    def series_json(self, start: int = 0, stop: int | None = None) -> list[dict]:
+        """The series list (``start:stop`` of it) as the archive's metadata holds it."""
+        return [s if isinstance(s, dict) else S.series_to_json(*s)
+                for s in self.series[start:stop]]
 
     def series_text(self) -> list[bytes]:
         """:meth:`series_json` as the pieces of its JSON text, made a slice of series at a
@@ -146,9 +147,7 @@ class _SeriesIds:
         tags: about 60 MB)."""
         parts = []
         for a in range(0, len(self.series), _SERIES_SLICE):
-            part = [s if isinstance(s, dict) else S.series_to_json(*s)
-                    for s in self.series[a:a + _SERIES_SLICE]]
-            parts.append(S.dumps(part)[1:-1])
+            parts.append(S.dumps(self.series_json(a, a + _SERIES_SLICE))[1:-1])
             parts.append(b",")
         return [b"["] + parts[:-1] + [b"]"]
 
@@ -167,7 +166,7 @@ def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
     return {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
 
 
-# The largest archive JSON that Arrow writes into a footer itself (see _FileSink.close_later).
+# The largest archive JSON that Arrow writes into a footer itself (see _FileSink._close_with).
 _SMALL_FOOTER = 1 << 20
 
 
@@ -225,8 +224,7 @@ class _FileSink(_SeriesIds):
 
     def close(self, experiment: Experiment) -> None:
         self.flush()
-        self._writer.close()
-        footer.add_key_value(self.path, _key_value(self, experiment))
+        self._close_with(_key_value(self, experiment))
 
     def close_later(self, experiment: Experiment):
         """What :meth:`close` does that needs the interpreter, done now; the rest (Arrow
@@ -234,23 +232,27 @@ class _FileSink(_SeriesIds):
         the GIL) is the call returned, for another thread to make while this one reads on."""
         table = self._take()
         meta = _key_value(self, experiment)
-        # A small footer (a sync's part) is Arrow's to write, without the GIL; a large one is
-        # added after, as close() adds it, not copied several times by Arrow.
-        small = len(meta[S.METADATA_KEY]) <= _SMALL_FOOTER
 
         def finish() -> None:
             try:
                 if table is not None:
                     self._write(table)
-                if small:
-                    self._writer.add_key_value_metadata(meta)
-                self._writer.close()
+                self._close_with(meta)
             except BaseException:
                 self.discard()
                 raise
-            if not small:
-                footer.add_key_value(self.path, meta)
         return finish
+
+    def _close_with(self, meta: dict[bytes, bytes]) -> None:
+        """Close the file, the archive's metadata ``meta`` in its footer: a small one (a
+        sync's part) Arrow writes itself, without the GIL; a large one is added after Arrow
+        has closed the file (the same bytes), as Arrow would hold several copies of it."""
+        small = len(meta[S.METADATA_KEY]) <= _SMALL_FOOTER
+        if small:
+            self._writer.add_key_value_metadata(meta)
+        self._writer.close()
+        if not small:
+            footer.add_key_value(self.path, meta)
 
     def close_bare(self) -> None:
         """Close without the archive's metadata: a run encoded for :class:`_JoinedSink`."""
