@@ -31,14 +31,20 @@ MAX_PART_BYTES = 200
 # Linux, 1024 on macOS) also counts the destination's own path and the file name.
 MAX_PATH_BYTES = 768
 
-# A backslash is a separator to Windows and to exports; "%" is escaped so that escapes stay
-# distinct from names; control characters would reach terminals. Windows also refuses
+# A backslash is a separator to Windows and to exports; "%" is escaped where it would read as
+# an escape (see _ESCAPED_CODES); control characters would reach terminals. Windows also refuses
 # :*?"<>| and trailing dots and spaces, which POSIX file systems (and TensorBoard's run names
 # there) keep: an ISO time as a run name stays as it is.
 _WINDOWS = os.name == "nt"
 _UNSAFE_CHARS = set("\\%") | {chr(c) for c in range(32)} | {"\x7f"} | (
     set(':*?"<>|') if _WINDOWS else set())
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# The codes safe_part spells as ``%XX``: the unsafe characters above, "." and " " (".." and
+# Windows' trailing dots and spaces), and the bytes of non-UTF-8 names and lone surrogates.
+# Only a "%" followed by one of them is escaped itself, so that every spelling reads back
+# one way; any other "%" stays as it is ("50%", "%41"), the run name TensorBoard showed.
+_ESCAPED_CODES = frozenset(
+    [f"{ord(c):02X}" for c in _UNSAFE_CHARS] + ["2E", "20"] + [f"{b:02X}" for b in range(0x80, 0x100)])
 # Whether the file system takes arbitrary bytes in names (surrogate escapes round-trip).
 _BYTE_NAMES = os.name == "posix" and os.fsencode("\udcff") == b"\xff"
 
@@ -86,8 +92,8 @@ def safe_part(part: str) -> str:
     if part in ("", ".", ".."):
         return {"": "%00empty", ".": "%2E", "..": "%2E%2E"}[part]
     keep = _SURROGATE.search(part) is not None and _keeps_bytes(part)
-    out = "".join(_escape_char(c) if c in _UNSAFE_CHARS
-                  or (_SURROGATE.match(c) and not keep) else c for c in part)
+    out = "".join(_escape_char(c) if _unsafe_at(part, i, keep) else c
+                  for i, c in enumerate(part))
     if _WINDOWS and out.endswith((" ", ".")):  # trailing dots and spaces vanish on Windows
         out = out[:-1] + _escape_char(out[-1])
     encoded = _part_bytes(out)
@@ -95,6 +101,13 @@ def safe_part(part: str) -> str:
         head = encoded[:MAX_PART_BYTES - 18].decode("utf-8", "ignore")
         out = f"{head}~{_digest(part)}"
     return out
+
+
+def _unsafe_at(part: str, i: int, keep_surrogates: bool) -> bool:
+    c = part[i]
+    if c == "%":
+        return part[i + 1:i + 3].upper() in _ESCAPED_CODES
+    return c in _UNSAFE_CHARS or (not keep_surrogates and _SURROGATE.match(c) is not None)
 
 
 def shortened(parts: list[str], name: str, budget: int = MAX_PATH_BYTES) -> list[str]:

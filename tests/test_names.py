@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import hypothesis
 import numpy as np
 import pytest
 from helpers import FIXTURES
@@ -187,6 +188,39 @@ def test_path_parts_fit_the_budget_and_stay_distinct():
     assert names.path_parts("a/b") == ["a", "b"]
 
 
+def _unescaped(part: str) -> str:
+    """What :func:`names.safe_part` spelt, read back: an ``%XX`` it writes is one character."""
+    out, i = [], 0
+    while i < len(part):
+        code = part[i + 1:i + 3].upper()
+        if part[i] == "%" and code in names._ESCAPED_CODES:
+            out.append(chr(int(code, 16)))
+            i += 3
+        else:
+            out.append(part[i])
+            i += 1
+    return "".join(out)
+
+
+@pytest.mark.parametrize("name, part", [
+    ("50%", "50%"), ("%41", "%41"), ("acc_90%_run", "acc_90%_run"), ("%", "%"),
+    ("a\\b", "a%5Cb"), ("a%5Cb", "a%255Cb"), ("%25", "%2525"), ("%2e", "%252e"),
+    ("x%ff", "x%25ff"), ("tab\t", "tab%09"), ("%%01", "%%2501")])
+def test_a_percent_sign_is_escaped_only_where_it_would_read_as_an_escape(name, part):
+    assert names.safe_part(name) == part
+    assert _unescaped(part) == name
+
+
+@pytest.mark.skipif(os.name == "nt", reason="Windows escapes more characters")
+@hypothesis.settings(max_examples=500, deadline=None)
+@hypothesis.given(hypothesis.strategies.text(
+    alphabet="%\\\x01\x7f .aA09eEfF5cC2", max_size=24))
+def test_safe_parts_read_back_as_the_names_they_came_from(name):
+    """Distinct names never share a directory: every spelling reads back one way."""
+    hypothesis.assume(name not in ("", ".", ".."))
+    assert _unescaped(names.safe_part(name)) == name
+
+
 def test_run_dirs_that_clash_get_a_suffix(tmp_path):
     taken: set = set()
     first, changed1 = names.run_dir(tmp_path, "run", taken)
@@ -217,7 +251,7 @@ def test_run_dirs_differing_in_case_get_a_suffix_where_case_is_ignored(tmp_path,
 
 
 POSIX_NAMES = ["2024-01-01T12:00:00", "lr=0.1|bs=32", "what?", "a*b", '"quoted" <x>', "trail.",
-               "trail "]
+               "trail ", "subset_50%", "%41"]
 
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows refuses these characters in file names")
