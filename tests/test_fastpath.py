@@ -394,7 +394,8 @@ def test_random_tags_bulk_equals_protobuf(pool, picks, value, second, steps, see
 
 # -- record framing and legacy histograms -------------------------------------------------------
 
-@pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy", "pytorch_layers"])
+@pytest.mark.parametrize("form", ["mixed", "keras", "histo_tf2", "images_legacy", "pytorch_layers",
+                                  "histo_tf2_layers"])
 def test_bulk_framing_equals_record_by_record_walk(form, tmp_path):
     """record_chain predicts record positions from repeating lengths; it must find exactly the
     records a one-by-one walk finds, from any offset, for any limit, damaged bytes included."""
@@ -442,6 +443,40 @@ def test_random_record_lengths_bulk_framing_equals_walk(cycle, steps, breaks, fl
     want = records._frame_quickly(data, off, limit)
     got = record_chain.walk(data, off, limit)
     assert want[0].tolist() == got[0].tolist() and want[1].tolist() == got[1].tolist()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(inner=st.lists(st.integers(0, 120), min_size=1, max_size=6), layers=st.integers(2, 150),
+       odd=st.lists(st.tuples(st.integers(0, 10**4), st.integers(0, 120)), max_size=4),
+       steps=st.integers(2, 12), breaks=st.lists(st.integers(0, 10**6), max_size=2),
+       limit=st.sampled_from([300, 5000, 1 << 20]))
+def test_long_cycles_bulk_framing_equals_walk(inner, layers, odd, steps, breaks, limit):
+    """A step of many tags: one layer's lengths repeated, a few odd ones among them (a name
+    one digit longer), the whole cycle of up to hundreds of records repeated each step,
+    broken now and then (a new step-varint width). The long cycle is found from the
+    lengths seen; the framing is still the one-by-one walk's."""
+    from tbconvert.formats.tfevents import record_chain
+    cycle = inner * layers
+    for where, length in odd:
+        cycle[where % len(cycle)] = length
+    lengths = cycle * steps
+    for where in breaks:
+        at = where % (len(lengths) + 1)
+        lengths[at:] = [n + 1 for n in lengths[at:]]
+    data = b"".join(records.frame(bytes([i % 251]) * n) for i, n in enumerate(lengths))
+    want = records._frame_quickly(data, 0, limit)
+    got = record_chain.walk(data, 0, limit)
+    assert want[0].tolist() == got[0].tolist() and want[1].tolist() == got[1].tolist()
+
+
+def test_a_step_of_many_tags_is_one_cycle_of_lengths():
+    """One layer's lengths repeat within a step, but only the whole step repeats from step
+    to step: that is the cycle the walk predicts with."""
+    from tbconvert.formats.tfevents import record_chain
+    step = [70, 68, 68, 63] * 40 + [71, 69, 69, 64] * 60
+    assert record_chain._long_period(step * 3) == len(step)
+    assert record_chain._long_period([5] * 100) == 1
+    assert record_chain._long_period(list(range(100))) == 0
 
 
 def _histogram_elementwise(histo):

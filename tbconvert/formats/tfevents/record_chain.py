@@ -9,7 +9,10 @@ the next many records from it, and read every predicted length field at
 once: the prefix where each field holds exactly the predicted length is
 precisely what the one-by-one walk would have found. Where the pattern
 breaks (a new step-varint width, a histogram, an image), we walk one by one
-again. Nothing is checked here; the caller checks CRCs in bulk afterwards.
+again. A step of many tags (a metric or a histogram per layer: hundreds of records a
+cycle) is found in the lengths walked and predicted so far, looked for at doubling counts
+so that records without a period cost little. Nothing is checked here; the caller checks
+CRCs in bulk afterwards.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ SAMPLE = 48          # records walked one by one before looking for a period
 MAX_PERIOD = 16      # tags logged per step that we recognise as a cycle
 MAX_PREDICT = 1 << 18  # records predicted per round (bounds the temporary arrays)
 FIRST_PREDICT = 256    # records predicted in a period's first round
+LONG_PERIOD = 4096     # the longest cycle looked for in the records seen (tags per step)
+FIRST_PROBE = 64       # records seen before the first look for a long cycle
 
 _U64 = struct.Struct("<Q")
 
@@ -66,23 +71,38 @@ def walk(buf, off: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
     parts_l: list[np.ndarray] = []
     starts: list[int] = []
     lengths: list[int] = []
+    seen: list[int] = []    # the last lengths found (at most two long cycles), in order
+    since, gap = 0, FIRST_PROBE     # lengths found since the last look for a long cycle
     count = 0
     while count < limit:
         want = min(SAMPLE, limit - count)
+        done = len(lengths)
         taken = _walk_one_by_one(buf, off, want, starts, lengths)
+        seen.extend(lengths[done:])
+        since += taken
         count += taken
         if taken < want or count >= limit:
             break       # the end of the buffer (or of what was asked for)
         off = starts[-1] + lengths[-1] + FOOTER
         p = _period(lengths)
+        pattern = np.array(lengths[-p:], dtype=np.int64) if p else None
+        long = False
+        if since >= gap:
+            # A short period is often part of a longer one (one layer's names in a step of
+            # many tags): the lengths seen tell which has held the longest.
+            since, gap = 0, min(2 * gap, 2 * LONG_PERIOD)
+            del seen[:-2 * LONG_PERIOD]
+            q = _long_period(seen)
+            if q > p:
+                p, pattern, long = q, np.array(seen[-q:], dtype=np.int64), True
         if not p:
             continue
-        pattern = np.array(lengths[-p:], dtype=np.int64)
         # Predict a few cycles first, then four times more each time all of them held: a
         # period found in a short sample can be part of a longer one (a metric per layer
         # repeats the lengths of one layer's names), which holds for a few records only, and
         # predicting far past them cost as much as the records that were right.
         ask = max(FIRST_PREDICT, 4 * p)
+        got = 0
         while count < limit:
             want = min(limit - count, ask)
             got_s, got_l = _predicted(data, n, off, pattern, want)
@@ -94,15 +114,40 @@ def walk(buf, off: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
                 starts, lengths = [], []
             parts_s.append(got_s)
             parts_l.append(got_l)
+            seen.extend(got_l[-2 * LONG_PERIOD:].tolist())
+            got += len(got_s)
             count += len(got_s)
             off = int(got_s[-1] + got_l[-1]) + FOOTER
             if len(got_s) < want:
                 break       # the pattern broke here (or the buffer ends)
             pattern = np.roll(pattern, -(len(got_s) % p))
             ask = min(4 * ask, MAX_PREDICT)
+        if long and got >= 2 * p:
+            since, gap = 0, FIRST_PROBE     # a long cycle that held broke: look again soon
     parts_s.append(np.array(starts, dtype=np.int64))
     parts_l.append(np.array(lengths, dtype=np.int64))
     return np.concatenate(parts_s), np.concatenate(parts_l)
+
+
+def _long_period(seen: list) -> int:
+    """The period (at most LONG_PERIOD) with which the most of ``seen``'s last lengths
+    repeat, once over at least: the guess for the records that follow (0: none)."""
+    a = np.array(seen[-2 * LONG_PERIOD:], dtype=np.int64)
+    n = len(a)
+    # the periods p whose length p records back equals the last one, shortest first
+    candidates = (n - 1) - np.flatnonzero(a[:n - 1] == a[-1])[::-1]
+    best, held = 0, 0
+    for p in candidates[candidates <= n // 2][:_CANDIDATES].tolist():
+        wrong = np.flatnonzero(a[p:] != a[:-p])
+        run = n - p - (int(wrong[-1]) + 1 if len(wrong) else 0)   # how long it has held
+        if run >= p and run > held:
+            best, held = p, run
+    return best
+
+
+# Periods tried per look: lengths that are nearly all equal offer many, and a look that
+# finds none must stay cheap.
+_CANDIDATES = 256
 
 
 def _predicted(data: np.ndarray, n: int, off: int, pattern: np.ndarray, most: int):
