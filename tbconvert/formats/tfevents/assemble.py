@@ -534,6 +534,8 @@ class RunAssembler:
         self.points_read += len(seq)
 
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
+        if not bt.points and not bt.tables and len(bt.cols) == 1 and self._store_stack(tag, bt):
+            return
         info = self.info[tag]
         n_slow = len(bt.seq)
         groups = bt.cols + bt.tables
@@ -580,6 +582,21 @@ class RunAssembler:
             payload = _ragged(points) or ("points", None, points)
         self.points_read += len(seq)
         info.pieces.append(self.store.put((seq, steps, walls) + payload, size))
+
+    def _store_stack(self, tag: str, bt: _BlockTag) -> bool:
+        """:meth:`_store_piece` of a tag whose block is one bulk-decoded stack of tensors (a
+        histogram per parameter: hundreds of such tags a block), stored as the general path
+        would store it, without its joins and sort; False: not such a block."""
+        seq, steps, walls, code, stack = bt.cols[0]
+        if not _one_stack(bt.cols) or (len(seq) > 1 and not bool((seq[1:] > seq[:-1]).all())):
+            return False
+        info = self.info[tag]
+        info.add_kind((code, min(stack.ndim - 1, _NDIMN)))
+        self.points_read += len(seq)
+        info.pieces.append(self.store.put(
+            (seq.copy(), steps.copy(), walls.copy(), "stack", code, stack),
+            seq.nbytes * 3 + stack.nbytes + 100 * len(seq)))
+        return True
 
     @staticmethod
     def _as_values(bt: _BlockTag):
