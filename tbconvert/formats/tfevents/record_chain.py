@@ -90,7 +90,7 @@ def walk(buf, off: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
         if since >= gap:
             # A short period is often part of a longer one (one layer's names in a step of
             # many tags): the lengths seen tell which has held the longest.
-            since, gap = 0, min(2 * gap, 2 * LONG_PERIOD)
+            since, gap = 0, 2 * gap     # (looks that find nothing grow rarer)
             del seen[:-2 * LONG_PERIOD]
             q = _long_period(seen)
             if q > p:
@@ -138,6 +138,8 @@ def _long_period(seen: list) -> int:
     candidates = (n - 1) - np.flatnonzero(a[:n - 1] == a[-1])[::-1]
     best, held = 0, 0
     for p in candidates[candidates <= n // 2][:_CANDIDATES].tolist():
+        if not np.array_equal(a[n - p:], a[n - 2 * p:n - p]):
+            continue        # the last cycle is not the one before it (cheap to tell)
         wrong = np.flatnonzero(a[p:] != a[:-p])
         run = n - p - (int(wrong[-1]) + 1 if len(wrong) else 0)   # how long it has held
         if run >= p and run > held:
