@@ -5,8 +5,8 @@ Layout: ``DIR/<run>/<tag>/<step>_<index>.<ext>``.
 * ``<run>`` and ``<tag>`` are split on ``/`` and each part made safe with
   :func:`tbconvert.names.safe_part` (unsafe characters percent-escaped, so
   nothing escapes ``DIR`` and distinct names stay distinct). The root run
-  ``"."`` is the directory ``%2E`` (``%`` is always escaped in real names, so
-  it cannot clash with a run).
+  ``"."`` is the directory ``%2E`` (a run named ``%2E`` is ``%252E``: a ``%``
+  that reads as an escape is escaped itself, so it cannot clash with a run).
 * Images (plugin ``images``): sample i of a step is ``<step>_<i>``; the
   extension comes from the first bytes (``png``, ``jpg``, ``gif``, else
   ``bin``). Audio (plugin ``audio``): each clip, ``wav`` when it is RIFF/WAVE.
