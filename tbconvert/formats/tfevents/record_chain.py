@@ -71,10 +71,12 @@ def walk(buf, off: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
     parts_l: list[np.ndarray] = []
     starts: list[int] = []
     lengths: list[int] = []
-    seen: list[int] = []    # the last lengths found (at most two long cycles), in order
+    seen: list[int] = []    # the last lengths found (two to four long cycles), in order
     since, gap = 0, FIRST_PROBE     # lengths found since the last look for a long cycle
     count = 0
     while count < limit:
+        if len(seen) > 4 * LONG_PERIOD:
+            del seen[:-2 * LONG_PERIOD]     # (what a look reads, and a bound on memory)
         want = min(SAMPLE, limit - count)
         done = len(lengths)
         taken = _walk_one_by_one(buf, off, want, starts, lengths)
@@ -91,7 +93,6 @@ def walk(buf, off: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
             # A short period is often part of a longer one (one layer's names in a step of
             # many tags): the lengths seen tell which has held the longest.
             since, gap = 0, 2 * gap     # (looks that find nothing grow rarer)
-            del seen[:-2 * LONG_PERIOD]
             q = _long_period(seen)
             if q > p:
                 p, pattern, long = q, np.array(seen[-q:], dtype=np.int64), True
