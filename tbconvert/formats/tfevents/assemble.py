@@ -534,17 +534,24 @@ class RunAssembler:
         self.points_read += len(seq)
 
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
-        if not bt.points and not bt.tables and len(bt.cols) == 1 and self._store_stack(tag, bt):
-            return
         info = self.info[tag]
         n_slow = len(bt.seq)
         groups = bt.cols + bt.tables
-        seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in groups])
-        steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in groups])
-        walls = np.concatenate([np.array(bt.walls, dtype=np.float64)] + [c[2] for c in groups])
-        order = np.argsort(seq, kind="stable")
-        in_order = bool((order == np.arange(len(order))).all())
+        if not n_slow and len(groups) == 1:
+            # one column or table and nothing else (a histogram per parameter: hundreds of
+            # such tags a block), taken as it is
+            seq = np.array(groups[0][0], dtype=np.int64)
+            steps = np.array(groups[0][1], dtype=np.int64)
+            walls = np.array(groups[0][2], dtype=np.float64)
+        else:
+            seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in groups])
+            steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in groups])
+            walls = np.concatenate([np.array(bt.walls, dtype=np.float64)]
+                                   + [c[2] for c in groups])
+        # read order, as a stable sort leaves it (most often the order already is)
+        in_order = bool((seq[1:] >= seq[:-1]).all())
         if not in_order:
+            order = np.argsort(seq, kind="stable")
             seq, steps, walls = seq[order], steps[order], walls[order]
         for code, arr in (p for p in bt.points if p is not None):
             info.add_kind((code, _ndim_class(arr)))
@@ -582,21 +589,6 @@ class RunAssembler:
             payload = _ragged(points) or ("points", None, points)
         self.points_read += len(seq)
         info.pieces.append(self.store.put((seq, steps, walls) + payload, size))
-
-    def _store_stack(self, tag: str, bt: _BlockTag) -> bool:
-        """:meth:`_store_piece` of a tag whose block is one bulk-decoded stack of tensors (a
-        histogram per parameter: hundreds of such tags a block), stored as the general path
-        would store it, without its joins and sort; False: not such a block."""
-        seq, steps, walls, code, stack = bt.cols[0]
-        if not _one_stack(bt.cols) or (len(seq) > 1 and not bool((seq[1:] > seq[:-1]).all())):
-            return False
-        info = self.info[tag]
-        info.add_kind((code, min(stack.ndim - 1, _NDIMN)))
-        self.points_read += len(seq)
-        info.pieces.append(self.store.put(
-            (seq.copy(), steps.copy(), walls.copy(), "stack", code, stack),
-            seq.nbytes * 3 + stack.nbytes + 100 * len(seq)))
-        return True
 
     @staticmethod
     def _as_values(bt: _BlockTag):
