@@ -143,7 +143,7 @@ def _long_period(seen: list) -> int:
             continue        # the last cycle is not the one before it (cheap to tell)
         wrong = np.flatnonzero(a[p:] != a[:-p])
         run = n - p - (int(wrong[-1]) + 1 if len(wrong) else 0)   # how long it has held
-        if run >= p and run > held:
+        if run > held:      # (at least p: the last cycle repeats the one before)
             best, held = p, run
     return best
 
