@@ -337,6 +337,30 @@ def test_scan_file_blocks_find_what_scan_finds(tmp_path, block_size):
     assert sum(n for _, n in bdamage) == sum(d.length for d in damage)
 
 
+@pytest.mark.parametrize("block_size,lookahead", [(1000, 40), (1000, 320), (4096, 500)])
+def test_scan_file_blocks_with_a_short_lookahead_find_what_scan_finds(tmp_path, monkeypatch,
+                                                                      block_size, lookahead):
+    """Lookahead shorter than a block (and than some records): blocks end earlier, and
+    still find every record and every damaged byte that a whole-file scan finds."""
+    monkeypatch.setattr(records, "LOOKAHEAD", lookahead)
+    rng = np.random.default_rng(block_size + lookahead)
+    parts = []
+    for i in range(300):
+        parts.append(records.frame(rng.bytes(int(rng.integers(0, 300)))))
+        if i % 37 == 5:
+            parts.append(rng.bytes(int(rng.integers(1, 90))))     # garbage between records
+    buf = bytearray(b"".join(parts))
+    for p in rng.integers(0, len(buf), 6).tolist():
+        buf[p] ^= 0x10
+    buf = bytes(buf)
+    path = tmp_path / "events.out.tfevents.1.x"
+    path.write_bytes(buf)
+    starts, lengths, damage = records.scan(buf)
+    payloads, bdamage = _blocks_as_scan(path, block_size=block_size)
+    assert payloads == _payloads(buf, starts, lengths)
+    assert sum(n for _, n in bdamage) == sum(d.length for d in damage)
+
+
 def test_scan_file_reads_a_record_larger_than_the_block(tmp_path):
     big = os.urandom(3 << 20)
     buf = records.frame(b"a") + records.frame(big) + records.frame(b"b")

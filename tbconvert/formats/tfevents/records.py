@@ -52,8 +52,9 @@ two blocks: a block grows to hold one large record (up to :data:`MAX_RECORD`),
 after its checksum was verified by streaming, so memory stays bounded by the
 block size plus the largest valid record. A length field is never used to
 allocate memory before its record is known to be valid. Each block is read with
-as many bytes again of lookahead, so a record or a search near its edge is
-judged with what follows. One compromise: a record longer than the lookahead
+lookahead (as many bytes again, at most :data:`LOOKAHEAD`: read twice, a whole
+block's worth was a third of the reading time), so a record or a search near its
+edge is judged with what follows. One compromise: a record longer than the lookahead
 whose end is not followed by a correct header (damage right after it) cannot be
 verified without holding it, and is reported as damage like its bytes.
 """
@@ -627,6 +628,7 @@ def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
 
 
 BLOCK_SIZE = 4 << 20   # larger blocks cost memory (numpy temporaries per record) and no speed
+LOOKAHEAD = 1 << 20    # read past a block's own bytes (see the module's docstring)
 # The largest record read: a GraphDef may legitimately take tens of MiB; protobuf
 # messages stop at 2 GiB.
 MAX_RECORD = 2 << 30
@@ -704,8 +706,8 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0
             pos = skip_to
             searching = False
             continue
-        # ``want`` bytes are this block's own, and as many again are read as lookahead.
-        buf = _pread(fd, min(want + block_size, size - pos), pos)
+        # ``want`` bytes are this block's own, and up to LOOKAHEAD more are read after them.
+        buf = _pread(fd, min(want + min(block_size, LOOKAHEAD), size - pos), pos)
         if not buf:
             break
         final = pos + len(buf) >= size
