@@ -153,11 +153,29 @@ def _histo(tag, step, k, wall):
         summary_pb2.Summary.Value(tag=tag, histo=h)]))
 
 
+def _tf2_histo(tag, step, k, wall):
+    """A histogram as TensorFlow 2 writes it: a ``[k, 3]`` float64 tensor (left and right
+    edges, count), the plugin named on every value."""
+    from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+    left = np.linspace(-1, 1, k + 1)
+    content = np.stack([left[:-1], left[1:], np.arange(k, dtype=np.float64) + step], axis=1)
+    t = tensor_pb2.TensorProto(
+        dtype=types_pb2.DT_DOUBLE, tensor_content=content.astype("<f8").tobytes(),
+        tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[
+            tensor_shape_pb2.TensorShapeProto.Dim(size=k),
+            tensor_shape_pb2.TensorShapeProto.Dim(size=3)]))
+    md = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="histograms"))
+    return dict(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag=tag, tensor=t, metadata=md)]))
+
+
 @pytest.fixture(scope="module")
 def histo_logdir(tmp_path_factory):
-    """A histogram per parameter, one or two points per tag in a block: 40 tags x 12 steps in
-    two files (the second restarts the run at step 5 with a session START), and an image
-    tag and a scalar tag among them."""
+    """A histogram per parameter, one or two points per tag in a block: 40 legacy tags and
+    20 TF2 tags (decoded in bulk, a stack of tensors each; one of them changes its number of
+    buckets) x 12 steps in two files (the second restarts the run at step 5 with a session
+    START), and an image tag and a scalar tag among them."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
     logdir = tmp_path_factory.mktemp("histos") / "logs"
     (logdir / "run").mkdir(parents=True)
@@ -170,6 +188,8 @@ def histo_logdir(tmp_path_factory):
         out = []
         for s in steps:
             out += [_histo(t, s, 3 + (k + s) % 9, wall0 + s) for k, t in enumerate(tags)]
+            out += [_tf2_histo(f"tf2/layer{k}.weight", s, 4, wall0 + s) for k in range(19)]
+            out.append(_tf2_histo("tf2/varying", s, 2 + s % 3, wall0 + s))
             out.append(dict(wall_time=wall0 + s, step=s, summary=summary_pb2.Summary(
                 value=[summary_pb2.Summary.Value(tag="sample", image=image)])))
             out.append(_scalar("loss", s, float(s), wall0 + s))

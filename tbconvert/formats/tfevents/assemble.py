@@ -38,10 +38,10 @@ from tbconvert.model import (
 # A chunk handed to the writer holds at most this many points or (about) this many bytes.
 CHUNK_POINTS = 1 << 18
 CHUNK_BYTES = 16 << 20
-# A tag's points decoded one by one are held from block to block until there are this many
-# (all tags' held points together at most HOLD_BYTES): a run with a legacy histogram per
-# parameter has one or two points per tag in a 4 MiB block, and a stored piece per tag and
-# block cost more than its points.
+# A tag's few points of a block (decoded one by one, or a stack of tensors decoded in bulk)
+# are held from block to block until there are this many (all tags' held points together
+# at most HOLD_BYTES): a run with a histogram per parameter has one to twenty points per
+# tag in a 4 MiB block, and a stored piece per tag and block cost more than its points.
 HOLD_POINTS = 64
 HOLD_BYTES = 16 << 20
 
@@ -78,6 +78,15 @@ def _held_bytes(points: list) -> int:
                 return HOLD_BYTES + 1
             size += p[1].nbytes
     return size + 100 * len(points)
+
+
+def _held_size(bt) -> int | None:
+    """What holding a tag's points of a block over costs, or None when they are stored now:
+    HOLD_POINTS of them or more, string tables, or bulk columns that are not one stack."""
+    rows = len(bt.points) + sum(len(c[0]) for c in bt.cols)
+    if rows >= HOLD_POINTS or bt.tables or (bt.cols and not _one_stack(bt.cols)):
+        return None
+    return _held_bytes(bt.points) + sum(c[4].nbytes + 100 * len(c[0]) for c in bt.cols)
 
 
 def _one_stack(cols: list) -> bool:
@@ -419,12 +428,11 @@ class RunAssembler:
             self._store_bulk()
         held, held_bytes = {}, 0
         for tag, bt in self._block.items():
-            if not last and len(bt.points) < HOLD_POINTS and not bt.cols and not bt.tables:
-                size = _held_bytes(bt.points)
-                if held_bytes + size <= HOLD_BYTES:
-                    held[tag] = bt
-                    held_bytes += size
-                    continue
+            size = None if last else _held_size(bt)
+            if size is not None and held_bytes + size <= HOLD_BYTES:
+                held[tag] = bt
+                held_bytes += size
+                continue
             self._store_piece(tag, bt)
         self._block = held
         self._summary_rows = []
