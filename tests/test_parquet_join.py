@@ -218,3 +218,81 @@ def test_chunks_are_copied_alike_by_the_kernel_or_through_memory(tmp_path, monke
         assert sum(kernel.copied) > 15 << 20
     if how == "kernel":
         assert sum(kernel.copied) > 15 << 20
+
+
+def _one_column_chunk(ids, compress=True, dictionary=True):
+    """The ``series`` column chunk Arrow writes for ``ids``: its bytes, its ColumnChunk."""
+    import pyarrow as pa
+
+    from tbconvert.formats.parquet import join
+    from tbconvert.formats.parquet.writer import parquet_writer
+    field = S.SCHEMA.field("series")
+    out = pa.BufferOutputStream()
+    if dictionary:
+        writer = parquet_writer(out, pa.schema([field]), compress=compress)
+    else:
+        writer = pq.ParquetWriter(out, pa.schema([field]), use_dictionary=False,
+                                  compression="zstd", write_page_checksum=True)
+    writer.write_table(pa.table([pa.array(ids, pa.int32())], schema=pa.schema([field])))
+    writer.close()
+    raw = out.getvalue().to_pybytes()
+    fields, _ = F.read(io.BytesIO(raw))
+    _, groups = F.get(fields, F.FILE_ROW_GROUPS)
+    _, chunks = F.get(groups[0], F.RG_COLUMNS)
+    at, size = join.chunk_span(chunks[0])
+    return raw[at:at + size], chunks[0], at
+
+
+@pytest.mark.parametrize("compress", [True, False])
+@pytest.mark.parametrize("offset", [1, 7, 300, 70_000])
+def test_a_series_chunk_moved_where_it_lies_is_the_chunk_arrow_writes(compress, offset):
+    """Many pages (Arrow cuts them at 20,000 values), their statistics, the dictionary page
+    compressed or not: moving the numbers in place gives Arrow's own chunk for them."""
+    from tbconvert.formats.parquet import pages
+    rng = np.random.default_rng(offset)
+    ids = np.repeat(rng.permutation(40), rng.integers(1, 3000, 40))
+    raw, chunk, at = _one_column_chunk(ids, compress)
+    want, want_chunk, want_at = _one_column_chunk(ids + offset, compress)
+    level = S.COMPRESSION_LEVELS["series"] if compress else None
+    got, got_chunk = pages.moved_int32_chunk(raw, chunk, offset, level)
+    assert got == want
+    assert at == want_at and got_chunk == want_chunk
+
+
+def test_a_chunk_that_cannot_be_moved_in_place_is_left_to_encoding():
+    from tbconvert.formats.parquet import pages
+    raw, chunk, _ = _one_column_chunk(np.arange(100), dictionary=False)
+    assert pages.moved_int32_chunk(raw, chunk, 5, 3) is None           # no dictionary
+    raw, chunk, _ = _one_column_chunk(np.array([0, (1 << 31) - 10]))
+    assert pages.moved_int32_chunk(raw, chunk, 10, 3) is None          # past int32
+    assert pages.moved_int32_chunk(raw[:-3], chunk, 1, 3) is None      # cut short
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_joined_runs_move_their_series_in_place_or_encode_them(tmp_path, monkeypatch,
+                                                                in_place):
+    """The joined file is the one writer's bytes both ways: each later run's ``series``
+    chunks moved where they lie, or (where that cannot be done) encoded anew."""
+    from test_archives_roundtrip import sample_runs
+
+    from tbconvert.formats.parquet import pages
+    from tbconvert.formats.parquet import writer as parquet_writer
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 4)
+    calls = {"moved": 0, "encoded": 0}
+    real_move, real_encode = pages.moved_int32_chunk, parquet_writer._series_chunk
+
+    def move(*args):
+        calls["moved"] += 1
+        return real_move(*args) if in_place else None
+
+    def encode(*args):
+        calls["encoded"] += 1
+        return real_encode(*args)
+    monkeypatch.setattr(pages, "moved_int32_chunk", move)
+    monkeypatch.setattr(parquet_writer, "_series_chunk", encode)
+    runs = sample_runs()
+    _direct(tmp_path / "one.parquet", runs)
+    _joined(tmp_path / "two.parquet", runs, tmp_path)
+    assert (tmp_path / "one.parquet").read_bytes() == (tmp_path / "two.parquet").read_bytes()
+    assert calls["moved"] > 5
+    assert calls["encoded"] == (0 if in_place else calls["moved"])

@@ -167,6 +167,17 @@ def decode(data: bytes) -> list:
     return fields
 
 
+def decode_prefix(data: bytes, pos: int) -> tuple[list, int]:
+    """The struct encoded in ``data`` from ``pos`` on (a page header before its page), and
+    where it ends; ValueError if it does not decode."""
+    dec = _Decoder(data)
+    dec.pos = pos
+    try:
+        return dec.struct(), dec.pos
+    except (IndexError, struct.error) as exc:
+        raise ValueError(f"a Thrift struct that does not decode ({exc})") from None
+
+
 def encode(fields: list) -> bytes:
     enc = _Encoder()
     enc.struct(fields)

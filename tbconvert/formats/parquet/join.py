@@ -14,9 +14,10 @@ from collections.abc import Callable
 
 from tbconvert.formats.parquet import footer as F
 
-# replace(group, column) -> (the chunk's bytes, its ColumnChunk struct, where it starts in
-# the file that struct describes), or None to copy the chunk as it is
-Replace = Callable[[int, int], "tuple[bytes, list, int] | None"]
+# replace(group, column, its ColumnChunk struct, the file it lies in) -> (the new chunk's
+# bytes, its ColumnChunk struct, where it starts in the file that struct describes), or None
+# to copy the chunk as it is
+Replace = Callable[[int, int, list, object], "tuple[bytes, list, int] | None"]
 
 _BLOCK = 4 << 20
 _OFFSETS = (F.CM_DATA_PAGE_OFFSET, F.CM_INDEX_PAGE_OFFSET, F.CM_DICTIONARY_PAGE_OFFSET)
@@ -80,7 +81,7 @@ class JoinedFile:
         start = self.pos
         unc_delta = comp_delta = 0
         for c, chunk in enumerate(chunks):
-            new = replace(g, c) if replace is not None else None
+            new = replace(g, c, chunk, src) if replace is not None else None
             if new is None:
                 at, size = chunk_span(chunk)
                 chunks[c] = _moved(chunk, self.pos - at)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.parquet import MARKER_FILE, footer, join
+from tbconvert.formats.parquet import MARKER_FILE, footer, join, pages
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
@@ -181,6 +181,9 @@ class _FileSink(_SeriesIds):
         self._bytes = 0
         self._rows = 0
         self.row_groups: list[dict] = []
+        # per row group, its series numbers as (numbers, counts) runs: kept for a run encoded
+        # on its own, whose numbers the joined file moves (see _renumbering)
+        self.series_runs: list | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         for piece, size in _pieces(batch):
@@ -212,6 +215,8 @@ class _FileSink(_SeriesIds):
         digest = RowGroupDigest(S.COLUMNS)
         digest.update(table)
         self.row_groups.append(digest.to_json())
+        if self.series_runs is not None:
+            self.series_runs.append(_runs_of(table.column("series")))
         self._buffer = []
         self._bytes = 0
         self._rows = 0
@@ -548,8 +553,7 @@ class _JoinedSink(_SeriesIds):
             if not offset:      # the file's first run keeps its numbers
                 self._file.append(src)
             else:
-                with pq.ParquetFile(path) as part:
-                    self._file.append(src, _renumbering(part, offset, digests))
+                self._file.append(src, _renumbering(offset, digests, info["series_runs"]))
         self.row_groups.extend(digests)
 
     def close(self, experiment: Experiment) -> None:
@@ -560,27 +564,44 @@ class _JoinedSink(_SeriesIds):
         self._fh.close()
 
 
-def _renumbering(part: pq.ParquetFile, offset: int, digests: list[dict]) -> join.Replace:
-    """For :meth:`join.JoinedFile.append`: the ``series`` column chunks of ``part`` with
-    their numbers moved up by ``offset`` (their digests in ``digests`` updated)."""
-    column = part.schema_arrow.get_field_index("series")
+def _runs_of(ids) -> tuple[np.ndarray, np.ndarray]:
+    """A column of series numbers as runs: ``(numbers, counts)``."""
+    ids = C.to_numbers(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
+    heads = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1]))) if len(ids) else \
+        np.zeros(0, dtype=np.int64)
+    return ids[heads].astype(np.int32), np.diff(np.append(heads, len(ids)))
 
-    def replace(group: int, c: int):
+
+def _renumbering(offset: int, digests: list[dict], runs: list) -> join.Replace:
+    """For :meth:`join.JoinedFile.append`: the ``series`` column chunks of a run encoded on
+    its own with their numbers moved up by ``offset`` (their digests in ``digests``
+    updated): moved where they lie (:mod:`pages`), or else encoded anew. ``runs``: each row
+    group's numbers as :func:`_runs_of` gives them."""
+    # (every column before it is flat: its column chunk has the field's index)
+    column = S.SCHEMA.get_field_index("series")
+    level = S.COMPRESSION_LEVELS["series"]
+
+    def replace(group: int, c: int, chunk: list, src):
         if c != column:
             return None
-        ids = part.read_row_group(group, columns=["series"], use_threads=False).column(0)
-        data, chunk, at, digest = _series_chunk(ids, offset)
-        digests[group]["crc32c"]["series"] = digest
-        return data, chunk, at
+        numbers, counts = runs[group]
+        ids = np.repeat(numbers, counts)
+        moved = C.fixed(ids.astype(np.int32) + np.int32(offset), pa.int32())
+        digest = ColumnDigest()
+        digest.update(moved)
+        digests[group]["crc32c"]["series"] = digest.hexdigest()
+        at, size = join.chunk_span(chunk)
+        src.seek(at)
+        found = pages.moved_int32_chunk(src.read(size), chunk, offset, level)
+        if found is not None:
+            return found[0], found[1], at
+        return _series_chunk(moved)
     return replace
 
 
-def _series_chunk(ids: pa.ChunkedArray, offset: int):
-    """The ``series`` column chunk of a row group whose series numbers ``n`` become
-    ``n + offset``: its bytes, its footer entry, where it starts in the file that entry
-    describes, and its digest."""
-    moved = C.fixed(C.to_numbers(ids.combine_chunks()).astype(np.int32) + np.int32(offset),
-                    pa.int32())
+def _series_chunk(moved: pa.Array):
+    """The ``series`` column chunk of a row group of the series numbers ``moved``, encoded:
+    its bytes, its footer entry and where it starts in the file that entry describes."""
     field = S.SCHEMA.field("series")
     out = pa.BufferOutputStream()
     writer = parquet_writer(out, pa.schema([field]))
@@ -592,9 +613,7 @@ def _series_chunk(ids: pa.ChunkedArray, offset: int):
     _, groups = footer.get(fields, footer.FILE_ROW_GROUPS)
     _, chunks = footer.get(groups[0], footer.RG_COLUMNS)
     at, size = join.chunk_span(chunks[0])
-    digest = ColumnDigest()
-    digest.update(moved)
-    return raw[at:at + size], chunks[0], at, digest.hexdigest()
+    return raw[at:at + size], chunks[0], at
 
 
 # Series shorter than this share record batches (a sync's few new points per tag, a run of
@@ -720,13 +739,15 @@ class ParquetWriter(Writer):
         arrowpool.choose()
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never another's
         sink = _FileSink(path)
+        sink.series_runs = []
         try:
             _write_into(sink, run, series)
             sink.close_bare()
         except BaseException:
             sink.discard()
             raise
-        return {"run": sink.runs[0], "series": sink.series_json(), "row_groups": sink.row_groups}
+        return {"run": sink.runs[0], "series": sink.series_json(), "row_groups": sink.row_groups,
+                "series_runs": sink.series_runs}
 
     def append_staged(self, path: Path, info: dict, run_name: str) -> None:
         """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it."""
