@@ -224,8 +224,7 @@ def _one_column_chunk(ids, compress=True, dictionary=True):
     """The ``series`` column chunk Arrow writes for ``ids``: its bytes, its ColumnChunk."""
     import pyarrow as pa
 
-    from tbconvert.formats.parquet import join
-    from tbconvert.formats.parquet.writer import parquet_writer
+    from tbconvert.formats.parquet.writer import only_chunk, parquet_writer
     field = S.SCHEMA.field("series")
     out = pa.BufferOutputStream()
     if dictionary:
@@ -235,12 +234,7 @@ def _one_column_chunk(ids, compress=True, dictionary=True):
                                   compression="zstd", write_page_checksum=True)
     writer.write_table(pa.table([pa.array(ids, pa.int32())], schema=pa.schema([field])))
     writer.close()
-    raw = out.getvalue().to_pybytes()
-    fields, _ = F.read(io.BytesIO(raw))
-    _, groups = F.get(fields, F.FILE_ROW_GROUPS)
-    _, chunks = F.get(groups[0], F.RG_COLUMNS)
-    at, size = join.chunk_span(chunks[0])
-    return raw[at:at + size], chunks[0], at
+    return only_chunk(out.getvalue().to_pybytes())
 
 
 @pytest.mark.parametrize("compress", [True, False])

@@ -608,7 +608,12 @@ def _series_chunk(moved: pa.Array):
     writer.write_table(pa.table([moved], schema=pa.schema([field])),
                        row_group_size=max(len(moved), 1))
     writer.close()
-    raw = out.getvalue().to_pybytes()
+    return only_chunk(out.getvalue().to_pybytes())
+
+
+def only_chunk(raw: bytes) -> tuple[bytes, list, int]:
+    """The column chunk of the Parquet file ``raw`` of one column and one row group: its
+    bytes, its footer entry and where it starts in the file."""
     fields, _ = footer.read(io.BytesIO(raw))
     _, groups = footer.get(fields, footer.FILE_ROW_GROUPS)
     _, chunks = footer.get(groups[0], footer.RG_COLUMNS)
