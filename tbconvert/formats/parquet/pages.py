@@ -18,6 +18,7 @@ import copy
 import zlib
 
 import numpy as np
+import pyarrow as pa
 
 from tbconvert.formats.parquet import footer as F
 
@@ -95,7 +96,6 @@ def moved_int32_chunk(raw: bytes, chunk: list, offset: int,
 def _moved_values(page: bytes, plain_size: int, codec: str | None, level: int | None,
                   offset: int) -> bytes | None:
     """A dictionary page's PLAIN int32 values moved up by ``offset``, compressed again."""
-    import pyarrow as pa
     coder = None if codec is None else pa.Codec(codec, compression_level=level)
     plain = page if coder is None else \
         coder.decompress(page, decompressed_size=plain_size, asbytes=True)

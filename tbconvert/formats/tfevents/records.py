@@ -52,11 +52,11 @@ two blocks: a block grows to hold one large record (up to :data:`MAX_RECORD`),
 after its checksum was verified by streaming, so memory stays bounded by the
 block size plus the largest valid record. A length field is never used to
 allocate memory before its record is known to be valid. Each block is read with
-lookahead (as many bytes again, at most :data:`LOOKAHEAD`: read twice, a whole
-block's worth was a third of the reading time), so a record or a search near its
-edge is judged with what follows. One compromise: a record longer than the lookahead
-whose end is not followed by a correct header (damage right after it) cannot be
-verified without holding it, and is reported as damage like its bytes.
+lookahead (as many bytes again, at most :data:`LOOKAHEAD`, 1 MiB: a whole block's
+worth had every byte read twice), so a record or a search near its edge is judged
+with what follows. One compromise: a record longer than the lookahead whose end is
+not followed by a correct header (damage right after it) cannot be verified without
+holding it, and is reported as damage like its bytes.
 """
 
 from __future__ import annotations
