@@ -157,12 +157,11 @@ class _Encoder:
 
 def decode(data: bytes) -> list:
     """The struct encoded in ``data`` (which it must fill exactly)."""
-    dec = _Decoder(data)
     try:
-        fields = dec.struct()
-    except (IndexError, ValueError, struct.error) as exc:
+        fields, end = decode_prefix(data, 0)
+    except ValueError as exc:
         raise CorruptDataError(f"a Parquet footer that does not decode ({exc})") from None
-    if dec.pos != len(data):
+    if end != len(data):
         raise CorruptDataError("a Parquet footer with bytes after its end")
     return fields
 
@@ -175,7 +174,7 @@ def decode_prefix(data: bytes, pos: int) -> tuple[list, int]:
     try:
         return dec.struct(), dec.pos
     except (IndexError, struct.error) as exc:
-        raise ValueError(f"a Thrift struct that does not decode ({exc})") from None
+        raise ValueError(str(exc)) from None
 
 
 def encode(fields: list) -> bytes:
