@@ -585,8 +585,7 @@ def _renumbering(offset: int, digests: list[dict], runs: list) -> join.Replace:
         if c != column:
             return None
         numbers, counts = runs[group]
-        ids = np.repeat(numbers, counts)
-        moved = C.fixed(ids.astype(np.int32) + np.int32(offset), pa.int32())
+        moved = C.fixed(np.repeat(numbers + np.int32(offset), counts), pa.int32())
         digest = ColumnDigest()
         digest.update(moved)
         digests[group]["crc32c"]["series"] = digest.hexdigest()
