@@ -97,7 +97,7 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
     from tbconvert.interrupts import Thread, deferred
 
     ctx = workers.context()
-    progress_queue = ctx.Queue()
+    progress_queue = workers.ProgressQueues()
     pool_size = jobs - 1 if share else jobs
     results = _Results(on_result)
     # The largest items first, so that no process is left with a big one at the end while

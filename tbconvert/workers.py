@@ -52,6 +52,42 @@ def context():
     return multiprocessing.get_context("spawn")
 
 
+class ProgressQueues:
+    """Where workers report progress: a queue per way of starting them, made when first
+    needed, drained as one. A queue of the spawn context (which spawned workers need) has
+    named semaphores, and the first one starts multiprocessing's resource tracker, an
+    interpreter of its own (about 40 ms of CPU while the conversion starts on every core);
+    forked workers report to a fork-context queue, which needs none."""
+
+    def __init__(self) -> None:
+        self._queues: dict = {}
+
+    def for_workers(self, method: str):
+        """The queue of workers started by ``method`` (``"fork"`` or ``"spawn"``)."""
+        queue = self._queues.get(method)
+        if queue is None:
+            queue = self._queues[method] = multiprocessing.get_context(method).Queue()
+        return queue
+
+    def get_nowait(self):
+        """A report from any of the queues; ``queue.Empty`` when none has one."""
+        import queue as queue_module
+        for queue in list(self._queues.values()):
+            try:
+                return queue.get_nowait()
+            except queue_module.Empty:
+                continue
+        raise queue_module.Empty
+
+    def close(self) -> None:
+        for queue in self._queues.values():
+            queue.close()
+
+    def join_thread(self) -> None:
+        for queue in self._queues.values():
+            queue.join_thread()
+
+
 class _QueueProgress:
     def __init__(self, queue) -> None:
         self.queue = queue
@@ -172,6 +208,8 @@ class Workers:
     worker died, :meth:`stop` it and make a new one."""
 
     def __init__(self, ctx, jobs: int, progress_queue) -> None:
+        # progress_queue: a ProgressQueues (the queue that suits how the workers start), or
+        # one queue of ``ctx``'s
         self.ctx, self.jobs, self.progress_queue = ctx, jobs, progress_queue
         self.pool = None
         # Every process the pool started (it starts them while a call is submitted, in the
@@ -197,9 +235,11 @@ class Workers:
                 if forks_here():
                     # A forked pool starts all its workers on its first call, here.
                     ctx, forking = multiprocessing.get_context("fork"), _forking_workers()
+                queue = self.progress_queue
+                if isinstance(queue, ProgressQueues):
+                    queue = queue.for_workers(ctx.get_start_method())
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init,
-                                                initargs=(self.progress_queue, os.getpid(),
-                                                          _own_process()))
+                                                initargs=(queue, os.getpid(), _own_process()))
             with forking:
                 future = self.pool.submit(fn, *args)
             self.processes.update((getattr(self.pool, "_processes", None) or {}).values())

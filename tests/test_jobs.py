@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -151,7 +152,8 @@ def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, 
                          cwd=CLI_CWD, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=cli_env())
     deadline = time.monotonic() + 30
-    while len(_children(p.pid)) < 2 and time.monotonic() < deadline and p.poll() is None:
+    # --jobs 2: one worker beside the leading process (forked: no other child either)
+    while not _children(p.pid) and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)
     workers = _children(p.pid)
     assert workers, "no worker processes were started"
@@ -168,6 +170,33 @@ def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, 
     alive = [w for w in workers if Path(f"/proc/{w}").exists()
              and Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert not alive, f"worker processes left running: {alive}"
+
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux")
+def test_the_commands_workers_are_its_only_children(tmp_path_factory, tmp_path):
+    """--jobs 2 forks one worker and starts no other process (a queue of the spawn context
+    would start multiprocessing's resource tracker, a Python of its own, as the conversion
+    begins on both cores)."""
+    src = tmp_path_factory.getbasetemp() / "jobs_children"
+    if not src.exists():
+        scalar_logdir(src, runs=4, points=150_000)
+    p = subprocess.Popen([*cli_argv(), "convert", str(src), str(tmp_path / "o.parquet"),
+                          "--jobs", "2"], cwd=CLI_CWD, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=cli_env())
+    own = Path(f"/proc/{p.pid}/cmdline").read_bytes()
+    seen: dict = {}
+    while p.poll() is None:
+        for pid in _children(p.pid) - set(seen):
+            try:
+                seen[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                pass
+        time.sleep(0.005)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err.decode()[-2000:]
+    assert seen, "no worker was seen"
+    assert all(cmd == own for cmd in seen.values()), seen
 
 
 # -- a run's files read in parts -------------------------------------------------------------

@@ -234,3 +234,23 @@ def test_a_share_whose_worker_dies_midway_is_run_again():
         assert out == ["killed", 5.0, 0.1]
     finally:
         pool.stop()
+
+
+def test_progress_queues_make_a_queue_per_start_method_and_drain_as_one():
+    import queue as queue_module
+    queues = workers.ProgressQueues()
+    with pytest.raises(queue_module.Empty):
+        queues.get_nowait()
+    fork, spawn = queues.for_workers("fork"), queues.for_workers("spawn")
+    assert fork is not spawn and queues.for_workers("fork") is fork
+    fork.put(3)
+    spawn.put(4)
+    got, deadline = [], time.monotonic() + 10
+    while len(got) < 2 and time.monotonic() < deadline:
+        try:
+            got.append(queues.get_nowait())
+        except queue_module.Empty:
+            time.sleep(0.01)      # a put travels through the queue's feeding thread
+    assert sorted(got) == [3, 4]
+    queues.close()
+    queues.join_thread()

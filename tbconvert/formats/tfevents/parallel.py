@@ -108,7 +108,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
     progress = reader.options.progress
     options = dataclasses.replace(reader.options, progress=None, jobs=1)
     ctx = workers.context()
-    progress_queue = ctx.Queue()
+    progress_queue = workers.ProgressQueues()
 
     received = sent = 0
 
