@@ -16,7 +16,6 @@ conversion in one process, byte for byte.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import os
 import socket
@@ -77,46 +76,9 @@ def _progress():
 def convert_run(task: RunTask) -> RunResult:
     """In a worker: read one run and write its part. A run that cannot be read is reported
     (as one process reading the logdir would); only output failures raise."""
-    with _roomy_malloc():
+    from tbconvert import malloc
+    with malloc.roomy():
         return _convert_run(task)
-
-
-# glibc's mallopt parameters
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-@contextlib.contextmanager
-def _roomy_malloc():
-    """Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which also fixes
-    glibc's mmap threshold at 128 KiB: every block array is then mapped and unmapped anew,
-    doubling a run's CPU time (page faults). During the task, freed memory is kept for
-    reuse; afterwards the worker's setting is back and the memory is returned."""
-    trim = os.environ.get("MALLOC_TRIM_THRESHOLD_")
-    libc = _libc() if trim is not None else None
-    if libc is None:
-        yield
-        return
-    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
-    try:
-        yield
-    finally:
-        libc.mallopt(_M_TRIM_THRESHOLD, int(trim) if trim.isdigit() else 128 << 10)
-        libc.mallopt(_M_MMAP_THRESHOLD, 128 << 10)
-        libc.malloc_trim(0)
-
-
-def _libc():
-    import ctypes
-    import sys
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt, libc.malloc_trim   # noqa: B018 - glibc only
-    except (OSError, AttributeError):
-        return None
-    return libc
 
 
 def _convert_run(task: RunTask) -> RunResult:

@@ -182,9 +182,11 @@ def _init(progress_queue, parent: int, own_process: bool = False) -> None:
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     if own_process:
         # A worker of the command makes the command's process-wide choices too: Arrow's pool,
-        # and no pandas (pyarrow would import it, most of a second, only to ask it is there).
-        from tbconvert import arrowpool
+        # freed memory kept, and no pandas (pyarrow would import it, most of a second, only
+        # to ask it is there). A forked worker has them already; a spawned one makes them.
+        from tbconvert import arrowpool, malloc
         arrowpool.own_process()
+        malloc.keep_freed_memory()
         arrowpool.block_pandas()
 
 

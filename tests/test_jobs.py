@@ -184,19 +184,19 @@ def test_the_commands_workers_are_its_only_children(tmp_path_factory, tmp_path):
     p = subprocess.Popen([*cli_argv(), "convert", str(src), str(tmp_path / "o.parquet"),
                           "--jobs", "2"], cwd=CLI_CWD, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=cli_env())
-    own = Path(f"/proc/{p.pid}/cmdline").read_bytes()
-    seen: dict = {}
+    seen: dict = {}      # child: (its command line, the command's at that moment)
     while p.poll() is None:
         for pid in _children(p.pid) - set(seen):
             try:
-                seen[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
+                seen[pid] = (Path(f"/proc/{pid}/cmdline").read_bytes(),
+                             Path(f"/proc/{p.pid}/cmdline").read_bytes())
             except OSError:
                 pass
         time.sleep(0.005)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 0, err.decode()[-2000:]
     assert seen, "no worker was seen"
-    assert all(cmd == own for cmd in seen.values()), seen
+    assert all(child == own for child, own in seen.values()), seen
 
 
 # -- a run's files read in parts -------------------------------------------------------------

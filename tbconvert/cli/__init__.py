@@ -202,9 +202,11 @@ _WITHOUT_PANDAS = frozenset({"convert", "info", "verify", "tbdev-export", "sync"
 @contextlib.contextmanager
 def _own_process(command: str):
     """Process-wide choices the command may make because the process is its own: Arrow's
-    memory pool (see tbconvert.arrowpool), and no pandas where nothing uses it."""
-    from tbconvert import arrowpool
+    memory pool (see tbconvert.arrowpool), freed memory kept for reuse (tbconvert.malloc),
+    and no pandas where nothing uses it."""
+    from tbconvert import arrowpool, malloc
     arrowpool.own_process()
+    malloc.keep_freed_memory()
     if command not in _WITHOUT_PANDAS or "pandas" in sys.modules:
         yield
         return
