@@ -19,8 +19,8 @@ PACKAGE = Path(tbconvert.__file__).parent
 # Lowest first. Each name is a top-level module or package of tbconvert.
 LAYERS = (
     ("base", {"errors", "report", "budget", "dtypes", "model", "names", "output", "interrupts",
-              "sourcefiles", "arrowpool", "columns", "kinds", "restarts", "workers", "kept", "scratch",
-              "checksum"}),
+              "sourcefiles", "arrowpool", "malloc", "columns", "kinds", "restarts", "workers", "kept",
+              "scratch", "checksum"}),
     # the registry is the formats' catalogue; remote wraps readers and writers for URLs
     ("formats", {"formats", "registry", "remote"}),
     ("api", {"api", "cluster", "daskframe", "describe", "exports", "incremental", "runtasks",
