@@ -188,6 +188,7 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
         size = 1 if alone else pool_size
         pool, first = first or workers.Workers(ctx, size, progress_queue), None
         running: dict = {}
+        unsent: list = []       # an item the pool refused: a worker died since the last look
         broken = False
         try:
             while not stop.is_set():
@@ -195,8 +196,13 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
                     k = (suspects.popleft() if suspects else None) if alone else take()
                     if k is None:
                         break
-                    running[pool.submit(fn, items[k])] = k
-                if not running:
+                    try:
+                        running[pool.submit(fn, items[k])] = k
+                    except BrokenProcessPool:
+                        unsent.append(k)
+                        broken = True
+                        break
+                if broken or not running:
                     break
                 done, _ = wait(running, timeout=_WAIT, return_when=FIRST_COMPLETED)
                 drain()
@@ -212,10 +218,12 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
         finally:
             pool.stop()
         if not broken:
-            if not suspects:
+            # done, or done with the suspects: the items left (none taken by this process
+            # beside the workers) go on in a full pool
+            if not suspects and not alone:
                 return
             continue
-        held = sorted(running.values())
+        held = sorted(running.values()) + unsent
         if alone:
             k = held[0]
             deaths[k] += 1

@@ -467,6 +467,18 @@ def test_worker_death_costs_only_its_run(tmp_path):
     assert results[1].startswith("lost 2: the process converting it died 2 times")
 
 
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_items_not_yet_started_when_a_worker_dies_still_run(jobs):
+    """The items a dead pool held are run again one at a time, to find the one that kills;
+    then the items it never got go on in a full pool (they were once left out, and the
+    caller found no result for them)."""
+    from tbconvert import cluster
+    for _ in range(3):
+        results = cluster.run_tasks(_die_on_two, [1, 2, 3, 4, 5, 6], jobs=jobs, retries=1,
+                                    lost=lambda item, why: "lost")
+        assert results == [10, "lost", 30, 40, 50, 60]
+
+
 def test_kept_workers_take_whole_shares_and_survive_a_death():
     """``run_in_shares``: the items split by size between this process and the kept
     workers; a worker that dies costs a rerun of its share (the item that kills every

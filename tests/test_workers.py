@@ -254,3 +254,54 @@ def test_progress_queues_make_a_queue_per_start_method_and_drain_as_one():
     assert sorted(got) == [3, 4]
     queues.close()
     queues.join_thread()
+
+
+# The command's process (forked workers) where a worker dies: the pool that replaces it is
+# started from the feeding thread, so it is spawned, and reports through a queue of its own;
+# the items still to start go on after the suspects were run alone.
+DEATH_PROBE = textwrap.dedent('''
+    import json, os, sys
+
+    def die_on_two(item):
+        from tbconvert import workers
+        workers.progress().advance(item)
+        if item == 2:
+            os._exit(3)
+        return item * 10, os.getppid()
+
+    class Counting:
+        def __init__(self):
+            self.n = 0
+        def advance(self, n):
+            self.n += n
+
+    if __name__ == "__main__":
+        from tbconvert import arrowpool, cluster, workers
+        arrowpool.own_process()
+        arrowpool.block_pandas()
+        out = []
+        for jobs in (2, 3, 3):
+            counted = Counting()
+            results = cluster.run_tasks(die_on_two, [1, 2, 3, 4, 5], jobs=jobs, retries=1,
+                                        lost=lambda item, why: "lost", progress=counted)
+            out.append({"forked": workers.forks_here(), "progress": counted.n,
+                        "results": [r if r == "lost" else r[0] for r in results]})
+        print(json.dumps(out))
+''')
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux")
+def test_a_forked_pool_replaced_after_a_death_reports_progress_too(tmp_path):
+    script = tmp_path / "death_probe.py"
+    script.write_text(DEATH_PROBE)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=CLI_CWD, env=cli_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    for out in json.loads(done.stdout):
+        # the items the dead pool held and those it never got all finish, but the one that
+        # kills every worker it runs in
+        assert out["forked"] and out["results"] == [10, "lost", 30, 40, 50]
+        # progress came through (a report put just before a worker is stopped may still be
+        # on its way and lost: the conversions count what their results say was read)
+        assert 0 < out["progress"] <= 1 + 2 + 2 + 3 + 4 + 5
+    assert "Traceback" not in done.stderr
