@@ -10,13 +10,15 @@ with the memory kept: about 5% of the conversion's CPU time.
 These settings are process-wide. The ``tbconvert`` command owns its process and keeps
 freed memory for its whole life (:func:`keep_freed_memory`, also in its spawned workers).
 A Dask task keeps it only while it runs (:func:`roomy`). The Python API leaves the caller's
-process alone: set ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` for the same
+process alone (it only hands free heap back where a reader is done with it,
+:func:`give_back_free_heap`): set ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` for the same
 effect there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 
@@ -32,6 +34,7 @@ _USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TO
                   "GLIBC_TUNABLES")
 
 
+@functools.cache
 def _libc():
     import ctypes
     if not sys.platform.startswith("linux"):
@@ -54,6 +57,14 @@ def keep_freed_memory() -> bool:
         return False
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
         bool(libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def give_back_free_heap() -> None:
+    """Hand the heap's free memory back to the system now (glibc keeps it otherwise).
+    Elsewhere: nothing to do."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,6 @@ point.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,20 +157,8 @@ def release_free_heap() -> None:
     """Give the heap the reading freed back to the system (glibc keeps it otherwise), so
     that the tables built next do not stand on top of it. Elsewhere: nothing to do.
     Called once a reader has read its tree (it walks the whole heap)."""
-    global _malloc_trim
-    if _malloc_trim is None:
-        _malloc_trim = False
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-                _malloc_trim = ctypes.CDLL(None).malloc_trim
-            except (OSError, AttributeError):
-                pass
-    if _malloc_trim:
-        _malloc_trim(0)
-
-
-_malloc_trim = None
+    from tbconvert import malloc
+    malloc.give_back_free_heap()
 
 
 @dataclass
