@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue as queue_module
 import signal
 import sys
 import threading
@@ -71,7 +72,6 @@ class ProgressQueues:
 
     def get_nowait(self):
         """A report from any of the queues; ``queue.Empty`` when none has one."""
-        import queue as queue_module
         for queue in list(self._queues.values()):
             try:
                 return queue.get_nowait()
