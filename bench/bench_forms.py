@@ -111,12 +111,12 @@ SHORT = 0.5       # seconds: best of 5 below, of 2 above
 TB_SHORT = 5.0    # seconds: TensorBoard's read is repeated below (best of 3), once above
 
 
-def tries(fn, *args) -> int:
-    """How many timed calls ``fn(*args)`` gets: one untimed call first, which also tells how
-    long it takes."""
+def tries(fn, *args) -> tuple[int, object]:
+    """How many timed calls ``fn(*args)`` gets, and what it returned: one untimed call first,
+    which also tells how long it takes."""
     t = time.perf_counter()
-    fn(*args)
-    return 5 if time.perf_counter() - t < SHORT else 2
+    out = fn(*args)
+    return (5 if time.perf_counter() - t < SHORT else 2), out
 
 
 def tensorboard_best(logdir: Path) -> tuple[float, float, int]:
@@ -187,10 +187,11 @@ def main() -> None:
             size = sum(p.stat().st_size for p in logdir.rglob("*") if p.is_file())
             tb, tb_cpu, count = (float("nan"), float("nan"), 0) if args.skip_tensorboard \
                 else tensorboard_best(logdir)
-            assert read_all(logdir) == (count or read_all(logdir))
-            info = best_of(tries(read_all, logdir), read_all, logdir)
+            reads, points = tries(read_all, logdir)
+            assert points == (count or read_all(logdir))
+            info = best_of(reads, read_all, logdir)
             out = tmp / f"{form}.parquet"
-            parquet, parquet_cpu = best_of_both(tries(to_parquet, logdir, out), to_parquet,
+            parquet, parquet_cpu = best_of_both(tries(to_parquet, logdir, out)[0], to_parquet,
                                                 logdir, out)
             command = min(tbconvert_cmd("info", str(logdir)) for _ in range(3))
             tb_command = float("nan") if args.skip_tensorboard else tensorboard_cmd(logdir)
