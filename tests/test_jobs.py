@@ -172,7 +172,6 @@ def test_interrupt_stops_workers_and_removes_output(tmp_path_factory, tmp_path, 
     assert not alive, f"worker processes left running: {alive}"
 
 
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux")
 def test_the_commands_workers_are_its_only_children(tmp_path_factory, tmp_path):
     """--jobs 2 forks one worker and starts no other process (a queue of the spawn context
