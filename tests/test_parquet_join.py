@@ -61,6 +61,29 @@ def test_every_compact_type_and_header_form_goes_both_ways():
     assert F.decode(F.encode(fields)) == fields
 
 
+
+def test_a_copied_struct_shares_nothing_that_changes_and_encoded_structs_go_in_as_they_are(
+        tmp_path):
+    path = write_sample(tmp_path / "x.parquet")
+    fields = F.decode(_footer_bytes(path))
+    copy = F.copied(fields)
+    assert copy == fields
+    _, groups = F.get(copy, F.FILE_ROW_GROUPS)
+    _, chunks = F.get(groups[0], F.RG_COLUMNS)
+    F.put(F.get(chunks[0], F.CC_META), F.CM_DATA_PAGE_OFFSET, F.I64, 1 << 40)
+    F.put(groups[0], F.RG_NUM_ROWS, F.I64, 12345)
+    assert F.encode(F.decode(_footer_bytes(path))) == F.encode(fields)   # untouched
+    assert copy != fields
+    # row groups encoded ahead give the bytes of encoding them with the rest
+    _, groups = F.get(fields, F.FILE_ROW_GROUPS)
+    ahead = F.copied(fields)
+    F.put(ahead, F.FILE_ROW_GROUPS, F.LIST,
+          (F.STRUCT, [F.Encoded(F.encode(group)) for group in groups]))
+    assert F.encode(ahead) == F.encode(fields) == _footer_bytes(path)
+    out = io.BytesIO()
+    F.write(out, ahead)
+    assert out.getvalue()[:-8] == _footer_bytes(path)
+
 @pytest.mark.parametrize("cut", [0, 1, 7, 30])
 def test_a_damaged_footer_is_a_clear_error(tmp_path, cut):
     path = write_sample(tmp_path / "x.parquet")

@@ -61,7 +61,7 @@ class JoinedFile:
         fh.write(F.MAGIC)
         self.pos = len(F.MAGIC)
         self.template: list | None = None     # the first file's footer: schema, creator...
-        self.row_groups: list = []
+        self.row_groups: list = []            # each one's footer struct, encoded
         self.rows = 0
         # (src, at, to, size): bytes still to copy, grown while the next chunk follows on in
         # both files (a run's column chunks lie one after another: a copy per stretch, not
@@ -110,7 +110,8 @@ class JoinedFile:
         if F.get(group, F.RG_ORDINAL) is not None:
             F.put(group, F.RG_ORDINAL, F.I16, len(self.row_groups))
         self.rows += F.get(group, F.RG_NUM_ROWS)
-        self.row_groups.append(group)
+        # encoded now, while later runs are still being read, not in the footer at the end
+        self.row_groups.append(F.Encoded(F.encode(group)))
 
     def _copy(self, src, at: int, size: int) -> None:
         """``size`` bytes of ``src`` from ``at`` on, to come next in the file (copied by

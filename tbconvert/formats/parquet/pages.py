@@ -14,8 +14,8 @@ at a fraction of encoding it again.
 
 from __future__ import annotations
 
-import copy
 import zlib
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +57,7 @@ def moved_int32_chunk(raw: bytes, chunk: list, offset: int,
                              offset)
         if page is None:
             return None
-        new_head = copy.deepcopy(head)
+        new_head = F.copied(head)
         F.put(new_head, PH_COMPRESSED, F.I32, len(page))
         if F.get(head, PH_CRC) is not None:
             F.put(new_head, PH_CRC, F.I32, _signed(zlib.crc32(page)))
@@ -82,7 +82,7 @@ def moved_int32_chunk(raw: bytes, chunk: list, offset: int,
             pos = body
     except (ValueError, IndexError, TypeError):
         return None
-    new_chunk = copy.deepcopy(chunk)
+    new_chunk = F.copied(chunk)
     new_meta = F.get(new_chunk, F.CC_META)
     stats = F.get(new_meta, CM_STATISTICS)
     if stats is not None and not _move_bounds(stats, offset):
@@ -96,7 +96,7 @@ def moved_int32_chunk(raw: bytes, chunk: list, offset: int,
 def _moved_values(page: bytes, plain_size: int, codec: str | None, level: int | None,
                   offset: int) -> bytes | None:
     """A dictionary page's PLAIN int32 values moved up by ``offset``, compressed again."""
-    coder = None if codec is None else pa.Codec(codec, compression_level=level)
+    coder = None if codec is None else _codec(codec, level)
     plain = page if coder is None else \
         coder.decompress(page, decompressed_size=plain_size, asbytes=True)
     if len(plain) != plain_size or plain_size % 4:
@@ -106,6 +106,11 @@ def _moved_values(page: bytes, plain_size: int, codec: str | None, level: int | 
         return None
     moved = (values.astype(np.int64) + offset).astype("<i4").tobytes()
     return moved if coder is None else coder.compress(moved, asbytes=True)
+
+
+@lru_cache(maxsize=8)
+def _codec(codec: str, level: int | None) -> pa.Codec:
+    return pa.Codec(codec, compression_level=level)
 
 
 def _move_bounds(stats: list, offset: int) -> bool:
