@@ -209,9 +209,8 @@ class Workers:
     """A pool of ``jobs`` worker processes, started on the first :meth:`submit`; after a
     worker died, :meth:`stop` it and make a new one."""
 
-    def __init__(self, ctx, jobs: int, progress_queue) -> None:
-        # progress_queue: a ProgressQueues (the queue that suits how the workers start), or
-        # one queue of ``ctx``'s
+    def __init__(self, ctx, jobs: int, progress_queue: ProgressQueues) -> None:
+        # (the workers report to the queue of progress_queue that suits how they start)
         self.ctx, self.jobs, self.progress_queue = ctx, jobs, progress_queue
         self.pool = None
         # Every process the pool started (it starts them while a call is submitted, in the
@@ -237,9 +236,7 @@ class Workers:
                 if forks_here():
                     # A forked pool starts all its workers on its first call, here.
                     ctx, forking = multiprocessing.get_context("fork"), _forking_workers()
-                queue = self.progress_queue
-                if isinstance(queue, ProgressQueues):
-                    queue = queue.for_workers(ctx.get_start_method())
+                queue = self.progress_queue.for_workers(ctx.get_start_method())
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init,
                                                 initargs=(queue, os.getpid(), _own_process()))
             with forking:

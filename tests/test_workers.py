@@ -41,7 +41,7 @@ PROBE = textwrap.dedent('''
     def ask_process_pool():
         from tbconvert import workers
         ctx = workers.context()
-        pool = workers.Workers(ctx, 1, ctx.Queue())
+        pool = workers.Workers(ctx, 1, workers.ProgressQueues())
         pool.start()
         return pool, lambda: pool.submit(probe).result(timeout=60)
 
@@ -135,7 +135,7 @@ def deaf(seconds: float) -> None:
 def test_a_worker_deaf_to_sigterm_is_killed_when_stopped(monkeypatch):
     monkeypatch.setattr(workers, "STOP_GRACE", 0.5)
     ctx = workers.context()
-    pool = workers.Workers(ctx, 1, ctx.Queue())
+    pool = workers.Workers(ctx, 1, workers.ProgressQueues())
     pool.submit(deaf, 60)
     time.sleep(2.0)            # the worker is up and has turned SIGTERM away
     t0 = time.monotonic()
