@@ -121,7 +121,11 @@ KINDS: dict[str, Kind] = {
                                         "instead (written and shown with --restarts keep-all)",
                                         _KEPT, "marker"),
     "parts_not_merged": Kind("sync: a run's last parts could not be merged into one (a part "
-                             "could not be read whole); they are kept as they are", _KEPT),
+                             "could not be read whole); they are kept as they are, and the next "
+                             "sync reads the run whole again", _KEPT),
+    "run_name_taken": Kind("sync: a run whose name is stored as another run's (an odd name "
+                           "escaped into a name that exists) is left out of the dataset",
+                           _LOST),
     "run_read_whole": Kind("sync: a run was read whole again instead of only its new bytes; the "
                            "message says why (a file truncated, replaced or rewritten, a restart "
                            "hiding archived points...)", _KEPT),

@@ -927,9 +927,11 @@ def test_small_sync_parts_are_uncompressed_until_merged(tmp_path, monkeypatch):
     check(src, dst, tmp_path)
 
 
-def test_parts_that_cannot_be_read_whole_are_kept_unmerged(tmp_path, monkeypatch):
+def test_parts_that_cannot_be_read_whole_are_kept_unmerged_then_read_again(tmp_path,
+                                                                          monkeypatch):
     """A damaged part is never laundered into a fresh part with fresh checksums: the
-    merge is given up (reported, costing nothing) and the parts stay as they are."""
+    merge is given up (reported, costing nothing) and the parts stay as they are. The
+    next sync reads the run whole again from its event files, which repairs the dataset."""
     src, dst, a = _one_merge_due(tmp_path, monkeypatch)
     damaged = dst / _run_parts(dst, "a")[1]
     data = bytearray(damaged.read_bytes())
@@ -938,7 +940,14 @@ def test_parts_that_cannot_be_read_whole_are_kept_unmerged(tmp_path, monkeypatch
     a.write_many(scalar(s) for s in range(40, 60))
     r = sync(src, dst)
     assert [i.kind for i in r.issues] == ["parts_not_merged"] and not r.lost
+    assert "the next sync reads the run whole again" in r.issues[0].message
     assert len(_run_parts(dst, "a")) == 3 and damaged.read_bytes() == bytes(data)
+    r = sync(src, dst)          # nothing new in the source: the run is read whole all the same
+    assert r.runs_rearchived == 1 and [i.kind for i in r.issues] == ["run_read_whole"]
+    assert "when its parts were merged" in r.issues[0].message
+    assert len(_run_parts(dst, "a")) == 1 and not damaged.exists()
+    check(src, dst, tmp_path, view=False)
+    assert sync(src, dst).changed_nothing
 
 
 def test_a_sync_stopped_while_it_merges_leaves_the_dataset_as_it_was(tmp_path, monkeypatch):

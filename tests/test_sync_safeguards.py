@@ -108,3 +108,144 @@ def test_a_sync_into_a_dataset_convert_wrote_reports_what_it_replaces(tmp_path):
     assert (report.runs_added, report.runs_removed) == (7, len(_runs(tf2)))
     assert sorted(i.run for i in report.issues if i.kind == "run_removed") == _runs(tf2)
     assert _runs(other) == _runs(TORCH)
+
+
+def _same_as_convert(src, dst, tmp_path) -> None:
+    full = tmp_path / "full"
+    shutil.rmtree(full, ignore_errors=True)
+    tbconvert.convert(src, full, to_format="parquet")
+    proc = run_tbconvert("verify", "-q", "--restarts", "keep-all", dst, full)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _part_names(dst) -> set[str]:
+    return {p.name for p in dst.iterdir() if p.name.startswith("part-")}
+
+
+def test_parts_without_their_manifest_are_never_removed(tmp_path):
+    """A dataset that lost its manifest (or a copy of its parts) is not taken for what a
+    killed first sync leaves (which holds its lock): the sync refuses, whatever the source."""
+    logs, dst = tmp_path / "logs", tmp_path / "archive"
+    shutil.copytree(TORCH, logs)
+    tbconvert.sync(logs, dst)
+    (dst / "_tbconvert.json").unlink()
+    parts = _part_names(dst)
+    for source in (logs, tmp_path / "empty"):
+        source.mkdir(exist_ok=True)
+        proc = run_tbconvert("sync", source, dst)
+        assert proc.returncode == 6 and "Traceback" not in proc.stderr
+        assert proc.stderr == (f"tbconvert: error: {dst}: holds {len(parts)} part file(s) of a "
+                               "dataset but not its manifest _tbconvert.json; sync leaves them "
+                               "alone. Put _tbconvert.json back from a copy, or sync into a new "
+                               "directory (the parts themselves can be read with tbconvert "
+                               "convert, one at a time)\n")
+        assert _part_names(dst) == parts
+
+
+def test_a_changed_manifest_is_refused_even_when_nothing_is_new(tmp_path):
+    """The check that finds nothing new reads the manifest too: one changed there must not
+    decide which parts are removed (here one part's name, one bit flipped)."""
+    dst = tmp_path / "archive"
+    tbconvert.sync(TORCH, dst)
+    marker = dst / "_tbconvert.json"
+    good = marker.read_bytes()
+    bad = bytearray(good)
+    at = bad.index(b"part-00000-") + len("part-00000-")
+    bad[at] ^= 1
+    marker.write_bytes(bytes(bad))
+    parts = _part_names(dst)
+    proc = run_tbconvert("sync", TORCH, dst)
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr
+    assert proc.stderr == (f"tbconvert: error: {marker}: damaged (its checksum does not "
+                           "match); sync leaves the dataset as it is: put _tbconvert.json back "
+                           "from a copy, or sync into a new directory (convert "
+                           "--ignore-checksum reads what the dataset still holds)\n")
+    assert _part_names(dst) == parts
+    marker.write_bytes(good)
+    assert tbconvert.sync(TORCH, dst).changed_nothing
+    _same_as_convert(TORCH, dst, tmp_path)
+
+
+def test_a_missing_part_has_its_run_read_whole_again(tmp_path):
+    logs, dst = tmp_path / "logs", tmp_path / "archive"
+    shutil.copytree(TORCH, logs)
+    tbconvert.sync(logs, dst)
+    gone = next(p for p in dst.iterdir() if p.name.startswith("part-") and "-train-" in p.name)
+    gone.unlink()
+    report = tbconvert.sync(logs, dst)
+    assert (report.runs_rearchived, report.parts_written) == (1, 1) and not report.lost
+    (issue,) = report.issues
+    assert issue.kind == "run_read_whole" and issue.run == "train"
+    assert f"(its part {gone.name} is missing from the dataset)" in issue.message
+    _same_as_convert(logs, dst, tmp_path)
+    assert tbconvert.sync(logs, dst).changed_nothing
+
+
+def test_a_file_that_could_not_be_read_is_read_once_it_can(tmp_path, monkeypatch):
+    """A file unreadable at a sync (an I/O error, permissions, a share's hiccup) is noted
+    as archived only as far as it was read: the next sync reads the rest, though the file
+    did not change meanwhile."""
+    import errno
+
+    from tbconvert.formats.tfevents import records
+    logs, dst = tmp_path / "logs", tmp_path / "archive"
+    shutil.copytree(TORCH, logs)
+    victim = sorted((logs / "resumed").glob("events.out.tfevents.*"))[-1]
+    scan = records.scan_file
+
+    def failing(path, *args, **kw):
+        if path == victim:
+            raise OSError(errno.EIO, "Input/output error")
+        return scan(path, *args, **kw)
+    monkeypatch.setattr(records, "scan_file", failing)
+    report = tbconvert.sync(logs, dst)
+    assert sorted({i.kind for i in report.issues}) == ["unreadable_file"]
+    monkeypatch.setattr(records, "scan_file", scan)
+    report = tbconvert.sync(logs, dst)
+    assert report.runs_extended == 1 and report.new_bytes == victim.stat().st_size
+    _same_as_convert(logs, dst, tmp_path)
+    assert tbconvert.sync(logs, dst).changed_nothing
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_named_like_an_event_file_does_not_stop_a_sync(tmp_path):
+    logs, dst = tmp_path / "logs", tmp_path / "archive"
+    shutil.copytree(TORCH, logs)
+    (logs / "fifo").mkdir()
+    os.mkfifo(logs / "fifo" / "events.out.tfevents.1.host")
+    for _ in range(2):
+        proc = run_tbconvert("sync", logs, dst, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    os.mkfifo(logs / "train" / "events.out.tfevents.9999999999.host")   # after archived ones
+    proc = run_tbconvert("sync", logs, dst, timeout=120)
+    assert proc.returncode == 0 and "not a regular file" in proc.stderr
+    assert tbconvert.sync(logs, dst).changed_nothing
+    _same_as_convert(logs, dst, tmp_path)
+
+
+def test_two_runs_stored_under_one_name_cost_only_the_second(tmp_path):
+    """A directory name that is not UTF-8 is stored escaped (``%FF``), which can be the
+    name of another run: the second is reported and left out, and syncs do not alternate
+    between them."""
+    logs, dst = tmp_path / "logs", tmp_path / "archive"
+    shutil.copytree(TORCH, logs)
+    os.rename(logs / "multi", logs / "bad%FFname")
+    shutil.copytree(TORCH / "resumed", logs / os.fsdecode(b"bad\xffname"))
+    for _ in range(2):
+        report = tbconvert.sync(logs, dst)
+        assert [i.kind for i in report.issues] == ["run_name_taken"]
+        assert report.parts_written == 0 or report.runs_added == 7
+    assert "bad%FFname" in _runs(dst) and len(_runs(dst)) == 7
+
+
+def test_a_directory_where_the_lock_goes_is_a_clear_error(tmp_path):
+    dst = tmp_path / "archive"
+    tbconvert.sync(TORCH, dst)
+    (dst / LOCK_FILE).mkdir()
+    old = time.time() - 120
+    os.utime(dst / LOCK_FILE, (old, old))
+    proc = run_tbconvert("sync", TORCH, dst)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr == (f"tbconvert: error: {dst / LOCK_FILE}: a directory where this "
+                           "dataset's lock file goes; no sync can run until it is removed\n")
+    assert (dst / LOCK_FILE).is_dir()

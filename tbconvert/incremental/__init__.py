@@ -180,7 +180,7 @@ def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
                 from tbconvert.incremental import exports
                 exports.sync_experiment(src, store.stage, report, store=store)
             else:
-                survey = _survey(src, store.stage)
+                survey = _survey(src, store.stage, check_parts=False)
                 if not _nothing_new(survey, report):
                     _sync_locked(src, store.stage, None, report, store=store, survey=survey)
                 else:      # parts a killed sync uploaded, which listing the prefix shows
@@ -254,12 +254,23 @@ def _prepare_destination(dst: Path) -> None:
                                 "directory dataset (choose another DST)")
     if dst.is_dir() and not (dst / MARKER_FILE).exists():
         # what a first sync that was killed leaves: its parts, lock and manifest draft
-        foreign = [p.name for p in dst.iterdir()
-                   if not (re.fullmatch(r"part-\d{5}-.*-g[A-Z]?\d{4,}\.parquet", p.name)
-                           or p.name.startswith(("_tbconvert", "_pending-")))]
+        names = [p.name for p in dst.iterdir()]
+        parts = [n for n in names if re.fullmatch(r"part-\d{5}-.*-g[A-Z]?\d{4,}\.parquet", n)]
+        foreign = [n for n in names
+                   if n not in parts and not n.startswith(("_tbconvert", "_pending-"))]
         if foreign:
             raise OutputExistsError(f"{dst}: exists and is not a tbconvert dataset (it holds "
                                     f"{foreign[0]!r}); choose a new or empty directory")
+        from tbconvert.incremental.lock import LOCK_FILE
+        if parts and not (dst / LOCK_FILE).exists():
+            # Parts are named only once their sync is about to commit, and a killed sync
+            # leaves its lock: parts without a lock are a dataset that lost its manifest
+            # (or copies of its parts), whose data a sync must not remove.
+            raise OutputExistsError(
+                f"{dst}: holds {len(parts)} part file(s) of a dataset but not its manifest "
+                f"{MARKER_FILE}; sync leaves them alone. Put {MARKER_FILE} back from a copy, "
+                "or sync into a new directory (the parts themselves can be read with "
+                "tbconvert convert, one at a time)")
     try:
         dst.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -279,11 +290,30 @@ class _Survey:
     marker_parts: list = ()     # the manifest's parts (what a sync with nothing new keeps)
 
 
-def _survey(src: Path, dst: Path) -> _Survey | None:
+def _missing_parts(dst: Path, known: dict) -> dict[str, str]:
+    """Per archived run with a part gone from the dataset (deleted, lost to a disk), why the
+    run is read whole again: its source still holds what the part held."""
+    import os
+    try:
+        present = set(os.listdir(dst))
+    except OSError:
+        return {}
+    missing = {}
+    for key, state in known.items():
+        parts = state.get("parts") if isinstance(state, dict) else None
+        gone = next((p for p in parts if p not in present), None) \
+            if isinstance(parts, list) else None
+        if gone is not None:
+            missing[key] = f"its part {gone} is missing from the dataset"
+    return missing
+
+
+def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
     """The listing and every run's plan, told from the manifest and the files' sizes and
     checksums alone (no numpy, no pyarrow: a sync run often, finding nothing, stays cheap);
     the sync then neither lists nor checks the files again. None when anything is unusual:
-    the full path looks again and reports it."""
+    the full path looks again and reports it. ``check_parts``: a run whose archived part is
+    missing from ``dst`` (a local dataset) is read whole again."""
     import json
 
     from tbconvert.formats.tfevents import event_files
@@ -298,16 +328,27 @@ def _survey(src: Path, dst: Path) -> _Survey | None:
         runs = event_files.discover(src, lambda kind, msg: problems.append(kind))
         if problems:
             return None
+        # A manifest changed since it was written must not decide what to remove: the full
+        # path refuses it, as every reader does.
+        from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest
+        if marker.pop(MARKER_DIGEST, None) != marker_digest(marker):
+            return None
         stored = [_stored_name(n) for n, _ in runs]
         plans = {name: plan_files(files, known.get(key))
                  for (name, files), key in zip(runs, stored, strict=True)}
+        if check_parts:
+            missing = _missing_parts(dst, known)
+            for (name, files), key in zip(runs, stored, strict=True):
+                if key in missing:
+                    plans[name] = (missing[key], [(Path(f), 0) for f in files])
         parts = marker["parts"]
         if not all(isinstance(p["file"], str) for p in parts):
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
             RecursionError):
         return None
-    return _Survey(generation, runs, plans, sorted(stored) == sorted(known),
+    return _Survey(generation, runs, plans, len(set(stored)) == len(stored)
+                   and sorted(stored) == sorted(known),
                    src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists(), parts)
 
 
@@ -354,11 +395,22 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                           f"{len(known)} runs out of {dst}; nothing was changed (is SRC "
                           "mounted and spelt right? To empty the dataset, delete it)")
     experiment = S.experiment_to_json(source.experiment())
+    # (the survey looked for missing parts already; an object store's parts are not here)
+    missing = _missing_parts(dst, known) if store is None and not plans else {}
     indices = {name: s["index"] for name, s in known.items()}
     next_index = max(indices.values(), default=-1) + 1
     tasks = []
+    taken: dict = {}
     for name, files in runs:
         key = _stored_name(name)
+        if key in taken:
+            # The manifest knows a run by its stored name: two runs of one name would be
+            # read in turn into the same place, each sync undoing the last.
+            report.add("run_name_taken", f"{key}: the name of two runs of the source once "
+                       f"stored (one is not valid UTF-8); the run {ascii(name)} is left out of "
+                       "the dataset (rename one of the two directories)", run=key)
+            continue
+        taken[key] = name
         if key not in indices:
             indices[key] = next_index
             next_index += 1
@@ -368,7 +420,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")},
-            plan=plans.get(name), merged=store is None))
+            plan=plans.get(name) if key not in missing else
+            (missing[key], [(Path(f), 0) for f in files]), merged=store is None))
     flusher = None
     try:
         if scheduler is None and store is None:
@@ -430,18 +483,24 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
     merged_away: set = set()
     merged_in: list = []
     kept = list(kept)
+    reread: dict = {}
     for k, ok in merged.items():
         run_parts, weights, (start, name, files) = kept[k]
         if not ok:
+            # A part that cannot be read whole is damaged, or was: its run's event files
+            # still hold its points, so the next sync reads the run whole into a new part.
+            reread[k] = "a part of it could not be read whole when its parts were merged"
             report.add("parts_not_merged", f"{tasks[k].name}: its last {len(files)} parts could "
                        "not be merged into one (one could not be read whole); they are kept as "
-                       "they are", run=tasks[k].name, lost=False)
+                       "they are, and the next sync reads the run whole again from its event "
+                       "files", run=tasks[k].name, lost=False)
             continue
         report.parts_merged += len(files)
         merged_away.update(run_parts[start:])
         merged_in.append(name)
         kept[k] = (run_parts[:start] + [name], weights[:start] + [sum(weights[start:])], None)
-    for task, result, (run_parts, weights, _) in zip(tasks, results, kept, strict=True):
+    for k, (task, result, (run_parts, weights, _)) in enumerate(
+            zip(tasks, results, kept, strict=True)):
         report.extend(result.report.issues)
         report.new_bytes += result.new_bytes
         key = _stored_name(task.name)
@@ -458,7 +517,7 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
             report.runs_added += 1
         elif result.replaces:
             report.runs_rearchived += 1
-            report.add("run_read_whole", f"{task.name}: read whole again ({result.why}); its "
+            report.add("run_read_whole", f"{key}: read whole again ({result.why}); its "
                        "new part replaces the earlier ones", run=task.name, lost=False)
         elif result.part is not None:
             report.runs_extended += 1
@@ -469,6 +528,8 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
         report.points.update(result.points)
         runs_state[key] = dict(result.state, index=indices[key], parts=run_parts,
                                weights=weights)
+        if k in reread:
+            runs_state[key]["reread"] = reread[k]
         parts.extend({"file": p, "run": key} for p in run_parts)
     in_source = {_stored_name(t.name) for t in tasks}
     for name in sorted(set(known) | converted):

@@ -4,6 +4,7 @@ pyarrow: a sync that finds nothing new never loads them)."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from tbconvert.checksum import crc32c
@@ -13,9 +14,9 @@ HEAD_BYTES = 4096
 PENDING_PREFIX = "_pending-"
 
 
-def _crc_in(fh, offset: int, length: int) -> str | None:
+def _crc_in(fd: int, offset: int, length: int) -> str | None:
     try:
-        data = os.pread(fh.fileno(), length, offset)
+        data = os.pread(fd, length, offset)
     except OSError:
         return None
     if len(data) != length:
@@ -23,21 +24,32 @@ def _crc_in(fh, offset: int, length: int) -> str | None:
     return f"{crc32c(data):08x}"
 
 
+def _open(path: Path) -> tuple[int, os.stat_result]:
+    """A descriptor of ``path`` and its status. Without blocking: an event file's name can be
+    a FIFO's, and opening a FIFO to read waits for a writer (the reader skips it)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        return fd, os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+
+
 def file_entry(path: Path, size: int, end: int, last) -> dict:
     head = min(HEAD_BYTES, end)
     entry = {"name": path.name, "size": size, "end": end, "head": f"{0:08x}", "last": None}
     try:
-        fh = open(path, "rb")
+        fd, _ = _open(path)
     except OSError:
-        fh = None
+        fd = None
     try:
         if head:
-            entry["head"] = None if fh is None else _crc_in(fh, 0, head)
+            entry["head"] = None if fd is None else _crc_in(fd, 0, head)
         if last is not None:
-            entry["last"] = [last[0], last[1], None if fh is None else _crc_in(fh, *last)]
+            entry["last"] = [last[0], last[1], None if fd is None else _crc_in(fd, *last)]
     finally:
-        if fh is not None:
-            fh.close()
+        if fd is not None:
+            os.close(fd)
     return entry
 
 
@@ -45,22 +57,26 @@ def _changed(path: Path, entry: dict) -> tuple[str | None, int]:
     """Why ``path`` is not the file archived as ``entry`` plus appended bytes (None: it is),
     and its size; the file is opened once for both of its checksums."""
     try:
-        fh = open(path, "rb")
+        fd, st = _open(path)
     except OSError as exc:
         return f"{path.name} cannot be read ({exc.strerror})", 0
-    with fh:
-        try:
-            size = os.fstat(fh.fileno()).st_size
-        except OSError as exc:
-            return f"{path.name} cannot be read ({exc.strerror})", 0
+    try:
+        size = st.st_size
+        if not stat.S_ISREG(st.st_mode):
+            # not an event file to read (the reader reported it): unchanged while nothing
+            # of it was archived
+            return (f"{path.name} is no longer a regular file", size) if entry["end"] else \
+                (None, entry["size"])
         if size < entry["end"]:
             return f"{path.name} was truncated", size
         head = min(HEAD_BYTES, entry["end"])
-        if head and _crc_in(fh, 0, head) != entry["head"]:
+        if head and _crc_in(fd, 0, head) != entry["head"]:
             return f"{path.name} was replaced or rewritten", size
         last = entry.get("last")
-        if last is not None and _crc_in(fh, last[0], last[1]) != last[2]:
+        if last is not None and _crc_in(fd, last[0], last[1]) != last[2]:
             return f"{path.name} was rewritten", size
+    finally:
+        os.close(fd)
     return None, size
 
 
@@ -71,6 +87,8 @@ def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, 
     if state is None:
         return "a new run", [(f, 0) for f in files]
     whole = [(f, 0) for f in files]
+    if state.get("reread"):     # the dataset lost what it held of the run (see _outcome)
+        return state["reread"], whole
     archived = state["files"]
     if [f.name for f in files[:len(archived)]] != [a["name"] for a in archived]:
         return "its event files were removed, renamed or one sorts before archived ones", whole

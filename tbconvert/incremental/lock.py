@@ -209,6 +209,9 @@ class Lock:
         """Remove the stale lock ``holder`` describes; False: another process was quicker."""
         # Moved aside first: of two processes taking over, only one moves this lock.
         aside = self.path.with_name(f"{LOCK_FILE}.stale-{os.getpid()}")
+        if self.path.is_dir():
+            raise OutputError(f"{self.path}: a directory where this dataset's lock file goes; "
+                              "no sync can run until it is removed")
         try:
             os.replace(self.path, aside)
         except FileNotFoundError:

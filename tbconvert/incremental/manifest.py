@@ -27,7 +27,14 @@ def load(dst: Path, report) -> dict:
     from tbconvert.formats.parquet.reader import read_marker
     if not (dst / MARKER_FILE).exists():
         return {"parts": [], "sync": {"generation": 0, "runs": {}}}
-    marker = read_marker(dst, Options(), report)
+    try:
+        marker = read_marker(dst, Options(), report)
+    except CorruptDataError as exc:
+        # the reader's advice (--ignore-checksum) is convert's: sync has no such option
+        what = str(exc).split("; restore it from a copy")[0]
+        raise CorruptDataError(f"{what}; sync leaves the dataset as it is: put {MARKER_FILE} "
+                               "back from a copy, or sync into a new directory (convert "
+                               "--ignore-checksum reads what the dataset still holds)") from None
     state = marker.get("sync")
     if state is None:
         # a dataset written by convert: its runs are read whole once, then kept up to date;

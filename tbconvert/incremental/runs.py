@@ -164,8 +164,11 @@ def _read(reader, asm: RunAssembler, reads) -> tuple[dict, int]:
                 found[path] = (size, start, None)
                 continue
             st = reader.read_file(path, asm, start)
-            if st is None:
-                found[path] = (size, start, None)
+            if st is None or st.failed:
+                # It could not be read (to its end): noted as no larger than what was read,
+                # so that the next sync sees it grow and reads on from there.
+                end, last = (start, None) if st is None else (st.end, st.last)
+                found[path] = (end, end, last)
                 continue
             total += max(size - start, 0)
             found[path] = (st.size, st.end, st.last)

@@ -14,6 +14,15 @@ from tbconvert.formats.base import Format, classes_on_demand, deferred
 # Named here, not in schema, so that sniffing a directory or a sync that finds nothing new
 # does not import pyarrow.
 MARKER_FILE = "_tbconvert.json"
+MARKER_DIGEST = "sha256"    # the marker's key holding the SHA-256 of the rest (marker_digest)
+
+
+def marker_digest(marker: dict) -> str:
+    """SHA-256 (hex) of a directory marker without its digest key, in one canonical form."""
+    import hashlib
+    body = {k: v for k, v in marker.items() if k != MARKER_DIGEST}
+    canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 class ParquetFormat(Format):

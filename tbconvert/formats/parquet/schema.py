@@ -18,13 +18,14 @@ in run order and the experiment.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
 
+# the marker's digest, kept where a sync that finds nothing new can check it without pyarrow
+from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest  # noqa: F401
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunRecord
 
 FORMAT_NAME: Final = "tbconvert-parquet"   # "format" key of the JSON metadata
@@ -33,7 +34,6 @@ METADATA_KEY: Final = b"tbconvert"          # Parquet key-value metadata key
 # SHA-256 (hex) of the JSON under METADATA_KEY: Parquet checksums pages, not its footer,
 # and the JSON holds every name and plugin metadata of the archive.
 DIGEST_KEY: Final = b"tbconvert.sha256"
-MARKER_DIGEST: Final = "sha256"             # its key holding the SHA-256 of the rest (marker_digest)
 PART_PREFIX: Final = "part-"
 
 # Series kinds (the model container), stored per series in the JSON metadata.
@@ -232,13 +232,6 @@ def scalar_dtype(name: str, where: str = "series") -> np.dtype:
     if name not in SCALAR_DTYPES:
         raise BadMetadata(f"{where}.value_dtype is {name[:40]!r}, not a scalar dtype")
     return np.dtype(name)
-
-
-def marker_digest(marker: dict) -> str:
-    """SHA-256 (hex) of a directory marker without its digest key, in one canonical form."""
-    body = {k: v for k, v in marker.items() if k != MARKER_DIGEST}
-    canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def dumps(obj: dict) -> bytes:

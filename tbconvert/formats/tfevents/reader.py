@@ -53,7 +53,7 @@ class FileState:
     """What reading one file found; ``end`` and ``last`` let a later read resume after it."""
 
     __slots__ = ("records", "first_done", "reported", "damaged_records", "size", "end", "last",
-                 "partial_tail")
+                 "partial_tail", "failed")
 
     def __init__(self, start: int = 0, size: int = 0) -> None:
         self.records = 0        # valid records so far
@@ -64,6 +64,7 @@ class FileState:
         self.end = start        # end of the last valid record
         self.last = None        # (offset, length) of the last valid record, frame included
         self.partial_tail = False   # the file ends inside a record still being written
+        self.failed = False     # reading it failed (an I/O error) after ``end``
 
 
 # Records a block's bulk decoders may leave that are still tried with templates learnt from one
@@ -326,6 +327,7 @@ class TfeventsReader(Reader):
                 self._run_progress.read(block.offset + len(block.buf) - state.reported)
                 state.reported = block.offset + len(block.buf)
         except OSError as exc:
+            state.failed = True
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped "
                             "the rest of it", path=path, run=asm.name)
         asm.end_file()
@@ -336,7 +338,7 @@ class TfeventsReader(Reader):
         self.damaged_event_files += state.damaged_records
         self.valid_records += state.records
         if size > start and not state.records:
-            if not start and not state.partial_tail:
+            if not start and not state.partial_tail and not state.failed:
                 self.report.add("not_an_event_file",
                                 f"{path}: not an event file (no valid record in {size} bytes); "
                                 "skipped", path=path, run=asm.name)
