@@ -45,8 +45,8 @@ def run_tasks(fn: Callable[[Any], Any], items: Iterable[Any], *, scheduler: str 
     items = list(items)
     if scheduler is not None:
         return _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result)
-    from tbconvert.formats.base import cores
-    jobs = min(jobs or cores(), len(items))
+    from tbconvert.formats.base import processes
+    jobs = min(processes(jobs), len(items))
     if jobs <= 1:
         results = []
         for k, item in enumerate(items):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tbconvert.errors import NOT_A_RUNS_FAULT, OutputError, UsageError
-from tbconvert.formats.base import Options, cores, source_size
+from tbconvert.formats.base import Options, processes, source_size
 from tbconvert.report import Issue, Report
 
 
@@ -170,7 +170,7 @@ def splits(reader, writer) -> bool:
 def worth_splitting(reader, writer, jobs: int) -> bool:
     """Locally, tasks pay off for several runs with enough to read."""
     from tbconvert.formats.tfevents import reader as tfevents_reader
-    jobs = jobs or cores()
+    jobs = processes(jobs)
     return (jobs > 1 and splits(reader, writer) and len(reader.runs()) > 1
             and reader.source_size() >= tfevents_reader.PARALLEL_MIN_BYTES)
 

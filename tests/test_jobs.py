@@ -631,3 +631,80 @@ def test_the_command_with_forked_workers_writes_the_bytes_of_one_process(tmp_pat
         outputs[jobs] = {f.relative_to(out).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()
                          for f in files if f.is_file()}
     assert outputs["1"] == outputs["2"]
+
+
+def _dying_read(root, options, name, files, spill_dir, detached=False):
+    """``parallel._read``, whose process dies while the count in the file named after the
+    part's first file (in ``$TBCONVERT_TEST_DEATHS``) is above zero, one less each time."""
+    from tbconvert.formats.tfevents import parallel
+    marker = Path(os.environ["TBCONVERT_TEST_DEATHS"]) / Path(files[0]).name
+    if marker.exists():
+        left = int(marker.read_text())
+        if left > 0:
+            marker.write_text(str(left - 1))
+            os._exit(3)
+    # (a spawned worker has the module unpatched; a forked one has the real one put aside)
+    real = getattr(parallel, "_real_read", parallel._read)
+    return real(root, options, name, files, spill_dir, detached)
+
+
+def _deaths(monkeypatch, tmp_path, counts: dict) -> None:
+    from tbconvert.formats.tfevents import parallel
+    where = tmp_path / "deaths"
+    where.mkdir(exist_ok=True)
+    for path, n in counts.items():
+        (where / path.name).write_text(str(n))
+    monkeypatch.setenv("TBCONVERT_TEST_DEATHS", str(where))
+    monkeypatch.setattr(parallel, "_real_read", parallel._read, raising=False)
+    monkeypatch.setattr(parallel, "_read", _dying_read)
+
+
+@pytest.mark.parametrize("deaths", [1, 2])
+def test_a_part_of_a_run_whose_process_died_is_read_again(tmp_path, always_parallel,
+                                                         monkeypatch, deaths):
+    """The files of one run, read in parts by three processes: a process killed while it
+    reads one (the out-of-memory killer, a stray kill) costs a rereading, not the run."""
+    from tbconvert.formats.tfevents import parallel
+    monkeypatch.setattr(parallel, "PART_MIN_BYTES", 0)
+    src = tmp_path / "logs"
+    files = _restart_across_files(src / "train")
+    one = tbconvert.convert(src, tmp_path / "one.parquet", jobs=1)
+    _deaths(monkeypatch, tmp_path, {files[1]: deaths})
+    three = tbconvert.convert(src, tmp_path / "three.parquet", jobs=3)
+    assert _contents(tmp_path / "one.parquet") == _contents(tmp_path / "three.parquet")
+    assert [i.message for i in one.issues] == [i.message for i in three.issues]
+    assert (tmp_path / "deaths" / files[1].name).read_text() == "0"
+
+
+def test_a_part_that_kills_every_process_costs_its_run_alone(tmp_path, always_parallel,
+                                                            monkeypatch):
+    """Only a part read alone when its process dies is blamed: the run it belongs to is
+    reported, never the run that was being waited for."""
+    from tbconvert.formats.tfevents import parallel
+    monkeypatch.setattr(parallel, "PART_MIN_BYTES", 0)
+    src = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir" / "train", src / "a")
+    files = _restart_across_files(src / "b")
+    shutil.copytree(FIXTURES / "torch_logdir" / "resumed", src / "c")
+    _deaths(monkeypatch, tmp_path, {files[2]: 99})
+    found = tbconvert.info(src, jobs=3)     # (one part per run written apart: runtasks)
+    lost = [i for i in found.report.issues if i.kind == "unreadable_run"]
+    assert [(i.run, i.message) for i in lost] == [
+        ("b", f"b: the process reading it died {parallel.RETRIES + 1} times (killed, or out "
+              "of memory); skipped, the other runs were read")]
+    whole = [r.run for r in tbconvert.info(src).runs]
+    assert "b" in whole and [r.run for r in found.runs] == [r for r in whole if r != "b"]
+
+
+def _pid(_item) -> int:
+    time.sleep(0.05)
+    return os.getpid()
+
+
+def test_jobs_beyond_the_cores_start_one_process_a_core():
+    """``-j 999`` on a machine of two cores once started a worker per run (500 of them)."""
+    from tbconvert import cluster
+    from tbconvert.formats.base import cores, processes
+    assert processes(999) == processes(0) == cores() and processes(1) == 1
+    pids = cluster.run_tasks(_pid, range(4 * cores() + 4), jobs=999)
+    assert len(set(pids)) <= cores() and os.getpid() not in pids

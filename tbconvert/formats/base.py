@@ -85,6 +85,14 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def processes(jobs: int) -> int:
+    """The processes ``--jobs`` asks for here (0: one per core), never more than the cores:
+    more would only take turns on them, each with its own memory (``-j 999`` on two cores
+    once started 500 workers)."""
+    n = cores()
+    return min(jobs, n) if jobs else n
+
+
 class Progress:
     """How far a conversion got, in source bytes (the sum of the source files' sizes).
 

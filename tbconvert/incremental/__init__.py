@@ -548,14 +548,14 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
     import os
 
     from tbconvert import cluster
-    from tbconvert.formats.base import cores
+    from tbconvert.formats.base import processes
     from tbconvert.formats.tfevents.reader import PARALLEL_MIN_BYTES
     from tbconvert.incremental import runs
     # the runs read here leave their parts for the flushing threads to finish
     here = functools.partial(runs.sync_run_here, os.getpid())
     sizes = [_bytes_to_read(task) for task in tasks]
     busy = [k for k, size in enumerate(sizes) if size is not None]
-    jobs = min(jobs or cores(), len(busy))
+    jobs = min(processes(jobs), len(busy))
     results: list = [None] * len(tasks)
 
     def arrived(i, result) -> None:

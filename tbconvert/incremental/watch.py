@@ -88,9 +88,9 @@ def _kept_workers(src, dst, options: dict):
     """The workers that take a share of every round's runs (None: the rounds run here).
     Started once: a round then pays no start-up for them, and a small round gains too."""
     from tbconvert import remote
-    from tbconvert.formats.base import cores
+    from tbconvert.formats.base import processes
     from tbconvert.kept import KeptWorkers
-    jobs = options.get("jobs", 1) or cores()
+    jobs = processes(options.get("jobs", 1))
     if jobs <= 1 or options.get("scheduler") is not None or any(
             remote.is_remote(p) for p in (src, dst)):
         return None     # (a sync with a URL stages and publishes in its own way, here)

@@ -46,6 +46,9 @@ WORKER_SPILL_AT = 8 << 20
 # part costs a pickled hand-over and a join.
 PART_MIN_BYTES = 8 << 20
 _WAIT = 0.2
+# How many times a part is read again after its process died (killed, out of memory) while
+# it read alone, before its run is given up.
+RETRIES = 2
 
 class Part(NamedTuple):
     """Consecutive files of one run, read by one worker."""
@@ -55,6 +58,10 @@ class Part(NamedTuple):
     files: list[Path]
     first: bool           # holds the run's first file
     last: bool            # holds the run's last file
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return self.run, str(self.files[0]) if self.files else ""
 
 
 def plan(runs, jobs: int) -> list[Part]:
@@ -135,17 +142,26 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
             todo = collections.deque(parts)
             lost: set[int] = set()     # runs whose reading process died
             done: list = []            # results of the current run's parts so far
+            # After a worker died, the parts its pool held are read again one at a time: the
+            # pool cannot tell which one it was reading, and only a part read alone can be
+            # blamed (a kill from outside costs a rereading, not a run).
+            suspects: set = set()
+            deaths: collections.Counter = collections.Counter()
+            several = len({part.run for part in parts}) > 1
 
             def submit() -> None:
                 while todo and todo[0].run in lost:
                     todo.popleft()
-                if todo:
+                if todo and not (suspects and pending):
                     part = todo.popleft()
                     args = (reader.path, options, part.name, part.files, spill_dir, not part.first)
                     pending.append((part, pool.submit(_read, *args)))
 
-            for _ in range(2 * jobs):
-                submit()
+            def fill() -> None:
+                for _ in range(2 * jobs - len(pending)):
+                    submit()
+
+            fill()
             while pending:
                 part, job = pending.popleft()
                 if part.run in lost:
@@ -158,22 +174,30 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                         except FutureTimeout:
                             drain()
                 except BrokenProcessPool:
-                    # A worker died (killed, or crashed on hostile input): this run is lost, the
-                    # others are read again by fresh workers.
-                    reader.report.add("unreadable_run", f"{part.name}: the process reading it "
-                                      "died; skipped, the other runs were read", run=part.name)
-                    lost.add(part.run)
-                    discard(done)
-                    done = []
                     pool.stop()
-                    again = [p for p, _ in pending if p.run not in lost]
+                    held = [part] + [p for p, _ in pending if p.run not in lost]
                     pending.clear()
-                    todo.extendleft(reversed(again))
-                    for _ in range(2 * jobs):
-                        submit()
+                    if part.key in suspects and len(held) == 1:
+                        deaths[part.key] += 1
+                    if deaths[part.key] > RETRIES:
+                        # it killed its process every time it was read alone
+                        others = ", the other runs were read" if several else ""
+                        reader.report.add(
+                            "unreadable_run", f"{part.name}: the process reading it died "
+                            f"{deaths[part.key]} times (killed, or out of memory); skipped{others}",
+                            run=part.name)
+                        lost.add(part.run)
+                        discard(done)
+                        done = []
+                        suspects.discard(part.key)
+                        held = held[1:]
+                    suspects.update(p.key for p in held)
+                    todo.extendleft(reversed(held))
+                    fill()
                     continue
+                suspects.discard(part.key)
                 drain()
-                submit()
+                fill()
                 sent += outcome[2][4]
                 done.append(outcome)
                 if not part.last:

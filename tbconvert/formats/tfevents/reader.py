@@ -20,7 +20,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert import sourcefiles
 from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, in_words
-from tbconvert.formats.base import Progress, Reader, cores, dependency, source_size
+from tbconvert.formats.base import Progress, Reader, dependency, processes, source_size
 from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.tfevents import (
     blob_templates,
@@ -193,7 +193,7 @@ class TfeventsReader(Reader):
 
     def iter_runs(self) -> Iterator[RunData]:
         runs = self.runs()
-        jobs = self.options.jobs or cores()
+        jobs = processes(self.options.jobs)
         parts = None
         if jobs > 1 and self.source_size() >= PARALLEL_MIN_BYTES:
             from tbconvert.formats.tfevents import parallel
