@@ -94,7 +94,9 @@ sys.exit(code)
 
 def command_peak_mib(src: Path, dst: Path | None, fmt: str) -> float:
     """Peak of ``tbconvert convert SRC DST --to FMT`` (``dst`` None: ``tbconvert info SRC``)."""
-    command = ["convert", str(src), str(dst), "--to", fmt] if dst is not None else \
+    wide = ["--wide"] if fmt == "csv-wide" else []
+    fmt = "csv" if fmt == "csv-wide" else fmt
+    command = ["convert", str(src), str(dst), "--to", fmt, *wide] if dst is not None else \
         ["info", str(src)]
     args = [sys.executable, "-c", _COMMAND, *command, "-q", "-j", "1"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -137,10 +139,13 @@ def main() -> None:
         steps = [("event files -> Parquet", src, work / "o.parquet", "parquet"),
                  ("event files -> HDF5", src, work / "o.h5", "hdf5"),
                  ("event files -> CSV", src, work / "o.csv", "csv"),
+                 ("event files -> wide CSV", src, work / "w.csv", "csv-wide"),
                  ("event files -> event files", src, work / "o_events", "tfevents"),
                  ("Parquet -> event files", work / "o.parquet", work / "p_events", "tfevents"),
                  ("HDF5 -> event files", work / "o.h5", work / "h_events", "tfevents")]
         for label, s, d, fmt in steps:
+            if args.api and fmt == "csv-wide":
+                continue    # (the command's option)
             try:
                 peak, secs = convert(s, d, fmt, args.api)
                 cell = f"{peak:.0f} MiB ({secs:.0f} s)"

@@ -2,8 +2,9 @@
 
 Long form is written as the chunks arrive, a batch of at most
 :data:`FLUSH_ROWS` rows at a time (memory bounded whatever the run's size);
-wide form needs every run's columns before the header is known, so it buffers
-the scalar columns (only scalars) and writes at :meth:`CsvWriter.close`.
+wide form needs every run's columns before the header is known, so its rows wait
+in a temporary file (:mod:`tbconvert.columns.wide`, memory bounded too) and are
+written at :meth:`CsvWriter.close`.
 Everything that is not a scalar series is counted and reported, per run and
 tag. With ``restarts="keep-all"`` a ``hidden`` column marks the points
 TensorBoard's restart rule hides.
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from tbconvert import arrowpool
 from tbconvert.columns import LONG_COLUMNS, ScalarColumns
+from tbconvert.columns.wide import WideRows
 from tbconvert.errors import UsageError
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.csv import encode
@@ -45,7 +47,7 @@ class CsvWriter(Writer):
             raise UsageError("--wide cannot mark the points TensorBoard's restart rule hides; "
                              "use the long form with --restarts keep-all")
         self._out = AtomicOutput(self.path, force=options.force, directory=False)
-        self._wide = ScalarColumns(False, report) if options.wide else None
+        self._wide = WideRows(report) if options.wide else None
         self._file = None
         # long-form rows depend on their run only, so runs can be written apart and joined
         self.run_parts = None if options.wide else "staged"
@@ -63,8 +65,9 @@ class CsvWriter(Writer):
             return
         others: dict = {}
         for chunk in series:
-            if not self._wide.add_chunk(chunk):
+            if not self._wide.add(chunk):
                 _count_other(others, chunk)
+        self._wide.end_run()
         _report_others(run, others, self.report)
 
     @staticmethod
@@ -82,12 +85,19 @@ class CsvWriter(Writer):
     def close(self) -> None:
         def finish():
             if self._wide is not None:
-                encode.write(self._wide.wide_table(), self._file)
+                names = self._wide.column_names()
+                self._file.write(encode.header(names))
+                for table in self._wide.tables(names):
+                    encode.write(table, self._file, with_header=False)
+                    arrowpool.release()
+                self._wide.close()
             self._file.close()
             self._out.commit()
         self.guard(finish)
 
     def abort(self) -> None:
+        if self._wide is not None:
+            self._wide.close()
         if self._file is not None:
             try:
                 self._file.close()

@@ -1,0 +1,274 @@
+"""Wide scalar rows (one per run and step, one column per tag) in bounded memory.
+
+:meth:`ScalarColumns.wide_table <tbconvert.columns.ScalarColumns.wide_table>` sorts every
+point at once, which a run of tens of millions of points cannot afford. Here a run's points
+are sorted by (step, tag, arrival) in segments of at most :data:`SEGMENT_POINTS`, spilled
+to a temporary file, and merged a window at a time (a step is complete once every segment
+has gone past it) into the run's rows. The rows wait in a second temporary file until every
+run is in: only then are all the tags, the header's columns, known. The rows and the report
+are those of ``wide_table``: the last point of a tag at a step is kept (the others reported
+as ``duplicate_step_in_wide``), and a row's wall time is the earliest of its points.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+
+from tbconvert.columns import Names, as_float64
+from tbconvert.model import ScalarSeries, Series
+from tbconvert.report import Report, plural
+
+# Points sorted in memory at a time (36 bytes each, and the sort's copies).
+SEGMENT_POINTS = 1 << 18
+# Points of all segments held at a time while they are merged.
+WINDOW_POINTS = 1 << 18
+# Rows written out (and turned into CSV) at a time.
+ROW_BATCH = 1 << 16
+
+_POINT = np.dtype([("step", "<i8"), ("tag", "<i4"), ("seq", "<i8"), ("wall", "<f8"),
+                   ("value", "<f8")])
+
+
+def _sorted(points: np.ndarray) -> np.ndarray:
+    return points[np.lexsort((points["seq"], points["tag"], points["step"]))]
+
+
+class _Spill:
+    """A temporary file of arrays, written once and read back by place."""
+
+    def __init__(self) -> None:
+        self.file = None
+
+    def put(self, arr: np.ndarray) -> int:
+        from tbconvert.errors import OutputError
+        from tbconvert.output import describe_os_error
+        try:
+            if self.file is None:
+                self.file = tempfile.TemporaryFile(prefix="tbconvert-wide-")
+            self.file.seek(0, 2)
+            at = self.file.tell()
+            self.file.write(memoryview(np.ascontiguousarray(arr)).cast("B"))
+        except OSError as exc:
+            raise OutputError(describe_os_error(exc, f"temporary file in "
+                                                     f"{tempfile.gettempdir()}")) from None
+        return at
+
+    def get(self, at: int, dtype, count: int) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        self.file.seek(at)
+        return np.frombuffer(self.file.read(dtype.itemsize * count), dtype=dtype)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+class WideRows:
+    """The wide rows of the scalar chunks given run by run (:meth:`add`, :meth:`end_run`),
+    as Arrow tables of at most :data:`ROW_BATCH` rows (:meth:`tables`)."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.tags = Names()
+        self._segments = _Spill()       # a run's sorted segments, while it is merged
+        self._rows = _Spill()           # every run's rows, until the header is known
+        self._runs: list = []           # (run name, [(place, rows, points)])
+        self._run: str | None = None
+        self._pending: list = []        # the current run's points not yet in a segment
+        self._held = 0
+        self._seq = 0
+        self._spilled: list = []        # the current run's segments: (place, points)
+        self._dropped: dict = {}        # (run, tag) -> points a later one at its step replaced
+
+    def add(self, chunk: Series) -> bool:
+        """Add ``chunk`` if it is a scalar series; False (nothing added) otherwise."""
+        if not isinstance(chunk, ScalarSeries):
+            return False
+        if self._run != chunk.run:
+            self.end_run()
+            self._run = chunk.run
+        n = len(chunk)
+        values = chunk.values
+        values = as_float64(chunk, self.report) if values.dtype.kind in "iu" else \
+            values.astype(np.float64)
+        points = np.empty(n, _POINT)
+        points["step"], points["wall"], points["value"] = chunk.steps, chunk.wall_times, values
+        points["tag"] = self.tags.id(chunk.tag)
+        points["seq"] = np.arange(self._seq, self._seq + n)
+        self._seq += n
+        self._pending.append(points)
+        self._held += n
+        if self._held >= SEGMENT_POINTS:
+            self._spill_segment()
+        return True
+
+    def _spill_segment(self) -> None:
+        points = _sorted(np.concatenate(self._pending))
+        self._pending, self._held = [], 0
+        self._spilled.append((self._segments.put(points), len(points)))
+
+    def end_run(self) -> None:
+        """The current run's rows, made and put aside (called by :meth:`add` when the next
+        run begins, and before :meth:`tables`)."""
+        if self._run is None:
+            return
+        batches: list = []
+        self._runs.append((self._run, batches))
+        if not self._spilled:     # a run that fits in one segment: no merging
+            points = _sorted(np.concatenate(self._pending)) if self._pending else \
+                np.zeros(0, _POINT)
+            self._pending, self._held = [], 0
+            self._put_rows(points, batches)
+        else:
+            if self._pending:
+                self._spill_segment()
+            self._merge(batches)
+        self._segments.close()
+        self._spilled = []
+        self._run = None
+
+    def _merge(self, batches: list) -> None:
+        """The run's segments merged into complete steps, a window at a time."""
+        segments = self._spilled
+        width = max(1, WINDOW_POINTS // len(segments))
+        read = [0] * len(segments)               # points of each segment read so far
+        windows = [np.zeros(0, _POINT)] * len(segments)
+
+        def refill(k: int, want: int) -> None:
+            place, count = segments[k]
+            more = min(want - len(windows[k]), count - read[k])
+            if more > 0:
+                got = self._segments.get(place + read[k] * _POINT.itemsize, _POINT, more)
+                windows[k] = np.concatenate((windows[k], got))
+                read[k] += more
+
+        for k in range(len(segments)):
+            refill(k, width)
+        while any(len(w) for w in windows):
+            # a step is complete below the last step every unfinished window reached
+            open_ends = [windows[k]["step"][-1] for k in range(len(segments))
+                         if read[k] < segments[k][1]]
+            bound = min(open_ends) if open_ends else None
+            taken = []
+            for k, w in enumerate(windows):
+                cut = len(w) if bound is None else int(np.searchsorted(w["step"], bound))
+                taken.append(w[:cut])
+                windows[k] = w[cut:]
+            if not any(len(t) for t in taken):
+                # one step holds more points than a window of some segment: widen those
+                for k in range(len(segments)):
+                    if read[k] < segments[k][1] and windows[k]["step"][-1] == bound:
+                        refill(k, 2 * len(windows[k]))
+                continue
+            self._put_rows(_sorted(np.concatenate(taken)), batches)
+            for k in range(len(segments)):
+                if len(windows[k]) < width // 2:
+                    refill(k, width)
+
+    def _put_rows(self, points: np.ndarray, batches: list) -> None:
+        """Rows of ``points`` (sorted, holding whole steps) put aside, ROW_BATCH at a time."""
+        n = len(points)
+        if not n:
+            return
+        step, tag = points["step"], points["tag"]
+        last = np.ones(n, np.bool_)
+        last[:-1] = (step[1:] != step[:-1]) | (tag[1:] != tag[:-1])
+        if not last.all():
+            dup_tags, counts = np.unique(tag[~last], return_counts=True)
+            for t, c in zip(dup_tags.tolist(), counts.tolist(), strict=True):
+                key = (self._run, self.tags.names[t])
+                self._dropped[key] = self._dropped.get(key, 0) + c
+        new_row = np.ones(n, np.bool_)
+        new_row[1:] = step[1:] != step[:-1]
+        starts = np.flatnonzero(new_row)
+        row_of = np.cumsum(new_row) - 1
+        row_wall = np.minimum.reduceat(points["wall"], starts)
+        row_step = step[starts]
+        kept = points[last]
+        kept_row = row_of[last]
+        # batches of whole rows
+        for a in range(0, len(starts), ROW_BATCH):
+            b = min(a + ROW_BATCH, len(starts))
+            lo, hi = np.searchsorted(kept_row, [a, b])
+            part = kept[lo:hi]
+            place = self._rows.put(row_step[a:b])
+            self._rows.put(row_wall[a:b])
+            self._rows.put(kept_row[lo:hi] - a)
+            self._rows.put(part["tag"])
+            self._rows.put(part["value"])
+            batches.append((place, b - a, int(hi - lo)))
+
+    def _report_dropped(self) -> None:
+        for r, t in sorted(self._dropped):
+            count = self._dropped[(r, t)]
+            self.report.add("duplicate_step_in_wide",
+                            f"{r}/{t}: {plural(count, 'point')} "
+                            f"{'shares' if count == 1 else 'share'} a step with a later "
+                            "point; the wide table keeps the last one (the long form keeps "
+                            "all)", run=r, tag=t, count=count)
+
+    def column_names(self) -> list[str]:
+        """The header: run, step, wall_time, then a column per tag (by name); a tag named
+        like one of the first three gets `` (tag)`` added (reported)."""
+        self.end_run()
+        self._report_dropped()
+        names = ["run", "step", "wall_time"]
+        for t in self._tag_order():
+            name = self.tags.names[t]
+            if name in names:
+                renamed = f"{name} (tag)"
+                self.report.add("column_renamed",
+                                f"tag {name!r} is named like a key column; its column is "
+                                f"{renamed!r}", tag=name, lost=False)
+                name = renamed
+            names.append(name)
+        return names
+
+    def _tag_order(self) -> list[int]:
+        return sorted(range(len(self.tags.names)), key=lambda i: self.tags.names[i])
+
+    def tables(self, names: list[str]):
+        """The rows, as Arrow tables with the columns ``names`` (:meth:`column_names`)."""
+        import pyarrow as pa
+        order = self._tag_order()
+        column_of = np.empty(len(order), np.int64)
+        column_of[np.array(order, np.int64)] = np.arange(len(order))
+        for run, batches in self._runs:
+            words = pa.array([run], pa.string())
+            for place, rows, count in batches:
+                at = place
+                step = self._rows.get(at, "<i8", rows)
+                at += 8 * rows
+                wall = self._rows.get(at, "<f8", rows)
+                at += 8 * rows
+                row = self._rows.get(at, "<i8", count)
+                at += 8 * count
+                tag = self._rows.get(at, "<i4", count)
+                at += 4 * count
+                value = self._rows.get(at, "<f8", count)
+                cols = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)),
+                                                       words),
+                        pa.array(step), pa.array(wall, pa.float64())]
+                nulls = pa.nulls(rows, pa.float64())
+                by_column = column_of[tag]
+                sort = np.argsort(by_column, kind="stable")
+                by_column, row, value = by_column[sort], row[sort], value[sort]
+                bounds = np.searchsorted(by_column, np.arange(len(order) + 1))
+                for c in range(len(order)):
+                    lo, hi = bounds[c], bounds[c + 1]
+                    if lo == hi:
+                        cols.append(nulls)
+                        continue
+                    col = np.zeros(rows, np.float64)
+                    missing = np.ones(rows, np.bool_)
+                    col[row[lo:hi]] = value[lo:hi]
+                    missing[row[lo:hi]] = False
+                    cols.append(pa.array(col, pa.float64(), mask=missing))
+                yield pa.Table.from_arrays(cols, names=names)
+
+    def close(self) -> None:
+        self._segments.close()
+        self._rows.close()
