@@ -271,3 +271,18 @@ def test_histograms_per_parameter_as_tensorboard_reads_them(histo_logdir, tmp_pa
     for jobs in (1, 2):
         tbconvert.convert(histo_logdir, tmp_path / f"j{jobs}.parquet", jobs=jobs)
     assert (tmp_path / "j1.parquet").read_bytes() == (tmp_path / "j2.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("held", [1, 2, 7])
+def test_first_points_joined_as_they_come_write_the_same_bytes(logdir, tmp_path, monkeypatch,
+                                                               held):
+    """The first points of scalar tags (each with its metadata) wait apart until the end of
+    the run; joined into one set of arrays every few tags, they are written the same."""
+    from tbconvert.formats.tfevents import runfile
+
+    def written(out):
+        return sorted((p.parent.name, p.read_bytes()) for p in out.rglob("*tfevents*"))
+    tbconvert.convert(logdir, tmp_path / "apart", to_format="tfevents")
+    monkeypatch.setattr(runfile, "_FIRSTS_HELD", held)
+    tbconvert.convert(logdir, tmp_path / "joined", to_format="tfevents")
+    assert written(tmp_path / "joined") == written(tmp_path / "apart")

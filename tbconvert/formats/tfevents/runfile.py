@@ -33,6 +33,10 @@ from tbconvert.formats.tfevents.windows import windows
 from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries, Series
 from tbconvert.report import are, plural, were
 
+# The first points of scalar tags (each with its tag's metadata) are joined into one set of
+# arrays once this many are held apart.
+_FIRSTS_HELD = 1024
+
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _SESSION_START = 1
@@ -270,6 +274,10 @@ class RunFile:
                                   np.array(kinds, np.uint8), blobs)
             if scalar:
                 self.firsts.append(e)
+                if len(self.firsts) >= _FIRSTS_HELD:
+                    # one set of arrays, not one per tag (a run of 50,000 tags held 23 MiB
+                    # of small arrays and their headers until its end)
+                    self.firsts = [Entries.concat(self.firsts)]
             else:
                 self.sorter.add(e)
         rest = np.flatnonzero(idx > 0) if scalar else slow[:0]
