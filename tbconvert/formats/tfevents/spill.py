@@ -208,10 +208,14 @@ class PieceStore:
         if isinstance(where, Batch):
             a, b = where.rows(tid)
             held = self._ahead.get(key)
-            if held is None or not held[0] <= a <= b <= held[1]:
-                held = self._ahead[key] = self._read_rows(where, a, b)
-            start = held[0]
-            out = [col[a - start:b - start].copy() for col in held[2]]
+            if held is not None and held[0] <= a <= b <= held[1]:
+                start = held[0]
+                out = [col[a - start:b - start].copy() for col in held[2]]
+            else:
+                end, cols = self._read_rows(where, a, b)
+                out = [col[:b - a] for col in cols]
+                # only the rows read ahead are kept, copied: never a series' own rows
+                self._ahead[key] = (b, end, [col[b - a:].copy() for col in cols])
             if not where.left:
                 del self._where[key]
                 self._batches -= 1
@@ -223,7 +227,7 @@ class PieceStore:
         f.seek(start)
         return pickle.loads(f.read(length))
 
-    def _read_rows(self, batch: Batch, a: int, b: int) -> tuple[int, int, list]:
+    def _read_rows(self, batch: Batch, a: int, b: int) -> tuple[int, list]:
         """Rows ``a:b`` of a spilled batch's columns, and as many of the rows after them as
         :data:`READ_AHEAD` bytes allow: the series of a batch take their rows in order, and
         a run of 50,000 tags once read its spill back in 3 million reads of a few rows. All
@@ -240,7 +244,7 @@ class PieceStore:
             if f.readinto(memoryview(col).cast("B")) != col.nbytes:
                 raise OSError(f"{self.path or 'temporary file'}: cut short")
             out.append(col)
-        return a, end, out
+        return end, out
 
     def close(self) -> None:
         """Forget every piece and remove the file."""
