@@ -213,9 +213,13 @@ class PieceStore:
                 out = [col[a - start:b - start].copy() for col in held[2]]
             else:
                 end, cols = self._read_rows(where, a, b)
-                out = [col[:b - a] for col in cols]
-                # only the rows read ahead are kept, copied: never a series' own rows
-                self._ahead[key] = (b, end, [col[b - a:].copy() for col in cols])
+                out = cols
+                if end > b:
+                    # the rows read ahead are kept apart, never with a series' own rows
+                    out = [col[:b - a].copy() for col in cols]
+                    self._ahead[key] = (b, end, [col[b - a:].copy() for col in cols])
+                else:
+                    self._ahead.pop(key, None)
             if not where.left:
                 del self._where[key]
                 self._batches -= 1
