@@ -161,6 +161,27 @@ def report_inexact(report: Report, chunk, inexact: int) -> None:
                    run=chunk.run, tag=chunk.tag, count=inexact)
 
 
+def tag_column(name: str, taken, report: Report) -> str:
+    """The wide table's column of tag ``name``: `` (tag)`` added where the name is taken
+    already (by a key column), and reported."""
+    if name not in taken:
+        return name
+    renamed = f"{name} (tag)"
+    report.add("column_renamed", f"tag {name!r} is named like a key column; its column is "
+               f"{renamed!r}", tag=name, lost=False)
+    return renamed
+
+
+def report_duplicates(report: Report, run: str, tag: str, count: int) -> None:
+    """Say that ``count`` points of ``run``/``tag`` share a step with a later point, which
+    the wide table keeps instead."""
+    report.add("duplicate_step_in_wide",
+               f"{run}/{tag}: {plural(count, 'point')} "
+               f"{'shares' if count == 1 else 'share'} a step with a later point; the wide "
+               "table keeps the last one (the long form keeps all)",
+               run=run, tag=tag, count=count)
+
+
 class ScalarColumns(PointColumns):
     """Collects scalar chunks into columns; other chunks go to :meth:`skip`."""
 
@@ -221,12 +242,7 @@ class ScalarColumns(PointColumns):
             for r, t in pairs:
                 count = int(np.count_nonzero(dup & (run == self.runs.index[r])
                                              & (tag == self.tags.index[t])))
-                self.report.add("duplicate_step_in_wide",
-                                f"{r}/{t}: {plural(count, 'point')} "
-                                f"{'shares' if count == 1 else 'share'} a step with a later "
-                                "point; the wide table keeps the last one (the long form keeps "
-                                "all)",
-                                run=r, tag=t, count=count)
+                report_duplicates(self.report, r, t, count)
         # rows: (run, step) groups of the sorted arrays; row wall time = earliest of the row
         if n:
             new_row = np.ones(n, np.bool_)
@@ -248,12 +264,6 @@ class ScalarColumns(PointColumns):
             missing = np.ones(nrows, np.bool_)
             col[keep_rows[sel]] = keep_values[sel]
             missing[keep_rows[sel]] = False
-            name = self.tags.names[t]
-            if name in cols:
-                renamed = f"{name} (tag)"
-                self.report.add("column_renamed",
-                                f"tag {name!r} is named like a key column; its column is "
-                                f"{renamed!r}", tag=name, lost=False)
-                name = renamed
-            cols[name] = pa.array(col, pa.float64(), mask=missing)
+            cols[tag_column(self.tags.names[t], cols, self.report)] = \
+                pa.array(col, pa.float64(), mask=missing)
         return pa.table(cols)

@@ -16,9 +16,9 @@ import tempfile
 
 import numpy as np
 
-from tbconvert.columns import Names, as_float64
+from tbconvert.columns import Names, as_float64, report_duplicates, tag_column
 from tbconvert.model import ScalarSeries, Series
-from tbconvert.report import Report, plural
+from tbconvert.report import Report
 
 # Points sorted in memory at a time (36 bytes each, and the sort's copies).
 SEGMENT_POINTS = 1 << 18
@@ -203,12 +203,7 @@ class WideRows:
 
     def _report_dropped(self) -> None:
         for r, t in sorted(self._dropped):
-            count = self._dropped[(r, t)]
-            self.report.add("duplicate_step_in_wide",
-                            f"{r}/{t}: {plural(count, 'point')} "
-                            f"{'shares' if count == 1 else 'share'} a step with a later "
-                            "point; the wide table keeps the last one (the long form keeps "
-                            "all)", run=r, tag=t, count=count)
+            report_duplicates(self.report, r, t, self._dropped[(r, t)])
 
     def column_names(self) -> list[str]:
         """The header: run, step, wall_time, then a column per tag (by name); a tag named
@@ -217,14 +212,7 @@ class WideRows:
         self._report_dropped()
         names = ["run", "step", "wall_time"]
         for t in self._tag_order():
-            name = self.tags.names[t]
-            if name in names:
-                renamed = f"{name} (tag)"
-                self.report.add("column_renamed",
-                                f"tag {name!r} is named like a key column; its column is "
-                                f"{renamed!r}", tag=name, lost=False)
-                name = renamed
-            names.append(name)
+            names.append(tag_column(self.tags.names[t], names, self.report))
         return names
 
     def _tag_order(self) -> list[int]:
