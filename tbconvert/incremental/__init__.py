@@ -406,9 +406,10 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         if key in taken:
             # The manifest knows a run by its stored name: two runs of one name would be
             # read in turn into the same place, each sync undoing the last.
-            report.add("run_name_taken", f"{key}: the name of two runs of the source once "
-                       f"stored (one is not valid UTF-8); the run {ascii(name)} is left out of "
-                       "the dataset (rename one of the two directories)", run=key)
+            report.add("run_name_taken", f"{key}: two runs of the source are stored under "
+                       "this name (one of their names is not valid UTF-8); the run "
+                       f"{ascii(name)} is left out of the dataset (rename one of the two "
+                       "directories)", run=key)
             continue
         taken[key] = name
         if key not in indices:
