@@ -290,22 +290,21 @@ class _Survey:
     marker_parts: list = ()     # the manifest's parts (what a sync with nothing new keeps)
 
 
-def _missing_parts(dst: Path, known: dict) -> dict[str, str]:
-    """Per archived run with a part gone from the dataset (deleted, lost to a disk), why the
-    run is read whole again: its source still holds what the part held."""
+def _mark_missing_parts(dst: Path, known: dict) -> None:
+    """Mark an archived run with a part gone from the dataset (deleted, lost to a disk) to be
+    read whole again (``reread``, see :func:`~tbconvert.incremental.files.plan_files`): its
+    source still holds what the part held."""
     import os
     try:
         present = set(os.listdir(dst))
     except OSError:
-        return {}
-    missing = {}
-    for key, state in known.items():
+        return
+    for state in known.values():
         parts = state.get("parts") if isinstance(state, dict) else None
         gone = next((p for p in parts if p not in present), None) \
             if isinstance(parts, list) else None
         if gone is not None:
-            missing[key] = f"its part {gone} is missing from the dataset"
-    return missing
+            state["reread"] = f"its part {gone} is missing from the dataset"
 
 
 def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
@@ -333,14 +332,11 @@ def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
         from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest
         if marker.pop(MARKER_DIGEST, None) != marker_digest(marker):
             return None
+        if check_parts:
+            _mark_missing_parts(dst, known)
         stored = [_stored_name(n) for n, _ in runs]
         plans = {name: plan_files(files, known.get(key))
                  for (name, files), key in zip(runs, stored, strict=True)}
-        if check_parts:
-            missing = _missing_parts(dst, known)
-            for (name, files), key in zip(runs, stored, strict=True):
-                if key in missing:
-                    plans[name] = (missing[key], [(Path(f), 0) for f in files])
         parts = marker["parts"]
         if not all(isinstance(p["file"], str) for p in parts):
             return None
@@ -395,8 +391,9 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                           f"{len(known)} runs out of {dst}; nothing was changed (is SRC "
                           "mounted and spelt right? To empty the dataset, delete it)")
     experiment = S.experiment_to_json(source.experiment())
-    # (the survey looked for missing parts already; an object store's parts are not here)
-    missing = _missing_parts(dst, known) if store is None and not plans else {}
+    if store is None and not plans:
+        # (the survey looked for missing parts already; an object store's parts are not here)
+        _mark_missing_parts(dst, known)
     indices = {name: s["index"] for name, s in known.items()}
     next_index = max(indices.values(), default=-1) + 1
     tasks = []
@@ -421,8 +418,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")},
-            plan=plans.get(name) if key not in missing else
-            (missing[key], [(Path(f), 0) for f in files]), merged=store is None))
+            plan=plans.get(name), merged=store is None))
     flusher = None
     try:
         if scheduler is None and store is None:

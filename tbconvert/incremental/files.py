@@ -87,7 +87,7 @@ def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, 
     if state is None:
         return "a new run", [(f, 0) for f in files]
     whole = [(f, 0) for f in files]
-    if state.get("reread"):     # the dataset lost what it held of the run (see _outcome)
+    if state.get("reread"):     # the dataset lost what it held of the run
         return state["reread"], whole
     archived = state["files"]
     if [f.name for f in files[:len(archived)]] != [a["name"] for a in archived]:
