@@ -39,8 +39,7 @@ def add_arguments(p) -> None:
                         "tries again)")
     add_jobs(p, "read and write the runs with new data in N processes when there is much to "
                 "read (default: one per core, and never more; 1: no extra processes); the dataset "
-                "is the same "
-                "for every N")
+                "is the same for every N")
     add_scheduler(p, "read the runs on the workers of this dask.distributed scheduler "
                      "(tcp://host:8786); they must see SRC and DST at the same paths")
     p.add_argument("--break-lock", action="store_true",

@@ -133,13 +133,17 @@ def source_size(path: Path) -> int:
     return total
 
 
+# What a refused archive's message ends with (a sync, which has no such option, says its own).
+CHECKSUM_ADVICE = ("; restore it from a copy, or pass --ignore-checksum to read what can still "
+                   "be read")
+
+
 def checksum_failed(what: str, options: Options, report: Report, *, path,
                     refused_because: str = "") -> None:
     """An archive whose checksum is missing or wrong: refused, unless ``ignore_checksum``
     (then read, and reported as ``damaged_archive``)."""
     if not options.ignore_checksum:
-        raise CorruptDataError(f"{what}{refused_because}; restore it from a copy, or pass "
-                               "--ignore-checksum to read what can still be read")
+        raise CorruptDataError(f"{what}{refused_because}{CHECKSUM_ADVICE}")
     report.add("damaged_archive", f"{what}; read anyway (--ignore-checksum): parts may be "
                "missing or wrong", path=path)
 

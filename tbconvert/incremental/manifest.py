@@ -23,7 +23,7 @@ _TMP_PREFIX = "_tbconvert.json.tmp-"
 
 def load(dst: Path, report) -> dict:
     """The committed manifest; an empty one for a new dataset."""
-    from tbconvert.formats.base import Options
+    from tbconvert.formats.base import CHECKSUM_ADVICE, Options
     from tbconvert.formats.parquet.reader import read_marker
     if not (dst / MARKER_FILE).exists():
         return {"parts": [], "sync": {"generation": 0, "runs": {}}}
@@ -31,7 +31,7 @@ def load(dst: Path, report) -> dict:
         marker = read_marker(dst, Options(), report)
     except CorruptDataError as exc:
         # the reader's advice (--ignore-checksum) is convert's: sync has no such option
-        what = str(exc).split("; restore it from a copy")[0]
+        what = str(exc.args[0]).removesuffix(CHECKSUM_ADVICE)   # (as raised, in no wording)
         raise CorruptDataError(f"{what}; sync leaves the dataset as it is: put {MARKER_FILE} "
                                "back from a copy, or sync into a new directory (convert "
                                "--ignore-checksum reads what the dataset still holds)") from None
