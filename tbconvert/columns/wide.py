@@ -29,6 +29,9 @@ ROW_BATCH = 1 << 16
 
 _POINT = np.dtype([("step", "<i8"), ("tag", "<i4"), ("seq", "<i8"), ("wall", "<f8"),
                    ("value", "<f8")])
+# as rows wait for the header: each row's step and wall time, and the points it keeps
+_ROW = np.dtype([("step", "<i8"), ("wall", "<f8")])
+_KEPT = np.dtype([("row", "<i8"), ("tag", "<i4"), ("value", "<f8")])
 
 
 def _sorted(points: np.ndarray) -> np.ndarray:
@@ -55,8 +58,7 @@ class _Spill:
                                                      f"{tempfile.gettempdir()}")) from None
         return at
 
-    def get(self, at: int, dtype, count: int) -> np.ndarray:
-        dtype = np.dtype(dtype)
+    def get(self, at: int, dtype: np.dtype, count: int) -> np.ndarray:
         self.file.seek(at)
         return np.frombuffer(self.file.read(dtype.itemsize * count), dtype=dtype)
 
@@ -75,7 +77,7 @@ class WideRows:
         self.tags = Names()
         self._segments = _Spill()       # a run's sorted segments, while it is merged
         self._rows = _Spill()           # every run's rows, until the header is known
-        self._runs: list = []           # (run name, [(place, rows, points)])
+        self._runs: list = []           # (run name, [(rows' place, rows, points' place, points)])
         self._run: str | None = None
         self._pending: list = []        # the current run's points not yet in a segment
         self._held = 0
@@ -105,9 +107,15 @@ class WideRows:
             self._spill_segment()
         return True
 
-    def _spill_segment(self) -> None:
-        points = _sorted(np.concatenate(self._pending))
+    def _take_pending(self) -> np.ndarray:
+        """The current run's points not yet in a segment, sorted."""
+        points = _sorted(np.concatenate(self._pending)) if self._pending else \
+            np.zeros(0, _POINT)
         self._pending, self._held = [], 0
+        return points
+
+    def _spill_segment(self) -> None:
+        points = self._take_pending()
         self._spilled.append((self._segments.put(points), len(points)))
 
     def end_run(self) -> None:
@@ -118,10 +126,7 @@ class WideRows:
         batches: list = []
         self._runs.append((self._run, batches))
         if not self._spilled:     # a run that fits in one segment: no merging
-            points = _sorted(np.concatenate(self._pending)) if self._pending else \
-                np.zeros(0, _POINT)
-            self._pending, self._held = [], 0
-            self._put_rows(points, batches)
+            self._put_rows(self._take_pending(), batches)
         else:
             if self._pending:
                 self._spill_segment()
@@ -185,21 +190,17 @@ class WideRows:
         new_row[1:] = step[1:] != step[:-1]
         starts = np.flatnonzero(new_row)
         row_of = np.cumsum(new_row) - 1
-        row_wall = np.minimum.reduceat(points["wall"], starts)
-        row_step = step[starts]
-        kept = points[last]
-        kept_row = row_of[last]
+        rows = np.empty(len(starts), _ROW)
+        rows["step"], rows["wall"] = step[starts], np.minimum.reduceat(points["wall"], starts)
+        kept = np.empty(int(last.sum()), _KEPT)
+        kept["row"], kept["tag"], kept["value"] = row_of[last], tag[last], points["value"][last]
         # batches of whole rows
-        for a in range(0, len(starts), ROW_BATCH):
-            b = min(a + ROW_BATCH, len(starts))
-            lo, hi = np.searchsorted(kept_row, [a, b])
-            part = kept[lo:hi]
-            place = self._rows.put(row_step[a:b])
-            self._rows.put(row_wall[a:b])
-            self._rows.put(kept_row[lo:hi] - a)
-            self._rows.put(part["tag"])
-            self._rows.put(part["value"])
-            batches.append((place, b - a, int(hi - lo)))
+        for a in range(0, len(rows), ROW_BATCH):
+            b = min(a + ROW_BATCH, len(rows))
+            lo, hi = np.searchsorted(kept["row"], [a, b])
+            part = kept[lo:hi].copy()
+            part["row"] -= a
+            batches.append((self._rows.put(rows[a:b]), b - a, self._rows.put(part), len(part)))
 
     def _report_dropped(self) -> None:
         for r, t in sorted(self._dropped):
@@ -226,24 +227,16 @@ class WideRows:
         column_of[np.array(order, np.int64)] = np.arange(len(order))
         for run, batches in self._runs:
             words = pa.array([run], pa.string())
-            for place, rows, count in batches:
-                at = place
-                step = self._rows.get(at, "<i8", rows)
-                at += 8 * rows
-                wall = self._rows.get(at, "<f8", rows)
-                at += 8 * rows
-                row = self._rows.get(at, "<i8", count)
-                at += 8 * count
-                tag = self._rows.get(at, "<i4", count)
-                at += 4 * count
-                value = self._rows.get(at, "<f8", count)
+            for rows_at, rows, kept_at, count in batches:
+                row_cols = self._rows.get(rows_at, _ROW, rows)
+                kept = self._rows.get(kept_at, _KEPT, count)
                 cols = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)),
                                                        words),
-                        pa.array(step), pa.array(wall, pa.float64())]
+                        pa.array(row_cols["step"]), pa.array(row_cols["wall"], pa.float64())]
                 nulls = pa.nulls(rows, pa.float64())
-                by_column = column_of[tag]
+                by_column = column_of[kept["tag"]]
                 sort = np.argsort(by_column, kind="stable")
-                by_column, row, value = by_column[sort], row[sort], value[sort]
+                by_column, row, value = by_column[sort], kept["row"][sort], kept["value"][sort]
                 bounds = np.searchsorted(by_column, np.arange(len(order) + 1))
                 for c in range(len(order)):
                     lo, hi = bounds[c], bounds[c + 1]
