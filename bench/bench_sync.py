@@ -1,7 +1,7 @@
 """A full conversion against ``sync`` after 1% new data, side by side.
 
-    python bench/bench_sync.py [--points 1000000] [--runs 10] [--new 0.01] [--repeat 3] [--dir DIR]
-                               [--rounds N]
+    python bench/bench_sync.py [--points 1000000] [--runs 10] [--new 0.01] [--active K]
+                               [--repeat 3] [--dir DIR] [--rounds N]
 
 The logdir holds ``--runs`` runs of scalars, half written as PyTorch writes them
 (``simple_value``), half as TensorFlow 2 does (a DT_FLOAT tensor with its metadata),
@@ -10,7 +10,8 @@ byte for byte (``bench/writers.py``). Timed, each in a fresh process as a user r
 * ``convert logs/ full/ --to parquet``;
 * the first ``sync logs/ archive/`` (everything is new);
 * ``sync`` again after ``--new`` of the points were appended, spread over every run's
-  event file (training went on), and once more with nothing new.
+  event file (training went on; ``--active K``: over the first K runs only, the runs still
+  training), and once more with nothing new.
 
 The sync is also timed inside one Python process (``tbconvert.sync``), which leaves out
 the interpreter's start-up, as rounds of ``tbconvert.sync_watch`` with ``jobs=1`` and
@@ -65,11 +66,14 @@ def build(logdir: Path, runs: int, points: int) -> None:
         writers.scalar_run(logdir / f"run{i:02d}", _library(i), points // runs, seed=i)
 
 
-def append(logdir: Path, runs: int, points: int, new: int) -> None:
-    """``new`` points more, spread over the runs, steps going on where each run stopped."""
-    first = points // runs // len(TAGS)
-    steps = max(1, new // runs // len(TAGS))
-    for i in range(runs):
+def append(logdir: Path, runs: int, points: int, new: int, k: int = 0,
+           active: int | None = None) -> None:
+    """The ``k``-th append (from 0) of ``new`` points to a logdir built with ``points``,
+    spread over its first ``active`` runs (all: None), steps going on where each run stopped."""
+    active = active or runs
+    steps = max(1, new // active // len(TAGS))
+    first = points // runs // len(TAGS) + k * steps
+    for i in range(active):
         path = next((logdir / f"run{i:02d}").glob("*tfevents*"))
         vals = np.random.default_rng(100 + i).random(steps * len(TAGS)).astype(np.float32)
         out = []
@@ -121,9 +125,9 @@ def generation(dataset: Path) -> int:
         return -1
 
 
-def watch_rounds(logs: Path, dataset: Path, runs: int, first: int, new: int, repeat: int,
+def watch_rounds(logs: Path, dataset: Path, grow, repeat: int,
                  every: float = 0.2) -> tuple[list[float], list[float], float]:
-    """``sync --watch EVERY`` following ``repeat`` appends: the rounds' own durations as the
+    """``sync --watch EVERY`` following ``repeat`` appends (``grow()``): the rounds' own durations as the
     process reports them, the times from the end of each append to the new generation, and
     the process' CPU time over its whole life."""
     proc = subprocess.Popen([sys.executable, "-m", "tbconvert", "sync", str(logs), str(dataset),
@@ -159,10 +163,10 @@ def watch_rounds(logs: Path, dataset: Path, runs: int, first: int, new: int, rep
     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         wait_for(lambda: any(re.search(r" round \d+ ", line) for line in lines))
-        for k in range(repeat):
+        for _ in range(repeat):
             before = generation(dataset)
             seen = len(lines)
-            append(logs, runs, first + k * new, new)
+            grow()
             t0 = time.perf_counter()
             wait_for(lambda before=before: committed(before))
             latencies.append(time.perf_counter() - t0)
@@ -195,7 +199,7 @@ def many_rounds(base: Path, runs: int, points: int, new: int, count: int,
     times = []
     try:
         for k in range(count):
-            append(logs, runs, points + k * new, new)
+            append(logs, runs, points, new, k)
             times.append(timed(lambda: tbconvert.sync(logs, dataset))[0])
     finally:
         compact.FANOUT = saved
@@ -225,6 +229,8 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--new", type=float, default=0.01)
+    ap.add_argument("--active", type=int, default=None,
+                    help="append the new points to this many runs only (default: every run)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", type=Path)
     ap.add_argument("--rounds", type=int, default=0,
@@ -236,10 +242,11 @@ def main() -> None:
         build(logs, a.runs, a.points)
         size = sum(f.stat().st_size for f in logs.rglob("*tfevents*"))
         new = int(a.points * a.new)
+        active = a.active or a.runs
         appended = [0]      # appends so far, of ``new`` points each
 
         def grow():
-            append(logs, a.runs, a.points + appended[0] * new, new)
+            append(logs, a.runs, a.points, new, appended[0], a.active)
             appended[0] += 1
 
         def full():
@@ -274,7 +281,7 @@ def main() -> None:
             grow()
             out = []
             t = timed(lambda: out.append(tbconvert.sync(logs, base / "archive")))
-            assert out[0].runs_extended == a.runs and out[0].runs_rearchived == 0, \
+            assert out[0].runs_extended == active and out[0].runs_rearchived == 0, \
                 out[0].summary()
             return t
         # twice as many tries: a few milliseconds are easily lost to a busy neighbour
@@ -288,16 +295,14 @@ def main() -> None:
             seen = []
             tbconvert.sync_watch(logs, base / "archive", 0, rounds=2 * a.repeat + 1,
                                  sleep=lambda _: grow(), on_round=seen.append, jobs=jobs)
-            assert all(r.report is not None and r.report.runs_extended == a.runs
+            assert all(r.report is not None and r.report.runs_extended == active
                        for r in seen[1:]), [r.report.summary() for r in seen]
             return [r.seconds for r in seen[1:]]
         grow()
         lib_one = library_rounds(1)
         lib_all = library_rounds(0)
 
-        rounds, latencies, watch_cpu = watch_rounds(
-            logs, base / "archive", a.runs, a.points + appended[0] * new, new, 2 * a.repeat)
-        appended[0] += 2 * a.repeat
+        rounds, latencies, watch_cpu = watch_rounds(logs, base / "archive", grow, 2 * a.repeat)
         grown = sum(f.stat().st_size for f in logs.rglob("*tfevents*"))
 
         full()
@@ -305,9 +310,10 @@ def main() -> None:
         mib = size / 2**20
         print("load average (1, 5, 15 min) at the end: "
               + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f"; {os.cpu_count()} cores\n")
+        over = "every run" if active == a.runs else f"{active} of the runs"
         print(f"{a.points:,} points, {a.runs} runs ({mib:.1f} MiB); then {new:,} points "
               f"({100 * a.new:g}%, {(grown - size) / appended[0] / 2**10:.0f} KiB) appended "
-              f"over every run; best of {a.repeat} (in-process syncs and watch rounds: of "
+              f"over {over}; best of {a.repeat} (in-process syncs and watch rounds: of "
               f"{2 * a.repeat}), commands in a fresh process each; CPU = user + system, "
               "the conversion's reading processes included\n")
         print("| what | wall s | vs. full convert | CPU s | vs. full convert |")
