@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tbconvert.errors import OutputError, OutputExistsError, UsageError
+from tbconvert.errors import OutputError, OutputExistsError, TbconvertError, UsageError
 
 TMP_MARK = ".tbconvert-tmp-"
 
@@ -85,8 +85,15 @@ class AtomicOutput:
                 raise OutputError(f"cannot write in {parent}: {exc.strerror or exc}") from None
 
     def commit(self) -> None:
-        """Move the finished output to its final name (replacing the old one if forced)."""
+        """Move the finished output to its final name (replacing the old one if forced).
+
+        Without ``force``, a destination that appeared while the output was written (another
+        conversion to the same name, a user) is not replaced either: the new output is removed
+        and :class:`OutputExistsError` raised."""
         if self._done:
+            return
+        if not self.force:
+            self._commit_new()
             return
         if not self.directory or not _exists(self.final) or _is_empty_dir(self.final):
             if _is_empty_dir(self.final):
@@ -105,6 +112,27 @@ class AtomicOutput:
         os.replace(self.tmp, self.final)
         self._finished()
         _remove(old)
+
+    def _commit_new(self) -> None:
+        if self.directory and _is_empty_dir(self.final):
+            with contextlib.suppress(OSError):   # filled meanwhile: refused below
+                self.final.rmdir()
+        try:
+            done = _rename_noreplace(self.tmp, self.final)
+            if not done:
+                # no such rename here: checked, then renamed (a file over a file appearing in
+                # between would be replaced; a directory is never put over a non-empty one)
+                if _exists(self.final):
+                    raise FileExistsError(errno.EEXIST, "exists")
+                os.rename(self.tmp, self.final)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR):
+                raise
+            self.abort()
+            raise OutputExistsError(
+                f"{self.final} appeared while the output was being written; not replaced "
+                "(pass --force to replace it)") from None
+        self._finished()
 
     @contextlib.contextmanager
     def writing(self):
@@ -206,6 +234,28 @@ def _exchange(a: Path, b: Path) -> bool:
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
+def _rename_noreplace(a: Path, b: Path) -> bool:
+    """Rename ``a`` to ``b`` unless ``b`` exists (Linux ``renameat2(RENAME_NOREPLACE)``, one
+    atomic step): True once done, False where the system or file system cannot; an
+    existing ``b`` raises :class:`FileExistsError`."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_noreplace = -100, 1
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_noreplace) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
 def _remove(path: Path) -> None:
     try:
         if path.is_dir() and not path.is_symlink():
@@ -223,6 +273,9 @@ def removed_on_failure(abort, path, *, also=(KeyboardInterrupt,)):
     and goes on. Everything that writes an output fails this one way."""
     try:
         yield
+    except TbconvertError:   # already told whole (a destination that appeared meanwhile)
+        abort()
+        raise
     except OSError as exc:
         abort()
         raise OutputError(describe_os_error(exc, path)) from None

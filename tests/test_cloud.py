@@ -682,3 +682,22 @@ def test_scheduler_with_a_url_says_why_it_is_refused(store, bucket, tmp_path):
         one_line_error(proc, "--scheduler works with local (or mounted) SRC and DST only; "
                              "convert from or to a URL without it")
     assert keys(store, f"s3://{bucket}") == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name, to", [("archive.parquet", "parquet"), ("logs", "tfevents")])
+def test_destination_appearing_in_the_store_during_the_conversion_is_kept(store, bucket,
+                                                                          monkeypatch, name, to):
+    from tbconvert.errors import OutputExistsError
+    from tbconvert.remote import dest
+    url = f"s3://{bucket}/{name}"
+    theirs = f"{bucket}/{name}" + ("/KEEP" if to == "tfevents" else "")
+    commit = dest.DestStage.commit
+
+    def commit_after(self):
+        store.fs.pipe(theirs, b"precious")
+        commit(self)
+    monkeypatch.setattr(dest.DestStage, "commit", commit_after)
+    with pytest.raises(OutputExistsError, match="appeared while the output was being written"):
+        api.convert(FIXTURES / "torch_logdir", url, to_format=to)
+    assert keys(store, f"s3://{bucket}") == [theirs]
+    assert store.fs.cat(theirs) == b"precious"

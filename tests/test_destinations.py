@@ -178,3 +178,84 @@ def test_missing_source_is_still_exit_3(tmp_path, capsys):
     missing = tmp_path / "nope"
     assert main(["convert", str(missing), str(missing), "--to", "tfevents"]) == 3
     assert "no such file" in capsys.readouterr().err
+
+
+def _appearing(monkeypatch, make) -> None:
+    """Make the destination (``make(final)``) just before each output is committed."""
+    commit = output.AtomicOutput.commit
+
+    def commit_after(self):
+        make(self.final)
+        commit(self)
+    monkeypatch.setattr(output.AtomicOutput, "commit", commit_after)
+
+
+@pytest.mark.parametrize("dst, to", [("out.h5", "hdf5"), ("out.parquet", "parquet"),
+                                     ("out.csv", "csv"), ("logdir", "tfevents"),
+                                     ("dataset", "parquet")])
+def test_destination_appearing_during_the_conversion_is_not_replaced(tmp_path, logs, capsys,
+                                                                     monkeypatch, dst, to):
+    final = tmp_path / dst
+
+    def make(path):
+        if to == "tfevents" or "." not in dst:
+            path.mkdir()
+            (path / "KEEP").write_text("precious")
+        else:
+            path.write_text("precious")
+    _appearing(monkeypatch, make)
+    code = main(["convert", str(logs), str(final), "--to", to, "-q"])
+    err = capsys.readouterr().err
+    assert code == 6, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "appeared while the output was being written" in lines[0], err
+    assert "--force" in lines[0]
+    kept = final / "KEEP" if final.is_dir() else final
+    assert kept.read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["logs", dst])
+
+
+def test_empty_directory_destination_still_taken_and_filled_one_refused(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = output.AtomicOutput(empty, force=False, directory=True)
+    (out.tmp / "a").write_text("new")
+    out.commit()
+    assert (empty / "a").read_text() == "new"
+
+    filled = tmp_path / "filled"
+    filled.mkdir()
+    out = output.AtomicOutput(filled, force=False, directory=True)
+    (filled / "theirs").write_text("theirs")
+    with pytest.raises(tbconvert.errors.OutputExistsError):
+        out.commit()
+    assert [p.name for p in filled.iterdir()] == ["theirs"] and not out.tmp.exists()
+
+
+@pytest.mark.parametrize("directory", [False, True])
+def test_appearing_destination_refused_without_an_atomic_rename(tmp_path, monkeypatch,
+                                                                directory):
+    # where renameat2(RENAME_NOREPLACE) is missing (another system, some file systems)
+    monkeypatch.setattr(output, "_rename_noreplace", lambda a, b: False)
+    final = tmp_path / "out"
+    out = output.AtomicOutput(final, force=False, directory=directory)
+    if not directory:
+        out.tmp.write_text("new")
+    final.write_text("theirs")
+    with pytest.raises(tbconvert.errors.OutputExistsError):
+        out.commit()
+    assert final.read_text() == "theirs" and not out.tmp.exists()
+    again = output.AtomicOutput(tmp_path / "free", force=False, directory=directory)
+    if not directory:
+        again.tmp.write_text("new")
+    again.commit()
+    assert (tmp_path / "free").exists() and not again.tmp.exists()
+
+
+def test_forced_output_still_replaces_what_appeared(tmp_path):
+    final = tmp_path / "out.h5"
+    out = output.AtomicOutput(final, force=True, directory=False)
+    out.tmp.write_text("new")
+    final.write_text("theirs")
+    out.commit()
+    assert final.read_text() == "new"

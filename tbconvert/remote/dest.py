@@ -83,6 +83,10 @@ class DestStage:
         if self._done:
             return
         try:
+            if not self.force and self._existing() is not None:
+                # another conversion (or a user) wrote there meanwhile
+                raise OutputExistsError(f"{self.url} appeared while the output was being "
+                                        "written; not replaced (pass --force to replace it)")
             if self.local.is_dir():
                 self._commit_directory()
             elif self.local.exists():
