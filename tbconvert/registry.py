@@ -50,7 +50,8 @@ class FormatRecord:
 
 _BUILTIN = (
     FormatRecord("csv", "tbconvert.formats.csv", "CsvFormat", suffixes=(".csv",)),
-    FormatRecord("hdf5", "tbconvert.formats.hdf5", "Hdf5Format", suffixes=(".h5", ".hdf5")),
+    FormatRecord("hdf5", "tbconvert.formats.hdf5", "Hdf5Format", suffixes=(".h5", ".hdf5"),
+                 sniff_rank=1),
     FormatRecord("html", "tbconvert.formats.html", "HtmlFormat", directory_output=True),
     FormatRecord("parquet", "tbconvert.formats.parquet", "ParquetFormat",
                  suffixes=(".parquet", ".pq"), directory_output=True, sniff_rank=1),

@@ -87,6 +87,9 @@ def test_lossless_and_suffixes(tmp_path):
     (tmp_path / "x.h5").rename(tmp_path / "archive.bin")
     assert Hdf5Format.sniff(tmp_path / "archive.bin")
     assert_lossless(tmp_path / "archive.bin", fmt="hdf5")
+    # and read without --from, as a Parquet file without its suffix is
+    (tmp_path / "archive.bin").rename(tmp_path / "archive")
+    assert registry.detect_source(tmp_path / "archive") is Hdf5Format
 
 
 def test_many_chunks_and_big_series_read_in_slices(tmp_path, monkeypatch):

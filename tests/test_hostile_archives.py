@@ -404,6 +404,22 @@ def test_uint64_and_float_steps_are_refused_not_wrapped(tmp_path):
     _only_series_damaged(path, "steps are float64")
 
 
+@pytest.mark.parametrize("shape", [[-1, 3], [-1], [1] * 40])
+def test_a_ragged_tensor_shape_that_is_negative_or_too_deep_costs_its_series(tmp_path, shape):
+    # reshape would read -1 as "the rest": a (2, 3) tensor would come back as another shape
+    def fn(f):
+        shapes = f["runs/0/series/2/shapes"]
+        first = shapes[()]
+        first[0] = np.array(shape, np.int64)
+        _replace(f, "runs/0/series/2/shapes", data=first, dtype=shapes.dtype)
+    path = _edit_h5(tmp_path, fn)
+    loaded = tbconvert.read(path, restarts="keep-all")
+    (issue,) = loaded.report.issues
+    assert issue.kind == "damaged_series" and "/runs/0/series/2" in issue.message, issue.message
+    assert "tensor shape" in issue.message and "hist" not in loaded.series["train"]
+    assert loaded.series["eval"]["hist"].tensors[0].shape == (2, 3)
+
+
 def test_points_declared_but_never_written(tmp_path):
     def fn(f):
         for name, dtype in (("steps", "i8"), ("wall_times", "f8"), ("hidden", "?"), ("values", "f4")):

@@ -440,3 +440,52 @@ def test_summary_metadata_strings_that_are_not_utf8_keep_the_series(tmp_path):
     assert kinds(loaded.report) == {"text_escaped": 1}
     tbconvert.convert(exp, tmp_path / "out", to_format="tfevents")
     assert load(tmp_path / "out").series["r"]["loss"].metadata.display_name == md.display_name
+
+
+def _empty_series_export(tmp_path: Path) -> Path:
+    """Series without points, as the exporter writes them, beside ones with points in two
+    runs (two, so that ``--jobs 2`` hands a run to a worker)."""
+    empty_tensor = {"points": {"steps": [], "tensors_file_path": None, "wall_times": []},
+                    "run": "train", "summary_metadata": TEXT_MD, "tag": "no_notes"}
+    empty_blobs = {"points": {"blob_file_paths": [], "steps": [], "wall_times": []},
+                   "run": "eval", "summary_metadata": IMAGE_MD, "tag": "no_images"}
+    return small_export(tmp_path, scalars=[
+        scalar_line("train"), scalar_line("eval"),
+        scalar_line("train", tag="no_points", steps=(), values=(), walls=())],
+        tensors=[empty_tensor], blobs=[empty_blobs])
+
+
+def _lines(path: Path) -> set[str]:
+    return set((path / "scalars.json").read_text().splitlines()
+               + (path / "tensors.json").read_text().splitlines()
+               + (path / "blob_sequences.json").read_text().splitlines())
+
+
+@pytest.mark.parametrize("dst, extra", [("a.h5", []), ("a.parquet", []), ("a.parquet", ["-j", "2"]),
+                                        ("dataset", ["--to", "parquet"]), ("b.h5", ["-j", "2"])])
+def test_series_without_points_are_kept_by_archives(tmp_path, capsys, dst, extra):
+    exp = _empty_series_export(tmp_path)
+    archive = tmp_path / dst
+    assert main(["convert", str(exp), str(archive), "-q", *extra]) == 0, capsys.readouterr().err
+    assert main(["verify", str(exp), str(archive)]) == 0, capsys.readouterr()
+    assert main(["convert", str(exp), str(tmp_path / "direct"), "--to", "tbdev", "-q"]) == 0
+    assert main(["convert", str(archive), str(tmp_path / "back"), "--to", "tbdev", "-q"]) == 0
+    assert _lines(tmp_path / "back") == _lines(tmp_path / "direct")
+    assert sum(line.count('"steps": []') for line in _lines(tmp_path / "back")) == 3
+    assert not capsys.readouterr().err
+
+
+def test_series_without_points_survive_sync_and_merging(tmp_path, capsys, monkeypatch):
+    from tbconvert.incremental import compact
+    monkeypatch.setattr(compact, "FANOUT", 2)
+    exp = _empty_series_export(tmp_path)
+    dataset = tmp_path / "synced"
+    for _ in range(3):
+        tbconvert.sync(exp.parent, dataset)
+        with open(exp / "scalars.json", "a") as fh:
+            fh.write(export_dir.dumps_line(scalar_line("train", tag="more")))
+    tbconvert.sync(exp.parent, dataset)
+    full = tmp_path / "full"
+    tbconvert.convert(exp, full, to_format="parquet")
+    assert main(["verify", str(dataset / exp.name.removeprefix("experiment_")), str(full)]) == 0, \
+        capsys.readouterr()

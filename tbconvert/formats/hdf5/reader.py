@@ -357,6 +357,8 @@ class Hdf5Reader(Reader):
         check_dataset(values, "fiub", "values")
         if values.shape != (n,):
             raise ValueError(f"values has shape {values.shape}, expected ({n},)")
+        if not n:   # a series kept without points (its tag and metadata)
+            yield ScalarSeries(**self._common(s, run, tag, md, 0, 0), values=values[0:0])
         for a in range(0, n, schema.READ_POINTS):
             b = min(n, a + schema.READ_POINTS)
             yield ScalarSeries(**self._common(s, run, tag, md, a, b), values=values[a:b])
@@ -372,6 +374,9 @@ class Hdf5Reader(Reader):
             raise ValueError(f"values has {values.shape[0]} rows, expected {n}")
         row_bytes = max(1, storage.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
         step = max(1, schema.READ_BYTES // row_bytes)
+        if not n:
+            yield TensorSeries.of_block(**self._common(s, run, tag, md, 0, 0), code=code,
+                                        block=values[0:0].astype(storage, copy=False))
         for a in range(0, n, step):
             b = min(n, a + step)
             block = values[a:b].astype(storage, copy=False)
@@ -388,6 +393,9 @@ class Hdf5Reader(Reader):
             raise ValueError("ragged index lengths do not match the steps")
         data_off = _offsets(s, "data_offsets", n, data_ds.shape[0])
         str_off = _offsets(s, "string_offsets", n, s["strings"].shape[0])
+        if not n:
+            yield TensorSeries(**self._common(s, run, tag, md, 0, 0),
+                               dtypes=np.zeros(0, np.int32), tensors=())
         a = 0
         while a < n:
             # as many points as fit in READ_BYTES (at least one)
@@ -403,6 +411,10 @@ class Hdf5Reader(Reader):
             for i in range(b - a):
                 code = int(codes[i])
                 shape = tuple(int(d) for d in shapes[i])
+                if len(shape) > budget.MAX_DIMS or any(d < 0 for d in shape):
+                    # (reshape would take a -1 for "the rest", and make another tensor)
+                    raise ValueError(f"a tensor shape {list(shape)} (negative, or more than "
+                                     f"{budget.MAX_DIMS} dimensions)")
                 if code == dt.DT_STRING:
                     elems = strings[s_off[i] - s_off[0]:s_off[i + 1] - s_off[0]]
                     tensors.append(dt.string_array(
@@ -422,6 +434,9 @@ class Hdf5Reader(Reader):
         if blobs_ds.ndim != 1 or missing_ds.shape != blobs_ds.shape:
             raise ValueError("blobs and blob_missing do not match")
         offsets = _offsets(s, "blob_offsets", n, blobs_ds.shape[0])
+        if not n:
+            yield BlobSequenceSeries(**self._common(s, run, tag, md, 0, 0),
+                                     offsets=np.zeros(1, np.int64), blobs=())
         a = 0
         while a < n:
             b = min(n, a + 256)

@@ -59,11 +59,12 @@ def write_run_group(parent: h5py.Group, name: str, run: Run, series: Iterable[Se
     try:
         for chunk in series:
             check_names(chunk)
-            if not len(chunk):
-                continue
             with writing():
                 _add_chunk(sg, states, tags, chunk, out)
         with writing():
+            for state in states.values():
+                if state.kind == schema.KIND_TENSOR and state.layout is None:
+                    _no_tensors(out, state)
             out.switch(None)
             g.create_dataset(schema.TAGS, data=np.array(tags, dtype=object), dtype=STR)
     finally:
@@ -346,6 +347,8 @@ def _append_tensors(out: _Out, state: _SeriesState, chunk: TensorSeries) -> None
             raise UnsupportedError(
                 f"{chunk.run!r}/{chunk.tag!r}: a tensor of {np.ndim(t)} dimensions (at most "
                 f"{budget.MAX_DIMS} can be written or read back)")
+    if not len(chunk):
+        return   # (a series without points takes its layout at the end of the run)
     uniform = _is_uniform(chunk)
     if state.layout is None:
         state.layout = schema.LAYOUT_DENSE if uniform is not None else schema.LAYOUT_RAGGED
@@ -365,6 +368,14 @@ def _append_tensors(out: _Out, state: _SeriesState, chunk: TensorSeries) -> None
         _append(out, state, "values", stacked)
     else:
         _append_ragged(out, state, chunk.dtypes, chunk.tensors)
+
+
+def _no_tensors(out: _Out, state: _SeriesState) -> None:
+    """The tensors of a series that got no point: the ragged layout, empty."""
+    out.switch(state)
+    state.layout = schema.LAYOUT_RAGGED
+    out.attrs(state.gid, (("layout", state.layout),))
+    _append_ragged(out, state, np.zeros(0, np.int32), [])
 
 
 def _append_ragged(out: _Out, state: _SeriesState, codes, tensors) -> None:

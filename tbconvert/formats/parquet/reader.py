@@ -146,6 +146,7 @@ class ArchiveFile:
     def __init__(self, path: Path, options: Options, report: Report) -> None:
         self.path = path
         self.report = report
+        self.seen: set[int] = set()   # the series that rows were found for
         self.file, meta = open_file(path, options, report)
         try:
             self._read_meta(meta)
@@ -273,6 +274,7 @@ class ArchiveFile:
         if any(col[c].null_count for c in ("step", "wall_time", "hidden")):
             raise CorruptDataError("a row without a step, wall time or hidden flag")
         values = None
+        self.seen.update(sids[starts].tolist())
         for s, e in zip(starts, ends, strict=True):
             run_index, tag, kind, md, dtype = self.series[int(sids[s])]
             common = dict(run=self.runs[run_index].name, tag=tag, metadata=md,
@@ -299,6 +301,13 @@ class ArchiveFile:
                     tag=tag, count=e - s)
                 continue
             yield run_index, chunk
+
+    def without_rows(self, run_index: int) -> list:
+        """The series of run ``run_index`` listed with no row read: series kept without
+        points (once the run's rows have been read)."""
+        return [empty_series(self.runs[run_index].name, tag, kind, md, dtype)
+                for sid, (r, tag, kind, md, dtype) in enumerate(self.series)
+                if r == run_index and sid not in self.seen]
 
     @staticmethod
     def _scalars(col, values, s, e, dtype):
@@ -347,6 +356,17 @@ class ArchiveFile:
                                      f"{0 if raw is None else len(raw)} bytes")
                 tensors.append(np.frombuffer(raw, dtype=dtype).reshape(shape))
         return TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
+
+
+def empty_series(run: str, tag: str, kind: str, md, dtype):
+    """A series of ``kind`` without points."""
+    common = dict(run=run, tag=tag, metadata=md, steps=np.zeros(0, np.int64),
+                  wall_times=np.zeros(0, np.float64), hidden=np.zeros(0, bool))
+    if kind == S.KIND_SCALAR:
+        return ScalarSeries(**common, values=np.zeros(0, dtype))
+    if kind == S.KIND_TENSOR:
+        return TensorSeries(**common, dtypes=np.zeros(0, np.int32), tensors=())
+    return BlobSequenceSeries(**common, offsets=np.zeros(1, np.int64), blobs=())
 
 
 def read_marker(path: Path, options: Options, report: Report) -> dict:
@@ -404,6 +424,11 @@ def _run_groups(files: list[Path], parts: list[dict]) -> list[list[Path]]:
     return groups
 
 
+def _series_key(chunk) -> tuple:
+    dtype = chunk.values.dtype if isinstance(chunk, ScalarSeries) else None
+    return type(chunk), chunk.tag, chunk.metadata, dtype
+
+
 def read_parts(files: list[Path], options: Options, report: Report) -> Iterator[RunData]:
     """One run kept in several parts (a dataset that ``sync`` keeps up to date), read as
     one: the first part's start time, every part's records and points, in part order.
@@ -424,13 +449,18 @@ def read_parts(files: list[Path], options: Options, report: Report) -> Iterator[
               records=tuple(r for part in runs for r in part.records))
 
     def chunks():
+        seen, empty = set(), {}
         for f in files:
             source = ArchiveFile(f, options, report)
             try:
                 for _, chunk in source.chunks():
+                    seen.add(_series_key(chunk))
                     yield chunk
+                for chunk in source.without_rows(0):
+                    empty.setdefault(_series_key(chunk), chunk)
             finally:
                 source.close()
+        yield from (chunk for key, chunk in empty.items() if key not in seen)
     series = chunks()
     yield RunData(run=run, series=series)
     for _ in series:
@@ -491,6 +521,10 @@ class ParquetReader(Reader):
         pending: list = []  # at most one (run_index, chunk) looked ahead
 
         def take(run_index: int):
+            yield from rows(run_index)
+            yield from source.without_rows(run_index)
+
+        def rows(run_index: int):
             while True:
                 if not pending:
                     nxt = next(it, None)

@@ -674,6 +674,10 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
             sids.clear()
             rows = size = 0
     for piece in series:
+        if not len(piece):
+            # a series without points (an export holds them) is listed without rows
+            _series_id(sink, run_index, piece)
+            continue
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
             sharing = _sharing(chunk)
             if sharing is None:
