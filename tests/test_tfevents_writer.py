@@ -153,6 +153,28 @@ def test_legacy_forms_are_kept(name, tmp_path):
             assert after[key] == {"tensor" if k == "histo" else k for k in kinds}, key
 
 
+def test_an_empty_tag_logged_as_simple_value_stays_a_scalar(tmp_path):
+    # add_scalar("", v): TensorBoard's migration gives it the tag as display name, empty here
+    event_pb2, summary_pb2 = _pb()
+    src = tmp_path / "src" / "run"
+    src.mkdir(parents=True)
+    out = [event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")]
+    for step, tag in ((0, ""), (0, "loss"), (1, ""), (1, "loss")):
+        out.append(event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag=tag, simple_value=step + 0.5)])))
+    (src / "events.out.tfevents.1700000000.h.1").write_bytes(
+        b"".join(records.frame(e.SerializeToString()) for e in out))
+    dst, _ = _convert(src.parent, tmp_path)
+    assert _value_kinds(dst)[("run", "")] == {"simple_value"}
+    assert legacy_view(dst) == legacy_view(src.parent)
+    assert legacy_view(dst)["run"]["scalars"][""] == [(0, 1.7e9, 0.5), (1, 1.7e9 + 1, 1.5)]
+    assert_same_view(tb_view(dst), tb_view(src.parent))
+    from tbconvert.tbparse import SummaryReader
+    for logdir in (src.parent, dst):
+        reader = SummaryReader(str(logdir))
+        assert sorted(set(reader.scalars["tag"])) == ["", "loss"] and reader.tensors.empty
+
+
 def _first_values(logdir) -> dict:
     """{(run dir, tag): the tag's first Summary.Value}."""
     first = {}

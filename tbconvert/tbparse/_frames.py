@@ -32,11 +32,11 @@ _SSI_TAG = "_hparams_/session_start_info"
 _NOT_SUMMARIES = frozenset({"graphs", "graph_tagged_run_metadata"})
 
 
-def event_type(md, histo_form: bool = True) -> str | None:
+def event_type(md, histo_form: bool = True, tag: str | None = None) -> str | None:
     """Which tbparse table a tag's points belong to (by the form they were written in; the
     metadata alone cannot tell a histogram written as a tensor, whose points tbparse puts
     in its tensors table: ``histo_form`` says whether they came as ``histo`` values)."""
-    kind = forms.legacy_kind(md)
+    kind = forms.legacy_kind(md, tag)
     if kind == forms.HISTO and not histo_form:
         return TENSORS
     if kind is not None:
@@ -63,10 +63,10 @@ class Rows:
 
 def tag_type(dir_data, td) -> str | None:
     """:func:`event_type` of a tag of ``dir_data``, told by how its first point was written."""
-    if forms.legacy_kind(td.metadata) != forms.HISTO:
-        return event_type(td.metadata)
+    if forms.legacy_kind(td.metadata, td.tag) != forms.HISTO:
+        return event_type(td.metadata, tag=td.tag)
     first, _ = td.first_last()
-    return event_type(td.metadata, first is None or (first, td.tag) in dir_data.histos)
+    return event_type(td.metadata, first is None or (first, td.tag) in dir_data.histos, td.tag)
 
 
 def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]:

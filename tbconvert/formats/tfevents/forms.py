@@ -31,20 +31,20 @@ _LEGACY_MD = {
 _INT32_MAX = (1 << 31) - 1
 
 
-def legacy_kind(md: Metadata) -> str | None:
-    """The legacy field whose migration yields exactly ``md``, if any (for readers: which
-    form a tag's points most likely came in)."""
-    if not md.display_name:  # the migration always fills in a display name
-        return None
+def legacy_kind(md: Metadata, tag: str | None = None) -> str | None:
+    """The legacy field whose migration yields exactly ``md`` for ``tag``, if any (for
+    readers: which form a tag's points most likely came in)."""
+    if not md.display_name and tag != "":
+        return None  # the migration fills in the tag as display name (empty only for tag "")
     for kind, (plugin, content, data_class) in _LEGACY_MD.items():
         if (md.plugin_name, md.plugin_content, md.data_class) == (plugin, content, data_class):
             return kind
     return None
 
 
-def written_kind(md: Metadata) -> str | None:
-    """The legacy field the writer puts a tag's points in, if any."""
-    kind = legacy_kind(md)
+def written_kind(md: Metadata, tag: str | None = None) -> str | None:
+    """The legacy field the writer puts ``tag``'s points in, if any."""
+    kind = legacy_kind(md, tag)
     return None if kind == HISTO else kind
 
 

@@ -169,7 +169,7 @@ class _Tag:
         self.count = 0
         self.key_max = -math.inf
         self.metadata = md
-        self.legacy = forms.written_kind(md)
+        self.legacy = forms.written_kind(md, tag)
         self.special = None
         if tag == legacy.RUN_GRAPH_TAG and md == _GRAPH_MD:
             self.special = "graph"
