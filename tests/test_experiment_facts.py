@@ -108,15 +108,18 @@ def test_hparams_names_that_meet_the_renamed_columns_keep_their_values(tmp_path)
     from tensorboard.plugins.hparams import summary_v2 as hp
     from test_sync import Events
     ev = Events(tmp_path / "logs" / "trial" / "events.out.tfevents.1.host")
-    ev.write(_event(hp.hparams_pb({"status": "mine", "status (column)": 42.0, "lr": 0.1},
-                                  start_time_secs=1795299212)))
+    ev.write(_event(hp.hparams_pb({"status": "mine", "status (hparam)": 42.0, "lr": 0.1,
+                                   "end_time": 7.0}, start_time_secs=1795299212)))
     out = tmp_path / "t.csv"
     proc = run_tbconvert("hparams", tmp_path / "logs", "-o", out, "--strict")
     assert proc.returncode == 0, proc.stderr
     header, row = out.read_text().splitlines()
     cells = dict(zip(header.split(","), row.split(","), strict=True))
-    assert cells["status"] == "mine" and cells["status (column)"] == "42.0"
-    assert cells["status (column 2)"] == "unknown"
+    # the documented columns keep their names and meaning; the hparams are renamed
+    assert cells["status"] == "unknown" and cells["start_time"] == "1795299212.0"
+    assert cells["status (hparam 2)"] == "mine" and cells["status (hparam)"] == "42.0"
+    assert cells["end_time (hparam)"] == "7.0" and cells["end_time"] == ""
+    assert "column_renamed" in proc.stderr or "clashes with another column" in proc.stderr
 
 
 def test_hparams_tags_choose_metric_columns_and_say_so(tmp_path):
@@ -126,6 +129,19 @@ def test_hparams_tags_choose_metric_columns_and_say_so(tmp_path):
     assert "--tags 'zzz' matched none of the 2 metric(s) of the trials; the table has no " \
            "metric columns" in proc.stderr
     assert "holds no data" not in proc.stderr
+
+
+@pytest.mark.parametrize("restarts", ["visible", "keep-all"])
+def test_hparams_metrics_are_the_last_point_tensorboard_shows(tmp_path, restarts):
+    from tensorboard.plugins.hparams import summary_v2 as hp
+    from test_sync import Events, scalar, session_start
+    ev = Events(tmp_path / "logs" / "trial" / "events.out.tfevents.1.host")
+    ev.write(_event(hp.hparams_pb({"lr": 0.1}, start_time_secs=1795299212)))
+    ev.write(session_start(0))
+    ev.write_many(scalar(s, tags=("acc",)) for s in range(10))
+    ev.write(session_start(5))      # hides steps 5..9; acc is not logged again
+    table = tbconvert.hparams(tmp_path / "logs", restarts=restarts)
+    assert table["acc"].tolist() == [2.0]     # step 4's value, as TensorBoard shows
 
 
 def _event(summary):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tbconvert.model import ScalarSeries
 from tbconvert.report import Report
 
@@ -67,10 +69,14 @@ class Collected:
         self.run_order.append(run_name)
         for chunk in chunks:
             if isinstance(chunk, ScalarSeries):
-                if len(chunk):
+                # the last point TensorBoard shows (read with --restarts keep-all, the
+                # chunks also hold the points a restart hides)
+                shown = np.arange(len(chunk)) if chunk.hidden is None else \
+                    np.flatnonzero(~np.asarray(chunk.hidden, bool))
+                if len(shown):
                     if (run_name, chunk.tag) not in self.last:
                         self.scalar_tags.setdefault(run_name, []).append(chunk.tag)
-                    self.last[(run_name, chunk.tag)] = float(chunk.values[-1])
+                    self.last[(run_name, chunk.tag)] = float(chunk.values[shown[-1]])
                 continue
             md = chunk.metadata
             if md.plugin_name != "hparams" or chunk.tag not in (EXPERIMENT_TAG, START_TAG, END_TAG):
@@ -154,6 +160,8 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
     metrics = [m for m in collected.metrics(sessions)
                if tag_filter is None or tag_filter(m[0])]
     cols: dict[str, object] = {"run": pa.array(sessions, pa.string())}
+    # the documented columns keep their names; an hparam or metric called so is renamed
+    fixed = {"run", *_TRIAL_COLUMNS}
     for name in hp_names:
         values = [(_value(collected.starts[r].hparams[name])
                    if name in collected.starts[r].hparams else None) for r in sessions]
@@ -165,7 +173,9 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
             values = [None if v is None else _text(v) for v in values]
         typ = {float: pa.float64(), bool: pa.bool_(), str: pa.string()}.get(
             next(iter(kinds)) if len(kinds) == 1 else str, pa.string())
-        cols[_column_name(name, set(cols), "hparam", report)] = pa.array(values, typ)
+        # (nor may a renamed one take the name of an hparam that comes later)
+        taken = set(cols) | fixed | (set(hp_names) - {name})
+        cols[_column_name(name, taken, "hparam", report)] = pa.array(values, typ)
     for tag, group in metrics:
         values = []
         for r in sessions:
@@ -174,7 +184,8 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
             if (run, tag) in collected.last:
                 collected.in_table.add((run, tag))
         label = f"{group}/{tag}" if group else tag
-        cols[_column_name(label, set(cols), "metric", report)] = pa.array(values, pa.float64())
+        cols[_column_name(label, set(cols) | fixed, "metric", report)] = \
+            pa.array(values, pa.float64())
     status, start, end = [], [], []
     for r in sessions:
         e = collected.ends.get(r)
@@ -182,10 +193,13 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
         s = collected.starts[r].start_time_secs
         start.append(s if s else None)
         end.append(e.end_time_secs if e is not None and e.end_time_secs else None)
-    for name, values, typ in (("status", status, pa.string()), ("start_time", start, pa.float64()),
-                              ("end_time", end, pa.float64())):
-        cols[_column_name(name, set(cols), "column", report)] = pa.array(values, typ)
+    for name, values, typ in zip(_TRIAL_COLUMNS, (status, start, end),
+                                 (pa.string(), pa.float64(), pa.float64()), strict=True):
+        cols[name] = pa.array(values, typ)
     return pa.table(cols)
+
+
+_TRIAL_COLUMNS = ("status", "start_time", "end_time")
 
 
 def _text(v) -> str:
