@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tbconvert.errors import OutputError, OutputExistsError, TbconvertError, UsageError
+from tbconvert.errors import OutputError, OutputExistsError, UsageError
 
 TMP_MARK = ".tbconvert-tmp-"
 
@@ -273,7 +273,7 @@ def removed_on_failure(abort, path, *, also=(KeyboardInterrupt,)):
     and goes on. Everything that writes an output fails this one way."""
     try:
         yield
-    except TbconvertError:   # already told whole (a destination that appeared meanwhile)
+    except OutputExistsError:   # a destination that appeared meanwhile: told whole
         abort()
         raise
     except OSError as exc:
