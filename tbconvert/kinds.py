@@ -80,6 +80,9 @@ KINDS: dict[str, Kind] = {
                                    "(--restarts keep-all writes them)", _KEPT, "point"),
     "hidden_points_not_shown": Kind("points TensorBoard's restart rule hides are not charted by "
                                     "the web view (they are in its Parquet file)", _KEPT, "point"),
+    "metric_from_hidden_point": Kind("with --restarts keep-all, an hparams metric's value is its "
+                                     "last point even where TensorBoard's restart rule hides it",
+                                     _KEPT),
     "inexact_value": Kind("integers beyond 2**53 are rounded to the nearest float64 in a table",
                           _LOST, "value"),
     "lost_blob_not_shown": Kind("blobs the source lost are not shown by the web view", _KEPT,

@@ -204,6 +204,25 @@ def test_extraction_of_a_source_without_that_data_says_so(tmp_path, capsys):
         assert code == 8 and last.startswith("tbconvert: error: --strict: ") and needle in last, err
 
 
+def test_extraction_narrowed_to_nothing_names_the_selection(tmp_path, capsys):
+    src = FIXTURES / "torch_logdir"      # holds histograms, images, audio and text
+    for argv, needle in ((["histograms", src, "-o", tmp_path / "h.csv"], "holds no histograms"),
+                         (["media", src, "-o", tmp_path / "m"], "holds no images, audio or text")):
+        code, _, err = run_cli(capsys, *argv, "--tags", "^loss$")
+        assert code == 0 and f"(the runs and tags --tags '^loss$' select) {needle}" in err, err
+    assert not (tmp_path / "m").exists()    # "no files were written": nor a directory
+    # --runs of hparams chooses among the trial runs, and says so
+    code, _, err = run_cli(capsys, "hparams", src, "-o", tmp_path / "p.csv", "--runs", "^train$")
+    assert code == 0 and "matched none of the 1 trial run(s) in the source" in err, err
+
+
+def test_media_to_standard_output_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "media", FIXTURES / "torch_logdir", "-o", "-")
+    assert code == 2 and "standard output (-) cannot hold" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
 # --------------------------------------------------------------------------------------------
 # Messages and help
 # --------------------------------------------------------------------------------------------

@@ -100,21 +100,28 @@ def options_from(args, ui):
 
 
 def unmatched_selection(args, tags_are: str = "tag(s) in the source",
-                        no_tags: str = "the result holds no data") -> list[str]:
+                        no_tags: str = "the result holds no data",
+                        runs_are: str = "run(s) in the source") -> list[str]:
     """One line for each of ``--runs`` / ``--tags`` that matched nothing in the source, with
-    what that leaves out. ``tags_are``: what ``--tags`` chooses among; ``no_tags``: what is
-    left when it chooses nothing."""
+    what that leaves out. ``tags_are`` / ``runs_are``: what ``--tags`` / ``--runs`` choose
+    among; ``no_tags``: what is left when ``--tags`` chooses nothing."""
     options = getattr(args, "_options", None)
     if options is None:
         return []
     lines = []
     if options.runs is not None and options.runs_seen and not options.runs_matched:
         lines.append(f"--runs {options.runs.pattern!r} matched none of the "
-                     f"{len(options.runs_seen)} run(s) in the source; the result holds no data")
+                     f"{len(options.runs_seen)} {runs_are}; the result holds no data")
     if options.tags is not None and options.tags_seen and not options.tags_matched:
         lines.append(f"--tags {options.tags.pattern!r} matched none of the "
                      f"{len(options.tags_seen)} {tags_are}; {no_tags}")
     return lines
+
+
+def holding(args) -> str:
+    """The source, and the selection that narrowed it, as the subject of "holds no ..."."""
+    chosen = [f"--{k} {getattr(args, k)!r}" for k in ("runs", "tags") if getattr(args, k, None)]
+    return f"{args.src}" + (f" (the runs and tags {' and '.join(chosen)} select)" if chosen else "")
 
 
 def nothing_found(args, ui, message: str) -> None:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import add_extraction, finish, nothing_found, unmatched_selection, write_table
+from tbconvert.cli.common import (
+    add_extraction,
+    finish,
+    holding,
+    nothing_found,
+    unmatched_selection,
+    write_table,
+)
 
 NAME = "histograms"
 HELP = ("write every histogram bucket (run, tag, step, wall_time, left, right, count) to a "
@@ -18,5 +25,5 @@ def run(args, ui) -> int:
     table, report = write_table(args, ui, tables.histograms_table)
     code = finish(args, ui, report)
     if table.num_rows == 0 and not unmatched_selection(args):
-        nothing_found(args, ui, f"{args.src} holds no histograms; {args.output} has no rows")
+        nothing_found(args, ui, f"{holding(args)} holds no histograms; {args.output} has no rows")
     return code

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import add_extraction, finish, nothing_found, options_from, unmatched_selection
+from tbconvert.cli.common import (
+    add_extraction,
+    finish,
+    holding,
+    nothing_found,
+    options_from,
+    unmatched_selection,
+)
 
 NAME = "media"
 HELP = ("write images (PNG/JPEG/GIF), audio (WAV) and text (UTF-8 .txt) as files under "
@@ -15,6 +22,10 @@ def add_arguments(p) -> None:
 
 def run(args, ui) -> int:
     from tbconvert.report import plural
+    if str(args.output) == "-":
+        from tbconvert.errors import UsageError
+        raise UsageError("media writes files into a directory, which standard output (-) "
+                         "cannot hold; name a directory with -o")
     from tbconvert.tables import extract_media
     report = extract_media(args.src, args.output, options=options_from(args, ui))
     files = report.files
@@ -25,5 +36,5 @@ def run(args, ui) -> int:
         # (text points without text are told of above: "no text" would contradict that)
         what = ("images, audio or text that can be written" if any(
             i.kind == "unsupported_series" for i in report.issues) else "images, audio or text")
-        nothing_found(args, ui, f"{args.src} holds no {what}; no files were written")
+        nothing_found(args, ui, f"{holding(args)} holds no {what}; no files were written")
     return code

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from tbconvert.model import ScalarSeries
 from tbconvert.report import Report
 
@@ -64,19 +62,22 @@ class Collected:
         self.last: dict[tuple[str, str], float] = {}   # (run, tag) -> last scalar value
         self.scalar_tags: dict[str, list[str]] = {}
         self.in_table: set[tuple[str, str]] = set()    # (run, tag) whose last value is a cell
+        self.last_hidden: set[tuple[str, str]] = set()  # (run, tag) whose last point is hidden
 
     def add(self, run_name: str, chunks, report: Report) -> None:
         self.run_order.append(run_name)
         for chunk in chunks:
             if isinstance(chunk, ScalarSeries):
-                # the last point TensorBoard shows (read with --restarts keep-all, the
-                # chunks also hold the points a restart hides)
-                shown = np.arange(len(chunk)) if chunk.hidden is None else \
-                    np.flatnonzero(~np.asarray(chunk.hidden, bool))
-                if len(shown):
-                    if (run_name, chunk.tag) not in self.last:
+                if len(chunk):
+                    key = (run_name, chunk.tag)
+                    if key not in self.last:
                         self.scalar_tags.setdefault(run_name, []).append(chunk.tag)
-                    self.last[(run_name, chunk.tag)] = float(chunk.values[shown[-1]])
+                    self.last[key] = float(chunk.values[-1])
+                    # (only read with --restarts keep-all: a point the restart rule hides)
+                    if chunk.hidden is not None and chunk.hidden[-1]:
+                        self.last_hidden.add(key)
+                    else:
+                        self.last_hidden.discard(key)
                 continue
             md = chunk.metadata
             if md.plugin_name != "hparams" or chunk.tag not in (EXPERIMENT_TAG, START_TAG, END_TAG):
@@ -183,6 +184,11 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
             values.append(collected.last.get((run, tag)))
             if (run, tag) in collected.last:
                 collected.in_table.add((run, tag))
+                if (run, tag) in collected.last_hidden:
+                    report.add("metric_from_hidden_point", f"{run}/{tag}: the metric's value is "
+                               "its last point, which TensorBoard's restart rule hides "
+                               "(--restarts keep-all); TensorBoard shows an earlier one",
+                               run=run, tag=tag, lost=False)
         label = f"{group}/{tag}" if group else tag
         cols[_column_name(label, set(cols) | fixed, "metric", report)] = \
             pa.array(values, pa.float64())

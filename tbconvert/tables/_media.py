@@ -35,7 +35,7 @@ from tbconvert.columns.nonscalar import media_items, sniff, with_text
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
-from tbconvert.output import AtomicOutput
+from tbconvert.output import AtomicOutput, removed_on_failure
 from tbconvert.report import Report, plural, were
 from tbconvert.tables._source import feed
 
@@ -145,8 +145,9 @@ def extract(source, out_dir: Path, options: Options, report: Report) -> int:
         remote.public_report(report)
         return files
     out_dir = Path(out_dir)
-    with AtomicOutput(out_dir, force=options.force, directory=True).writing() as tmp:
-        writer = _Writer(tmp, report)
+    out = AtomicOutput(out_dir, force=options.force, directory=True)
+    with removed_on_failure(out.abort, out_dir, also=BaseException):
+        writer = _Writer(out.tmp, report)
 
         def take(_run, chunk) -> bool:
             plugin = chunk.metadata.plugin_name
@@ -160,11 +161,16 @@ def extract(source, out_dir: Path, options: Options, report: Report) -> int:
                 return False
             return True
         feed(source, options, report, take)
+        if writer.files:
+            out.commit()
+        else:
+            out.abort()     # nothing to extract: no empty directory (an old one stays)
     if skipped:
         what = ", ".join(f"{k} ({v})" for k, v in sorted(skipped.items()))
         report.add("not_media", f"points that are not images, audio or text were not extracted: "
                    f"{what}", count=sum(skipped.values()), lost=False)
-    report.outputs.append(str(out_dir))
+    if writer.files:
+        report.outputs.append(str(out_dir))
     return writer.files
 
 
