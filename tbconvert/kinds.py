@@ -83,7 +83,8 @@ KINDS: dict[str, Kind] = {
     "metric_from_hidden_point": Kind("with --restarts keep-all, an hparams metric's value is its "
                                      "last point even where TensorBoard's restart rule hides it",
                                      _KEPT),
-    "inexact_value": Kind("integers beyond 2**53 are rounded to the nearest float64 in a table",
+    "inexact_value": Kind("integers beyond 2**53 are rounded to the nearest float64 (a table's "
+                          "float column; an export's scalar values, which are float64)",
                           _LOST, "value"),
     "lost_blob_not_shown": Kind("blobs the source lost are not shown by the web view", _KEPT,
                                 "blob"),

@@ -489,3 +489,24 @@ def test_series_without_points_survive_sync_and_merging(tmp_path, capsys, monkey
     tbconvert.convert(exp, full, to_format="parquet")
     assert main(["verify", str(dataset / exp.name.removeprefix("experiment_")), str(full)]) == 0, \
         capsys.readouterr()
+
+
+def test_integer_values_beyond_2_53_are_rounded_and_said(tmp_path):
+    # the exporter writes decimals; a hand-made export may hold integers float64 cannot
+    exp = small_export(tmp_path, scalars=[
+        scalar_line("train", values=(9007199254740993, 2.0)),
+        scalar_line("eval", values=(9007199254740992, 0.12345678901234567))])
+    loaded = load(exp)
+    assert loaded.series["train"]["loss"].values.tolist() == [9007199254740992.0, 2.0]
+    (issue,) = [i for i in loaded.report.issues if i.kind == "inexact_value"]
+    assert issue.run == "train" and issue.count == 1 and "2**53" in issue.message
+    assert loaded.series["eval"]["loss"].values.tolist() == [9007199254740992.0,
+                                                             0.12345678901234567]
+
+
+def test_long_decimals_keep_the_fast_path():
+    from tbconvert.formats.tbdev import scalar_lines
+    line = export_dir.dumps_line(scalar_line("r", values=(0.12345678901234567, -1234567890123456.5)))
+    assert scalar_lines.scalar_line(line.encode()) is not None
+    line = export_dir.dumps_line(scalar_line("r", values=(1.5, -12345678901234567)))
+    assert scalar_lines.scalar_line(line.encode()) is None     # json reads it exactly

@@ -347,6 +347,12 @@ class TbdevReader(PayloadMixin, Reader):
             payload = _column(points, "values", "iuf", np.float64, "numbers")
             if len(payload) != n:
                 raise _BadLine(f"{n} steps but {len(payload)} values")
+            rounded = sum(1 for v in points["values"]
+                          if type(v) is int and abs(v) > 2**53 and int(float(v)) != v)
+            if rounded:
+                self.report.add("inexact_value", f"{entry.file}:{entry.line_no}: {run}/{tag}: "
+                                f"{rounded} integer value(s) beyond 2**53 rounded to the nearest "
+                                "float64", path=entry.file, run=run, tag=tag, count=rounded)
         elif entry.kind == "tensors":
             payload = points.get("tensors_file_path")
             if payload is not None and not isinstance(payload, str):

@@ -22,6 +22,9 @@ _SCALAR_LINE = re.compile(
 _INT_CHARS = b"0123456789-, \t\r\n"
 _FLOAT_CHARS = b"0123456789-+.eE, \t\r\n"
 _I64 = np.iinfo(np.int64)
+# An integer of 16 digits or more may lie beyond 2**53: json reads it exactly, as the caller
+# must, to tell that float64 rounds it (the exporter writes decimals, others may not).
+_LONG_INT = re.compile(rb"(?:^|,)\s*-?\d{16,}\s*(?=,|$)")
 
 
 def _numbers(text: bytes, dtype, allowed: bytes) -> np.ndarray | None:
@@ -37,7 +40,7 @@ def _numbers(text: bytes, dtype, allowed: bytes) -> np.ndarray | None:
         return np.zeros(0, dtype)
     if dtype is np.float64:
         bare = text.replace(b"-Infinity", b"").replace(b"Infinity", b"").replace(b"NaN", b"")
-        if bare.translate(None, allowed):
+        if bare.translate(None, allowed) or _LONG_INT.search(text):
             return None
         text = text.replace(b"-Infinity", b"-inf").replace(b"Infinity", b"inf") \
             .replace(b"NaN", b"nan")
