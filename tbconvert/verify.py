@@ -174,6 +174,10 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     ``wall_time_tolerance`` (seconds) allows for TensorBoard.dev exports, which store wall times
     to about a microsecond.
     """
+    if not (isinstance(wall_time_tolerance, (int, float)) and 0 <= wall_time_tolerance < math.inf):
+        from tbconvert.errors import UsageError
+        raise UsageError(f"the wall-time tolerance must be a number of seconds, 0 or more, "
+                         f"not {wall_time_tolerance!r}")
     options = options or Options()
     report = report if report is not None else Report()
     keep = wall_time_tolerance > 0

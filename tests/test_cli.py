@@ -291,3 +291,16 @@ def test_summary_reads_as_sentences():
     assert "note: the experiment's name, description and times were kept in a file beside the runs" in lines
     assert "warning: bad line" in lines and "warning: unsafe path: 2 times" in lines
     assert not any("in all" in line or "1 time" in line for line in lines)
+
+
+def test_info_columns_line_up_with_wide_characters(tmp_path, capsys):
+    from test_sync import Events, scalar
+
+    from tbconvert.cli.info import _columns
+    Events(tmp_path / "训练" / "events.out.tfevents.1.host").write_many(
+        scalar(s, tags=("损失", "loss", "🎉acc")) for s in range(5))
+    code, out, err = run_cli(capsys, "info", tmp_path)
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if "scalars" in line]
+    assert len(rows) == 3
+    assert len({_columns(line[:line.index("scalars")]) for line in rows}) == 1, rows

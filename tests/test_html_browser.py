@@ -242,6 +242,11 @@ def test_hostile_names_are_shown_as_text(browser, tmp_path):
         assert card.query_selector(".downloads a").text_content() == HOSTILE_RUN
         # Plotly shows the run name (hover) as text too: its escaped form, not markup.
         assert p.evaluate("c => c.querySelector('.chart').data[1].name", card).startswith("&lt;img")
+        # ...and what the hover label shows is the name itself (entities Plotly decodes)
+        label = p.evaluate("c => { const g = c.querySelector('.chart');"
+                           " Plotly.Fx.hover(g, [{curveNumber: 1, pointNumber: 0}]);"
+                           " return g.querySelector('.hoverlayer').textContent; }", card)
+        assert HOSTILE_RUN in label, label
         page.tab("text")
         page.draw_all("text")
         view = p.query_selector("#panel-text .text-view")

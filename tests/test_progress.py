@@ -31,11 +31,11 @@ def slow_logdir(tmp_path_factory):
                          tags=2)
 
 
-def _on_a_terminal(args, seconds):
-    """Run the CLI with stderr on a pseudo-terminal; what it drew in ``seconds``, and when
-    a bar first showed."""
+def _on_a_terminal(args, seconds, size=(30, 120)):
+    """Run the CLI with stderr on a pseudo-terminal of ``size`` (rows, columns); what it drew
+    in ``seconds``, and when a bar first showed."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
     p = subprocess.Popen([sys.executable, "-m", "tbconvert", *args], cwd=ROOT, env=ENV,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
     os.close(slave)
@@ -76,6 +76,14 @@ def test_bar_with_total_and_rate_appears_early(slow_logdir, tmp_path):
     assert all("converting" in b and f"/{total}" in b for b in bars), bars[-3:][-3:]  # done/total
     # once work is done, a rate and the time left
     assert any(re.search(r"\d[kMG]?B/s", b) and re.search(r"<\d\d:\d\d", b) for b in bars), bars[-3:]
+
+
+@pytest.mark.slow
+def test_a_terminal_that_reports_no_size_still_gets_a_bar(slow_logdir, tmp_path):
+    # (a bare pseudo-terminal: `script` run from a pipe, `docker run -t` in some setups)
+    text, first = _on_a_terminal(["convert", str(slow_logdir), str(tmp_path / "o.parquet"),
+                                  "--jobs", "1"], seconds=120, size=(0, 0))
+    assert first is not None and "converting" in text, text[-300:]
 
 
 @pytest.mark.slow

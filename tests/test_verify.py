@@ -217,3 +217,17 @@ def test_runs_without_series_compare_where_both_formats_keep_them(tmp_path):
     assert compare(logs, export) == [
         "run 'notes': only in A (no series, 1 run-level event: log_message at step 3; "
         "a TensorBoard.dev export has no place for them)"]
+
+
+def test_a_tolerance_that_is_no_duration_is_a_usage_error(capsys):
+    import pytest
+
+    from tbconvert.errors import UsageError
+    src = FIXTURES / "torch_logdir"
+    for bad in ("-1", "nan", "-inf", "inf"):
+        assert main(["verify", str(src), str(src), f"--wall-time-tolerance={bad}"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "0 or more" in err, err
+    with pytest.raises(UsageError):
+        compare(src, src, wall_time_tolerance=-0.5)
+    assert main(["verify", str(src), str(src), "--wall-time-tolerance", "0.001"]) == 0

@@ -118,6 +118,11 @@ def unmatched_selection(args, tags_are: str = "tag(s) in the source",
     return lines
 
 
+def output_name(args) -> str:
+    """The output as messages name it (``-`` is standard output)."""
+    return "standard output" if str(args.output) == "-" else str(args.output)
+
+
 def holding(args) -> str:
     """The source, and the selection that narrowed it, as the subject of "holds no ..."."""
     chosen = [f"--{k} {getattr(args, k)!r}" for k in ("runs", "tags") if getattr(args, k, None)]
@@ -139,8 +144,10 @@ def finish(args, ui, report: Report, unmatched: list[str] | None = None) -> int:
     if unmatched is None:
         unmatched = unmatched_selection(args)
     if strict and report.lost:
+        where = "run without -q to see which" if getattr(args, "quiet", False) else \
+            "see the warnings above"
         raise DataLossError(f"--strict: {sum(i.count for i in report.lost)} item(s) were skipped "
-                            "or could not be written (see the warnings above)")
+                            f"or could not be written ({where})")
     for line in unmatched:
         nothing_found(args, ui, line)
     return 0

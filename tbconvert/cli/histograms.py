@@ -7,6 +7,7 @@ from tbconvert.cli.common import (
     finish,
     holding,
     nothing_found,
+    output_name,
     unmatched_selection,
     write_table,
 )
@@ -25,5 +26,5 @@ def run(args, ui) -> int:
     table, report = write_table(args, ui, tables.histograms_table)
     code = finish(args, ui, report)
     if table.num_rows == 0 and not unmatched_selection(args):
-        nothing_found(args, ui, f"{holding(args)} holds no histograms; {args.output} has no rows")
+        nothing_found(args, ui, f"{holding(args)} holds no histograms; {output_name(args)} has no rows")
     return code

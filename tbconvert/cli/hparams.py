@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tbconvert.cli.common import add_extraction, finish, nothing_found, unmatched_selection, write_table
+from tbconvert.cli.common import (
+    add_extraction,
+    finish,
+    nothing_found,
+    output_name,
+    unmatched_selection,
+    write_table,
+)
 
 NAME = "hparams"
 HELP = ("write one row per hparams trial (each hyperparameter, each metric's last value, "
@@ -23,5 +30,5 @@ def run(args, ui) -> int:
     code = finish(args, ui, report, unmatched)
     if table.num_rows == 0 and not unmatched:
         nothing_found(args, ui, f"{args.src} holds no hparams trials (no run has the tag "
-                      f"_hparams_/session_start_info); {args.output} has no rows")
+                      f"_hparams_/session_start_info); {output_name(args)} has no rows")
     return code

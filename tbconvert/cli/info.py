@@ -64,9 +64,20 @@ def _print_table(out) -> None:
             span = f"{_time(st['wall_min'])} .. {_time(st['wall_max'])}"
             rows.append((r["run"], tag, st["plugin"], st["data_class"].lower(), points, steps, span))
     rows = [tuple(shown(cell) for cell in row) for row in rows]
-    widths = [min(max(len(row[i]) for row in rows), 48) for i in range(len(rows[0]))]
+    widths = [min(max(_columns(row[i]) for row in rows), 48) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        print("  ".join(cell + " " * (w - _columns(cell))
+                        for cell, w in zip(row, widths, strict=True)).rstrip())
     n_tags = sum(len(r["tags"]) for r in out["runs"])
     print(f"{plural(len(out['runs']), 'run')}, {plural(n_tags, 'series')}, "
           f"{plural(total, 'point')}")
+
+
+def _columns(text: str) -> int:
+    """How many terminal columns ``text`` takes: wide (CJK, emoji) characters two, combining
+    marks none."""
+    import unicodedata
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)

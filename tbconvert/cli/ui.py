@@ -68,13 +68,14 @@ class _Bar:
         if self.ui._bar is None:
             from tqdm import tqdm
             try:
-                width = os.get_terminal_size(self.ui.stream.fileno()).columns
+                width, height = os.get_terminal_size(self.ui.stream.fileno())
             except (AttributeError, OSError, ValueError):
-                width = 0
-            # A terminal that reports no size (a bare pseudo-terminal) still gets a bar.
+                width = height = 0
+            # A terminal that reports no size (a bare pseudo-terminal) still gets a bar: tqdm
+            # draws nothing where it finds no rows.
             bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
                        file=self.ui.stream, leave=False, dynamic_ncols=width > 0,
-                       ncols=None if width > 0 else 80,
+                       ncols=None if width > 0 else 80, nrows=None if height > 0 else 24,
                        delay=SHOW_AFTER, mininterval=REFRESH, desc="converting")
             self.ui._bar = bar
             from tbconvert import workers

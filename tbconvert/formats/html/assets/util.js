@@ -15,7 +15,7 @@
   // Plotly reads a few HTML tags and entities in labels: escape them so names stay text.
   function plotlyText(s) {
     return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
-      .replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+      .replace(/"/g, '&#34;').replace(/'/g, '&#39;');
   }
 
   var PALETTE = ['#425066', '#12b5cb', '#e52592', '#f9ab00', '#9334e6', '#7cb342', '#e8710a',
