@@ -304,3 +304,11 @@ def test_info_columns_line_up_with_wide_characters(tmp_path, capsys):
     rows = [line for line in out.splitlines() if "scalars" in line]
     assert len(rows) == 3
     assert len({_columns(line[:line.index("scalars")]) for line in rows}) == 1, rows
+
+
+def test_messages_name_standard_output_and_quiet_strict_points_nowhere_hidden(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "hparams", FIXTURES / "torch_logdir" / "multi", "-o", "-")
+    assert code == 0 and "; standard output has no rows" in err, err
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "s.csv",
+                           "--strict", "-q")
+    assert code == 8 and "run without -q to see which" in err and "above" not in err, err
