@@ -219,41 +219,42 @@ def made_in_place(directory):
         raise
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+
+
+def _renameat2(a: Path, b: Path, flags: int) -> int | None:
+    """Linux ``renameat2(a, b, flags)``: 0 once done, else its errno; None where the system
+    has no such call."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
+        return None
+    at_fdcwd = -100
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                           ctypes.c_uint]
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), flags) == 0:
+        return 0
+    return ctypes.get_errno()
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths; False if the system cannot."""
+    return _renameat2(a, b, _RENAME_EXCHANGE) == 0
 
 
 def _rename_noreplace(a: Path, b: Path) -> bool:
-    """Rename ``a`` to ``b`` unless ``b`` exists (Linux ``renameat2(RENAME_NOREPLACE)``, one
-    atomic step): True once done, False where the system or file system cannot; an
-    existing ``b`` raises :class:`FileExistsError`."""
-    if not sys.platform.startswith("linux"):
+    """Rename ``a`` to ``b`` unless ``b`` exists, in one atomic step: True once done, False
+    where the system or file system cannot; an existing ``b`` raises
+    :class:`FileExistsError`."""
+    code = _renameat2(a, b, _RENAME_NOREPLACE)
+    if code is None or code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_noreplace = -100, 1
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                          ctypes.c_uint]
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_noreplace) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), str(b))
+    if code:
+        raise OSError(code, os.strerror(code), str(b))
+    return True
 
 
 def _remove(path: Path) -> None:
