@@ -15,6 +15,7 @@ from oracle import assert_same_view, tb_view
 
 import tbconvert
 from tbconvert import api
+from tbconvert.output import TMP_MARK
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -701,3 +702,34 @@ def test_destination_appearing_in_the_store_during_the_conversion_is_kept(store,
         api.convert(FIXTURES / "torch_logdir", url, to_format=to)
     assert keys(store, f"s3://{bucket}") == [theirs]
     assert store.fs.cat(theirs) == b"precious"
+
+
+@pytest.mark.parametrize("to, force", [("parquet", False), ("tfevents", False), ("parquet", True)])
+def test_a_commit_the_store_fails_midway_leaves_no_mix(store, bucket, to, force):
+    """Objects are copied into place one by one: the store refusing the third copy leaves
+    nothing of a new output, and a replaced dataset without its marker (refused by readers,
+    never read as a mix of old and new parts); the message says which."""
+    final = f"s3://{bucket}/out"
+    if force:
+        api.convert(FIXTURES / "tf2_logdir", final, to_format=to)
+    copies = [0]
+
+    def third_copy_on(method, path, query):
+        if method == "PUT" and path.startswith(f"/{bucket}/out/"):
+            copies[0] += 1
+            return copies[0] > 2
+        return False
+    store.proxy.add(Rule(third_copy_on, status=403, code="AccessDenied"))
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", final, "--to", to,
+                         *(["--force"] if force else []))
+    store.proxy.clear()
+    assert proc.returncode == 11, proc.stderr
+    line = one_line_error(proc, "the output was being put in place")
+    left = keys(store, final)
+    if force:
+        assert "run again with --force" in line and left
+        assert not any(k.endswith("_tbconvert.json") for k in left)
+        assert tbconvert_cli("info", final).returncode == 3
+    else:
+        assert "nothing was left there" in line and left == []
+    assert not [k for k in keys(store, f"s3://{bucket}") if TMP_MARK in k]

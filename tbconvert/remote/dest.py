@@ -32,6 +32,12 @@ from tbconvert.remote.urls import ATOMIC_PUT, READ_ONLY, basename, filesystem, p
 _UPLOADS = 8     # uploads in flight at once
 
 
+def _is_marker(key: str) -> bool:
+    """Whether an object of a directory output is a marker (``_tbconvert.json``, and any
+    ``_``-named file readers skip) rather than data."""
+    return key.rsplit("/", 1)[-1].startswith("_")
+
+
 class DestStage:
     """A local stage for the output at ``url``, and its commit to the store."""
 
@@ -148,9 +154,22 @@ class DestStage:
         if self.kind is not None:
             self.fs.invalidate_cache()
             old = {p.rstrip("/") for p in self.fs.find(self.root)}
+        # A store has no rename: the objects are copied one by one. So that a commit cut short
+        # (the store failing midway) never leaves a marker naming parts that are not there, a
+        # replaced output's markers go first and the new ones (a dataset's `_tbconvert.json`)
+        # last: readers then refuse the prefix instead of reading a mix.
+        pairs = sorted(zip(staged, finals, strict=True), key=lambda pair: _is_marker(pair[1]))
         with self._held() as done:    # the short commit runs to its end once begun
-            if staged:
-                self.fs.copy(staged, finals)
+            try:
+                old_markers = sorted(p for p in old if _is_marker(p))
+                if old_markers:
+                    self.fs.rm(old_markers)
+                for group in (False, True):
+                    these = [pair for pair in pairs if _is_marker(pair[1]) == group]
+                    if these:
+                        self.fs.copy([a for a, _ in these], [b for _, b in these])
+            except Exception as exc:  # noqa: BLE001 - told as a store failure, with what is left
+                raise self._cut_short(exc, finals) from None
             stale = sorted(old - set(finals))
             if stale:
                 self.fs.rm(stale)
@@ -158,6 +177,21 @@ class DestStage:
                 self.fs.rm(staged)
             self._uploaded = []
             done.append(True)
+
+    def _cut_short(self, exc: BaseException, finals: list[str]) -> TbconvertError:
+        """The error for a commit the store failed midway: a new output's objects copied so
+        far are removed again; a replaced one is left incomplete, and the message says so."""
+        err = failures.describe(exc, self.url, writing=True)
+        if self.kind is None:
+            try:
+                self.fs.rm(finals)
+                left = "nothing was left there"
+            except Exception:  # noqa: BLE001 - the store is failing: said, not hidden
+                left = "part of the output may be left there: remove it before reading it"
+        else:
+            left = ("the old output there is partly replaced (its marker removed, so tbconvert "
+                    "refuses to read it): run again with --force to finish replacing it")
+        return type(err)(f"{err.cli_message()}; the output was being put in place: {left}")
 
     def _put(self, pairs) -> None:
         """Upload ``(local, key)`` pairs, several at once. On an interrupt or a failure no
