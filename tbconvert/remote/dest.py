@@ -188,9 +188,12 @@ class DestStage:
                 left = "nothing was left there"
             except Exception:  # noqa: BLE001 - the store is failing: said, not hidden
                 left = "part of the output may be left there: remove it before reading it"
-        else:
+        elif any(_is_marker(key) for key in finals):
             left = ("the old output there is partly replaced (its marker removed, so tbconvert "
                     "refuses to read it): run again with --force to finish replacing it")
+        else:
+            left = ("the old output there is partly replaced: run again with --force to finish "
+                    "replacing it")
         return type(err)(f"{err.cli_message()}; the output was being put in place: {left}")
 
     def _put(self, pairs) -> None:
