@@ -727,11 +727,11 @@ def test_a_commit_the_store_fails_midway_leaves_no_mix(store, bucket, to, force)
     assert proc.returncode == 11, proc.stderr
     line = one_line_error(proc, "the output was being put in place")
     left = keys(store, final)
-    if force:
+    if not force:
+        assert "nothing was left there" in line and left == []
+    else:
         assert "partly replaced" in line and "run again with --force" in line and left
     if force and to == "parquet":
         assert not any(k.endswith("_tbconvert.json") for k in left)
         assert tbconvert_cli("info", final).returncode == 3
-    else:
-        assert "nothing was left there" in line and left == []
     assert not [k for k in keys(store, f"s3://{bucket}") if TMP_MARK in k]
