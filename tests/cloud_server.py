@@ -72,6 +72,7 @@ class Rule:
     code: str = ""
     times: int = 1 << 30
     stall: bool = False
+    lose_answer: bool = False     # pass the request on, then drop the connection unanswered
     hit: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
 
@@ -117,7 +118,7 @@ class Proxy:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if rule is not None:
+                if rule is not None and not rule.lose_answer:
                     payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{rule.code}'
                                f'</Code><Message>{rule.code}</Message></Error>').encode()
                     # recorded before the answer, so a client that has its answer sees it logged
@@ -143,6 +144,11 @@ class Proxy:
                     conn.close()
                 proxy._record(Request(self.command, path, query, resp.status, len(body),
                                       len(data) if self.command != "HEAD" else 0))
+                if rule is not None:     # done upstream; the client never hears of it
+                    rule.hit.set()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "content-length", "connection",

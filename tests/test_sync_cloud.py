@@ -147,6 +147,19 @@ def test_concurrent_sync_refused(store, bucket, tmp_path):  # noqa: F811
     assert [i.kind for i in report.issues] == ["stale_lock_taken_over"]
 
 
+def test_a_lock_whose_answer_was_lost_is_known_as_its_own(store, bucket, tmp_path):  # noqa: F811
+    # the store created the lock, the answer never came: the retried exclusive write finds a
+    # lock, and it is this sync's (before: "another sync is running (process <itself>)")
+    src, url = tmp_path / "logs", f"s3://{bucket}/ds"
+    Events(src / "a" / "events.out.tfevents.1.host").write_many(scalar(s) for s in range(3))
+    rule = store.proxy.add(Rule(lambda m, p, q: m == "PUT" and p.endswith(f"/ds/{LOCK_FILE}"),
+                                lose_answer=True, times=1))
+    report = tbconvert.sync(src, url)
+    assert rule.hit.is_set() and report.runs_added == 1, report.summary()
+    assert LOCK_FILE not in {k.rsplit("/", 1)[1] for k in keys(store, url)}
+    assert tbconvert_cli("verify", src, url).returncode == 0
+
+
 def test_source_and_dataset_both_in_the_store(store, bucket, tmp_path):  # noqa: F811
     src = tmp_path / "logs"
     a = Events(src / "a" / "events.out.tfevents.1.host")

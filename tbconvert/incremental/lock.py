@@ -94,11 +94,15 @@ class Lock:
         self.report = report
         self.break_lock = break_lock
         self._held = False
+        # tells this lock from any other, also from one of the same process: a store whose
+        # answer to the creating write was lost (and the write retried) must find it its own
+        self._token = uuid.uuid4().hex
 
     def _body(self) -> bytes:
         pid = os.getpid()
         return json.dumps({"host": socket.gethostname(), "pid": pid,
-                           "process_start": _proc_start(pid), "time": time.time()}).encode()
+                           "process_start": _proc_start(pid), "time": time.time(),
+                           "token": self._token}).encode()
 
     def _create(self) -> bool:
         """Take the lock if it is free. Its content is written whole under a name of its own
@@ -190,6 +194,9 @@ class Lock:
             holder = self.holder()
             if holder is None:
                 continue            # released meanwhile
+            if holder.get("token") == self._token:
+                self._held = True   # created by this attempt, its answer lost on the way
+                return
             why = "--break-lock was given" if self.break_lock else self._stale(holder)
             if why is None:
                 who = (f"process {holder.get('pid')} on {holder.get('host')}, since "
