@@ -25,6 +25,8 @@ from tbconvert.errors import MissingDependencyError, TbconvertError, UsageError
 
 # How long to wait for a scheduler to answer before calling it unreachable.
 CONNECT_TIMEOUT = 10
+# How long a scheduler without workers is given to get one (an adaptive cluster scaling up).
+WORKERS_TIMEOUT = 60
 _WAIT = 0.2
 
 
@@ -310,6 +312,19 @@ def _shares(sizes: list, count: int, ahead: int = 0) -> list[list[int]]:
 
 # -- a Dask cluster -------------------------------------------------------------------------
 
+def _wait_for_a_worker(client, scheduler: str) -> None:
+    """Return once the scheduler has a worker; a UsageError after :data:`WORKERS_TIMEOUT`
+    seconds without one (its tasks would wait for ever)."""
+    try:
+        if client.scheduler_info().get("workers"):
+            return
+        client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
+    except Exception:  # noqa: BLE001 - a timeout, of whichever kind this dask raises
+        raise UsageError(f"--scheduler {scheduler}: the scheduler has no workers (none came "
+                         f"within {WORKERS_TIMEOUT} s); start some with `dask worker "
+                         f"{scheduler}`") from None
+
+
 def _connect(distributed, scheduler: str):
     """A client of the scheduler at ``scheduler``, or a UsageError within about
     ``CONNECT_TIMEOUT`` seconds. Dask's own timeout covers connecting, not a peer that
@@ -339,6 +354,8 @@ def _connect(distributed, scheduler: str):
             raise exc
         if isinstance(exc, MemoryError):    # another protocol's bytes read as a length
             why = "it answered, but not as a Dask scheduler"
+        elif isinstance(exc, TypeError):    # another Dask server (a worker's port)
+            why = "it answered, but not as a Dask scheduler (a worker's port?)"
         else:
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there "
@@ -355,6 +372,7 @@ def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=
     client = _connect(distributed, scheduler)
     futures = []
     try:
+        _wait_for_a_worker(client, scheduler)
         batch = uuid.uuid4().hex[:8]
         futures = [client.submit(fn, item, retries=retries, pure=False,
                                  key=f"tbconvert-{batch}-{k}") for k, item in enumerate(items)]

@@ -348,3 +348,29 @@ def test_a_port_that_is_no_scheduler_is_one_line(tmp_path, answer):
     assert proc.stderr.count("\n") == 1 and f"tcp://127.0.0.1:{port}" in proc.stderr, proc.stderr
     assert "check the address" in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_scheduler_without_workers_is_one_line_not_a_hang(tmp_path, monkeypatch):
+    from tbconvert import cluster as tbcluster
+    from tbconvert.errors import UsageError
+    monkeypatch.setattr(tbcluster, "WORKERS_TIMEOUT", 2)
+    empty = distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1",
+                                     dashboard_address="127.0.0.1:0", silence_logs=50)
+    try:
+        with pytest.raises(UsageError, match="the scheduler has no workers"):
+            tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "out", to_format="parquet",
+                              scheduler=empty.scheduler_address)
+        assert not (tmp_path / "out").exists()
+    finally:
+        empty.close(timeout=20)
+
+
+def test_a_workers_port_is_told_as_no_scheduler(cluster, tmp_path):
+    with distributed.Client(cluster) as client:
+        worker = next(iter(client.scheduler_info()["workers"]))
+    proc = subprocess.run([*_cli(), "convert", str(FIXTURES / "torch_logdir"),
+                           str(tmp_path / "out"), "--to", "parquet", "--scheduler", worker],
+                          capture_output=True, text=True, cwd=CLI_CWD, env=cli_env(),
+                          timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "not as a Dask scheduler" in proc.stderr, proc.stderr
