@@ -39,7 +39,14 @@ def _parts(path, storage_options) -> list:
             marker = json.loads(fs.cat_file(f"{root}/{MARKER_FILE}"))
         except (OSError, ValueError) as exc:
             raise CorruptDataError(f"{url}: not a tbconvert Parquet dataset ({exc})") from None
-        return [f"{url}/{p['file']}" for p in marker.get("parts", [])]
+        files = [p["file"] for p in marker.get("parts", [])]
+        fs.invalidate_cache(root)
+        there = {key.rstrip("/").rsplit("/", 1)[-1] for key in fs.ls(root, detail=False)}
+        missing = [f for f in files if f not in there]
+        if missing:
+            raise CorruptDataError(f"{url}: damaged dataset: {len(missing)} part(s) its "
+                                   f"{MARKER_FILE} lists are missing ({missing[0]}...)")
+        return [f"{url}/{f}" for f in files]
     path = Path(path)
     if not path.is_dir():
         _check_parquet(path)

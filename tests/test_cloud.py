@@ -735,3 +735,19 @@ def test_a_commit_the_store_fails_midway_leaves_no_mix(store, bucket, to, force)
         assert not any(k.endswith("_tbconvert.json") for k in left)
         assert tbconvert_cli("info", final).returncode == 3
     assert not [k for k in keys(store, f"s3://{bucket}") if TMP_MARK in k]
+
+
+def test_to_dask_of_a_dataset_in_the_store(store, bucket):
+    pytest.importorskip("dask.dataframe")
+    from tbconvert.errors import CorruptDataError
+    url = f"s3://{bucket}/dataset"
+    api.convert(FIXTURES / "torch_logdir", url, to_format="parquet")
+    frame = tbconvert.to_dask(url)
+    import pyarrow.dataset as pads
+    local = pads.dataset([f"{bucket}/dataset/{k.rsplit('/', 1)[1]}" for k in keys(store, url)
+                          if k.endswith(".parquet")], filesystem=store.fs, format="parquet")
+    assert len(frame) == local.count_rows() > 0
+    part = next(k for k in keys(store, url) if k.endswith(".parquet"))
+    store.fs.rm(part)
+    with pytest.raises(CorruptDataError, match="part\\(s\\) its _tbconvert.json lists are missing"):
+        tbconvert.to_dask(url)
