@@ -88,6 +88,7 @@ def _watch(args, ui, options) -> int:
         elif r.error is not None:
             # an error of this round only: said even with -q, and the next round goes on
             message = r.error.cli_message()
+            message = message.removeprefix(f"{args.dst}: ")    # the head names it already
             if ui.verbose or last[0] != ("error", message):
                 ui.error(f"{head}{message}; trying again in {args.watch:g} s" + (
                     "" if ui.verbose else " (not repeated while it lasts; -v repeats it)"))
