@@ -147,6 +147,7 @@ class ArchiveFile:
         self.path = path
         self.report = report
         self.seen: set[int] = set()   # the series that rows were found for
+        self._unseen: dict | None = None
         self.file, meta = open_file(path, options, report)
         try:
             self._read_meta(meta)
@@ -305,9 +306,13 @@ class ArchiveFile:
     def without_rows(self, run_index: int) -> list:
         """The series of run ``run_index`` listed with no row read: series kept without
         points (once the run's rows have been read)."""
-        return [empty_series(self.runs[run_index].name, tag, kind, md, dtype)
-                for sid, (r, tag, kind, md, dtype) in enumerate(self.series)
-                if r == run_index and sid not in self.seen]
+        if self._unseen is None:    # the series never seen by the first call, by run
+            self._unseen = {}
+            for sid, entry in enumerate(self.series):
+                if sid not in self.seen:
+                    self._unseen.setdefault(entry[0], []).append(sid)
+        return [empty_series(self.runs[run_index].name, *self.series[sid][1:])
+                for sid in self._unseen.get(run_index, ()) if sid not in self.seen]
 
     @staticmethod
     def _scalars(col, values, s, e, dtype):
