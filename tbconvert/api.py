@@ -41,6 +41,23 @@ def make_options(*, runs=None, tags=None, **kw) -> Options:
     return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
 
 
+# What each keyword means when it is not given: one given with a ready ``options`` as well
+# would be dropped without a word, so that is refused (see :func:`no_keywords_with`).
+_UNSET = {"runs": None, "tags": None, "restarts": "visible", "force": False,
+          "allow_pickle": False, "jobs": 1, "storage_options": None, "progress": None}
+
+
+def no_keywords_with(options, **given) -> None:
+    """A UsageError when a ready ``options`` comes with keyword arguments that would set what
+    it sets (``given``: the caller's keyword arguments, as passed)."""
+    if options is None:
+        return
+    set_ = sorted(k for k, v in given.items() if k not in _UNSET or v != _UNSET[k])
+    if set_:
+        raise UsageError(f"pass either options= or the keyword arguments it holds, not both "
+                         f"(options= came with {', '.join(f'{k}=' for k in set_)})")
+
+
 def _check_keywords(kw: dict) -> None:
     """A misspelt keyword is a TypeError, as Python gives, but naming what is taken."""
     import dataclasses
@@ -196,7 +213,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     Keyword arguments are those of :class:`~tbconvert.formats.base.Options`
     (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``ignore_checksum``,
     ``jobs``, ``storage_options``, and ``wide`` for CSV), or pass a ready ``options``
-    object. ``to_format`` must agree with ``dst``'s suffix, if it has one. ``src`` and ``dst`` may be
+    object instead (not both: that is a UsageError). ``to_format`` must agree with ``dst``'s suffix, if it has one. ``src`` and ``dst`` may be
     fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N``
     reads event-file runs in N processes (``0``: one per core; the default ``1`` starts
     none, so a script needs no ``if __name__ == "__main__"`` guard); the output is the same
@@ -205,6 +222,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     (``tcp://host:8786``) does that on a Dask cluster instead (``docs/dask.md``).
     """
     report = report if report is not None else Report()
+    no_keywords_with(options, **kwargs)
     opts = options if options is not None else make_options(**kwargs)
     from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)

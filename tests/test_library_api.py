@@ -81,3 +81,28 @@ def test_tbdev_export_of_one_experiment_raises(tmp_path):
         tbconvert.tbdev_export(tmp_path / "empty", tmp_path / "logs")
     report = tbconvert.tbdev_export(EXPORT, tmp_path / "logs", tags="loss")
     assert not report.root and report.outputs == [str(tmp_path / "logs")]
+
+
+def test_options_and_the_keywords_it_holds_are_not_both_taken(tmp_path):
+    """A ready ``options`` with keywords that set what it sets: refused by name, not dropped
+    without a word (``runs=`` would have converted every run)."""
+    from tbconvert.errors import UsageError
+    from tbconvert.formats.base import Options
+    src = FIXTURES / "torch_logdir"
+    calls = [
+        lambda: tbconvert.convert(src, tmp_path / "a.csv", options=Options(), runs="^train$"),
+        lambda: tbconvert.convert(src, tmp_path / "b.csv", options=Options(), force=True),
+        lambda: tbconvert.info(src, options=Options(), tags="^loss$"),
+        lambda: tbconvert.scalars_table(src, options=Options(), runs="^train$"),
+        lambda: tbconvert.hparams_table(src, options=Options(), restarts="keep-all"),
+        lambda: tbconvert.extract_media(src, tmp_path / "m", options=Options(), tags="x"),
+    ]
+    for call in calls:
+        with pytest.raises(UsageError, match="pass either options= or the keyword arguments"):
+            call()
+    assert not list(tmp_path.iterdir())
+    # either way alone is taken
+    one = tbconvert.scalars_table(src, runs="^train$")
+    import re
+    assert tbconvert.scalars_table(src, options=Options(runs=re.compile("^train$"))).equals(one)
+    assert set(one.column("run").to_pylist()) == {"train"}

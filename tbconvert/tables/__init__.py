@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from tbconvert import api
 from tbconvert.errors import MissingDependencyError, UsageError
 from tbconvert.report import Report
 from tbconvert.restarts import Restarts
@@ -61,6 +62,7 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None):
     """Read ``source`` (selected by ``options``, or by ``runs``, ``tags`` and ``restarts``)
     into the collector ``make_columns(keep_hidden, report)`` builds."""
     report = report if report is not None else Report()
+    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts)
     if options is None:
         options = table_options(runs=runs, tags=tags, restarts=restarts)
     collector = make_columns(options.restarts == "keep-all", report)
@@ -234,6 +236,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
+    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts)
     sel = options if options is not None else table_options(runs=runs, tags=tags,
                                                             restarts=restarts)
     read_options = replace(sel, runs=None, tags=None)
@@ -355,6 +358,7 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts =
     """
     from tbconvert.tables._media import extract
     report = report if report is not None else MediaReport()
+    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, force=force)
     if options is None:
         options = table_options(runs=runs, tags=tags, restarts=restarts, force=force)
     files = extract(source, out_dir, options, report)
