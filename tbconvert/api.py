@@ -35,6 +35,10 @@ def make_options(*, runs=None, tags=None, **kw) -> Options:
             raise UsageError(f"--{what} {value!r} is not a valid regular expression: {exc}") from None
     _check_keywords(kw)
     check_jobs(kw.get("jobs", 1))
+    store = kw.get("storage_options")
+    if store is not None and not isinstance(store, dict):
+        raise UsageError(f"storage_options takes a dict (such as {{'anon': True}}), not "
+                         f"{type(store).__name__} {store!r}")
     if "restarts" in kw:
         from tbconvert import restarts
         restarts.check(kw["restarts"])
@@ -213,13 +217,14 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     Keyword arguments are those of :class:`~tbconvert.formats.base.Options`
     (``runs``, ``tags``, ``force``, ``restarts``, ``allow_pickle``, ``ignore_checksum``,
     ``jobs``, ``storage_options``, and ``wide`` for CSV), or pass a ready ``options``
-    object instead (not both: that is a UsageError). ``to_format`` must agree with ``dst``'s suffix, if it has one. ``src`` and ``dst`` may be
-    fsspec URLs (``s3://bucket/logs``, ``gs://...``; see ``docs/cloud.md``). ``jobs=N``
-    reads event-file runs in N processes (``0``: one per core; the default ``1`` starts
-    none, so a script needs no ``if __name__ == "__main__"`` guard); the output is the same
-    for every N. An event-file logdir going to a Parquet dataset (a directory) or to event
-    files is converted one run per process, each run read and written there; ``scheduler``
-    (``tcp://host:8786``) does that on a Dask cluster instead (``docs/dask.md``).
+    object instead (not both: that is a UsageError). ``to_format`` must agree with ``dst``'s
+    suffix, if it has one. ``src`` and ``dst`` may be fsspec URLs (``s3://bucket/logs``,
+    ``gs://...``; see ``docs/cloud.md``). ``jobs=N`` reads event-file runs in N processes
+    (``0``: one per core; the default ``1`` starts none, so a script needs no
+    ``if __name__ == "__main__"`` guard); the output is the same for every N. An event-file
+    logdir going to a Parquet dataset (a directory) or to event files is converted one run
+    per process, each run read and written there; ``scheduler`` (``tcp://host:8786``) does
+    that on a Dask cluster instead (``docs/dask.md``).
     """
     report = report if report is not None else Report()
     no_keywords_with(options, **kwargs)

@@ -86,8 +86,11 @@ def unregister(name: str) -> None:
 
 def record(name: str) -> FormatRecord:
     """The record of format ``name``; a did-you-mean error for unknown names."""
-    rec = _RECORDS.get(name)
+    rec = _RECORDS.get(name) if isinstance(name, str) else None
     if rec is None:
+        if not isinstance(name, str):
+            raise UsageError(f"a format is named by a string such as 'parquet', not "
+                             f"{type(name).__name__} {name!r}; known: {', '.join(names())}")
         import difflib  # only for a name that is not a format's
         close = difflib.get_close_matches(name, names(), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""

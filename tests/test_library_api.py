@@ -106,3 +106,18 @@ def test_options_and_the_keywords_it_holds_are_not_both_taken(tmp_path):
     import re
     assert tbconvert.scalars_table(src, options=Options(runs=re.compile("^train$"))).equals(one)
     assert set(one.column("run").to_pylist()) == {"train"}
+
+
+def test_arguments_of_the_wrong_type_are_usage_errors(tmp_path):
+    from tbconvert.errors import UsageError
+    src = FIXTURES / "torch_logdir"
+    with pytest.raises(UsageError, match="a format is named by a string"):
+        tbconvert.read(src, format=5)
+    with pytest.raises(UsageError, match="storage_options takes a dict"):
+        tbconvert.convert(src, tmp_path / "a.csv", storage_options="anon=true")
+    for every in ("5", None, True, -1):
+        with pytest.raises(UsageError, match="the pause between sync rounds"):
+            tbconvert.sync_watch(src, tmp_path / "d", every, rounds=1)
+    with pytest.raises(UsageError, match="the rounds to run must be 1 or more"):
+        tbconvert.sync_watch(src, tmp_path / "d", 0, rounds=-1)
+    assert not list(tmp_path.iterdir())

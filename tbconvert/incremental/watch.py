@@ -69,8 +69,12 @@ def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | No
     dataset, a missing package) are raised; other errors of a round are handed to
     ``on_round`` and the next round runs.
     """
-    if not every >= 0:
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= 0:
         raise UsageError(f"{every!r}: the pause between sync rounds must be 0 seconds or more")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int)
+                               or rounds < 1):
+        raise UsageError(f"rounds={rounds!r}: the rounds to run must be 1 or more (None: until "
+                         "stopped)")
     unknown = sorted(set(options) - {"scheduler", "storage_options", "jobs"})
     if unknown:
         raise TypeError(f"sync_watch() got an unexpected keyword argument {unknown[0]!r}")
