@@ -186,8 +186,9 @@ class ScalarSeries(_Series):
     """Scalar points: ``values[i]`` is the value at ``steps[i]``.
 
     ``values`` keeps the source dtype: float32 for ``simple_value`` and
-    DT_FLOAT tensors, float64 for DT_DOUBLE and TensorBoard.dev exports, ints
-    for integer scalar tensors.
+    DT_FLOAT tensors, float64 for DT_DOUBLE, ints for integer scalar tensors; a
+    TensorBoard.dev export's series (JSON numbers) is float32 when float32 holds
+    every value exactly, float64 otherwise.
     """
 
     values: np.ndarray = None  # type: ignore[assignment]
