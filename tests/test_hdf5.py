@@ -16,6 +16,7 @@ from tbconvert import registry
 from tbconvert.cli import main
 from tbconvert.errors import CorruptDataError, FormatError
 from tbconvert.formats.hdf5 import Hdf5Format, schema, seal
+from tbconvert.report import Report
 
 
 def _series(f, run, tag):
@@ -175,6 +176,16 @@ def test_changed_bytes_are_refused_before_hdf5_opens_the_file(tmp_path, capsys):
     assert err.count("\n") == 1 and "--ignore-checksum" in err
     loaded = tbconvert.read(path, ignore_checksum=True, restarts="keep-all")
     assert [i.kind for i in loaded.report.issues][:1] == ["damaged_archive"]
+    # the table functions take the advice as read() does
+    with pytest.raises(CorruptDataError, match="ignore_checksum=True"):
+        tbconvert.scalars_table(path)
+    report = Report()
+    table = tbconvert.scalars_table(path, ignore_checksum=True, restarts="keep-all",
+                                    report=report)
+    assert [i.kind for i in report.issues][:1] == ["damaged_archive"] and table.num_rows
+    assert tbconvert.hparams_table(path, ignore_checksum=True) is not None
+    with pytest.raises(TypeError, match="ignore_checksums"):
+        tbconvert.scalars(path, ignore_checksums=True)
 
 
 def test_editing_with_h5py_breaks_the_seal(tmp_path):

@@ -204,7 +204,8 @@ class ScalarColumns(PointColumns):
     def values(self) -> np.ndarray:
         if not self._values:
             return np.zeros(0, np.float64)
-        return np.concatenate(self._values, dtype=np.float64)
+        with np.errstate(invalid="ignore"):   # (a NaN's payload kept as it is)
+            return np.concatenate(self._values, dtype=np.float64)
 
     def long_table(self):
         import pyarrow as pa

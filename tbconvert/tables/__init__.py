@@ -58,28 +58,32 @@ def _finish(table, as_arrow: bool):
 
 # --------------------------------------------------------------------------- tables
 
-def _collect(make_columns, source, runs, tags, restarts, report, options=None):
-    """Read ``source`` (selected by ``options``, or by ``runs``, ``tags`` and ``restarts``)
-    into the collector ``make_columns(keep_hidden, report)`` builds."""
+def _collect(make_columns, source, runs, tags, restarts, report, options=None, reading=None):
+    """Read ``source`` (selected by ``options``, or by ``runs``, ``tags``, ``restarts`` and
+    the reading keywords ``reading``) into the collector ``make_columns(keep_hidden, report)``
+    builds."""
     report = report if report is not None else Report()
-    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts)
+    reading = reading or {}
+    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, **reading)
     if options is None:
-        options = table_options(runs=runs, tags=tags, restarts=restarts)
+        options = table_options(runs=runs, tags=tags, restarts=restarts, **reading)
     collector = make_columns(options.restarts == "keep-all", report)
     feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk))
     return collector
 
 
 def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
-                  restarts: Restarts = "visible", report: Report | None = None, options=None):
+                  restarts: Restarts = "visible", report: Report | None = None, options=None,
+                  **reading):
     """Scalars as a ``pyarrow.Table``; see :func:`scalars`."""
     from tbconvert.columns import ScalarColumns
-    cols = _collect(ScalarColumns, source, runs, tags, restarts, report, options)
+    cols = _collect(ScalarColumns, source, runs, tags, restarts, report, options, reading)
     return cols.wide_table() if wide else cols.long_table()
 
 
 def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Restarts = "visible",
-            as_arrow: bool = False, report: Report | None = None):
+            as_arrow: bool = False, report: Report | None = None,
+            **reading):
     """Every scalar point: columns ``run, tag, step, wall_time, value`` (+ ``hidden``).
 
     ``wide=True``: one row per (run, step), one column per tag (sorted),
@@ -96,19 +100,22 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Resta
         >>> list(w.columns)
         ['run', 'step', 'wall_time', 'loss', 'loss_hi', 'loss_lo', 'lr']
     """
-    return _finish(scalars_table(source, runs, tags, wide=wide, restarts=restarts, report=report),
+    return _finish(scalars_table(source, runs, tags, wide=wide, restarts=restarts, report=report,
+                                 **reading),
                    as_arrow)
 
 
 def histograms_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
-                     report: Report | None = None, options=None):
+                     report: Report | None = None, options=None,
+                     **reading):
     """Histograms as a ``pyarrow.Table``; see :func:`histograms`."""
     from tbconvert.columns.nonscalar import HistogramColumns
-    return _collect(HistogramColumns, source, runs, tags, restarts, report, options).arrow()
+    return _collect(HistogramColumns, source, runs, tags, restarts, report, options, reading).arrow()
 
 
 def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
-               as_arrow: bool = False, report: Report | None = None):
+               as_arrow: bool = False, report: Report | None = None,
+               **reading):
     """One row per histogram bucket: ``run, tag, step, wall_time, left, right, count``.
 
     Buckets are as TensorBoard stores them (legacy histograms trimmed of empty
@@ -118,20 +125,23 @@ def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
         >>> h[["left", "right", "count"]].shape[1], list(h["count"])
         (3, [1.0, 2.0, 3.0])
     """
-    return _finish(histograms_table(source, runs, tags, restarts=restarts, report=report),
+    return _finish(histograms_table(source, runs, tags, restarts=restarts, report=report,
+                                    **reading),
                    as_arrow)
 
 
 def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
-                  restarts: Restarts = "visible", report: Report | None = None, options=None):
+                  restarts: Restarts = "visible", report: Report | None = None, options=None,
+                  **reading):
     """Numeric tensors as a ``pyarrow.Table``; see :func:`tensors`."""
     from tbconvert.columns.nonscalar import TensorColumns
     return _collect(partial(TensorColumns, scalars=scalars), source, runs, tags, restarts,
-                    report, options).arrow()
+                    report, options, reading).arrow()
 
 
 def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Restarts = "visible",
-            as_arrow: bool = False, report: Report | None = None):
+            as_arrow: bool = False, report: Report | None = None,
+            **reading):
     """One row per numeric tensor point (PR curves, histograms, meshes, third-party plugins):
     ``run, tag, step, wall_time, plugin, dtype, shape, values``.
 
@@ -148,18 +158,19 @@ def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Re
         ('6x11', (6, 11))
     """
     return _finish(tensors_table(source, runs, tags, scalars=scalars, restarts=restarts,
-                                 report=report), as_arrow)
+                                 report=report, **reading), as_arrow)
 
 
 def text_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
-               report: Report | None = None, options=None):
+               report: Report | None = None, options=None,
+               **reading):
     """Text as a ``pyarrow.Table``; see :func:`text`."""
     from tbconvert.columns.nonscalar import TextColumns
-    return _collect(TextColumns, source, runs, tags, restarts, report, options).arrow()
+    return _collect(TextColumns, source, runs, tags, restarts, report, options, reading).arrow()
 
 
 def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
-         report: Report | None = None):
+         report: Report | None = None, **reading):
     """Text summaries: ``run, tag, step, wall_time, index, dims, text``.
 
     A scalar string is one row; a vector or matrix of strings (rendered as a
@@ -174,19 +185,21 @@ def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arr
         >>> list(t.columns)
         ['run', 'tag', 'step', 'wall_time', 'index', 'dims', 'text']
     """
-    return _finish(text_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+    return _finish(text_table(source, runs, tags, restarts=restarts, report=report, **reading), as_arrow)
 
 
 def images_table(source, runs=None, tags=None, *, details: bool = False,
-                 restarts: Restarts = "visible", report: Report | None = None, options=None):
+                 restarts: Restarts = "visible", report: Report | None = None, options=None,
+                 **reading):
     """Images as a ``pyarrow.Table``; see :func:`images`."""
     from tbconvert.columns.nonscalar import MediaColumns
     return _collect(partial(MediaColumns, "images", details=details), source, runs, tags,
-                    restarts, report, options).arrow()
+                    restarts, report, options, reading).arrow()
 
 
 def images(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
-           as_arrow: bool = False, report: Report | None = None):
+           as_arrow: bool = False, report: Report | None = None,
+           **reading):
     """Images: ``run, tag, step, wall_time, index, width, height, format, data``.
 
     ``data`` is the encoded file (PNG, JPEG...; ``format`` from its first
@@ -198,26 +211,28 @@ def images(source, runs=None, tags=None, *, details: bool = False, restarts: Res
         (16, 16)
     """
     return _finish(images_table(source, runs, tags, details=details, restarts=restarts,
-                                report=report), as_arrow)
+                                report=report, **reading), as_arrow)
 
 
 def audio_table(source, runs=None, tags=None, *, details: bool = False,
-                restarts: Restarts = "visible", report: Report | None = None, options=None):
+                restarts: Restarts = "visible", report: Report | None = None, options=None,
+                **reading):
     """Audio clips as a ``pyarrow.Table``; see :func:`audio`."""
     from tbconvert.columns.nonscalar import MediaColumns
     return _collect(partial(MediaColumns, "audio", details=details), source, runs, tags,
-                    restarts, report, options).arrow()
+                    restarts, report, options, reading).arrow()
 
 
 def audio(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
-          as_arrow: bool = False, report: Report | None = None):
+          as_arrow: bool = False, report: Report | None = None,
+          **reading):
     """Audio clips: ``run, tag, step, wall_time, index, format, data`` (usually WAV bytes).
 
     ``details=True`` adds ``content_type``, ``sample_rate``, ``channels`` and
     ``length_frames`` (from the WAV header; missing for other formats) before ``data``.
     """
     return _finish(audio_table(source, runs, tags, details=details, restarts=restarts,
-                               report=report), as_arrow)
+                               report=report, **reading), as_arrow)
 
 
 def open_image(data: bytes):
@@ -230,15 +245,16 @@ def open_image(data: bytes):
 
 
 def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
-                  report: Report | None = None, options=None):
+                  report: Report | None = None, options=None,
+                  **reading):
     """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
     from tbconvert.columns.hparams import Collected, trials_table
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
-    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts)
+    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, **reading)
     sel = options if options is not None else table_options(runs=runs, tags=tags,
-                                                            restarts=restarts)
+                                                            restarts=restarts, **reading)
     read_options = replace(sel, runs=None, tags=None)
     collected = Collected()
     start = len(report.issues)
@@ -253,7 +269,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
 
 
 def hparams(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
-            report: Report | None = None):
+            report: Report | None = None, **reading):
     """One row per trial: ``run``, each hyperparameter (sorted), each metric's last value,
     ``status`` (success/failure/running/unknown), ``start_time``, ``end_time``.
 
@@ -265,7 +281,7 @@ def hparams(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_
         >>> list(hp.run)
         ['hparams/trial_0', 'hparams/trial_1']
     """
-    return _finish(hparams_table(source, runs, tags, restarts=restarts, report=report), as_arrow)
+    return _finish(hparams_table(source, runs, tags, restarts=restarts, report=report, **reading), as_arrow)
 
 
 # --------------------------------------------------------------------------- files
