@@ -121,3 +121,18 @@ def test_arguments_of_the_wrong_type_are_usage_errors(tmp_path):
     with pytest.raises(UsageError, match="the rounds to run must be 1 or more"):
         tbconvert.sync_watch(src, tmp_path / "d", 0, rounds=-1)
     assert not list(tmp_path.iterdir())
+
+
+def test_table_functions_take_the_source_format(tmp_path):
+    from tbconvert.errors import FormatError
+    one = next((FIXTURES / "torch_logdir" / "train").glob("*tfevents*"))
+    shutil.copy(one, tmp_path / "run.bin")      # a name that tells no format
+    with pytest.raises(FormatError, match="cannot tell the format"):
+        tbconvert.scalars(tmp_path / "run.bin")
+    (tmp_path / "named" / "train").mkdir(parents=True)
+    shutil.copy(one, tmp_path / "named" / "train" / one.name)
+    want = tbconvert.scalars_table(tmp_path / "named")
+    got = tbconvert.scalars_table(tmp_path / "run.bin", format="tfevents")
+    assert got.drop_columns(["run"]).to_pylist() == want.drop_columns(["run"]).to_pylist()
+    assert len(tbconvert.scalars(tmp_path / "run.bin", from_format="tfevents")) == want.num_rows
+    assert tbconvert.hparams_table(tmp_path / "run.bin", format="tfevents").num_rows == 0

@@ -58,17 +58,28 @@ def _finish(table, as_arrow: bool):
 
 # --------------------------------------------------------------------------- tables
 
+def _format(reading: dict) -> str | None:
+    """The source format a caller named (``format=``, as :func:`read` takes it, or
+    ``from_format=``, as :func:`tbconvert.convert` and the error messages say), taken out
+    of the reading keywords."""
+    fmt, other = reading.pop("format", None), reading.pop("from_format", None)
+    if fmt is not None and other is not None and fmt != other:
+        raise UsageError(f"format={fmt!r} and from_format={other!r} disagree; pass one")
+    return fmt if fmt is not None else other
+
+
 def _collect(make_columns, source, runs, tags, restarts, report, options=None, reading=None):
     """Read ``source`` (selected by ``options``, or by ``runs``, ``tags``, ``restarts`` and
     the reading keywords ``reading``) into the collector ``make_columns(keep_hidden, report)``
     builds."""
     report = report if report is not None else Report()
-    reading = reading or {}
+    reading = dict(reading or {})
+    fmt = _format(reading)
     api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, **reading)
     if options is None:
         options = table_options(runs=runs, tags=tags, restarts=restarts, **reading)
     collector = make_columns(options.restarts == "keep-all", report)
-    feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk))
+    feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk), fmt)
     return collector
 
 
@@ -252,13 +263,14 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
     report = report if report is not None else Report()
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
+    fmt = _format(reading)
     api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, **reading)
     sel = options if options is not None else table_options(runs=runs, tags=tags,
                                                             restarts=restarts, **reading)
     read_options = replace(sel, runs=None, tags=None)
     collected = Collected()
     start = len(report.issues)
-    for run, chunks in iter_source(source, read_options, report):
+    for run, chunks in iter_source(source, read_options, report, fmt):
         collected.add(run.name, chunks, report)
     table = trials_table(collected, report, session_filter=sel.wants_run if sel.runs else None,
                          tag_filter=sel.wants_tag if sel.tags else None)

@@ -27,7 +27,8 @@ def table_options(runs=None, tags=None, restarts: Restarts = "visible", **kw) ->
     return api.make_options(runs=runs, tags=tags, restarts=restarts, **kw)
 
 
-def iter_source(source, options: Options, report: Report) -> Iterator[tuple[Run, Iterator[Series]]]:
+def iter_source(source, options: Options, report: Report,
+                fmt: str | None = None) -> Iterator[tuple[Run, Iterator[Series]]]:
     """Yield ``(run, chunks)`` for each selected run of ``source``.
 
     ``source`` is a path (any format the registry can read), an open
@@ -35,7 +36,8 @@ def iter_source(source, options: Options, report: Report) -> Iterator[tuple[Run,
     Chunks are filtered by tag and, unless ``options.restarts == "keep-all"``,
     stripped of the points TensorBoard's restart rule hides (counted in the
     report). The caller must consume each
-    run's chunks before asking for the next run (unconsumed ones are drained).
+    run's chunks before asking for the next run (unconsumed ones are drained). ``fmt``
+    names the format of a path whose format cannot be told.
     """
     if isinstance(source, Data):
         for name, run in source.runs.items():
@@ -50,11 +52,11 @@ def iter_source(source, options: Options, report: Report) -> Iterator[tuple[Run,
     if not isinstance(source, (str, os.PathLike)):
         raise UsageError(f"expected a path, a reader or data from tbconvert.read(), "
                          f"got {type(source).__name__}")
-    with api.open_reader(source, options=options, report=report) as reader:
+    with api.open_reader(source, format=fmt, options=options, report=report) as reader:
         yield from api.selected_runs(reader, options, report)
 
 
-def feed(source, options: Options, report: Report, take) -> None:
+def feed(source, options: Options, report: Report, take, fmt: str | None = None) -> None:
     """Each chunk of each selected run of ``source`` (as :func:`iter_source` yields them) to
     ``take(run, chunk)``, which answers whether the output holds that chunk's data.
 
@@ -63,7 +65,7 @@ def feed(source, options: Options, report: Report, take) -> None:
     scalars of a media extraction), the hidden points are no loss, and a note on them would
     only mislead.
     """
-    for run, chunks in iter_source(source, options, report):
+    for run, chunks in iter_source(source, options, report, fmt):
         mark = len(report.issues)
         for chunk in chunks:
             if not take(run, chunk):
