@@ -172,8 +172,7 @@ def select(series: Iterable[Series], options: Options, report: Report,
 
 def selected_runs(reader: Reader, options: Options, report: Report,
                   keeps_hidden: bool = False, keeps_byte_names: bool = False,
-                  witness: bool = False,
-                  holds_nul_names: bool = True) -> Iterator[tuple[Run, Iterator[Series]]]:
+                  witness: bool = False) -> Iterator[tuple[Run, Iterator[Series]]]:
     """``(run, chunks)`` for each run the options select, counted in ``report``.
 
     The caller consumes each run's chunks before asking for the next run;
@@ -190,8 +189,7 @@ def selected_runs(reader: Reader, options: Options, report: Report,
             continue
         report.runs += 1
         chunks = select(run_data.series, options, report, keeps_hidden, witness)
-        yield names.storable(run_data.run, chunks, report, keep_bytes=keeps_byte_names,
-                             nul=holds_nul_names)
+        yield names.storable(run_data.run, chunks, report, keep_bytes=keeps_byte_names)
         for _ in chunks:
             pass
     if progress is not None:
@@ -202,8 +200,7 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
     """Stream everything ``reader`` yields into ``writer``, one run at a time."""
     writer.write_experiment(reader.experiment())
     for run, chunks in selected_runs(reader, reader.options, report, writer.keeps_hidden,
-                                     writer.keeps_byte_names, writer.takes_hidden_witness,
-                                     writer.holds_nul_names):
+                                     writer.keeps_byte_names, writer.takes_hidden_witness):
         writer.write_run(run, chunks)
 
 

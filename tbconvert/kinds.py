@@ -103,7 +103,7 @@ KINDS: dict[str, Kind] = {
     "name_clash": Kind("an extracted media file's natural name was taken; written under another",
                        _KEPT),
     "name_escaped": Kind("a run or tag name that is not valid UTF-8 is stored with its odd bytes "
-                         "escaped (%XX); in HDF5, a NUL in one is stored as %00", _KEPT),
+                         "escaped (%XX)", _KEPT),
     "name_made_safe": Kind("an extracted media file's path was escaped or shortened to be safe",
                            _KEPT),
     "not_a_regular_file": Kind("a pipe, device or socket where a file was expected is skipped",

@@ -181,29 +181,22 @@ def case_insensitive(directory: Path) -> bool:
     return _case_insensitive(_nearest_existing(Path(directory)))
 
 
-def storable(run, chunks: Iterable, report, *, keep_bytes: bool = False, nul: bool = True):
+def storable(run, chunks: Iterable, report, *, keep_bytes: bool = False):
     """``(run, chunks)`` with run and tag names every writer can encode.
 
     Names holding lone surrogates are made :func:`text` and the change reported once
     per name; with ``keep_bytes`` (a writer that stores run names as directory names
-    byte for byte) the run name is left as it is. ``nul`` False (a writer whose strings end
-    at NUL: HDF5) writes a NUL in a run or tag name ``%00``, reported the same way.
+    byte for byte) the run name is left as it is.
     """
     name = run.name if keep_bytes else text(run.name)
     if name != run.name:
         report.add("name_escaped", f"run {name}: the name is not valid UTF-8; stored with "
                    "its odd bytes escaped (%XX)", run=name, lost=False)
-    if not nul and "\x00" in name:
-        name = name.replace("\x00", "%00")
-        report.add("name_escaped", f"run {text(name)}: the name holds a NUL character, which "
-                   "the destination cannot store; stored with it escaped (%00)", run=name,
-                   lost=False)
-    if name != run.name:
         run = replace(run, name=name)
-    return run, _storable_chunks(chunks, name, report, nul)
+    return run, _storable_chunks(chunks, name, report)
 
 
-def _storable_chunks(chunks: Iterable, run_name: str, report, nul: bool = True) -> Iterator:
+def _storable_chunks(chunks: Iterable, run_name: str, report) -> Iterator:
     told: set[str] = set()
     for chunk in chunks:
         tag = text(chunk.tag)
@@ -212,19 +205,8 @@ def _storable_chunks(chunks: Iterable, run_name: str, report, nul: bool = True) 
             report.add("name_escaped", f"{text(run_name)}/{tag}: the tag is not valid UTF-8; "
                        "stored with its odd bytes escaped (%XX)", run=text(run_name), tag=tag,
                        lost=False)
-        md = chunk.metadata
-        if not nul and "\x00" in tag:
-            tag = tag.replace("\x00", "%00")
-            if tag not in told:
-                told.add(tag)
-                report.add("name_escaped", f"{text(run_name)}/{text(tag)}: the tag holds a NUL "
-                           "character, which the destination cannot store; stored with it "
-                           "(and in the display name TensorBoard made of it) escaped (%00)",
-                           run=text(run_name), tag=tag, lost=False)
-            if "\x00" in md.display_name:   # (TensorBoard names a tag's display after it)
-                md = replace(md, display_name=md.display_name.replace("\x00", "%00"))
-        if tag != chunk.tag or run_name != chunk.run or md is not chunk.metadata:
-            chunk = replace(chunk, run=run_name, tag=tag, metadata=md)
+        if tag != chunk.tag or run_name != chunk.run:
+            chunk = replace(chunk, run=run_name, tag=tag)
         yield chunk
 
 

@@ -105,8 +105,7 @@ def _convert_run(task: RunTask) -> RunResult:
         writer = task.writer
         chunks = api.select(series, options, report, writer.keeps_hidden,
                             writer.takes_hidden_witness)
-        run, chunks = names.storable(run, chunks, report, keep_bytes=writer.keeps_byte_names,
-                                     nul=writer.holds_nul_names)
+        run, chunks = names.storable(run, chunks, report, keep_bytes=writer.keeps_byte_names)
         out = Path(task.out)
         if not out.is_dir():   # the conversion was given up meanwhile: write nothing
             raise OutputError(f"{out}: the output is gone; the conversion was stopped")

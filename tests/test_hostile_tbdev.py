@@ -510,35 +510,3 @@ def test_long_decimals_keep_the_fast_path():
     assert scalar_lines.scalar_line(line.encode()) is not None
     line = export_dir.dumps_line(scalar_line("r", values=(1.5, -12345678901234567)))
     assert scalar_lines.scalar_line(line.encode()) is None     # json reads it exactly
-
-
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_a_nul_in_a_run_or_tag_name_is_escaped_for_hdf5_and_the_rest_written(tmp_path, jobs):
-    exp = small_export(tmp_path, scalars=[
-        scalar_line("nul\x00run"), scalar_line("train", tag="nul\x00tag"), scalar_line("eval")])
-    report = tbconvert.convert(exp, tmp_path / "a.h5", jobs=jobs)
-    escaped = sorted((i.run, i.tag) for i in report.issues if i.kind == "name_escaped")
-    assert escaped == [("nul%00run", None), ("train", "nul%00tag")], report.issues
-    loaded = load(tmp_path / "a.h5")
-    assert sorted(loaded.series) == ["eval", "nul%00run", "train"]
-    assert list(loaded.series["train"]) == ["nul%00tag"]
-    assert loaded.series["eval"]["loss"].values.tolist() == [1.0, 2.0]
-    # Parquet keeps the names as they are
-    kept = tbconvert.convert(exp, tmp_path / "a.parquet")
-    assert not [i for i in kept.issues if i.kind == "name_escaped"]
-    assert sorted(load(tmp_path / "a.parquet").series) == ["eval", "nul\x00run", "train"]
-
-
-def test_a_nul_in_a_tag_of_event_files_is_escaped_for_hdf5_by_workers_too(tmp_path):
-    from test_sync import Events, scalar
-    for run in ("a", "b"):
-        Events(tmp_path / "logs" / run / "events.out.tfevents.1.host").write_many(
-            scalar(s, tags=("x\x00y", "loss")) for s in range(5))
-    outs = []
-    for jobs in (1, 2):
-        report = tbconvert.convert(tmp_path / "logs", tmp_path / f"j{jobs}.h5", jobs=jobs)
-        assert sorted((i.run, i.tag) for i in report.issues if i.kind == "name_escaped") == \
-            [("a", "x%00y"), ("b", "x%00y")]
-        outs.append((tmp_path / f"j{jobs}.h5").read_bytes())
-    assert outs[0] == outs[1]
-    assert sorted(load(tmp_path / "j2.h5").series["b"]) == ["loss", "x%00y"]

@@ -49,7 +49,7 @@ EXIT_CODES = """exit codes:
   3  input not found, or its format not recognised
   4  corrupt input that could not be read at all
   5  refused: the conversion would lose data; it needs an explicit opt-in (e.g.
-     --allow-pickle) or another destination (HDF5 cannot store a NUL in metadata)
+     --allow-pickle) or another destination (HDF5 cannot store a NUL in a name)
   6  destination exists (pass --force to replace it)
   7  a required package is missing
   8  --strict: data was skipped or could not be written, or nothing matched

@@ -198,8 +198,6 @@ class Writer(abc.ABC):
     * ``keeps_byte_names``: run and tag names that are not valid UTF-8 arrive as the bytes
       they were logged with (the format can store them); otherwise as text, with the odd
       bytes written ``%XX``.
-    * ``holds_nul_names``: run and tag names may hold NUL characters (otherwise each arrives
-      written ``%00``, reported).
     * ``takes_hidden_witness``: when hidden points are left out, a tag's first hidden point
       still arrives (marked hidden) while the tag has shown nothing else, so that a
       format TensorBoard reads can keep listing a tag all of whose points are hidden.
@@ -220,7 +218,6 @@ class Writer(abc.ABC):
 
     keeps_hidden: ClassVar[bool] = False
     keeps_byte_names: ClassVar[bool] = False
-    holds_nul_names: ClassVar[bool] = True
     takes_hidden_witness: ClassVar[bool] = False
     run_parts: str | None = None
     staged_on_cluster: ClassVar[bool] = True

@@ -31,7 +31,6 @@ class Hdf5Writer(Writer):
     """Writes ``.h5``/``.hdf5`` archives."""
 
     keeps_hidden = True
-    holds_nul_names = False     # HDF5 strings end at NUL
     # Runs can be written apart (stage_run, in a worker with --jobs) and appended
     # (append_staged).
     run_parts = "staged"
