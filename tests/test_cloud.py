@@ -751,3 +751,38 @@ def test_to_dask_of_a_dataset_in_the_store(store, bucket):
     store.fs.rm(part)
     with pytest.raises(CorruptDataError, match="part\\(s\\) its _tbconvert.json lists are missing"):
         tbconvert.to_dask(url)
+
+
+def test_a_directory_appearing_while_the_output_is_uploaded_aside_is_kept(store, bucket,
+                                                                          monkeypatch):
+    from tbconvert.errors import OutputExistsError
+    from tbconvert.remote import dest
+    url = f"s3://{bucket}/logs"
+    put = dest.DestStage._put
+
+    def put_then_appear(self, pairs):
+        put(self, pairs)
+        store.fs.pipe(f"{bucket}/logs/KEEP", b"precious")    # while the upload ran
+    monkeypatch.setattr(dest.DestStage, "_put", put_then_appear)
+    with pytest.raises(OutputExistsError, match="appeared while the output was being written"):
+        api.convert(FIXTURES / "torch_logdir", url, to_format="tfevents")
+    assert keys(store, f"s3://{bucket}") == [f"{bucket}/logs/KEEP"]
+
+
+def test_a_replaced_logdir_cut_short_is_told_by_what_it_was(store, bucket):
+    # an event-file logdir replaced by a dataset: the old output had no marker to remove
+    final = f"s3://{bucket}/out"
+    api.convert(FIXTURES / "tf2_logdir", final, to_format="tfevents")
+    copies = [0]
+
+    def third_copy_on(method, path, query):
+        if method == "PUT" and path.startswith(f"/{bucket}/out/"):
+            copies[0] += 1
+            return copies[0] > 2
+        return False
+    store.proxy.add(Rule(third_copy_on, status=403, code="AccessDenied"))
+    proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", final, "--to", "parquet",
+                         "--force")
+    store.proxy.clear()
+    line = one_line_error(proc, "partly replaced")
+    assert "marker" not in line and "run again with --force" in line, line

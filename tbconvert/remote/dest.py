@@ -89,10 +89,6 @@ class DestStage:
         if self._done:
             return
         try:
-            if not self.force and self._existing() is not None:
-                # another conversion (or a user) wrote there meanwhile
-                raise OutputExistsError(f"{self.url} appeared while the output was being "
-                                        "written; not replaced (pass --force to replace it)")
             if self.local.is_dir():
                 self._commit_directory()
             elif self.local.exists():
@@ -111,7 +107,9 @@ class DestStage:
         if self.proto in ATOMIC_PUT and self.kind is None:
             # Nothing under the key to keep: the object appears whole once its PUT ends. An
             # interrupt waits for the PUT in flight (it cannot be cut short), then abort()
-            # removes what it made, so Ctrl-C leaves no object.
+            # removes what it made, so Ctrl-C leaves no object. (An object that appears
+            # under the key while the PUT runs is replaced: a store's PUT cannot refuse it.)
+            self._check_still_free()
             self._uploaded = [self.root]
             self._put([(self.local, self.root)])
             self._uploaded = []
@@ -121,6 +119,7 @@ class DestStage:
         # is whole and an interrupted upload costs only the temporary one.
         self._uploaded = [self._temporary]
         self._put([(self.local, self._temporary)])
+        self._check_still_free()
         with self._held() as done:
             self.fs.mv(self._temporary, self.root)
             self._uploaded = []
@@ -150,6 +149,7 @@ class DestStage:
         self._uploaded = staged
         if files:
             self._put(list(zip(files, staged, strict=True)))
+        self._check_still_free()
         old = set()
         if self.kind is not None:
             self.fs.invalidate_cache()
@@ -159,9 +159,9 @@ class DestStage:
         # replaced output's markers go first and the new ones (a dataset's `_tbconvert.json`)
         # last: readers then refuse the prefix instead of reading a mix.
         pairs = sorted(zip(staged, finals, strict=True), key=lambda pair: _is_marker(pair[1]))
+        old_markers = sorted(p for p in old if _is_marker(p))
         with self._held() as done:    # the short commit runs to its end once begun
             try:
-                old_markers = sorted(p for p in old if _is_marker(p))
                 if old_markers:
                     self.fs.rm(old_markers)
                 for group in (False, True):
@@ -169,7 +169,7 @@ class DestStage:
                     if these:
                         self.fs.copy([a for a, _ in these], [b for _, b in these])
             except Exception as exc:  # noqa: BLE001 - told as a store failure, with what is left
-                raise self._cut_short(exc, finals) from None
+                raise self._cut_short(exc, finals, bool(old_markers)) from None
             stale = sorted(old - set(finals))
             if stale:
                 self.fs.rm(stale)
@@ -178,7 +178,8 @@ class DestStage:
             self._uploaded = []
             done.append(True)
 
-    def _cut_short(self, exc: BaseException, finals: list[str]) -> TbconvertError:
+    def _cut_short(self, exc: BaseException, finals: list[str],
+                   had_marker: bool) -> TbconvertError:
         """The error for a commit the store failed midway: a new output's objects copied so
         far are removed again; a replaced one is left incomplete, and the message says so."""
         err = failures.describe(exc, self.url, writing=True)
@@ -188,13 +189,21 @@ class DestStage:
                 left = "nothing was left there"
             except Exception:  # noqa: BLE001 - the store is failing: said, not hidden
                 left = "part of the output may be left there: remove it before reading it"
-        elif any(_is_marker(key) for key in finals):
+        elif had_marker:
             left = ("the old output there is partly replaced (its marker removed, so tbconvert "
                     "refuses to read it): run again with --force to finish replacing it")
         else:
             left = ("the old output there is partly replaced: run again with --force to finish "
                     "replacing it")
         return type(err)(f"{err.cli_message()}; the output was being put in place: {left}")
+
+    def _check_still_free(self) -> None:
+        """Without ``force``, refuse a destination that another conversion (or a user) made
+        while this output was written and uploaded aside: checked just before it is put in
+        place."""
+        if not self.force and self._existing() is not None:
+            raise OutputExistsError(f"{self.url} appeared while the output was being written; "
+                                    "not replaced (pass --force to replace it)")
 
     def _put(self, pairs) -> None:
         """Upload ``(local, key)`` pairs, several at once. On an interrupt or a failure no
