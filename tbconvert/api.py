@@ -45,18 +45,15 @@ def make_options(*, runs=None, tags=None, **kw) -> Options:
     return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
 
 
-# What each keyword means when it is not given: one given with a ready ``options`` as well
-# would be dropped without a word, so that is refused (see :func:`no_keywords_with`).
-_UNSET = {"runs": None, "tags": None, "restarts": "visible", "force": False,
-          "allow_pickle": False, "jobs": 1, "storage_options": None, "progress": None}
-
-
 def no_keywords_with(options, **given) -> None:
     """A UsageError when a ready ``options`` comes with keyword arguments that would set what
-    it sets (``given``: the caller's keyword arguments, as passed)."""
+    it sets (``given``: the caller's keyword arguments, as passed; one left at the value an
+    ``Options`` has by default counts as not given)."""
     if options is None:
         return
-    set_ = sorted(k for k, v in given.items() if k not in _UNSET or v != _UNSET[k])
+    import dataclasses
+    unset = {f.name: f.default for f in dataclasses.fields(Options)}
+    set_ = sorted(k for k, v in given.items() if k not in unset or v != unset[k])
     if set_:
         raise UsageError(f"pass either options= or the keyword arguments it holds, not both "
                          f"(options= came with {', '.join(f'{k}=' for k in set_)})")

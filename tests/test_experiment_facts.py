@@ -154,3 +154,14 @@ def test_hparams_metrics_are_the_last_point_tensorboard_shows(tmp_path, restarts
 def _event(summary):
     from tensorboard.compat.proto import event_pb2
     return event_pb2.Event(wall_time=1795299212.0, step=0, summary=summary)
+
+
+def test_a_renamed_metric_never_takes_a_later_metrics_name(tmp_path):
+    from tensorboard.plugins.hparams import summary_v2 as hp
+    from test_sync import Events, scalar
+    ev = Events(tmp_path / "logs" / "trial" / "events.out.tfevents.1.host")
+    ev.write(_event(hp.hparams_pb({"loss": 0.5}, start_time_secs=1795299212)))
+    ev.write(scalar(0, tags=("loss", "loss (metric)")))     # 0.0 and 1.0
+    table = tbconvert.hparams(tmp_path / "logs")
+    row = table.to_dict("records")[0]
+    assert row["loss"] == 0.5 and row["loss (metric)"] == 1.0 and row["loss (metric 2)"] == 0.0

@@ -177,6 +177,7 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
         # (nor may a renamed one take the name of an hparam that comes later)
         taken = set(cols) | fixed | (set(hp_names) - {name})
         cols[_column_name(name, taken, "hparam", report)] = pa.array(values, typ)
+    labels = {f"{group}/{tag}" if group else tag for tag, group in metrics}
     for tag, group in metrics:
         values = []
         for r in sessions:
@@ -190,8 +191,9 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
                                "(--restarts keep-all); TensorBoard shows an earlier one",
                                run=run, tag=tag, lost=False)
         label = f"{group}/{tag}" if group else tag
-        cols[_column_name(label, set(cols) | fixed, "metric", report)] = \
-            pa.array(values, pa.float64())
+        # (nor a renamed metric the name of a metric that comes later)
+        taken = set(cols) | fixed | (labels - {label})
+        cols[_column_name(label, taken, "metric", report)] = pa.array(values, pa.float64())
     status, start, end = [], [], []
     for r in sessions:
         e = collected.ends.get(r)
