@@ -510,3 +510,21 @@ def test_long_decimals_keep_the_fast_path():
     assert scalar_lines.scalar_line(line.encode()) is not None
     line = export_dir.dumps_line(scalar_line("r", values=(1.5, -12345678901234567)))
     assert scalar_lines.scalar_line(line.encode()) is None     # json reads it exactly
+
+
+@pytest.mark.parametrize("name", ["a.h5", "a.parquet"])
+def test_a_series_without_points_next_to_points_of_its_tag_is_that_series(tmp_path, name):
+    """An empty chunk of another dtype before the tag's points: one float32 series comes
+    back, not a float64 one (two series merged)."""
+    from tbconvert.api import open_writer
+    from tbconvert.model import ScalarSeries
+    md = Metadata("scalars", b"", "loss", "", DataClass.SCALAR)
+
+    def chunk(n, dtype):
+        return ScalarSeries(run="r", tag="loss", metadata=md, steps=np.arange(n),
+                            wall_times=np.arange(n) + 1.7e9, hidden=None,
+                            values=np.arange(n).astype(dtype))
+    with open_writer(tmp_path / name) as writer:
+        writer.write_run(Run("r", 1.7e9), iter([chunk(0, np.float64), chunk(3, np.float32)]))
+    got = load(tmp_path / name).series["r"]["loss"]
+    assert got.values.dtype == np.float32 and got.values.tolist() == [0.0, 1.0, 2.0]

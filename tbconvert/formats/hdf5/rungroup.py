@@ -56,12 +56,22 @@ def write_run_group(parent: h5py.Group, name: str, run: Run, series: Iterable[Se
         out = _Out(sg)
     states: dict = {}
     tags: list[str] = []
+    # Series without points wait for the end of the run: a tag that gets points under other
+    # metadata or another dtype meanwhile is that series, not two.
+    empty: dict = {}
     try:
         for chunk in series:
             check_names(chunk)
+            if not len(chunk):
+                empty.setdefault(chunk.tag, chunk)
+                continue
             with writing():
                 _add_chunk(sg, states, tags, chunk, out)
         with writing():
+            with_points = set(tags)
+            for tag, chunk in empty.items():     # (in order: the same bytes every time)
+                if tag not in with_points:
+                    _add_chunk(sg, states, tags, chunk, out)
             for state in states.values():
                 if state.kind == schema.KIND_TENSOR and state.layout is None:
                     _no_tensors(out, state)

@@ -673,11 +673,13 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
             short.clear()
             sids.clear()
             rows = size = 0
+    empty: dict = {}    # series without points, listed at the end (see below)
+    with_rows: set = set()
     for piece in series:
         if not len(piece):
-            # a series without points (an export holds them) is listed without rows
-            _series_id(sink, run_index, piece)
+            empty.setdefault(piece.tag, piece)
             continue
+        with_rows.add(piece.tag)
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
             sharing = _sharing(chunk)
             if sharing is None:
@@ -694,6 +696,11 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
             rows += len(chunk)
             size += sharing[1]
     add_short()
+    # A series without points (an export holds them) is listed without rows, unless its tag
+    # got points under other metadata or another dtype: then it is that series, not two.
+    for tag, piece in empty.items():
+        if tag not in with_rows:
+            _series_id(sink, run_index, piece)
     # A row group holds one run: then a run encoded on its own (stage_run) has the row
     # groups it has in the file, and runs encoded apart join into the same bytes.
     if end:
