@@ -704,6 +704,19 @@ def test_destination_appearing_in_the_store_during_the_conversion_is_kept(store,
     assert store.fs.cat(theirs) == b"precious"
 
 
+def _refuse_copies_after(store, prefix: str, allowed: int) -> None:
+    """The store refuses every PUT under ``prefix`` (the copies into place) after the first
+    ``allowed``."""
+    copies = [0]
+
+    def refused(method, path, query):
+        if method == "PUT" and path.startswith(prefix):
+            copies[0] += 1
+            return copies[0] > allowed
+        return False
+    store.proxy.add(Rule(refused, status=403, code="AccessDenied"))
+
+
 @pytest.mark.parametrize("to, force", [("parquet", False), ("tfevents", False), ("parquet", True),
                                        ("tfevents", True)])
 def test_a_commit_the_store_fails_midway_leaves_no_mix(store, bucket, to, force):
@@ -713,14 +726,7 @@ def test_a_commit_the_store_fails_midway_leaves_no_mix(store, bucket, to, force)
     final = f"s3://{bucket}/out"
     if force:
         api.convert(FIXTURES / "tf2_logdir", final, to_format=to)
-    copies = [0]
-
-    def third_copy_on(method, path, query):
-        if method == "PUT" and path.startswith(f"/{bucket}/out/"):
-            copies[0] += 1
-            return copies[0] > 2
-        return False
-    store.proxy.add(Rule(third_copy_on, status=403, code="AccessDenied"))
+    _refuse_copies_after(store, f"/{bucket}/out/", 2)
     proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", final, "--to", to,
                          *(["--force"] if force else []))
     store.proxy.clear()
@@ -773,14 +779,7 @@ def test_a_replaced_logdir_cut_short_is_told_by_what_it_was(store, bucket):
     # an event-file logdir replaced by a dataset: the old output had no marker to remove
     final = f"s3://{bucket}/out"
     api.convert(FIXTURES / "tf2_logdir", final, to_format="tfevents")
-    copies = [0]
-
-    def third_copy_on(method, path, query):
-        if method == "PUT" and path.startswith(f"/{bucket}/out/"):
-            copies[0] += 1
-            return copies[0] > 2
-        return False
-    store.proxy.add(Rule(third_copy_on, status=403, code="AccessDenied"))
+    _refuse_copies_after(store, f"/{bucket}/out/", 2)
     proc = tbconvert_cli("convert", FIXTURES / "torch_logdir", final, "--to", "parquet",
                          "--force")
     store.proxy.clear()
