@@ -136,3 +136,18 @@ def test_table_functions_take_the_source_format(tmp_path):
     assert got.drop_columns(["run"]).to_pylist() == want.drop_columns(["run"]).to_pylist()
     assert len(tbconvert.scalars(tmp_path / "run.bin", from_format="tfevents")) == want.num_rows
     assert tbconvert.hparams_table(tmp_path / "run.bin", format="tfevents").num_rows == 0
+
+
+def test_extract_media_takes_the_reading_keywords(tmp_path):
+    src = FIXTURES / "torch_logdir"
+    one = tbconvert.extract_media(src, tmp_path / "a", tags="samples/image", jobs=1,
+                                  ignore_checksum=False, allow_pickle=False)
+    assert one.files > 0
+    with pytest.raises(TypeError, match="ignore_checksums"):
+        tbconvert.extract_media(src, tmp_path / "b", ignore_checksums=True)
+    parquet = tmp_path / "a.parquet"
+    tbconvert.convert(src, parquet)
+    shutil.copy(parquet, tmp_path / "archive.bin")
+    again = tbconvert.extract_media(tmp_path / "archive.bin", tmp_path / "c",
+                                    tags="samples/image", format="parquet")
+    assert again.files == one.files

@@ -366,7 +366,8 @@ class MediaReport(Report):
 
 
 def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts = "visible",
-                  force: bool = False, report: Report | None = None, options=None) -> Report:
+                  force: bool = False, report: Report | None = None, options=None,
+                  **reading) -> Report:
     """Write images, audio and text as files: ``out_dir/<run>/<tag>/<step>_<index>.<ext>``.
 
     PNG/JPEG/GIF by their first bytes, audio as ``.wav``, text as UTF-8
@@ -374,7 +375,8 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts =
     ``out_dir`` must not exist or be empty unless ``force=True``; it appears
     only once complete. Returns the report (lost blobs, renamed paths); unless a plain
     :class:`~tbconvert.report.Report` was passed in, a :class:`MediaReport` that also
-    counts the files.
+    counts the files. Other keywords are the reading ones of :func:`scalars`
+    (``ignore_checksum=``, ``allow_pickle=``, ``format=``...).
 
     Example::
 
@@ -386,10 +388,14 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts =
     """
     from tbconvert.tables._media import extract
     report = report if report is not None else MediaReport()
-    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, force=force)
+    reading = dict(reading)
+    fmt = _format(reading)
+    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, force=force,
+                         **reading)
     if options is None:
-        options = table_options(runs=runs, tags=tags, restarts=restarts, force=force)
-    files = extract(source, out_dir, options, report)
+        options = table_options(runs=runs, tags=tags, restarts=restarts, force=force,
+                                **reading)
+    files = extract(source, out_dir, options, report, fmt)
     if isinstance(report, MediaReport):
         report.files += files
     return report

@@ -125,8 +125,10 @@ class _Writer:
         self.files += 1
 
 
-def extract(source, out_dir: Path, options: Options, report: Report) -> int:
-    """Write every media point of ``source`` under ``out_dir``; returns the number of files."""
+def extract(source, out_dir: Path, options: Options, report: Report,
+            fmt: str | None = None) -> int:
+    """Write every media point of ``source`` (of format ``fmt``, None: told from it) under
+    ``out_dir``; returns the number of files."""
     skipped: dict[str, int] = {}
     from tbconvert import api, remote
     src_path = source if isinstance(source, (str, os.PathLike)) else getattr(source, "path", None)
@@ -137,7 +139,7 @@ def extract(source, out_dir: Path, options: Options, report: Report) -> int:
         stage = remote.staged_output(out_dir, options.storage_options, force=options.force,
                                      directory=True)
         try:
-            files = extract(source, stage.local, options, report)
+            files = extract(source, stage.local, options, report, fmt)
         except BaseException:
             stage.abort()
             raise
@@ -160,7 +162,7 @@ def extract(source, out_dir: Path, options: Options, report: Report) -> int:
                 skipped[key] = skipped.get(key, 0) + len(chunk)
                 return False
             return True
-        feed(source, options, report, take)
+        feed(source, options, report, take, fmt)
         if writer.files:
             out.commit()
         else:
