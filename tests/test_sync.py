@@ -820,6 +820,33 @@ def test_one_broken_experiment_of_a_root_costs_only_itself(tmp_path, fixtures_di
     assert report.to_dict()["sync"]["failures"][0]["error"] == "OutputExistsError"
 
 
+def test_a_second_sync_of_an_export_root_is_refused_whole(tmp_path, fixtures_dir):
+    """Experiment by experiment, two syncs of one root each took the experiments the other
+    had not and failed on the rest; the root is held whole, and unchanged experiments add up
+    in the summary."""
+    (exp,) = (fixtures_dir / "tbdev_export").glob("experiment_*")
+    root, dst = tmp_path / "export", tmp_path / "archive"
+    for i in ("A" * 22, "B" * 22):
+        shutil.copytree(exp, root / f"experiment_{i}")
+    first = sync(root, dst)
+    runs = first.runs
+    again = sync(root, dst)
+    assert again.runs == again.runs_unchanged == runs > 0, again.summary()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (dst / LOCK_FILE).write_text(json.dumps(
+            {"host": socket.gethostname(), "pid": sleeper.pid, "time": time.time()}))
+        proc = run_tbconvert("sync", root, dst)
+        assert proc.returncode == 2 and "another sync is running" in proc.stderr, proc.stderr
+        assert str(dst) in proc.stderr and "synced" not in proc.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    (dst / LOCK_FILE).unlink()
+    assert sync(root, dst).runs_unchanged == runs
+    assert not (dst / LOCK_FILE).exists()
+
+
 def test_interrupted_sync_removes_its_parts(tmp_path, monkeypatch):
     """Ctrl-C while runs are read: the dataset stays as it was, with nothing left behind."""
     from tbconvert.incremental import runs as runs_mod

@@ -206,6 +206,20 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> 
                                     "one per experiment; this is not one (choose another DST)")
         targets = [(path, dst / name) for path, name in targets]
     root = targets != [(src, dst)]
+    if not root:
+        _sync_experiments(targets, root, report, break_lock)
+        return
+    # A second sync of the root is refused whole: experiment by experiment, two syncs would
+    # each take the experiments the other had not, and fail on the rest.
+    with made_in_place(dst):
+        dst.mkdir(parents=True, exist_ok=True)
+        with Lock(dst, report, break_lock=break_lock):
+            _sync_experiments(targets, root, report, break_lock)
+
+
+def _sync_experiments(targets, root: bool, report: SyncReport, break_lock: bool) -> None:
+    from tbconvert.incremental import exports
+    from tbconvert.output import made_in_place
     for path, target in targets:
         try:
             with made_in_place(target):

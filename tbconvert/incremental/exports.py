@@ -51,7 +51,8 @@ def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
     seen = fingerprint(src)
     report.generation = state["generation"]
     if state.get("export") == seen:
-        report.runs = report.runs_unchanged = len(known)
+        report.runs += len(known)        # (an export root's experiments add up)
+        report.runs_unchanged += len(known)
         return
     generation = report.generation = state["generation"] + 1
     from tbconvert.output import removed_on_failure
