@@ -615,6 +615,24 @@ def test_pickled_npz_is_read_with_allow_pickle(tmp_path, capsys):
     assert "Traceback" not in err and "1.000000.npz" in err
 
 
+def test_sync_of_a_pickled_export_is_refused_then_taken_with_allow_pickle(tmp_path, capsys):
+    # the refusal names --allow-pickle: sync has it too
+    from tbconvert.cli import main
+    marker = tmp_path / "code-from-data-ran"
+    _Boom.marker = str(marker)
+    exp = _pickled_export(tmp_path, _Boom())
+    assert main(["sync", str(exp), str(tmp_path / "ds")]) == 5
+    err = capsys.readouterr().err
+    assert "--allow-pickle" in err and not marker.exists() and not (tmp_path / "ds").exists()
+    exp = _pickled_export(tmp_path / "ok", b"hello")
+    assert main(["sync", str(exp), str(tmp_path / "ds"), "--allow-pickle"]) == 0, \
+        capsys.readouterr().err
+    notes = tbconvert.read(tmp_path / "ds", restarts="keep-all").series["train"]["notes"]
+    assert bytes(np.asarray(notes.tensors[0]).reshape(-1)[0]) == b"hello"
+    report = tbconvert.sync(exp.parent, tmp_path / "root", allow_pickle=True)
+    assert report.runs_added == 1 and not report.failures
+
+
 def test_non_utf8_json_line(tmp_path):
     src = _copy_export(tmp_path)
     with open(src / "scalars.json", "ab") as f:

@@ -42,6 +42,9 @@ def add_arguments(p) -> None:
                 "is the same for every N")
     add_scheduler(p, "read the runs on the workers of this dask.distributed scheduler "
                      "(tcp://host:8786); they must see SRC and DST at the same paths")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="read the pickled string tensors of TensorBoard 2.3 exports (unpickling "
+                        "can run code from the file: only for exports you trust)")
     p.add_argument("--break-lock", action="store_true",
                    help="take the dataset's lock even if the sync holding it looks alive")
     p.add_argument("--strict", action="store_true",
@@ -54,7 +57,8 @@ def run(args, ui) -> int:
     from tbconvert.incremental import sync
     from tbconvert.remote.urls import parse_storage_options
     options = {"scheduler": args.scheduler, "jobs": args.jobs,
-               "storage_options": parse_storage_options(args.storage_option)}
+               "storage_options": parse_storage_options(args.storage_option),
+               "allow_pickle": args.allow_pickle}
     if args.watch is not None:
         return _watch(args, ui, options)
     report = sync(args.src, args.dst, break_lock=args.break_lock, **options)

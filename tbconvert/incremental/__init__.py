@@ -75,7 +75,7 @@ class SyncReport(Report):
 
 def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
          report: SyncReport | None = None, storage_options: dict | None = None,
-         jobs: int = 1) -> SyncReport:
+         jobs: int = 1, allow_pickle: bool = False) -> SyncReport:
     """Bring the Parquet directory dataset ``dst`` up to date with the logdir ``src``.
 
     Example::
@@ -91,29 +91,32 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     dataset is the same for every ``jobs``.
     ``src`` and ``dst`` may be fsspec URLs (``s3://bucket/logs``); ``storage_options`` go
     to the store (see :mod:`tbconvert.incremental.store`).
-    A second sync on the same ``dst`` is refused while one runs.
+    A second sync on the same ``dst`` is refused while one runs. ``allow_pickle``: read the
+    pickled string tensors of TensorBoard 2.3 exports (unpickling can run code from them).
     """
     from tbconvert.api import check_jobs
     check_jobs(jobs)
     report = report if report is not None else SyncReport()
-    return _sync(src, dst, scheduler, break_lock, report, storage_options, jobs)
+    return _sync(src, dst, scheduler, break_lock, report, storage_options, jobs,
+                 allow_pickle=allow_pickle)
 
 
 def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_options,
-          jobs: int, workers=None) -> SyncReport:
+          jobs: int, workers=None, allow_pickle: bool = False) -> SyncReport:
     """:func:`sync`; ``workers`` (a :class:`~tbconvert.kept.KeptWorkers` pool kept between
     syncs, as :func:`~tbconvert.incremental.watch.sync_watch` keeps one) take a share of
     the runs of a small sync too."""
     from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)
     if remote.is_remote(src) or remote.is_remote(dst):
-        return _sync_url(src, dst, scheduler, break_lock, report, storage_options, jobs)
+        return _sync_url(src, dst, scheduler, break_lock, report, storage_options, jobs,
+                         allow_pickle)
     src, dst = Path(remote.for_workers(src, scheduler)), Path(remote.for_workers(dst, scheduler))
     kind = _check_source(src)
     from tbconvert.output import check_destination, made_in_place
     check_destination(src, dst)
     if kind == "tbdev":
-        _sync_export(src, dst, report, break_lock)
+        _sync_export(src, dst, report, break_lock, allow_pickle)
         return report
     # A first sync that fails leaves no dataset directory behind: everything it wrote there
     # is gone once its lock is released (a committed dataset is never empty, so it stays).
@@ -132,7 +135,7 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
 
 
 def _sync_url(src, dst, scheduler, break_lock: bool, report: SyncReport,
-              storage_options, jobs: int) -> SyncReport:
+              storage_options, jobs: int, allow_pickle: bool = False) -> SyncReport:
     """A sync whose source or dataset is at a URL. A source URL is staged whole first (as
     every remote source is); a dataset URL is kept as :mod:`tbconvert.incremental.store`
     describes."""
@@ -152,8 +155,9 @@ def _sync_url(src, dst, scheduler, break_lock: bool, report: SyncReport,
         else:
             local_src = Path(src)
         if not remote.is_remote(dst):
-            return sync(local_src, dst, break_lock=break_lock, report=report, jobs=jobs)
-        _sync_to_store(local_src, str(dst), break_lock, report, storage_options)
+            return sync(local_src, dst, break_lock=break_lock, report=report, jobs=jobs,
+                        allow_pickle=allow_pickle)
+        _sync_to_store(local_src, str(dst), break_lock, report, storage_options, allow_pickle)
     finally:
         if stage is not None:
             stage.cleanup()
@@ -162,7 +166,7 @@ def _sync_url(src, dst, scheduler, break_lock: bool, report: SyncReport,
 
 
 def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
-                   storage_options) -> None:
+                   storage_options, allow_pickle: bool = False) -> None:
     from tbconvert.incremental.store import StoreDataset, StoreLock
     _check_dataset_name(url)
     kind = _check_source(src)
@@ -178,7 +182,8 @@ def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
             store.fetch_marker()
             if kind == "tbdev":
                 from tbconvert.incremental import exports
-                exports.sync_experiment(src, store.stage, report, store=store)
+                exports.sync_experiment(src, store.stage, report, store=store,
+                                        allow_pickle=allow_pickle)
             else:
                 survey = _survey(src, store.stage, check_parts=False)
                 if not _nothing_new(survey, report):
@@ -193,7 +198,8 @@ def _sync_to_store(src: Path, url: str, break_lock: bool, report: SyncReport,
     report.outputs.append(url)
 
 
-def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> None:
+def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool,
+                 allow_pickle: bool = False) -> None:
     """A TensorBoard.dev export: one dataset, or one per experiment of an export root."""
     from tbconvert.incremental import exports
     from tbconvert.output import made_in_place
@@ -207,17 +213,18 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool) -> 
         targets = [(path, dst / name) for path, name in targets]
     root = targets != [(src, dst)]
     if not root:
-        _sync_experiments(targets, root, report, break_lock)
+        _sync_experiments(targets, root, report, break_lock, allow_pickle)
         return
     # A second sync of the root is refused whole: experiment by experiment, two syncs would
     # each take the experiments the other had not, and fail on the rest.
     with made_in_place(dst):
         dst.mkdir(parents=True, exist_ok=True)
         with Lock(dst, report, break_lock=break_lock):
-            _sync_experiments(targets, root, report, break_lock)
+            _sync_experiments(targets, root, report, break_lock, allow_pickle)
 
 
-def _sync_experiments(targets, root: bool, report: SyncReport, break_lock: bool) -> None:
+def _sync_experiments(targets, root: bool, report: SyncReport, break_lock: bool,
+                      allow_pickle: bool) -> None:
     from tbconvert.incremental import exports
     from tbconvert.output import made_in_place
     for path, target in targets:
@@ -225,7 +232,7 @@ def _sync_experiments(targets, root: bool, report: SyncReport, break_lock: bool)
             with made_in_place(target):
                 _prepare_destination(target)
                 with Lock(target, report, break_lock=break_lock):
-                    exports.sync_experiment(path, target, report)
+                    exports.sync_experiment(path, target, report, allow_pickle=allow_pickle)
         except TbconvertError as exc:
             if not root:
                 raise

@@ -37,7 +37,7 @@ def fingerprint(path: Path) -> str:
     return h.hexdigest()
 
 
-def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
+def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool = False) -> None:
     """Bring the dataset ``dst`` (locked by the caller) up to date with one experiment;
     ``store``: a :class:`~tbconvert.incremental.store.StoreDataset` whose stage ``dst`` is."""
     from tbconvert.formats.parquet import schema as S
@@ -60,7 +60,8 @@ def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
     # every output tells it (the caller then removes a first sync's directory, empty again).
     with removed_on_failure(lambda: manifest.remove_garbage(dst, marker), dst,
                             also=BaseException):
-        experiment, parts, runs_state = _write_parts(src, dst, generation, known, report)
+        experiment, parts, runs_state = _write_parts(src, dst, generation, known, report,
+                                                     allow_pickle)
         manifest.publish(dst, [p["file"] for p in parts])
         manifest.commit(dst, {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                               "experiment": S.experiment_to_json(experiment), "parts": parts,
@@ -79,14 +80,15 @@ def sync_experiment(src: Path, dst: Path, report, store=None) -> None:
                                                       src.rglob("*")) if f.is_file())
 
 
-def _write_parts(src: Path, dst: Path, generation: int, known: dict, report):
+def _write_parts(src: Path, dst: Path, generation: int, known: dict, report,
+                 allow_pickle: bool = False):
     """Every run of the experiment as a part of ``generation``, under its pending name;
     ``(experiment, the manifest's parts, its runs)``."""
     from tbconvert import api
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet.writer import part_name, write_part
     from tbconvert.incremental.files import pending_name
-    options = Options()
+    options = Options(allow_pickle=allow_pickle)
     parts, runs_state = [], {}
     with api.open_reader(src, format="tbdev", options=options, report=report) as reader:
         experiment = reader.experiment()

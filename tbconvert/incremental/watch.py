@@ -75,7 +75,7 @@ def sync_watch(src, dst, every: float, *, on_round: Callable[[Round], None] | No
                                or rounds < 1):
         raise UsageError(f"rounds={rounds!r}: the rounds to run must be 1 or more (None: until "
                          "stopped)")
-    unknown = sorted(set(options) - {"scheduler", "storage_options", "jobs"})
+    unknown = sorted(set(options) - {"scheduler", "storage_options", "jobs", "allow_pickle"})
     if unknown:
         raise TypeError(f"sync_watch() got an unexpected keyword argument {unknown[0]!r}")
     from tbconvert.api import check_jobs
@@ -115,7 +115,8 @@ def _rounds(src, dst, every, on_round, rounds, break_lock, sleep, pool, options)
         try:
             done.report = _sync(src, dst, options.get("scheduler"),
                                 break_lock and number == 1, SyncReport(),
-                                options.get("storage_options"), options.get("jobs", 1), pool)
+                                options.get("storage_options"), options.get("jobs", 1), pool,
+                                allow_pickle=options.get("allow_pickle", False))
         except SyncLocked as exc:
             done.skipped = str(exc)
         except TbconvertError as exc:
