@@ -847,6 +847,21 @@ def test_a_second_sync_of_an_export_root_is_refused_whole(tmp_path, fixtures_dir
     assert not (dst / LOCK_FILE).exists()
 
 
+def test_an_experiment_gone_from_the_root_keeps_its_dataset_and_is_noted(tmp_path,
+                                                                         fixtures_dir):
+    (exp,) = (fixtures_dir / "tbdev_export").glob("experiment_*")
+    root, dst = tmp_path / "export", tmp_path / "archive"
+    for i in ("A" * 22, "B" * 22):
+        shutil.copytree(exp, root / f"experiment_{i}")
+    sync(root, dst)
+    kept = full_rows(dst / ("B" * 22))
+    shutil.rmtree(root / f"experiment_{'B' * 22}")
+    report = sync(root, dst)
+    notes = [i for i in report.issues if i.kind == "experiment_not_in_source"]
+    assert len(notes) == 1 and "B" * 22 in notes[0].message and not notes[0].lost
+    assert full_rows(dst / ("B" * 22)) == kept
+
+
 def test_interrupted_sync_removes_its_parts(tmp_path, monkeypatch):
     """Ctrl-C while runs are read: the dataset stays as it was, with nothing left behind."""
     from tbconvert.incremental import runs as runs_mod

@@ -221,6 +221,23 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool,
         dst.mkdir(parents=True, exist_ok=True)
         with Lock(dst, report, break_lock=break_lock):
             _sync_experiments(targets, root, report, break_lock, allow_pickle)
+            _tell_experiments_gone(dst, {target.name for _, target in targets}, report)
+
+
+def _tell_experiments_gone(dst: Path, synced: set, report: SyncReport) -> None:
+    """Note the datasets of ``dst`` whose experiment left the export root: they are kept as
+    they were (an export root is an archive of experiments; removing one is the user's
+    choice)."""
+    try:
+        entries = sorted(dst.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name not in synced and (entry / MARKER_FILE).is_file():
+            report.add("experiment_not_in_source",
+                       f"{entry}: experiment {entry.name} is no longer in the source root; its "
+                       "dataset is kept as it was (remove the directory to drop it)",
+                       path=entry, lost=False)
 
 
 def _sync_experiments(targets, root: bool, report: SyncReport, break_lock: bool,
