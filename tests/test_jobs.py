@@ -696,6 +696,34 @@ def test_a_part_that_kills_every_process_costs_its_run_alone(tmp_path, always_pa
     assert "b" in whole and [r.run for r in found.runs] == [r for r in whole if r != "b"]
 
 
+def test_a_pool_found_broken_when_a_part_is_handed_over_reads_it_again(tmp_path,
+                                                                         always_parallel,
+                                                                         monkeypatch):
+    """A worker that dies between two looks breaks the pool under the next hand-over: that
+    part is read again like the parts the pool held, not lost with the whole read."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tbconvert import workers
+    from tbconvert.formats.tfevents import parallel
+    monkeypatch.setattr(parallel, "PART_MIN_BYTES", 0)
+    src = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir" / "train", src / "a")
+    _restart_across_files(src / "b")
+    shutil.copytree(FIXTURES / "torch_logdir" / "resumed", src / "c")
+    submit, calls = workers.Workers.submit, [0]
+
+    def broken_on_the_fourth(self, fn, *args):
+        calls[0] += 1
+        if calls[0] == 4 and fn is parallel._read:
+            raise BrokenProcessPool("a child process terminated abruptly")
+        return submit(self, fn, *args)
+    monkeypatch.setattr(workers.Workers, "submit", broken_on_the_fourth)
+    found = tbconvert.info(src, jobs=3)
+    alone = tbconvert.info(src)
+    assert calls[0] > 4 and found.to_dict() == alone.to_dict()
+    assert not [i for i in found.report.issues if i.kind == "unreadable_run"]
+
+
 def _pid(_item) -> int:
     time.sleep(0.05)
     return os.getpid()

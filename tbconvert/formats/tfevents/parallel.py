@@ -28,6 +28,7 @@ import dataclasses
 import queue as queue_module
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -155,7 +156,14 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 if todo and not (suspects and pending):
                     part = todo.popleft()
                     args = (reader.path, options, part.name, part.files, spill_dir, not part.first)
-                    pending.append((part, pool.submit(_read, *args)))
+                    try:
+                        job = pool.submit(_read, *args)
+                    except BrokenProcessPool as exc:
+                        # a worker died since the last look: told where results are waited
+                        # for, as if this part had been taken (it is read again from there)
+                        job = Future()
+                        job.set_exception(exc)
+                    pending.append((part, job))
 
             def fill() -> None:
                 for _ in range(2 * jobs - len(pending)):
