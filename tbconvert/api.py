@@ -45,18 +45,20 @@ def make_options(*, runs=None, tags=None, **kw) -> Options:
     return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
 
 
-def no_keywords_with(options, **given) -> None:
-    """A UsageError when a ready ``options`` comes with keyword arguments that would set what
-    it sets (``given``: the caller's keyword arguments, as passed; one left at the value an
-    ``Options`` has by default counts as not given)."""
+def options_from(options, make=None, **given) -> Options:
+    """``options`` when the caller passed a ready one, else ``make(**given)`` (default
+    :func:`make_options`); a UsageError when a ready ``options`` comes with keyword arguments
+    that would set what it sets (``given``: the caller's keyword arguments, as passed; one
+    left at the value an ``Options`` has by default counts as not given)."""
     if options is None:
-        return
+        return (make or make_options)(**given)
     import dataclasses
     unset = {f.name: f.default for f in dataclasses.fields(Options)}
     set_ = sorted(k for k, v in given.items() if k not in unset or v != unset[k])
     if set_:
         raise UsageError(f"pass either options= or the keyword arguments it holds, not both "
                          f"(options= came with {', '.join(f'{k}=' for k in set_)})")
+    return options
 
 
 def _check_keywords(kw: dict) -> None:
@@ -224,8 +226,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     that on a Dask cluster instead (``docs/dask.md``).
     """
     report = report if report is not None else Report()
-    no_keywords_with(options, **kwargs)
-    opts = options if options is not None else make_options(**kwargs)
+    opts = options_from(options, **kwargs)
     from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)
     if scheduler is not None and (remote.is_remote(src) or remote.is_remote(dst)):

@@ -138,11 +138,8 @@ def info(src, *, format: str | None = None, runs=None, tags=None, allow_pickle: 
     """
     from tbconvert import api
     report = report if report is not None else Report()
-    api.no_keywords_with(options, runs=runs, tags=tags, allow_pickle=allow_pickle, jobs=jobs,
-                         storage_options=storage_options, **kwargs)
-    if options is None:
-        options = api.make_options(runs=runs, tags=tags, allow_pickle=allow_pickle, jobs=jobs,
-                                   storage_options=storage_options, **kwargs)
+    options = api.options_from(options, runs=runs, tags=tags, allow_pickle=allow_pickle,
+                               jobs=jobs, storage_options=storage_options, **kwargs)
     runs: list[RunInfo] = []
     with api.open_reader(src, format=format, options=options, report=report) as reader:
         exp = reader.experiment()

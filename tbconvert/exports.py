@@ -65,12 +65,9 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     """
     from tbconvert import api, remote
     report = report if report is not None else ExportReport()
-    api.no_keywords_with(options, force=force, runs=runs, tags=tags, allow_pickle=allow_pickle,
-                         jobs=jobs, storage_options=storage_options, progress=progress, **kwargs)
-    if options is None:
-        options = api.make_options(force=force, runs=runs, tags=tags, allow_pickle=allow_pickle,
-                                   jobs=jobs, storage_options=storage_options,
-                                   progress=progress, **kwargs)
+    options = api.options_from(options, force=force, runs=runs, tags=tags,
+                               allow_pickle=allow_pickle, jobs=jobs,
+                               storage_options=storage_options, progress=progress, **kwargs)
     src, dst = remote.localize(src), remote.localize(dst)
     src, dst = remote.for_workers(src, scheduler), remote.for_workers(dst, scheduler)
     dst = dst if remote.is_remote(dst) else Path(dst)

@@ -306,6 +306,19 @@ class BlobSequenceSeries(_Series):
 Series = ScalarSeries | TensorSeries | BlobSequenceSeries
 
 
+def empty_series(cls: type, run: str, tag: str, metadata: Metadata,
+                 value_dtype=np.float64) -> Series:
+    """A series of class ``cls`` without points: archives keep a tag whose points were all
+    lost, so that its metadata is not (``value_dtype``: a scalar series' dtype)."""
+    common = dict(run=run, tag=tag, metadata=metadata, steps=np.zeros(0, np.int64),
+                  wall_times=np.zeros(0, np.float64), hidden=np.zeros(0, bool))
+    if cls is ScalarSeries:
+        return ScalarSeries(**common, values=np.zeros(0, value_dtype))
+    if cls is TensorSeries:
+        return TensorSeries(**common, dtypes=np.zeros(0, np.int32), tensors=())
+    return BlobSequenceSeries(**common, offsets=np.zeros(1, np.int64), blobs=())
+
+
 @dataclass(slots=True)
 class RunData:
     """One run as a reader hands it over: the run, then its series chunks.

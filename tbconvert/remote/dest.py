@@ -158,7 +158,7 @@ class DestStage:
         # (the store failing midway) never leaves a marker naming parts that are not there, a
         # replaced output's markers go first and the new ones (a dataset's `_tbconvert.json`)
         # last: readers then refuse the prefix instead of reading a mix.
-        pairs = sorted(zip(staged, finals, strict=True), key=lambda pair: _is_marker(pair[1]))
+        pairs = list(zip(staged, finals, strict=True))
         old_markers = sorted(p for p in old if _is_marker(p))
         with self._held() as done:    # the short commit runs to its end once begun
             try:

@@ -75,9 +75,8 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None, r
     report = report if report is not None else Report()
     reading = dict(reading or {})
     fmt = _format(reading)
-    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, **reading)
-    if options is None:
-        options = table_options(runs=runs, tags=tags, restarts=restarts, **reading)
+    options = api.options_from(options, table_options, runs=runs, tags=tags, restarts=restarts,
+                               **reading)
     collector = make_columns(options.restarts == "keep-all", report)
     feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk), fmt)
     return collector
@@ -264,9 +263,8 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
     fmt = _format(reading)
-    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, **reading)
-    sel = options if options is not None else table_options(runs=runs, tags=tags,
-                                                            restarts=restarts, **reading)
+    sel = api.options_from(options, table_options, runs=runs, tags=tags, restarts=restarts,
+                           **reading)
     read_options = replace(sel, runs=None, tags=None)
     collected = Collected()
     start = len(report.issues)
@@ -390,11 +388,8 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts =
     report = report if report is not None else MediaReport()
     reading = dict(reading)
     fmt = _format(reading)
-    api.no_keywords_with(options, runs=runs, tags=tags, restarts=restarts, force=force,
-                         **reading)
-    if options is None:
-        options = table_options(runs=runs, tags=tags, restarts=restarts, force=force,
-                                **reading)
+    options = api.options_from(options, table_options, runs=runs, tags=tags,
+                               restarts=restarts, force=force, **reading)
     files = extract(source, out_dir, options, report, fmt)
     if isinstance(report, MediaReport):
         report.files += files

@@ -25,6 +25,7 @@ from tbconvert.model import (
     RunRecord,
     ScalarSeries,
     TensorSeries,
+    empty_series,
 )
 from tbconvert.report import Report, plural
 
@@ -358,7 +359,7 @@ class Hdf5Reader(Reader):
         if values.shape != (n,):
             raise ValueError(f"values has shape {values.shape}, expected ({n},)")
         if not n:   # a series kept without points (its tag and metadata)
-            yield ScalarSeries(**self._common(s, run, tag, md, 0, 0), values=values[0:0])
+            yield empty_series(ScalarSeries, run, tag, md, values.dtype)
         for a in range(0, n, schema.READ_POINTS):
             b = min(n, a + schema.READ_POINTS)
             yield ScalarSeries(**self._common(s, run, tag, md, a, b), values=values[a:b])
@@ -394,8 +395,7 @@ class Hdf5Reader(Reader):
         data_off = _offsets(s, "data_offsets", n, data_ds.shape[0])
         str_off = _offsets(s, "string_offsets", n, s["strings"].shape[0])
         if not n:
-            yield TensorSeries(**self._common(s, run, tag, md, 0, 0),
-                               dtypes=np.zeros(0, np.int32), tensors=())
+            yield empty_series(TensorSeries, run, tag, md)
         a = 0
         while a < n:
             # as many points as fit in READ_BYTES (at least one)
@@ -435,8 +435,7 @@ class Hdf5Reader(Reader):
             raise ValueError("blobs and blob_missing do not match")
         offsets = _offsets(s, "blob_offsets", n, blobs_ds.shape[0])
         if not n:
-            yield BlobSequenceSeries(**self._common(s, run, tag, md, 0, 0),
-                                     offsets=np.zeros(1, np.int64), blobs=())
+            yield empty_series(BlobSequenceSeries, run, tag, md)
         a = 0
         while a < n:
             b = min(n, a + 256)

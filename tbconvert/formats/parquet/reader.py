@@ -21,7 +21,15 @@ from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
-from tbconvert.model import BlobSequenceSeries, Experiment, Run, RunData, ScalarSeries, TensorSeries
+from tbconvert.model import (
+    BlobSequenceSeries,
+    Experiment,
+    Run,
+    RunData,
+    ScalarSeries,
+    TensorSeries,
+    empty_series,
+)
 from tbconvert.report import Report, plural
 
 # Columns the reader needs (names, data class and plugin come from the series table).
@@ -311,7 +319,7 @@ class ArchiveFile:
             for sid, entry in enumerate(self.series):
                 if sid not in self.seen:
                     self._unseen.setdefault(entry[0], []).append(sid)
-        return [empty_series(self.runs[run_index].name, *self.series[sid][1:])
+        return [_empty(self.runs[run_index].name, *self.series[sid][1:])
                 for sid in self._unseen.get(run_index, ()) if sid not in self.seen]
 
     @staticmethod
@@ -363,15 +371,12 @@ class ArchiveFile:
         return TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
 
 
-def empty_series(run: str, tag: str, kind: str, md, dtype):
-    """A series of ``kind`` without points."""
-    common = dict(run=run, tag=tag, metadata=md, steps=np.zeros(0, np.int64),
-                  wall_times=np.zeros(0, np.float64), hidden=np.zeros(0, bool))
-    if kind == S.KIND_SCALAR:
-        return ScalarSeries(**common, values=np.zeros(0, dtype))
-    if kind == S.KIND_TENSOR:
-        return TensorSeries(**common, dtypes=np.zeros(0, np.int32), tensors=())
-    return BlobSequenceSeries(**common, offsets=np.zeros(1, np.int64), blobs=())
+def _empty(run: str, tag: str, kind: str, md, dtype):
+    return empty_series(_CLASS_OF_KIND[kind], run, tag, md, dtype)
+
+
+_CLASS_OF_KIND = {S.KIND_SCALAR: ScalarSeries, S.KIND_TENSOR: TensorSeries,
+                  S.KIND_BLOB_SEQUENCE: BlobSequenceSeries}
 
 
 def read_marker(path: Path, options: Options, report: Report) -> dict:
