@@ -27,7 +27,8 @@ from tbconvert import names
 from tbconvert.errors import NOT_A_RUNS_FAULT, in_words
 from tbconvert.formats.base import Options
 from tbconvert.formats.tfevents import event_files
-from tbconvert.formats.tfevents.assemble import RunAssembler, tag_container
+from tbconvert.formats.tfevents.assemble import RunAssembler
+from tbconvert.formats.tfevents.tagkinds import tag_container
 from tbconvert.incremental.files import file_entry as _file_entry
 from tbconvert.incremental.files import pending_name, plan_files
 from tbconvert.model import DataClass, Metadata, Run

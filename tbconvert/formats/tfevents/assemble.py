@@ -23,11 +23,22 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy, summary_templates
+from tbconvert.formats.tfevents.purges import Purges, RestartRule
 from tbconvert.formats.tfevents.spill import Batch, PieceStore
 from tbconvert.formats.tfevents.summary_templates import TagColumns
+from tbconvert.formats.tfevents.tagkinds import (
+    NDIM0,
+    NDIM1,
+    NDIMN,
+    NO_KINDS,
+    container,
+    ndim_class,
+    shared,
+    tag_kinds,
+    with_kind,
+)
 from tbconvert.model import (
     BlobSequenceSeries,
-    DataClass,
     Metadata,
     Run,
     RunRecord,
@@ -45,7 +56,7 @@ CHUNK_BYTES = 16 << 20
 HOLD_POINTS = 64
 HOLD_BYTES = 16 << 20
 
-_NDIM0, _NDIM1, _NDIMN = 0, 1, 2
+_NO_METADATA = (0, Metadata())
 
 
 def _ragged(points: list):
@@ -119,22 +130,6 @@ def _unit_spans(lengths: np.ndarray, col_rows: np.ndarray, unit_col: np.ndarray)
                     strict=True))
 
 
-def _ndim_class(arr) -> int:
-    return min(arr.ndim, _NDIMN)
-
-
-_NO_KINDS: frozenset = frozenset()
-_NO_METADATA = (0, Metadata())
-_KIND_SETS: dict = {}
-
-
-def _with_kind(kinds, kind) -> frozenset:
-    """``kinds`` and ``kind``, one shared frozenset for every tag with the same kinds (most
-    tags of a run have the same one or two)."""
-    new = frozenset(kinds) | {kind}
-    return _KIND_SETS.setdefault(new, new)
-
-
 class _TagInfo:
     """What is known about a tag across the whole run (a few bytes, not its points)."""
 
@@ -142,7 +137,7 @@ class _TagInfo:
 
     def __init__(self, first_seq: int, tid: int = -1) -> None:
         self.first_seq = first_seq
-        self.kinds = _NO_KINDS    # {(dtype code, ndim class)} of non-None points (shared)
+        self.kinds = NO_KINDS    # {(dtype code, ndim class)} of non-None points (shared)
         self.has_none = False
         self.pieces: list = []    # store keys, in read order
         self.tid = tid            # the tag's number in the batches of its run's store
@@ -152,11 +147,11 @@ class _TagInfo:
 
     def __setstate__(self, state) -> None:
         self.first_seq, kinds, self.has_none, self.pieces, self.tid = state
-        self.kinds = _KIND_SETS.setdefault(frozenset(kinds), frozenset(kinds))
+        self.kinds = shared(frozenset(kinds))
 
     def add_kind(self, kind) -> None:
         if kind not in self.kinds:
-            self.kinds = _with_kind(self.kinds, kind)
+            self.kinds = with_kind(self.kinds, kind)
 
 
 # the numpy dtype of a TensorFlow dtype code whose 1-D bulk columns are stored as "values"
@@ -195,7 +190,7 @@ class _BlockTag:
         self.tables: list = []     # (seq array, steps, walls, (n, k) object array) of string points
 
 
-class RunAssembler:
+class RunAssembler(RestartRule):
     """Receives a run's events in read order (``seq`` increases) and builds its series.
 
     Events arrive block by block; :meth:`end_block` closes a block (its pieces
@@ -534,7 +529,7 @@ class RunAssembler:
         key = self.store.put_batch(Batch(uniq, bounds, (seq, steps, walls, values), 3,
                                          ("values", code)),
                                    seq.nbytes * 3 + values.nbytes + 48 * len(uniq))
-        kind = (code, _NDIM0)
+        kind = (code, NDIM0)
         by_tid = self._by_tid
         for a in range(0, len(uniq), 4096):   # (not a Python int per tag of the block at once)
             for tid in uniq[a:a + 4096].tolist():
@@ -564,12 +559,12 @@ class RunAssembler:
             order = np.argsort(seq, kind="stable")
             seq, steps, walls = seq[order], steps[order], walls[order]
         for code, arr in (p for p in bt.points if p is not None):
-            info.add_kind((code, _ndim_class(arr)))
+            info.add_kind((code, ndim_class(arr)))
         info.has_none |= any(p is None for p in bt.points)
         for c in bt.cols:
-            info.add_kind((c[3], min(np.ndim(c[4]) - 1, _NDIMN)))
+            info.add_kind((c[3], min(np.ndim(c[4]) - 1, NDIMN)))
         if bt.tables:
-            info.add_kind((dt.DT_STRING, _NDIM1))
+            info.add_kind((dt.DT_STRING, NDIM1))
         widths = {t[3].shape[1] for t in bt.tables}
         values = None if bt.tables else self._as_values(bt)
         if bt.tables and not bt.points and not bt.cols and len(widths) == 1:
@@ -626,132 +621,6 @@ class RunAssembler:
             return None
         parts = [np.array([p[1] for p in bt.points], dtype=dtype)] + [c[4] for c in bt.cols]
         return np.concatenate(parts).astype(dtype, copy=False), code
-
-    def _version_at(self, seqs: np.ndarray) -> np.ndarray:
-        """File version in force when each event was read (0 = none seen)."""
-        before = np.nan if self.detached else 0.0   # NaN: set by the earlier files
-        if not self.versions:
-            return np.full(len(seqs), before)
-        vseq = np.array([s for s, _ in self.versions])
-        vval = np.array([v for _, v in self.versions])
-        idx = np.searchsorted(vseq, seqs, side="left") - 1
-        return np.where(idx >= 0, vval[np.maximum(idx, 0)], before)
-
-    def _find_purges(self) -> None:
-        """Purges of this block's events; every earlier event is already known."""
-        if self._session_starts:
-            seqs = np.array([s for s, _ in self._session_starts])
-            versions = self._version_at(seqs).tolist()
-            for (seq, step), version in zip(self._session_starts, versions, strict=True):
-                if version != version:    # NaN: modern or not as the earlier files say
-                    self.cond_starts.append((seq, step, None))
-                    continue
-                if version < 2:
-                    continue
-                if self._seen_start:
-                    self.purges.append((seq, step, None))
-                elif self.detached:       # a purge if the earlier files saw a start
-                    self.cond_starts.append((seq, step, True))
-                self._seen_start = True
-        self.purges.extend(self._out_of_order_purges())
-
-    def _out_of_order_purges(self):
-        if self.legacy_accumulator:
-            return self._legacy_accumulator_purges()
-        seq_parts = [np.array([r[0] for r in self._summary_rows], dtype=np.int64)]
-        step_parts = [np.array([r[1] for r in self._summary_rows], dtype=np.int64)]
-        for seqs, steps, _ in self._fast_rows:
-            seq_parts.append(seqs)
-            step_parts.append(steps)
-        seqs = np.concatenate(seq_parts)
-        if not len(seqs):
-            return []
-        steps = np.concatenate(step_parts)
-        order = np.argsort(seqs, kind="stable")
-        seqs, steps = seqs[order], steps[order]
-        first_of_event = np.concatenate(([True], seqs[1:] != seqs[:-1]))
-        ev_seq, ev_step = seqs[first_of_event], steps[first_of_event]
-        unknown_prev = self._last_step is None
-        prev = np.concatenate(([0 if unknown_prev else self._last_step], ev_step[:-1]))
-        self._last_step = int(ev_step[-1])
-        version = self._version_at(ev_seq)
-        legacy_mode = version < 2
-        lower = ev_step < prev
-        conds = []   # (index, needs a lower step than the earlier files' last, legacy or None)
-        if unknown_prev:
-            lower[0] = False
-            if not (version[0] >= 2):
-                conds.append((0, True, None if np.isnan(version[0]) else True))
-        conds.extend((int(i), False, None) for i in np.flatnonzero(lower & np.isnan(version)))
-        hits = np.flatnonzero(lower & legacy_mode)
-        if not len(hits) and not conds:
-            return []
-        # (sets and searchsorted, not np.union1d / np.intersect1d: np.unique imports numpy.ma,
-        # 7 ms of a sync command's start)
-        tags_by_seq = self._tags_of(set(ev_seq[hits].tolist())
-                                    | {int(ev_seq[i]) for i, _, _ in conds})
-        for i, needs_prev, legacy_known in conds:
-            seq = int(ev_seq[i])
-            self.cond_purges.append((seq, int(ev_step[i]), frozenset(tags_by_seq.get(seq, ())),
-                                     needs_prev, legacy_known))
-        return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq.get(int(ev_seq[h]), ())))
-                for h in hits]
-
-    def _legacy_accumulator_purges(self):
-        """The out-of-order rule of TensorBoard's legacy ``EventAccumulator`` (tbparse's reader):
-        below file version 2, a summary event at a lower step than the last one it kept purges
-        its own tags' later points, and is not kept as the last step itself; any other event,
-        a graph or a session log too, is. One event at a time: whether an event purges depends
-        on what the ones before it did."""
-        events: dict[int, tuple[int, bool]] = {}
-        for seq, step, _ in self._summary_rows:
-            events[seq] = (step, True)
-        for seqs, steps, _ in self._fast_rows:
-            for seq, step in zip(seqs.tolist(), steps.tolist(), strict=True):
-                events[seq] = (step, True)
-        for seq, step in self._other_events:
-            events.setdefault(seq, (step, False))
-        if not events:
-            return []
-        order = sorted(events)
-        version = self._version_at(np.array(order, dtype=np.int64)).tolist()
-        last = -1 if self._last_step is None else self._last_step
-        hits = []
-        for seq, v in zip(order, version, strict=True):
-            if v >= 2:
-                continue          # (there a START purges, and the last step is not kept)
-            step, summary = events[seq]
-            if summary and step < last:
-                hits.append((seq, step))
-            else:
-                last = step
-        self._last_step = last
-        if not hits:
-            return []
-        tags_by_seq = self._tags_of({seq for seq, _ in hits})
-        return [(seq, step, frozenset(tags_by_seq.get(seq, ()))) for seq, step in hits]
-
-    def _tags_of(self, wanted: set) -> dict[int, set]:
-        """The tags of the block's summary events ``wanted`` (by sequence number)."""
-        sorted_wanted = np.array(sorted(wanted), dtype=np.int64)
-        tags_by_seq: dict[int, set] = {}
-        for seq, _, tag in self._summary_rows:
-            if seq in wanted:
-                tags = tags_by_seq.setdefault(seq, set())
-                if tag is not None:
-                    tags.add(tag)
-        for fseqs, _, tag in self._fast_rows:
-            at = np.minimum(np.searchsorted(sorted_wanted, fseqs), len(sorted_wanted) - 1)
-            hit = sorted_wanted[at] == fseqs
-            if isinstance(tag, str):
-                for seq in fseqs[hit].tolist():
-                    tags_by_seq.setdefault(seq, set()).add(tag)
-                continue
-            # the block's numbers (_fast_columns): the tag of each row by its number
-            names = self._tag_names
-            for seq, tid in zip(fseqs[hit].tolist(), tag[hit].tolist(), strict=True):
-                tags_by_seq.setdefault(seq, set()).add(names[tid])
-        return tags_by_seq
 
     # -- what a later read of the run's files needs to know ----------------------------------
     def restart_state(self) -> dict:
@@ -833,19 +702,19 @@ class RunAssembler:
         for s, st, tags in self.purges:
             for tag in tags or ():
                 by_tag.setdefault(tag, []).append((s, st))
-        shared = _Purges(everywhere)     # of every tag no purge names
+        shared = Purges(everywhere)     # of every tag no purge names
         try:
             for tag in sorted(self.info, key=lambda t: self.info[t].first_seq):
                 own = by_tag.get(tag)
                 yield from self._tag_series(tag, shared if own is None else
-                                            _Purges(everywhere + own))
+                                            Purges(everywhere + own))
         finally:
             self.store.close()
 
-    def _tag_series(self, tag: str, purges: _Purges):
+    def _tag_series(self, tag: str, purges: Purges):
         info = self.info[tag]
         raw_md = self.first_metadata.get(tag, _NO_METADATA)[1]
-        md, fixups, kinds = _tag_kinds(raw_md, info.kinds, info.has_none)
+        md, fixups, kinds = tag_kinds(raw_md, info.kinds, info.has_none)
         # only these plugins' points change shape (legacy.fix_point); the others pass as they are
         refit = fixups and (md.plugin_name in ("audio", "hparams")
                             or md.plugin_name in legacy.GRAPH_SUB_PLUGINS)
@@ -853,7 +722,7 @@ class RunAssembler:
             for key in info.pieces:
                 self.store.take(key, info.tid)
             return
-        shape = _container(md, kinds)
+        shape = container(md, kinds)
         pending, n, nbytes = [], 0, 0
         for key in info.pieces:
             seq, steps, walls, kind, code, payload = self.store.take(key, info.tid)
@@ -937,86 +806,6 @@ class RunAssembler:
                                       blobs=tuple(itertools.chain.from_iterable(arrays)))
         return TensorSeries(**common, dtypes=np.array([c for c, _ in points], dtype=np.int32),
                             tensors=tuple(a for _, a in points))
-
-
-def _tag_kinds(raw_md: Metadata, kinds, has_none: bool) -> tuple[Metadata, bool, set]:
-    """A tag's metadata as migrated, whether its points get legacy fixes, and the kinds of
-    its points after them."""
-    md = legacy.with_data_class(raw_md)
-    fixups = raw_md.data_class == DataClass.UNKNOWN
-    if not fixups:
-        return md, fixups, frozenset(kinds)
-    kinds = {_fixed_kind(md.plugin_name, k) for k in kinds}
-    if has_none and md.plugin_name == "hparams":
-        kinds.add((legacy.NULL_TENSOR[0], _NDIM1))
-    return md, fixups, frozenset(kinds)
-
-
-def tag_container(raw_md: Metadata, kinds, has_none: bool) -> tuple | None:
-    """The container :meth:`RunAssembler.series` gives a tag first logged with ``raw_md``
-    whose points are of ``kinds`` (None if the tag has no points)."""
-    md, _, kinds = _tag_kinds(raw_md, kinds, has_none)
-    return _container(md, kinds) if kinds else None
-
-
-def _fixed_kind(plugin: str, kind):
-    """The (code, ndim class) a point of this kind has after :func:`legacy.fix_point`."""
-    code, ndim = kind
-    if plugin == "audio" and ndim == _NDIMN:
-        return code, _NDIM1
-    if plugin in legacy.GRAPH_SUB_PLUGINS and ndim == _NDIM0:
-        return code, _NDIM1
-    return kind
-
-
-_CONTAINERS: dict = {}
-
-
-def _container(md: Metadata, kinds) -> tuple:
-    """Which series class the tag's points go in: ``("scalar", dtype)``, ``("blobs",)`` or
-    ``("tensors",)``, decided once for the whole tag."""
-    key = (md.data_class, frozenset(kinds))
-    shape = _CONTAINERS.get(key)
-    if shape is None:
-        shape = _CONTAINERS[key] = _container_of(md, kinds)
-    return shape
-
-
-def _container_of(md: Metadata, kinds) -> tuple:
-    if md.data_class == DataClass.SCALAR:
-        codes = {c for c, _ in kinds}
-        if len(codes) == 1 and all(nd == _NDIM0 for _, nd in kinds):
-            code = next(iter(codes))
-            if code not in (dt.DT_STRING, dt.DT_RAW_PROTO) and code in dt._TABLE:
-                dtype = dt.numpy_dtype(code)
-                if dtype.kind in "fiub":
-                    return ("scalar", dtype)
-    if md.data_class == DataClass.BLOB_SEQUENCE and kinds == {(dt.DT_STRING, _NDIM1)}:
-        return ("blobs",)
-    return ("tensors",)
-
-
-class _Purges:
-    """The purges that apply to one tag, as arrays for a vectorised hidden mask.
-
-    A point is hidden when some purge read after it has a step at or below the
-    point's step: with purges sorted by read position, that is a suffix minimum.
-    """
-
-    def __init__(self, purges: list[tuple[int, int]]) -> None:
-        purges = sorted(purges)
-        self.seq = np.array([s for s, _ in purges], dtype=np.int64)
-        steps = np.array([st for _, st in purges], dtype=np.int64)
-        self.min_step = np.minimum.accumulate(steps[::-1])[::-1] if len(steps) else steps
-
-    def hidden(self, seq: np.ndarray, steps: np.ndarray):
-        if not len(self.seq):
-            return None
-        idx = np.searchsorted(self.seq, seq, side="right")
-        later = idx < len(self.seq)
-        hidden = np.zeros(len(seq), dtype=bool)
-        hidden[later] = steps[later] >= self.min_step[idx[later]]
-        return hidden
 
 
 class _JoinedStore:
