@@ -165,3 +165,18 @@ def test_a_renamed_metric_never_takes_a_later_metrics_name(tmp_path):
     table = tbconvert.hparams(tmp_path / "logs")
     row = table.to_dict("records")[0]
     assert row["loss"] == 0.5 and row["loss (metric)"] == 1.0 and row["loss (metric 2)"] == 0.0
+
+
+def test_a_sync_forgets_the_facts_of_a_removed_sidecar(tmp_path):
+    # Nothing else changed: the sync that finds no new byte must still see the facts go.
+    logdir = _logdir(tmp_path, json.dumps({"name": "B", "description": "old facts"}))
+    ds = tmp_path / "ds"
+    tbconvert.sync(logdir, ds)
+    assert tbconvert.read(ds).experiment.name == "B"
+    (logdir / SIDECAR).unlink()
+    tbconvert.sync(logdir, ds)
+    assert tbconvert.read(ds).experiment.is_empty()
+    tbconvert.convert(logdir, tmp_path / "full", to_format="parquet")
+    marker = json.loads((ds / "_tbconvert.json").read_text())
+    assert marker["experiment"] == json.loads((tmp_path / "full" / "_tbconvert.json")
+                                              .read_text())["experiment"]

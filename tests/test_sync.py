@@ -1053,3 +1053,33 @@ def test_a_sync_that_finds_nothing_new_removes_what_a_killed_one_left(tmp_path):
     assert r.changed_nothing and r.generation == 1
     assert sorted(p.name for p in dst.iterdir()) == sorted(["_tbconvert.json", part.name])
     assert pads.dataset(dst, format="parquet").count_rows() == 40
+
+
+def test_a_value_changed_in_place_at_the_same_size_is_seen(tmp_path):
+    # Beyond the first 4 KiB and before the last archived record, at the same size: only the
+    # file's modification time tells it (an event file is rewritten, not edited, in practice;
+    # a rerun of a job into the same file name would do this).
+    src, dst = tmp_path / "logs", tmp_path / "ds"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many([scalar(step) for step in range(400)])
+    tbconvert.sync(src, dst)
+    path = a.path
+    data = bytearray(path.read_bytes())
+    old = records.frame(scalar(200).SerializeToString())
+    at = data.index(old)
+    ev = scalar(200)
+    ev.summary.value[0].simple_value = 1.5
+    new = records.frame(ev.SerializeToString())
+    assert len(new) == len(old) and at > 4096
+    data[at:at + len(new)] = new
+    stat = path.stat()
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    r = tbconvert.sync(src, dst)
+    assert r.runs_rearchived == 1, r.summary()
+    assert any("same size, new modification time" in i.message for i in r.issues)
+    check(src, dst, tmp_path)
+    # a file touched without a change costs a rereading, never a wrong dataset
+    os.utime(path)
+    assert tbconvert.sync(src, dst).runs_rearchived == 1
+    assert tbconvert.sync(src, dst).runs_unchanged == 1

@@ -324,7 +324,8 @@ class _Survey:
     runs: list                  # (name, event files) as the source lists them
     plans: dict                 # per run name: plan_files' answer (why read whole, reads)
     same_runs: bool             # the source's runs are the dataset's
-    sidecar: bool               # the source has experiment facts (compared on the full path)
+    sidecar: bool               # the source or the dataset has experiment facts (compared on
+                                # the full path: a facts file may have come, changed or gone)
     marker_parts: list = ()     # the manifest's parts (what a sync with nothing new keeps)
 
 
@@ -378,12 +379,13 @@ def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
         parts = marker["parts"]
         if not all(isinstance(p["file"], str) for p in parts):
             return None
+        facts = src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists() \
+            or any(marker.get("experiment", {}).values())
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
             RecursionError):
         return None
     return _Survey(generation, runs, plans, len(set(stored)) == len(stored)
-                   and sorted(stored) == sorted(known),
-                   src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists(), parts)
+                   and sorted(stored) == sorted(known), facts, parts)
 
 
 def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:

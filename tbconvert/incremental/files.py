@@ -39,10 +39,14 @@ def file_entry(path: Path, size: int, end: int, last) -> dict:
     head = min(HEAD_BYTES, end)
     entry = {"name": path.name, "size": size, "end": end, "head": f"{0:08x}", "last": None}
     try:
-        fd, _ = _open(path)
+        fd, st = _open(path)
     except OSError:
         fd = None
     try:
+        # The modification time tells a rewrite of the same size whose head and last record
+        # are unchanged; kept only when it is the time of the ``size`` bytes that were read.
+        if fd is not None and st.st_size == size:
+            entry["mtime"] = st.st_mtime_ns
         if head:
             entry["head"] = None if fd is None else _crc_in(fd, 0, head)
         if last is not None:
@@ -75,6 +79,9 @@ def _changed(path: Path, entry: dict) -> tuple[str | None, int]:
         last = entry.get("last")
         if last is not None and _crc_in(fd, last[0], last[1]) != last[2]:
             return f"{path.name} was rewritten", size
+        mtime = entry.get("mtime")
+        if size == entry["size"] and mtime is not None and st.st_mtime_ns != mtime:
+            return f"{path.name} was changed in place (same size, new modification time)", size
     finally:
         os.close(fd)
     return None, size

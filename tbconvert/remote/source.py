@@ -11,6 +11,7 @@ file, issued concurrently. :meth:`SourceStage.refresh` fetches only what a growi
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import shutil
@@ -57,6 +58,26 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
+def _mtime_ns(info: dict) -> int:
+    """An object's modification time in nanoseconds from a listing entry (the key and the
+    type differ from store to store), or 0."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified"):
+        value = info.get(key)
+        if value is None:
+            continue
+        try:
+            if isinstance(value, str):
+                value = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if isinstance(value, datetime.datetime):
+                if value.tzinfo is None:
+                    value = value.replace(tzinfo=datetime.timezone.utc)
+                value = value.timestamp()
+            return max(0, int(float(value) * 1e9))
+        except (TypeError, ValueError, OverflowError, OSError):
+            continue
+    return 0
+
+
 def _safe_rel(rel: str) -> bool:
     parts = rel.split("/")
     return bool(rel) and all(p not in ("", ".", "..") and "\0" not in p for p in parts) \
@@ -80,12 +101,15 @@ class SourceStage:
         self.local = self.tmp / (name if _safe_rel(name) else "source")
         self.single = False
         self.sizes: dict[str, int] = {}     # rel -> bytes staged
+        self.mtimes: dict[str, int] = {}    # rel -> the object's modification time (ns)
+        self.dated: dict[str, int] = {}     # rel -> the time its staged copy was given
         self.requests = 0
         self.progress = progress    # told the bytes to fetch, then each batch fetched
 
     # ------------------------------------------------------------------ listing
     def listing(self) -> dict[str, tuple[str, int]]:
-        """``{rel: (remote path, size)}`` of the wanted files: one recursive listing."""
+        """``{rel: (remote path, size)}`` of the wanted files: one recursive listing (which
+        also notes each object's modification time, see :meth:`_dated`)."""
         try:
             self.fs.invalidate_cache()
             # HTTP has no listing: a URL there names one file
@@ -99,8 +123,10 @@ class SourceStage:
         files: dict[str, tuple[str, int]] = {}
         root = self.root.rstrip("/")
         own = found.get(root)
+        self.mtimes = {}
         if own is not None and own.get("type") == "file" and len(found) == 1:
             self.single = True
+            self.mtimes[""] = _mtime_ns(own)
             return {"": (root, int(own.get("size") or 0))}
         skipped = 0
         for path, info in sorted(found.items()):
@@ -116,6 +142,7 @@ class SourceStage:
                 continue
             if wanted(rel):
                 files[rel] = (path, int(info.get("size") or 0))
+                self.mtimes[rel] = _mtime_ns(info)
         if not files and not skipped:
             raise FormatError(f"{self.url}: no such file or directory (or nothing a "
                               "TensorBoard source holds under it)")
@@ -151,7 +178,9 @@ class SourceStage:
             target = self._target(rel)
             have = self.sizes.get(rel)
             if grow_only and have == size:
-                continue
+                if self.dated.get(rel) == self.mtimes.get(rel, 0):
+                    continue
+                have = None     # rewritten at the same size: fetched again whole
             start = have if grow_only and have is not None and have < size else 0
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +212,19 @@ class SourceStage:
                 batch, held = [], 0
         if batch:
             self._read(batch)
+        self._dated(changed)
         return changed
+
+    def _dated(self, rels: list[str]) -> None:
+        """Give staged files their object's modification time, not the time they were
+        fetched: a sync tells a file rewritten at the same size by its time (0 where the
+        store gives none, which never changes)."""
+        for rel in rels:
+            ns = self.dated[rel] = self.mtimes.get(rel, 0)
+            try:
+                os.utime(self._target(rel), ns=(ns, ns))
+            except OSError:
+                pass
 
     def _check_room(self, need: int) -> None:
         """Refuse, before fetching anything, a source the temporary directory cannot hold."""
