@@ -101,9 +101,14 @@ def test_scan_random_bytes_never_raises():
 def test_bulk_crc_matches_c_crc():
     from crc32c import crc32c
     rng = np.random.default_rng(3)
-    for width in (0, 1, 3, 4, 5, 31, 64):
-        rows = rng.integers(0, 256, (50, width), dtype=np.uint8)
+    # few rows, many rows of few bytes (the column loop), one wide row (a large image), and
+    # rows that are a strided view
+    for n, width in [(50, w) for w in (0, 1, 3, 4, 5, 31, 64)] + [(2000, 7), (3000, 64),
+                                                                    (1, 1 << 20), (3, 40_001)]:
+        rows = rng.integers(0, 256, (n, width), dtype=np.uint8)
         assert records.crc32c_rows(rows).tolist() == [crc32c(r.tobytes()) for r in rows]
+        view = rows[:, 1:] if width > 1 else rows
+        assert records.crc32c_rows(view).tolist() == [crc32c(r.tobytes()) for r in view]
 
 
 @given(st.integers(1, 120), st.integers(1, 60), st.data())
