@@ -147,10 +147,12 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
     if field_name == "half_val":
         arr = np.asarray(vals, dtype=np.int64).astype(np.uint16).view(np_dtype)
     elif field_name in ("scomplex_val", "dcomplex_val"):
-        flat = np.asarray(vals, dtype=np.float32 if code == DT_COMPLEX64 else np.float64)
+        flat = np.asarray(vals, dtype="<f4" if code == DT_COMPLEX64 else "<f8")
         if len(flat) % 2:
             raise TensorDecodeError("complex tensor holds an odd number of parts")
-        arr = (flat[0::2] + 1j * flat[1::2]).astype(np_dtype)
+        # pairs of parts viewed as complex numbers: arithmetic (re + 1j * im) would make
+        # 1+inf j a NaN and drop the sign of a -0.0 imaginary part
+        arr = flat.view(np_dtype)
     else:
         arr = np.asarray(vals).astype(np_dtype) if len(vals) else np.zeros(0, np_dtype)
     if len(arr) == n:
@@ -182,8 +184,14 @@ def array_to_proto(code: int, arr: np.ndarray, proto_cls):
     np_dtype, field_name = _TABLE[code]
     if arr.size == 1 and field_name in ("float_val", "double_val", "int_val", "int64_val") \
             and code in (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64):
-        getattr(tp, field_name).append(arr.reshape(()).item())
-        return tp
+        value = arr.reshape(())
+        getattr(tp, field_name).append(value.item())
+        # a NaN whose payload the typed field would not give back (a signalling NaN is
+        # quieted on its way through a Python float) goes to tensor_content
+        if value == value or np.asarray(getattr(tp, field_name), np_dtype).tobytes() \
+                == value.astype(np_dtype).tobytes():
+            return tp
+        tp.ClearField(field_name)
     if arr.size:
         tp.tensor_content = np.ascontiguousarray(arr, dtype=np_dtype).tobytes()
     return tp

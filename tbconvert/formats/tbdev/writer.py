@@ -285,7 +285,8 @@ class TbdevWriter(Writer):
             else:
                 if code not in _NUMPY_EXACT:
                     changed.add(dt.NAMES.get(code, str(code)))
-                arrays.append(np.ascontiguousarray(arr, dtype=dt.numpy_dtype(code)))
+                # (np.ascontiguousarray would make a rank-0 tensor one of shape [1])
+                arrays.append(np.asarray(arr, dtype=dt.numpy_dtype(code), order="C"))
         if nul_lost:
             self.report.add("string_nul_stripped",
                             f"{run}/{p.tag}: {nul_lost} string(s) end in NUL bytes, which the "
