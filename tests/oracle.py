@@ -34,7 +34,13 @@ def tb_view(logdir) -> dict:
     for run, info in mux.Runs().items():
         tags = {}
         for tag in info["tensors"]:
-            md = mux.SummaryMetadata(run, tag)
+            try:
+                md = mux.SummaryMetadata(run, tag)
+            except KeyError:
+                # a tag whose values came without metadata: as one with empty metadata, no
+                # plugin (and no data provider's listing) ever shows it
+                from tensorboard.compat.proto import summary_pb2
+                md = summary_pb2.SummaryMetadata()
             points = [(int(e.step), float(e.wall_time),
                        canonical(tensor_util.make_ndarray(e.tensor_proto)))
                       for e in mux.Tensors(run, tag)]

@@ -215,3 +215,23 @@ def test_existing_destination_needs_force(tmp_path):
     tbconvert.convert(FIXTURES / "tf2_logdir", out, to_format="tfevents", force=True)
     assert not (out / "keep.txt").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_value_named_only_by_node_name_is_not_purged_by_its_data_tag(tmp_path):
+    # Below file version 2 a step going back purges the tags the event's values name in their
+    # ``tag`` field; a tensor value with only the old ``node_name`` names none ("").
+    from tensorboard.compat.proto import event_pb2, tensor_pb2
+    events = [event_pb2.Event(wall_time=999.0, file_version="brain.Event:1")]
+    for i, step in enumerate([0, 1, 2, 3, 4, 2]):
+        ev = event_pb2.Event(wall_time=1000.0 + i, step=step)
+        ev.summary.value.add(node_name="nn", tensor=tensor_pb2.TensorProto(dtype=1,
+                                                                          float_val=[1.0]))
+        events.append(ev)
+    src = tmp_path / "logs" / "run" / "events.out.tfevents.1.host"
+    src.parent.mkdir(parents=True)
+    src.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in events))
+    out, report = _roundtrip(tmp_path / "logs", tmp_path)
+    expected = tb_view(tmp_path / "logs")
+    assert [p[0] for p in expected["run"]["tags"]["nn"]["points"]] == [0, 1, 2, 3, 4, 2]
+    assert_same_view(tb_view(out), expected)
+    assert [i.kind for i in report.issues] == ["steps_not_increasing"]    # a note, no loss

@@ -462,7 +462,7 @@ class TfeventsReader(Reader):
                     self.report.add("corrupt_record", f"{exc}; value skipped",
                                     path=path, run=asm.name, tag=tag)
                     continue
-                tags.append(tag)
+                tags.append(md_tag)    # TensorBoard purges by the value's own tag
                 if md is not None:
                     asm.metadata(seq, md_tag, md)
                 asm.point(seq, step, wall, tag, point)
