@@ -235,3 +235,37 @@ def test_a_value_named_only_by_node_name_is_not_purged_by_its_data_tag(tmp_path)
     assert [p[0] for p in expected["run"]["tags"]["nn"]["points"]] == [0, 1, 2, 3, 4, 2]
     assert_same_view(tb_view(out), expected)
     assert [i.kind for i in report.issues] == ["steps_not_increasing"]    # a note, no loss
+
+
+def test_a_graph_whose_point_a_restart_hides_stays_the_runs_graph(tmp_path):
+    # TensorBoard keeps a run's graph (and lists __run_graph__ without points) when a later
+    # session START purges the graph's point.
+    from tensorboard.compat.proto import event_pb2, graph_pb2, node_def_pb2
+    graph = graph_pb2.GraphDef(node=[node_def_pb2.NodeDef(name="g1", op="Const")])
+
+    def scalar(step):
+        ev = event_pb2.Event(wall_time=1000.0 + step, step=step)
+        ev.summary.value.add(tag="a", simple_value=float(step))
+        return ev
+
+    def start(step):
+        ev = event_pb2.Event(wall_time=1000.0 + step, step=step)
+        ev.session_log.status = event_pb2.SessionLog.START
+        return ev
+
+    events = [event_pb2.Event(wall_time=999.0, file_version="brain.Event:2"), start(0),
+              scalar(0), event_pb2.Event(wall_time=1005.0, step=5,
+                                         graph_def=graph.SerializeToString()),
+              scalar(6), start(3), scalar(3)]
+    src = tmp_path / "logs" / "run" / "events.out.tfevents.1.host"
+    src.parent.mkdir(parents=True)
+    src.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in events))
+    expected = tb_view(tmp_path / "logs")
+    assert expected["run"]["graph"] and expected["run"]["tags"]["__run_graph__"]["points"] == []
+    for dest in ("back", "x.parquet"):
+        out = tmp_path / dest
+        tbconvert.convert(tmp_path / "logs", out, to_format=None if "." in dest else "tfevents")
+        if dest != "back":
+            out = tmp_path / "again"
+            tbconvert.convert(tmp_path / dest, out, to_format="tfevents")
+        assert_same_view(tb_view(out), expected)

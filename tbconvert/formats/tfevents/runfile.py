@@ -674,7 +674,9 @@ class RunFile:
         """
         shown, bare = [], 0
         for st in self.tags.values():
-            if st.count == 0 and st.special is None:
+            if st.count == 0:
+                # (a graph too: TensorBoard keeps a run's graph when a restart hides its point,
+                # and so does the graph event written as the witness)
                 if st.witness is not None:
                     shown.append(st)
                 else:
