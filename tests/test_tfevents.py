@@ -269,3 +269,19 @@ def test_a_graph_whose_point_a_restart_hides_stays_the_runs_graph(tmp_path):
             out = tmp_path / "again"
             tbconvert.convert(tmp_path / dest, out, to_format="tfevents")
         assert_same_view(tb_view(out), expected)
+
+
+@pytest.mark.parametrize("via", [None, "x.parquet", "x.h5"])
+def test_a_run_of_an_empty_event_file_comes_back_without_a_start(tmp_path, via):
+    src = tmp_path / "logs"
+    (src / "e").mkdir(parents=True)
+    (src / "e" / "events.out.tfevents.1.host").write_bytes(b"")
+    out = tmp_path / "back"
+    first = src if via is None else tmp_path / via
+    if via is not None:
+        tbconvert.convert(src, first)
+    tbconvert.convert(first, out, to_format="tfevents")
+    expected = tb_view(src)
+    assert expected["e"]["first_event"] is None
+    assert_same_view(tb_view(out), expected)
+    assert all(p.stat().st_size == 0 for p in (out / "e").iterdir())

@@ -601,6 +601,8 @@ class RunFile:
     def write(self, f) -> None:
         """Write the whole file to the binary file object ``f``."""
         self._flush()
+        if self.run.start_time is None and not self.tags and not self.run.records:
+            return   # a run without a single event (an empty event file): an empty file again
         self._records()
         start = self.start()
         head = [self.event_pb2.Event(wall_time=start, file_version=event_files.FILE_VERSION)]
