@@ -825,3 +825,16 @@ def test_a_non_finite_wall_time_is_written_as_the_run_start(tmp_path):
     assert back.runs["r"].start_time == 1563406522.0
     assert back.series["r"]["t"].wall_times.tolist() == [1563406522.0, 1563406522.0,
                                                         1563406524.0]
+
+
+def test_writing_a_run_named_with_a_backslash_says_how_it_reads_back(tmp_path):
+    # On POSIX ``back\slash`` is one directory; an export's reader takes the backslash for a
+    # Windows separator, so the writer says so (verify would otherwise be the first to tell).
+    src = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir" / "train", src / "back\\slash")
+    report = tbconvert.convert(src, tmp_path / "export", to_format="tbdev")
+    runs = sorted(tbconvert.read(src).series)
+    renamed = [i.message for i in report.issues if i.kind == "run_renamed"]
+    assert len(renamed) == len(runs) and all("reads back as 'back/slash" in m for m in renamed)
+    assert sorted(tbconvert.read(tmp_path / "export").series) == \
+        [r.replace("\\", "/") for r in runs]

@@ -108,6 +108,12 @@ class TbdevWriter(Writer):
     # -- runs -------------------------------------------------------------------------------
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
+        if "\\" in run.name:
+            # an export's reader takes ``\`` for the separator of a run written on Windows
+            self.report.add("run_renamed", f"run {run.name!r}: an export's reader takes its "
+                            "backslashes for the '/' of a run exported on Windows: it reads "
+                            f"back as {run.name.replace(chr(92), '/')!r}", run=run.name,
+                            lost=False)
         pending: dict[str, _Pending] = {}
         points_seen: dict[str, int] = {}
         buffered = 0
