@@ -285,3 +285,17 @@ def test_a_run_of_an_empty_event_file_comes_back_without_a_start(tmp_path, via):
     assert expected["e"]["first_event"] is None
     assert_same_view(tb_view(out), expected)
     assert all(p.stat().st_size == 0 for p in (out / "e").iterdir())
+
+
+def test_non_finite_wall_times_of_a_run_without_a_finite_start_are_told_as_zero(tmp_path):
+    from tensorboard.compat.proto import event_pb2
+    first = event_pb2.Event(wall_time=float("nan"), file_version="brain.Event:2")
+    point = event_pb2.Event(wall_time=float("inf"), step=1)
+    point.summary.value.add(tag="a", simple_value=1.0)
+    src = tmp_path / "logs" / "run" / "events.out.tfevents.1.host"
+    src.parent.mkdir(parents=True)
+    src.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in (first, point)))
+    _, report = _roundtrip(tmp_path / "logs", tmp_path)
+    told = [i.message for i in report.issues if i.kind == "wall_time_replaced"]
+    assert told == ["run/a: 1 non-finite wall time written as 0.0 (the run has no finite "
+                    "start time)"], report.issues

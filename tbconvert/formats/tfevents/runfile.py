@@ -475,11 +475,13 @@ class RunFile:
             # A NaN wall time makes TensorBoard's fast loader drop the rest of the file.
             fixed = walls.copy()
             start = self.run.start_time
-            fixed[bad] = start if start is not None and math.isfinite(start) else 0.0
+            known = start is not None and math.isfinite(start)
+            fixed[bad] = start if known else 0.0
             self.report.add("wall_time_replaced",
                             f"{s.run}/{s.tag}: {plural(int(bad.sum()), 'non-finite wall time')} "
-                            "written as the run's start time", run=s.run, tag=s.tag,
-                            count=int(bad.sum()))
+                            "written as " + ("the run's start time" if known else
+                                             "0.0 (the run has no finite start time)"),
+                            run=s.run, tag=s.tag, count=int(bad.sum()))
             return fixed
         return walls
 
