@@ -22,7 +22,7 @@ from measure import peak_rss_mib
 
 from tbconvert import read
 from tbconvert.api import open_writer
-from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+from tbconvert.model import BlobSequenceSeries, DataClass, Metadata, Run, ScalarSeries
 from tbconvert.report import Report
 
 
@@ -73,6 +73,38 @@ def tb_write(logdir: Path, n: int) -> None:
     w.close()
 
 
+# Large images: few records of several MiB each (a run logging full-size samples).
+IMAGES, IMAGE_BYTES = 32, 4 << 20
+
+
+def _image_blobs(k: int) -> bytes:
+    return np.random.default_rng(k).integers(0, 256, IMAGE_BYTES, dtype=np.uint8).tobytes()
+
+
+def write_images(logdir: Path) -> None:
+    steps = np.arange(IMAGES, dtype=np.int64)
+    blobs = tuple(b for k in range(IMAGES) for b in (b"1024", b"1024", _image_blobs(k)))
+    series = BlobSequenceSeries(
+        run=".", tag="sample", metadata=Metadata("images", b"", "sample", "",
+                                                 DataClass.BLOB_SEQUENCE),
+        steps=steps, wall_times=1.7e9 + steps, hidden=None,
+        offsets=np.arange(0, 3 * IMAGES + 1, 3, dtype=np.int64), blobs=blobs)
+    with open_writer(logdir, format="tfevents", report=Report()) as w:
+        w.write_run(Run("."), [series])
+
+
+def tb_write_images(logdir: Path) -> None:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    w = EventFileWriter(str(logdir), max_queue_size=10)
+    for k in range(IMAGES):
+        ev = event_pb2.Event(step=k, wall_time=1.7e9 + k)
+        ev.summary.value.add(tag="sample", image=summary_pb2.Summary.Image(
+            height=1024, width=1024, colorspace=3, encoded_image_string=_image_blobs(k)))
+        w.add_event(ev)
+    w.close()
+
+
 def timed(fn, *args):
     t = time.perf_counter()
     result = fn(*args)
@@ -101,6 +133,9 @@ def main() -> None:
         ours = timed(write_tensor_form, tmp / "w_ours", n)[0]
         theirs = timed(tb_write, tmp / "w_tb", n)[0] if not skip_tb else float("nan")
         rows.append((f"write {n:,} scalars", theirs, ours))
+        ours = timed(write_images, tmp / "img_ours")[0]
+        theirs = timed(tb_write_images, tmp / "img_tb")[0] if not skip_tb else float("nan")
+        rows.append((f"write {IMAGES} images of {IMAGE_BYTES >> 20} MiB", theirs, ours))
         one, four = tmp / "one", tmp / "four"
         write_tensor_form(one, n, runs=("r0",))
         write_tensor_form(four, n, runs=("r0", "r1", "r2", "r3"))
