@@ -92,6 +92,19 @@ class AtomicOutput:
         and :class:`OutputExistsError` raised."""
         if self._done:
             return
+        # Ctrl-C and SIGTERM wait until the output is in place and a replaced one is gone
+        # (a signal between the swap and the removal would leave the old output behind, and
+        # the message would say the new, complete one had been removed).
+        from tbconvert.interrupts import deferred
+        try:
+            with deferred():
+                self._put_in_place()
+        except KeyboardInterrupt as exc:
+            if self._done:
+                exc.complete = self.final
+            raise
+
+    def _put_in_place(self) -> None:
         if not self.force:
             self._commit_new()
             return

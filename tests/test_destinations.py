@@ -259,3 +259,29 @@ def test_forced_output_still_replaces_what_appeared(tmp_path):
     final.write_text("theirs")
     out.commit()
     assert final.read_text() == "new"
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["swapped", "moved-aside"])
+def test_a_signal_while_a_forced_directory_is_put_in_place_keeps_the_complete_output(
+        tmp_path, monkeypatch, exchange):
+    # Ctrl-C right after the new output took the final name, before the old one was removed:
+    # the new output stays, the old one goes, and the interrupt says the output is complete.
+    import signal
+    dst = tmp_path / "out"
+    dst.mkdir()
+    (dst / "old.txt").write_text("old")
+    real_exchange = output._exchange
+
+    def exchange_then_signal(a, b):
+        done = real_exchange(a, b) if exchange else False
+        os.kill(os.getpid(), signal.SIGINT)
+        return done
+
+    monkeypatch.setattr(output, "_exchange", exchange_then_signal)
+    out = output.AtomicOutput(dst, force=True, directory=True)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        with out.writing() as tmp:
+            (tmp / "new.txt").write_text("new")
+    assert caught.value.complete == dst
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(p.name for p in dst.iterdir()) == ["new.txt"]
