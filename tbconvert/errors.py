@@ -120,6 +120,43 @@ class StorageError(TbconvertError):
     exit_code = 11
 
 
+class OutOfResourcesError(OutputError):
+    """The machine ran out of memory or file handles: no fault of the data, and no run is
+    worth skipping for it (every other would fail alike)."""
+
+
 # What reading a run may raise that is not the run's fault: these end the whole conversion
 # instead of costing that run alone (the places that read one run at a time let them through).
 NOT_A_RUNS_FAULT = (KeyboardInterrupt, MemoryError, OutputError, MissingDependencyError)
+
+_EXHAUSTED = {"EMFILE": "file handles (the limit of open files, `ulimit -n`)",
+              "ENFILE": "file handles (the system's table of open files is full)",
+              "ENOMEM": "memory", "ENOBUFS": "memory"}
+
+
+def exhausted(exc: BaseException) -> str | None:
+    """What the machine ran out of, if ``exc`` (or an exception it arose from) says it ran
+    out of memory or file handles; else None."""
+    import errno
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, MemoryError):
+            return "memory"
+        if isinstance(exc, OSError):
+            name = errno.errorcode.get(exc.errno or 0)
+            if name in _EXHAUSTED:
+                return _EXHAUSTED[name]
+            if "Too many open files" in str(exc):   # (Arrow's errors carry no errno)
+                return _EXHAUSTED["EMFILE"]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def raise_if_exhausted(exc: BaseException) -> None:
+    """An :class:`OutOfResourcesError` for an exception that says the machine ran out of
+    memory or file handles: the places that skip what fails to read let nothing else by."""
+    what = exhausted(exc)
+    if what is not None:
+        raise OutOfResourcesError(f"the machine ran out of {what}; partial output was "
+                                  "removed") from None

@@ -10,6 +10,7 @@ classes, so telling a format by suffix imports no format's libraries.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,6 +165,13 @@ def detect_source(path: Path) -> type[Format]:
         raise FormatError(f"{path}: {named.name} is a format tbconvert writes but does not "
                           "read back; convert the source it was made from")
     what = "directory" if path.is_dir() else "file"
+    try:     # one that cannot be looked into is told as such, not as an unknown format
+        if what == "directory":
+            os.listdir(path)
+        else:
+            open(path, "rb").close()
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot be read ({exc.strerror})") from None
     raise FormatError(
         f"{path}: cannot tell the format of this {what} (no event files, export or archive "
         f"found); pass --from with one of: "

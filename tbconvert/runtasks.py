@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbconvert.errors import NOT_A_RUNS_FAULT, OutputError, UsageError
+from tbconvert.errors import NOT_A_RUNS_FAULT, OutputError, UsageError, raise_if_exhausted
 from tbconvert.formats.base import Options, processes, source_size
 from tbconvert.report import Issue, Report
 
@@ -94,6 +94,7 @@ def _convert_run(task: RunTask) -> RunResult:
     except NOT_A_RUNS_FAULT:
         raise
     except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
+        raise_if_exhausted(exc)
         reader.report_unreadable_run(task.name, exc)
         progress.done()
         asm = None

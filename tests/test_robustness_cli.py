@@ -590,3 +590,98 @@ def test_ctrl_c_in_a_string_eval_still_exits_130_under_python_m(tmp_path):
     p = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], cwd=CLI_CWD, env=env,
                        capture_output=True, timeout=60)
     assert p.returncode == 130, p.stderr.decode()
+
+
+@pytest.mark.parametrize("how", [["convert", "--from", "tfevents"], ["convert"], ["sync"],
+                                 ["info", "--from", "tfevents"]])
+def test_a_source_root_that_cannot_be_read_is_one_line_exit_3(tmp_path, how):
+    """Not an empty output, nor a traceback (its experiment facts file could not be looked
+    at either), nor 'cannot tell the format'."""
+    src = _copy_logdir(tmp_path, "torch_logdir")
+    command, *extra = how
+    args = [command, str(src)] + ([] if command == "info" else [str(tmp_path / "out.parquet"
+                                                                     if command == "convert"
+                                                                     else tmp_path / "ds")])
+    os.chmod(src, 0)
+    try:
+        p = subprocess.run([*_without_root_read_override(), *cli_argv(), *args, *extra],
+                           cwd=CLI_CWD, env=cli_env(), capture_output=True, timeout=120)
+    finally:
+        os.chmod(src, 0o755)
+    err = p.stderr.decode()
+    assert p.returncode == 3, err
+    assert err == f"tbconvert: error: {src}: cannot be read (Permission denied)\n"
+    assert not (tmp_path / "out.parquet").exists() and not (tmp_path / "ds").exists()
+
+
+def _many_runs(root: Path, n: int) -> Path:
+    from tensorboard.compat.proto import event_pb2
+
+    from tbconvert.formats.tfevents import records
+    for i in range(n):
+        path = root / f"run{i:03d}" / "events.out.tfevents.1.host"
+        path.parent.mkdir(parents=True)
+        ev = event_pb2.Event(wall_time=1000.0, step=0)
+        ev.summary.value.add(tag="loss", simple_value=float(i))
+        path.write_bytes(records.frame(event_pb2.Event(wall_time=999.0,
+                                                       file_version="brain.Event:2")
+                                       .SerializeToString())
+                         + records.frame(ev.SerializeToString()))
+    return root
+
+
+def _open_files(limit: int):
+    def preexec():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    return preexec
+
+
+@pytest.mark.parametrize("command", ["convert", "sync"])
+def test_running_out_of_file_handles_ends_the_command_instead_of_skipping_runs(tmp_path,
+                                                                                command):
+    """EMFILE is no fault of a run: never a run skipped (or a part of one) with exit 0, but
+    one line and exit 9; or, where the limit happened to suffice, the whole data."""
+    src = _many_runs(tmp_path / "logs", 60)
+    for attempt in range(4):
+        out = tmp_path / f"out{attempt}"
+        dst = out.with_suffix(".h5") if command == "convert" else out
+        p = subprocess.run([*cli_argv(), command, str(src), str(dst), "-j", "1", "-q"],
+                           cwd=CLI_CWD, env=cli_env(), capture_output=True, timeout=120,
+                           preexec_fn=_open_files(7 if command == "sync" else 5))
+        err = p.stderr.decode()
+        assert "Traceback" not in err, err
+        if p.returncode == 9:
+            assert err == ("tbconvert: error: the machine ran out of file handles (the limit of "
+                           "open files, `ulimit -n`); partial output was removed\n") \
+                or "Too many open files" in err, err
+            continue
+        assert p.returncode == 0, err
+        from tbconvert.verify import compare
+        assert compare(src, dst) == [], attempt
+
+
+@pytest.mark.parametrize("raised", ["memory", "chained", "arrow"])
+def test_running_out_of_memory_is_one_line_exit_9(tmp_path, monkeypatch, capsys, raised):
+    """However the shortage shows (numpy's or Arrow's MemoryError, or an error raised while
+    one was handled), it is told in one line, the partial output removed."""
+    import pyarrow as pa
+
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+
+    def short(*_args, **_kw):
+        if raised == "memory":
+            raise MemoryError("Unable to allocate 8.00 GiB")
+        if raised == "arrow":
+            raise pa.ArrowMemoryError("malloc of size 1073741824 failed")
+        try:
+            raise MemoryError()
+        except MemoryError:
+            raise SystemError("deallocated bytearray object has exported buffers") from None
+
+    monkeypatch.setattr(TfeventsReader, "iter_runs", short)
+    out = tmp_path / "out.parquet"
+    code = main(["convert", str(FIXTURES / "torch_logdir"), str(out)])
+    err = capsys.readouterr().err
+    assert code == 9, err
+    assert err == "tbconvert: error: the machine ran out of memory; partial output was removed\n"
+    assert not out.exists() and list(tmp_path.iterdir()) == []

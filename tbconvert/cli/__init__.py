@@ -53,7 +53,8 @@ EXIT_CODES = """exit codes:
   6  destination exists (pass --force to replace it)
   7  a required package is missing
   8  --strict: data was skipped or could not be written, or nothing matched
-  9  writing failed (disk full, permission, file-size limit); partial output removed
+  9  writing failed (disk full, permission, file-size limit), or the machine ran
+     out of memory or open files; partial output removed
  10  verify: the two sources differ
  11  an object store refused or could not be reached (credentials, access, endpoint, throttling)
 130  interrupted (Ctrl-C); 143 terminated (SIGTERM); partial output removed either way
@@ -329,7 +330,12 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt as exc:
         ui.error(_stopped("interrupted", exc))
         return 130
-    except Exception:  # noqa: BLE001 - a bug: say so plainly
+    except Exception as exc:  # noqa: BLE001 - a bug: say so plainly
+        from tbconvert.errors import exhausted
+        what = exhausted(exc)
+        if what is not None:     # no bug: the machine ran out (anywhere, an import too)
+            ui.error(f"the machine ran out of {what}; partial output was removed")
+            return 9
         if _received:      # unless a signal cut short what raised it
             terminated = _received[0] == signal.SIGTERM
             ui.error(("terminated" if terminated else "interrupted")

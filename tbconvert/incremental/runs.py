@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tbconvert import names
-from tbconvert.errors import NOT_A_RUNS_FAULT, in_words
+from tbconvert.errors import NOT_A_RUNS_FAULT, in_words, raise_if_exhausted
 from tbconvert.formats.base import Options
 from tbconvert.formats.tfevents import event_files
 from tbconvert.formats.tfevents.assemble import RunAssembler
@@ -85,6 +85,7 @@ def sync_run(task: RunTask, later: bool = False) -> RunResult:
     except NOT_A_RUNS_FAULT:
         raise
     except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
+        raise_if_exhausted(exc)
         why = in_words(exc)
         return unreadable(task, f"could not be read ({why})", report)
 

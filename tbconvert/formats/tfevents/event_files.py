@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from tbconvert import sourcefiles
+from tbconvert.errors import FormatError, raise_if_exhausted
 
 EVENT_MARK = "tfevents"
 PROFILE_EMPTY = ".profile-empty"
@@ -41,7 +42,12 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
     runs = []
 
     def onerror(exc: OSError) -> None:
-        on_problem("unreadable_directory", f"{exc.filename}: cannot be read ({exc.strerror}); skipped")
+        raise_if_exhausted(exc)    # (not the directory's fault: every other would fail too)
+        where = exc.filename if exc.filename is not None else root
+        if os.path.normpath(where) == os.path.normpath(root):
+            # the source itself: nothing of it can be read (an empty output would say otherwise)
+            raise FormatError(f"{root}: cannot be read ({exc.strerror})")
+        on_problem("unreadable_directory", f"{where}: cannot be read ({exc.strerror}); skipped")
 
     def onskip(path: str, why: str, exc: OSError | None) -> None:
         if why == sourcefiles.LOOP:

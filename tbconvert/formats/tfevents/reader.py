@@ -19,7 +19,7 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert import sourcefiles
-from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, in_words
+from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, in_words, raise_if_exhausted
 from tbconvert.formats.base import Progress, Reader, dependency, processes, source_size
 from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.tfevents import (
@@ -175,7 +175,14 @@ class TfeventsReader(Reader):
 
     def experiment(self) -> Experiment:
         sidecar = self.path / event_files.EXPERIMENT_SIDECAR
-        if not self.path.is_dir() or not sidecar.is_file():
+        try:
+            # (is_file raises where the directory may not be searched: a logdir of mode 0444)
+            if not self.path.is_dir() or not sidecar.is_file():
+                return Experiment()
+        except OSError as exc:
+            raise_if_exhausted(exc)
+            self.report.add("bad_sidecar", f"{sidecar}: cannot be looked at ({exc.strerror}); "
+                            "no experiment facts read", path=sidecar)
             return Experiment()
         from tbconvert import budget
         try:
@@ -208,6 +215,7 @@ class TfeventsReader(Reader):
                 except NOT_A_RUNS_FAULT:
                     raise
                 except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
+                    raise_if_exhausted(exc)
                     self.report_unreadable_run(name, exc)
                     progress.done()
                     continue
@@ -315,6 +323,7 @@ class TfeventsReader(Reader):
                 return
             size = st.st_size
         except OSError as exc:
+            raise_if_exhausted(exc)
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
             return None
@@ -327,6 +336,7 @@ class TfeventsReader(Reader):
                 self._run_progress.read(block.offset + len(block.buf) - state.reported)
                 state.reported = block.offset + len(block.buf)
         except OSError as exc:
+            raise_if_exhausted(exc)
             state.failed = True
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped "
                             "the rest of it", path=path, run=asm.name)
