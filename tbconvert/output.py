@@ -73,7 +73,8 @@ class AtomicOutput:
         except OSError as exc:
             _remove_created(self._created)
             raise OutputError(f"cannot create {parent}: {exc.strerror or exc}") from None
-        self.tmp = parent / f".{_short(self.final.name)}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        _sweep_leftovers(self.final)
+        self.tmp = parent / _tmp_name(self.final.name, uuid.uuid4().hex[:12])
         self._done = False
         _PENDING.add(self)
         if directory:
@@ -120,7 +121,7 @@ class AtomicOutput:
             self._finished()
             _remove(self.tmp)  # now the old output
             return
-        old = self.final.parent / f".{_short(self.final.name)}{TMP_MARK}old-{uuid.uuid4().hex[:8]}"
+        old = self.final.parent / _tmp_name(self.final.name, f"old-{uuid.uuid4().hex[:8]}")
         os.replace(self.final, old)
         os.replace(self.tmp, self.final)
         self._finished()
@@ -174,7 +175,7 @@ class ScratchDir:
 
     def __init__(self, beside: Path) -> None:
         beside = Path(beside)
-        self.path = beside.parent / f".{_short(beside.name)}{TMP_MARK}stage-{uuid.uuid4().hex[:12]}"
+        self.path = beside.parent / _tmp_name(beside.name, f"stage-{uuid.uuid4().hex[:12]}")
         try:
             self.path.mkdir()
         except OSError as exc:
@@ -186,6 +187,47 @@ class ScratchDir:
         _PENDING.discard(self)
 
     abort = remove
+
+
+def _owner() -> str:
+    """This process as a temporary name tells it: a hash of the host name, and the pid."""
+    import socket
+    import zlib
+    host = zlib.crc32(socket.gethostname().encode("utf-8", "surrogateescape"))
+    return f"{host:08x}-{os.getpid()}"
+
+
+def _tmp_name(final: str, tail: str) -> str:
+    """The hidden name of an output on its way to ``final``, naming its process (so that a
+    later conversion to the same name can tell the leftover of a killed one)."""
+    return f".{_short(final)}{TMP_MARK}{_owner()}-{tail}"
+
+
+def _sweep_leftovers(final: Path) -> None:
+    """Remove what killed conversions to ``final`` on this host left beside it (SIGKILL and
+    power loss leave no chance to clean up): temporaries whose process is gone."""
+    import re
+    prefix = f".{_short(final.name)}{TMP_MARK}"
+    host = _owner().split("-")[0]
+    try:
+        entries = [e for e in os.scandir(final.parent) if e.name.startswith(prefix)]
+    except OSError:
+        return
+    for entry in entries:
+        m = re.match(r"([0-9a-f]{8})-(\d+)-", entry.name[len(prefix):])
+        if m is None or m.group(1) != host or _alive(int(m.group(2))):
+            continue
+        _remove(Path(entry.path))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:     # (another user's process: alive)
+        return True
+    return True
 
 
 def _short(name: str, limit: int = 200) -> str:

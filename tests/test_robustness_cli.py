@@ -685,3 +685,28 @@ def test_running_out_of_memory_is_one_line_exit_9(tmp_path, monkeypatch, capsys,
     assert code == 9, err
     assert err == "tbconvert: error: the machine ran out of memory; partial output was removed\n"
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_leftovers_of_a_killed_conversion_are_swept_and_never_read_as_runs(tmp_path):
+    """SIGKILL leaves a hidden temporary output behind: the next conversion to the same name
+    removes it (its process is gone), one of a live process stays, and a logdir holding one
+    does not read its partial runs."""
+    from tbconvert import output
+    logs = _copy_logdir(tmp_path, "tensorboardx_logdir")
+    owner = output._owner().split("-")[0]
+    dead = logs / f".restored{TMP_MARK}{owner}-{_dead_pid()}-0123456789ab"
+    live = logs / f".restored{TMP_MARK}{owner}-{os.getpid()}-0123456789ab"
+    for leftover in (dead, live):
+        shutil.copytree(FIXTURES / "torch_logdir" / "train", leftover / "partial")
+    report = tbconvert.info(logs)
+    assert not [r for r in report.runs if TMP_MARK in r.run]
+    skipped = [i.message for i in report.report.issues if i.kind == "leftover_output_skipped"]
+    assert len(skipped) == 2 and all("a killed tbconvert left here" in m for m in skipped)
+    tbconvert.convert(FIXTURES / "torch_logdir", logs / "restored", to_format="tfevents")
+    assert not dead.exists() and live.exists()

@@ -23,6 +23,11 @@ def is_event_file(name: str) -> bool:
     return EVENT_MARK in name
 
 
+# In the hidden name of an output being written (output.TMP_MARK): one a killed conversion
+# left behind holds partial runs, never to be read as the logdir's own.
+LEFTOVER_MARK = ".tbconvert-tmp-"
+
+
 def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
     """Runs under ``root`` as TensorBoard finds them: ``[(run name, event files sorted)]``.
 
@@ -64,6 +69,11 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
 
     for dirpath, dirnames, filenames in sourcefiles.walk(root, onerror=onerror, onskip=onskip):
         dirnames.sort()
+        for name in [d for d in dirnames if LEFTOVER_MARK in d]:
+            dirnames.remove(name)
+            on_problem("leftover_output_skipped",
+                       f"{os.path.join(dirpath, name)}: an incomplete output that a killed "
+                       "tbconvert left here; not read as runs (remove it)")
         files = sorted(os.path.join(dirpath, f) for f in filenames if is_event_file(f))
         if files:
             rel = os.path.relpath(dirpath, root)

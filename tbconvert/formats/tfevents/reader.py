@@ -230,7 +230,9 @@ class TfeventsReader(Reader):
 
             def on_problem(kind: str, msg: str) -> None:
                 problems.append(kind)
-                self.report.add(kind, msg, path=self.path)
+                # (a killed conversion's leftover is no data of the logdir's)
+                self.report.add(kind, msg, path=self.path,
+                                lost=kind != "leftover_output_skipped")
             runs = event_files.discover(self.path, on_problem)
             # (a directory that could not all be looked at may hide its event files: the
             # report says why nothing was found)
