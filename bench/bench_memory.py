@@ -2,6 +2,7 @@
 
     python bench/bench_memory.py [--points 4000000,20000000] [--files 1] [--dir DIR] [--api]
     python bench/bench_memory.py --tags 100000 [--steps 3] [--read-hdf5] [--dir DIR]
+    python bench/bench_memory.py --runs 5000 [--dir DIR]
 
 One run of N float32 scalar points (5 tags, written by tbconvert's event-file
 writer), in ``--files`` event files. Each conversion runs in a fresh process as
@@ -15,6 +16,9 @@ them (one ``simple_value`` per event, tags interleaved per step, no metadata): t
 ``tbconvert info`` and of converting it to each format, where what is kept per tag counts.
 ``--read-hdf5`` also measures reading its HDF5 archive back (``info``, and to Parquet): one
 group of datasets per series, 10 KB of HDF5 structures each.
+
+``--runs N``: N runs of 4 tags x 2 steps each (a sweep of short trials), written as PyTorch
+writes them: the peak of converting them to each format, where what is kept per run counts.
 """
 
 from __future__ import annotations
@@ -71,6 +75,37 @@ def make_run(logdir: Path, points: int, files: int) -> Path:
     return logdir
 
 
+def make_many_runs(logdir: Path, runs: int) -> Path:
+    """``runs`` runs ``trial_NNNNN`` of 4 tags x 2 steps each, in PyTorch's form."""
+    import writers
+    if (logdir / "done").exists():
+        return logdir
+    for i in range(runs):
+        writers.scalar_run(logdir / f"trial_{i:05d}", "pytorch", 8, seed=i)
+    (logdir / "done").write_text("")
+    return logdir
+
+
+def runs_table(work: Path, runs: int) -> None:
+    src = make_many_runs(work / f"runs_{runs}", runs)
+    mib = sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 2**20
+    print(f"{runs:,} runs of 8 points: {mib:.0f} MiB of event files", flush=True)
+    print()
+    print(f"| {runs:,} runs of 8 points | peak RSS (time) |")
+    print("| --- | --- |")
+    for label, dst, fmt in [("event files -> one Parquet file", work / "r.parquet", "parquet"),
+                            ("event files -> Parquet dataset", work / "r_dataset", "parquet"),
+                            ("event files -> HDF5", work / "r.h5", "hdf5"),
+                            ("event files -> CSV", work / "r.csv", "csv"),
+                            ("event files -> event files", work / "r_events", "tfevents")]:
+        try:
+            peak, secs = convert(src, dst, fmt)
+            cell = f"{peak:.0f} MiB ({secs:.1f} s)"
+        except subprocess.CalledProcessError as exc:
+            cell = f"failed ({exc.returncode})"
+        print(f"| {label} | {cell} |", flush=True)
+
+
 def make_tags_run(logdir: Path, tags: int, steps: int) -> Path:
     """One run ``train`` of ``tags`` tags of ``steps`` points each, in PyTorch's form."""
     import writers
@@ -123,12 +158,17 @@ def main() -> None:
     ap.add_argument("--tags", type=int, default=None,
                     help="measure one run of this many tags instead (see --steps)")
     ap.add_argument("--steps", type=int, default=3, help="points per tag, with --tags")
+    ap.add_argument("--runs", type=int, default=None,
+                    help="N runs of 8 points each instead of one long run")
     ap.add_argument("--read-hdf5", action="store_true",
                     help="with --tags: also read the HDF5 archive back (info, -> Parquet)")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-memory-"))
     if args.tags is not None:
         tags_table(work, args.tags, args.steps, args.api, args.read_hdf5)
+        return
+    if args.runs is not None:
+        runs_table(work, args.runs)
         return
     sizes = [int(p) for p in args.points.split(",")]
     rows: dict[str, list[str]] = {}

@@ -168,6 +168,9 @@ def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
 
 # The largest archive JSON that Arrow writes into a footer itself (see _FileSink._close_with).
 _SMALL_FOOTER = 1 << 20
+# Archive JSON bytes (held four times by Arrow) that cost about what decoding one row group's
+# footer entry does (about 50 KB of Python objects): many runs of few series go to Arrow.
+_FOOTER_BYTES_PER_GROUP = 12_000
 
 
 class _FileSink(_SeriesIds):
@@ -252,7 +255,10 @@ class _FileSink(_SeriesIds):
         """Close the file, the archive's metadata ``meta`` in its footer: a small one (a
         sync's part) Arrow writes itself, without the GIL; a large one is added after Arrow
         has closed the file (the same bytes), as Arrow would hold several copies of it."""
-        small = len(meta[S.METADATA_KEY]) <= _SMALL_FOOTER
+        size = len(meta[S.METADATA_KEY])
+        # Arrow holds about four copies of the metadata while it writes the footer; adding
+        # it afterwards decodes the footer into Python objects, about 50 KB a row group
+        small = size <= _SMALL_FOOTER or size < len(self.row_groups) * _FOOTER_BYTES_PER_GROUP
         if small:
             self._writer.add_key_value_metadata(meta)
         self._writer.close()
