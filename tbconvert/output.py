@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tbconvert.errors import OutputError, OutputExistsError, UsageError
+from tbconvert.errors import MESSAGE_FILTERS, OutputError, OutputExistsError, UsageError
 
 TMP_MARK = ".tbconvert-tmp-"
 
@@ -72,6 +72,9 @@ class AtomicOutput:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             _remove_created(self._created)
+            if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+                raise OutputError(f"cannot create {parent}: a file is in the way (one of its "
+                                  "parents is a file, not a directory)") from None
             raise OutputError(f"cannot create {parent}: {exc.strerror or exc}") from None
         _sweep_leftovers(self.final)
         self.tmp = parent / _tmp_name(self.final.name, uuid.uuid4().hex[:12])
@@ -187,6 +190,17 @@ class ScratchDir:
         _PENDING.discard(self)
 
     abort = remove
+
+
+def _final_names(text: str) -> str:
+    """A message with each output's hidden temporary name (``.x.tbconvert-tmp-...``) told as
+    the name it was being written for: the user knows the destination, not our staging."""
+    import re
+    return re.sub(r"(^|[/\s'\"(])\.([^/]+?)" + re.escape(TMP_MARK) + r"[0-9a-f]{8}-\d+-[\w-]+",
+                  r"\1\2", text)
+
+
+MESSAGE_FILTERS.append(_final_names)
 
 
 def _owner() -> str:
@@ -346,7 +360,9 @@ def describe_os_error(exc: OSError, path) -> str:
         return f"{path}: the disk is full; partial output was removed"
     if exc.errno == errno.EFBIG:
         return f"{path}: file-size limit reached; partial output was removed"
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if exc.errno == errno.EROFS:
+        return f"{path}: a read-only file system; choose a destination you can write to"
+    if exc.errno in (errno.EACCES, errno.EPERM):
         return f"{path}: permission denied; choose a destination you can write to"
     return f"{path}: {exc.strerror or exc}; partial output was removed"
 

@@ -410,3 +410,20 @@ def test_hparams_reports_the_hidden_points_of_a_metric(tmp_path):
     report = Report()
     tbconvert.scalars_table(logs, report=report)
     assert _hidden(report) == [("other", "loss", 2), (f"train/{trial.name}", "hparam/accuracy", 1)]
+
+
+def test_write_failures_name_the_destination_and_the_cause(tmp_path, capsys):
+    import errno as errno_
+
+    from tbconvert import output
+    from tbconvert.errors import OutputError
+    assert "read-only file system" in output.describe_os_error(
+        OSError(errno_.EROFS, "Read-only file system"), "out")
+    # a temporary name in a message is told as the destination it stands for
+    hidden = tmp_path / f".out{TMP_MARK}{output._owner()}-0123456789ab" / "run"
+    told = output._final_names(f"{hidden}: the disk is full")
+    assert told == f"{tmp_path / 'out' / 'run'}: the disk is full"
+    # a file where a parent directory should be
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OutputError, match="a file is in the way"):
+        output.AtomicOutput(tmp_path / "afile" / "sub" / "out", force=False, directory=True)

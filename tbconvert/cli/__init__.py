@@ -8,10 +8,6 @@ lists them in the order ``--help`` shows them.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import argparse
 
 # Only what is needed to catch Ctrl-C is imported here: everything else loads inside main(),
 # once the handlers are in. Ctrl-C while even these load (a busy machine can take a second
@@ -24,8 +20,12 @@ try:
     import signal
     import threading
     from collections.abc import Sequence
+    from typing import TYPE_CHECKING  # (typing alone takes 2 ms to import)
 
     from tbconvert.errors import TbconvertError
+
+    if TYPE_CHECKING:
+        import argparse
 except KeyboardInterrupt:
     print("tbconvert: error: interrupted; partial output was removed", file=sys.stderr)
     raise SystemExit(130) from None
