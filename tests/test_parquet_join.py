@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_archives_roundtrip import sample_runs, write_sample
@@ -315,3 +316,36 @@ def test_joined_runs_move_their_series_in_place_or_encode_them(tmp_path, monkeyp
     assert (tmp_path / "one.parquet").read_bytes() == (tmp_path / "two.parquet").read_bytes()
     assert calls["moved"] > 5
     assert calls["encoded"] == (0 if in_place else calls["moved"])
+
+
+@pytest.mark.parametrize("logdir", ["torch_logdir", "tf2_logdir", "tensorboardx_logdir"])
+@pytest.mark.parametrize("per_segment", [1, 2])
+def test_a_file_written_in_segments_is_the_file_one_writer_writes(tmp_path, monkeypatch,
+                                                                   logdir, per_segment):
+    """A file of many runs is written SEGMENT_RUNS runs at a time, each segment joined once
+    full: the same bytes, and no segment left beside it."""
+    from tbconvert.formats.parquet import writer
+    whole, segmented = tmp_path / "whole.parquet", tmp_path / "segmented.parquet"
+    tbconvert.convert(FIXTURES / logdir, whole, jobs=1)
+    monkeypatch.setattr(writer, "SEGMENT_RUNS", per_segment)
+    tbconvert.convert(FIXTURES / logdir, segmented, jobs=1)
+    assert segmented.read_bytes() == whole.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["segmented.parquet", "whole.parquet"]
+
+
+def test_an_interrupted_segmented_file_leaves_nothing(tmp_path, monkeypatch):
+    from tbconvert.formats.parquet import writer
+    monkeypatch.setattr(writer, "SEGMENT_RUNS", 1)
+    real = writer._JoinedSink.append_segment
+    calls = []
+
+    def interrupted(self, sink):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, sink)
+
+    monkeypatch.setattr(writer._JoinedSink, "append_segment", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "out.parquet", jobs=1)
+    assert list(tmp_path.iterdir()) == []

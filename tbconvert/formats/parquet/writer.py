@@ -122,6 +122,8 @@ class _SeriesIds:
         # tuple is a fraction of a dict's memory, for a run of 100,000 tags
         self.series: list = []
         self._series_ids: dict = {}
+        # the number of the first series: a segment of a file numbers on from the ones before
+        self.first_id = 0
 
     def series_id(self, run_index: int, chunk: Series, kind: str, value_dtype) -> int:
         return self.series_id_of(run_index, chunk.tag, kind, chunk.metadata, value_dtype)
@@ -131,7 +133,7 @@ class _SeriesIds:
         key = (run_index, tag, kind, md, value_dtype)
         sid = self._series_ids.get(key)
         if sid is None:
-            sid = len(self.series)
+            sid = self.first_id + len(self.series)
             self._series_ids[key] = sid
             self.series.append(key)
         return sid
@@ -551,15 +553,32 @@ class _JoinedSink(_SeriesIds):
         self.row_groups: list[dict] = []
 
     def append(self, path: Path, info: dict) -> None:
-        run_index, offset = len(self.runs), len(self.series)
-        self.runs.append(info["run"])
-        self.series.extend(dict(s, run=run_index) for s in info["series"])
-        digests = [dict(d, crc32c=dict(d["crc32c"])) for d in info["row_groups"]]
+        """The run ``stage_run`` encoded into ``path``, described by ``info``."""
+        self.append_runs(path, [info["run"]], info["series"], info["row_groups"],
+                         info["series_runs"])
+
+    def append_segment(self, sink: _FileSink) -> None:
+        """The runs a closed (``close_bare``) sink of their own holds, their series numbered
+        on from this file's (``first_id``): copied as they are."""
+        if sink.first_id != len(self.series):
+            raise ValueError("a segment numbers its series from another place")
+        self.append_runs(sink.path, sink.runs, sink.series_json(), sink.row_groups, None)
+
+    def append_runs(self, path: Path, runs: list, series: list, row_groups: list,
+                    series_runs: list | None) -> None:
+        """Runs encoded into the Parquet file ``path`` on their own: their JSON, their
+        series' (numbered from 0, each naming its run by its index among ``runs``), each row
+        group's digest and series numbers (see ``_FileSink.series_runs``; None where the
+        runs' series already have the file's numbers)."""
+        run_base, offset = len(self.runs), len(self.series)
+        self.runs.extend(runs)
+        self.series.extend(dict(s, run=s["run"] + run_base) for s in series)
+        digests = [dict(d, crc32c=dict(d["crc32c"])) for d in row_groups]
         with open(path, "rb") as src:
-            if not offset:      # the file's first run keeps its numbers
+            if not offset or series_runs is None:   # numbers the file's already
                 self._file.append(src)
             else:
-                self._file.append(src, _renumbering(offset, digests, info["series_runs"]))
+                self._file.append(src, _renumbering(offset, digests, series_runs))
         self.row_groups.extend(digests)
 
     def close(self, experiment: Experiment) -> None:
@@ -713,6 +732,10 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
         sink.flush()
 
 
+# The most runs one Arrow writer encodes into a Parquet file (see ParquetWriter._next_segment).
+SEGMENT_RUNS = 256
+
+
 class ParquetWriter(Writer):
     """Writes a ``.parquet``/``.pq`` file, or a directory dataset for any other name."""
 
@@ -727,6 +750,10 @@ class ParquetWriter(Writer):
         self._experiment = Experiment()
         self._sink: _FileSink | _JoinedSink | None = None
         self._parts: list[dict] = []
+        # one file of many runs: the runs after the first SEGMENT_RUNS go to segment files
+        # in a scratch directory, each joined to the output once full (see _next_segment)
+        self._segment: _FileSink | None = None
+        self._scratch = None
 
     def write_experiment(self, experiment: Experiment) -> None:
         self._experiment = experiment
@@ -742,10 +769,36 @@ class ParquetWriter(Writer):
             self._sink = sink
         elif self._sink is None:
             self._sink = _FileSink(self.out.tmp)
-        _write_into(self._sink, run, series)
+        sink = self._segment if self._segment is not None else self._sink
+        _write_into(sink, run, series)
         if self.directory:
             self._sink.close(self._experiment)
             self._sink = None
+        elif len(sink.runs) >= SEGMENT_RUNS:
+            self._next_segment()
+
+    def _next_segment(self) -> None:
+        """Join the runs written so far to the output, and write the next ones to a segment
+        of their own: Arrow holds each row group's metadata until its file is closed (15 to
+        40 KB a run of few series), so one writer for thousands of runs grew without bound.
+        The bytes are those of one writer (a row group never holds two runs)."""
+        from tbconvert.output import ScratchDir
+        if self._segment is None:
+            # the first runs, written straight into the output, become its first segment
+            self._scratch = ScratchDir(self.path)
+            first = self._sink
+            first.close_bare()
+            first.path = self._scratch.path / "segment-0.parquet"
+            os.replace(self.out.tmp, first.path)
+            self._sink = _JoinedSink(self.out.tmp)
+            done = first
+        else:
+            done = self._segment
+            done.close_bare()
+        self._sink.append_segment(done)
+        os.unlink(done.path)
+        self._segment = _FileSink(self._scratch.path / f"segment-{len(self._sink.runs)}.parquet")
+        self._segment.first_id = len(self._sink.series)
 
     def next_part(self, run: str) -> str:
         """The name the next run's part gets; :meth:`adopt_part` lists it once written
@@ -793,11 +846,23 @@ class ParquetWriter(Writer):
             else:
                 if self._sink is None:      # no run: a file of no rows
                     self._sink = _FileSink(self.out.tmp)
+                segment, self._segment = self._segment, None
+                if segment is not None:
+                    segment.close_bare()
+                    if segment.runs:
+                        self._sink.append_segment(segment)
                 self._sink.close(self._experiment)
+                if self._scratch is not None:
+                    self._scratch.remove()
             self.out.commit()
         self.guard(finish)
 
     def abort(self) -> None:
+        if self._segment is not None:
+            self._segment.discard()
+            self._segment = None
+        if self._scratch is not None:
+            self._scratch.remove()
         if self._sink is not None:
             self._sink.discard()
             self._sink = None
