@@ -79,6 +79,7 @@ class AtomicOutput:
         _sweep_leftovers(self.final)
         self.tmp = parent / _tmp_name(self.final.name, uuid.uuid4().hex[:12])
         self._done = False
+        self._placed = False     # the output is under its final name
         _PENDING.add(self)
         if directory:
             try:
@@ -104,7 +105,7 @@ class AtomicOutput:
             with deferred():
                 self._put_in_place()
         except KeyboardInterrupt as exc:
-            if self._done:
+            if self._placed:
                 exc.complete = self.final
             raise
 
@@ -116,17 +117,20 @@ class AtomicOutput:
             if _is_empty_dir(self.final):
                 self.final.rmdir()
             os.replace(self.tmp, self.final)  # atomic, also over an existing file
+            self._placed = True
             self._finished()
             return
         # A non-empty directory cannot be replaced in one rename: swap the two atomically
         # where the system can (Linux), so no moment exists without a complete destination.
         if _exchange(self.tmp, self.final):
+            self._placed = True
             self._finished()
             _remove(self.tmp)  # now the old output
             return
         old = self.final.parent / _tmp_name(self.final.name, f"old-{uuid.uuid4().hex[:8]}")
         os.replace(self.final, old)
         os.replace(self.tmp, self.final)
+        self._placed = True
         self._finished()
         _remove(old)
 
@@ -149,6 +153,7 @@ class AtomicOutput:
             raise OutputExistsError(
                 f"{self.final} appeared while the output was being written; not replaced "
                 "(pass --force to replace it)") from None
+        self._placed = True
         self._finished()
 
     @contextlib.contextmanager
@@ -196,8 +201,8 @@ def _final_names(text: str) -> str:
     """A message with each output's hidden temporary name (``.x.tbconvert-tmp-...``) told as
     the name it was being written for: the user knows the destination, not our staging."""
     import re
-    return re.sub(r"(^|[/\s'\"(])\.([^/]+?)" + re.escape(TMP_MARK) + r"[0-9a-f]{8}-\d+-[\w-]+",
-                  r"\1\2", text)
+    return re.sub(r"(^|[/\s'\"(])\.((?:[^/\s]|\s(?!\.))+?)" + re.escape(TMP_MARK)
+                  + r"[0-9a-f]{8}-\d+-[\w-]+", r"\1\2", text)
 
 
 MESSAGE_FILTERS.append(_final_names)
@@ -221,6 +226,8 @@ def _sweep_leftovers(final: Path) -> None:
     """Remove what killed conversions to ``final`` on this host left beside it (SIGKILL and
     power loss leave no chance to clean up): temporaries whose process is gone."""
     import re
+    if os.name != "posix":      # (os.kill(pid, 0) is no liveness probe elsewhere)
+        return
     prefix = f".{_short(final.name)}{TMP_MARK}"
     host = _owner().split("-")[0]
     try:
@@ -228,8 +235,9 @@ def _sweep_leftovers(final: Path) -> None:
     except OSError:
         return
     for entry in entries:
-        m = re.match(r"([0-9a-f]{8})-(\d+)-", entry.name[len(prefix):])
-        if m is None or m.group(1) != host or _alive(int(m.group(2))):
+        m = re.match(r"([0-9a-f]{8})-(\d{1,10})-(old-)?", entry.name[len(prefix):])
+        # (an "old-" one is a replaced output that a kill left as the only copy: the user's)
+        if m is None or m.group(3) or m.group(1) != host or _alive(int(m.group(2))):
             continue
         _remove(Path(entry.path))
 
@@ -239,7 +247,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:     # (another user's process: alive)
+    except (OSError, OverflowError, ValueError):     # (another user's process: alive)
         return True
     return True
 

@@ -167,10 +167,13 @@ def detect_source(path: Path) -> type[Format]:
     what = "directory" if path.is_dir() else "file"
     try:     # one that cannot be looked into is told as such, not as an unknown format
         if what == "directory":
-            os.listdir(path)
+            for name in os.listdir(path)[:1]:     # (listed, but maybe not to be entered)
+                os.stat(os.path.join(path, name))
         else:
             open(path, "rb").close()
     except OSError as exc:
+        from tbconvert.errors import raise_if_exhausted
+        raise_if_exhausted(exc)
         raise FormatError(f"{path}: cannot be read ({exc.strerror})") from None
     raise FormatError(
         f"{path}: cannot tell the format of this {what} (no event files, export or archive "

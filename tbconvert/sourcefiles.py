@@ -150,6 +150,8 @@ def walk(top, onerror=None, onskip=None) -> Iterator[tuple[str, list[str], list[
             key, entries = _entries(current)
         except OSError as exc:
             if onerror is not None:
+                # the directory's path, whatever the error holds (a descriptor's number, None)
+                exc.filename = current
                 onerror(exc)
             continue
         skip = LOOP if key in above else REPEATED if listed[key] >= MAX_PATHS_PER_DIRECTORY \

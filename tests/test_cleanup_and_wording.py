@@ -427,3 +427,9 @@ def test_write_failures_name_the_destination_and_the_cause(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(OutputError, match="a file is in the way"):
         output.AtomicOutput(tmp_path / "afile" / "sub" / "out", force=False, directory=True)
+
+
+def test_temporary_names_are_told_without_mangling_the_words_before_them():
+    from tbconvert import output
+    hidden = f".out.parquet{TMP_MARK}{output._owner()}-0123456789ab"
+    assert output._final_names(f"x: .a file {hidden}: full") == "x: .a file out.parquet: full"

@@ -285,3 +285,41 @@ def test_a_signal_while_a_forced_directory_is_put_in_place_keeps_the_complete_ou
     assert caught.value.complete == dst
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert sorted(p.name for p in dst.iterdir()) == ["new.txt"]
+
+
+def test_the_sweep_keeps_a_replaced_output_and_odd_names(tmp_path):
+    """A killed --force replacement may leave the old output only under its "old-" name:
+    that one is the user's and stays; so does a name whose process number is absurd."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    owner = output._owner().split("-")[0]
+    kept_old = tmp_path / f".out{output.TMP_MARK}{owner}-{p.pid}-old-0123abcd"
+    absurd = tmp_path / f".out{output.TMP_MARK}{owner}-99999999999999999999999-x"
+    gone = tmp_path / f".out{output.TMP_MARK}{owner}-{p.pid}-0123456789ab"
+    for d in (kept_old, absurd, gone):
+        d.mkdir()
+    out = output.AtomicOutput(tmp_path / "out", force=False, directory=True)
+    out.abort()
+    assert kept_old.exists() and absurd.exists() and not gone.exists()
+
+
+def test_an_interrupt_with_a_destination_that_appeared_is_not_told_complete(tmp_path,
+                                                                             monkeypatch):
+    import signal
+    dst = tmp_path / "out.txt"
+    out = output.AtomicOutput(dst, force=False, directory=False)
+    real = output._rename_noreplace
+
+    def appeared(a, b):
+        dst.write_text("someone else's")
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(a, b)
+
+    monkeypatch.setattr(output, "_rename_noreplace", appeared)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        with out.writing() as tmp:
+            tmp.write_text("ours")
+    assert getattr(caught.value, "complete", None) is None
+    assert dst.read_text() == "someone else's"

@@ -710,3 +710,70 @@ def test_leftovers_of_a_killed_conversion_are_swept_and_never_read_as_runs(tmp_p
     assert len(skipped) == 2 and all("a killed tbconvert left here" in m for m in skipped)
     tbconvert.convert(FIXTURES / "torch_logdir", logs / "restored", to_format="tfevents")
     assert not dead.exists() and live.exists()
+
+
+@pytest.mark.parametrize("how", [["convert", "--from", "tfevents"], ["convert"], ["sync"],
+                                 ["info", "--from", "tfevents"]])
+def test_a_source_root_listed_but_not_searchable_is_one_line_exit_3(tmp_path, how):
+    """Mode 0444: its entries are listed, none can be entered; no empty output either."""
+    src = _copy_logdir(tmp_path, "torch_logdir")
+    command, *extra = how
+    out = tmp_path / ("out.parquet" if command == "convert" else "ds")
+    args = [command, str(src)] + ([] if command == "info" else [str(out)])
+    os.chmod(src, 0o444)
+    try:
+        p = subprocess.run([*_without_root_read_override(), *cli_argv(), *args, *extra],
+                           cwd=CLI_CWD, env=cli_env(), capture_output=True, timeout=120)
+    finally:
+        os.chmod(src, 0o755)
+    err = p.stderr.decode()
+    assert p.returncode == 3, err
+    last = err.strip().splitlines()[-1]
+    assert last in (f"tbconvert: error: {src}: cannot be read (Permission denied)",) or \
+        last.startswith(f"tbconvert: error: {src}: no run could be read; "), err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_a_directory_that_fails_while_listed_costs_itself_alone(tmp_path, monkeypatch):
+    """An I/O error reading a directory (NFS, FUSE) names a descriptor or nothing in its
+    filename: the directory is reported by its path and skipped, the others are read."""
+    import errno as errno_
+    src = _copy_logdir(tmp_path, "torch_logdir")
+    real = sourcefiles._entries
+
+    def failing(path):
+        if os.path.basename(path) == "multi":
+            raise OSError(errno_.EIO, "Input/output error", 3)
+        return real(path)
+
+    monkeypatch.setattr(sourcefiles, "_entries", failing)
+    data = tbconvert.read(src)
+    issues = [i for i in data.report.issues if i.kind == "unreadable_directory"]
+    assert [i.message for i in issues] == [
+        f"{src / 'multi'}: cannot be read (Input/output error); skipped"]
+    assert "train" in data.runs and not any(r.startswith("multi") for r in data.runs)
+
+
+@pytest.mark.parametrize("fmt", ["x.parquet", "x.h5"])
+def test_running_out_of_memory_reading_an_archive_is_not_damage(tmp_path, monkeypatch, capsys,
+                                                                fmt):
+    import pyarrow as pa
+    archive = tmp_path / fmt
+    tbconvert.convert(FIXTURES / "torch_logdir", archive)
+    if fmt.endswith(".parquet"):
+        from tbconvert.formats.parquet import reader as R
+
+        def short(*_a, **_k):
+            raise pa.ArrowMemoryError("malloc of size 67108864 failed")
+        monkeypatch.setattr(R.ArchiveFile, "verified", short)
+    else:
+        import h5py
+
+        def short(*_a, **_k):
+            raise OSError(errno.EMFILE, "Too many open files")
+        monkeypatch.setattr(h5py, "File", short)
+    code = main(["convert", str(archive), str(tmp_path / "back"), "--to", "tfevents"])
+    err = capsys.readouterr().err
+    assert code == 9, err
+    assert "the machine ran out of" in err and "damaged" not in err
+    assert not (tmp_path / "back").exists()

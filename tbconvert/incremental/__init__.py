@@ -422,6 +422,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         runs, plans = survey.runs, survey.plans
     else:
         runs, plans = (source.runs() if src.exists() else []), {}
+        source.check_readable()
     known = state["runs"]      # keyed by the name the dataset stores (see _stored_name)
     if not runs and known:
         # Runs that leave the source leave the dataset, but a source with none at all is far

@@ -10,7 +10,7 @@ import numpy as np
 
 from tbconvert import budget, sourcefiles
 from tbconvert import dtypes as dt
-from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
+from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import heaps, schema, staged
 from tbconvert.formats.hdf5.audit import audit, check_dataset, check_dataset_id, check_regular_file
@@ -189,6 +189,7 @@ class Hdf5Reader(Reader):
             # each object is read once: a large metadata cache only holds memory (per series)
             staged.cap_metadata_cache(self._file)
         except (OSError, ValueError, RuntimeError) as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
             self.close()
             raise CorruptDataError(
                 f"{self.path}: not a readable HDF5 file (damaged or not HDF5: {_one_line(exc)})") from None
@@ -218,6 +219,7 @@ class Hdf5Reader(Reader):
         try:
             check_seal(self.path)
         except OSError as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
             raise CorruptDataError(f"{self.path}: cannot be read ({exc.strerror or exc})") from None
         except SealBroken as exc:
             checksum_failed(f"{self.path}: the archive is damaged ({exc})", self.options,
@@ -226,6 +228,7 @@ class Hdf5Reader(Reader):
         try:
             endless = heaps.endless_collection(self.path)
         except OSError as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
             raise CorruptDataError(f"{self.path}: cannot be read ({exc.strerror or exc})") from None
         if endless is not None:
             raise CorruptDataError(f"{self.path}: damaged archive (the HDF5 heap at byte {endless} "

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from tbconvert import arrowpool, budget, sourcefiles
 from tbconvert import dtypes as dt
-from tbconvert.errors import CorruptDataError, FormatError, TbconvertError
+from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.parquet import MARKER_FILE
@@ -69,6 +69,7 @@ def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetF
         raise CorruptDataError(f"{path}: not a regular file (a FIFO, device or socket); "
                                "copy the archive to a file first") from None
     except OSError as exc:
+        raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
         raise CorruptDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
         return _open_file(fh, path, options, report)
@@ -86,6 +87,7 @@ def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.Par
         pf = pq.ParquetFile(fh, page_checksum_verification=True, metadata=pf.metadata,
                             read_dictionary=[c for c in _NAME_COLUMNS if c in names])
     except (OSError, pa.ArrowException, ValueError) as exc:
+        raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
         raise CorruptDataError(
             f"{path}: not a readable Parquet file (damaged or not Parquet: {_one_line(exc)})") from None
     kv = pf.metadata.metadata or {}
@@ -218,6 +220,7 @@ class ArchiveFile:
                 arrowpool.release()
             except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
                     CorruptDataError) as exc:
+                raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
                 lost = max(rows - done, 0)
                 self.report.add(
                     "damaged_row_group",
@@ -386,6 +389,7 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
     except FileNotFoundError:
         raise _without_marker(path) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
         raise CorruptDataError(f"{marker}: damaged ({_one_line(exc)})") from None
     check_header(meta, marker)
     digest = meta.pop(S.MARKER_DIGEST, None)

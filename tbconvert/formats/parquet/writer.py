@@ -769,13 +769,15 @@ class ParquetWriter(Writer):
             self._sink = sink
         elif self._sink is None:
             self._sink = _FileSink(self.out.tmp)
-        sink = self._segment if self._segment is not None else self._sink
-        _write_into(sink, run, series)
+        elif len(self._current().runs) >= SEGMENT_RUNS:
+            self._next_segment()    # (only once a run is to follow a full segment)
+        _write_into(self._current(), run, series)
         if self.directory:
             self._sink.close(self._experiment)
             self._sink = None
-        elif len(sink.runs) >= SEGMENT_RUNS:
-            self._next_segment()
+
+    def _current(self) -> _FileSink:
+        return self._segment if self._segment is not None else self._sink
 
     def _next_segment(self) -> None:
         """Join the runs written so far to the output, and write the next ones to a segment
@@ -846,11 +848,10 @@ class ParquetWriter(Writer):
             else:
                 if self._sink is None:      # no run: a file of no rows
                     self._sink = _FileSink(self.out.tmp)
-                segment, self._segment = self._segment, None
-                if segment is not None:
-                    segment.close_bare()
-                    if segment.runs:
-                        self._sink.append_segment(segment)
+                if self._segment is not None:
+                    self._segment.close_bare()
+                    self._sink.append_segment(self._segment)
+                    self._segment = None
                 self._sink.close(self._experiment)
                 if self._scratch is not None:
                     self._scratch.remove()

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tbconvert import budget
-from tbconvert.errors import CorruptDataError, FormatError, UsageError
+from tbconvert.errors import CorruptDataError, FormatError, UsageError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader
 from tbconvert.formats.tbdev import export_dir, regular, scalar_lines, text, wire
 from tbconvert.formats.tbdev.payloads import PayloadMixin, _BadLine, _Chunk, _Entry
@@ -172,6 +172,7 @@ class TbdevReader(PayloadMixin, Reader):
             if not isinstance(data, dict):
                 raise CorruptDataError(f"{path}: not a JSON object")
         except (CorruptDataError, OSError) as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
             why = (str(exc)[len(str(path)) + 2:] if isinstance(exc, CorruptDataError)
                    else regular.reason(exc))
             self.report.add("bad_metadata", f"{path}: unreadable ({why}); experiment name, "
@@ -192,6 +193,7 @@ class TbdevReader(PayloadMixin, Reader):
             try:
                 f = regular.open_regular(path)
             except OSError as exc:
+                raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
                 self.report.add("unreadable_file", f"{path}: cannot read ({regular.reason(exc)}); "
                                 "the series it holds are lost", path=path)
                 continue
@@ -276,6 +278,7 @@ class TbdevReader(PayloadMixin, Reader):
                 try:
                     f = open_files[entry.file] = regular.open_regular(entry.file)
                 except OSError as exc:   # replaced since the index pass
+                    raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
                     self.report.add("unreadable_file", f"{entry.file}: cannot read again "
                                     f"({regular.reason(exc)}); run {run!r} loses its lines "
                                     "there", path=entry.file, run=run)

@@ -48,7 +48,7 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
 
     def onerror(exc: OSError) -> None:
         raise_if_exhausted(exc)    # (not the directory's fault: every other would fail too)
-        where = exc.filename if exc.filename is not None else root
+        where = exc.filename if isinstance(exc.filename, str) else os.fspath(root)
         if os.path.normpath(where) == os.path.normpath(root):
             # the source itself: nothing of it can be read (an empty output would say otherwise)
             raise FormatError(f"{root}: cannot be read ({exc.strerror})")

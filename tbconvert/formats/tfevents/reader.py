@@ -19,7 +19,13 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert import sourcefiles
-from tbconvert.errors import NOT_A_RUNS_FAULT, CorruptDataError, in_words, raise_if_exhausted
+from tbconvert.errors import (
+    NOT_A_RUNS_FAULT,
+    CorruptDataError,
+    FormatError,
+    in_words,
+    raise_if_exhausted,
+)
 from tbconvert.formats.base import Progress, Reader, dependency, processes, source_size
 from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.tfevents import (
@@ -34,6 +40,7 @@ from tbconvert.formats.tfevents import (
 from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, RunRecord
+from tbconvert.report import plural
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
@@ -168,6 +175,7 @@ class TfeventsReader(Reader):
         self.valid_records = 0
         self._runs: list | None = None
         self._no_event_files = False
+        self._unread: list[str] = []
         self._run_progress = RunProgress(None)
         # A record cut off by the end of the file is one still being written: when set, it
         # is left for a later read (FileState.partial_tail) instead of reported as lost.
@@ -229,14 +237,16 @@ class TfeventsReader(Reader):
             problems = []
 
             def on_problem(kind: str, msg: str) -> None:
-                problems.append(kind)
-                # (a killed conversion's leftover is no data of the logdir's)
-                self.report.add(kind, msg, path=self.path,
-                                lost=kind != "leftover_output_skipped")
+                # (a killed conversion's leftover is no data of the logdir's, nor a problem)
+                leftover = kind == "leftover_output_skipped"
+                if not leftover:
+                    problems.append(msg)
+                self.report.add(kind, msg, path=self.path, lost=not leftover)
             runs = event_files.discover(self.path, on_problem)
             # (a directory that could not all be looked at may hide its event files: the
-            # report says why nothing was found)
+            # report says why nothing was found, and an error says nothing could be read)
             self._no_event_files = not runs and not problems
+            self._unread = problems if not runs else []
             self._runs = [(name, files) for name, files in runs if self.options.wants_run(name)]
         return self._runs
 
@@ -256,10 +266,19 @@ class TfeventsReader(Reader):
         if self._no_event_files:
             raise not_this_format(self.path, "tfevents", "holds no event files (no file named "
                                                          "*tfevents* in it or below)")
+        self.check_readable()
         if self.files_with_bytes and not self.valid_records and not self.damaged_event_files:
             raise CorruptDataError(
                 f"{self.path}: no valid event record in {self.files_with_bytes} file(s); is it "
                 "really an event file or logdir? (check --from)")
+
+    def check_readable(self) -> None:
+        """No run found, and places under the source that could not be looked at (a logdir
+        listed but not searchable): an error, not an empty output (or dataset)."""
+        if self._unread:
+            raise FormatError(f"{self.path}: no run could be read; "
+                              f"{plural(len(self._unread), 'place')} under it could not be "
+                              f"looked at, such as {self._unread[0].removesuffix('; skipped')}")
 
     def read_run(self, name: str, files: list[Path], store: PieceStore | None = None,
                  progress: RunProgress | None = None, detached: bool = False) -> RunAssembler:
