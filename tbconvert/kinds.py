@@ -88,9 +88,9 @@ KINDS: dict[str, Kind] = {
     "inexact_value": Kind("integers beyond 2**53 are rounded to the nearest float64 (a table's "
                           "float column; an export's scalar values, which are float64)",
                           _LOST, "value"),
-    "leftover_output_skipped": Kind("a temporary output that a killed tbconvert left in the source "
-                                    "(a hidden .NAME.tbconvert-tmp-... entry) is not read as "
-                                    "runs; remove it", _KEPT),
+    "leftover_output_skipped": Kind("an incomplete output of tbconvert in the source (a hidden "
+                                    ".NAME.tbconvert-tmp-... entry, being written or left by a "
+                                    "killed conversion) is not read as runs", _KEPT),
     "lost_blob_not_shown": Kind("blobs the source lost are not shown by the web view", _KEPT,
                                 "blob"),
     "media_not_shown": Kind("media of a type the web view does not show (they are in its "

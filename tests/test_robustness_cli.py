@@ -707,7 +707,7 @@ def test_leftovers_of_a_killed_conversion_are_swept_and_never_read_as_runs(tmp_p
     report = tbconvert.info(logs)
     assert not [r for r in report.runs if TMP_MARK in r.run]
     skipped = [i.message for i in report.report.issues if i.kind == "leftover_output_skipped"]
-    assert len(skipped) == 2 and all("a killed tbconvert left here" in m for m in skipped)
+    assert len(skipped) == 2 and all("an incomplete output of tbconvert" in m for m in skipped)
     tbconvert.convert(FIXTURES / "torch_logdir", logs / "restored", to_format="tfevents")
     assert not dead.exists() and live.exists()
 

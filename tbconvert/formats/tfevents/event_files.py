@@ -72,8 +72,8 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
         for name in [d for d in dirnames if LEFTOVER_MARK in d]:
             dirnames.remove(name)
             on_problem("leftover_output_skipped",
-                       f"{os.path.join(dirpath, name)}: an incomplete output that a killed "
-                       "tbconvert left here; not read as runs (remove it)")
+                       f"{os.path.join(dirpath, name)}: an incomplete output of tbconvert "
+                       "(being written, or left by one that was killed); not read as runs")
         files = sorted(os.path.join(dirpath, f) for f in filenames if is_event_file(f))
         if files:
             rel = os.path.relpath(dirpath, root)
