@@ -18,8 +18,7 @@ import uuid
 from pathlib import Path
 
 from tbconvert.errors import MESSAGE_FILTERS, OutputError, OutputExistsError, UsageError
-
-TMP_MARK = ".tbconvert-tmp-"
+from tbconvert.sourcefiles import TMP_MARK
 
 # Outputs begun and neither committed nor aborted: what an interrupted program removes
 # on its way out (see abort_pending), even if it was interrupted before a writer existed.
@@ -208,12 +207,16 @@ def _final_names(text: str) -> str:
 MESSAGE_FILTERS.append(_final_names)
 
 
-def _owner() -> str:
-    """This process as a temporary name tells it: a hash of the host name, and the pid."""
+def _host() -> str:
+    """This host as a temporary name tells it: a hash of its name."""
     import socket
     import zlib
-    host = zlib.crc32(socket.gethostname().encode("utf-8", "surrogateescape"))
-    return f"{host:08x}-{os.getpid()}"
+    return f"{zlib.crc32(socket.gethostname().encode('utf-8', 'surrogateescape')):08x}"
+
+
+def _owner() -> str:
+    """This process as a temporary name tells it: its host, and its pid."""
+    return f"{_host()}-{os.getpid()}"
 
 
 def _tmp_name(final: str, tail: str) -> str:
@@ -229,7 +232,7 @@ def _sweep_leftovers(final: Path) -> None:
     if os.name != "posix":      # (os.kill(pid, 0) is no liveness probe elsewhere)
         return
     prefix = f".{_short(final.name)}{TMP_MARK}"
-    host = _owner().split("-")[0]
+    host = _host()
     try:
         entries = [e for e in os.scandir(final.parent) if e.name.startswith(prefix)]
     except OSError:

@@ -18,6 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+# In the hidden name of every output tbconvert writes (``.<name>.tbconvert-tmp-...``) until it is
+# complete: one found in a source is an output being written, or one a killed conversion left.
+TMP_MARK = ".tbconvert-tmp-"
+
 _NOATIME = getattr(os, "O_NOATIME", 0)
 _BASE = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)

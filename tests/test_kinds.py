@@ -31,7 +31,7 @@ def _literal(node) -> str | None:
 
 def kinds_in_source() -> dict[str, str]:
     """Kind literals in the package: ``x.add("kind", message, ...)`` and the callbacks that
-    forward to it (``on_problem("kind", message)``, ``_lose_...(..., "kind")``), and
+    forward to it (``on_problem``/``on_note("kind", message)``, ``_lose_...(..., "kind")``), and
     ``kind = "..."`` assignments, each with where it is."""
     found = {}
     for path in sorted(_package_dir().rglob("*.py")):
@@ -40,7 +40,7 @@ def kinds_in_source() -> dict[str, str]:
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name in ("add", "on_problem") and len(node.args) >= 2:
+                if name in ("add", "on_problem", "on_note") and len(node.args) >= 2:
                     literals = [_literal(node.args[0])]
                 elif name.startswith("_lose"):
                     literals = [_literal(a) for a in node.args]

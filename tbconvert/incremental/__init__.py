@@ -363,8 +363,7 @@ def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
         if not isinstance(known, dict) or not isinstance(generation, int):
             return None
         problems = []
-        runs = event_files.discover(src, lambda kind, msg: problems.append(kind)
-                                    if kind != "leftover_output_skipped" else None)
+        runs = event_files.discover(src, lambda kind, msg: problems.append(kind))
         if problems:
             return None
         # A manifest changed since it was written must not decide what to remove: the full

@@ -23,12 +23,7 @@ def is_event_file(name: str) -> bool:
     return EVENT_MARK in name
 
 
-# In the hidden name of an output being written (output.TMP_MARK): one a killed conversion
-# left behind holds partial runs, never to be read as the logdir's own.
-LEFTOVER_MARK = ".tbconvert-tmp-"
-
-
-def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
+def discover(root: Path, on_problem, on_note=None) -> list[tuple[str, list[Path]]]:
     """Runs under ``root`` as TensorBoard finds them: ``[(run name, event files sorted)]``.
 
     A run is every directory that directly holds a file with ``tfevents`` in
@@ -40,7 +35,8 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
     the same runs again, ever deeper), a directory already read under
     ``sourcefiles.MAX_PATHS_PER_DIRECTORY`` paths, a link that leads nowhere (one named
     like an event file stays in its run, as in TensorBoard, and the reader names it).
-    Unreadable directories are reported and skipped.
+    Unreadable directories are reported and skipped. ``on_note(kind, message)`` hears of what
+    is skipped without being a problem of the source: a tbconvert output on its way in it.
     """
     if root.is_file():
         return [(".", [root])]
@@ -69,11 +65,13 @@ def discover(root: Path, on_problem) -> list[tuple[str, list[Path]]]:
 
     for dirpath, dirnames, filenames in sourcefiles.walk(root, onerror=onerror, onskip=onskip):
         dirnames.sort()
-        for name in [d for d in dirnames if LEFTOVER_MARK in d]:
+        # an output of tbconvert's on its way holds partial runs, never the logdir's own
+        for name in [d for d in dirnames if sourcefiles.TMP_MARK in d]:
             dirnames.remove(name)
-            on_problem("leftover_output_skipped",
-                       f"{os.path.join(dirpath, name)}: an incomplete output of tbconvert "
-                       "(being written, or left by one that was killed); not read as runs")
+            if on_note is not None:
+                on_note("leftover_output_skipped",
+                        f"{os.path.join(dirpath, name)}: an incomplete output of tbconvert "
+                        "(being written, or left by one that was killed); not read as runs")
         files = sorted(os.path.join(dirpath, f) for f in filenames if is_event_file(f))
         if files:
             rel = os.path.relpath(dirpath, root)

@@ -237,12 +237,12 @@ class TfeventsReader(Reader):
             problems = []
 
             def on_problem(kind: str, msg: str) -> None:
-                # (a killed conversion's leftover is no data of the logdir's, nor a problem)
-                leftover = kind == "leftover_output_skipped"
-                if not leftover:
-                    problems.append(msg)
-                self.report.add(kind, msg, path=self.path, lost=not leftover)
-            runs = event_files.discover(self.path, on_problem)
+                problems.append(msg)
+                self.report.add(kind, msg, path=self.path)
+
+            def on_note(kind: str, msg: str) -> None:
+                self.report.add(kind, msg, path=self.path, lost=False)
+            runs = event_files.discover(self.path, on_problem, on_note)
             # (a directory that could not all be looked at may hide its event files: the
             # report says why nothing was found, and an error says nothing could be read)
             self._no_event_files = not runs and not problems
