@@ -66,6 +66,12 @@ KINDS: dict[str, Kind] = {
                                    _LOST, "point"),
     "empty_series_not_listed": Kind("series without points are not written to event files "
                                     "(TensorBoard lists no tag without data)", _KEPT, "series"),
+    "event_file_named_directory": Kind("a directory named like an event file is read as a "
+                                       "directory, its event files a run of their own "
+                                       "(TensorBoard shows nothing of it, nor of the event "
+                                       "files sorted after it in the run that holds it); "
+                                       "written as event files, its name is spelt tf_events",
+                                       _KEPT),
     "experiment_facts_dropped": Kind("the destination cannot hold the experiment's name, "
                                      "description and times", _LOST),
     "experiment_facts_sidecar": Kind("the experiment's name, description and times are kept in "

@@ -150,3 +150,30 @@ def test_tbparse_compat_names_linked_runs_as_convert_does(tmp_path):
     reader = SummaryReader(str(logdir), extra_columns={"dir_name"})
     named = {d or "." for d in reader.scalars.dir_name}
     assert named == {run for run, v in expected.items() if v["tags"]}
+
+
+def test_a_directory_named_like_an_event_file(tmp_path, capsys):
+    """TensorBoard opens such a directory as an event file: it loads nothing of it, nor of
+    the run that holds it from there on; tbconvert reads both, says so, and writes them
+    where TensorBoard reads them."""
+    logdir = tmp_path / "logdir"
+    _events(logdir / "run" / "events.out.tfevents.1.host", "loss", range(3))
+    odd = logdir / "run" / "events.out.tfevents.2.host"
+    _events(odd / "events.out.tfevents.3.host", "acc", range(4))
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+    mux = pem.EventMultiplexer(size_guidance={"tensors": 0})
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
+    assert sorted(mux.Runs()) == ["run", "run/events.out.tfevents.2.host"]
+    # (the run holding it stops there: its event files sorted after the directory are lost)
+    assert [mux.Runs()[r]["tensors"] for r in sorted(mux.Runs())] == [["loss"], []]
+    loaded = tbconvert.read(logdir)
+    assert sorted(loaded.series) == ["run", "run/events.out.tfevents.2.host"]
+    noted = [i for i in loaded.report.issues if i.kind == "event_file_named_directory"]
+    assert len(noted) == 1 and not noted[0].lost and str(odd) in noted[0].message
+    assert main(["convert", str(logdir), str(tmp_path / "out"), "--to", "tfevents"]) == 0
+    err = capsys.readouterr().err
+    assert "named like an event file" in err and "tf_events" in err, err
+    view = tb_view(tmp_path / "out")
+    assert sorted(view) == ["run", "run/events.out.tf_events.2.host"]
+    assert [list(v["tags"]) for _, v in sorted(view.items())] == [["loss"], ["acc"]]

@@ -36,7 +36,8 @@ def discover(root: Path, on_problem, on_note=None) -> list[tuple[str, list[Path]
     ``sourcefiles.MAX_PATHS_PER_DIRECTORY`` paths, a link that leads nowhere (one named
     like an event file stays in its run, as in TensorBoard, and the reader names it).
     Unreadable directories are reported and skipped. ``on_note(kind, message)`` hears of what
-    is skipped without being a problem of the source: a tbconvert output on its way in it.
+    costs no data: a tbconvert output on its way in the source (skipped), and a directory
+    named like an event file (read as a directory; TensorBoard fails on it).
     """
     if root.is_file():
         return [(".", [root])]
@@ -73,6 +74,13 @@ def discover(root: Path, on_problem, on_note=None) -> list[tuple[str, list[Path]
                         f"{os.path.join(dirpath, name)}: an incomplete output of tbconvert "
                         "(being written, or left by one that was killed); not read as runs")
         files = sorted(os.path.join(dirpath, f) for f in filenames if is_event_file(f))
+        if on_note is not None:
+            for name in (d for d in dirnames if is_event_file(d)):
+                on_note("event_file_named_directory",
+                        f"{os.path.join(dirpath, name)}: a directory named like an event file; "
+                        "read as a directory (TensorBoard takes it for an event file: it "
+                        "shows nothing of it"
+                        f"{', nor of the event files sorted after it here' if files else ''})")
         if files:
             rel = os.path.relpath(dirpath, root)
             name = "." if rel == "." else rel.replace(os.sep, "/")

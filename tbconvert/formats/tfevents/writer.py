@@ -73,8 +73,9 @@ class TfeventsWriter(Writer):
         if not self._dirs:
             # a run named like the experiment facts file gets another directory
             reserve(self.out.tmp, event_files.EXPERIMENT_SIDECAR, self._dirs)
-        directory, changed = run_dir(self.out.tmp, run, self._dirs)
-        return directory.relative_to(self.out.tmp).as_posix(), changed
+        readable = tensorboard_readable(run)
+        directory, changed = run_dir(self.out.tmp, readable, self._dirs)
+        return directory.relative_to(self.out.tmp).as_posix(), changed or readable != run
 
     def skip_counter(self) -> None:
         """A run written elsewhere (by :func:`write_run_file`) took the next file number."""
@@ -85,6 +86,14 @@ class TfeventsWriter(Writer):
 
     def abort(self) -> None:
         self.out.abort()
+
+
+def tensorboard_readable(run: str) -> str:
+    """``run`` with ``tfevents`` in its directory names spelt ``tf_events``: TensorBoard takes a
+    directory so named for an event file, and then fails to load it and the run above it."""
+    if run == "." or event_files.EVENT_MARK not in run:
+        return run
+    return run.replace(event_files.EVENT_MARK, "tf_events")
 
 
 # Temporary names of event files being written: no "tfevents" in them, so a reader never takes
@@ -100,8 +109,9 @@ def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report
     ``keep_all``: the options say ``restarts="keep-all"`` (see :class:`RunFile`)."""
     if changed:
         report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
-                                  "(the name is not a safe path, or is taken by another "
-                                  "run or by the experiment facts file)", run=run.name,
+                                  "(the name is not a safe path, is taken by another "
+                                  "run or by the experiment facts file, or holds "
+                                  "'tfevents', which TensorBoard cannot load as a run)", run=run.name,
                    lost=False)
     directory = root / rel if rel != "." else root
     body = RunFile(run, report, root, keep_all=keep_all, **(limits or {}))
