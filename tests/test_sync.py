@@ -815,9 +815,19 @@ def test_one_broken_experiment_of_a_root_costs_only_itself(tmp_path, fixtures_di
     assert "synced 2 of 3 experiment(s); the others were not changed" in proc.stderr
     for i in (ids[0], ids[2]):
         assert (dst / i / "_tbconvert.json").is_file()
+    assert "2 experiment(s) at generation 1: " in proc.stderr, proc.stderr
     report = tbconvert.sync(root, dst)
     assert [name for name, _ in report.failures] == [f"experiment_{ids[1]}"]
     assert report.to_dict()["sync"]["failures"][0]["error"] == "OutputExistsError"
+    assert report.experiments == {ids[0]: 1, ids[2]: 1}
+    # the failed experiment counts nothing: what it wrote was removed again
+    runs = len(tbconvert.read(exp).runs)
+    assert report.runs == report.runs_unchanged == 2 * runs and report.parts_written == 0
+    (dst / ids[1]).unlink()
+    report = tbconvert.sync(root, dst)
+    assert report.experiments == {ids[0]: 1, ids[1]: 1, ids[2]: 1}
+    assert report.runs_added == report.parts_written == runs, report.summary()
+    assert report.summary().startswith("3 experiment(s) at generation 1: ")
 
 
 def test_a_second_sync_of_an_export_root_is_refused_whole(tmp_path, fixtures_dir):

@@ -37,7 +37,9 @@ class SyncReport(Report):
     """
 
     generation: int = 0
-    # an export root: the experiments that could not be synced (name, error); the others were
+    # an export root: the generation each experiment synced is at (by its dataset's name), and
+    # the experiments that could not be synced (name, error), whose counts are left out
+    experiments: dict = field(default_factory=dict)
     failures: list = field(default_factory=list)
     new_bytes: int = 0            # source bytes read (new, or of runs read whole again)
     runs_added: int = 0
@@ -54,6 +56,7 @@ class SyncReport(Report):
         out["sync"] = {k: getattr(self, k) for k in (
             "generation", "new_bytes", "runs_added", "runs_extended", "runs_rearchived",
             "runs_removed", "runs_unchanged", "parts_written", "parts_merged")}
+        out["sync"]["experiments"] = dict(self.experiments)
         out["sync"]["failures"] = [{"experiment": name, "error": type(exc).__name__,
                                     "message": str(exc)} for name, exc in self.failures]
         return out
@@ -66,7 +69,12 @@ class SyncReport(Report):
                     or self.runs_rearchived or self.runs_added or self.issues or self.failures)
 
     def summary(self) -> str:
-        return (f"generation {self.generation}: {self.runs_added} run(s) added, "
+        head = f"generation {self.generation}"
+        if self.experiments:
+            low, high = min(self.experiments.values()), max(self.experiments.values())
+            head = (f"{len(self.experiments)} experiment(s) at generation "
+                    f"{low if low == high else f'{low}-{high}'}")
+        return (f"{head}: {self.runs_added} run(s) added, "
                 f"{self.runs_extended} extended, {self.runs_rearchived} read whole again, "
                 f"{self.runs_removed} removed, {self.runs_unchanged} unchanged; "
                 f"{self.new_bytes} source bytes read, {self.parts_written} part(s) written"
@@ -245,20 +253,37 @@ def _sync_experiments(targets, root: bool, report: SyncReport, break_lock: bool,
     from tbconvert.incremental import exports
     from tbconvert.output import made_in_place
     for path, target in targets:
+        # an experiment of a root counts apart, so that one that fails adds nothing
+        own = SyncReport() if root else report
         try:
             with made_in_place(target):
                 _prepare_destination(target)
-                with Lock(target, report, break_lock=break_lock):
-                    exports.sync_experiment(path, target, report, allow_pickle=allow_pickle)
+                with Lock(target, own, break_lock=break_lock):
+                    exports.sync_experiment(path, target, own, allow_pickle=allow_pickle)
         except TbconvertError as exc:
             if not root:
                 raise
-            # one broken experiment of a root costs only itself
+            # one broken experiment of a root costs only itself (what it noted before it
+            # failed is told; what it had written is gone, so not counted)
+            report.extend(own.issues)
             report.failures.append((path.name, exc))
             continue
+        if root:
+            _add_experiment(report, own, target.name)
         report.outputs.append(str(target))
     if root and report.failures and not report.outputs:
         raise report.failures[0][1]
+
+
+def _add_experiment(report: SyncReport, own: SyncReport, name: str) -> None:
+    """Count the sync of one experiment of an export root in the root's ``report``."""
+    report.extend(own.issues)
+    report.experiments[name] = own.generation
+    for counter in ("runs", "series", "new_bytes", "runs_added", "runs_extended",
+                    "runs_rearchived", "runs_removed", "runs_unchanged", "parts_written",
+                    "parts_merged"):
+        setattr(report, counter, getattr(report, counter) + getattr(own, counter))
+    report.points.update(own.points)
 
 
 def _check_source(src: Path) -> str:

@@ -51,7 +51,7 @@ def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool
     seen = fingerprint(src)
     report.generation = state["generation"]
     if state.get("export") == seen:
-        report.runs += len(known)        # (an export root's experiments add up)
+        report.runs += len(known)
         report.runs_unchanged += len(known)
         return
     generation = report.generation = state["generation"] + 1
