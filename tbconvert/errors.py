@@ -122,7 +122,8 @@ class StorageError(TbconvertError):
 
 class OutOfResourcesError(OutputError):
     """The machine ran out of memory or file handles: no fault of the data, and no run is
-    worth skipping for it (every other would fail alike)."""
+    worth skipping for it (every other would fail alike). Partial output is removed, as for
+    every error; the command line says what became of it."""
 
 
 # What reading a run may raise that is not the run's fault: these end the whole conversion
@@ -158,5 +159,4 @@ def raise_if_exhausted(exc: BaseException) -> None:
     memory or file handles: the places that skip what fails to read let nothing else by."""
     what = exhausted(exc)
     if what is not None:
-        raise OutOfResourcesError(f"the machine ran out of {what}; partial output was "
-                                  "removed") from None
+        raise OutOfResourcesError(f"the machine ran out of {what}") from None

@@ -120,7 +120,7 @@ def long_logdir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_first_sync_stopped_midway_leaves_no_directory(tmp_path, long_logdir, sig, code):
     """Ctrl-C or SIGTERM once the sync holds its new dataset's lock: the one line says the
-    partial output was removed, and it was, the directory included."""
+    dataset was left as it was, and it was: there is none, the directory included."""
     for attempt in range(5):
         dst = tmp_path / f"ds{attempt}"
         p = subprocess.Popen([*cli_argv(), "sync", str(long_logdir), str(dst)], cwd=CLI_CWD,
@@ -136,7 +136,7 @@ def test_a_first_sync_stopped_midway_leaves_no_directory(tmp_path, long_logdir, 
             assert (dst / MARKER_FILE).exists()
             continue
         assert p.returncode == code, err
-        _one_error_line(err, "partial output was removed")
+        _one_error_line(err, "; the dataset was left as it was")
         assert not dst.exists(), sorted(p.name for p in dst.iterdir())
         return
     pytest.fail("every sync finished before the signal came")

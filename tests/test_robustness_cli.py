@@ -656,8 +656,10 @@ def test_running_out_of_file_handles_ends_the_command_instead_of_skipping_runs(t
         err = p.stderr.decode()
         assert "Traceback" not in err, err
         if p.returncode == 9:
+            told = ("partial output was removed" if command == "convert" else
+                    "the dataset was left as it was")
             assert err == ("tbconvert: error: the machine ran out of file handles (the limit of "
-                           "open files, `ulimit -n`); partial output was removed\n") \
+                           f"open files, `ulimit -n`); {told}\n") \
                 or "Too many open files" in err, err
             continue
         assert p.returncode == 0, err
@@ -690,6 +692,32 @@ def test_running_out_of_memory_is_one_line_exit_9(tmp_path, monkeypatch, capsys,
     assert code == 9, err
     assert err == "tbconvert: error: the machine ran out of memory; partial output was removed\n"
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["info", "sync"])
+def test_running_out_of_memory_tells_what_became_of_the_output(tmp_path, monkeypatch, capsys,
+                                                               command):
+    """``info`` writes nothing, and a sync cut short leaves the dataset as it was: neither
+    speaks of partial output."""
+    from tbconvert.formats.tfevents import event_files
+    src, dst = tmp_path / "logs", tmp_path / "dataset"
+    shutil.copytree(FIXTURES / "torch_logdir", src)
+    if command == "sync":
+        assert main(["sync", str(src), str(dst), "-q"]) == 0
+        before = sorted(p.name for p in dst.iterdir())
+        with open(next(src.rglob("*tfevents*")), "ab") as fh:
+            fh.write(b"more")     # something new, so that the sync reads the runs
+
+    def short(*_args, **_kw):
+        raise MemoryError("Unable to allocate 8.00 GiB")
+    monkeypatch.setattr(event_files, "discover", short)
+    code = main([command, str(src), *([str(dst)] if command == "sync" else [])])
+    err = capsys.readouterr().err
+    assert code == 9, err
+    told = {"info": "", "sync": "; the dataset was left as it was"}[command]
+    assert err == f"tbconvert: error: the machine ran out of memory{told}\n", err
+    if command == "sync":
+        assert sorted(p.name for p in dst.iterdir()) == before
 
 
 def _dead_pid() -> int:

@@ -304,6 +304,7 @@ class _Plain:
 def _main(argv: Sequence[str] | None) -> int:
     ui = _Plain()
     debug = False
+    command = None
     try:
         # The handlers go in before anything heavy loads: building the parser imports every
         # command, which takes long enough for a signal to land there.
@@ -315,31 +316,32 @@ def _main(argv: Sequence[str] | None) -> int:
             except SystemExit as exc:  # argparse: --help (0) or usage error (2)
                 return int(exc.code or 0)
             ui = UI(quiet=args.quiet, verbose=args.verbose)
-            debug = args.debug
+            debug, command = args.debug, args.command
             with _own_process(args.command):
                 return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
         if debug:
             import traceback
             traceback.print_exc()
-        ui.error(exc.cli_message())
+        from tbconvert.errors import OutOfResourcesError
+        ui.error(exc.cli_message() + (_aftermath(command)
+                                      if isinstance(exc, OutOfResourcesError) else ""))
         return exc.exit_code
     except Terminated as exc:
-        ui.error(_stopped("terminated", exc))
+        ui.error(_stopped("terminated", exc, command))
         return 143
     except KeyboardInterrupt as exc:
-        ui.error(_stopped("interrupted", exc))
+        ui.error(_stopped("interrupted", exc, command))
         return 130
     except Exception as exc:  # noqa: BLE001 - a bug: say so plainly
         from tbconvert.errors import exhausted
         what = exhausted(exc)
         if what is not None:     # no bug: the machine ran out (anywhere, an import too)
-            ui.error(f"the machine ran out of {what}; partial output was removed")
+            ui.error(f"the machine ran out of {what}{_aftermath(command)}")
             return 9
         if _received:      # unless a signal cut short what raised it
             terminated = _received[0] == signal.SIGTERM
-            ui.error(("terminated" if terminated else "interrupted")
-                     + "; partial output was removed")
+            ui.error(("terminated" if terminated else "interrupted") + _aftermath(command))
             return 143 if terminated else 130
         import traceback
         traceback.print_exc()
@@ -347,13 +349,27 @@ def _main(argv: Sequence[str] | None) -> int:
         return 1
 
 
-def _stopped(what: str, exc: KeyboardInterrupt) -> str:
+def _stopped(what: str, exc: KeyboardInterrupt, command: str | None) -> str:
     """What an interrupt cost: one held back while an output was put in place comes after
     that output is whole (see remote.dest)."""
     complete = getattr(exc, "complete", None)
     if complete is not None:
         return f"{what} as {complete} was being put in place: it is complete and kept"
-    return f"{what}; partial output was removed"
+    return what + _aftermath(command)
+
+
+# Commands that write nothing, so that a command cut short has nothing to tell of its output.
+_READ_ONLY = frozenset({"formats", "info", "verify"})
+
+
+def _aftermath(command: str | None) -> str:
+    """What became of the output of ``command`` (None: not known yet) cut short."""
+    if command is None or command in _READ_ONLY:
+        return ""
+    if command == "sync":
+        # the manifest is committed last: an unfinished sync changed nothing
+        return "; the dataset was left as it was"
+    return "; partial output was removed"
 
 
 def console_main() -> int:
