@@ -67,6 +67,11 @@ NAMES = {
 CODES = {name: code for code, name in NAMES.items()}
 
 
+def bfloat16_values(bits: np.ndarray) -> np.ndarray:
+    """The float32 values of bfloat16 kept as their bits (the upper half of a float32)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
 class TensorDecodeError(ValueError):
     """A TensorProto whose contents do not match its dtype and shape."""
 

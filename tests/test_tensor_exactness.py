@@ -73,3 +73,87 @@ def test_complex_parts_in_their_typed_field_decode_as_tensorboard_does():
         _, arr = dtypes.proto_to_array(TENSORS[tag])
         want = tensor_util.make_ndarray(TENSORS[tag])
         assert arr.dtype == want.dtype and arr.tobytes() == want.tobytes(), tag
+
+
+def _scalar_logdir(tmp_path, points: dict, *, legacy: bool = False):
+    """One run of scalar-plugin tags: ``{tag: [TensorProto or float per step]}`` (float:
+    ``simple_value``); metadata on the first value of each tag only."""
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+    events = [event_pb2.Event(wall_time=1000.0, file_version="brain.Event:2")]
+    for tag, values in points.items():
+        for step, value in enumerate(values):
+            ev = event_pb2.Event(wall_time=1001.0 + step, step=step)
+            v = ev.summary.value.add(tag=tag)
+            if isinstance(value, float):
+                v.simple_value = value
+            else:
+                v.tensor.CopyFrom(value)
+                if step == 0:
+                    v.metadata.CopyFrom(scalar_metadata.create_summary_metadata("", ""))
+            events.append(ev)
+    path = tmp_path / "logs" / "run" / "events.out.tfevents.1.host"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in events))
+    return tmp_path / "logs"
+
+
+def _snan(k: int) -> tensor_pb2.TensorProto:
+    return _tensor(1, [], tensor_content=(0x7FA00000 + k).to_bytes(4, "little"))
+
+
+@pytest.mark.parametrize("steps", [3, 200])   # small chunks are encoded many tags at a time
+def test_signaling_nan_scalars_keep_their_bits_in_event_files(tmp_path, steps):
+    """TensorBoard reads ``float_val`` through a Python float, which quiets a signaling NaN:
+    every such point, first or not, is written in ``tensor_content``."""
+    points = {f"t{k}": [_snan(k * 1000 + s) if s % 2 == 0 else _tensor(1, [], float_val=[s])
+                        for s in range(steps)] for k in range(3)}
+    src = _scalar_logdir(tmp_path, points)
+    for dest in ("x.parquet", "back"):
+        tbconvert.convert(src, tmp_path / dest, to_format=None if "." in dest else "tfevents")
+    tbconvert.convert(tmp_path / "x.parquet", tmp_path / "again", to_format="tfevents")
+    want = tb_view(src)
+    assert_same_view(tb_view(tmp_path / "back"), want)
+    assert_same_view(tb_view(tmp_path / "again"), want)
+
+
+def test_small_scalar_chunks_are_encoded_in_batches():
+    """The batched encoding of small scalar chunks is checked against the one point at a time
+    (a signaling NaN included); where they differ, the batch is never used."""
+    import tempfile
+
+    from tbconvert.formats.tfevents import runfile
+    from tbconvert.model import DataClass, Metadata, Run
+    from tbconvert.report import Report
+    rf = runfile.RunFile(Run(name="r"), Report(), tempfile.mkdtemp())
+    for md in (Metadata(plugin_name="scalars", data_class=DataClass.SCALAR), Metadata()):
+        assert rf._same_encoding(md), md
+
+
+def test_bfloat16_scalars_keep_their_type_and_show_their_values(tmp_path):
+    """bfloat16 is kept as its bits: event files and archives keep the type (TensorBoard itself
+    cannot decode it), tables and exports show its value."""
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+    bits = [0x3DCC, 0xC049, 0x7F80]           # 0.099609375, -3.140625, inf
+    src = _scalar_logdir(tmp_path, {"loss": [_tensor(14, [], half_val=[b]) for b in bits]})
+    want = [0.099609375, -3.140625, float("inf")]
+    assert list(tbconvert.read(src).scalars("run", "loss").values) == want
+    assert list(tbconvert.scalars(src)["value"]) == want
+    tbconvert.convert(src, tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_text().splitlines()[1:] == [
+        f"run,loss,{s},{1001.0 + s},{v}" for s, v in zip(range(3), ["0.099609375", "-3.140625",
+                                                                   "inf"], strict=True)]
+    tbconvert.convert(src, tmp_path / "export", to_format="tbdev")
+    assert list(tbconvert.read(tmp_path / "export").scalars("run", "loss").values) == want
+
+    def raw(logdir):
+        mux = pem.EventMultiplexer(size_guidance={"tensors": 0})
+        mux.AddRunsFromDirectory(str(logdir))
+        mux.Reload()
+        # (in half_val or tensor_content: TensorBoard decodes neither, the bits are the same)
+        from tbconvert.dtypes import proto_to_array
+        return [(code, arr.tobytes()) for code, arr in
+                (proto_to_array(e.tensor_proto) for e in mux.Tensors("run", "loss"))]
+    for dest in ("x.parquet", "x.h5"):
+        tbconvert.convert(src, tmp_path / dest)
+        tbconvert.convert(tmp_path / dest, tmp_path / f"{dest}.back", to_format="tfevents")
+        assert raw(tmp_path / f"{dest}.back") == raw(src), dest

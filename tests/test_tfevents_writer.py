@@ -153,6 +153,31 @@ def test_legacy_forms_are_kept(name, tmp_path):
             assert after[key] == {"tensor" if k == "histo" else k for k in kinds}, key
 
 
+def _legacy_media(logdir) -> dict:
+    """{(run dir, tag, step): the Summary.Image or Summary.Audio, as text}."""
+    media = {}
+    for path, ev in _events(logdir):
+        run = path.parent.relative_to(logdir).as_posix()
+        for v in ev.summary.value:
+            if v.WhichOneof("value") in ("image", "audio"):
+                media[(run, v.tag, ev.step)] = str(getattr(v, v.WhichOneof("value")))
+    return media
+
+
+@pytest.mark.parametrize("name", LOGDIRS)
+def test_legacy_media_keep_every_field(name, tmp_path):
+    """An image's colour space, a clip's rate, channels and length (which the legacy
+    ``EventAccumulator.Audio()`` shows, and TensorBoard's migration drops) are read back from
+    the PNG and WAV headers, where the writers took them from."""
+    src = FIXTURES / name
+    out, _ = _convert(src, tmp_path)
+    before = _legacy_media(src)
+    assert _legacy_media(out) == before
+    if name == "torch_logdir":
+        assert any("sample_rate: 8000" in m for m in before.values())
+        assert any("colorspace: 3" in m for m in before.values())
+
+
 def test_an_empty_tag_logged_as_simple_value_stays_a_scalar(tmp_path):
     # add_scalar("", v): TensorBoard's migration gives it the tag as display name, empty here
     event_pb2, summary_pb2 = _pb()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbconvert.errors import UsageError
-from tbconvert.model import ScalarSeries, Series
+from tbconvert.model import ScalarSeries, Series, as_scalar_series
 from tbconvert.report import Report, plural, were
 
 
@@ -190,8 +190,10 @@ class ScalarColumns(PointColumns):
         self._values: list[np.ndarray] = []
 
     def add_chunk(self, chunk: Series) -> bool:
-        """Add ``chunk`` if it is a scalar series; False (nothing added) otherwise."""
-        if not isinstance(chunk, ScalarSeries):
+        """Add ``chunk`` if it holds scalars (see :func:`~tbconvert.model.as_scalar_series`);
+        False (nothing added) otherwise."""
+        chunk = as_scalar_series(chunk)
+        if chunk is None:
             return False
         self.add(chunk)
         values = chunk.values

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from tbconvert.model import ScalarSeries
+from tbconvert.model import ScalarSeries, as_scalar_series
 from tbconvert.report import Report
 
 EXPERIMENT_TAG = "_hparams_/experiment"
@@ -67,6 +67,7 @@ class Collected:
     def add(self, run_name: str, chunks, report: Report) -> None:
         self.run_order.append(run_name)
         for chunk in chunks:
+            chunk = as_scalar_series(chunk) or chunk
             if isinstance(chunk, ScalarSeries):
                 if len(chunk):
                     key = (run_name, chunk.tag)

@@ -6,6 +6,7 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.columns import PointColumns, as_float64, report_inexact, rounded_in_float64
+from tbconvert.media_headers import wav_info
 from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
 from tbconvert.report import Report, are, plural, were
 
@@ -99,7 +100,7 @@ def _cells(code: int, flat: np.ndarray) -> list:
     if code == dt.DT_STRING or flat.dtype.kind in "OSU":
         return [_string_cell(x) for x in flat.tolist()]
     if code == dt.DT_BFLOAT16:   # kept as its bits: the upper half of a float32
-        flat = (flat.astype(np.uint32) << 16).view(np.float32)
+        flat = dt.bfloat16_values(flat)
     if flat.dtype.kind in "biu":
         return [str(x) for x in flat.tolist()]
     # numpy's own scalars: a Python float would spell float32 0.1 as 0.10000000149011612
@@ -238,17 +239,6 @@ _CONTENT_TYPES = {"png": "image/png", "jpg": "image/jpeg", "gif": "image/gif", "
                   "wav": "audio/wav", "ogg": "audio/ogg", "flac": "audio/flac", "mp3": "audio/mpeg"}
 
 
-def wav_info(blob: bytes) -> tuple:
-    """``(sample_rate, channels, length_frames)`` of a WAV clip, ``(None,) * 3`` otherwise."""
-    import io
-    import wave
-    try:
-        with wave.open(io.BytesIO(blob)) as w:
-            return w.getframerate(), w.getnchannels(), w.getnframes()
-    except (wave.Error, EOFError, ValueError):
-        return None, None, None
-
-
 class MediaColumns(PointColumns):
     """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin;
     with ``details``, also ``content_type`` and, for audio, ``sample_rate``, ``channels`` and
@@ -317,7 +307,7 @@ _NOT_NUMBERS = frozenset({dt.DT_STRING, dt.DT_COMPLEX64, dt.DT_COMPLEX128, dt.DT
 def _as_float64(code: int, arr: np.ndarray) -> np.ndarray:
     flat = np.ascontiguousarray(arr).reshape(-1)
     if code == dt.DT_BFLOAT16:   # kept as its bits: the upper half of a float32
-        return (flat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return dt.bfloat16_values(flat).astype(np.float64)
     return flat.astype(np.float64)
 
 

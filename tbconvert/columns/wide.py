@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 
 from tbconvert.columns import Names, as_float64, report_duplicates, tag_column
-from tbconvert.model import ScalarSeries, Series
+from tbconvert.model import Series, as_scalar_series
 from tbconvert.report import Report
 
 # Points sorted in memory at a time (36 bytes each, and the sort's copies).
@@ -86,8 +86,10 @@ class WideRows:
         self._dropped: dict = {}        # (run, tag) -> points a later one at its step replaced
 
     def add(self, chunk: Series) -> bool:
-        """Add ``chunk`` if it is a scalar series; False (nothing added) otherwise."""
-        if not isinstance(chunk, ScalarSeries):
+        """Add ``chunk`` if it holds scalars (see :func:`~tbconvert.model.as_scalar_series`);
+        False (nothing added) otherwise."""
+        chunk = as_scalar_series(chunk)
+        if chunk is None:
             return False
         if self._run != chunk.run:
             self.end_run()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tbconvert import api
-from tbconvert.model import Experiment, Run, ScalarSeries, Series
+from tbconvert.model import Experiment, Run, ScalarSeries, Series, as_scalar_series
 from tbconvert.report import Report
 from tbconvert.restarts import Restarts
 from tbconvert.restarts import check as check_restarts
@@ -60,9 +60,9 @@ class Data:
         tags = self._run(run)
         if tag not in tags:
             raise KeyError(f"run {run!r} has no tag {tag!r}; tags: {', '.join(tags)}")
-        s = tags[tag]
-        if not isinstance(s, ScalarSeries):
-            raise TypeError(f"{run}/{tag} is not a scalar series ({type(s).__name__})")
+        s = as_scalar_series(tags[tag])
+        if s is None:
+            raise TypeError(f"{run}/{tag} is not a scalar series ({type(tags[tag]).__name__})")
         return s
 
     def __iter__(self):

@@ -31,7 +31,16 @@ from tbconvert.formats.csv import encode as csv_encode
 from tbconvert.formats.html import pack, vendor
 from tbconvert.formats.html.markdown import render_tensor
 from tbconvert.formats.parquet.writer import ParquetWriter
-from tbconvert.model import BlobSequenceSeries, Experiment, Run, ScalarSeries, Series, TensorSeries, concat
+from tbconvert.model import (
+    BlobSequenceSeries,
+    Experiment,
+    Run,
+    ScalarSeries,
+    Series,
+    TensorSeries,
+    as_scalar_series,
+    concat,
+)
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report, are, plural
 
@@ -141,6 +150,7 @@ class HtmlWriter(Writer):
 
     def _take(self, chunk: Series, held: _RunSeries) -> None:
         plugin = chunk.metadata.plugin_name
+        chunk = as_scalar_series(chunk) or chunk
         if isinstance(chunk, ScalarSeries):
             held.scalars.setdefault(chunk.tag, []).append(chunk)
             held.for_hparams.append(chunk.take([len(chunk) - 1]))

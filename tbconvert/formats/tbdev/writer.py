@@ -193,8 +193,11 @@ class TbdevWriter(Writer):
             if all(t.size == 1 and np.asarray(t).dtype.kind in "fiub" for t in chunk.tensors):
                 rounded = sum(int(rounded_in_float64(np.asarray(t)).any()) for t in chunk.tensors)
                 self._rounded(chunk.run, chunk.tag, rounded)
-                values = np.array([np.asarray(t).reshape(()).astype(np.float64)
-                                   for t in chunk.tensors], dtype=np.float64)
+                values = np.array([
+                    (dt.bfloat16_values(t) if c == dt.DT_BFLOAT16 else np.asarray(t))
+                    .reshape(()).astype(np.float64)
+                    for c, t in zip(chunk.dtypes.tolist(), chunk.tensors, strict=True)],
+                    dtype=np.float64)
                 return "scalars", ScalarSeries(
                     run=chunk.run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
                     wall_times=chunk.wall_times, hidden=None, values=values)

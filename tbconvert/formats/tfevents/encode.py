@@ -104,11 +104,24 @@ _FLOAT_TENSOR = b"\x08" + bytes([dt.DT_FLOAT]) + b"\x12\x00" + b"\x2a\x04"
 FLOAT_TENSOR_HEAD = b"\x42" + varint(len(_FLOAT_TENSOR) + 4) + _FLOAT_TENSOR
 
 
+# A value's four bytes go in ``tensor_content`` instead of ``float_val`` (the same length): a
+# signaling NaN, which TensorBoard's loaders would quiet on their way from float_val through a
+# Python float, keeps its bits there.
+CONTENT_KEY = 0x22
+
+
+def signaling_nans(values: np.ndarray) -> np.ndarray:
+    """Per float32 value: is it a signaling NaN?"""
+    bits = np.ascontiguousarray(values, "<f4").view(np.uint32)
+    return ((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x7FFFFF) != 0) \
+        & ((bits & 0x400000) == 0)
+
+
 def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray:
     """``Summary.Value`` bytes of float32 scalar points without metadata, one row per point.
 
-    ``simple``: as ``simple_value``; otherwise as DT_FLOAT rank-0 tensors (the
-    only scalar tensors TensorBoard's data server shows).
+    ``simple``: as ``simple_value`` (which cannot hold a signaling NaN); otherwise as DT_FLOAT
+    rank-0 tensors (the only scalar tensors TensorBoard's data server shows).
     """
     if values.dtype != np.float32:
         raise TypeError(f"float32 scalars expected, got {values.dtype}")
@@ -116,4 +129,6 @@ def scalar_values(tag: bytes, values: np.ndarray, *, simple: bool) -> np.ndarray
     mat = np.empty((len(values), len(head) + 4), dtype=np.uint8)
     mat[:, :len(head)] = np.frombuffer(head, np.uint8)
     mat[:, len(head):] = np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(-1, 4)
+    if not simple:
+        mat[signaling_nans(values), len(head) - 2] = CONTENT_KEY
     return mat

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tbconvert.formats.tfevents.encode import signaling_nans
+from tbconvert.media_headers import png_channels, wav_info
 from tbconvert.model import DataClass, Metadata
 
 SIMPLE, HISTO, IMAGE, AUDIO = "simple_value", "histo", "image", "audio"
@@ -48,15 +50,10 @@ def written_kind(md: Metadata, tag: str | None = None) -> str | None:
     return None if kind == HISTO else kind
 
 
-def signaling_nans(bits: np.ndarray, exp_mask: int, frac_mask: int, quiet: int) -> np.ndarray:
-    """Signaling NaNs get quieted on a trip through a double, so they keep the tensor form."""
-    return ((bits & exp_mask) == exp_mask) & ((bits & frac_mask) != 0) & ((bits & quiet) == 0)
-
-
 def simple_ok(values: np.ndarray) -> np.ndarray:
-    """Per float32 value: does ``simple_value`` hold it exactly?"""
-    bits = values.view(np.uint32)
-    return ~signaling_nans(bits, 0x7F800000, 0x7FFFFF, 0x400000)
+    """Per float32 value: does ``simple_value`` hold it exactly? (Signaling NaNs get quieted
+    on their way through a Python float, so they keep the tensor form.)"""
+    return ~signaling_nans(values)
 
 
 def _dimension(blob) -> int | None:
@@ -73,11 +70,19 @@ def image(seq, summary_pb2):
     width, height = _dimension(seq[0]), _dimension(seq[1])
     if width is None or height is None:
         return None
-    return summary_pb2.Summary.Image(width=width, height=height, encoded_image_string=seq[2])
+    # (the colour space, which no reader of TensorBoard's shows, as writers set it)
+    return summary_pb2.Summary.Image(width=width, height=height,
+                                     colorspace=png_channels(seq[2]) or 0,
+                                     encoded_image_string=seq[2])
 
 
 def audio(seq, summary_pb2):
-    """A ``Summary.Audio`` for a point of one clip, or None."""
+    """A ``Summary.Audio`` for a point of one clip, or None; the rate, channels and length that
+    the legacy ``EventAccumulator`` shows (and TensorBoard's migration drops) are read back from
+    the WAV header, where writers take them from."""
     if len(seq) != 1 or seq[0] is None:
         return None
-    return summary_pb2.Summary.Audio(encoded_audio_string=seq[0], content_type="audio/wav")
+    rate, channels, frames = wav_info(seq[0])
+    return summary_pb2.Summary.Audio(sample_rate=rate or 0, num_channels=channels or 0,
+                                     length_frames=frames or 0, encoded_audio_string=seq[0],
+                                     content_type="audio/wav")

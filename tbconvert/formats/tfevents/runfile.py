@@ -323,10 +323,10 @@ class RunFile:
             s = ScalarSeries(run="", tag="t", metadata=md, steps=np.zeros(1, np.int64),
                              wall_times=np.zeros(1), hidden=None, values=values)
             simple = st.legacy == forms.SIMPLE and bool(forms.simple_ok(values)[0])
-            if not simple:
-                values = _quiet(values)
-            mine = _TAG_KEY + b"\x01t" + (_SIMPLE if simple else _TENSOR) \
-                + values.astype("<f4").tobytes() + field
+            head = _SIMPLE if simple else _TENSOR
+            if not simple and encode.signaling_nans(values)[0]:
+                head = head[:-2] + bytes([encode.CONTENT_KEY]) + head[-1:]
+            mine = _TAG_KEY + b"\x01t" + head + values.astype("<f4").tobytes() + field
             if self._point(st, s, 0, 0, 0.0) != (VALUE, mine):
                 return False
         return True
@@ -445,13 +445,9 @@ class RunFile:
                 np.frombuffer(_TENSOR, np.uint8)
         pos = pos + np.where(simple, len(_SIMPLE), len(_TENSOR))
         fi = np.flatnonzero(first)
-        quiet = fi[~simple[fi]]
-        if len(quiet):
-            # a first value goes through a double in protobuf, which quiets signaling NaNs
-            values = values.copy()
-            values[quiet] = _quiet(values[quiet])
-        windows(data, 4, writeable=True)[pos] = \
-            np.ascontiguousarray(values.astype("<f4")).view(np.uint8).reshape(-1, 4)
+        values = np.ascontiguousarray(values.astype("<f4"))
+        windows(data, 4, writeable=True)[pos] = values.view(np.uint8).reshape(-1, 4)
+        data[pos[~simple & encode.signaling_nans(values)] - 2] = encode.CONTENT_KEY
         if len(fi):
             md_buf = np.frombuffer(b"".join(md_fields), np.uint8)
             scatter(md_buf, starts_of(md_len)[seg[fi]], md_len[seg[fi]], data, pos[fi] + 4)
@@ -721,15 +717,6 @@ class RunFile:
 
 
 _EMPTY_MD = Metadata()
-
-
-def _quiet(values: np.ndarray) -> np.ndarray:
-    """float32 values with their signaling NaNs quieted, as a trip through a double does."""
-    bits = values.astype("<f4").view(np.uint32)
-    snan = forms.signaling_nans(bits, 0x7F800000, 0x7FFFFF, 0x400000)
-    if not snan.any():
-        return values
-    return np.where(snan, bits | np.uint32(0x400000), bits).astype(np.uint32).view(np.float32)
 
 
 # Up to this many first values are put in a sorter piece one at a time (see _in_order).

@@ -81,7 +81,9 @@ def _container_of(md: Metadata, kinds) -> tuple:
         codes = {c for c, _ in kinds}
         if len(codes) == 1 and all(nd == NDIM0 for _, nd in kinds):
             code = next(iter(codes))
-            if code not in (dt.DT_STRING, dt.DT_RAW_PROTO) and code in dt._TABLE:
+            # (bfloat16 is kept as its bits, which are no values: its tensors keep its type)
+            if code not in (dt.DT_STRING, dt.DT_RAW_PROTO, dt.DT_BFLOAT16) and \
+                    code in dt._TABLE:
                 dtype = dt.numpy_dtype(code)
                 if dtype.kind in "fiub":
                     return ("scalar", dtype)
