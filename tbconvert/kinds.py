@@ -149,9 +149,9 @@ KINDS: dict[str, Kind] = {
     "run_removed": Kind("sync: a run gone from the source was taken out of the dataset", _KEPT),
     "run_renamed": Kind("a run written or read under another name (unsafe path, Windows "
                         "separators)", _KEPT),
-    "run_start_time_dropped": Kind("a run's start time before its first point has no place in "
-                                   "a TensorBoard.dev export; read back, the run starts at its "
-                                   "first point", _KEPT),
+    "run_start_time_dropped": Kind("a run's start time other than its first point's has no "
+                                   "place in a TensorBoard.dev export; read back, the run "
+                                   "starts at its first point", _KEPT),
     "run_without_data_left_out": Kind("a run holding no data a TensorBoard.dev export can hold "
                                       "is left out of it (an export knows a run only by its "
                                       "series): its name and start time are not kept", _KEPT),

@@ -112,8 +112,10 @@ class _Source:
     records: dict[str, collections.Counter]         # {run: Counter of record keys}
     experiment: Experiment
     # A TensorBoard.dev export knows a run only by the lines of its series: it holds neither
-    # runs without series nor run-level events.
+    # runs without series nor run-level events, nor start times (its runs start at their
+    # first point).
     tbdev: bool = False
+    starts: dict = field(default_factory=dict)      # {run: start time, or None}
 
 
 def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
@@ -121,6 +123,7 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
     """The fingerprints of a source's series, and its runs' records, streaming."""
     out: dict[str, dict[str, _Fingerprint]] = {}
     records: dict[str, collections.Counter] = {}
+    starts: dict = {}
 
     def fingerprint_of(run, s: Series) -> _Fingerprint:
         # names as conversions store them (odd bytes %XX), so a round trip compares equal
@@ -140,13 +143,14 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
                 out.pop(name, None)
                 continue
             out.setdefault(name, {})
+            starts[name] = run.start_time
             # A restart marker is TensorBoard's only to hide points, and which points are
             # hidden is compared with the points; event files written from any source hold
             # the points, not the markers.
             records.setdefault(name, collections.Counter()).update(
                 _record_key(r) for r in run.records if not r.is_restart_marker())
         tbdev = _is_tbdev(reader)
-    return _Source(out, records, experiment, tbdev)
+    return _Source(out, records, experiment, tbdev, starts)
 
 
 def _is_tbdev(reader) -> bool:
@@ -166,7 +170,8 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     Scalars compare by value, integers exactly; scalars of other dtypes but equal values
     (a float32 read back from a float64 archive, integers kept as an export's doubles) are
     the same points, and their dtypes are noted in ``report`` (``scalar_dtypes_differ``).
-    Runs' run-level events (meta graphs, session logs, log messages) are compared as a
+    Runs' start times are compared (but with a TensorBoard.dev export, which has none), and
+    their run-level events (meta graphs, session logs, log messages) as a
     multiset of (kind, step, wall time, bytes) per run, except restart markers (SessionLog
     START), whose effect is in which points are hidden. A TensorBoard.dev export holds no
     run-level events, so those of the other source are differences; it holds no runs without
@@ -207,6 +212,10 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
             diffs.append(f"{run}/{tag}: only in B ({tb[tag].points} points)")
         for tag in sorted(set(ta) & set(tb)):
             diffs.extend(_compare_series(run, tag, ta[tag], tb[tag], wall_time_tolerance, report))
+        start_a, start_b = sa.starts.get(run), sb.starts.get(run)
+        if empty_runs and start_a is not None and start_b is not None and \
+                not _same_wall(start_a, start_b, wall_time_tolerance):
+            diffs.append(f"run {run!r}: start time {start_a!r} in A, {start_b!r} in B")
         for side, mine, other in (("A", sa, sb), ("B", sb, sa)):
             extra = mine.records[run] - other.records[run]
             if extra:
@@ -214,6 +223,10 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
                 diffs.append(f"run {run!r}: {plural(n, 'run-level event')} only in {side} "
                              f"({_records_text(extra)}){_no_place(other)}")
     return diffs
+
+
+def _same_wall(a: float, b: float, tol: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol
 
 
 def _run_contents(src: _Source, run: str, other: _Source) -> str:

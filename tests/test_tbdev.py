@@ -838,3 +838,23 @@ def test_writing_a_run_named_with_a_backslash_says_how_it_reads_back(tmp_path):
     assert len(renamed) == len(runs) and all("reads back as 'back/slash" in m for m in renamed)
     assert sorted(tbconvert.read(tmp_path / "export").series) == \
         [r.replace("\\", "/") for r in runs]
+
+
+def test_names_an_exports_reader_refuses_are_told_where_they_are_written(tmp_path):
+    """A name longer than an export's readers take would be lost only on reading back: the
+    writer leaves it out and says so, with the name cut short in the message."""
+    sc = _md("scalars", DataClass.SCALAR)
+
+    def scalars(run, tag):
+        return ScalarSeries(run=run, tag=tag, metadata=sc, steps=[0], wall_times=[1.0],
+                            values=np.array([0.5], np.float32), hidden=None)
+    long = "T" * 20_000
+    out, report = _write_model(tmp_path, [(Run("a"), [scalars("a", long), scalars("a", "x")]),
+                                          (Run(long), [scalars(long, "y")])])
+    issues = [i for i in report.issues if i.kind == "unsupported_series"]
+    assert [(i.run[:3], i.tag[:3], i.count) for i in issues] == [("a", "TTT", 1),
+                                                               ("TTT", "y", 1)]
+    assert all("(20000 characters)" in i.message and len(i.message) < 500 for i in issues)
+    back = read(out)
+    assert sorted(back.series) == ["a"] and list(back.series["a"]) == ["x"]
+    assert not back.report.issues

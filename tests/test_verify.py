@@ -231,3 +231,24 @@ def test_a_tolerance_that_is_no_duration_is_a_usage_error(capsys):
     with pytest.raises(UsageError):
         compare(src, src, wall_time_tolerance=-0.5)
     assert main(["verify", str(src), str(src), "--wall-time-tolerance", "0.001"]) == 0
+
+
+def test_run_start_times_compare_and_an_export_tells_the_one_it_drops(tmp_path):
+    """TensorBoard orders and colours runs by their start (the first event's wall time): two
+    logdirs that differ only there differ. An export has no start times: writing one says
+    which it drops, whether the run started before its first point or after it."""
+    event_pb2, _ = _pb()
+    a = write_run(tmp_path / "a", "run", [simple(0), simple(1)])
+    b = tmp_path / "b" / "run" / "events.out.tfevents.1.host"
+    b.parent.mkdir(parents=True)
+    late = event_pb2.Event(wall_time=5000.0, file_version="brain.Event:2")   # after the points
+    b.write_bytes(b"".join(records.frame(e.SerializeToString())
+                           for e in (late, simple(0), simple(1))))
+    assert compare(a, tmp_path / "b") == ["run 'run': start time 1000.0 in A, 5000.0 in B"]
+    assert compare(a, a) == []
+    for src, when in ((a, "before"), (tmp_path / "b", "after")):
+        report = tbconvert.convert(src, tmp_path / f"export-{when}", to_format="tbdev")
+        dropped = [i.message for i in report.issues if i.kind == "run_start_time_dropped"]
+        assert len(dropped) == 1 and f"comes {when} its first point (1001.0)" in dropped[0]
+        # (an export's runs start at their first point: not compared with one)
+        assert compare(src, tmp_path / f"export-{when}") == []

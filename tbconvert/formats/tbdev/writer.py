@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tbconvert import budget
 from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float64
 from tbconvert.formats.base import Options, Writer
@@ -108,6 +109,12 @@ class TbdevWriter(Writer):
     # -- runs -------------------------------------------------------------------------------
 
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
+        if len(run.name) > budget.MAX_NAME_CHARS:
+            # an export's reader refuses such a name as hostile: the run would be lost there
+            for chunk in series:
+                self._unsupported(chunk, f"a run name of {len(run.name)} characters, more "
+                                         f"than an export's readers take ({budget.MAX_NAME_CHARS})")
+            return
         if "\\" in run.name:
             # an export's reader takes ``\`` for the separator of a run written on Windows
             self.report.add("run_renamed", f"run {run.name!r}: an export's reader takes its "
@@ -142,12 +149,15 @@ class TbdevWriter(Writer):
                 buffered = 0
         for p in pending.values():
             self._flush(run.name, p)
-        if run.start_time is not None and first_wall is not None and run.start_time < first_wall:
+        if run.start_time is not None and first_wall is not None and \
+                run.start_time != first_wall:
             # An export has no run start time: read back, the run starts at its first point.
+            when = "before" if run.start_time < first_wall else "after"
             self.report.add("run_start_time_dropped",
-                            f"{run.name}: the run's start time ({run.start_time}) comes before its "
-                            "first point and has no place in the export layout; read back, the run "
-                            "starts at its first point", run=run.name, lost=False)
+                            f"{run.name}: the run's start time ({run.start_time}) comes {when} "
+                            f"its first point ({first_wall}) and has no place in the export "
+                            "layout; read back, the run starts at its first point",
+                            run=run.name, lost=False)
         markers = [r for r in run.records if r.is_restart_marker()]
         if markers:
             # their effect is in which points were written, as for event files
@@ -173,12 +183,16 @@ class TbdevWriter(Writer):
 
     def _unsupported(self, chunk: Series, why: str) -> None:
         self.report.add("unsupported_series",
-                        f"{chunk.run}/{chunk.tag}: {why}; the export layout cannot hold it "
-                        f"({len(chunk)} point(s) left out)", run=chunk.run, tag=chunk.tag,
-                        count=len(chunk))
+                        f"{_shown(chunk.run)}/{_shown(chunk.tag)}: {why}; the export layout "
+                        f"cannot hold it ({len(chunk)} point(s) left out)", run=chunk.run,
+                        tag=chunk.tag, count=len(chunk))
 
     def _route(self, chunk: Series):
         """Which JSON file a chunk belongs in, converting shapes the layout needs."""
+        if len(chunk.tag) > budget.MAX_NAME_CHARS:
+            self._unsupported(chunk, f"a tag of {len(chunk.tag)} characters, more than an "
+                                     f"export's readers take ({budget.MAX_NAME_CHARS})")
+            return None
         if isinstance(chunk, ScalarSeries):
             return "scalars", chunk
         if isinstance(chunk, BlobSequenceSeries):
@@ -337,3 +351,8 @@ class TbdevWriter(Writer):
     def abort(self) -> None:
         self._close_files()
         self._out.abort()
+
+
+def _shown(name: str) -> str:
+    """A name as a message shows it: one too long to read is cut, with its length told."""
+    return name if len(name) <= 200 else f"{name[:100]}... ({len(name)} characters)"
