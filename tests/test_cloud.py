@@ -456,6 +456,10 @@ def test_http_urls_read_single_files(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+    # (fsspec's HTTP store says "not found" for a refused connection too)
+    gone = tbconvert_cli("info", f"http://127.0.0.1:{free_port()}/a.parquet")
+    assert gone.returncode == 11
+    one_line_error(gone, "a.parquet", "cannot reach the endpoint", "check the address")
 
 
 def test_no_such_bucket_for_a_destination(store):

@@ -76,6 +76,17 @@ def _code(exc: BaseException) -> str:
     return ""
 
 
+_UNREACHABLE = frozenset({"EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError",
+                          "ConnectionClosedError", "ServerDisconnectedError", "ReadTimeoutError",
+                          "ClientConnectorDNSError"})
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or one it arose from) says the store could not be reached."""
+    return any(type(e).__name__ in _UNREACHABLE or isinstance(e, (ConnectionError, TimeoutError))
+               for e in _chain(exc))
+
+
 def describe(exc: BaseException, url: str, *, writing: bool = False) -> TbconvertError:
     """The one-line error for a store failure ``exc`` while reading (or writing) ``url``."""
     if isinstance(exc, TbconvertError):
@@ -118,13 +129,12 @@ def describe(exc: BaseException, url: str, *, writing: bool = False) -> Tbconver
             isinstance(e, PermissionError) for e in chain):
         return StorageError(f"{url}: access denied; the credentials in use may not "
                             f"{'write' if writing else 'read'} here")
-    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError",
-                "ConnectionClosedError", "ServerDisconnectedError", "ReadTimeoutError",
-                "ClientConnectorDNSError"} or isinstance(exc, (ConnectionError, TimeoutError)):
+    if unreachable(exc):
         where = f" {endpoint}" if endpoint else ""
+        hint = ("the address and the network" if url.startswith(("http://", "https://")) else
+                "the network, AWS_ENDPOINT_URL or --storage-option endpoint_url=...")
         return StorageError(f"{url}: cannot reach the endpoint{where} (gave up after several "
-                            "retries); check the network, AWS_ENDPOINT_URL or "
-                            "--storage-option endpoint_url=...")
+                            f"retries); check {hint}")
     if isinstance(exc, FileNotFoundError) or codes & {"NoSuchKey", "404"}:
         cls = StorageError if writing else FormatError
         return cls(f"{url}: no such file or directory")

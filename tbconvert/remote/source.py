@@ -151,7 +151,9 @@ class SourceStage:
     def _single(self) -> dict:
         try:
             info = self.fs.info(self.root)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if failures.unreachable(exc):
+                raise     # (fsspec's HTTP store says "not found" for a refused connection too)
             return {}
         if info.get("type") != "file":
             return {}

@@ -379,6 +379,7 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts =
     Example::
 
         >>> import os, tempfile
+        >>> from pathlib import Path
         >>> out = os.path.join(tempfile.mkdtemp(), "media")
         >>> report = tbconvert.extract_media("fixtures/torch_logdir", out, tags="samples/image")
         >>> sorted(p.name for p in Path(out, "train", "samples", "image").iterdir())
