@@ -91,6 +91,23 @@ def test_formats_lists_tfevents(capsys):
     assert code == 0 and "tfevents" in out
 
 
+def test_formats_tells_what_this_installation_lacks(monkeypatch, capsys):
+    """Without plotly the web view cannot be written, without pyarrow no Parquet: the table
+    says so, and names what to install (nothing is imported to find out)."""
+    import importlib.util
+    real = importlib.util.find_spec
+    gone = {"plotly", "pyarrow"}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in gone else real(name, *a))
+    code, out, _ = run_cli(capsys, "formats")
+    rows = {line.split()[0]: line.split("  ") for line in out.splitlines()[1:-1]}
+    assert code == 0
+    assert "needs pyarrow" in rows["parquet"][1] and "needs pyarrow" in rows["parquet"][2]
+    assert "needs pyarrow, plotly" in " ".join(rows["html"])
+    assert "needs" not in " ".join(rows["tfevents"] + rows["hdf5"] + rows["csv"])
+    assert out.splitlines()[-1].endswith("-m pip install plotly pyarrow)"), out
+
+
 def test_python_dash_m_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tbconvert", "info", str(FIXTURES / "tf2_logdir")],
                           cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=120)

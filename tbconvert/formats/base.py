@@ -397,6 +397,22 @@ def has_reader(fmt: type[Format]) -> bool:
     return inspect.getattr_static(fmt, "reader") is not None
 
 
+def missing_packages(fmt: type[Format], writing: bool) -> list[str]:
+    """The packages to install for ``fmt`` to read (or write) here, found without importing
+    any: those not installed, as ``pip`` names them."""
+    import importlib.util
+    missing = []
+    for module in ("numpy", *fmt.requires, *(fmt.writer_requires if writing else ())):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):     # a parent package missing, or broken
+            found = False
+        if not found:
+            top = module.split(".")[0]
+            missing.append(DISTRIBUTIONS.get(top, top))
+    return missing
+
+
 def has_writer(fmt: type[Format]) -> bool:
     """Whether ``fmt`` writes, without importing its writer."""
     import inspect
@@ -429,6 +445,10 @@ class Format:
     directory_output = _Recorded()
     reader: ClassVar[type[Reader] | None] = None
     writer: ClassVar[type[Writer] | None] = None
+    # The modules (beyond numpy) its reader and writer import, and those of its writer alone:
+    # what `tbconvert formats` looks for, without importing them.
+    requires: ClassVar[tuple[str, ...]] = ()
+    writer_requires: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

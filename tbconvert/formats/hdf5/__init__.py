@@ -17,6 +17,7 @@ class Hdf5Format(Format):
     description = "HDF5 archive: one numbered group per run and series, names as attributes"
     reader = deferred("tbconvert.formats.hdf5.reader:Hdf5Reader")
     writer = deferred("tbconvert.formats.hdf5.writer:Hdf5Writer")
+    requires = ("h5py", "crc32c")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

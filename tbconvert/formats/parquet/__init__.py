@@ -31,6 +31,7 @@ class ParquetFormat(Format):
                    "a directory destination gets one file per run")
     reader = deferred("tbconvert.formats.parquet.reader:ParquetReader")
     writer = deferred("tbconvert.formats.parquet.writer:ParquetWriter")
+    requires = ("pyarrow", "crc32c")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

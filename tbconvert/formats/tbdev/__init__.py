@@ -20,6 +20,7 @@ class TbdevFormat(Format):
     description = "TensorBoard.dev export (experiment_<id>/ with metadata.json, *.json, npz, blobs)"
     reader = deferred("tbconvert.formats.tbdev.reader:TbdevReader")
     writer = deferred("tbconvert.formats.tbdev.writer:TbdevWriter")
+    requires = ("google.protobuf", "tensorboard")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:

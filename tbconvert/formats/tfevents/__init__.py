@@ -14,6 +14,7 @@ class TfeventsFormat(Format):
     description = "TensorBoard event files (a logdir of runs, or one event file)"
     reader = deferred("tbconvert.formats.tfevents.reader:TfeventsReader")
     writer = deferred("tbconvert.formats.tfevents.writer:TfeventsWriter")
+    requires = ("google.protobuf", "tensorboard", "crc32c")
 
     @classmethod
     def sniff(cls, path: Path) -> bool:
