@@ -67,18 +67,22 @@ class SeriesStats:
 
 
 def scan(reader: Reader, options: Options, stats_of: Callable[[Run, Series], SeriesStats], *,
-         visible_only: bool = False) -> Iterator[tuple[Run, bool]]:
+         visible_only: bool = False,
+         left_out: Callable[[str], None] | None = None) -> Iterator[tuple[Run, bool]]:
     """Read every run of ``reader``, adding each chunk of a selected tag to
     ``stats_of(run, chunk)``; then yield ``(run, selected)``.
 
     Every run is read, selected or not, so that ``--runs``/``--tags`` are matched against
     every name the source holds. With ``visible_only``, the points TensorBoard's restart rule
-    hides are left out unless ``options.restarts`` is ``"keep-all"``.
+    hides are left out unless ``options.restarts`` is ``"keep-all"``. ``left_out(tag)`` hears
+    of each chunk of a tag that ``--tags`` leaves out.
     """
     drop_hidden = visible_only and options.restarts != "keep-all"
     for run_data in reader.iter_runs():
         for s in run_data.series:
             if not options.wants_tag(s.tag):
+                if left_out is not None:
+                    left_out(s.tag)
                 continue
             if drop_hidden:
                 s = s.visible()
@@ -88,11 +92,13 @@ def scan(reader: Reader, options: Options, stats_of: Callable[[Run, Series], Ser
 
 @dataclass
 class RunInfo:
-    """One run: its name, start time (None if unknown) and its series by tag."""
+    """One run: its name, start time (None if unknown), its series by tag, and how many of its
+    tags ``tags=`` left out."""
 
     run: str
     start_time: float | None
     tags: dict[str, SeriesStats] = field(default_factory=dict)
+    tags_left_out: int = 0
 
 
 @dataclass
@@ -116,7 +122,8 @@ class SourceInfo:
         """Plain values (what ``tbconvert info --json`` prints)."""
         return {"experiment": self.experiment,
                 "runs": [{"run": r.run, "start_time": r.start_time,
-                          "tags": {t: st.to_dict() for t, st in r.tags.items()}}
+                          "tags": {t: st.to_dict() for t, st in r.tags.items()},
+                          "tags_left_out": r.tags_left_out}
                          for r in self.runs]}
 
 
@@ -146,6 +153,7 @@ def info(src, *, format: str | None = None, runs=None, tags=None, allow_pickle: 
         experiment = None if exp.is_empty() else {
             "id": exp.experiment_id, "name": exp.name, "description": exp.description}
         current: dict[str, SeriesStats] = {}
+        left_out: set[str] = set()
 
         def stats_of(run, s):
             st = current.get(s.tag)
@@ -153,8 +161,9 @@ def info(src, *, format: str | None = None, runs=None, tags=None, allow_pickle: 
                 st = current[s.tag] = SeriesStats.of(s)
             return st
 
-        for run, selected in scan(reader, options, stats_of):
+        for run, selected in scan(reader, options, stats_of, left_out=left_out.add):
             if selected:
-                runs.append(RunInfo(run.name, run.start_time, current))
+                runs.append(RunInfo(run.name, run.start_time, current, len(left_out)))
             current = {}
+            left_out.clear()     # (in place: scan holds its add)
     return SourceInfo(experiment, runs, report)

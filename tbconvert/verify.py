@@ -207,9 +207,9 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     for run in sorted(runs_a & runs_b):
         ta, tb = sa.series[run], sb.series[run]
         for tag in sorted(set(ta) - set(tb)):
-            diffs.append(f"{run}/{tag}: only in A ({ta[tag].points} points)")
+            diffs.append(f"{run}/{tag}: only in A ({plural(ta[tag].points, 'point')})")
         for tag in sorted(set(tb) - set(ta)):
-            diffs.append(f"{run}/{tag}: only in B ({tb[tag].points} points)")
+            diffs.append(f"{run}/{tag}: only in B ({plural(tb[tag].points, 'point')})")
         for tag in sorted(set(ta) & set(tb)):
             diffs.extend(_compare_series(run, tag, ta[tag], tb[tag], wall_time_tolerance, report))
         start_a, start_b = sa.starts.get(run), sb.starts.get(run)
@@ -266,7 +266,12 @@ def _compare_series(run: str, tag: str, x: _Fingerprint, y: _Fingerprint, tol: f
                    f"(steps {x.step_range} vs {y.step_range})")
         return out
     if x.steps.digest() != y.steps.digest():
-        out.append(f"{where}: steps differ (ranges {x.step_range} vs {y.step_range})")
+        if x.step_range == y.step_range:
+            low, high = x.step_range
+            out.append(f"{where}: steps differ within the same range, {low} to {high} "
+                       f"({plural(x.points, 'point')} each)")
+        else:
+            out.append(f"{where}: steps differ (ranges {x.step_range} vs {y.step_range})")
     if tol > 0:
         wa = np.concatenate(x.wall_list) if x.wall_list else np.zeros(0)
         wb = np.concatenate(y.wall_list) if y.wall_list else np.zeros(0)

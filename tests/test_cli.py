@@ -7,6 +7,7 @@ import sys
 from helpers import CLI_CWD, FIXTURES, cli_env
 from oracle import assert_same_view, tb_view
 
+import tbconvert
 from tbconvert.cli import main
 
 
@@ -330,3 +331,54 @@ def test_messages_name_standard_output_and_quiet_strict_points_nowhere_hidden(tm
     code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "s.csv",
                            "--strict", "-q")
     assert code == 8 and "run without -q to see which" in err and "above" not in err, err
+
+
+def test_info_tells_runs_whose_tags_were_left_out_from_runs_without_data(capsys):
+    code, out, _ = run_cli(capsys, "info", FIXTURES / "tensorboardx_logdir", "--tags", "^loss$")
+    rows = {line.split()[0]: line for line in out.splitlines()[1:-1]}
+    assert code == 0
+    assert "loss" in rows["run_a"] and "(1 tag left out by --tags)" in rows["run_b/compare/x"]
+    assert "(4 tags left out by --tags)" in rows["run_a/1795299215.1055038"]
+    found = tbconvert.info(FIXTURES / "tensorboardx_logdir", tags="^loss$")
+    assert [r.tags_left_out for r in found.runs] == [10, 4, 0, 1, 1]
+    assert tbconvert.info(FIXTURES / "tensorboardx_logdir").to_dict()["runs"][0][
+        "tags_left_out"] == 0
+
+
+def test_paths_that_name_nothing_are_usage_errors(tmp_path, capsys):
+    """An empty path would be the current directory, and ``-`` a file named so: neither is
+    what was meant."""
+    logdir = FIXTURES / "torch_logdir"
+    for argv, said in ((["info", ""], "SRC is an empty path"),
+                       (["convert", logdir, ""], "DST is an empty path"),
+                       (["verify", logdir, ""], "B is an empty path"),
+                       (["convert", "-", tmp_path / "x.csv"], "reading standard input (-) is "
+                                                          "not supported")):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1 and said in err, (argv, err)
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_no_command_lists_the_commands(capsys):
+    code, out, err = run_cli(capsys)
+    assert code == 2 and out == ""
+    assert "convert SRC to DST" in err and "sync" in err and "arguments are required" not in err
+
+
+def test_verify_says_how_steps_differ_in_the_same_range(tmp_path, capsys):
+    from tensorboard.compat.proto import event_pb2
+
+    from tbconvert.formats.tfevents import records
+    for name, steps in (("a", (0, 1, 5)), ("b", (0, 2, 5))):
+        events = [event_pb2.Event(wall_time=1.0, file_version="brain.Event:2")]
+        for s in steps:
+            ev = event_pb2.Event(wall_time=2.0, step=s)
+            ev.summary.value.add(tag="loss", simple_value=1.0)
+            events.append(ev)
+        path = tmp_path / name / "run" / "events.out.tfevents.1.h"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in events))
+    code, out, err = run_cli(capsys, "verify", tmp_path / "a", tmp_path / "b")
+    assert code == 10
+    assert "run/loss: steps differ within the same range, 0 to 5 (3 points each)" in out
+    assert "(1 difference listed above)" in err

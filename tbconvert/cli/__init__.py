@@ -54,10 +54,11 @@ EXIT_CODES = """exit codes:
   7  a required package is missing
   8  --strict: data was skipped or could not be written, or nothing matched
   9  writing failed (disk full, permission, file-size limit), or the machine ran
-     out of memory or open files; partial output removed
+     out of memory or open files; partial output removed (sync: the dataset as it was)
  10  verify: the two sources differ
  11  an object store refused or could not be reached (credentials, access, endpoint, throttling)
 130  interrupted (Ctrl-C); 143 terminated (SIGTERM); partial output removed either way
+     (sync: the dataset as it was)
 """
 
 
@@ -311,12 +312,18 @@ def _main(argv: Sequence[str] | None) -> int:
         with _signal_handlers(), _no_partial_output():
             from tbconvert.cli.ui import UI
             ui = UI()
+            parser = build_parser()
+            if not (sys.argv[1:] if argv is None else argv):
+                # no command: what there is to choose from, rather than "COMMAND is required"
+                parser.print_help(sys.stderr)
+                return 2
             try:
-                args = build_parser().parse_args(argv)
+                args = parser.parse_args(argv)
             except SystemExit as exc:  # argparse: --help (0) or usage error (2)
                 return int(exc.code or 0)
             ui = UI(quiet=args.quiet, verbose=args.verbose)
             debug, command = args.debug, args.command
+            _check_paths(args)
             with _own_process(args.command):
                 return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
@@ -347,6 +354,24 @@ def _main(argv: Sequence[str] | None) -> int:
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
         return 1
+
+
+# The path arguments of the commands: (attribute, how usage names it, whether it is read).
+_PATHS = (("src", "SRC", True), ("a", "A", True), ("b", "B", True), ("dst", "DST", False),
+          ("output", "-o", False))
+
+
+def _check_paths(args) -> None:
+    """An empty path would be taken for the current directory, and ``-`` for a file of that
+    name: both are usage errors where a source is read."""
+    from tbconvert.errors import UsageError
+    for attr, name, read in _PATHS:
+        value = getattr(args, attr, None)
+        if value == "":
+            raise UsageError(f"{name} is an empty path; name a file or directory")
+        if read and value == "-":
+            raise UsageError(f"{name}: reading standard input (-) is not supported; name the "
+                             "source's file or directory")
 
 
 def _stopped(what: str, exc: KeyboardInterrupt, command: str | None) -> str:

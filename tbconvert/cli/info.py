@@ -52,7 +52,9 @@ def _print_table(out) -> None:
     total = 0
     for r in out["runs"]:
         if not r["tags"]:
-            rows.append((r["run"], "(no data)", "", "", "0", "", _time(r["start_time"])))
+            n = r["tags_left_out"]
+            what = f"({n} tag{'' if n == 1 else 's'} left out by --tags)" if n else "(no data)"
+            rows.append((r["run"], what, "", "", "0", "", _time(r["start_time"])))
         for tag, st in r["tags"].items():
             total += st["points"]
             points = str(st["points"])

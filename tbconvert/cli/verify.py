@@ -6,7 +6,7 @@ from tbconvert import restarts
 from tbconvert.cli.common import add_reading, add_selection, finish, options_from
 from tbconvert.cli.text import shown
 from tbconvert.errors import TbconvertError
-from tbconvert.report import Report
+from tbconvert.report import Report, plural
 
 NAME = "verify"
 HELP = ("compare two sources (any formats) point for point: steps, wall times, values "
@@ -45,6 +45,6 @@ def run(args, ui) -> int:
             print(shown(line))
         if len(diffs) > 200:
             print(f"... and {len(diffs) - 200} more differences")
-        raise SourcesDiffer(f"{args.a} and {args.b} differ ({len(diffs)} differences listed above)")
+        raise SourcesDiffer(f"{args.a} and {args.b} differ ({plural(len(diffs), 'difference')} listed above)")
     print(shown(f"same data: {args.a} and {args.b}"))
     return 0
