@@ -121,6 +121,9 @@ KINDS: dict[str, Kind] = {
                                _LOST),
     "not_an_event_file": Kind("a file named like an event file holds no valid record; skipped",
                               _LOST),
+    "nan_payload_dropped": Kind("NaN values with a sign or payload of their own are written as "
+                                "the plain NaN where the destination spells NaN as text (an "
+                                "export's JSON)", _LOST, "value"),
     "not_in_table": Kind("points that are not scalars are not written to the CSV table", _LOST,
                          "point"),
     "not_in_web_view": Kind("points the web view does not chart (they are in its Parquet file)",

@@ -60,7 +60,8 @@ class _Fingerprint(SeriesStats):
     def _add_scalars(self, s: ScalarSeries, first: int) -> None:
         # Scalars compare by value: a float32 read back from a float64 archive is the same point,
         # and so is an integer kept as a double where the double is that integer.
-        self.values.update(s.values.astype("<f8").tobytes())
+        with np.errstate(invalid="ignore"):     # (a signaling NaN is quieted: still a NaN)
+            self.values.update(s.values.astype("<f8").tobytes())
         at = np.flatnonzero(rounded_in_float64(s.values))
         if len(at):
             big = np.zeros(len(at), _BIG_INT)

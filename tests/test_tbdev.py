@@ -858,3 +858,21 @@ def test_names_an_exports_reader_refuses_are_told_where_they_are_written(tmp_pat
     back = read(out)
     assert sorted(back.series) == ["a"] and list(back.series["a"]) == ["x"]
     assert not back.report.issues
+
+
+def test_nan_payloads_an_export_cannot_spell_are_told(tmp_path):
+    """An export's JSON spells every NaN ``NaN``: a signaling or signed NaN comes back plain,
+    which the writer says (and without numpy's warning about the cast)."""
+    import warnings
+    sc = _md("scalars", DataClass.SCALAR)
+    bits = np.array([0x7FA00001, 0x7FC00000, 0xFFC00000, 0x3F800000], np.uint32)
+    chunk = ScalarSeries(run="a", tag="x", metadata=sc, steps=[0, 1, 2, 3],
+                         wall_times=[1.0, 2.0, 3.0, 4.0], values=bits.view(np.float32),
+                         hidden=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, report = _write_model(tmp_path, [(Run("a"), [chunk])])
+    told = [i for i in report.issues if i.kind == "nan_payload_dropped"]
+    assert [(i.tag, i.count) for i in told] == [("x", 2)]
+    back = read(out).scalars("a", "x").values
+    assert np.isnan(back[:3]).all() and back[3] == 1.0

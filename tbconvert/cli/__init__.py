@@ -312,6 +312,10 @@ def _main(argv: Sequence[str] | None) -> int:
         with _signal_handlers(), _no_partial_output():
             from tbconvert.cli.ui import UI
             ui = UI()
+            import warnings
+            # numpy's floating-point warnings (a cast of a signaling NaN...) are no news to a
+            # user: what data they touch is in the report, which the command prints
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tbconvert\.")
             parser = build_parser()
             if not (sys.argv[1:] if argv is None else argv):
                 # no command: what there is to choose from, rather than "COMMAND is required"

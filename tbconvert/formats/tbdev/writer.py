@@ -236,7 +236,9 @@ class TbdevWriter(Writer):
         if p.kind == "scalars":
             values = chunk.values
             self._rounded(run, chunk.tag, int(np.count_nonzero(rounded_in_float64(values))))
-            p.payload.append(values.astype(np.float64))
+            self._nan_payloads(run, chunk.tag, values)
+            with np.errstate(invalid="ignore"):      # (a signaling NaN, told just above)
+                p.payload.append(values.astype(np.float64))
             return 24 * len(chunk)
         if p.kind == "tensors":
             nbytes = 0
@@ -265,6 +267,23 @@ class TbdevWriter(Writer):
             self.report.add("scalar_rounded", f"{run}/{tag}: {plural(n, 'integer value')} beyond "
                             f"2**53 {were(n)} rounded to the export's doubles",
                             run=run, tag=tag, count=n)
+
+    def _nan_payloads(self, run: str, tag: str, values: np.ndarray) -> None:
+        """Tell the NaNs other than the plain one: an export's JSON spells every NaN ``NaN``,
+        which reads back as the plain quiet NaN, so their sign and payload bits are lost."""
+        if values.dtype.kind != "f":
+            return
+        nan = np.isnan(values)
+        if not nan.any():
+            return
+        bits = values[nan].view(f"<u{values.dtype.itemsize}")
+        plain = np.array(np.nan, values.dtype).view(bits.dtype)
+        n = int(np.count_nonzero(bits != plain))
+        if n:
+            self.report.add("nan_payload_dropped",
+                            f"{run}/{tag}: {plural(n, 'NaN')} with a sign or payload of "
+                            f"{'its' if n == 1 else 'their'} own {were(n)} written as the "
+                            "export's plain NaN", run=run, tag=tag, count=n)
 
     def _flush(self, run: str, p: _Pending) -> None:
         steps = np.concatenate(p.steps) if p.steps else np.zeros(0, np.int64)
