@@ -19,6 +19,7 @@ _WHERE = {
     "tbconvert.describe": ("info",),
     "tbconvert.errors": ("TbconvertError",),
     "tbconvert.exports": ("tbdev_export",),
+    "tbconvert.formats.base": ("Options",),
     "tbconvert.model": ("BlobSequenceSeries", "DataClass", "Experiment", "Metadata", "Run",
                         "ScalarSeries", "TensorSeries"),
     "tbconvert.report": ("Issue", "Report"),

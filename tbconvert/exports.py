@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbconvert.errors import FormatError, TbconvertError
+from tbconvert.errors import NOT_A_RUNS_FAULT, FormatError, TbconvertError
 from tbconvert.formats.base import Options
 from tbconvert.report import Report
 
@@ -117,10 +117,15 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
         if scheduler is not None:
             _on_cluster(_outputs(sources, into), options, report, scheduler, failed)
         for source, sub in _outputs(sources, into) if scheduler is None else ():
+            before = len(report.issues)
             try:
                 _convert_one(source, sub, options, report)
             except TbconvertError as exc:
+                if isinstance(exc, NOT_A_RUNS_FAULT):
+                    raise     # (a full disk, no memory left: every other would fail alike)
                 failed(source, exc)
+            finally:
+                report.issues[before:] = _in_experiment(report.issues[before:], sub)
         if len(report.outputs) > written:
             out.commit()
         else:
@@ -152,6 +157,18 @@ def _outputs(sources, out) -> list[tuple[object, object]]:
             for source, name in zip(sources, experiment_names(sources), strict=True)]
 
 
+def _in_experiment(issues: list, sub) -> list:
+    """The issues of one experiment of a root, its runs named as TensorBoard shows them
+    (``<id>/<run>``) and its messages with the experiment they concern."""
+    import dataclasses
+    import posixpath
+    name = posixpath.basename(str(sub).rstrip("/")) if isinstance(sub, str) else sub.name
+    return [dataclasses.replace(
+        i, message=f"experiment {name}: {i.message}",
+        run=None if i.run is None else f"{name}/{i.run}" if i.run != "." else name)
+        for i in issues]
+
+
 def _convert_one(source, dst, options: Options, report: Report) -> None:
     from tbconvert import api
     from tbconvert.formats.tbdev.reader import TbdevReader
@@ -178,8 +195,8 @@ def _on_cluster(jobs, options: Options, report: Report, scheduler: str, failed=N
     plain = dataclasses.replace(options, progress=None, jobs=1)
     results = cluster.run_tasks(_experiment_task, [(s, d, plain) for s, d in jobs],
                                 scheduler=scheduler)
-    for (source, _), (issues, counts, outputs, error) in zip(jobs, results, strict=True):
-        report.extend(issues)
+    for (source, sub), (issues, counts, outputs, error) in zip(jobs, results, strict=True):
+        report.extend(_in_experiment(issues, sub) if failed is not None else issues)
         report.runs += counts[0]
         report.series += counts[1]
         report.points.update(counts[2])

@@ -394,27 +394,28 @@ def as_tensor_series(series: Series) -> TensorSeries:
 
 
 def as_scalar_series(series: Series) -> ScalarSeries | None:
-    """``series`` as scalars, for tables and charts: a scalar series itself, or a series of
-    the scalar data class whose every point is a single number that a scalar series could
-    not keep as it was (bfloat16, kept as its bits; a tag whose dtype changed), as float64
-    (exact for every float and for integers below 2**53). None for anything else."""
+    """``series`` as scalars, for tables, charts and comparisons: a scalar series itself, or a
+    series of the scalar data class whose every point is a single number that a scalar series
+    could not keep as it was (bfloat16, kept as its bits; a tag whose dtype changed), in the
+    dtype numpy promotes theirs to (integers stay integers; beside floats, an integer beyond
+    2**53 is rounded). None for anything else."""
     from tbconvert import dtypes as dt
 
     if isinstance(series, ScalarSeries):
         return series
     if not isinstance(series, TensorSeries) or series.data_class != DataClass.SCALAR:
         return None
-    values = np.empty(len(series), np.float64)
-    for i, (code, tensor) in enumerate(zip(series.dtypes.tolist(), series.tensors, strict=True)):
+    points = []
+    for code, tensor in zip(series.dtypes.tolist(), series.tensors, strict=True):
         arr = np.asarray(tensor)
         if arr.size != 1 or arr.dtype.kind not in "fiub" or code == dt.DT_RAW_PROTO:
             return None
-        if code == dt.DT_BFLOAT16:
-            arr = dt.bfloat16_values(arr)
-        elif arr.dtype.kind in "iu" and abs(int(arr.reshape(()))) > 2 ** 53:
-            return None      # (not rounded unseen: the series stays out of the table, told so)
-        with np.errstate(invalid="ignore"):
-            values[i] = arr.reshape(()).astype(np.float64)
+        points.append(dt.bfloat16_values(arr) if code == dt.DT_BFLOAT16 else arr)
+    dtype = np.result_type(*{arr.dtype for arr in points}) if points else np.dtype(np.float64)
+    values = np.empty(len(points), dtype)
+    with np.errstate(invalid="ignore"):      # (a signaling NaN widened: still a NaN)
+        for i, arr in enumerate(points):
+            values[i] = arr.reshape(())
     return ScalarSeries(run=series.run, tag=series.tag, metadata=series.metadata,
                         steps=series.steps, wall_times=series.wall_times, hidden=series.hidden,
                         values=values)

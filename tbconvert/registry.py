@@ -78,6 +78,15 @@ def register(record: FormatRecord) -> None:
     _RECORDS[record.name] = record
 
 
+def canonical(name: str) -> str:
+    """The name of the format ``name`` names, in whatever case it came; an unknown name as it
+    is (refused where it is used, with a did-you-mean)."""
+    try:
+        return record(name).name
+    except UsageError:
+        return name
+
+
 def unregister(name: str) -> None:
     """Remove a format added by :func:`register`; built-in formats stay."""
     if any(r.name == name for r in _BUILTIN):
@@ -88,6 +97,10 @@ def unregister(name: str) -> None:
 def record(name: str) -> FormatRecord:
     """The record of format ``name``; a did-you-mean error for unknown names."""
     rec = _RECORDS.get(name) if isinstance(name, str) else None
+    if rec is None and isinstance(name, str):
+        # in any case, as a suffix is told: --to PARQUET as OUT.PARQUET
+        rec = next((r for key, r in _RECORDS.items() if key.casefold() == name.casefold()),
+                   None)
     if rec is None:
         if not isinstance(name, str):
             raise UsageError(f"a format is named by a string such as 'parquet', not "

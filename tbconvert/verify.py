@@ -23,7 +23,15 @@ from tbconvert import api, names
 from tbconvert.columns import rounded_in_float64
 from tbconvert.describe import SeriesStats, scan
 from tbconvert.formats.base import Options
-from tbconvert.model import BlobSequenceSeries, Experiment, RunRecord, ScalarSeries, Series, TensorSeries
+from tbconvert.model import (
+    BlobSequenceSeries,
+    Experiment,
+    RunRecord,
+    ScalarSeries,
+    Series,
+    TensorSeries,
+    as_scalar_series,
+)
 from tbconvert.report import Report, plural
 
 # One integer that float64 cannot hold: its position in the series, then its value as a
@@ -41,6 +49,7 @@ class _Fingerprint(SeriesStats):
     walls: hashlib._Hash = field(default_factory=hashlib.sha256)
     values: hashlib._Hash = field(default_factory=hashlib.sha256)
     big_ints: hashlib._Hash = field(default_factory=hashlib.sha256)
+    nans: hashlib._Hash = field(default_factory=hashlib.sha256)
     wall_list: list = field(default_factory=list)
     scalar_dtypes: list = field(default_factory=list)   # [dtype name, points] in point order
 
@@ -52,16 +61,23 @@ class _Fingerprint(SeriesStats):
             self.wall_list.append(s.wall_times.copy())
         else:
             self.walls.update(s.wall_times.astype("<f8").tobytes())
-        if isinstance(s, ScalarSeries):
-            self._add_scalars(s, first)
+        scalars = as_scalar_series(s)
+        if scalars is not None:
+            self._add_scalars(scalars, first)
         else:
             _hash_values(self.values, s)
 
     def _add_scalars(self, s: ScalarSeries, first: int) -> None:
         # Scalars compare by value: a float32 read back from a float64 archive is the same point,
         # and so is an integer kept as a double where the double is that integer.
-        with np.errstate(invalid="ignore"):     # (a signaling NaN is quieted: still a NaN)
+        with np.errstate(invalid="ignore"):     # (a signaling NaN is quieted: see _nans)
             self.values.update(s.values.astype("<f8").tobytes())
+        nan = np.flatnonzero(np.isnan(s.values)) if s.values.dtype.kind == "f" else ()
+        if len(nan):
+            marks = np.zeros(len(nan), [("at", "<i8"), ("bits", "<u4")])
+            marks["at"] = first + nan
+            marks["bits"] = _nan_bits(s.values[nan])
+            self.nans.update(marks.tobytes())
         at = np.flatnonzero(rounded_in_float64(s.values))
         if len(at):
             big = np.zeros(len(at), _BIG_INT)
@@ -76,6 +92,19 @@ class _Fingerprint(SeriesStats):
                 self.scalar_dtypes[-1][1] += len(s)
             else:
                 self.scalar_dtypes.append([name, len(s)])
+
+
+def _nan_bits(values: np.ndarray) -> np.ndarray:
+    """NaNs' sign, quiet bit and payload as the bits of a float32 NaN, whatever their width: a
+    NaN widened exactly (float32 to float64) keeps them, one quieted on the way does not."""
+    if values.dtype.itemsize == 4:
+        return values.view("<u4")
+    if values.dtype.itemsize == 8:
+        b = values.view("<u8")
+        return (((b >> np.uint64(32)) & np.uint64(0x80000000)) | np.uint64(0x7F800000)
+                | ((b >> np.uint64(29)) & np.uint64(0x7FFFFF))).astype("<u4")
+    h = values.astype("<f2").view("<u2").astype("<u4")
+    return ((h & 0x8000) << 16) | 0x7F800000 | ((h & 0x3FF) << 13)
 
 
 def _hash_values(h, s: Series) -> None:
@@ -281,7 +310,8 @@ def _compare_series(run: str, tag: str, x: _Fingerprint, y: _Fingerprint, tol: f
             out.append(f"{where}: wall times differ by up to {worst:.3g} s")
     elif x.walls.digest() != y.walls.digest():
         out.append(f"{where}: wall times differ")
-    if x.values.digest() != y.values.digest() or x.big_ints.digest() != y.big_ints.digest():
+    if x.values.digest() != y.values.digest() or x.big_ints.digest() != y.big_ints.digest() \
+            or x.nans.digest() != y.nans.digest():
         out.append(f"{where}: values differ")
     if x.scalar_dtypes and y.scalar_dtypes and x.scalar_dtypes != y.scalar_dtypes:
         # Not a difference: values are compared exactly, and a format that stores scalars as

@@ -105,7 +105,8 @@ def test_formats_tells_what_this_installation_lacks(monkeypatch, capsys):
     assert code == 0
     assert "needs pyarrow" in rows["parquet"][1] and "needs pyarrow" in rows["parquet"][2]
     assert "needs pyarrow, plotly" in " ".join(rows["html"])
-    assert "needs" not in " ".join(rows["tfevents"] + rows["hdf5"] + rows["csv"])
+    assert "needs pyarrow" in " ".join(rows["csv"])
+    assert "needs" not in " ".join(rows["tfevents"] + rows["hdf5"] + rows["tbdev"])
     assert out.splitlines()[-1].endswith("-m pip install plotly pyarrow)"), out
 
 
@@ -382,3 +383,12 @@ def test_verify_says_how_steps_differ_in_the_same_range(tmp_path, capsys):
     assert code == 10
     assert "run/loss: steps differ within the same range, 0 to 5 (3 points each)" in out
     assert "(1 difference listed above)" in err
+
+
+def test_format_names_are_taken_in_any_case(tmp_path, capsys):
+    """--to PARQUET as OUT.PARQUET is: the suffix is told in any case already."""
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "out",
+                           "--to", "PARQUET")
+    assert code == 0, err
+    assert tbconvert.info(tmp_path / "out", format="Parquet").series > 0
+    assert tbconvert.Options(jobs=1).jobs == 1      # (the options open_reader takes)

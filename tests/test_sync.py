@@ -1093,3 +1093,43 @@ def test_a_value_changed_in_place_at_the_same_size_is_seen(tmp_path):
     os.utime(path)
     assert tbconvert.sync(src, dst).runs_rearchived == 1
     assert tbconvert.sync(src, dst).runs_unchanged == 1
+
+
+def test_runs_an_earlier_tbconvert_archived_by_other_rules_are_read_whole(tmp_path):
+    """An earlier tbconvert archived bfloat16 scalars as scalars of their bit patterns: a run
+    whose state predates today's rules (no "rules" in it) and holds bfloat16 is read whole
+    again at its next sync, so that its old points are not left beside new ones."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
+
+    def bf16(step: int, bits: int):
+        ev = event_pb2.Event(wall_time=1001.0 + step, step=step)
+        v = ev.summary.value.add(tag="loss")
+        v.tensor.CopyFrom(tensor_pb2.TensorProto(dtype=14, half_val=[bits]))
+        v.tensor.tensor_shape.SetInParent()
+        v.metadata.plugin_data.plugin_name = "scalars"
+        v.metadata.data_class = summary_pb2.DATA_CLASS_SCALAR
+        return ev
+    path = tmp_path / "logs" / "run" / "events.out.tfevents.1.host"
+    path.parent.mkdir(parents=True)
+    head = event_pb2.Event(wall_time=1000.0, file_version="brain.Event:2")
+    path.write_bytes(b"".join(records.frame(e.SerializeToString())
+                              for e in (head, bf16(0, 0x3DCC), bf16(1, 0x3DCD))))
+    dst = tmp_path / "dataset"
+    sync(tmp_path / "logs", dst)
+    # the state as the earlier rules left it
+    marker = json.loads((dst / "_tbconvert.json").read_text())
+    marker["sync"]["runs"]["run"].pop("rules")
+    from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest
+    marker.pop(MARKER_DIGEST, None)
+    marker[MARKER_DIGEST] = marker_digest(marker)
+    (dst / "_tbconvert.json").write_text(json.dumps(marker))
+    with open(path, "ab") as fh:
+        fh.write(records.frame(bf16(2, 0x3DCE).SerializeToString()))
+    report = sync(tmp_path / "logs", dst)
+    assert report.runs_rearchived == 1, report.summary()
+    assert "bit patterns" in " ".join(i.message for i in report.issues)
+    assert json.loads((dst / "_tbconvert.json").read_text())["sync"]["runs"]["run"]["rules"] == 2
+    check(tmp_path / "logs", dst, tmp_path, view=False)
+    with open(path, "ab") as fh:
+        fh.write(records.frame(bf16(3, 0x3DCF).SerializeToString()))
+    assert sync(tmp_path / "logs", dst).runs_extended == 1

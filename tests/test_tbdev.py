@@ -876,3 +876,25 @@ def test_nan_payloads_an_export_cannot_spell_are_told(tmp_path):
     assert [(i.tag, i.count) for i in told] == [("x", 2)]
     back = read(out).scalars("a", "x").values
     assert np.isnan(back[:3]).all() and back[3] == 1.0
+
+
+def test_notes_of_an_export_root_name_their_experiment(tmp_path):
+    """Each experiment of a root becomes ``logs/<id>/``: its notes say which experiment, name
+    runs as TensorBoard shows them (``<id>/<run>``), and the facts file's note lists only the
+    facts it keeps (an unreadable metadata.json keeps none but the id)."""
+    root = tmp_path / "export"
+    copy_export(root)
+    broken = copy_export(root, "experiment_" + "B" * 22)
+    (broken / "metadata.json").write_text("{bad")
+    report = tbconvert.tbdev_export(root, tmp_path / "logs")
+    assert not report.failures
+    for issue in report.issues:
+        assert issue.message.startswith(("experiment " + EXP_ID + ": ",
+                                          "experiment " + "B" * 22 + ": ")), issue.message
+        assert issue.run is None or issue.run.split("/")[0] in (EXP_ID, "B" * 22), issue.run
+    kept = {i.message.split(":")[0]: i.message for i in report.issues
+            if i.kind == "experiment_facts_sidecar"}
+    assert "experiment id kept in" in kept["experiment " + "B" * 22]
+    assert "name" not in kept["experiment " + "B" * 22].split("kept in")[0]
+    assert "bad_metadata" in {i.kind for i in report.issues if i.message.startswith(
+        "experiment " + "B" * 22)}

@@ -114,6 +114,14 @@ def test_signaling_nan_scalars_keep_their_bits_in_event_files(tmp_path, steps):
     want = tb_view(src)
     assert_same_view(tb_view(tmp_path / "back"), want)
     assert_same_view(tb_view(tmp_path / "again"), want)
+    # verify tells a quieted signaling NaN from the original (both are NaN as values)
+    from tbconvert.verify import compare
+    quiet = {tag: [_tensor(1, [], tensor_content=(int.from_bytes(t.tensor_content, "little")
+                                                   | 0x400000).to_bytes(4, "little"))
+                   if t.tensor_content else t for t in pts] for tag, pts in points.items()}
+    quieted = _scalar_logdir(tmp_path / "q", quiet)
+    assert compare(src, tmp_path / "back") == []
+    assert compare(src, quieted) == [f"run/t{k}: values differ" for k in range(3)]
 
 
 def test_small_scalar_chunks_are_encoded_in_batches():
@@ -144,6 +152,10 @@ def test_bfloat16_scalars_keep_their_type_and_show_their_values(tmp_path):
                                                                    "inf"], strict=True)]
     tbconvert.convert(src, tmp_path / "export", to_format="tbdev")
     assert list(tbconvert.read(tmp_path / "export").scalars("run", "loss").values) == want
+    from tbconvert.verify import compare
+    assert compare(src, tmp_path / "export") == []
+    # they are scalars: the tensors table leaves them to the scalars table unless asked
+    assert len(tbconvert.tensors(src)) == 0 and len(tbconvert.tensors(src, scalars=True)) == 3
 
     def raw(logdir):
         mux = pem.EventMultiplexer(size_guidance={"tensors": 0})

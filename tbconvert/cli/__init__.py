@@ -309,13 +309,9 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         # The handlers go in before anything heavy loads: building the parser imports every
         # command, which takes long enough for a signal to land there.
-        with _signal_handlers(), _no_partial_output():
+        with _signal_handlers(), _no_partial_output(), _quiet_numpy():
             from tbconvert.cli.ui import UI
             ui = UI()
-            import warnings
-            # numpy's floating-point warnings (a cast of a signaling NaN...) are no news to a
-            # user: what data they touch is in the report, which the command prints
-            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tbconvert\.")
             parser = build_parser()
             if not (sys.argv[1:] if argv is None else argv):
                 # no command: what there is to choose from, rather than "COMMAND is required"
@@ -378,6 +374,17 @@ def _check_paths(args) -> None:
                              "source's file or directory")
 
 
+@contextlib.contextmanager
+def _quiet_numpy():
+    """numpy's floating-point warnings (a cast of a signaling NaN...) are no news to a user:
+    what data they touch is in the report the command prints. Only while the command runs:
+    a program that calls :func:`main` keeps its own filters."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tbconvert\.")
+        yield
+
+
 def _stopped(what: str, exc: KeyboardInterrupt, command: str | None) -> str:
     """What an interrupt cost: one held back while an output was put in place comes after
     that output is whole (see remote.dest)."""
@@ -397,7 +404,7 @@ def _aftermath(command: str | None) -> str:
         return ""
     if command == "sync":
         # the manifest is committed last: an unfinished sync changed nothing
-        return "; the dataset was left as it was"
+        return "; the dataset was left as it was (in an export root: each experiment not yet synced)"
     return "; partial output was removed"
 
 

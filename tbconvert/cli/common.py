@@ -12,6 +12,12 @@ from tbconvert.remote.urls import parse_storage_options
 from tbconvert.report import Report
 
 
+def format_name(text: str) -> str:
+    """A format name as given to --from/--to, in the case the format is registered in."""
+    from tbconvert import registry
+    return registry.canonical(text)
+
+
 def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", metavar="REGEX", help="only runs whose name matches (re.search)")
     p.add_argument("--tags", metavar="REGEX", help="only tags that match (re.search)")

@@ -5,7 +5,15 @@ from __future__ import annotations
 import os
 
 from tbconvert import registry
-from tbconvert.cli.common import add_reading, add_scheduler, add_selection, add_writing, finish, options_from
+from tbconvert.cli.common import (
+    add_reading,
+    add_scheduler,
+    add_selection,
+    add_writing,
+    finish,
+    format_name,
+    options_from,
+)
 from tbconvert.errors import UsageError
 from tbconvert.report import Report
 
@@ -16,8 +24,8 @@ HELP = "convert SRC to DST (formats from suffix or content; a directory DST need
 def add_arguments(p) -> None:
     p.add_argument("src", metavar="SRC", help="event-file logdir, export, archive...")
     p.add_argument("dst", metavar="DST", help="destination file or directory (-: CSV on stdout)")
-    p.add_argument("--from", dest="from_format", metavar="FORMAT", help="source format")
-    p.add_argument("--to", dest="to_format", metavar="FORMAT", help="destination format")
+    p.add_argument("--from", dest="from_format", metavar="FORMAT", type=format_name, help="source format")
+    p.add_argument("--to", dest="to_format", metavar="FORMAT", type=format_name, help="destination format")
     p.add_argument("--wide", action="store_true",
                    help="CSV only: one row per (run, step), one column per tag")
     add_selection(p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from tbconvert.cli.common import add_reading, add_selection, finish, options_from
+from tbconvert.cli.common import add_reading, add_selection, finish, format_name, options_from
 from tbconvert.cli.text import shown
 from tbconvert.report import Report, plural
 
@@ -15,7 +15,7 @@ HELP = "list runs and tags: plugin, data class, points, step range, wall-time sp
 
 def add_arguments(p) -> None:
     p.add_argument("src", metavar="SRC", help="any readable source")
-    p.add_argument("--from", dest="from_format", metavar="FORMAT", help="source format")
+    p.add_argument("--from", dest="from_format", metavar="FORMAT", type=format_name, help="source format")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_selection(p)
     add_reading(p, writes=False)

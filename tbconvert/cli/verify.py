@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tbconvert import restarts
-from tbconvert.cli.common import add_reading, add_selection, finish, options_from
+from tbconvert.cli.common import add_reading, add_selection, finish, format_name, options_from
 from tbconvert.cli.text import shown
 from tbconvert.errors import TbconvertError
 from tbconvert.report import Report, plural
@@ -21,8 +21,8 @@ class SourcesDiffer(TbconvertError):
 def add_arguments(p) -> None:
     p.add_argument("a", metavar="A", help="first source")
     p.add_argument("b", metavar="B", help="second source")
-    p.add_argument("--from-a", metavar="FORMAT", help="format of A")
-    p.add_argument("--from-b", metavar="FORMAT", help="format of B")
+    p.add_argument("--from-a", metavar="FORMAT", type=format_name, help="format of A")
+    p.add_argument("--from-b", metavar="FORMAT", type=format_name, help="format of B")
     p.add_argument("--wall-time-tolerance", type=float, default=0.0, metavar="SECONDS",
                    help="allow wall times to differ this much (TensorBoard.dev exports keep "
                         "about a microsecond; try 1e-6)")

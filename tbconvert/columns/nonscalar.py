@@ -7,7 +7,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.columns import PointColumns, as_float64, report_inexact, rounded_in_float64
 from tbconvert.media_headers import wav_info
-from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries
+from tbconvert.model import BlobSequenceSeries, ScalarSeries, Series, TensorSeries, as_scalar_series
 from tbconvert.report import Report, are, plural, were
 
 # First bytes -> file extension, for blobs that are files.
@@ -329,9 +329,9 @@ class TensorColumns(PointColumns):
     def add_chunk(self, chunk: Series) -> bool:
         if isinstance(chunk, BlobSequenceSeries) or plugin_of(chunk) in _OTHER_TABLES:
             return False
+        if not self.scalars and as_scalar_series(chunk) is not None:
+            return False     # (the scalars table holds these: bfloat16 scalars too)
         if isinstance(chunk, ScalarSeries):
-            if not self.scalars:
-                return False
             keep = np.arange(len(chunk))
             code = dt.tf_dtype_of(chunk.values.dtype)
             self._values.append(as_float64(chunk, self.report))

@@ -96,8 +96,9 @@ class WideRows:
             self._run = chunk.run
         n = len(chunk)
         values = chunk.values
-        values = as_float64(chunk, self.report) if values.dtype.kind in "iu" else \
-            values.astype(np.float64)
+        with np.errstate(invalid="ignore"):      # (a signaling NaN widened: still a NaN)
+            values = as_float64(chunk, self.report) if values.dtype.kind in "iu" else \
+                values.astype(np.float64)
         points = np.empty(n, _POINT)
         points["step"], points["wall"], points["value"] = chunk.steps, chunk.wall_times, values
         points["tag"] = self.tags.id(chunk.tag)

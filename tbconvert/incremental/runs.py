@@ -23,6 +23,7 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tbconvert import dtypes as dt
 from tbconvert import names
 from tbconvert.errors import NOT_A_RUNS_FAULT, in_words, raise_if_exhausted
 from tbconvert.formats.base import Options
@@ -218,8 +219,22 @@ def _write(task: RunTask, run: Run, series, report: Report, tags: dict,
     return len(counts[0]), counts[1], finish
 
 
+# What a run's state says about the rules its parts were written by. 2: bfloat16 scalars are
+# kept as bfloat16 tensors (before, as scalars of their bit patterns).
+RULES = 2
+
+
+def _stale(state: dict | None) -> bool:
+    """Whether the run's parts hold what earlier rules wrote otherwise: read it whole again."""
+    return state is not None and state.get("rules", 1) < RULES and any(
+        code == dt.DT_BFLOAT16 for tag in state["tags"].values() for code, _ in tag["kinds"])
+
+
 def _sync_run(task: RunTask, report: Report, later: bool = False) -> RunResult:
     why, reads = task.plan if task.plan is not None else plan_files(task.files, task.state)
+    if why is None and _stale(task.state):
+        why = "an earlier tbconvert archived its bfloat16 scalars as their bit patterns"
+        reads = [(Path(f), 0) for f in task.files]
     if why is None and not reads:
         return RunResult(task.name, task.state, report=report)
     reader = _reader(task, report)
@@ -244,6 +259,7 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report,
                      "has_none": info.has_none, "max_step": None}
     n_series, points, finish = _write(task, run, series, report, tags, later=later)
     state = {
+        "rules": RULES,
         "files": [_file_entry(p, *found[p]) for p, _ in reads],
         "start_time": run.start_time,
         **asm.restart_state(),
@@ -319,7 +335,9 @@ def _tail(task: RunTask, reader, reads, report: Report, later: bool = False) -> 
             files.append(entry)
         else:
             files[i] = entry
-    new_state = dict(state, files=files, tags=tags, metadata=metadata, **run.restart_state())
+    # (a run reaches here only when its parts follow today's rules: see _stale)
+    new_state = dict(state, rules=RULES, files=files, tags=tags, metadata=metadata,
+                     **run.restart_state())
     has_points = any(info.pieces for info in run.info.values())
     if not has_points and not built.records:
         run.store.close()

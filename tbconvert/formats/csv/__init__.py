@@ -17,6 +17,7 @@ class CsvFormat(Format):
     description = "scalars as a CSV table (long, or --wide); write-only"
     reader = None
     writer = deferred("tbconvert.formats.csv.writer:CsvWriter")
+    writer_requires = ("pyarrow",)
 
 
 __all__ = ["CsvFormat", "CsvWriter"]

@@ -16,7 +16,8 @@ class HtmlFormat(Format):
                    "(a directory; opens from disk or a static host); write-only")
     reader = None
     writer = deferred("tbconvert.formats.html.writer:HtmlWriter")
-    writer_requires = ("pyarrow", "crc32c", "plotly", "markdown_it", "nh3")
+    writer_requires = ("pyarrow", "crc32c", "google.protobuf", "tensorboard", "plotly",
+                       "markdown_it", "nh3")
 
 
 __all__ = ["HtmlFormat", "HtmlWriter"]

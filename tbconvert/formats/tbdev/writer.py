@@ -111,9 +111,13 @@ class TbdevWriter(Writer):
     def write_run(self, run: Run, series: Iterable[Series]) -> None:
         if len(run.name) > budget.MAX_NAME_CHARS:
             # an export's reader refuses such a name as hostile: the run would be lost there
+            chunks = 0
             for chunk in series:
+                chunks += 1
                 self._unsupported(chunk, f"a run name of {len(run.name)} characters, more "
                                          f"than an export's readers take ({budget.MAX_NAME_CHARS})")
+            if not chunks:
+                self._without_data(run)
             return
         if "\\" in run.name:
             # an export's reader takes ``\`` for the separator of a run written on Windows
@@ -130,8 +134,9 @@ class TbdevWriter(Writer):
             if routed is None:
                 continue
             kind, chunk = routed
-            if len(chunk):
-                wall = float(chunk.wall_times.min())
+            finite = chunk.wall_times[np.isfinite(chunk.wall_times)]
+            if len(finite):
+                wall = float(finite.min())
                 first_wall = wall if first_wall is None else min(first_wall, wall)
             p = pending.get(chunk.tag)
             if p is not None and (p.kind != kind or p.metadata != chunk.metadata):
@@ -152,10 +157,12 @@ class TbdevWriter(Writer):
         if run.start_time is not None and first_wall is not None and \
                 run.start_time != first_wall:
             # An export has no run start time: read back, the run starts at its first point.
-            when = "before" if run.start_time < first_wall else "after"
+            start = run.start_time
+            how = ("comes before" if start < first_wall else "comes after"
+                   if start > first_wall else "is not that of")
             self.report.add("run_start_time_dropped",
-                            f"{run.name}: the run's start time ({run.start_time}) comes {when} "
-                            f"its first point ({first_wall}) and has no place in the export "
+                            f"{_shown(run.name)}: the run's start time ({start}) {how} its "
+                            f"first point ({first_wall}) and has no place in the export "
                             "layout; read back, the run starts at its first point",
                             run=run.name, lost=False)
         markers = [r for r in run.records if r.is_restart_marker()]
@@ -175,11 +182,14 @@ class TbdevWriter(Writer):
                             "have no place in the export layout", run=run.name,
                             count=len(records))
         if not points_seen:
-            # An export names its runs only on series lines: a run that wrote none is gone.
-            self.report.add("run_without_data_left_out",
-                            f"{run.name}: the run holds no data the export layout can hold, and an "
-                            "export knows a run only by its series; the run (its name and start "
-                            "time) is left out", run=run.name, lost=False)
+            self._without_data(run)
+
+    def _without_data(self, run: Run) -> None:
+        # An export names its runs only on series lines: a run that wrote none is gone.
+        self.report.add("run_without_data_left_out",
+                        f"{_shown(run.name)}: the run holds no data the export layout can hold, "
+                        "and an export knows a run only by its series; the run (its name and "
+                        "start time) is left out", run=run.name, lost=False)
 
     def _unsupported(self, chunk: Series, why: str) -> None:
         self.report.add("unsupported_series",

@@ -56,8 +56,13 @@ class TfeventsWriter(Writer):
                      update_time=experiment.update_time)
         self.guard(lambda: (self.out.tmp / event_files.EXPERIMENT_SIDECAR).write_text(
             json.dumps(facts, sort_keys=True, indent=1) + "\n", encoding="utf-8"))
+        kept = [what for what, value in (
+            ("id", experiment.experiment_id), ("name", experiment.name),
+            ("description", experiment.description),
+            ("times", experiment.create_time or experiment.update_time),
+            ("other facts", experiment.extra)) if value]
         self.report.add("experiment_facts_sidecar",
-                        "experiment name, description and times kept in "
+                        f"experiment {_listed(kept)} kept in "
                         f"{self.path / event_files.EXPERIMENT_SIDECAR} (TensorBoard does not "
                         "show them)", lost=False)
 
@@ -88,9 +93,14 @@ class TfeventsWriter(Writer):
         self.out.abort()
 
 
+def _listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def tensorboard_readable(run: str) -> str:
     """``run`` with ``tfevents`` in its directory names spelt ``tf_events``: TensorBoard takes a
-    directory so named for an event file, and then fails to load it and the run above it."""
+    directory so named for an event file, and then shows nothing of it, nor of the event files
+    sorted after it in the run above it."""
     if run == "." or event_files.EVENT_MARK not in run:
         return run
     return run.replace(event_files.EVENT_MARK, "tf_events")
