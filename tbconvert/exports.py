@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbconvert.errors import NOT_A_RUNS_FAULT, FormatError, TbconvertError
+from tbconvert.errors import FormatError, OutOfResourcesError, TbconvertError
 from tbconvert.formats.base import Options
 from tbconvert.report import Report
 
@@ -121,8 +121,8 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
             try:
                 _convert_one(source, sub, options, report)
             except TbconvertError as exc:
-                if isinstance(exc, NOT_A_RUNS_FAULT):
-                    raise     # (a full disk, no memory left: every other would fail alike)
+                if isinstance(exc, OutOfResourcesError):
+                    raise     # (no memory or file handles left: every other would fail alike)
                 failed(source, exc)
             finally:
                 report.issues[before:] = _in_experiment(report.issues[before:], sub)

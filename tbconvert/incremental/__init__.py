@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tbconvert.errors import (
-    NOT_A_RUNS_FAULT,
     FormatError,
+    OutOfResourcesError,
     OutputError,
     OutputExistsError,
     TbconvertError,
@@ -268,8 +268,8 @@ def _sync_experiments(targets, root: bool, report: SyncReport, break_lock: bool,
                 with Lock(target, own, break_lock=break_lock):
                     exports.sync_experiment(path, target, own, allow_pickle=allow_pickle)
         except TbconvertError as exc:
-            if not root or isinstance(exc, NOT_A_RUNS_FAULT):
-                raise     # (a full disk, no memory left: every other would fail alike)
+            if not root or isinstance(exc, OutOfResourcesError):
+                raise     # (no memory or file handles left: every other would fail alike)
             # one broken experiment of a root costs only itself (what it noted before it
             # failed is told; what it had written is gone, so not counted)
             report.extend(own.issues)
