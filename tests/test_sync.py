@@ -1133,3 +1133,22 @@ def test_runs_an_earlier_tbconvert_archived_by_other_rules_are_read_whole(tmp_pa
     with open(path, "ab") as fh:
         fh.write(records.frame(bf16(3, 0x3DCF).SerializeToString()))
     assert sync(tmp_path / "logs", dst).runs_extended == 1
+
+
+def test_an_export_root_sync_stops_when_the_machine_runs_out(tmp_path, fixtures_dir,
+                                                               monkeypatch):
+    from tbconvert.errors import OutOfResourcesError
+    from tbconvert.incremental import exports
+    (exp,) = (fixtures_dir / "tbdev_export").glob("experiment_*")
+    root = tmp_path / "export"
+    for i in ("A" * 22, "B" * 22):
+        shutil.copytree(exp, root / f"experiment_{i}")
+    tried = []
+
+    def short(src, *_a, **_k):
+        tried.append(src)
+        raise OutOfResourcesError("the machine ran out of memory")
+    monkeypatch.setattr(exports, "sync_experiment", short)
+    with pytest.raises(OutOfResourcesError):
+        tbconvert.sync(root, tmp_path / "archive")
+    assert len(tried) == 1

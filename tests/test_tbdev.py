@@ -898,3 +898,22 @@ def test_notes_of_an_export_root_name_their_experiment(tmp_path):
     assert "name" not in kept["experiment " + "B" * 22].split("kept in")[0]
     assert "bad_metadata" in {i.kind for i in report.issues if i.message.startswith(
         "experiment " + "B" * 22)}
+
+
+def test_an_export_root_stops_when_the_machine_runs_out(tmp_path, monkeypatch):
+    """One broken experiment costs only itself, but no memory left is no experiment's fault:
+    the root stops there, without trying the others."""
+    from tbconvert import exports
+    from tbconvert.errors import OutOfResourcesError
+    root = tmp_path / "export"
+    copy_export(root)
+    copy_export(root, "experiment_" + "B" * 22)
+    tried = []
+
+    def short(source, *_a, **_k):
+        tried.append(source)
+        raise OutOfResourcesError("the machine ran out of memory")
+    monkeypatch.setattr(exports, "_convert_one", short)
+    with pytest.raises(OutOfResourcesError):
+        tbconvert.tbdev_export(root, tmp_path / "logs")
+    assert len(tried) == 1 and not (tmp_path / "logs").exists()
