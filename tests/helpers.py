@@ -191,3 +191,14 @@ def blocks_of(k: int):
             yield records.Block(buf[lo:hi], lo, starts[a:b] - lo, lengths[a:b],
                                 damage if a == 0 else [])
     return scan_file
+
+
+def out_of_memory(tried: list):
+    """A stand-in for a function that the machine's memory runs out in: it notes its first
+    argument in ``tried``, then raises as tbconvert does then."""
+    from tbconvert.errors import OutOfResourcesError
+
+    def short(first, *_args, **_kwargs):
+        tried.append(first)
+        raise OutOfResourcesError("the machine ran out of memory")
+    return short

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.dataset as pads
 import pytest
-from helpers import cli_argv, cli_env, parquet_codecs, run_tbconvert
+from helpers import cli_argv, cli_env, out_of_memory, parquet_codecs, run_tbconvert
 from oracle import assert_same_view, tb_view
 
 import tbconvert
@@ -1144,11 +1144,7 @@ def test_an_export_root_sync_stops_when_the_machine_runs_out(tmp_path, fixtures_
     for i in ("A" * 22, "B" * 22):
         shutil.copytree(exp, root / f"experiment_{i}")
     tried = []
-
-    def short(src, *_a, **_k):
-        tried.append(src)
-        raise OutOfResourcesError("the machine ran out of memory")
-    monkeypatch.setattr(exports, "sync_experiment", short)
+    monkeypatch.setattr(exports, "sync_experiment", out_of_memory(tried))
     with pytest.raises(OutOfResourcesError):
         tbconvert.sync(root, tmp_path / "archive")
     assert len(tried) == 1

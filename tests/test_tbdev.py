@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, out_of_memory
 from oracle import tb_view
 
 import tbconvert
@@ -909,11 +909,7 @@ def test_an_export_root_stops_when_the_machine_runs_out(tmp_path, monkeypatch):
     copy_export(root)
     copy_export(root, "experiment_" + "B" * 22)
     tried = []
-
-    def short(source, *_a, **_k):
-        tried.append(source)
-        raise OutOfResourcesError("the machine ran out of memory")
-    monkeypatch.setattr(exports, "_convert_one", short)
+    monkeypatch.setattr(exports, "_convert_one", out_of_memory(tried))
     with pytest.raises(OutOfResourcesError):
         tbconvert.tbdev_export(root, tmp_path / "logs")
     assert len(tried) == 1 and not (tmp_path / "logs").exists()
