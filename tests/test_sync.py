@@ -1148,3 +1148,16 @@ def test_an_export_root_sync_stops_when_the_machine_runs_out(tmp_path, fixtures_
     with pytest.raises(OutOfResourcesError):
         tbconvert.sync(root, tmp_path / "archive")
     assert len(tried) == 1
+
+
+def test_a_dataset_synced_from_an_export_then_from_its_event_files(tmp_path, fixtures_dir):
+    """Runs archived from an export know no event files: synced from a logdir, they are read
+    whole (not told unreadable and kept as they were)."""
+    (exp,) = (fixtures_dir / "tbdev_export").glob("experiment_*")
+    dst = tmp_path / "dataset"
+    sync(exp, dst)
+    tbconvert.tbdev_export(exp, tmp_path / "logs")
+    report = sync(tmp_path / "logs", dst)
+    assert not report.lost and report.runs_rearchived == report.runs > 0, report.summary()
+    assert "TensorBoard.dev export" in " ".join(i.message for i in report.issues)
+    check(tmp_path / "logs", dst, tmp_path, view=False)

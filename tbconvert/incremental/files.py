@@ -96,6 +96,8 @@ def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, 
     whole = [(f, 0) for f in files]
     if state.get("reread"):     # the dataset lost what it held of the run
         return state["reread"], whole
+    if "files" not in state:
+        return "it was archived from a TensorBoard.dev export, not from event files", whole
     archived = state["files"]
     if [f.name for f in files[:len(archived)]] != [a["name"] for a in archived]:
         return "its event files were removed, renamed or one sorts before archived ones", whole
