@@ -110,9 +110,9 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     path = remote.localize(path)
     options = options or Options()
     report = report if report is not None else Report()
+    registry.check_suffix(path, registry.canonical(format) if format else None)
     if format:
         fmt = registry.get(format)
-        registry.check_suffix(path, fmt.name)
     elif remote.is_remote(path):
         try:
             fmt = registry.detect_destination(Path(remote.basename(path)))

@@ -139,8 +139,17 @@ def suffix_format(path: Path) -> str | None:
 
 
 def check_suffix(dst, to_format: str | None) -> None:
-    """``--to csv x.parquet`` would write a CSV file under a Parquet name: refuse it."""
+    """``--to csv x.parquet`` would write a CSV file under a Parquet name: refuse it. So is
+    ``x.parquet/``: the slash names a directory, the suffix a file of that format."""
     named = suffix_format(dst)
+    text = os.fspath(dst) if isinstance(dst, (str, os.PathLike)) else ""
+    if named is not None and text.endswith(("/", os.sep)) and to_format in (None, named):
+        rec = _RECORDS[named]
+        fix = (f"for a directory dataset name it without {'/'.join(rec.suffixes)} "
+               f"(with --to {named}), or leave out the /" if rec.directory_output
+               else "leave out the /")
+        raise UsageError(f"{dst}: the trailing / names a directory, but the name says one "
+                         f"{named} file; {fix}")
     if to_format not in _RECORDS or named is None or named == to_format:
         return
     wanted = suffixes(to_format)

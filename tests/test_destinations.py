@@ -323,3 +323,18 @@ def test_an_interrupt_with_a_destination_that_appeared_is_not_told_complete(tmp_
             tmp.write_text("ours")
     assert getattr(caught.value, "complete", None) is None
     assert dst.read_text() == "someone else's"
+
+
+@pytest.mark.parametrize("name", ["out.parquet/", "out.h5/", "out.csv/"])
+def test_a_file_suffix_with_a_trailing_slash_is_refused(tmp_path, logs, capsys, name):
+    """``out.parquet/`` asks for a directory under a name that says one file: it was written
+    as that one file, slash ignored. Refused, naming both readings, before anything is read."""
+    dst = f"{tmp_path}/{name}"
+    assert main(["convert", str(logs), dst]) == UsageError.exit_code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trailing /" in err[0] and "leave out the /" in err[0], err
+    with pytest.raises(UsageError, match="trailing /"):
+        tbconvert.convert(logs, dst)
+    assert not (tmp_path / name.rstrip("/")).exists()
+    tbconvert.convert(logs, tmp_path / name.rstrip("/"))   # the same name without the slash
+    assert (tmp_path / name.rstrip("/")).is_file()
