@@ -393,12 +393,12 @@ def as_tensor_series(series: Series) -> TensorSeries:
                         tensors=tuple(tensors))
 
 
-def as_scalar_series(series: Series) -> ScalarSeries | None:
+def as_scalar_series(series: Series, report=None) -> ScalarSeries | None:
     """``series`` as scalars, for tables, charts and comparisons: a scalar series itself, or a
     series of the scalar data class whose every point is a single number that a scalar series
     could not keep as it was (bfloat16, kept as its bits; a tag whose dtype changed), in the
     dtype numpy promotes theirs to (integers stay integers; beside floats, an integer beyond
-    2**53 is rounded). None for anything else."""
+    2**53 is rounded, and counted in ``report`` when given). None for anything else."""
     from tbconvert import dtypes as dt
 
     if isinstance(series, ScalarSeries):
@@ -413,9 +413,17 @@ def as_scalar_series(series: Series) -> ScalarSeries | None:
         points.append(dt.bfloat16_values(arr) if code == dt.DT_BFLOAT16 else arr)
     dtype = np.result_type(*{arr.dtype for arr in points}) if points else np.dtype(np.float64)
     values = np.empty(len(points), dtype)
+    rounded = 0
     with np.errstate(invalid="ignore"):      # (a signaling NaN widened: still a NaN)
         for i, arr in enumerate(points):
             values[i] = arr.reshape(())
+            if dtype.kind == "f" and arr.dtype.kind in "iu" \
+                    and int(values[i]) != int(arr.reshape(())):
+                rounded += 1
+    if rounded and report is not None:
+        report.add("inexact_value", f"{series.run}/{series.tag}: {rounded} integer value(s) "
+                   "beyond 2**53 rounded to the nearest float64 (the tag mixes integers and "
+                   "floats)", run=series.run, tag=series.tag, count=rounded)
     return ScalarSeries(run=series.run, tag=series.tag, metadata=series.metadata,
                         steps=series.steps, wall_times=series.wall_times, hidden=series.hidden,
                         values=values)

@@ -169,3 +169,23 @@ def test_bfloat16_scalars_keep_their_type_and_show_their_values(tmp_path):
         tbconvert.convert(src, tmp_path / dest)
         tbconvert.convert(tmp_path / dest, tmp_path / f"{dest}.back", to_format="tfevents")
         assert raw(tmp_path / f"{dest}.back") == raw(src), dest
+
+
+def test_a_scalar_tag_mixing_floats_and_wide_integers_tells_what_tables_round(tmp_path):
+    """A tag logged as float32, then as int64 beyond 2**53: a table's float64 column rounds
+    the integer, and says so (it did so silently)."""
+    wide = 2**53 + 1
+    src = _scalar_logdir(tmp_path, {"count": [_tensor(1, [], float_val=[0.5]),
+                                              _tensor(9, [], int64_val=[wide]),
+                                              _tensor(9, [], int64_val=[7])]})
+    for table in (tbconvert.scalars, lambda s, report: tbconvert.scalars(s, wide=True,
+                                                                          report=report)):
+        report = tbconvert.Report()
+        t = table(src, report=report)
+        assert [float(v) for v in t.iloc[:, -1]] == [0.5, float(wide), 7.0]
+        rounded = [i for i in report.issues if i.kind == "inexact_value"]
+        assert sum(i.count for i in rounded) == 1 and "count" in rounded[0].message, \
+            report.issues
+    report = tbconvert.convert(src, tmp_path / "t.csv")
+    assert sum(i.count for i in report.issues if i.kind == "inexact_value") == 1, \
+        report.summary_lines()

@@ -192,7 +192,7 @@ class ScalarColumns(PointColumns):
     def add_chunk(self, chunk: Series) -> bool:
         """Add ``chunk`` if it holds scalars (see :func:`~tbconvert.model.as_scalar_series`);
         False (nothing added) otherwise."""
-        chunk = as_scalar_series(chunk)
+        chunk = as_scalar_series(chunk, self.report)
         if chunk is None:
             return False
         self.add(chunk)

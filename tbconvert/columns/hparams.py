@@ -67,7 +67,7 @@ class Collected:
     def add(self, run_name: str, chunks, report: Report) -> None:
         self.run_order.append(run_name)
         for chunk in chunks:
-            chunk = as_scalar_series(chunk) or chunk
+            chunk = as_scalar_series(chunk, report) or chunk
             if isinstance(chunk, ScalarSeries):
                 if len(chunk):
                     key = (run_name, chunk.tag)

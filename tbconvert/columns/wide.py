@@ -88,7 +88,7 @@ class WideRows:
     def add(self, chunk: Series) -> bool:
         """Add ``chunk`` if it holds scalars (see :func:`~tbconvert.model.as_scalar_series`);
         False (nothing added) otherwise."""
-        chunk = as_scalar_series(chunk)
+        chunk = as_scalar_series(chunk, self.report)
         if chunk is None:
             return False
         if self._run != chunk.run:

@@ -150,7 +150,7 @@ class HtmlWriter(Writer):
 
     def _take(self, chunk: Series, held: _RunSeries) -> None:
         plugin = chunk.metadata.plugin_name
-        chunk = as_scalar_series(chunk) or chunk
+        chunk = as_scalar_series(chunk, self.report) or chunk
         if isinstance(chunk, ScalarSeries):
             held.scalars.setdefault(chunk.tag, []).append(chunk)
             held.for_hparams.append(chunk.take([len(chunk) - 1]))
