@@ -27,7 +27,15 @@ from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float64
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.tbdev import export_dir, text
-from tbconvert.model import BlobSequenceSeries, DataClass, Experiment, Metadata, Run, ScalarSeries, Series
+from tbconvert.model import (
+    BlobSequenceSeries,
+    DataClass,
+    Experiment,
+    Metadata,
+    Run,
+    Series,
+    as_scalar_series,
+)
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report, plural, were
 
@@ -203,8 +211,9 @@ class TbdevWriter(Writer):
             self._unsupported(chunk, f"a tag of {len(chunk.tag)} characters, more than an "
                                      f"export's readers take ({budget.MAX_NAME_CHARS})")
             return None
-        if isinstance(chunk, ScalarSeries):
-            return "scalars", chunk
+        scalars = as_scalar_series(chunk, self.report)   # bfloat16 and changed dtypes too
+        if scalars is not None:
+            return "scalars", scalars
         if isinstance(chunk, BlobSequenceSeries):
             return "blobs", chunk
         dc = chunk.data_class
@@ -214,17 +223,6 @@ class TbdevWriter(Writer):
                 return None
             return "tensors", chunk
         if dc == DataClass.SCALAR:
-            if all(t.size == 1 and np.asarray(t).dtype.kind in "fiub" for t in chunk.tensors):
-                rounded = sum(int(rounded_in_float64(np.asarray(t)).any()) for t in chunk.tensors)
-                self._rounded(chunk.run, chunk.tag, rounded)
-                values = np.array([
-                    (dt.bfloat16_values(t) if c == dt.DT_BFLOAT16 else np.asarray(t))
-                    .reshape(()).astype(np.float64)
-                    for c, t in zip(chunk.dtypes.tolist(), chunk.tensors, strict=True)],
-                    dtype=np.float64)
-                return "scalars", ScalarSeries(
-                    run=chunk.run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
-                    wall_times=chunk.wall_times, hidden=None, values=values)
             self._unsupported(chunk, "SCALAR series whose points are not single numbers")
             return None
         if dc == DataClass.BLOB_SEQUENCE:
