@@ -76,6 +76,22 @@ class TensorDecodeError(ValueError):
     """A TensorProto whose contents do not match its dtype and shape."""
 
 
+def quieted(values: np.ndarray) -> np.ndarray:
+    """Float32 (or complex64) ``values`` as TensorBoard reads them from ``simple_value``,
+    ``float_val`` and ``scomplex_val``: through Python floats, which quiet a signaling NaN
+    (its quiet bit set, sign and payload kept). ``values`` itself when it holds none."""
+    if values.dtype.kind not in "fc" or values.dtype.itemsize not in (4, 8) \
+            or (values.dtype.kind == "f" and values.dtype.itemsize != 4) \
+            or not np.isnan(values).any():
+        return values
+    bits = np.ascontiguousarray(values).view(np.uint32)
+    signaling = ((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x007FFFFF) != 0) \
+        & ((bits & 0x00400000) == 0)
+    if not signaling.any():
+        return values
+    return (bits | (signaling.astype(np.uint32) << 22)).view(values.dtype)
+
+
 def numpy_dtype(code: int) -> np.dtype:
     """numpy storage dtype for a TensorFlow code (object for strings)."""
     if code == DT_RAW_PROTO:
@@ -158,8 +174,12 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
         # pairs of parts viewed as complex numbers: arithmetic (re + 1j * im) would make
         # 1+inf j a NaN and drop the sign of a -0.0 imaginary part
         arr = flat.view(np_dtype)
+        if code == DT_COMPLEX64:
+            arr = quieted(arr)
     else:
         arr = np.asarray(vals).astype(np_dtype) if len(vals) else np.zeros(0, np_dtype)
+        if code == DT_FLOAT:
+            arr = quieted(arr)
     if len(arr) == n:
         return code, arr.reshape(shape)
     if len(arr) == 1:

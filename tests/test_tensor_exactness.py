@@ -189,3 +189,60 @@ def test_a_scalar_tag_mixing_floats_and_wide_integers_tells_what_tables_round(tm
     report = tbconvert.convert(src, tmp_path / "t.csv")
     assert sum(i.count for i in report.issues if i.kind == "inexact_value") == 1, \
         report.summary_lines()
+
+
+@pytest.mark.parametrize("steps", [3, 40])   # few: protobuf decodes them; many: a template
+def test_signaling_nans_in_float_fields_are_read_quieted_as_tensorboard_reads_them(tmp_path,
+                                                                                 steps):
+    """TensorBoard reads ``simple_value``, ``float_val`` and ``scomplex_val`` through Python
+    floats, which quiet a signaling NaN (sign and payload kept); ``tensor_content`` keeps its
+    bits. tbconvert reads each field as TensorBoard does, so a conversion shows the same."""
+    import struct
+
+    import numpy as np
+    from tensorboard.compat.proto import summary_pb2
+    snan = struct.pack("<I", 0xFF800001)              # sign set, payload 1
+
+    def sneak(tp_or_value, fill: float) -> bytes:
+        """The message with the float ``fill`` swapped for the signaling NaN's bytes."""
+        raw = tp_or_value.SerializeToString()
+        assert raw.count(struct.pack("<f", fill)) == 1
+        return raw.replace(struct.pack("<f", fill), snan)
+
+    events = [event_pb2.Event(wall_time=1000.0, file_version="brain.Event:2")]
+    for s in range(steps):
+        for tag, make in (("simple", lambda x: summary_pb2.Summary.Value(tag="simple",
+                                                                          simple_value=x)),
+                          ("float_val", lambda x: summary_pb2.Summary.Value(
+                              tag="float_val", tensor=_tensor(1, [], float_val=[x]))),
+                          ("content", lambda x: summary_pb2.Summary.Value(
+                              tag="content", tensor=_tensor(1, [], tensor_content=struct.pack(
+                                  "<f", x)))),
+                          ("complex", lambda x: summary_pb2.Summary.Value(
+                              tag="complex", tensor=_tensor(8, [1], scomplex_val=[x, 2.0])))):
+            fill = 1.5 + s
+            value = make(fill)
+            if tag != "simple":
+                value.metadata.plugin_data.plugin_name = "scalars" if tag != "complex" else "x"
+            raw = sneak(value, fill) if s == 1 else value.SerializeToString()
+            ev = event_pb2.Event(wall_time=1001.0 + s, step=s)
+            ev.summary.value.add().MergeFromString(raw)
+            events.append(ev)
+    src = tmp_path / "logs"
+    (src / "run").mkdir(parents=True)
+    (src / "run" / "events.out.tfevents.1.host").write_bytes(
+        b"".join(records.frame(e.SerializeToString()) for e in events))
+    want = tb_view(src)
+    bits = {tag: info["points"][1][2] for tag, info in want["run"]["tags"].items()}
+    assert bits["content"][2] == snan                       # kept by tensor_content only
+    for tag in ("simple", "float_val", "complex"):
+        assert snan not in bits[tag][2] and struct.pack("<I", 0xFFC00001) in bits[tag][2], tag
+    read = tbconvert.read(src)
+    for tag in ("simple", "float_val", "content"):
+        got = read.scalars("run", tag).values
+        assert got.dtype == np.float32 and got[1].tobytes() == bits[tag][2], tag
+    for dest in ("x.parquet", "back"):
+        tbconvert.convert(src, tmp_path / dest, to_format=None if "." in dest else "tfevents")
+    tbconvert.convert(tmp_path / "x.parquet", tmp_path / "again", to_format="tfevents")
+    assert_same_view(tb_view(tmp_path / "back"), want)
+    assert_same_view(tb_view(tmp_path / "again"), want)

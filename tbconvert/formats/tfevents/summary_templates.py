@@ -49,6 +49,9 @@ class Slot:
     simple: bool           # legacy simple_value (metadata is made by the loader)
     metadata: bytes | None  # serialized SummaryMetadata, identical in every matched record
     tag_off: int = -1      # where the tag's bytes start in the record
+    # a float32 field that TensorBoard reads through a Python float (simple_value, float_val),
+    # which quiets a signaling NaN; tensor_content keeps its bits
+    quiet: bool = False
 
 
 @dataclass
@@ -189,13 +192,15 @@ def _learn(buf: bytes) -> FieldMap | None:
 def _slot(buf: bytes, start: int, end: int) -> Slot | None:
     tag = value = metadata = None
     tag_off = -1
+    quiet = False
     for field, wire, s, e, _ in _fields(buf, start, end):
         if field == 1 and wire == 2 and tag is None:
             tag, tag_off = bytes(buf[s:e]), s
         elif field == 2 and wire == 5 and value is None:
             value = (s, 4, np.dtype("<f4"), (), dt.DT_FLOAT, True)
+            quiet = True
         elif field == 8 and wire == 2 and value is None:
-            value = _tensor_value(buf, s, e)
+            value, quiet = _tensor_value(buf, s, e)
             if value is None:
                 return None
         elif field == 9 and wire == 2 and metadata is None:
@@ -210,7 +215,7 @@ def _slot(buf: bytes, start: int, end: int) -> Slot | None:
         tag.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return Slot(tag, *value, metadata, tag_off)
+    return Slot(tag, *value, metadata, tag_off, quiet)
 
 
 def _shape(buf: bytes, start: int, end: int) -> tuple | None:
@@ -229,6 +234,8 @@ def _shape(buf: bytes, start: int, end: int) -> tuple | None:
 
 
 def _tensor_value(buf: bytes, start: int, end: int):
+    """``(value, quiet)``: where the tensor's number(s) sit (None: not templatable), and
+    whether they are float32s of ``float_val``, which TensorBoard quiets (see Slot)."""
     code = None
     payload = None
     shape = None
@@ -238,28 +245,28 @@ def _tensor_value(buf: bytes, start: int, end: int):
         elif field == 2 and wire == 2 and shape is None:
             shape = _shape(buf, s, e)
             if shape is None:
-                return None
+                return None, False
         elif field in (4, 5, 6) and wire == 2 and payload is None:
             payload = (field, s, e - s)
         else:
-            return None
+            return None, False
     if payload is None or shape is None or code is None:
-        return None
+        return None, False
     field, off, size = payload
     if shape == ():
         # rank 0: TensorFlow 2 writes tensor_content; older writers the packed typed field
         if code == dt.DT_FLOAT and size == 4 and field in (4, 5):
-            return off, 4, np.dtype("<f4"), (), code, False
+            return (off, 4, np.dtype("<f4"), (), code, False), field == 5
         if code == dt.DT_DOUBLE and size == 8 and field in (4, 6):
-            return off, 8, np.dtype("<f8"), (), code, False
+            return (off, 8, np.dtype("<f8"), (), code, False), False
     # bool: a numpy bool scalar taken out of a column would normalise bytes other than 0 and 1,
     # which protobuf decoding keeps; strings are not fixed-size
     if field != 4 or code in (dt.DT_STRING, dt.DT_BOOL, dt.DT_RAW_PROTO) or code not in dt.NAMES:
-        return None
+        return None, False
     np_dtype = dt.numpy_dtype(code)
     if size == 0 or size != math.prod(shape) * np_dtype.itemsize:
-        return None
-    return off, size, np_dtype.newbyteorder("<"), shape, code, False
+        return None, False
+    return (off, size, np_dtype.newbyteorder("<"), shape, code, False), False
 
 
 @lru_cache(maxsize=1024)
@@ -403,6 +410,8 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
     for slot in field_map.slots:
         raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
         values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
+        if slot.quiet:
+            values = dt.quieted(values)
         out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
                               steps, walls, values, slot.metadata))
     if not field_map.any_tag:
