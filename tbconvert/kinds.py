@@ -152,6 +152,9 @@ KINDS: dict[str, Kind] = {
     "run_removed": Kind("sync: a run gone from the source was taken out of the dataset", _KEPT),
     "run_renamed": Kind("a run written or read under another name (unsafe path, Windows "
                         "separators)", _KEPT),
+    "run_start_time_replaced": Kind("a run's non-finite start time is written as a finite "
+                                    "one (the earliest time written; TensorBoard's fast "
+                                    "loader stops at a NaN wall time)", _LOST),
     "run_start_time_dropped": Kind("a run's start time other than its first point's has no "
                                    "place in a TensorBoard.dev export; read back, the run "
                                    "starts at its first point", _KEPT),

@@ -299,3 +299,7 @@ def test_non_finite_wall_times_of_a_run_without_a_finite_start_are_told_as_zero(
     told = [i.message for i in report.issues if i.kind == "wall_time_replaced"]
     assert told == ["run/a: 1 non-finite wall time written as 0.0 (the run has no finite "
                     "start time)"], report.issues
+    # the run's start time too: the first event's wall time, which TensorBoard shows
+    told = [i.message for i in report.issues if i.kind == "run_start_time_replaced"]
+    assert told == ["run: start time nan written as 0.0 (TensorBoard's fast loader stops at "
+                    "a NaN wall time)"], report.issues

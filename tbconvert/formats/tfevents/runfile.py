@@ -603,6 +603,11 @@ class RunFile:
             return   # a run without a single event (an empty event file): an empty file again
         self._records()
         start = self.start()
+        if self.run.start_time is not None and not math.isfinite(self.run.start_time):
+            self.report.add("run_start_time_replaced",
+                            f"{self.run.name}: start time {self.run.start_time} written as "
+                            f"{start!r} (TensorBoard's fast loader stops at a NaN wall time)",
+                            run=self.run.name)
         head = [self.event_pb2.Event(wall_time=start, file_version=event_files.FILE_VERSION)]
         head += self._shown_without_points(start)
         f.write(b"".join(records.frame(ev.SerializeToString()) for ev in head))
