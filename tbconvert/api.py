@@ -232,18 +232,24 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     if scheduler is not None and (remote.is_remote(src) or remote.is_remote(dst)):
         raise UsageError("--scheduler works with local (or mounted) SRC and DST only; convert "
                          "from or to a URL without it")
-    src, dst = remote.for_workers(src, scheduler), remote.for_workers(dst, scheduler)
+    src = remote.for_workers_as_given(src, scheduler)
+    dst = remote.for_workers_as_given(dst, scheduler)
     check_paths(src, dst)
-    reader = open_reader(src, format=from_format, options=opts, report=report)
-    with reader:
-        writer = open_writer(dst, format=to_format, options=opts, report=report)
-        with writer:
-            from tbconvert import runtasks
-            if scheduler is not None or runtasks.worth_splitting(reader, writer, opts.jobs):
-                runtasks.copy_in_tasks(reader, writer, report, scheduler=scheduler)
-            else:
-                copy(reader, writer, report)
-    report.outputs.append(str(dst))
+    start = len(report.issues)
+    try:
+        reader = open_reader(src, format=from_format, options=opts, report=report)
+        with reader:
+            writer = open_writer(dst, format=to_format, options=opts, report=report)
+            with writer:
+                from tbconvert import runtasks
+                if scheduler is not None or runtasks.worth_splitting(reader, writer, opts.jobs):
+                    runtasks.copy_in_tasks(reader, writer, report, scheduler=scheduler)
+                else:
+                    copy(reader, writer, report)
+        report.outputs.append(str(dst))
+    finally:
+        if scheduler is not None:
+            remote.public_report(report, start)
     return report
 
 

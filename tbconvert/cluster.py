@@ -358,6 +358,9 @@ def _connect(distributed, scheduler: str):
             why = "it answered, but not as a Dask scheduler (a worker's port?)"
         else:
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if isinstance(exc, ValueError):     # Dask could not parse it: nothing was tried
+            raise UsageError(f"--scheduler {scheduler!r}: not the address of a Dask scheduler "
+                             f"({why}); give it as tcp://HOST:PORT") from None
         raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there "
                          f"({why}); {fix}") from None
     return made["client"]

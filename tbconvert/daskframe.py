@@ -10,8 +10,9 @@ from tbconvert.formats.parquet import MARKER_FILE
 
 
 def to_dask(path, *, storage_options: dict | None = None, **read_parquet_options):
-    """A lazy ``dask.dataframe`` of the archive at ``path``: a directory dataset (its parts
-    in the marker's order, one partition each) or a single ``.parquet`` file; ``path`` may be
+    """A lazy ``dask.dataframe`` of the archive at ``path``: a directory dataset (the parts
+    its marker lists, one partition each, in the order of their names, as Dask sorts them)
+    or a single ``.parquet`` file; ``path`` may be
     an fsspec URL (``s3://bucket/logs.dataset``) with ``storage_options``.
 
     Columns and dtypes are the archive's (see ``docs/archives.md``); text columns (run, tag,

@@ -171,6 +171,16 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("address", ["foo", "tcp://127.0.0.1:notaport", "http://127.0.0.1:8786"])
+def test_a_malformed_address_is_told_as_such_at_once(tmp_path, address):
+    """An address Dask cannot parse was called unreachable ("check that the scheduler is
+    running"); nothing was tried, and the message now says what is wrong with it."""
+    with pytest.raises(tbconvert.TbconvertError, match="not the address of a Dask scheduler"):
+        tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "out", to_format="parquet",
+                          scheduler=address)
+    assert not list(tmp_path.iterdir())
+
+
 def test_without_the_extra_scheduler_names_it(tmp_path):
     """``distributed`` not installed (imports of it blocked): one line naming the extra."""
     code = ("import sys\nsys.modules['distributed'] = None\nsys.modules['dask'] = None\n"
@@ -374,3 +384,26 @@ def test_a_workers_port_is_told_as_no_scheduler(cluster, tmp_path):
                           timeout=120, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "not as a Dask scheduler" in proc.stderr, proc.stderr
+
+
+def test_relative_paths_are_named_as_given_in_messages(cluster, tmp_path, monkeypatch):
+    """Paths are made absolute for the workers; what the report and errors say names them
+    as the user gave them, as a local conversion does."""
+    shutil.copytree(FIXTURES / "torch_logdir", tmp_path / "logs")
+    event_file = sorted((tmp_path / "logs" / "train").glob("*tfevents*"))[0]
+    data = bytearray(event_file.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    event_file.write_bytes(bytes(data))
+    monkeypatch.chdir(tmp_path)
+    address = cluster.scheduler_address
+    report = tbconvert.convert("logs", "dataset", to_format="parquet", scheduler=address)
+    local = tbconvert.convert("logs", "here", to_format="parquet", jobs=1)
+    told = [i.message for i in report.issues]
+    assert told == [i.message for i in local.issues] and any(
+        m.startswith("logs/train/") for m in told), told
+    assert str(tmp_path) not in " ".join(told)
+    with pytest.raises(tbconvert.TbconvertError) as exists:
+        tbconvert.convert("logs", "dataset", to_format="parquet", scheduler=address)
+    assert str(exists.value).startswith("dataset already exists"), str(exists.value)
+    synced = tbconvert.sync("logs", "synced", scheduler=address)
+    assert str(tmp_path) not in " ".join(i.message for i in synced.issues), synced.issues

@@ -112,8 +112,14 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     from tbconvert.api import check_jobs
     check_jobs(jobs)
     report = report if report is not None else SyncReport()
-    return _sync(src, dst, scheduler, break_lock, report, storage_options, jobs,
-                 allow_pickle=allow_pickle)
+    start = len(report.issues)
+    try:
+        return _sync(src, dst, scheduler, break_lock, report, storage_options, jobs,
+                     allow_pickle=allow_pickle)
+    finally:
+        if scheduler is not None:
+            from tbconvert import remote
+            remote.public_report(report, start)
 
 
 def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_options,
@@ -126,7 +132,8 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
     if remote.is_remote(src) or remote.is_remote(dst):
         return _sync_url(src, dst, scheduler, break_lock, report, storage_options, jobs,
                          allow_pickle)
-    src, dst = Path(remote.for_workers(src, scheduler)), Path(remote.for_workers(dst, scheduler))
+    src = Path(remote.for_workers_as_given(src, scheduler))
+    dst = Path(remote.for_workers_as_given(dst, scheduler))
     kind = _check_source(src)
     from tbconvert.output import check_destination, made_in_place
     check_destination(src, dst)

@@ -10,6 +10,7 @@ staging path, and never a secret.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 from tbconvert import errors
@@ -43,6 +44,15 @@ if public_text not in errors.MESSAGE_FILTERS:
 
 def publish(local: Path, url: str) -> None:
     _PUBLIC[str(local)] = url.rstrip("/")
+
+
+def for_workers_as_given(location, scheduler):
+    """:func:`for_workers`, with messages and report entries naming a relative path as the
+    user gave it (``logs/run/...``), not as it was made absolute for the workers."""
+    made = for_workers(location, scheduler)
+    if made is not location and not os.path.isabs(os.fspath(location)):
+        publish(made, os.fspath(location))
+    return made
 
 
 def exists(url: str, storage_options=None) -> bool:
