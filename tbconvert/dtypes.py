@@ -80,9 +80,7 @@ def quieted(values: np.ndarray) -> np.ndarray:
     """Float32 (or complex64) ``values`` as TensorBoard reads them from ``simple_value``,
     ``float_val`` and ``scomplex_val``: through Python floats, which quiet a signaling NaN
     (its quiet bit set, sign and payload kept). ``values`` itself when it holds none."""
-    if values.dtype.kind not in "fc" or values.dtype.itemsize not in (4, 8) \
-            or (values.dtype.kind == "f" and values.dtype.itemsize != 4) \
-            or not np.isnan(values).any():
+    if values.dtype.str not in ("<f4", "<c8") or not np.isnan(values).any():
         return values
     bits = np.ascontiguousarray(values).view(np.uint32)
     signaling = ((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x007FFFFF) != 0) \
