@@ -332,6 +332,16 @@ def _connect(distributed, scheduler: str):
     are read as a message of any length: so the client is made in a thread of its own,
     waited for with a deadline, and whatever it fails with is told in one line."""
     import threading
+    try:     # an address Dask cannot parse is told as such, before anything is tried
+        from distributed.comm import registry
+        from distributed.comm.addressing import parse_address, parse_host_port
+        scheme, location = parse_address(scheduler)
+        registry.get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            parse_host_port(location)
+    except ValueError as exc:
+        raise UsageError(f"--scheduler {scheduler!r}: not the address of a Dask scheduler "
+                         f"({exc}); give it as tcp://HOST:PORT") from None
     made: dict = {}
 
     def connect() -> None:
@@ -358,9 +368,6 @@ def _connect(distributed, scheduler: str):
             why = "it answered, but not as a Dask scheduler (a worker's port?)"
         else:
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-        if isinstance(exc, ValueError):     # Dask could not parse it: nothing was tried
-            raise UsageError(f"--scheduler {scheduler!r}: not the address of a Dask scheduler "
-                             f"({why}); give it as tcp://HOST:PORT") from None
         raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there "
                          f"({why}); {fix}") from None
     return made["client"]
