@@ -232,8 +232,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     if scheduler is not None and (remote.is_remote(src) or remote.is_remote(dst)):
         raise UsageError("--scheduler works with local (or mounted) SRC and DST only; convert "
                          "from or to a URL without it")
-    src = remote.for_workers_as_given(src, scheduler)
-    dst = remote.for_workers_as_given(dst, scheduler)
+    src, dst = remote.for_workers(src, scheduler), remote.for_workers(dst, scheduler)
     check_paths(src, dst)
     start = len(report.issues)
     try:

@@ -69,8 +69,7 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
                                allow_pickle=allow_pickle, jobs=jobs,
                                storage_options=storage_options, progress=progress, **kwargs)
     src, dst = remote.localize(src), remote.localize(dst)
-    src = remote.for_workers_as_given(src, scheduler)
-    dst = remote.for_workers_as_given(dst, scheduler)
+    src, dst = remote.for_workers(src, scheduler), remote.for_workers(dst, scheduler)
     dst = dst if remote.is_remote(dst) else Path(dst)
     api.check_paths(src, dst)
     if remote.is_remote(src):

@@ -132,8 +132,7 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
     if remote.is_remote(src) or remote.is_remote(dst):
         return _sync_url(src, dst, scheduler, break_lock, report, storage_options, jobs,
                          allow_pickle)
-    src = Path(remote.for_workers_as_given(src, scheduler))
-    dst = Path(remote.for_workers_as_given(dst, scheduler))
+    src, dst = Path(remote.for_workers(src, scheduler)), Path(remote.for_workers(dst, scheduler))
     kind = _check_source(src)
     from tbconvert.output import check_destination, made_in_place
     check_destination(src, dst)

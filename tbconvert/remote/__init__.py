@@ -18,7 +18,6 @@ from tbconvert.formats.base import Writer
 from tbconvert.remote import failures
 from tbconvert.remote.urls import (
     basename,
-    for_workers,
     is_remote,
     is_url,
     join,
@@ -46,11 +45,14 @@ def publish(local: Path, url: str) -> None:
     _PUBLIC[str(local)] = url.rstrip("/")
 
 
-def for_workers_as_given(location, scheduler):
-    """:func:`for_workers`, with messages and report entries naming a relative path as the
-    user gave it (``logs/run/...``), not as it was made absolute for the workers."""
-    made = for_workers(location, scheduler)
-    if made is not location and not os.path.isabs(os.fspath(location)):
+def for_workers(location, scheduler):
+    """``location`` as the workers of a cluster must be told it: a relative path is relative
+    to the directory the command runs in, which is not a worker's. Messages and report
+    entries still name it as the user gave it (``logs/run/...``)."""
+    if scheduler is None or is_url(location):
+        return location
+    made = Path(os.path.abspath(location))
+    if not os.path.isabs(location):
         publish(made, os.fspath(location))
     return made
 

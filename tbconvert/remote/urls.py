@@ -65,14 +65,6 @@ def localize(location):
     return location
 
 
-def for_workers(location, scheduler):
-    """``location`` as the workers of a cluster must be told it: a relative path is relative
-    to the directory the command runs in, which is not a worker's."""
-    if scheduler is None or is_url(location):
-        return location
-    return Path(os.path.abspath(location))
-
-
 def join(url: str, name: str) -> str:
     """``url/name`` for a URL (a path ``Path`` would collapse ``//``)."""
     return url.rstrip("/") + "/" + name
