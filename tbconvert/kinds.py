@@ -132,6 +132,11 @@ KINDS: dict[str, Kind] = {
                       "point"),
     "not_numeric_tensor": Kind("string or complex tensors are left out of the tensor table",
                                _LOST, "point"),
+    "plugin_files_not_read": Kind("files that TensorBoard's plugins read beside event files "
+                                  "(a run's plugins/NAME/ directory, such as the profiler's "
+                                  "traces; the projector's projector_config.pbtxt) are not "
+                                  "event data: tbconvert does not read them, and no output "
+                                  "holds them", _KEPT),
     "remote_key_skipped": Kind("an object-store key that is not a safe path, or clashes with "
                                "another, is skipped", _LOST),
     "restart_markers_not_written": Kind("restart markers not written to event files or an "

@@ -141,6 +141,8 @@ _HEADLINES = {
                                        f"the destination cannot hold {were(n)} left out",
     "experiment_facts_sidecar": lambda n, k: "the experiment's name, description and times "
                                              "were kept in a file beside the runs",
+    "plugin_files_not_read": lambda n, k: "files that TensorBoard's plugins read beside event "
+                                          "files were not read (not event data)",
     "unreadable_file": lambda n, k: f"{plural(k, 'file')} could not be read",
     "run_renamed": lambda n, k: f"{plural(k, 'run')} renamed",
     "run_without_data_left_out": lambda n, k: f"{plural(k, 'run')} without data left out",

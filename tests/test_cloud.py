@@ -109,6 +109,27 @@ def test_logdir_round_trip_through_s3_keeps_tensorboards_view(store, bucket, log
     assert not [k for k in keys(store, f"s3://{bucket}") if ".tbconvert-tmp-" in k]
 
 
+def test_plugin_files_in_a_logdir_at_a_url_are_noted_not_fetched(store, bucket, tmp_path):
+    """A logdir in a store is listed, not fetched whole: the files of TensorBoard's plugins
+    there (the projector's config, a profiler session) are noted as a local logdir's are,
+    under the URL."""
+    src = f"s3://{bucket}/logs"
+    upload(store, FIXTURES / "torch_logdir", src)
+    store.fs.pipe(f"{bucket}/logs/train/plugins/profile/s1/host.xplane.pb", b"\0" * 4096)
+    report = api.convert(src, tmp_path / "a.parquet")
+    notes = sorted(i.message for i in report.issues if i.kind == "plugin_files_not_read")
+    assert notes == [
+        f"{src}/train/plugins/profile: 1 file(s) of TensorBoard's profile plugin (not event "
+        "data) were not read; no output holds them (copy them beside the output to keep them)",
+        f"{src}/train/projector_config.pbtxt: the projector's configuration and the files it "
+        "names (not event data) were not read; no output holds them (copy them beside the "
+        "output to keep them)"]
+    assert not [i for i in report.issues if i.kind == "plugin_files_not_read" and i.lost]
+    # only the runs asked for are told of
+    report = api.convert(src, tmp_path / "b.parquet", runs="^multi$")
+    assert not [i for i in report.issues if i.kind == "plugin_files_not_read"]
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_cli_logdir_to_s3_and_back_with_force(store, bucket, tmp_path):

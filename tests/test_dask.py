@@ -159,6 +159,55 @@ def test_a_worker_killed_mid_job_costs_only_its_task(tmp_path):
     assert not [p for p in tmp_path.iterdir() if "tbconvert-tmp" in p.name]
 
 
+@pytest.mark.slow
+def test_a_run_whose_task_kills_every_worker_is_reported_and_the_others_finish(tmp_path):
+    """A run whose task kills each worker that takes it (here: a worker plugin makes the
+    task of run ``b`` end its process, on every worker the nanny starts again) is given up
+    once the scheduler calls it a killed worker: the run is reported as unreadable, as a
+    local conversion reports a run that kills its processes, and the other runs are in
+    the output, as they are converted here."""
+    import dask
+    src = tmp_path / "logs"
+    for run in ("a", "b", "c"):
+        shutil.copytree(FIXTURES / "torch_logdir" / "train", src / run)
+
+    class KillRunB(distributed.WorkerPlugin):
+        def setup(self, worker):
+            from tbconvert import runtasks
+            real = runtasks.convert_run
+
+            def convert_run(task):
+                if task.name == "b":
+                    os._exit(1)
+                return real(task)
+            runtasks.convert_run = convert_run
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        cluster = distributed.LocalCluster(n_workers=2, processes=True, host="127.0.0.1",
+                                           threads_per_worker=1, silence_logs=50,
+                                           dashboard_address="127.0.0.1:0")
+    pids = _worker_pids(cluster)
+    try:
+        with distributed.Client(cluster) as client:
+            client.register_plugin(KillRunB())
+        report = tbconvert.convert(src, tmp_path / "out", to_format="parquet",
+                                   scheduler=cluster.scheduler_address)
+        pids += _worker_pids(cluster)   # the workers started again in place of the dead
+    finally:
+        cluster.close(timeout=20)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    lost = [i for i in report.issues if i.kind == "unreadable_run"]
+    assert [(i.run, i.message) for i in lost] == [
+        ("b", "b: every worker that took it died; skipped, the other runs were read")]
+    # (the fixture's run holds a run of its own below it, b/<time>, which is converted)
+    tbconvert.convert(src, tmp_path / "here", to_format="parquet", jobs=1, runs="^(?!b$)")
+    assert _contents(tmp_path / "out") == _contents(tmp_path / "here")
+
+
 @pytest.mark.slow   # the connection is given its 10 s
 def test_an_unreachable_scheduler_is_one_line(tmp_path):
     proc = subprocess.run([*_cli(), "convert", str(FIXTURES / "torch_logdir"),

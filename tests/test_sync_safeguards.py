@@ -199,7 +199,9 @@ def test_a_file_that_could_not_be_read_is_read_once_it_can(tmp_path, monkeypatch
         return scan(path, *args, **kw)
     monkeypatch.setattr(records, "scan_file", failing)
     report = tbconvert.sync(logs, dst)
-    assert sorted({i.kind for i in report.issues}) == ["unreadable_file"]
+    # (the fixture's projector files are noted besides)
+    assert sorted({i.kind for i in report.issues} - {"plugin_files_not_read"}) == \
+        ["unreadable_file"]
     monkeypatch.setattr(records, "scan_file", scan)
     report = tbconvert.sync(logs, dst)
     assert report.runs_extended == 1 and report.new_bytes == victim.stat().st_size
@@ -233,7 +235,8 @@ def test_two_runs_stored_under_one_name_cost_only_the_second(tmp_path):
     shutil.copytree(TORCH / "resumed", logs / os.fsdecode(b"bad\xffname"))
     for _ in range(2):
         report = tbconvert.sync(logs, dst)
-        assert [i.kind for i in report.issues] == ["run_name_taken"]
+        assert [i.kind for i in report.issues if i.kind != "plugin_files_not_read"] == \
+            ["run_name_taken"]
         assert report.parts_written == 0 or report.runs_added == 7
     assert "bad%FFname" in _runs(dst) and len(_runs(dst)) == 7
 

@@ -134,7 +134,8 @@ class RemoteReader:
 def open_reader(url: str, fmt_name, options, report, open_local):
     """Stage ``url`` and open ``open_local(local_path)`` on it."""
     from tbconvert.remote.source import SourceStage
-    stage = SourceStage(url, options.storage_options, report, options.progress)
+    stage = SourceStage(url, options.storage_options, report, options.progress,
+                        options.wants_run)
     publish(stage.local, url)
     try:
         local = stage.fetch()

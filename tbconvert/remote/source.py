@@ -11,6 +11,7 @@ file, issued concurrently. :meth:`SourceStage.refresh` fetches only what a growi
 
 from __future__ import annotations
 
+import collections
 import datetime
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from tbconvert import scratch
 from tbconvert.errors import FormatError, OutputError, UsageError
+from tbconvert.formats.tfevents import event_files
 from tbconvert.remote import failures
 from tbconvert.remote.urls import READ_ONLY, basename, filesystem, protocol
 
@@ -87,7 +89,8 @@ def _safe_rel(rel: str) -> bool:
 class SourceStage:
     """The files under one source URL, mirrored in a local temporary directory."""
 
-    def __init__(self, url: str, storage_options: dict | None, report, progress=None) -> None:
+    def __init__(self, url: str, storage_options: dict | None, report, progress=None,
+                 wants_run=lambda name: True) -> None:
         failures.remember_secrets(storage_options)
         self.url = url
         self.report = report
@@ -104,6 +107,8 @@ class SourceStage:
         self.mtimes: dict[str, int] = {}    # rel -> the object's modification time (ns)
         self.dated: dict[str, int] = {}     # rel -> the time its staged copy was given
         self.requests = 0
+        self.plugins_noted: set[str] = set()     # where the files of plugins were told of
+        self.wants_run = wants_run                # (only in the runs that were asked for)
         self.progress = progress    # told the bytes to fetch, then each batch fetched
 
     # ------------------------------------------------------------------ listing
@@ -129,6 +134,7 @@ class SourceStage:
             self.mtimes[""] = _mtime_ns(own)
             return {"": (root, int(own.get("size") or 0))}
         skipped = 0
+        plugin_files: collections.Counter = collections.Counter()
         for path, info in sorted(found.items()):
             if info.get("type") == "directory" or not path.startswith(root + "/"):
                 continue
@@ -143,6 +149,14 @@ class SourceStage:
             if wanted(rel):
                 files[rel] = (path, int(info.get("size") or 0))
                 self.mtimes[rel] = _mtime_ns(info)
+            elif (place := event_files.plugin_place(rel.split("/"))) is not None:
+                plugin_files[place] += 1
+        for (where, plugin), count in sorted(plugin_files.items()):
+            if where in self.plugins_noted or not self.wants_run(event_files.plugin_owner(where)):
+                continue    # (a sync's later listings: told once)
+            self.plugins_noted.add(where)
+            self.report.add("plugin_files_not_read", event_files.plugin_files_note(
+                f"{self.url.rstrip('/')}/{where}", plugin, count), path=self.url, lost=False)
         if not files and not skipped:
             raise FormatError(f"{self.url}: no such file or directory (or nothing a "
                               "TensorBoard source holds under it)")

@@ -242,7 +242,8 @@ class TfeventsReader(Reader):
 
             def on_note(kind: str, msg: str) -> None:
                 self.report.add(kind, msg, path=self.path, lost=False)
-            runs = event_files.discover(self.path, on_problem, on_note)
+            runs = event_files.discover(self.path, on_problem, on_note,
+                                        wants_run=self.options.wants_run)
             # (a directory that could not all be looked at may hide its event files: the
             # report says why nothing was found, and an error says nothing could be read)
             self._no_event_files = not runs and not problems

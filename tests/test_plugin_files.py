@@ -1,0 +1,90 @@
+"""Files that TensorBoard's plugins read beside the event files (a run's ``plugins/NAME/``,
+the projector's config and the files it names) are not event data: no output holds them,
+and every command that reads such a logdir says so instead of leaving them out in silence."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from helpers import FIXTURES, run_tbconvert
+
+import tbconvert
+
+
+def _logdir(tmp_path: Path) -> Path:
+    """The PyTorch fixture (whose ``add_embedding`` wrote a projector config naming two TSV
+    files) with a profiler session of two traces in its run."""
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir", logs)
+    session = logs / "train" / "plugins" / "profile" / "2026_11_29_12_00_00"
+    session.mkdir(parents=True)
+    (session / "host.xplane.pb").write_bytes(b"\x00" * 16)
+    (session / "host.trace.json.gz").write_bytes(b"\x1f\x8b")
+    return logs
+
+
+def _notes(report) -> list[str]:
+    return sorted(i.message for i in report.issues if i.kind == "plugin_files_not_read")
+
+
+def test_a_conversion_names_the_plugin_files_it_leaves_out(tmp_path):
+    logs = _logdir(tmp_path)
+    report = tbconvert.convert(logs, tmp_path / "a.parquet")
+    notes = _notes(report)
+    assert len(notes) == 2, notes
+    assert notes[0].startswith(f"{logs / 'train' / 'plugins' / 'profile'}: 2 file(s) of "
+                               "TensorBoard's profile plugin (not event data) were not read")
+    assert notes[1].startswith(f"{logs / 'train' / 'projector_config.pbtxt'}: the projector's "
+                               "configuration and the 2 file(s) it names (not event data) were "
+                               "not read")
+    # a note: nothing the output could hold was lost
+    assert not [i for i in report.issues if i.kind == "plugin_files_not_read" and i.lost]
+    assert _notes(tbconvert.info(logs).report) == notes
+
+
+def test_a_logdir_without_plugin_files_gets_no_note(tmp_path):
+    report = tbconvert.convert(FIXTURES / "tf2_logdir", tmp_path / "a.parquet")
+    assert not _notes(report)
+
+
+def test_the_projector_config_is_noted_even_when_what_it_names_is_gone(tmp_path):
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir", logs)
+    shutil.rmtree(logs / "train" / "00000")
+    notes = _notes(tbconvert.info(logs).report)
+    assert len(notes) == 1
+    assert ": the projector's configuration (not event data) was not read" in notes[0]
+
+
+def test_the_command_tells_it_and_strict_is_not_failed_by_it(tmp_path):
+    logs = _logdir(tmp_path)
+    proc = run_tbconvert("convert", logs, tmp_path / "a.parquet", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    assert "note: files that TensorBoard's plugins read beside event files were not read" \
+        in proc.stderr
+    assert "plugins/profile: 2 file(s) of TensorBoard's profile plugin" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_sync_notes_them_when_it_reads_the_logdir_whole_not_every_time(tmp_path):
+    logs = _logdir(tmp_path)
+    first = tbconvert.sync(logs, tmp_path / "dataset")
+    assert len(_notes(first)) == 2
+    again = tbconvert.sync(logs, tmp_path / "dataset")
+    assert not _notes(again)
+
+
+def test_tables_take_what_they_take_without_the_note(tmp_path):
+    from tbconvert.report import Report
+    logs = _logdir(tmp_path)
+    for build in (tbconvert.scalars, tbconvert.histograms_table, tbconvert.hparams_table):
+        report = Report()
+        build(logs, report=report)
+        assert not _notes(report), build
+
+
+def test_only_the_runs_asked_for_are_told_of(tmp_path):
+    logs = _logdir(tmp_path)
+    assert not _notes(tbconvert.info(logs, runs="^multi$").report)
+    assert len(_notes(tbconvert.info(logs, runs="^train$").report)) == 2
