@@ -7,6 +7,8 @@
 #   tests/run-installed.sh PYTHON [pytest arguments...]
 #
 # e.g. tests/run-installed.sh python3.12 -m e2e
+# The tests run in one process per core (pytest-xdist; each test file's tests stay together,
+# in their order, in one process): pass -n 0 to run them in this one.
 # The exit code is pytest's; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 
@@ -39,7 +41,7 @@ cp -r "$repo/tests" "$repo/fixtures" "$repo/docs" "$repo/bench" "$repo/fuzz" "$r
     "$repo/pyproject.toml" "$work/run/"
 cd "$work/run"
 set +e
-TBCONVERT_TEST_INSTALLED=1 "$venv_python" -m pytest -p no:cacheprovider "$@"
+TBCONVERT_TEST_INSTALLED=1 "$venv_python" -m pytest -p no:cacheprovider -n auto --dist loadfile "$@"
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then
