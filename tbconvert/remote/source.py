@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from tbconvert import scratch
 from tbconvert.errors import FormatError, OutputError, UsageError
-from tbconvert.formats.tfevents import event_files
+from tbconvert.formats.tfevents import plugin_files
 from tbconvert.remote import failures
 from tbconvert.remote.urls import READ_ONLY, basename, filesystem, protocol
 
@@ -134,7 +134,7 @@ class SourceStage:
             self.mtimes[""] = _mtime_ns(own)
             return {"": (root, int(own.get("size") or 0))}
         skipped = 0
-        plugin_files: collections.Counter = collections.Counter()
+        plugin_counts: collections.Counter = collections.Counter()
         for path, info in sorted(found.items()):
             if info.get("type") == "directory" or not path.startswith(root + "/"):
                 continue
@@ -149,13 +149,13 @@ class SourceStage:
             if wanted(rel):
                 files[rel] = (path, int(info.get("size") or 0))
                 self.mtimes[rel] = _mtime_ns(info)
-            elif (place := event_files.plugin_place(rel.split("/"))) is not None:
-                plugin_files[place] += 1
-        for (where, plugin), count in sorted(plugin_files.items()):
-            if where in self.plugins_noted or not self.wants_run(event_files.plugin_owner(where)):
+            elif (place := plugin_files.place(rel.split("/"))) is not None:
+                plugin_counts[place] += 1
+        for (where, plugin), count in sorted(plugin_counts.items()):
+            if where in self.plugins_noted or not self.wants_run(plugin_files.owner(where)):
                 continue    # (a sync's later listings: told once)
             self.plugins_noted.add(where)
-            self.report.add("plugin_files_not_read", event_files.plugin_files_note(
+            self.report.add("plugin_files_not_read", plugin_files.note(
                 f"{self.url.rstrip('/')}/{where}", plugin, count), path=self.url, lost=False)
         if not files and not skipped:
             raise FormatError(f"{self.url}: no such file or directory (or nothing a "

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 from pathlib import Path
 
 from tbconvert import sourcefiles
 from tbconvert.errors import FormatError, raise_if_exhausted
+from tbconvert.formats.tfevents import plugin_files as plugins
 
 EVENT_MARK = "tfevents"
 PROFILE_EMPTY = ".profile-empty"
@@ -19,92 +19,10 @@ FILE_VERSION = "brain.Event:2"
 WRITER_SUFFIX = ".tbconvert"
 # Experiment facts (name, description, times) ride beside the logdir, where TensorBoard ignores them.
 EXPERIMENT_SIDECAR = "tbconvert-experiment.json"
-# What TensorBoard's plugins read beside event files: each plugin's assets in a run's
-# plugins/NAME/ (the profiler's traces in plugins/profile/...), and the projector's config.
-PLUGINS_DIR = "plugins"
-PROJECTOR_CONFIG = "projector_config.pbtxt"
 
 
 def is_event_file(name: str) -> bool:
     return EVENT_MARK in name
-
-
-def plugin_place(rel_parts: list[str]) -> tuple[str, str] | None:
-    """For a file that is not an event file, at ``rel_parts`` below a logdir: ``(where, plugin)``
-    when a TensorBoard plugin reads it (``where``: its ``plugins/NAME`` directory, or the
-    projector config's own path, relative), None otherwise."""
-    for i, part in enumerate(rel_parts[:-2]):
-        if part == PLUGINS_DIR:
-            return "/".join(rel_parts[:i + 2]), rel_parts[i + 1]
-    if rel_parts and rel_parts[-1] == PROJECTOR_CONFIG:
-        return "/".join(rel_parts), "projector"
-    return None
-
-
-def _count_plugin_files(rel_parts: list[str], filenames: list[str],
-                        counts: collections.Counter) -> None:
-    """Count into ``counts`` (by :func:`plugin_place`) the files of a directory at
-    ``rel_parts`` that TensorBoard's plugins read."""
-    inside = plugin_place([*rel_parts, ""])
-    if inside is not None:
-        n = sum(1 for f in filenames if not is_event_file(f))
-        if n:
-            counts[inside] += n
-    elif PROJECTOR_CONFIG in filenames:
-        counts[plugin_place([*rel_parts, PROJECTOR_CONFIG])] += 1
-
-
-def plugin_owner(where: str) -> str:
-    """The directory (named as a run) whose plugin files are at ``where`` (as
-    :func:`plugin_place` gives it)."""
-    parts = where.split("/")
-    owner = parts[:-1] if parts[-1] == PROJECTOR_CONFIG else parts[:-2]
-    return "/".join(owner) or "."
-
-
-def plugin_files_note(where: str, plugin: str, count: int, named: int | None = None) -> str:
-    """The note on files of a plugin that tbconvert does not read (``where``: as the user
-    names it); for the projector's config, ``named``: how many of the files it names exist
-    (None: not looked at)."""
-    keep = "no output holds them (copy them beside the output to keep them)"
-    if not where.endswith(PROJECTOR_CONFIG):
-        return (f"{where}: {count} file(s) of TensorBoard's {plugin} plugin (not event data) "
-                f"were not read; {keep}")
-    if named == 0:
-        return (f"{where}: the projector's configuration (not event data) was not read; no "
-                "output holds it (copy it beside the output to keep it)")
-    what = "the files it names" if named is None else f"the {named} file(s) it names"
-    return f"{where}: the projector's configuration and {what} (not event data) were not read; {keep}"
-
-
-# The fields of a projector config that name files (tensors, metadata, sprites, bookmarks,
-# checkpoints); a config larger than PROJECTOR_CONFIG_MAX is not looked into.
-_NAMED_PATH = re.compile(rb'(?:tensor_path|metadata_path|image_path|bookmarks_path|'
-                         rb'model_checkpoint_path)\s*:\s*"((?:[^"\\]|\\.)*)"')
-PROJECTOR_CONFIG_MAX = 1 << 20
-
-
-def projector_named_files(config: str) -> int | None:
-    """How many of the files that the projector config at ``config`` names exist (None: the
-    config cannot be read, or is too large to look into)."""
-    try:
-        with sourcefiles.open_binary(config) as fh:
-            text = fh.read(PROJECTOR_CONFIG_MAX + 1)
-    except OSError:
-        return None
-    if len(text) > PROJECTOR_CONFIG_MAX:
-        return None
-    base = os.path.dirname(config)
-    found = set()
-    for m in _NAMED_PATH.finditer(text):
-        name = os.fsdecode(m.group(1).replace(b'\\"', b'"'))
-        path = os.path.normpath(os.path.join(base, name))
-        try:
-            if os.path.isfile(path):
-                found.add(path)
-        except (OSError, ValueError):
-            continue
-    return len(found)
 
 
 def discover(root: Path, on_problem, on_note=None,
@@ -123,13 +41,13 @@ def discover(root: Path, on_problem, on_note=None,
     Unreadable directories are reported and skipped. ``on_note(kind, message)`` hears of what
     costs no data: a tbconvert output on its way in the source (skipped), a directory
     named like an event file (read as a directory; TensorBoard fails on it), and files of
-    TensorBoard's plugins that are not event data (not read: see :func:`plugin_place`), in
+    TensorBoard's plugins that are not event data (not read: see :mod:`.plugin_files`), in
     the directories whose name (as a run's) ``wants_run`` accepts.
     """
     if root.is_file():
         return [(".", [root])]
     runs = []
-    plugin_files: collections.Counter = collections.Counter()
+    found_plugin_files: collections.Counter = collections.Counter()
 
     def onerror(exc: OSError) -> None:
         raise_if_exhausted(exc)    # (not the directory's fault: every other would fail too)
@@ -171,18 +89,19 @@ def discover(root: Path, on_problem, on_note=None,
                         f"{', nor of the event files sorted after it here' if files else ''})")
         rel = os.path.relpath(dirpath, root)
         if on_note is not None:
-            _count_plugin_files([] if rel == "." else rel.split(os.sep), filenames,
-                                plugin_files)
+            plugins.count([] if rel == "." else rel.split(os.sep),
+                          [f for f in filenames if not is_event_file(f)], found_plugin_files)
         if files:
             name = "." if rel == "." else rel.replace(os.sep, "/")
             runs.append((name, [Path(f) for f in files]))
     if on_note is not None:
-        for (where, plugin), count in sorted(plugin_files.items()):
-            if not wants_run(plugin_owner(where)):
+        for (where, plugin), count in sorted(found_plugin_files.items()):
+            if not wants_run(plugins.owner(where)):
                 continue
             path = os.path.join(root, *where.split("/"))
-            named = projector_named_files(path) if where.endswith(PROJECTOR_CONFIG) else None
-            on_note("plugin_files_not_read", plugin_files_note(path, plugin, count, named))
+            named = plugins.projector_named_files(path) \
+                if where.endswith(plugins.PROJECTOR_CONFIG) else None
+            on_note("plugin_files_not_read", plugins.note(path, plugin, count, named))
     return runs
 
 

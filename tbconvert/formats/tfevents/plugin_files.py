@@ -1,0 +1,95 @@
+"""Files that TensorBoard's plugins read beside the event files, which tbconvert does not read.
+
+Some plugins keep their data outside the event files: each plugin's assets in a run's
+``plugins/NAME/`` directory (the profiler's traces in ``plugins/profile/<session>/``), and the
+projector's ``projector_config.pbtxt`` with the embeddings, metadata and sprites it names
+(PyTorch's ``add_embedding`` writes them). They are not event data, so no output holds them;
+readers note each such place, so that an archive is never taken for all of a logdir.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+
+from tbconvert import sourcefiles
+
+PLUGINS_DIR = "plugins"
+PROJECTOR_CONFIG = "projector_config.pbtxt"
+
+
+def place(rel_parts: list[str]) -> tuple[str, str] | None:
+    """For a file that is not an event file, at ``rel_parts`` below a logdir: ``(where, plugin)``
+    when a TensorBoard plugin reads it (``where``: its ``plugins/NAME`` directory, or the
+    projector config's own path, relative), None otherwise."""
+    for i, part in enumerate(rel_parts[:-2]):
+        if part == PLUGINS_DIR:
+            return "/".join(rel_parts[:i + 2]), rel_parts[i + 1]
+    if rel_parts and rel_parts[-1] == PROJECTOR_CONFIG:
+        return "/".join(rel_parts), "projector"
+    return None
+
+
+def count(rel_parts: list[str], others: list[str], counts: collections.Counter) -> None:
+    """Count into ``counts`` (by :func:`place`) which of ``others``, the files of a directory
+    at ``rel_parts`` that are not event files, TensorBoard's plugins read."""
+    inside = place([*rel_parts, ""])
+    if inside is not None:
+        if others:
+            counts[inside] += len(others)
+    elif PROJECTOR_CONFIG in others:
+        counts[place([*rel_parts, PROJECTOR_CONFIG])] += 1
+
+
+def owner(where: str) -> str:
+    """The directory (named as a run) whose plugin files are at ``where`` (as
+    :func:`place` gives it)."""
+    parts = where.split("/")
+    above = parts[:-1] if parts[-1] == PROJECTOR_CONFIG else parts[:-2]
+    return "/".join(above) or "."
+
+
+def note(where: str, plugin: str, n: int, named: int | None = None) -> str:
+    """The note on files of a plugin that tbconvert does not read (``where``: as the user
+    names it); for the projector's config, ``named``: how many of the files it names exist
+    (None: not looked at)."""
+    keep = "no output holds them (copy them beside the output to keep them)"
+    if not where.endswith(PROJECTOR_CONFIG):
+        return (f"{where}: {n} file(s) of TensorBoard's {plugin} plugin (not event data) "
+                f"were not read; {keep}")
+    if named == 0:
+        return (f"{where}: the projector's configuration (not event data) was not read; no "
+                "output holds it (copy it beside the output to keep it)")
+    what = "the files it names" if named is None else f"the {named} file(s) it names"
+    return f"{where}: the projector's configuration and {what} (not event data) were not read; {keep}"
+
+
+# The fields of a projector config that name files (tensors, metadata, sprites, bookmarks,
+# checkpoints); a config larger than PROJECTOR_CONFIG_MAX is not looked into.
+_NAMED_PATH = re.compile(rb'(?:tensor_path|metadata_path|image_path|bookmarks_path|'
+                         rb'model_checkpoint_path)\s*:\s*"((?:[^"\\]|\\.)*)"')
+PROJECTOR_CONFIG_MAX = 1 << 20
+
+
+def projector_named_files(config: str) -> int | None:
+    """How many of the files that the projector config at ``config`` names exist (None: the
+    config cannot be read, or is too large to look into)."""
+    try:
+        with sourcefiles.open_binary(config) as fh:
+            text = fh.read(PROJECTOR_CONFIG_MAX + 1)
+    except OSError:
+        return None
+    if len(text) > PROJECTOR_CONFIG_MAX:
+        return None
+    base = os.path.dirname(config)
+    found = set()
+    for m in _NAMED_PATH.finditer(text):
+        name = os.fsdecode(m.group(1).replace(b'\\"', b'"'))
+        path = os.path.normpath(os.path.join(base, name))
+        try:
+            if os.path.isfile(path):
+                found.add(path)
+        except (OSError, ValueError):
+            continue
+    return len(found)
