@@ -88,3 +88,18 @@ def test_only_the_runs_asked_for_are_told_of(tmp_path):
     logs = _logdir(tmp_path)
     assert not _notes(tbconvert.info(logs, runs="^multi$").report)
     assert len(_notes(tbconvert.info(logs, runs="^train$").report)) == 2
+
+
+def test_a_fifo_named_as_the_projector_config_is_not_waited_on(tmp_path):
+    import os
+
+    import pytest
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir" / "multi", logs / "multi")
+    os.mkfifo(logs / "multi" / "projector_config.pbtxt")
+    notes = _notes(tbconvert.info(logs).report)
+    assert notes == [f"{logs / 'multi' / 'projector_config.pbtxt'}: the projector's "
+                     "configuration and the files it names (not event data) were not read; no "
+                     "output holds them (copy them beside the output to keep them)"]

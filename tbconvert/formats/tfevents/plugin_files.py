@@ -76,7 +76,8 @@ def projector_named_files(config: str) -> int | None:
     """How many of the files that the projector config at ``config`` names exist (None: the
     config cannot be read, or is too large to look into)."""
     try:
-        with sourcefiles.open_binary(config) as fh:
+        # (a FIFO or device under that name is not waited on: not a regular file, no count)
+        with os.fdopen(sourcefiles.open_regular(config), "rb") as fh:
             text = fh.read(PROJECTOR_CONFIG_MAX + 1)
     except OSError:
         return None
