@@ -17,7 +17,7 @@ _WHERE = {
     "tbconvert.api": ("convert", "open_reader", "open_writer"),
     "tbconvert.daskframe": ("to_dask",),
     "tbconvert.describe": ("info",),
-    "tbconvert.errors": ("TbconvertError",),
+    "tbconvert.errors": ("DataLossWarning", "TbconvertError"),
     "tbconvert.exports": ("tbdev_export",),
     "tbconvert.formats.base": ("Options",),
     "tbconvert.model": ("BlobSequenceSeries", "DataClass", "Experiment", "Metadata", "Run",

@@ -107,6 +107,11 @@ class DataLossError(TbconvertError):
     exit_code = 8
 
 
+class DataLossWarning(UserWarning):
+    """Data that a table function left out (points that share a step in a wide table,
+    values it cannot hold...), when the caller passed no ``report`` to hear it."""
+
+
 class OutputError(TbconvertError):
     """Writing failed (disk full, file-size limit, permission); partial output removed."""
 

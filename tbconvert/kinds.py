@@ -134,7 +134,8 @@ KINDS: dict[str, Kind] = {
                                _LOST, "point"),
     "plugin_files_not_read": Kind("files that TensorBoard's plugins read beside event files "
                                   "(a run's plugins/NAME/ directory, such as the profiler's "
-                                  "traces; the projector's projector_config.pbtxt) are not "
+                                  "traces; the projector's projector_config.pbtxt; the "
+                                  "PyTorch profiler's *.pt.trace.json) are not "
                                   "event data: tbconvert does not read them, and no output "
                                   "holds them", _KEPT),
     "remote_key_skipped": Kind("an object-store key that is not a safe path, or clashes with "

@@ -116,17 +116,23 @@ def test_plugin_files_in_a_logdir_at_a_url_are_noted_not_fetched(store, bucket, 
     src = f"s3://{bucket}/logs"
     upload(store, FIXTURES / "torch_logdir", src)
     store.fs.pipe(f"{bucket}/logs/train/plugins/profile/s1/host.xplane.pb", b"\0" * 4096)
+    store.fs.pipe(f"{bucket}/logs/multi/host.1.pt.trace.json", b"{}")
     report = api.convert(src, tmp_path / "a.parquet")
     notes = sorted(i.message for i in report.issues if i.kind == "plugin_files_not_read")
     assert notes == [
+        f"{src}/multi/*.pt.trace.json: 1 trace(s) of the PyTorch profiler (which its "
+        "TensorBoard plugin shows; not event data) were not read; no output holds them (copy "
+        "them beside the output to keep them)",
         f"{src}/train/plugins/profile: 1 file(s) of TensorBoard's profile plugin (not event "
         "data) were not read; no output holds them (copy them beside the output to keep them)",
         f"{src}/train/projector_config.pbtxt: the projector's configuration and the files it "
         "names (not event data) were not read; no output holds them (copy them beside the "
         "output to keep them)"]
     assert not [i for i in report.issues if i.kind == "plugin_files_not_read" and i.lost]
+    assert sorted(i.run for i in report.issues if i.kind == "plugin_files_not_read") == \
+        ["multi", "train", "train"]
     # only the runs asked for are told of
-    report = api.convert(src, tmp_path / "b.parquet", runs="^multi$")
+    report = api.convert(src, tmp_path / "b.parquet", runs="^resumed$")
     assert not [i for i in report.issues if i.kind == "plugin_files_not_read"]
 
 

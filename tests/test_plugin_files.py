@@ -38,6 +38,8 @@ def test_a_conversion_names_the_plugin_files_it_leaves_out(tmp_path):
     assert notes[1].startswith(f"{logs / 'train' / 'projector_config.pbtxt'}: the projector's "
                                "configuration and the 2 file(s) it names (not event data) were "
                                "not read")
+    # each names its run, where it is one
+    assert {i.run for i in report.issues if i.kind == "plugin_files_not_read"} == {"train"}
     # a note: nothing the output could hold was lost
     assert not [i for i in report.issues if i.kind == "plugin_files_not_read" and i.lost]
     assert _notes(tbconvert.info(logs).report) == notes
@@ -103,3 +105,18 @@ def test_a_fifo_named_as_the_projector_config_is_not_waited_on(tmp_path):
     assert notes == [f"{logs / 'multi' / 'projector_config.pbtxt'}: the projector's "
                      "configuration and the files it names (not event data) were not read; no "
                      "output holds them (copy them beside the output to keep them)"]
+
+
+def test_the_pytorch_profilers_traces_beside_the_event_files_are_noted(tmp_path):
+    """``torch.profiler.tensorboard_trace_handler`` writes ``<worker>.<time>.pt.trace.json``
+    (or ``.json.gz``) into the run's directory, beside its event files."""
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir" / "multi", logs / "multi")
+    (logs / "multi" / "host_1.1700000000000.pt.trace.json").write_text("{}")
+    (logs / "multi" / "host_1.1700000001000.pt.trace.json.gz").write_bytes(b"\x1f\x8b")
+    (logs / "multi" / "notes.json").write_text("{}")      # no plugin's: not told of
+    assert _notes(tbconvert.info(logs).report) == [
+        f"{logs / 'multi' / '*.pt.trace.json'}: 2 trace(s) of the PyTorch profiler (which its "
+        "TensorBoard plugin shows; not event data) were not read; no output holds them (copy "
+        "them beside the output to keep them)"]
+    assert not _notes(tbconvert.info(logs, runs="^train$").report)

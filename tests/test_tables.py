@@ -177,6 +177,23 @@ def test_wide_duplicate_steps_keep_last_and_report():
     assert len(dup) == 1 and dup[0].count == 2
 
 
+def test_what_a_table_left_out_is_warned_of_when_no_report_hears_it():
+    """A DataFrame has no place for what was left out: without a ``report``, the table
+    functions warn (once, naming the kinds); with one, the report holds it and nothing is
+    warned."""
+    import warnings
+    runs = [("r", [scalar("r", "x", [0, 1, 1, 2], [1, 2, 3, 4])])]
+    with pytest.warns(tbconvert.DataLossWarning,
+                      match=r"^tbconvert\.scalars: duplicate step in wide: 1 point \(pass "
+                            r"report=tbconvert\.Report\(\) to see each\)$") as told:
+        tbconvert.scalars(MemoryReader(runs), wide=True)
+    assert len(told) == 1 and told[0].filename == __file__     # where the caller called
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tbconvert.scalars(MemoryReader(runs), wide=True, report=Report())
+        tbconvert.scalars(MemoryReader(runs))       # the long table holds every point
+
+
 def test_wide_refuses_keep_all():
     with pytest.raises(UsageError):
         tbconvert.scalars_table(MemoryReader(sample_runs()), wide=True, restarts="keep-all")

@@ -151,12 +151,16 @@ class SourceStage:
                 self.mtimes[rel] = _mtime_ns(info)
             elif (place := plugin_files.place(rel.split("/"))) is not None:
                 plugin_counts[place] += 1
+        run_names = {rel.rpartition("/")[0] or "." for rel in files
+                     if "tfevents" in rel.rpartition("/")[2]}
         for (where, plugin), count in sorted(plugin_counts.items()):
-            if where in self.plugins_noted or not self.wants_run(plugin_files.owner(where)):
+            owner = plugin_files.owner(where)
+            if where in self.plugins_noted or not self.wants_run(owner):
                 continue    # (a sync's later listings: told once)
             self.plugins_noted.add(where)
             self.report.add("plugin_files_not_read", plugin_files.note(
-                f"{self.url.rstrip('/')}/{where}", plugin, count), path=self.url, lost=False)
+                f"{self.url.rstrip('/')}/{where}", plugin, count), path=self.url,
+                run=owner if owner in run_names else None, lost=False)
         if not files and not skipped:
             raise FormatError(f"{self.url}: no such file or directory (or nothing a "
                               "TensorBoard source holds under it)")

@@ -24,14 +24,17 @@ Example::
 
 from __future__ import annotations
 
+import collections
+import functools
 import io
+import warnings
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from tbconvert import api
-from tbconvert.errors import MissingDependencyError, UsageError
-from tbconvert.report import Report
+from tbconvert.errors import DataLossWarning, MissingDependencyError, UsageError
+from tbconvert.report import Report, headline
 from tbconvert.restarts import Restarts
 from tbconvert.tables._data import Data, read
 from tbconvert.tables._source import drop_hidden_notes, feed, iter_source, table_options
@@ -54,6 +57,27 @@ def _pandas(table):
 
 def _finish(table, as_arrow: bool):
     return table if as_arrow else _pandas(table)
+
+
+def _tells_losses(fn):
+    """``fn`` (a table function) with what it left out told as a :class:`DataLossWarning`
+    when its caller passed no ``report`` (with one, the report holds it, and nothing is
+    warned): a DataFrame has no place for it, and it must not go unsaid."""
+    @functools.wraps(fn)
+    def told(*args, report: Report | None = None, **kw):
+        if report is not None:
+            return fn(*args, report=report, **kw)
+        report = Report()
+        result = fn(*args, report=report, **kw)
+        by_kind = collections.defaultdict(list)
+        for issue in report.lost:
+            by_kind[issue.kind].append(issue)
+        if by_kind:
+            said = "; ".join(headline(kind, issues) for kind, issues in by_kind.items())
+            warnings.warn(f"tbconvert.{fn.__name__}: {said} (pass report=tbconvert.Report() "
+                          "to see each)", DataLossWarning, stacklevel=2)
+        return result
+    return told
 
 
 # --------------------------------------------------------------------------- tables
@@ -82,6 +106,7 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None, r
     return collector
 
 
+@_tells_losses
 def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
                   restarts: Restarts = "visible", report: Report | None = None, options=None,
                   **reading):
@@ -91,6 +116,7 @@ def scalars_table(source, runs=None, tags=None, *, wide: bool = False,
     return cols.wide_table() if wide else cols.long_table()
 
 
+@_tells_losses
 def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Restarts = "visible",
             as_arrow: bool = False, report: Report | None = None,
             **reading):
@@ -115,6 +141,7 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Resta
                    as_arrow)
 
 
+@_tells_losses
 def histograms_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                      report: Report | None = None, options=None,
                      **reading):
@@ -123,6 +150,7 @@ def histograms_table(source, runs=None, tags=None, *, restarts: Restarts = "visi
     return _collect(HistogramColumns, source, runs, tags, restarts, report, options, reading).arrow()
 
 
+@_tells_losses
 def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                as_arrow: bool = False, report: Report | None = None,
                **reading):
@@ -140,6 +168,7 @@ def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                    as_arrow)
 
 
+@_tells_losses
 def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
                   restarts: Restarts = "visible", report: Report | None = None, options=None,
                   **reading):
@@ -149,6 +178,7 @@ def tensors_table(source, runs=None, tags=None, *, scalars: bool = False,
                     report, options, reading).arrow()
 
 
+@_tells_losses
 def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Restarts = "visible",
             as_arrow: bool = False, report: Report | None = None,
             **reading):
@@ -171,6 +201,7 @@ def tensors(source, runs=None, tags=None, *, scalars: bool = False, restarts: Re
                                  report=report, **reading), as_arrow)
 
 
+@_tells_losses
 def text_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                report: Report | None = None, options=None,
                **reading):
@@ -179,6 +210,7 @@ def text_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
     return _collect(TextColumns, source, runs, tags, restarts, report, options, reading).arrow()
 
 
+@_tells_losses
 def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
          report: Report | None = None, **reading):
     """Text summaries: ``run, tag, step, wall_time, index, dims, text``.
@@ -198,6 +230,7 @@ def text(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arr
     return _finish(text_table(source, runs, tags, restarts=restarts, report=report, **reading), as_arrow)
 
 
+@_tells_losses
 def images_table(source, runs=None, tags=None, *, details: bool = False,
                  restarts: Restarts = "visible", report: Report | None = None, options=None,
                  **reading):
@@ -207,6 +240,7 @@ def images_table(source, runs=None, tags=None, *, details: bool = False,
                     restarts, report, options, reading).arrow()
 
 
+@_tells_losses
 def images(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
            as_arrow: bool = False, report: Report | None = None,
            **reading):
@@ -224,6 +258,7 @@ def images(source, runs=None, tags=None, *, details: bool = False, restarts: Res
                                 report=report, **reading), as_arrow)
 
 
+@_tells_losses
 def audio_table(source, runs=None, tags=None, *, details: bool = False,
                 restarts: Restarts = "visible", report: Report | None = None, options=None,
                 **reading):
@@ -233,6 +268,7 @@ def audio_table(source, runs=None, tags=None, *, details: bool = False,
                     restarts, report, options, reading).arrow()
 
 
+@_tells_losses
 def audio(source, runs=None, tags=None, *, details: bool = False, restarts: Restarts = "visible",
           as_arrow: bool = False, report: Report | None = None,
           **reading):
@@ -254,6 +290,7 @@ def open_image(data: bytes):
     return Image.open(io.BytesIO(bytes(data)))
 
 
+@_tells_losses
 def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                   report: Report | None = None, options=None,
                   **reading):
@@ -278,6 +315,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
     return table
 
 
+@_tells_losses
 def hparams(source, runs=None, tags=None, *, restarts: Restarts = "visible", as_arrow: bool = False,
             report: Report | None = None, **reading):
     """One row per trial: ``run``, each hyperparameter (sorted), each metric's last value,

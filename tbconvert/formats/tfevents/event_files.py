@@ -38,8 +38,8 @@ def discover(root: Path, on_problem, on_note=None,
     the same runs again, ever deeper), a directory already read under
     ``sourcefiles.MAX_PATHS_PER_DIRECTORY`` paths, a link that leads nowhere (one named
     like an event file stays in its run, as in TensorBoard, and the reader names it).
-    Unreadable directories are reported and skipped. ``on_note(kind, message)`` hears of what
-    costs no data: a tbconvert output on its way in the source (skipped), a directory
+    Unreadable directories are reported and skipped. ``on_note(kind, message, run=None)``
+    hears of what costs no data: a tbconvert output on its way in the source (skipped), a directory
     named like an event file (read as a directory; TensorBoard fails on it), and files of
     TensorBoard's plugins that are not event data (not read: see :mod:`.plugin_files`), in
     the directories whose name (as a run's) ``wants_run`` accepts.
@@ -95,13 +95,16 @@ def discover(root: Path, on_problem, on_note=None,
             name = "." if rel == "." else rel.replace(os.sep, "/")
             runs.append((name, [Path(f) for f in files]))
     if on_note is not None:
+        run_names = {name for name, _ in runs}
         for (where, plugin), count in sorted(found_plugin_files.items()):
             if not wants_run(plugins.owner(where)):
                 continue
             path = os.path.join(root, *where.split("/"))
             named = plugins.projector_named_files(path) \
                 if where.endswith(plugins.PROJECTOR_CONFIG) else None
-            on_note("plugin_files_not_read", plugins.note(path, plugin, count, named))
+            owner = plugins.owner(where)
+            on_note("plugin_files_not_read", plugins.note(path, plugin, count, named),
+                    run=owner if owner in run_names else None)
     return runs
 
 

@@ -1,10 +1,12 @@
 """Files that TensorBoard's plugins read beside the event files, which tbconvert does not read.
 
 Some plugins keep their data outside the event files: each plugin's assets in a run's
-``plugins/NAME/`` directory (the profiler's traces in ``plugins/profile/<session>/``), and the
+``plugins/NAME/`` directory (the profiler's traces in ``plugins/profile/<session>/``), the
 projector's ``projector_config.pbtxt`` with the embeddings, metadata and sprites it names
-(PyTorch's ``add_embedding`` writes them). They are not event data, so no output holds them;
-readers note each such place, so that an archive is never taken for all of a logdir.
+(PyTorch's ``add_embedding`` writes them), and the PyTorch profiler's traces
+(``*.pt.trace.json``, or ``.json.gz``) in a run's directory, which its own plugin shows.
+They are not event data, so no output holds them; readers note each such place, so that an
+archive is never taken for all of a logdir.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from tbconvert import sourcefiles
 
 PLUGINS_DIR = "plugins"
 PROJECTOR_CONFIG = "projector_config.pbtxt"
+# The PyTorch profiler's traces (``tensorboard_trace_handler``), by the name a place of them is
+# told under.
+PT_TRACES = "*.pt.trace.json"
+_PT_TRACE_ENDS = (".pt.trace.json", ".pt.trace.json.gz")
 
 
 def place(rel_parts: list[str]) -> tuple[str, str] | None:
@@ -28,6 +34,8 @@ def place(rel_parts: list[str]) -> tuple[str, str] | None:
             return "/".join(rel_parts[:i + 2]), rel_parts[i + 1]
     if rel_parts and rel_parts[-1] == PROJECTOR_CONFIG:
         return "/".join(rel_parts), "projector"
+    if rel_parts and rel_parts[-1].endswith(_PT_TRACE_ENDS):
+        return "/".join([*rel_parts[:-1], PT_TRACES]), "PyTorch profiler"
     return None
 
 
@@ -38,15 +46,19 @@ def count(rel_parts: list[str], others: list[str], counts: collections.Counter) 
     if inside is not None:
         if others:
             counts[inside] += len(others)
-    elif PROJECTOR_CONFIG in others:
+        return
+    if PROJECTOR_CONFIG in others:
         counts[place([*rel_parts, PROJECTOR_CONFIG])] += 1
+    traces = sum(1 for f in others if f.endswith(_PT_TRACE_ENDS))
+    if traces:
+        counts[place([*rel_parts, PT_TRACES[1:]])] += traces
 
 
 def owner(where: str) -> str:
     """The directory (named as a run) whose plugin files are at ``where`` (as
     :func:`place` gives it)."""
     parts = where.split("/")
-    above = parts[:-1] if parts[-1] == PROJECTOR_CONFIG else parts[:-2]
+    above = parts[:-1] if parts[-1] in (PROJECTOR_CONFIG, PT_TRACES) else parts[:-2]
     return "/".join(above) or "."
 
 
@@ -55,6 +67,9 @@ def note(where: str, plugin: str, n: int, named: int | None = None) -> str:
     names it); for the projector's config, ``named``: how many of the files it names exist
     (None: not looked at)."""
     keep = "no output holds them (copy them beside the output to keep them)"
+    if where.endswith(PT_TRACES):
+        return (f"{where}: {n} trace(s) of the PyTorch profiler (which its TensorBoard plugin "
+                f"shows; not event data) were not read; {keep}")
     if not where.endswith(PROJECTOR_CONFIG):
         return (f"{where}: {n} file(s) of TensorBoard's {plugin} plugin (not event data) "
                 f"were not read; {keep}")

@@ -240,8 +240,8 @@ class TfeventsReader(Reader):
                 problems.append(msg)
                 self.report.add(kind, msg, path=self.path)
 
-            def on_note(kind: str, msg: str) -> None:
-                self.report.add(kind, msg, path=self.path, lost=False)
+            def on_note(kind: str, msg: str, run: str | None = None) -> None:
+                self.report.add(kind, msg, path=self.path, run=run, lost=False)
             runs = event_files.discover(self.path, on_problem, on_note,
                                         wants_run=self.options.wants_run)
             # (a directory that could not all be looked at may hide its event files: the
