@@ -179,7 +179,8 @@ KINDS: dict[str, Kind] = {
     "stale_lock_taken_over": Kind("sync: a lock left by a sync that died (or by --break-lock) was "
                                   "taken over", _KEPT),
     "steps_not_increasing": Kind("points of a tag followed by a point at the same or an earlier "
-                                 "step (a run resumed without a restart marker) are all written "
+                                 "step (as from a run resumed without a restart marker that "
+                                 "TensorBoard acts on, or two writers in one run) are all written "
                                  "to event files and --load_fast=false shows them, but "
                                  "TensorBoard's default loader keeps one point per step, a point "
                                  "dropping every earlier one at its step or after", _KEPT,

@@ -197,10 +197,23 @@ def detect_source(path: Path) -> type[Format]:
         from tbconvert.errors import raise_if_exhausted
         raise_if_exhausted(exc)
         raise FormatError(f"{path}: cannot be read ({exc.strerror})") from None
+    plugin = _plugin_of(path)
+    if plugin is not None:
+        # (--from would not help: the data of a plugin beside the event files is no format)
+        raise FormatError(f"{path}: a {what} of TensorBoard's {plugin} plugin, not event data, "
+                          "which tbconvert does not read; name the logdir that holds the "
+                          "runs instead")
     raise FormatError(
         f"{path}: cannot tell the format of this {what} (no event files, export or archive "
         f"found); pass --from with one of: "
         f"{', '.join(f.name for f in all_formats() if has_reader(f))}")
+
+
+def _plugin_of(path: Path) -> str | None:
+    """The plugin whose files (beside event files) ``path``, as given, names or lies in."""
+    from tbconvert.formats.tfevents import plugin_files
+    found = plugin_files.place([*Path(path).parts, *([""] if path.is_dir() else [])])
+    return None if found is None else found[1]
 
 
 def detect_destination(path: Path) -> type[Format]:

@@ -120,3 +120,14 @@ def test_the_pytorch_profilers_traces_beside_the_event_files_are_noted(tmp_path)
         "TensorBoard plugin shows; not event data) were not read; no output holds them (copy "
         "them beside the output to keep them)"]
     assert not _notes(tbconvert.info(logs, runs="^train$").report)
+
+
+def test_pointing_at_a_plugins_files_says_what_they_are(tmp_path):
+    logs = _logdir(tmp_path)
+    for where in (logs / "train" / "plugins" / "profile",
+                  logs / "train" / "projector_config.pbtxt"):
+        proc = run_tbconvert("info", where)
+        assert proc.returncode == 3, proc.stderr
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"tbconvert: error: {where}: a "), lines
+        assert "TensorBoard's" in lines[0] and "name the logdir that holds the runs" in lines[0]

@@ -663,7 +663,8 @@ class RunFile:
                 self.report.add(
                     "steps_not_increasing",
                     f"{where}: {some} of {total} points {are(dropped)} followed by a point at "
-                    "the same or an earlier step (a run resumed without a restart marker): all "
+                    "the same or an earlier step (as from a run resumed without a restart marker "
+                    "that TensorBoard acts on, or two writers in one run): all "
                     "are written and --load_fast=false shows them, but TensorBoard's default "
                     f"loader keeps one point per step, the latest, and shows {shows}",
                     run=self.run.name, tag=tag, count=dropped, lost=False)
