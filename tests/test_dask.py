@@ -31,17 +31,22 @@ def cluster():
     try:
         yield cluster
     finally:
-        cluster.close(timeout=20)
-        for pid in pids:    # a worker that outlived the close is stopped by its PID
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _stop(cluster, pids)
 
 
 def _worker_pids(cluster) -> list:
     with distributed.Client(cluster) as client:
         return list(client.run(os.getpid).values())
+
+
+def _stop(cluster, pids: list) -> None:
+    """Close ``cluster``; a worker (of ``pids``) that outlived the close is stopped by its PID."""
+    cluster.close(timeout=20)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _contents(out: Path) -> list:
@@ -146,12 +151,7 @@ def test_a_worker_killed_mid_job_costs_only_its_task(tmp_path):
                                    scheduler=cluster.scheduler_address)
         killer.join()
     finally:
-        cluster.close(timeout=20)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _stop(cluster, pids)
     assert killed, "no worker was killed"
     assert _contents(tmp_path / "out") == _contents(tmp_path / "here")
     assert not [p for p in (tmp_path / "out").iterdir() if "tbconvert-part" in p.name]
@@ -163,9 +163,10 @@ def test_a_worker_killed_mid_job_costs_only_its_task(tmp_path):
 def test_a_run_whose_task_kills_every_worker_is_reported_and_the_others_finish(tmp_path):
     """A run whose task kills each worker that takes it (here: a worker plugin makes the
     task of run ``b`` end its process, on every worker the nanny starts again) is given up
-    once the scheduler calls it a killed worker: the run is reported as unreadable, as a
-    local conversion reports a run that kills its processes, and the other runs are in
-    the output, as they are converted here."""
+    once the scheduler calls it a killed worker, and tried alone once more: the run is
+    reported as unreadable, as a local conversion reports a run that kills its processes,
+    and the other runs are in the output, as they are converted here, those that waited
+    beside it on a dying worker (which the scheduler gives up on too) included."""
     import dask
     src = tmp_path / "logs"
     for run in ("a", "b", "c"):
@@ -194,12 +195,7 @@ def test_a_run_whose_task_kills_every_worker_is_reported_and_the_others_finish(t
                                    scheduler=cluster.scheduler_address)
         pids += _worker_pids(cluster)   # the workers started again in place of the dead
     finally:
-        cluster.close(timeout=20)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _stop(cluster, pids)
     lost = [i for i in report.issues if i.kind == "unreadable_run"]
     assert [(i.run, i.message) for i in lost] == [
         ("b", "b: every worker that took it died; skipped, the other runs were read")]
