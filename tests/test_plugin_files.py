@@ -131,3 +131,12 @@ def test_pointing_at_a_plugins_files_says_what_they_are(tmp_path):
         lines = proc.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"tbconvert: error: {where}: a "), lines
         assert "TensorBoard's" in lines[0] and "name the logdir that holds the runs" in lines[0]
+
+
+def test_a_table_keeps_the_notes_a_shared_report_held_before(tmp_path):
+    from tbconvert.report import Report
+    logs = _logdir(tmp_path)
+    report = Report()
+    tbconvert.convert(logs, tmp_path / "a.parquet", report=report)
+    tbconvert.scalars(logs, report=report)
+    assert len(_notes(report)) == 2

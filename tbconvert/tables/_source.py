@@ -52,13 +52,16 @@ def iter_source(source, options: Options, report: Report,
     if not isinstance(source, (str, os.PathLike)):
         raise UsageError(f"expected a path, a reader or data from tbconvert.read(), "
                          f"got {type(source).__name__}")
+    start = len(report.issues)
     try:
         with api.open_reader(source, format=fmt, options=options, report=report) as reader:
             yield from api.selected_runs(reader, options, report)
     finally:
         # A table takes a few kinds of data from the event files: that the files of other
-        # plugins beside them were not read is no news to it.
-        report.issues[:] = [i for i in report.issues if i.kind != "plugin_files_not_read"]
+        # plugins beside them were not read is no news to it (what a report passed in held
+        # before stays).
+        report.issues[start:] = [i for i in report.issues[start:]
+                                 if i.kind != "plugin_files_not_read"]
 
 
 def feed(source, options: Options, report: Report, take, fmt: str | None = None) -> None:
