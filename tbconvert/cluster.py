@@ -373,12 +373,19 @@ def _connect(distributed, scheduler: str):
     return made["client"]
 
 
-def _task_failed(exc: Exception):
-    """A task's failure on the cluster: tbconvert's own errors as they are, a task's bug in
-    one line."""
-    if isinstance(exc, TbconvertError):
-        raise exc
-    raise TbconvertError(f"a task on the cluster failed: {type(exc).__name__}: {exc}") from None
+def _outcome(future, distributed) -> tuple[bool, Any]:
+    """``(True, result)`` of a task on the cluster, or ``(False, None)`` when Dask gave up on
+    it for workers that died; tbconvert's own errors pass as they are, a task's bug is told
+    in one line."""
+    try:
+        return True, future.result()
+    except distributed.KilledWorker:
+        return False, None
+    except TbconvertError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a task's own bug, told in one line
+        raise TbconvertError(f"a task on the cluster failed: {type(exc).__name__}: "
+                             f"{exc}") from None
 
 
 def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=None) -> list:
@@ -395,33 +402,28 @@ def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=
         futures = [client.submit(fn, item, retries=retries, pure=False,
                                  key=f"tbconvert-{batch}-{k}") for k, item in enumerate(items)]
         results: dict[int, Any] = {}
+
+        def done(k: int, result) -> None:
+            results[k] = result
+            if on_result is not None:
+                on_result(k, result)
+            _advance(progress, sizes, k)
+
         suspects = []
         for k, future in enumerate(futures):   # in order: the results are merged in order
-            try:
-                results[k] = future.result()
-            except distributed.KilledWorker:
+            ok, result = _outcome(future, distributed)
+            if ok:
+                done(k, result)
+            else:
                 # The scheduler blames every task a dying worker held, the one that killed
                 # it and those waiting beside it alike: tried again alone, below.
                 suspects.append(k)
-                continue
-            except Exception as exc:  # noqa: BLE001 - told in one line
-                _task_failed(exc)
-            if on_result is not None:
-                on_result(k, results[k])
-            _advance(progress, sizes, k)
         for k in suspects:
             # alone on the cluster now: a task whose workers die again is the one that kills them
             futures.append(client.submit(fn, items[k], retries=retries, pure=False,
                                          key=f"tbconvert-{batch}-{k}-alone"))
-            try:
-                results[k] = futures[-1].result()
-            except distributed.KilledWorker:
-                results[k] = _give_up(lost, items[k], "every worker that took it died")
-            except Exception as exc:  # noqa: BLE001 - told in one line
-                _task_failed(exc)
-            if on_result is not None:
-                on_result(k, results[k])
-            _advance(progress, sizes, k)
+            ok, result = _outcome(futures[-1], distributed)
+            done(k, result if ok else _give_up(lost, items[k], "every worker that took it died"))
         return [results[k] for k in range(len(items))]
     finally:
         # Ctrl-C or a failure: the tasks still queued are of no use any more.

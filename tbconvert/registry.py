@@ -197,7 +197,7 @@ def detect_source(path: Path) -> type[Format]:
         from tbconvert.errors import raise_if_exhausted
         raise_if_exhausted(exc)
         raise FormatError(f"{path}: cannot be read ({exc.strerror})") from None
-    plugin = _plugin_of(path)
+    plugin = _plugin_of(path, what == "directory")
     if plugin is not None:
         # (--from would not help: the data of a plugin beside the event files is no format)
         raise FormatError(f"{path}: a {what} of TensorBoard's {plugin} plugin, not event data, "
@@ -209,10 +209,10 @@ def detect_source(path: Path) -> type[Format]:
         f"{', '.join(f.name for f in all_formats() if has_reader(f))}")
 
 
-def _plugin_of(path: Path) -> str | None:
+def _plugin_of(path: Path, is_dir: bool) -> str | None:
     """The plugin whose files (beside event files) ``path``, as given, names or lies in."""
     from tbconvert.formats.tfevents import plugin_files
-    found = plugin_files.place([*Path(path).parts, *([""] if path.is_dir() else [])])
+    found = plugin_files.place([*Path(path).parts, *([""] if is_dir else [])])
     return None if found is None else found[1]
 
 

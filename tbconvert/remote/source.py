@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from tbconvert import scratch
 from tbconvert.errors import FormatError, OutputError, UsageError
 from tbconvert.formats.tfevents import plugin_files
+from tbconvert.formats.tfevents.event_files import is_event_file
 from tbconvert.remote import failures
 from tbconvert.remote.urls import READ_ONLY, basename, filesystem, protocol
 
@@ -151,16 +152,14 @@ class SourceStage:
                 self.mtimes[rel] = _mtime_ns(info)
             elif (place := plugin_files.place(rel.split("/"))) is not None:
                 plugin_counts[place] += 1
-        run_names = {rel.rpartition("/")[0] or "." for rel in files
-                     if "tfevents" in rel.rpartition("/")[2]}
-        for (where, plugin), count in sorted(plugin_counts.items()):
-            owner = plugin_files.owner(where)
-            if where in self.plugins_noted or not self.wants_run(owner):
-                continue    # (a sync's later listings: told once)
-            self.plugins_noted.add(where)
-            self.report.add("plugin_files_not_read", plugin_files.note(
-                f"{self.url.rstrip('/')}/{where}", plugin, count), path=self.url,
-                run=owner if owner in run_names else None, lost=False)
+        runs = {rel.rpartition("/")[0] or "." for rel in files
+                if is_event_file(rel.rpartition("/")[2])}
+        for where, message, run in plugin_files.notes(
+                plugin_counts, self.wants_run, runs, lambda where: f"{self.url.rstrip('/')}/{where}"):
+            if where not in self.plugins_noted:     # (a sync's later listings: told once)
+                self.plugins_noted.add(where)
+                self.report.add("plugin_files_not_read", message, path=self.url, run=run,
+                                lost=False)
         if not files and not skipped:
             raise FormatError(f"{self.url}: no such file or directory (or nothing a "
                               "TensorBoard source holds under it)")

@@ -95,16 +95,11 @@ def discover(root: Path, on_problem, on_note=None,
             name = "." if rel == "." else rel.replace(os.sep, "/")
             runs.append((name, [Path(f) for f in files]))
     if on_note is not None:
-        run_names = {name for name, _ in runs}
-        for (where, plugin), count in sorted(found_plugin_files.items()):
-            if not wants_run(plugins.owner(where)):
-                continue
-            path = os.path.join(root, *where.split("/"))
-            named = plugins.projector_named_files(path) \
-                if where.endswith(plugins.PROJECTOR_CONFIG) else None
-            owner = plugins.owner(where)
-            on_note("plugin_files_not_read", plugins.note(path, plugin, count, named),
-                    run=owner if owner in run_names else None)
+        told = plugins.notes(found_plugin_files, wants_run, {name for name, _ in runs},
+                             lambda where: os.path.join(root, *where.split("/")),
+                             plugins.projector_named_files)
+        for _, message, run in told:
+            on_note("plugin_files_not_read", message, run=run)
     return runs
 
 

@@ -62,6 +62,21 @@ def owner(where: str) -> str:
     return "/".join(above) or "."
 
 
+def notes(counts: collections.Counter, wants_run, runs, path_of, named_of=None):
+    """``(where, message, run)`` for each place that ``counts`` (as :func:`count` fills it)
+    holds and whose owner ``wants_run`` accepts, in order: ``path_of(where)`` names the place
+    as the user does, ``named_of(path)`` (None: not looked at) counts the files a projector
+    config there names, and ``run`` is the owner where it is one of ``runs``."""
+    for (where, plugin), n in sorted(counts.items()):
+        above = owner(where)
+        if not wants_run(above):
+            continue
+        path = path_of(where)
+        named = named_of(path) if named_of is not None and where.endswith(PROJECTOR_CONFIG) \
+            else None
+        yield where, note(path, plugin, n, named), above if above in runs else None
+
+
 def note(where: str, plugin: str, n: int, named: int | None = None) -> str:
     """The note on files of a plugin that tbconvert does not read (``where``: as the user
     names it); for the projector's config, ``named``: how many of the files it names exist
