@@ -203,6 +203,13 @@ def copy(reader: Reader, writer: Writer, report: Report) -> None:
         writer.write_run(run, chunks)
 
 
+def carry_plugin_files(reader: Reader, writer: Writer, report: Report) -> None:
+    """Files of TensorBoard's plugins beside the runs go along into an event-file output."""
+    if getattr(writer, "carries_plugin_files", False):
+        from tbconvert.formats.tfevents import plugin_copy
+        plugin_copy.carry(reader, writer, report)
+
+
 def convert(src, dst, *, from_format: str | None = None, to_format: str | None = None,
             report: Report | None = None, options: Options | None = None,
             scheduler: str | None = None, **kwargs) -> Report:
@@ -245,6 +252,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
                     runtasks.copy_in_tasks(reader, writer, report, scheduler=scheduler)
                 else:
                     copy(reader, writer, report)
+                carry_plugin_files(reader, writer, report)
         report.outputs.append(str(dst))
     finally:
         if scheduler is not None:

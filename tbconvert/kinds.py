@@ -136,8 +136,13 @@ KINDS: dict[str, Kind] = {
                                   "(a run's plugins/NAME/ directory, such as the profiler's "
                                   "traces; the projector's projector_config.pbtxt; the "
                                   "PyTorch profiler's *.pt.trace.json) are not "
-                                  "event data: tbconvert does not read them, and no output "
-                                  "holds them", _KEPT),
+                                  "event data: tbconvert does not read them, and no output but "
+                                  "event files holds them (also: one such file that could not "
+                                  "be copied into event files)", _KEPT),
+    "plugin_files_copied": Kind("files that TensorBoard's plugins read beside event files were "
+                                "copied byte for byte to the same place in the event-file "
+                                "output (under the run's new name, where it changed)", _KEPT,
+                                "file"),
     "remote_key_skipped": Kind("an object-store key that is not a safe path, or clashes with "
                                "another, is skipped", _LOST),
     "restart_markers_not_written": Kind("restart markers not written to event files or an "

@@ -119,21 +119,54 @@ def test_plugin_files_in_a_logdir_at_a_url_are_noted_not_fetched(store, bucket, 
     store.fs.pipe(f"{bucket}/logs/multi/host.1.pt.trace.json", b"{}")
     report = api.convert(src, tmp_path / "a.parquet")
     notes = sorted(i.message for i in report.issues if i.kind == "plugin_files_not_read")
+    keep = "only an event-file output carries them (copy them beside any other output to keep them)"
     assert notes == [
         f"{src}/multi/*.pt.trace.json: 1 trace(s) of the PyTorch profiler (which its "
-        "TensorBoard plugin shows; not event data) were not read; no output holds them (copy "
-        "them beside the output to keep them)",
+        f"TensorBoard plugin shows; not event data) were not read; {keep}",
         f"{src}/train/plugins/profile: 1 file(s) of TensorBoard's profile plugin (not event "
-        "data) were not read; no output holds them (copy them beside the output to keep them)",
+        f"data) were not read; {keep}",
         f"{src}/train/projector_config.pbtxt: the projector's configuration and the files it "
-        "names (not event data) were not read; no output holds them (copy them beside the "
-        "output to keep them)"]
+        f"names (not event data) were not read; {keep}"]
     assert not [i for i in report.issues if i.kind == "plugin_files_not_read" and i.lost]
     assert sorted(i.run for i in report.issues if i.kind == "plugin_files_not_read") == \
         ["multi", "train", "train"]
     # only the runs asked for are told of
     report = api.convert(src, tmp_path / "b.parquet", runs="^resumed$")
     assert not [i for i in report.issues if i.kind == "plugin_files_not_read"]
+
+
+def test_plugin_files_go_from_a_url_into_event_files_and_from_event_files_to_a_url(
+        store, bucket, tmp_path):
+    """Event files carry the plugins' files from a logdir at a URL (fetched then, and only
+    then) and into one, byte for byte, as from and to a local logdir."""
+    src = f"s3://{bucket}/logs"
+    upload(store, FIXTURES / "torch_logdir", src)
+    xplane = bytes(range(256)) * 40
+    store.fs.pipe(f"{bucket}/logs/train/plugins/profile/s1/host.xplane.pb", xplane)
+    store.fs.pipe(f"{bucket}/logs/multi/host.1.pt.trace.json", b'{"traceEvents": []}')
+    out = tmp_path / "out"
+    report = api.convert(src, out, to_format="tfevents")
+    assert not [i for i in report.issues if i.kind == "plugin_files_not_read"]
+    assert sorted(i.message for i in report.issues if i.kind == "plugin_files_copied") == [
+        f"{src}/multi/*.pt.trace.json: 1 trace(s) of the PyTorch profiler copied to the "
+        "output's multi/*.pt.trace.json",
+        f"{src}/train/plugins/profile: 1 file(s) of TensorBoard's profile plugin copied to the "
+        "output's train/plugins/profile",
+        f"{src}/train/projector_config.pbtxt: the projector's configuration and the 2 file(s) "
+        "it names in its run copied to the output's train/projector_config.pbtxt"]
+    assert (out / "train/plugins/profile/s1/host.xplane.pb").read_bytes() == xplane
+    assert (out / "multi/host.1.pt.trace.json").read_bytes() == b'{"traceEvents": []}'
+    for name in ("projector_config.pbtxt", "00000/features/tensors.tsv",
+                 "00000/features/metadata.tsv"):
+        assert (out / "train" / name).read_bytes() == \
+            (FIXTURES / "torch_logdir" / "train" / name).read_bytes()
+    # and back into the store
+    dst = f"s3://{bucket}/copy"
+    report = api.convert(out, dst, to_format="tfevents")
+    assert len([i for i in report.issues if i.kind == "plugin_files_copied"]) == 3
+    assert store.fs.cat(f"{bucket}/copy/train/plugins/profile/s1/host.xplane.pb") == xplane
+    assert store.fs.cat(f"{bucket}/copy/train/00000/features/tensors.tsv") == \
+        (FIXTURES / "torch_logdir" / "train" / "00000/features/tensors.tsv").read_bytes()
 
 
 @pytest.mark.slow

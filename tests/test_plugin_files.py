@@ -1,6 +1,7 @@
 """Files that TensorBoard's plugins read beside the event files (a run's ``plugins/NAME/``,
-the projector's config and the files it names) are not event data: no output holds them,
-and every command that reads such a logdir says so instead of leaving them out in silence."""
+the projector's config and the files it names) are not event data: only event files carry
+them (tests/test_plugin_copy.py), and every command that reads such a logdir into anything
+else says so instead of leaving them out in silence."""
 
 from __future__ import annotations
 
@@ -103,8 +104,9 @@ def test_a_fifo_named_as_the_projector_config_is_not_waited_on(tmp_path):
     os.mkfifo(logs / "multi" / "projector_config.pbtxt")
     notes = _notes(tbconvert.info(logs).report)
     assert notes == [f"{logs / 'multi' / 'projector_config.pbtxt'}: the projector's "
-                     "configuration and the files it names (not event data) were not read; no "
-                     "output holds them (copy them beside the output to keep them)"]
+                     "configuration and the files it names (not event data) were not read; only "
+                     "an event-file output carries them (copy them beside any other output to "
+                     "keep them)"]
 
 
 def test_the_pytorch_profilers_traces_beside_the_event_files_are_noted(tmp_path):
@@ -117,8 +119,8 @@ def test_the_pytorch_profilers_traces_beside_the_event_files_are_noted(tmp_path)
     (logs / "multi" / "notes.json").write_text("{}")      # no plugin's: not told of
     assert _notes(tbconvert.info(logs).report) == [
         f"{logs / 'multi' / '*.pt.trace.json'}: 2 trace(s) of the PyTorch profiler (which its "
-        "TensorBoard plugin shows; not event data) were not read; no output holds them (copy "
-        "them beside the output to keep them)"]
+        "TensorBoard plugin shows; not event data) were not read; only an event-file output "
+        "carries them (copy them beside any other output to keep them)"]
     assert not _notes(tbconvert.info(logs, runs="^train$").report)
 
 

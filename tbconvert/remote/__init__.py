@@ -117,6 +117,12 @@ class RemoteReader:
         finally:
             public_report(self._inner.report)
 
+    def plugin_source(self):
+        """The files of TensorBoard's plugins the URL's listing holds, read from the store
+        when asked for (see :mod:`tbconvert.formats.tfevents.plugin_copy`)."""
+        from tbconvert.formats.tfevents.plugin_copy import StoreFiles
+        return StoreFiles(self._stage)
+
     def close(self) -> None:
         try:
             self._inner.close()

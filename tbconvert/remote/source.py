@@ -11,8 +11,8 @@ file, issued concurrently. :meth:`SourceStage.refresh` fetches only what a growi
 
 from __future__ import annotations
 
-import collections
 import datetime
+import errno
 import os
 import re
 import shutil
@@ -87,6 +87,32 @@ def _safe_rel(rel: str) -> bool:
         and not PurePosixPath(rel).is_absolute()
 
 
+def _store_call(fn, name: str):
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - every store failure becomes one line
+        raise OSError(errno.EIO, str(failures.describe(exc, name))) from None
+
+
+class _StoreFile:
+    """An object of the store opened for reading, whose failures are OSErrors."""
+
+    def __init__(self, fh, name: str) -> None:
+        self._fh, self._name = fh, name
+
+    def read(self, n: int = -1) -> bytes:
+        return _store_call(lambda: self._fh.read(n), self._name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._fh.close()
+        except Exception:  # noqa: BLE001 - a read-only handle: nothing to lose
+            pass
+
+
 class SourceStage:
     """The files under one source URL, mirrored in a local temporary directory."""
 
@@ -109,6 +135,8 @@ class SourceStage:
         self.dated: dict[str, int] = {}     # rel -> the time its staged copy was given
         self.requests = 0
         self.plugins_noted: set[str] = set()     # where the files of plugins were told of
+        self.plugin_places: dict = {}             # {where: plugin_files.Place}
+        self.others: set[str] = set()             # the listing's files that are not fetched
         self.wants_run = wants_run                # (only in the runs that were asked for)
         self.progress = progress    # told the bytes to fetch, then each batch fetched
 
@@ -135,7 +163,8 @@ class SourceStage:
             self.mtimes[""] = _mtime_ns(own)
             return {"": (root, int(own.get("size") or 0))}
         skipped = 0
-        plugin_counts: collections.Counter = collections.Counter()
+        plugin_found: dict = {}
+        self.others = set()
         for path, info in sorted(found.items()):
             if info.get("type") == "directory" or not path.startswith(root + "/"):
                 continue
@@ -150,20 +179,37 @@ class SourceStage:
             if wanted(rel):
                 files[rel] = (path, int(info.get("size") or 0))
                 self.mtimes[rel] = _mtime_ns(info)
-            elif (place := plugin_files.place(rel.split("/"))) is not None:
-                plugin_counts[place] += 1
+                continue
+            self.others.add(rel)
+            if (place := plugin_files.place(rel.split("/"))) is not None:
+                plugin_found.setdefault(place, []).append(rel)
         runs = {rel.rpartition("/")[0] or "." for rel in files
                 if is_event_file(rel.rpartition("/")[2])}
-        for where, message, run in plugin_files.notes(
-                plugin_counts, self.wants_run, runs, lambda where: f"{self.url.rstrip('/')}/{where}"):
+        self.plugin_places = {}
+        for where, place, message in plugin_files.notes(
+                plugin_found, self.wants_run, runs, self.name_of):
             if where not in self.plugins_noted:     # (a sync's later listings: told once)
                 self.plugins_noted.add(where)
-                self.report.add("plugin_files_not_read", message, path=self.url, run=run,
-                                lost=False)
+                place.note = self.report.add("plugin_files_not_read", message, path=self.url,
+                                             run=place.run, lost=False)
+            self.plugin_places[where] = place
         if not files and not skipped:
             raise FormatError(f"{self.url}: no such file or directory (or nothing a "
                               "TensorBoard source holds under it)")
         return files
+
+    def name_of(self, rel: str) -> str:
+        """``rel`` (below the URL) named as the user names it."""
+        return f"{self.url.rstrip('/')}/{rel}"
+
+    def open_other(self, rel: str):
+        """A file of the listing that is not fetched, opened for reading (an OSError, which
+        names no secret, where the store fails)."""
+        if rel not in self.others:
+            raise FileNotFoundError(errno.ENOENT, "not in the listing")
+        name = self.name_of(rel)
+        return _StoreFile(_store_call(lambda: self.fs.open(
+            f"{self.root.rstrip('/')}/{rel}", "rb"), name), name)
 
     def _single(self) -> dict:
         try:

@@ -5,7 +5,6 @@ The rules are TensorBoard's (docs/format-notes.md, "Event files, runs and their 
 
 from __future__ import annotations
 
-import collections
 import os
 from pathlib import Path
 
@@ -25,8 +24,8 @@ def is_event_file(name: str) -> bool:
     return EVENT_MARK in name
 
 
-def discover(root: Path, on_problem, on_note=None,
-             wants_run=lambda name: True) -> list[tuple[str, list[Path]]]:
+def discover(root: Path, on_problem, on_note=None, wants_run=lambda name: True,
+             places: dict | None = None) -> list[tuple[str, list[Path]]]:
     """Runs under ``root`` as TensorBoard finds them: ``[(run name, event files sorted)]``.
 
     A run is every directory that directly holds a file with ``tfevents`` in
@@ -42,12 +41,14 @@ def discover(root: Path, on_problem, on_note=None,
     hears of what costs no data: a tbconvert output on its way in the source (skipped), a directory
     named like an event file (read as a directory; TensorBoard fails on it), and files of
     TensorBoard's plugins that are not event data (not read: see :mod:`.plugin_files`), in
-    the directories whose name (as a run's) ``wants_run`` accepts.
+    the directories whose name (as a run's) ``wants_run`` accepts; ``places`` (a dict) is
+    given each of those as ``{where: plugin_files.Place}``, its note the one ``on_note``
+    returned.
     """
     if root.is_file():
         return [(".", [root])]
     runs = []
-    found_plugin_files: collections.Counter = collections.Counter()
+    found_plugin_files: dict = {}
 
     def onerror(exc: OSError) -> None:
         raise_if_exhausted(exc)    # (not the directory's fault: every other would fail too)
@@ -89,8 +90,8 @@ def discover(root: Path, on_problem, on_note=None,
                         f"{', nor of the event files sorted after it here' if files else ''})")
         rel = os.path.relpath(dirpath, root)
         if on_note is not None:
-            plugins.count([] if rel == "." else rel.split(os.sep),
-                          [f for f in filenames if not is_event_file(f)], found_plugin_files)
+            plugins.collect([] if rel == "." else rel.split(os.sep),
+                            [f for f in filenames if not is_event_file(f)], found_plugin_files)
         if files:
             name = "." if rel == "." else rel.replace(os.sep, "/")
             runs.append((name, [Path(f) for f in files]))
@@ -98,8 +99,10 @@ def discover(root: Path, on_problem, on_note=None,
         told = plugins.notes(found_plugin_files, wants_run, {name for name, _ in runs},
                              lambda where: os.path.join(root, *where.split("/")),
                              plugins.projector_named_files)
-        for _, message, run in told:
-            on_note("plugin_files_not_read", message, run=run)
+        for where, place, message in told:
+            place.note = on_note("plugin_files_not_read", message, run=place.run)
+            if places is not None:
+                places[where] = place
     return runs
 
 

@@ -5,13 +5,14 @@ Some plugins keep their data outside the event files: each plugin's assets in a 
 projector's ``projector_config.pbtxt`` with the embeddings, metadata and sprites it names
 (PyTorch's ``add_embedding`` writes them), and the PyTorch profiler's traces
 (``*.pt.trace.json``, or ``.json.gz``) in a run's directory, which its own plugin shows.
-They are not event data, so no output holds them; readers note each such place, so that an
-archive is never taken for all of a logdir.
+They are not event data: an event-file output carries them (:mod:`.plugin_copy`), and no
+other output holds them; readers note each such place, so that an archive is never taken
+for all of a logdir.
 """
 
 from __future__ import annotations
 
-import collections
+import dataclasses
 import os
 import re
 
@@ -39,19 +40,18 @@ def place(rel_parts: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def count(rel_parts: list[str], others: list[str], counts: collections.Counter) -> None:
-    """Count into ``counts`` (by :func:`place`) which of ``others``, the files of a directory
-    at ``rel_parts`` that are not event files, TensorBoard's plugins read."""
+def collect(rel_parts: list[str], others: list[str], found: dict) -> None:
+    """Add to ``found`` (``{(where, plugin): [file, ...]}``, by :func:`place`, files relative
+    to the logdir) which of ``others``, the files of a directory at ``rel_parts`` that are not
+    event files, TensorBoard's plugins read."""
     inside = place([*rel_parts, ""])
     if inside is not None:
         if others:
-            counts[inside] += len(others)
+            found.setdefault(inside, []).extend("/".join([*rel_parts, f]) for f in others)
         return
-    if PROJECTOR_CONFIG in others:
-        counts[place([*rel_parts, PROJECTOR_CONFIG])] += 1
-    traces = sum(1 for f in others if f.endswith(_PT_TRACE_ENDS))
-    if traces:
-        counts[place([*rel_parts, PT_TRACES[1:]])] += traces
+    for f in others:
+        if f == PROJECTOR_CONFIG or f.endswith(_PT_TRACE_ENDS):
+            found.setdefault(place([*rel_parts, f]), []).append("/".join([*rel_parts, f]))
 
 
 def owner(where: str) -> str:
@@ -62,26 +62,41 @@ def owner(where: str) -> str:
     return "/".join(above) or "."
 
 
-def notes(counts: collections.Counter, wants_run, runs, path_of, named_of=None):
-    """``(where, message, run)`` for each place that ``counts`` (as :func:`count` fills it)
-    holds and whose owner ``wants_run`` accepts, in order: ``path_of(where)`` names the place
-    as the user does, ``named_of(path)`` (None: not looked at) counts the files a projector
-    config there names, and ``run`` is the owner where it is one of ``runs``."""
-    for (where, plugin), n in sorted(counts.items()):
+@dataclasses.dataclass
+class Place:
+    """A place of plugin files in a source (see :func:`place`): its plugin, its files
+    (relative to the logdir), the run it belongs to (None: a directory that is not a run),
+    and the note told of it (taken back where an output carries the files)."""
+
+    plugin: str
+    files: list[str]
+    run: str | None = None
+    note: object = None
+
+
+def notes(found: dict, wants_run, runs, path_of, named_of=None):
+    """``(where, place, message)`` for each place that ``found`` (as :func:`collect` fills
+    it) holds and whose owner ``wants_run`` accepts, in order: ``path_of(where)`` names the
+    place as the user does, ``named_of(path)`` (None: not looked at) counts the files a
+    projector config there names, and the place's run is its owner where that is one of
+    ``runs``."""
+    for (where, plugin), files in sorted(found.items()):
         above = owner(where)
         if not wants_run(above):
             continue
         path = path_of(where)
         named = named_of(path) if named_of is not None and where.endswith(PROJECTOR_CONFIG) \
             else None
-        yield where, note(path, plugin, n, named), above if above in runs else None
+        yield (where, Place(plugin, sorted(files), above if above in runs else None),
+               note(path, plugin, len(files), named))
 
 
 def note(where: str, plugin: str, n: int, named: int | None = None) -> str:
     """The note on files of a plugin that tbconvert does not read (``where``: as the user
     names it); for the projector's config, ``named``: how many of the files it names exist
     (None: not looked at)."""
-    keep = "no output holds them (copy them beside the output to keep them)"
+    keep = ("only an event-file output carries them (copy them beside any other output to "
+            "keep them)")
     if where.endswith(PT_TRACES):
         return (f"{where}: {n} trace(s) of the PyTorch profiler (which its TensorBoard plugin "
                 f"shows; not event data) were not read; {keep}")
@@ -89,8 +104,8 @@ def note(where: str, plugin: str, n: int, named: int | None = None) -> str:
         return (f"{where}: {n} file(s) of TensorBoard's {plugin} plugin (not event data) "
                 f"were not read; {keep}")
     if named == 0:
-        return (f"{where}: the projector's configuration (not event data) was not read; no "
-                "output holds it (copy it beside the output to keep it)")
+        return (f"{where}: the projector's configuration (not event data) was not read; only "
+                "an event-file output carries it (copy it beside any other output to keep it)")
     what = "the files it names" if named is None else f"the {named} file(s) it names"
     return f"{where}: the projector's configuration and {what} (not event data) were not read; {keep}"
 
@@ -115,8 +130,7 @@ def projector_named_files(config: str) -> int | None:
         return None
     base = os.path.dirname(config)
     found = set()
-    for m in _NAMED_PATH.finditer(text):
-        name = os.fsdecode(m.group(1).replace(b'\\"', b'"'))
+    for name in named_paths(text):
         path = os.path.normpath(os.path.join(base, name))
         try:
             if os.path.isfile(path):
@@ -124,3 +138,8 @@ def projector_named_files(config: str) -> int | None:
         except (OSError, ValueError):
             continue
     return len(found)
+
+
+def named_paths(config: bytes) -> list[str]:
+    """The file names a projector config's text names, as it spells them."""
+    return [os.fsdecode(m.group(1).replace(b'\\"', b'"')) for m in _NAMED_PATH.finditer(config)]

@@ -174,6 +174,7 @@ class TfeventsReader(Reader):
         self.damaged_event_files = 0
         self.valid_records = 0
         self._runs: list | None = None
+        self.plugin_places: dict = {}     # {where: plugin_files.Place}, filled by runs()
         self._no_event_files = False
         self._unread: list[str] = []
         self._run_progress = RunProgress(None)
@@ -240,10 +241,11 @@ class TfeventsReader(Reader):
                 problems.append(msg)
                 self.report.add(kind, msg, path=self.path)
 
-            def on_note(kind: str, msg: str, run: str | None = None) -> None:
-                self.report.add(kind, msg, path=self.path, run=run, lost=False)
+            def on_note(kind: str, msg: str, run: str | None = None):
+                return self.report.add(kind, msg, path=self.path, run=run, lost=False)
             runs = event_files.discover(self.path, on_problem, on_note,
-                                        wants_run=self.options.wants_run)
+                                        wants_run=self.options.wants_run,
+                                        places=self.plugin_places)
             # (a directory that could not all be looked at may hide its event files: the
             # report says why nothing was found, and an error says nothing could be read)
             self._no_event_files = not runs and not problems
@@ -253,6 +255,13 @@ class TfeventsReader(Reader):
 
     def source_size(self) -> int:
         return sum(source_size(f) for _, files in self.runs() for f in files)
+
+    def plugin_source(self):
+        """The files of TensorBoard's plugins beside the runs read (see
+        :mod:`.plugin_copy`)."""
+        from tbconvert.formats.tfevents.plugin_copy import LocalFiles
+        self.runs()
+        return LocalFiles(self.path, self.plugin_places)
 
     def report_unreadable_run(self, name: str, exc: Exception) -> None:
         """A run that failed as a whole: reported, and the other runs go on."""

@@ -38,12 +38,14 @@ class TfeventsWriter(Writer):
     keeps_byte_names = True    # run directories keep the bytes of their names
     takes_hidden_witness = True  # see RunFile: tags all of whose points are hidden stay listed
     run_parts = "tfevents"
+    carries_plugin_files = True  # a logdir keeps its plugins' files (plugin_copy)
 
     def __init__(self, path, options, report) -> None:
         super().__init__(path, options, report)
         self.out = AtomicOutput(self.path, force=options.force, directory=True)
         self._counter = 0
         self._dirs: set[str] = set()
+        self._run_dirs: dict[str, str] = {}
         # Memory bounds of the per-run sorter (tests make them tiny to exercise spilling).
         self.limits: dict = {}
 
@@ -80,7 +82,16 @@ class TfeventsWriter(Writer):
             reserve(self.out.tmp, event_files.EXPERIMENT_SIDECAR, self._dirs)
         readable = tensorboard_readable(run)
         directory, changed = run_dir(self.out.tmp, readable, self._dirs)
-        return directory.relative_to(self.out.tmp).as_posix(), changed or readable != run
+        rel = directory.relative_to(self.out.tmp).as_posix()
+        self._run_dirs[run] = rel
+        return rel, changed or readable != run
+
+    def files_dir(self, run: str | None, above: str) -> str:
+        """Where the plugin files of the directory ``above`` (relative to the source) go,
+        relative to the output: the directory of the run ``run`` where it is one written here."""
+        if run is not None and run in self._run_dirs:
+            return self._run_dirs[run]
+        return tensorboard_readable(above)
 
     def skip_counter(self) -> None:
         """A run written elsewhere (by :func:`write_run_file`) took the next file number."""

@@ -1,0 +1,206 @@
+"""A logdir converted to event files keeps the files TensorBoard's plugins read beside the
+event files (a run's ``plugins/NAME/``, the projector's config and what it names, the PyTorch
+profiler's traces): copied byte for byte to the same place, under the run's new name where it
+changed, and told. A real TensorBoard server's projector shows the copy as the source."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, run_tbconvert
+
+import tbconvert
+
+PROJECTOR_FILES = ["projector_config.pbtxt", "00000/features/metadata.tsv",
+                   "00000/features/tensors.tsv"]
+PROFILE = "plugins/profile/2026_11_29_12_00_00"
+
+
+def _logdir(tmp_path: Path, name: str = "logs") -> Path:
+    """The PyTorch fixture (its ``add_embedding`` wrote a projector config naming two TSV
+    files in the run ``train``) with a profiler session and a PyTorch profiler trace there."""
+    logs = tmp_path / name
+    shutil.copytree(FIXTURES / "torch_logdir", logs)
+    session = logs / "train" / PROFILE
+    session.mkdir(parents=True)
+    (session / "host.xplane.pb").write_bytes(bytes(range(256)) * 3)
+    (session / "host.trace.json.gz").write_bytes(b"\x1f\x8b" + b"\x07" * 40)
+    (logs / "train" / "host_1.1795299212.pt.trace.json").write_text('{"traceEvents": []}')
+    return logs
+
+
+def _carried(run: str = "train") -> list[str]:
+    return [*PROJECTOR_FILES, f"{PROFILE}/host.xplane.pb", f"{PROFILE}/host.trace.json.gz",
+            "host_1.1795299212.pt.trace.json"]
+
+
+def _kinds(report, kind: str) -> list:
+    return [i for i in report.issues if i.kind == kind]
+
+
+def _same_files(src: Path, dst: Path, names) -> None:
+    for name in names:
+        assert (dst / name).read_bytes() == (src / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_event_files_carry_every_plugin_file_byte_for_byte_and_say_so(tmp_path, jobs):
+    logs = _logdir(tmp_path)
+    out = tmp_path / "out"
+    report = tbconvert.convert(logs, out, to_format="tfevents", jobs=jobs)
+    _same_files(logs / "train", out / "train", _carried())
+    # nothing else of the source came along, and nothing is said to be left out
+    extra = {p.relative_to(out).as_posix() for p in out.rglob("*")
+             if p.is_file() and "tfevents" not in p.name}
+    assert extra == {f"train/{n}" for n in _carried()}
+    assert not _kinds(report, "plugin_files_not_read")
+    copied = sorted(i.message for i in _kinds(report, "plugin_files_copied"))
+    assert copied == sorted([
+        f"{logs / 'train' / '*.pt.trace.json'}: 1 trace(s) of the PyTorch profiler copied to "
+        "the output's train/*.pt.trace.json",
+        f"{logs / 'train' / 'plugins' / 'profile'}: 2 file(s) of TensorBoard's profile plugin "
+        "copied to the output's train/plugins/profile",
+        f"{logs / 'train' / 'projector_config.pbtxt'}: the projector's configuration and the "
+        "2 file(s) it names in its run copied to the output's train/projector_config.pbtxt",
+    ])
+    assert all(i.run == "train" and not i.lost for i in _kinds(report, "plugin_files_copied"))
+    assert sum(i.count for i in _kinds(report, "plugin_files_copied")) == 6
+
+
+def test_other_outputs_still_say_they_leave_them_out(tmp_path):
+    report = tbconvert.convert(_logdir(tmp_path), tmp_path / "a.parquet")
+    assert not _kinds(report, "plugin_files_copied")
+    notes = _kinds(report, "plugin_files_not_read")
+    assert len(notes) == 3
+    assert all("only an event-file output carries" in i.message for i in notes)
+
+
+def test_a_renamed_run_takes_its_plugin_files_along(tmp_path):
+    """A run directory named like an event file is written as ``tf_events``: its files follow."""
+    logs = _logdir(tmp_path)
+    (logs / "train").rename(logs / "my.tfevents.run")
+    out = tmp_path / "out"
+    report = tbconvert.convert(logs, out, to_format="tfevents")
+    _same_files(logs / "my.tfevents.run", out / "my.tf_events.run", _carried())
+    assert not (out / "my.tfevents.run").exists()
+    assert not _kinds(report, "plugin_files_not_read")
+    assert "copied to the output's my.tf_events.run/projector_config.pbtxt" in \
+        " ".join(i.message for i in _kinds(report, "plugin_files_copied"))
+
+
+def test_only_the_runs_asked_for_bring_their_files(tmp_path):
+    logs = _logdir(tmp_path)
+    out = tmp_path / "out"
+    report = tbconvert.convert(logs, out, to_format="tfevents", runs="multi")
+    assert not (out / "train").exists()
+    assert not _kinds(report, "plugin_files_copied")
+    assert not _kinds(report, "plugin_files_not_read")
+
+
+def test_what_cannot_be_copied_is_told_and_the_rest_is_copied(tmp_path):
+    logs = _logdir(tmp_path)
+    run = logs / "train"
+    (tmp_path / "elsewhere.tsv").write_text("x\n")
+    # the config also names a file above its run, one by an absolute path, and one not there
+    with open(run / "projector_config.pbtxt", "a") as fh:
+        fh.write('embeddings {\n  tensor_name: "b"\n  tensor_path: "../../elsewhere.tsv"\n'
+                 f'  metadata_path: "{tmp_path / "elsewhere.tsv"}"\n'
+                 '  sprite { image_path: "00000/gone.png" }\n}\n')
+    os.mkfifo(run / PROFILE / "a.fifo")
+    out = tmp_path / "out"
+    report = tbconvert.convert(logs, out, to_format="tfevents")
+    _same_files(run, out / "train", _carried())
+    assert not (out / "train" / PROFILE / "a.fifo").exists()
+    assert not (tmp_path / "out" / "elsewhere.tsv").exists()
+    copied = {i.message.split(": ", 1)[0]: i.message for i in _kinds(report, "plugin_files_copied")}
+    assert copied[str(run / "projector_config.pbtxt")].startswith(
+        f"{run / 'projector_config.pbtxt'}: the projector's configuration and the 2 file(s) it "
+        "names in its run copied to the output's train/projector_config.pbtxt; ")
+    assert "; 3 more it names, outside its run or not there, were not copied (the copy still " \
+           "names them as they were)" in copied[str(run / "projector_config.pbtxt")]
+    failed = [i.message for i in _kinds(report, "plugin_files_not_read")]
+    assert failed == [f"{run / PROFILE / 'a.fifo'}: cannot be read (is a FIFO (named pipe), "
+                      "not a regular file); not copied"], failed
+
+
+def test_the_command_tells_where_the_files_went(tmp_path):
+    logs = _logdir(tmp_path)
+    r = run_tbconvert("convert", logs, tmp_path / "out", "--to", "tfevents", "--strict")
+    assert r.returncode == 0, r.stderr
+    assert "tbconvert: note: 6 files of TensorBoard's plugins copied beside the runs" in r.stderr
+    assert "not read" not in r.stderr
+    _same_files(logs / "train", tmp_path / "out" / "train", _carried())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _projector_view(logdir: Path, log: Path) -> dict:
+    """What a real TensorBoard server on ``logdir`` shows in its projector: the runs with
+    embeddings, each run's config, and each embedding's tensor and metadata bytes."""
+    port = _free_port()
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
+             "127.0.0.1", "--port", str(port), "--load_fast=false", "--reload_interval", "0",
+             "--reload_task", "blocking"], stdout=fh, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/data/plugin/projector"
+
+    def get(path: str, **params) -> bytes:
+        query = "?" + urllib.parse.urlencode(params) if params else ""
+        with urllib.request.urlopen(base + path + query, timeout=30) as resp:
+            return resp.read()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            try:
+                runs = json.loads(get("/runs"))
+                break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                assert time.monotonic() < deadline, "tensorboard did not start within 60 s"
+                time.sleep(0.2)
+        view = {"runs": sorted(runs)}
+        for run in runs:
+            info = json.loads(get("/info", run=run))
+            for emb in info["embeddings"]:
+                emb["tensorPath"] = os.path.relpath(emb["tensorPath"], logdir)
+                emb["metadataPath"] = os.path.relpath(emb["metadataPath"], logdir)
+                name = emb["tensorName"]
+                view[(run, name, "tensor")] = get("/tensor", run=run, name=name)
+                view[(run, name, "metadata")] = get("/metadata", run=run, name=name)
+            view[run] = info
+        return view
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_tensorboards_projector_shows_the_copy_as_the_source(tmp_path):
+    logs = _logdir(tmp_path)
+    out = tmp_path / "out"
+    tbconvert.convert(logs, out, to_format="tfevents")
+    source = _projector_view(logs, tmp_path / "tb-source.log")
+    copy = _projector_view(out, tmp_path / "tb-copy.log")
+    assert source["runs"] == ["train"]
+    assert source[("train", "features:00000", "tensor")]      # the embedding's float32 bytes
+    assert copy == source
