@@ -139,6 +139,9 @@ KINDS: dict[str, Kind] = {
                                   "event data: tbconvert does not read them, and no output but "
                                   "event files holds them (also: one such file that could not "
                                   "be copied into event files)", _KEPT),
+    "plugin_files_compared": Kind("verify compared the files that TensorBoard's plugins read "
+                                  "beside the event files of two event-file logdirs, byte for "
+                                  "byte (those that differ are differences)", _KEPT, "file"),
     "plugin_files_copied": Kind("files that TensorBoard's plugins read beside event files were "
                                 "copied byte for byte to the same place in the event-file "
                                 "output (under the run's new name, where it changed)", _KEPT,

@@ -146,6 +146,10 @@ class _Source:
     # first point).
     tbdev: bool = False
     starts: dict = field(default_factory=dict)      # {run: start time, or None}
+    # An event-file logdir's files of TensorBoard's plugins, {file: digest} (None: a format
+    # that holds none), and the notes its reading gave of them.
+    plugin_files: dict | None = None
+    plugin_notes: list = field(default_factory=list)
 
 
 def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
@@ -180,7 +184,20 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
             records.setdefault(name, collections.Counter()).update(
                 _record_key(r) for r in run.records if not r.is_restart_marker())
         tbdev = _is_tbdev(reader)
-    return _Source(out, records, experiment, tbdev, starts)
+        plugin_files, plugin_notes = _plugin_files(reader)
+    return _Source(out, records, experiment, tbdev, starts, plugin_files, plugin_notes)
+
+
+def _plugin_files(reader) -> tuple[dict | None, list]:
+    source = getattr(reader, "plugin_source", None)
+    if source is None:
+        return None, []
+    from tbconvert.formats.tfevents import plugin_copy
+    source = source()
+    if source is None:
+        return None, []
+    notes = [p.note for p in source.places.values() if p.note is not None]
+    return plugin_copy.digests(source), notes
 
 
 def _is_tbdev(reader) -> bool:
@@ -194,7 +211,8 @@ _MD_FIELDS = ("plugin name", "plugin content", "display name", "description", "d
 
 
 def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
-            wall_time_tolerance: float = 0.0, report: Report | None = None) -> list[str]:
+            wall_time_tolerance: float = 0.0, report: Report | None = None,
+            plugin_files: bool = True) -> list[str]:
     """Differences between sources ``a`` and ``b``; an empty list means they hold the same data.
 
     Scalars compare by value, integers exactly; scalars of other dtypes but equal values
@@ -207,7 +225,9 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     run-level events, so those of the other source are differences; it holds no runs without
     series either, so these are compared only between other formats.
     ``wall_time_tolerance`` (seconds) allows for TensorBoard.dev exports, which store wall times
-    to about a microsecond.
+    to about a microsecond. Between two event-file logdirs, the files of TensorBoard's plugins
+    beside the event files (those an event-file output carries) are compared byte for byte,
+    unless ``plugin_files`` is False (a logdir rebuilt from an archive, which holds none).
     """
     if not (isinstance(wall_time_tolerance, (int, float)) and 0 <= wall_time_tolerance < math.inf):
         from tbconvert.errors import UsageError
@@ -252,6 +272,31 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
                 n = sum(extra.values())
                 diffs.append(f"run {run!r}: {plural(n, 'run-level event')} only in {side} "
                              f"({_records_text(extra)}){_no_place(other)}")
+    if plugin_files and sa.plugin_files is not None and sb.plugin_files is not None:
+        diffs.extend(_compare_plugin_files(sa, sb, report))
+    return diffs
+
+
+def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]:
+    """Two event-file logdirs: their plugins' files compared byte for byte (the notes that
+    said they were not read taken back)."""
+    fa, fb = sa.plugin_files, sb.plugin_files
+    diffs = [f"plugin file {rel}: only in {side}" for side, mine, other in
+             (("A", fa, fb), ("B", fb, fa)) for rel in sorted(set(mine) - set(other))]
+    for rel in sorted(set(fa) & set(fb)):
+        if fa[rel] != fb[rel] or fa[rel].startswith("cannot"):
+            what = next((f"{v} in {side}" for side, v in (("A", fa[rel]), ("B", fb[rel]))
+                         if v.startswith("cannot")), "other bytes in B than in A")
+            diffs.append(f"plugin file {rel}: {what}")
+    for note in [*sa.plugin_notes, *sb.plugin_notes]:
+        if note in report.issues:
+            report.issues.remove(note)
+    same = len(set(fa) & set(fb)) - sum(1 for d in diffs if not d.endswith(("only in A",
+                                                                              "only in B")))
+    if fa or fb:
+        report.add("plugin_files_compared", f"{plural(same, 'file')} of TensorBoard's plugins "
+                   f"the same, byte for byte, in both (of {len(fa)} in A and {len(fb)} in B)",
+                   count=same, lost=False)
     return diffs
 
 

@@ -21,6 +21,7 @@ import pytest
 from helpers import FIXTURES, run_tbconvert
 
 import tbconvert
+from tbconvert.verify import compare
 
 PROJECTOR_FILES = ["projector_config.pbtxt", "00000/features/metadata.tsv",
                    "00000/features/tensors.tsv"]
@@ -204,3 +205,49 @@ def test_tensorboards_projector_shows_the_copy_as_the_source(tmp_path):
     assert source["runs"] == ["train"]
     assert source[("train", "features:00000", "tensor")]      # the embedding's float32 bytes
     assert copy == source
+
+
+def test_verify_compares_two_logdirs_plugin_files_byte_for_byte(tmp_path):
+    logs = _logdir(tmp_path)
+    out = tmp_path / "out"
+    tbconvert.convert(logs, out, to_format="tfevents")
+    report = tbconvert.Report()
+    assert compare(logs, out, report=report) == []
+    assert not _kinds(report, "plugin_files_not_read")
+    assert [(i.message, i.count) for i in _kinds(report, "plugin_files_compared")] == [
+        ("6 files of TensorBoard's plugins the same, byte for byte, in both (of 6 in A and 6 in "
+         "B)", 6)]
+    # one byte changed, one file gone, one file more: each a difference, the command exits 10
+    tensors = out / "train" / "00000" / "features" / "tensors.tsv"
+    tensors.write_bytes(tensors.read_bytes()[:-1] + b"9")
+    (out / "train" / "host_1.1795299212.pt.trace.json").unlink()
+    (out / "train" / PROFILE / "extra.pb").write_bytes(b"x")
+    r = run_tbconvert("verify", logs, out)
+    assert r.returncode == 10, r.stderr
+    assert r.stdout.splitlines() == [
+        "plugin file train/host_1.1795299212.pt.trace.json: only in A",
+        f"plugin file train/{PROFILE}/extra.pb: only in B",
+        "plugin file train/00000/features/tensors.tsv: other bytes in B than in A"]
+
+
+def test_verify_against_an_archive_still_notes_the_files_it_cannot_hold(tmp_path):
+    logs = _logdir(tmp_path)
+    tbconvert.convert(logs, tmp_path / "a.parquet")
+    report = tbconvert.Report()
+    assert compare(logs, tmp_path / "a.parquet", report=report) == []
+    assert len(_kinds(report, "plugin_files_not_read")) == 3
+    assert not _kinds(report, "plugin_files_compared")
+
+
+def test_a_logdir_rebuilt_from_an_archive_differs_in_them_unless_told_to_leave_them(tmp_path):
+    """An archive holds event data only: the logdir rebuilt from it has no plugin files, which
+    verify says, and ``--no-plugin-files`` compares the event data alone."""
+    logs = _logdir(tmp_path)
+    tbconvert.convert(logs, tmp_path / "a.parquet")
+    tbconvert.convert(tmp_path / "a.parquet", tmp_path / "back", to_format="tfevents")
+    r = run_tbconvert("verify", logs, tmp_path / "back")
+    assert r.returncode == 10
+    assert "plugin file train/projector_config.pbtxt: only in A" in r.stdout.splitlines()
+    r = run_tbconvert("verify", logs, tmp_path / "back", "--no-plugin-files")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "projector_config.pbtxt: the projector's configuration and the 2 file(s)" in r.stderr

@@ -11,7 +11,8 @@ from tbconvert.report import Report, plural
 NAME = "verify"
 HELP = ("compare two sources (any formats) point for point: steps, wall times, values "
         "(integers exactly), tensor and blob bytes, metadata, and each run's run-level events "
-        "(meta graphs, session logs); exit 10 if they differ")
+        "(meta graphs, session logs); between two event-file logdirs, also the files of "
+        "TensorBoard's plugins beside the event files, byte for byte; exit 10 if they differ")
 
 
 class SourcesDiffer(TbconvertError):
@@ -29,6 +30,10 @@ def add_arguments(p) -> None:
     p.add_argument("--restarts", choices=restarts.CHOICES, default="visible",
                    help="visible (default): compare what TensorBoard shows; keep-all: also the "
                         "points its restart rule hides")
+    p.add_argument("--no-plugin-files", dest="plugin_files", action="store_false",
+                   help="between two event-file logdirs, compare the event data only, not the "
+                        "files of TensorBoard's plugins beside it (a logdir rebuilt from an "
+                        "archive has none: archives hold event data)")
     add_selection(p)
     add_reading(p, writes=False)
 
@@ -38,7 +43,8 @@ def run(args, ui) -> int:
     from tbconvert import verify
     diffs = verify.compare(args.a, args.b, from_a=args.from_a, from_b=args.from_b,
                            options=options_from(args, ui),
-                           wall_time_tolerance=args.wall_time_tolerance, report=report)
+                           wall_time_tolerance=args.wall_time_tolerance, report=report,
+                           plugin_files=args.plugin_files)
     finish(args, ui, report)
     if diffs:
         for line in diffs[:200]:

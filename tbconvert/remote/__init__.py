@@ -119,7 +119,10 @@ class RemoteReader:
 
     def plugin_source(self):
         """The files of TensorBoard's plugins the URL's listing holds, read from the store
-        when asked for (see :mod:`tbconvert.formats.tfevents.plugin_copy`)."""
+        when asked for (see :mod:`tbconvert.formats.tfevents.plugin_copy`); None for a
+        source of a format that holds none (an archive, an export)."""
+        if getattr(self._inner, "plugin_source", None) is None:
+            return None
         from tbconvert.formats.tfevents.plugin_copy import StoreFiles
         return StoreFiles(self._stage)
 

@@ -75,9 +75,7 @@ def carry(reader, writer, report) -> None:
 def _carry_place(source, writer, report, where: str, place, done: set) -> None:
     above = plugins.owner(where)
     into = writer.files_dir(place.run, above)
-    named, outside = [], 0
-    if where.endswith(plugins.PROJECTOR_CONFIG):
-        named, outside = _named_files(source, where, above)
+    named, outside = named_files(source, where)
     copied, failed = collections.Counter(), []
     for rel in [*place.files, *named]:
         if rel in done:
@@ -122,9 +120,13 @@ def _copied_message(src: str, dest: str, plugin: str, copied, outside: int) -> s
     return f"{src}: {what} copied to the output's {dest}{more}"
 
 
-def _named_files(source, config: str, above: str) -> tuple[list[str], int]:
-    """The files the projector config at ``config`` names that lie in its run's directory
-    ``above`` (relative to the logdir), and how many others it names (outside it, or absent)."""
+def named_files(source, where: str) -> tuple[list[str], int]:
+    """For the place ``where``: when it is a projector config, the files it names that lie in
+    its run's directory (relative to the logdir), and how many others it names (outside it,
+    or absent); for any other place, none."""
+    if not where.endswith(plugins.PROJECTOR_CONFIG):
+        return [], 0
+    config, above = where, plugins.owner(where)
     try:
         with source.open(config) as fh:
             text = fh.read(plugins.PROJECTOR_CONFIG_MAX + 1)
@@ -182,3 +184,23 @@ def _copy(source, writer, rel: str, dest: str) -> str | None:
         return f"{source.name(rel)}: cannot be read ({failed.strerror or failed}); not copied"
     with src:
         return writer.guard(write)
+
+
+def digests(source) -> dict[str, str]:
+    """``{file: SHA-256 of its bytes}`` (relative to the logdir) of every file a carrying
+    output would copy (an unreadable file: why, in words), to compare two logdirs by."""
+    import hashlib
+    out: dict[str, str] = {}
+    for where, place in sorted(source.places.items()):
+        for rel in [*place.files, *named_files(source, where)[0]]:
+            if rel in out:
+                continue
+            h = hashlib.sha256()
+            try:
+                with source.open(rel) as fh:
+                    while block := fh.read(_BLOCK):
+                        h.update(block)
+                out[rel] = h.hexdigest()
+            except OSError as exc:
+                out[rel] = f"cannot be read ({exc.strerror or exc})"
+    return out
