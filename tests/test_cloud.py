@@ -169,6 +169,23 @@ def test_plugin_files_go_from_a_url_into_event_files_and_from_event_files_to_a_u
         (FIXTURES / "torch_logdir" / "train" / "00000/features/tensors.tsv").read_bytes()
 
 
+def test_a_plugin_file_whose_place_a_file_holds_is_told_and_the_rest_converted(
+        store, bucket, tmp_path):
+    """A store may hold both ``r/x.pt.trace.json`` and ``r/x.pt.trace.json/inner.pt.trace.json``,
+    which no directory can: the second is not copied, and said so."""
+    src = f"s3://{bucket}/logs"
+    upload(store, FIXTURES / "torch_logdir" / "multi", f"{src}/r")
+    store.fs.pipe(f"{bucket}/logs/r/x.pt.trace.json", b"{}")
+    store.fs.pipe(f"{bucket}/logs/r/x.pt.trace.json/inner.pt.trace.json", b"[]")
+    out = tmp_path / "out"
+    report = api.convert(src, out, to_format="tfevents")
+    assert (out / "r" / "x.pt.trace.json").read_bytes() == b"{}"
+    assert [i.message for i in report.issues if i.kind == "plugin_files_not_read"] == [
+        f"{src}/r/x.pt.trace.json/inner.pt.trace.json: the output already has "
+        "r/x.pt.trace.json/inner.pt.trace.json (or a file in its path); not copied"]
+    assert tbconvert.info(out).runs
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_cli_logdir_to_s3_and_back_with_force(store, bucket, tmp_path):

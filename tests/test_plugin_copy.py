@@ -128,8 +128,9 @@ def test_what_cannot_be_copied_is_told_and_the_rest_is_copied(tmp_path):
     assert copied[str(run / "projector_config.pbtxt")].startswith(
         f"{run / 'projector_config.pbtxt'}: the projector's configuration and the 2 file(s) it "
         "names in its run copied to the output's train/projector_config.pbtxt; ")
-    assert "; 3 more it names, outside its run or not there, were not copied (the copy still " \
-           "names them as they were)" in copied[str(run / "projector_config.pbtxt")]
+    assert copied[str(run / "projector_config.pbtxt")].endswith(
+        "; files it names were not copied (the copy still names them as they were): 1 named by "
+        "an absolute path, 1 not there, 1 outside its run")
     failed = [i.message for i in _kinds(report, "plugin_files_not_read")]
     assert failed == [f"{run / PROFILE / 'a.fifo'}: cannot be read (is a FIFO (named pipe), "
                       "not a regular file); not copied"], failed
@@ -251,3 +252,71 @@ def test_a_logdir_rebuilt_from_an_archive_differs_in_them_unless_told_to_leave_t
     r = run_tbconvert("verify", logs, tmp_path / "back", "--no-plugin-files")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "projector_config.pbtxt: the projector's configuration and the 2 file(s)" in r.stderr
+
+
+def test_the_projector_config_is_read_as_tensorboard_reads_it(tmp_path):
+    """Names with escapes (TensorBoard's own writer escapes a quote, older protobuf writes
+    non-ASCII bytes in octal), single-quoted names; a link that leads out of the run, and an
+    event file, are not copied, as TensorBoard's projector would not read them there."""
+    logs = tmp_path / "logs"
+    run = logs / "run"
+    shutil.copytree(FIXTURES / "torch_logdir" / "multi", run, ignore=shutil.ignore_patterns("losses_*"))
+    for name in ("it's", "café", "single", "emb"):
+        (run / name).mkdir()
+        (run / name / "t.tsv").write_text(f"{name}\t1\n")
+    (tmp_path / "secret.tsv").write_text("outside\n")
+    (run / "emb" / "link.tsv").symlink_to(tmp_path / "secret.tsv")
+    event = next(run.glob("events.out.tfevents.*")).name
+    (run / "projector_config.pbtxt").write_text(
+        'embeddings { tensor_name: "a" tensor_path: "it\\\'s/t.tsv" }\n'
+        'embeddings { tensor_name: "b" tensor_path: "caf\\303\\251/t.tsv" }\n'
+        "embeddings { tensor_name: 'c' tensor_path: 'single/t.tsv' metadata_path: 'emb/t.tsv' }\n"
+        'embeddings { tensor_name: "d" tensor_path: "emb/link.tsv" }\n'
+        f'embeddings {{ tensor_name: "e" tensor_path: "{event}" }}\n', encoding="utf-8")
+    out = tmp_path / "out"
+    report = tbconvert.convert(logs, out, to_format="tfevents")
+    for name in ("it's", "café", "single", "emb"):
+        assert (out / "run" / name / "t.tsv").read_text() == f"{name}\t1\n"
+    assert not (out / "run" / "emb" / "link.tsv").exists()
+    assert len(list((out / "run").glob("*tfevents*"))) == 1
+    [copied] = [i.message for i in _kinds(report, "plugin_files_copied")]
+    assert copied.endswith("the projector's configuration and the 4 file(s) it names in its run "
+                           "copied to the output's run/projector_config.pbtxt; files it names "
+                           "were not copied (the copy still names them as they were): 1 event "
+                           "file (converted, not copied), 1 outside its run"), copied
+
+
+def test_a_config_tensorboard_cannot_parse_is_copied_and_said_so(tmp_path):
+    logs = _logdir(tmp_path)
+    (logs / "train" / "projector_config.pbtxt").write_text("embeddings { tensor_path: ")
+    report = tbconvert.convert(logs, tmp_path / "out", to_format="tfevents")
+    [copied] = [i.message for i in _kinds(report, "plugin_files_copied")
+                if "projector" in i.message]
+    assert copied.endswith("copied to the output's train/projector_config.pbtxt; it is larger "
+                           "than 16 MiB or not a config TensorBoard's projector can parse: the "
+                           "files it names were not looked for"), copied
+
+
+def test_a_file_a_parent_runs_config_names_in_a_renamed_child_run_is_not_put_where_it_would_hide_the_run(
+        tmp_path):
+    """A run's config may name a file in a child run's directory; when the child is written
+    under a new name because its own is taken for an event file, that file is copied for the
+    child, and not into a directory TensorBoard would take for an event file."""
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch_logdir" / "multi", logs / "p",
+                    ignore=shutil.ignore_patterns("losses_*"))
+    child = logs / "p" / "c.tfevents.x"
+    shutil.copytree(FIXTURES / "torch_logdir" / "multi" / "losses_val", child)
+    (child / "emb").mkdir()
+    (child / "emb" / "t.tsv").write_text("1\n")
+    (child / "projector_config.pbtxt").write_text('embeddings { tensor_path: "emb/t.tsv" }\n')
+    (logs / "p" / "projector_config.pbtxt").write_text(
+        'embeddings { tensor_path: "c.tfevents.x/emb/t.tsv" }\n')
+    out = tmp_path / "out"
+    report = tbconvert.convert(logs, out, to_format="tfevents")
+    assert (out / "p" / "c.tf_events.x" / "emb" / "t.tsv").read_text() == "1\n"
+    assert not (out / "p" / "c.tfevents.x").exists()
+    assert sorted(r.run for r in tbconvert.info(out).runs) == ["p", "p/c.tf_events.x"]
+    [refused] = [i.message for i in _kinds(report, "plugin_files_not_read")]
+    assert "below a directory named like an event file, which TensorBoard takes for one; not " \
+           "copied" in refused

@@ -95,22 +95,31 @@ def _store_call(fn, name: str):
 
 
 class _StoreFile:
-    """An object of the store opened for reading, whose failures are OSErrors."""
+    """An object of the store read by byte ranges, as event files are fetched (opening one
+    by name may find a folder of that name instead), its size as the listing gave it; its
+    failures are OSErrors."""
 
-    def __init__(self, fh, name: str) -> None:
-        self._fh, self._name = fh, name
+    def __init__(self, fs, path: str, size: int, name: str) -> None:
+        self._fs, self._path, self._size, self._name = fs, path, size, name
+        self._at = 0
 
     def read(self, n: int = -1) -> bytes:
-        return _store_call(lambda: self._fh.read(n), self._name)
+        end = self._size if n < 0 else min(self._size, self._at + n)
+        if end <= self._at:
+            return b""
+        data = _store_call(lambda: self._fs.cat_file(self._path, start=self._at, end=end),
+                           self._name)
+        if len(data) != end - self._at:
+            raise OSError(errno.EIO, f"the store gave {len(data)} bytes of {end - self._at} "
+                                     "asked for")
+        self._at = end
+        return data
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
-            self._fh.close()
-        except Exception:  # noqa: BLE001 - a read-only handle: nothing to lose
-            pass
+        pass
 
 
 class SourceStage:
@@ -136,7 +145,7 @@ class SourceStage:
         self.requests = 0
         self.plugins_noted: set[str] = set()     # where the files of plugins were told of
         self.plugin_places: dict = {}             # {where: plugin_files.Place}
-        self.others: set[str] = set()             # the listing's files that are not fetched
+        self.others: dict[str, tuple[str, int]] = {}  # the listing's files not fetched
         self.wants_run = wants_run                # (only in the runs that were asked for)
         self.progress = progress    # told the bytes to fetch, then each batch fetched
 
@@ -164,7 +173,7 @@ class SourceStage:
             return {"": (root, int(own.get("size") or 0))}
         skipped = 0
         plugin_found: dict = {}
-        self.others = set()
+        self.others = {}
         for path, info in sorted(found.items()):
             if info.get("type") == "directory" or not path.startswith(root + "/"):
                 continue
@@ -180,7 +189,7 @@ class SourceStage:
                 files[rel] = (path, int(info.get("size") or 0))
                 self.mtimes[rel] = _mtime_ns(info)
                 continue
-            self.others.add(rel)
+            self.others[rel] = (path, int(info.get("size") or 0))
             if (place := plugin_files.place(rel.split("/"))) is not None:
                 plugin_found.setdefault(place, []).append(rel)
         runs = {rel.rpartition("/")[0] or "." for rel in files
@@ -207,9 +216,8 @@ class SourceStage:
         names no secret, where the store fails)."""
         if rel not in self.others:
             raise FileNotFoundError(errno.ENOENT, "not in the listing")
-        name = self.name_of(rel)
-        return _StoreFile(_store_call(lambda: self.fs.open(
-            f"{self.root.rstrip('/')}/{rel}", "rb"), name), name)
+        path, size = self.others[rel]
+        return _StoreFile(self.fs, path, size, self.name_of(rel))
 
     def _single(self) -> dict:
         try:

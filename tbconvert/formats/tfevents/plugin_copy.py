@@ -16,6 +16,7 @@ import os
 import posixpath
 
 from tbconvert import sourcefiles
+from tbconvert.formats.tfevents import event_files
 from tbconvert.formats.tfevents import plugin_files as plugins
 
 _BLOCK = 1 << 20
@@ -40,6 +41,14 @@ class LocalFiles:
         except (OSError, ValueError):
             return False
 
+    def resolves_inside(self, rel: str, above: str) -> bool:
+        """Whether ``rel``, its links followed, lies in the directory ``above``."""
+        try:
+            top = os.path.realpath(self.name(above))
+            return os.path.commonpath([top, os.path.realpath(self.name(rel))]) == top
+        except (OSError, ValueError):
+            return False
+
 
 class StoreFiles:
     """The plugin files of a logdir at a URL (its listing's places), read from the store."""
@@ -57,6 +66,9 @@ class StoreFiles:
     def is_file(self, rel: str) -> bool:
         return rel in self.stage.others
 
+    def resolves_inside(self, rel: str, above: str) -> bool:
+        return True     # (a store has no links)
+
 
 def carry(reader, writer, report) -> None:
     """Copy the plugin files ``reader`` found into ``writer``'s output, where it carries
@@ -67,22 +79,27 @@ def carry(reader, writer, report) -> None:
     source = source()
     if source is None:
         return
-    done: set[str] = set()      # (a file a config names may also be in a place of its own)
-    for where, place in sorted(source.places.items()):
+    # {place in the output: file copied there}: a file a config names may also be in a place
+    # of its own. A run's places go first: a directory that is not a run, whose name a renamed
+    # run took, does not take the run's places.
+    done: dict[str, str] = {}
+    for where, place in sorted(source.places.items(), key=lambda kv: (kv[1].run is None, kv[0])):
         _carry_place(source, writer, report, where, place, done)
 
 
-def _carry_place(source, writer, report, where: str, place, done: set) -> None:
+def _carry_place(source, writer, report, where: str, place, done: dict) -> None:
     above = plugins.owner(where)
     into = writer.files_dir(place.run, above)
-    named, outside = named_files(source, where)
+    named, skipped = named_files(source, where)
     copied, failed = collections.Counter(), []
     for rel in [*place.files, *named]:
-        if rel in done:
+        dest = _moved(rel, above, into)
+        if done.get(dest) == rel:
+            copied["named" if rel in named else "own"] += 1
             continue
-        done.add(rel)
-        why = _copy(source, writer, rel, _moved(rel, above, into))
+        why = _copy(source, writer, rel, dest)
         if why is None:
+            done[dest] = rel
             copied["named" if rel in named else "own"] += 1
         else:
             failed.append(why)
@@ -90,8 +107,11 @@ def _carry_place(source, writer, report, where: str, place, done: set) -> None:
         report.issues.remove(place.note)
     if copied:
         report.add("plugin_files_copied", _copied_message(
-            source.name(where), _moved(where, above, into), place.plugin, copied, outside),
+            source.name(where), _moved(where, above, into), place.plugin, copied, skipped),
             run=place.run, count=sum(copied.values()), lost=False)
+    elif skipped:
+        report.add("plugin_files_not_read", f"{source.name(where)}: {_skipped(skipped)}",
+                   run=place.run, lost=False)
     for why in failed:
         report.add("plugin_files_not_read", why, run=place.run, lost=False)
 
@@ -102,17 +122,14 @@ def _moved(rel: str, above: str, into: str) -> str:
     return inner if into == "." else f"{into}/{inner}"
 
 
-def _copied_message(src: str, dest: str, plugin: str, copied, outside: int) -> str:
+def _copied_message(src: str, dest: str, plugin: str, copied, skipped) -> str:
     """(``dest``: the place in the output, relative to it: the same words whatever the
     output is called, as the rest of a report's)"""
-    more = ""
+    more = f"; {_skipped(skipped)}" if skipped else ""
     if src.endswith(plugins.PROJECTOR_CONFIG):
         what = (f"the projector's configuration and the {copied['named']} file(s) it names in "
                 "its run" if copied["own"] else f"{copied['named']} file(s) the projector's "
                 "configuration names (not the configuration itself)")
-        if outside:
-            more = (f"; {outside} more it names, outside its run or not there, were not copied "
-                    "(the copy still names them as they were)")
     elif src.endswith(plugins.PT_TRACES):
         what = f"{copied['own']} trace(s) of the PyTorch profiler"
     else:
@@ -120,32 +137,50 @@ def _copied_message(src: str, dest: str, plugin: str, copied, outside: int) -> s
     return f"{src}: {what} copied to the output's {dest}{more}"
 
 
-def named_files(source, where: str) -> tuple[list[str], int]:
-    """For the place ``where``: when it is a projector config, the files it names that lie in
-    its run's directory (relative to the logdir), and how many others it names (outside it,
-    or absent); for any other place, none."""
+def _skipped(skipped: collections.Counter) -> str:
+    if skipped["unreadable config"]:
+        return (f"it is larger than {plugins.PROJECTOR_CONFIG_MAX >> 20} MiB or not a config "
+                "TensorBoard's projector can parse: the files it names were not looked for")
+    return ("files it names were not copied (the copy still names them as they were): "
+            + ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())))
+
+
+def named_files(source, where: str) -> tuple[list[str], collections.Counter]:
+    """For the place ``where``: when it is a projector config, the files it names that
+    TensorBoard's projector reads in its run's directory (relative to the logdir), and why
+    the others it names are not copied (by reason); for any other place, none."""
+    skipped: collections.Counter = collections.Counter()
     if not where.endswith(plugins.PROJECTOR_CONFIG):
-        return [], 0
-    config, above = where, plugins.owner(where)
+        return [], skipped
+    above = plugins.owner(where)
     try:
-        with source.open(config) as fh:
+        with source.open(where) as fh:
             text = fh.read(plugins.PROJECTOR_CONFIG_MAX + 1)
     except OSError:
-        return [], 0
-    if len(text) > plugins.PROJECTOR_CONFIG_MAX:
-        return [], 0
-    inside, outside = [], 0
-    base = posixpath.dirname(config)
-    for named in plugins.named_paths(text):
-        rel = posixpath.normpath(posixpath.join(base, named)) if base else posixpath.normpath(named)
-        within = not named.startswith("/") and "\\" not in named and (
-            above == "." and not rel.startswith("../") and rel != ".."
-            or rel.startswith(above + "/"))
-        if within and _safe(rel) and source.is_file(rel):
-            inside.append(rel)
+        return [], skipped
+    named = plugins.named_paths(text)
+    if named is None:
+        skipped["unreadable config"] += 1
+        return [], skipped
+    inside = []
+    for name in named:
+        # TensorBoard takes a name relative to the config's directory, and only what resolves
+        # inside it; a name the copy would still spell as the source's place is not copied
+        if os.path.isabs(name) or name.startswith("~") or "\\" in name:
+            skipped["named by an absolute path"] += 1
+            continue
+        rel = posixpath.normpath(name if above == "." else f"{above}/{name}")
+        if not (above == "." and not rel.startswith("../") and rel != ".."
+                or rel.startswith(above + "/")) or not _safe(rel) or \
+                not source.resolves_inside(rel, above):
+            skipped["outside its run"] += 1
+        elif event_files.is_event_file(posixpath.basename(rel)):
+            skipped["event file (converted, not copied)"] += 1
+        elif not source.is_file(rel):
+            skipped["not there"] += 1
         else:
-            outside += 1
-    return sorted(set(inside)), outside
+            inside.append(rel)
+    return sorted(set(inside)), skipped
 
 
 def _safe(rel: str) -> bool:
@@ -158,6 +193,9 @@ def _copy(source, writer, rel: str, dest: str) -> str | None:
     failure of the output (a full disk) fails the conversion, as for any other output."""
     if not _safe(rel) or not _safe(dest):
         return f"{source.name(rel)}: its name is not a safe path; not copied"
+    if any(event_files.is_event_file(d) for d in dest.split("/")[:-1]):
+        return (f"{source.name(rel)}: its place in the output, {dest}, is below a directory "
+                "named like an event file, which TensorBoard takes for one; not copied")
     target = writer.out.tmp.joinpath(*dest.split("/"))
     try:
         src = source.open(rel)
@@ -165,11 +203,13 @@ def _copy(source, writer, rel: str, dest: str) -> str | None:
         return f"{source.name(rel)}: cannot be read ({exc.strerror or exc}); not copied"
 
     def write():
-        target.parent.mkdir(parents=True, exist_ok=True)
+        taken = f"{source.name(rel)}: the output already has {dest} (or a file in its path); " \
+                "not copied"
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            return f"{source.name(rel)}: the output already has {dest}; not copied"
+        except (FileExistsError, NotADirectoryError):
+            return taken
         with os.fdopen(fd, "wb") as out:
             while True:
                 try:

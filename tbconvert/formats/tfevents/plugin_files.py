@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 
 from tbconvert import sourcefiles
 
@@ -110,28 +109,26 @@ def note(where: str, plugin: str, n: int, named: int | None = None) -> str:
     return f"{where}: the projector's configuration and {what} (not event data) were not read; {keep}"
 
 
-# The fields of a projector config that name files (tensors, metadata, sprites, bookmarks,
-# checkpoints); a config larger than PROJECTOR_CONFIG_MAX is not looked into.
-_NAMED_PATH = re.compile(rb'(?:tensor_path|metadata_path|image_path|bookmarks_path|'
-                         rb'model_checkpoint_path)\s*:\s*"((?:[^"\\]|\\.)*)"')
-PROJECTOR_CONFIG_MAX = 1 << 20
+# A config larger than this is not looked into (TensorBoard's own are a few hundred bytes).
+PROJECTOR_CONFIG_MAX = 16 << 20
 
 
 def projector_named_files(config: str) -> int | None:
     """How many of the files that the projector config at ``config`` names exist (None: the
-    config cannot be read, or is too large to look into)."""
+    config cannot be read or parsed, or is too large to look into)."""
     try:
         # (a FIFO or device under that name is not waited on: not a regular file, no count)
         with os.fdopen(sourcefiles.open_regular(config), "rb") as fh:
             text = fh.read(PROJECTOR_CONFIG_MAX + 1)
     except OSError:
         return None
-    if len(text) > PROJECTOR_CONFIG_MAX:
+    named = named_paths(text)
+    if named is None:
         return None
     base = os.path.dirname(config)
     found = set()
-    for name in named_paths(text):
-        path = os.path.normpath(os.path.join(base, name))
+    for name in named:
+        path = os.path.normpath(os.path.join(base, os.path.expanduser(name)))
         try:
             if os.path.isfile(path):
                 found.add(path)
@@ -140,6 +137,20 @@ def projector_named_files(config: str) -> int | None:
     return len(found)
 
 
-def named_paths(config: bytes) -> list[str]:
-    """The file names a projector config's text names, as it spells them."""
-    return [os.fsdecode(m.group(1).replace(b'\\"', b'"')) for m in _NAMED_PATH.finditer(config)]
+def named_paths(config: bytes) -> list[str] | None:
+    """The file names a projector config names (tensors, metadata, bookmarks, sprites, and its
+    checkpoint), read as TensorBoard reads the config, a ``ProjectorConfig`` in protobuf's text
+    format; None where that fails or the config is larger than ``PROJECTOR_CONFIG_MAX``."""
+    if len(config) > PROJECTOR_CONFIG_MAX:
+        return None
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+    parsed = ProjectorConfig()
+    try:
+        text_format.Parse(config.decode("utf-8"), parsed)
+    except (UnicodeDecodeError, text_format.ParseError, ValueError):
+        return None
+    names = [parsed.model_checkpoint_path]
+    for emb in parsed.embeddings:
+        names += [emb.tensor_path, emb.metadata_path, emb.bookmarks_path, emb.sprite.image_path]
+    return [n for n in names if n]
