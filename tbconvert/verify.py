@@ -146,10 +146,9 @@ class _Source:
     # first point).
     tbdev: bool = False
     starts: dict = field(default_factory=dict)      # {run: start time, or None}
-    # An event-file logdir's files of TensorBoard's plugins, {file: digest} (None: a format
-    # that holds none), and the notes its reading gave of them.
-    plugin_files: dict | None = None
-    plugin_notes: list = field(default_factory=list)
+    # An event-file logdir's files of TensorBoard's plugins (plugin_copy's source of them;
+    # None: a format that holds none), read only to be compared with another logdir's.
+    plugin_files: object = None
 
 
 def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
@@ -184,20 +183,8 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
             records.setdefault(name, collections.Counter()).update(
                 _record_key(r) for r in run.records if not r.is_restart_marker())
         tbdev = _is_tbdev(reader)
-        plugin_files, plugin_notes = _plugin_files(reader)
-    return _Source(out, records, experiment, tbdev, starts, plugin_files, plugin_notes)
-
-
-def _plugin_files(reader) -> tuple[dict | None, list]:
-    source = getattr(reader, "plugin_source", None)
-    if source is None:
-        return None, []
-    from tbconvert.formats.tfevents import plugin_copy
-    source = source()
-    if source is None:
-        return None, []
-    notes = [p.note for p in source.places.values() if p.note is not None]
-    return plugin_copy.digests(source), notes
+        plugin_files = getattr(reader, "plugin_source", lambda: None)()
+    return _Source(out, records, experiment, tbdev, starts, plugin_files)
 
 
 def _is_tbdev(reader) -> bool:
@@ -280,7 +267,8 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
 def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]:
     """Two event-file logdirs: their plugins' files compared byte for byte (the notes that
     said they were not read taken back)."""
-    fa, fb = sa.plugin_files, sb.plugin_files
+    from tbconvert.formats.tfevents.plugin_copy import digests
+    fa, fb = digests(sa.plugin_files), digests(sb.plugin_files)
     diffs = [f"plugin file {rel}: only in {side}" for side, mine, other in
              (("A", fa, fb), ("B", fb, fa)) for rel in sorted(set(mine) - set(other))]
     for rel in sorted(set(fa) & set(fb)):
@@ -288,9 +276,10 @@ def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]
             what = next((f"{v} in {side}" for side, v in (("A", fa[rel]), ("B", fb[rel]))
                          if v.startswith("cannot")), "other bytes in B than in A")
             diffs.append(f"plugin file {rel}: {what}")
-    for note in [*sa.plugin_notes, *sb.plugin_notes]:
-        if note in report.issues:
-            report.issues.remove(note)
+    for src in (sa, sb):
+        for place in src.plugin_files.places.values():
+            if place.note is not None and place.note in report.issues:
+                report.issues.remove(place.note)
     same = len(set(fa) & set(fb)) - sum(1 for d in diffs if not d.endswith(("only in A",
                                                                               "only in B")))
     if fa or fb:

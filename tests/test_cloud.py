@@ -160,6 +160,11 @@ def test_plugin_files_go_from_a_url_into_event_files_and_from_event_files_to_a_u
                  "00000/features/metadata.tsv"):
         assert (out / "train" / name).read_bytes() == \
             (FIXTURES / "torch_logdir" / "train" / name).read_bytes()
+    # verify reads them from the store to compare them with the copy's
+    from tbconvert.verify import compare
+    report = tbconvert.Report()
+    assert compare(src, out, report=report) == []
+    assert [i.count for i in report.issues if i.kind == "plugin_files_compared"] == [5]
     # and back into the store
     dst = f"s3://{bucket}/copy"
     report = api.convert(out, dst, to_format="tfevents")
