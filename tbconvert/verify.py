@@ -50,12 +50,15 @@ class _Fingerprint(SeriesStats):
     values: hashlib._Hash = field(default_factory=hashlib.sha256)
     big_ints: hashlib._Hash = field(default_factory=hashlib.sha256)
     nans: hashlib._Hash = field(default_factory=hashlib.sha256)
+    hidden_at: hashlib._Hash = field(default_factory=hashlib.sha256)   # which points are hidden
     wall_list: list = field(default_factory=list)
     scalar_dtypes: list = field(default_factory=list)   # [dtype name, points] in point order
 
     def add(self, s: Series) -> None:
         first = self.points
         super().add(s)
+        if s.hidden is not None and s.hidden.any():
+            self.hidden_at.update((first + np.flatnonzero(s.hidden)).astype("<i8").tobytes())
         self.steps.update(s.steps.astype("<i8").tobytes())
         if self.keep_walls:
             self.wall_list.append(s.wall_times.copy())
@@ -205,7 +208,10 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     Scalars compare by value, integers exactly; scalars of other dtypes but equal values
     (a float32 read back from a float64 archive, integers kept as an export's doubles) are
     the same points, and their dtypes are noted in ``report`` (``scalar_dtypes_differ``).
-    Runs' start times are compared (but with a TensorBoard.dev export, which has none), and
+    Experiment facts (id, name, description, times, other facts) are compared field by field,
+    one held by a single source included. With ``restarts="keep-all"`` in ``options``, which
+    points TensorBoard's restart rule hides is compared too. Runs' start times are compared,
+    one lost included (but with a TensorBoard.dev export, which has none), and
     their run-level events (meta graphs, session logs, log messages) as a
     multiset of (kind, step, wall time, bytes) per run, except restart markers (SessionLog
     START), whose effect is in which points are hidden. A TensorBoard.dev export holds no
@@ -227,10 +233,14 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     sb = fingerprints(b, fmt=from_b, options=options, report=report, keep_walls=keep)
     ea, eb = sa.experiment, sb.experiment
     diffs = []
-    if not ea.is_empty() and not eb.is_empty():
-        for name in ("name", "description"):
-            if getattr(ea, name) != getattr(eb, name):
-                diffs.append(f"experiment {name}: {getattr(ea, name)!r} != {getattr(eb, name)!r}")
+    for name in ("experiment_id", "name", "description", "create_time", "update_time"):
+        if getattr(ea, name) != getattr(eb, name):
+            diffs.append(f"experiment {name.replace('_', ' ')}: {getattr(ea, name)!r} in A, "
+                         f"{getattr(eb, name)!r} in B")
+    for key in sorted(set(ea.extra) | set(eb.extra)):
+        if ea.extra.get(key) != eb.extra.get(key):
+            diffs.append(f"experiment fact {key!r}: {ea.extra.get(key)!r} in A, "
+                         f"{eb.extra.get(key)!r} in B")
     empty_runs = not (sa.tbdev or sb.tbdev)
 
     def listed(src: _Source) -> set[str]:
@@ -250,7 +260,10 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
         for tag in sorted(set(ta) & set(tb)):
             diffs.extend(_compare_series(run, tag, ta[tag], tb[tag], wall_time_tolerance, report))
         start_a, start_b = sa.starts.get(run), sb.starts.get(run)
-        if empty_runs and start_a is not None and start_b is not None and \
+        if empty_runs and (start_a is None) != (start_b is None):
+            diffs.append(f"run {run!r}: start time {start_a!r} in A, {start_b!r} in B (a run "
+                         "without one shows TensorBoard no start)")
+        elif empty_runs and start_a is not None and \
                 not _same_wall(start_a, start_b, wall_time_tolerance):
             diffs.append(f"run {run!r}: start time {start_a!r} in A, {start_b!r} in B")
         for side, mine, other in (("A", sa, sb), ("B", sb, sa)):
@@ -259,9 +272,18 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
                 n = sum(extra.values())
                 diffs.append(f"run {run!r}: {plural(n, 'run-level event')} only in {side} "
                              f"({_records_text(extra)}){_no_place(other)}")
-    if plugin_files and sa.plugin_files is not None and sb.plugin_files is not None:
-        diffs.extend(_compare_plugin_files(sa, sb, report))
+    if sa.plugin_files is not None and sb.plugin_files is not None:
+        if plugin_files:
+            diffs.extend(_compare_plugin_files(sa, sb, report))
+        _take_back_notes(sa, sb, report)    # (compared, or left out on purpose)
     return diffs
+
+
+def _take_back_notes(sa: _Source, sb: _Source, report: Report) -> None:
+    for src in (sa, sb):
+        for place in src.plugin_files.places.values():
+            if place.note is not None and place.note in report.issues:
+                report.issues.remove(place.note)
 
 
 def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]:
@@ -276,10 +298,6 @@ def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]
             what = next((f"{v} in {side}" for side, v in (("A", fa[rel]), ("B", fb[rel]))
                          if v.startswith("cannot")), "other bytes in B than in A")
             diffs.append(f"plugin file {rel}: {what}")
-    for src in (sa, sb):
-        for place in src.plugin_files.places.values():
-            if place.note is not None and place.note in report.issues:
-                report.issues.remove(place.note)
     same = len(set(fa) & set(fb)) - sum(1 for d in diffs if not d.endswith(("only in A",
                                                                               "only in B")))
     if fa or fb:
@@ -339,8 +357,12 @@ def _compare_series(run: str, tag: str, x: _Fingerprint, y: _Fingerprint, tol: f
     if tol > 0:
         wa = np.concatenate(x.wall_list) if x.wall_list else np.zeros(0)
         wb = np.concatenate(y.wall_list) if y.wall_list else np.zeros(0)
-        worst = float(np.nanmax(np.abs(wa - wb))) if len(wa) else 0.0
-        if worst > tol:
+        nan_a, nan_b = np.isnan(wa), np.isnan(wb)
+        worst = float(np.max(np.abs(wa - wb)[~nan_a & ~nan_b], initial=0.0))
+        if (nan_a != nan_b).any():
+            out.append(f"{where}: wall times differ (NaN in one, a time in the other, at "
+                       f"{plural(int((nan_a != nan_b).sum()), 'point')})")
+        elif worst > tol:
             out.append(f"{where}: wall times differ by up to {worst:.3g} s")
     elif x.walls.digest() != y.walls.digest():
         out.append(f"{where}: wall times differ")
@@ -354,4 +376,6 @@ def _compare_series(run: str, tag: str, x: _Fingerprint, y: _Fingerprint, tol: f
                    f"{_dtypes_text(y)} in B", run=run, tag=tag, lost=False)
     if x.hidden != y.hidden:
         out.append(f"{where}: {x.hidden} hidden points != {y.hidden}")
+    elif x.hidden_at.digest() != y.hidden_at.digest():
+        out.append(f"{where}: other points hidden by the restart rule ({x.hidden} each)")
     return out

@@ -252,3 +252,103 @@ def test_run_start_times_compare_and_an_export_tells_the_one_it_drops(tmp_path):
         assert len(dropped) == 1 and f"comes {when} its first point (1001.0)" in dropped[0]
         # (an export's runs start at their first point: not compared with one)
         assert compare(src, tmp_path / f"export-{when}") == []
+
+
+# -- what an archive holds beyond the points: which points are hidden, experiment facts, start
+# times, NaN wall times ---------------------------------------------------------------------
+
+def _archive(path, data, *, series_of=lambda run, series: series, run_of=lambda run: run,
+             experiment=None):
+    """``data`` (a ``tbconvert.read`` result) written to an archive at ``path``, each run's
+    series and the run itself passed through ``series_of`` and ``run_of``."""
+    from tbconvert.api import open_writer
+    with open_writer(path) as w:
+        w.write_experiment(experiment if experiment is not None else data.experiment)
+        for name, run in data.runs.items():
+            w.write_run(run_of(run), series_of(name, list(data.series[name].values())))
+    return path
+
+
+def test_keep_all_compares_which_points_are_hidden_not_only_how_many(tmp_path):
+    import dataclasses
+
+    from tbconvert.formats.base import Options
+    data = tbconvert.read(FIXTURES / "torch_logdir", restarts="keep-all")
+
+    def moved(name, series):
+        out = []
+        for s in series:
+            if name == "resumed_purged" and s.tag == "loss":
+                hidden = s.hidden.copy()
+                first, visible = np.flatnonzero(hidden)[0], np.flatnonzero(~hidden)[-1]
+                hidden[first], hidden[visible] = False, True     # as many, other points
+                s = dataclasses.replace(s, hidden=hidden)
+            out.append(s)
+        return out
+    a = _archive(tmp_path / "a.parquet", data)
+    b = _archive(tmp_path / "b.parquet", data, series_of=moved)
+    assert compare(a, b, options=Options(restarts="keep-all")) == [
+        "resumed_purged/loss: other points hidden by the restart rule (10 each)"]
+    assert compare(a, b) != []      # what TensorBoard shows differs too
+
+
+def test_experiment_facts_lost_or_changed_are_differences(tmp_path):
+    import dataclasses
+    data = tbconvert.read(FIXTURES / "tbdev_export")
+    a = _archive(tmp_path / "a.parquet", data)
+    assert compare(FIXTURES / "tbdev_export", a, wall_time_tolerance=1e-6) == []
+    changed = dataclasses.replace(data.experiment, create_time="2020-01-01T00:00:00Z",
+                                  experiment_id="other")
+    b = _archive(tmp_path / "b.parquet", data, experiment=changed)
+    assert compare(a, b) == [
+        "experiment experiment id: '9bFlIkpYt5HfavHYMD5hzQ' in A, 'other' in B",
+        "experiment create time: '2026-11-21T22:13:53Z' in A, '2020-01-01T00:00:00Z' in B"]
+    from tbconvert.model import Experiment
+    c = _archive(tmp_path / "c.parquet", data, experiment=Experiment())
+    assert len(compare(a, c)) == 5      # id, name, description and both times only in A
+
+
+def test_a_run_start_time_lost_is_a_difference(tmp_path):
+    import dataclasses
+    data = tbconvert.read(FIXTURES / "torch_logdir")
+    a = _archive(tmp_path / "a.parquet", data)
+    b = _archive(tmp_path / "b.parquet", data, run_of=lambda run: dataclasses.replace(
+        run, start_time=None) if run.name == "multi" else run)
+    [diff] = compare(a, b)
+    assert diff.startswith("run 'multi': start time ") and diff.endswith(
+        " in A, None in B (a run without one shows TensorBoard no start)")
+
+
+def test_a_nan_wall_time_is_a_difference_whatever_the_tolerance(tmp_path):
+    import dataclasses
+    data = tbconvert.read(FIXTURES / "tf2_logdir")
+
+    def nan(name, series):
+        out = []
+        for s in series:
+            if name == "eager" and s.tag == "loss":
+                walls = s.wall_times.copy()
+                walls[2] = np.nan
+                s = dataclasses.replace(s, wall_times=walls)
+            out.append(s)
+        return out
+    a = _archive(tmp_path / "a.parquet", data)
+    b = _archive(tmp_path / "b.parquet", data, series_of=nan)
+    expected = ["eager/loss: wall times differ (NaN in one, a time in the other, at 1 point)"]
+    assert compare(a, b, wall_time_tolerance=1e-6) == expected
+    assert compare(a, b) == ["eager/loss: wall times differ"]
+
+
+def test_strict_still_lists_the_differences_and_exits_10(tmp_path, capsys):
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURES / "tensorboardx_logdir", src)
+    f = next(p for p in (src / "run_b").iterdir() if "tfevents" in p.name)
+    buf = bytearray(f.read_bytes())
+    starts, _, _ = records.scan(bytes(buf))
+    buf[int(starts[5]) + 2] ^= 0x10  # one corrupt record: lost while reading, and a difference
+    f.write_bytes(bytes(buf))
+    code = main(["verify", str(FIXTURES / "tensorboardx_logdir"), str(src), "--strict"])
+    out, err = capsys.readouterr()
+    assert code == 10
+    assert "run_b/loss: 25 points != 24 points" in out
+    assert "corrupt" in err

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from tbconvert import restarts
 from tbconvert.cli.common import add_reading, add_selection, finish, format_name, options_from
 from tbconvert.cli.text import shown
-from tbconvert.errors import TbconvertError
+from tbconvert.errors import DataLossError, TbconvertError
 from tbconvert.report import Report, plural
 
 NAME = "verify"
 HELP = ("compare two sources (any formats) point for point: steps, wall times, values "
-        "(integers exactly), tensor and blob bytes, metadata, and each run's run-level events "
-        "(meta graphs, session logs); between two event-file logdirs, also the files of "
-        "TensorBoard's plugins beside the event files, byte for byte; exit 10 if they differ")
+        "(integers exactly), tensor and blob bytes, metadata, each run's start time and "
+        "run-level events (meta graphs, session logs), and the experiment's facts; between "
+        "two event-file logdirs, also the files of TensorBoard's plugins beside the event "
+        "files, byte for byte; exit 10 if they differ")
 
 
 class SourcesDiffer(TbconvertError):
@@ -45,12 +48,15 @@ def run(args, ui) -> int:
                            options=options_from(args, ui),
                            wall_time_tolerance=args.wall_time_tolerance, report=report,
                            plugin_files=args.plugin_files)
-    finish(args, ui, report)
     if diffs:
         for line in diffs[:200]:
             print(shown(line))
         if len(diffs) > 200:
             print(f"... and {len(diffs) - 200} more differences")
+        # the differences are the answer (exit 10), also where --strict finds lost data
+        with contextlib.suppress(DataLossError):
+            finish(args, ui, report)
         raise SourcesDiffer(f"{args.a} and {args.b} differ ({plural(len(diffs), 'difference')} listed above)")
+    finish(args, ui, report)
     print(shown(f"same data: {args.a} and {args.b}"))
     return 0
