@@ -202,3 +202,13 @@ def out_of_memory(tried: list):
         tried.append(first)
         raise OutOfResourcesError("the machine ran out of memory")
     return short
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """Stop a server a test started: SIGTERM, then SIGKILL if it does not end in time."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, run_tbconvert
+from helpers import FIXTURES, run_tbconvert, stop_process
 
 import tbconvert
 from tbconvert.verify import compare
@@ -188,12 +188,7 @@ def _projector_view(logdir: Path, log: Path) -> dict:
             view[run] = info
         return view
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import stop_process
 
 from tbconvert.cli import main
 
@@ -94,12 +95,7 @@ def server(tmp_path_factory):
                 time.sleep(0.2)
         yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

@@ -20,14 +20,20 @@ def test_verify_equal_after_roundtrip(tmp_path, capsys):
     assert "same data" in capsys.readouterr().out
 
 
-def test_verify_names_differences(tmp_path, capsys):
-    src = tmp_path / "src"
+def _one_corrupt_record(src: Path) -> Path:
+    """The tensorboardX fixture at ``src`` with one record of ``run_b`` damaged: one point
+    fewer, and a record reported lost while reading."""
     shutil.copytree(FIXTURES / "tensorboardx_logdir", src)
     f = next(p for p in (src / "run_b").iterdir() if "tfevents" in p.name)
     buf = bytearray(f.read_bytes())
     starts, _, _ = records.scan(bytes(buf))
-    buf[int(starts[5]) + 2] ^= 0x10  # one corrupt record: one point fewer
+    buf[int(starts[5]) + 2] ^= 0x10
     f.write_bytes(bytes(buf))
+    return src
+
+
+def test_verify_names_differences(tmp_path, capsys):
+    src = _one_corrupt_record(tmp_path / "src")
     code = main(["verify", str(FIXTURES / "tensorboardx_logdir"), str(src)])
     out, err = capsys.readouterr()
     assert code == 10
@@ -340,13 +346,7 @@ def test_a_nan_wall_time_is_a_difference_whatever_the_tolerance(tmp_path):
 
 
 def test_strict_still_lists_the_differences_and_exits_10(tmp_path, capsys):
-    src = tmp_path / "src"
-    shutil.copytree(FIXTURES / "tensorboardx_logdir", src)
-    f = next(p for p in (src / "run_b").iterdir() if "tfevents" in p.name)
-    buf = bytearray(f.read_bytes())
-    starts, _, _ = records.scan(bytes(buf))
-    buf[int(starts[5]) + 2] ^= 0x10  # one corrupt record: lost while reading, and a difference
-    f.write_bytes(bytes(buf))
+    src = _one_corrupt_record(tmp_path / "src")
     code = main(["verify", str(FIXTURES / "tensorboardx_logdir"), str(src), "--strict"])
     out, err = capsys.readouterr()
     assert code == 10
