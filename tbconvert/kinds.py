@@ -139,6 +139,9 @@ KINDS: dict[str, Kind] = {
                                   "event data: tbconvert does not read them, and no output but "
                                   "event files holds them (also: one such file that could not "
                                   "be copied into event files)", _KEPT),
+    "parts_not_listed": Kind("a Parquet dataset's directory holds part files its "
+                             "_tbconvert.json does not list: tbconvert does not read them, "
+                             "readers of every file do", _KEPT, "file"),
     "plugin_files_compared": Kind("verify compared the files that TensorBoard's plugins read "
                                   "beside the event files of two event-file logdirs, byte for "
                                   "byte (those that differ are differences)", _KEPT, "file"),

@@ -143,6 +143,8 @@ _HEADLINES = {
                                              "were kept in a file beside the runs",
     "plugin_files_not_read": lambda n, k: "files that TensorBoard's plugins read beside event "
                                           "files were not read (not event data)",
+    "parts_not_listed": lambda n, k: f"{plural(n, 'part file')} of a Parquet dataset not "
+                                     "listed in its _tbconvert.json, not read",
     "plugin_files_compared": lambda n, k: f"{plural(n, 'file')} of TensorBoard's plugins "
                                           "compared byte for byte",
     "plugin_files_copied": lambda n, k: f"{plural(n, 'file')} of TensorBoard's plugins copied "

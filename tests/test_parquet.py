@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from helpers import parquet_codecs
+from helpers import FIXTURES, parquet_codecs
 from test_archives_roundtrip import assert_lossless, sample_runs, write_sample
 
 import tbconvert
@@ -564,3 +564,26 @@ def test_a_large_footer_added_after_arrow_closes_is_arrows_bytes(tmp_path, monke
         monkeypatch.setattr(W, "_SMALL_FOOTER", small_footer)
         W.write_part(tmp_path / name, Experiment(), run, iter(chunks))
     assert (tmp_path / "added").read_bytes() == (tmp_path / "arrow").read_bytes()
+
+
+def test_part_files_the_marker_does_not_list_are_told_of_not_read(tmp_path):
+    """Readers of the bare directory read every part file; tbconvert reads those the marker
+    lists, and says so of the others (a sync cut short leaves some until the next one)."""
+    import shutil
+    out = tmp_path / "ds"
+    tbconvert.convert(FIXTURES / "torch_logdir", out, to_format="parquet")
+    listed = sorted(out.glob("part-*.parquet"))
+    shutil.copy(max(listed, key=lambda p: p.stat().st_size), out / "part-00099-stray.parquet")
+    report = tbconvert.convert(out, tmp_path / "again.parquet")
+    [note] = [i for i in report.issues if i.kind == "parts_not_listed"]
+    assert note.message == (
+        f"{out}: 1 part file(s) that its _tbconvert.json does not list were not read "
+        "(part-00099-stray.parquet); readers of every file (pyarrow.dataset, DuckDB's glob, "
+        "Dask) read them: a sync cut short leaves them until the next one, otherwise remove "
+        "them")
+    assert not note.lost and note.count == 1
+    # what tbconvert read is the dataset the marker lists; a bare-directory reader sees more
+    from tbconvert.verify import compare
+    assert compare(FIXTURES / "torch_logdir", out) == []
+    assert ds.dataset(out, format="parquet").count_rows() > \
+        ds.dataset(listed, format="parquet").count_rows()

@@ -424,6 +424,25 @@ def _without_marker(path: Path) -> TbconvertError:
                                             "makes a directory a tbconvert Parquet dataset)")
 
 
+def _tell_unlisted_parts(path: Path, parts: list[dict], report: Report) -> None:
+    """Part files the marker does not list are not the dataset's: not read, but told of, as
+    readers of the bare directory read them."""
+    listed = {p["file"] for p in parts}
+    try:
+        unlisted = sorted(p.name for p in sourcefiles.listdir(path) if p.name.startswith(S.PART_PREFIX)
+                          and p.name.endswith(".parquet") and p.name not in listed)
+    except OSError:
+        return
+    if unlisted:
+        shown = ", ".join(unlisted[:3]) + (f" and {len(unlisted) - 3} more" if len(unlisted) > 3
+                                           else "")
+        report.add("parts_not_listed", f"{path}: {len(unlisted)} part file(s) that its "
+                   f"{MARKER_FILE} does not list were not read ({shown}); readers of every file "
+                   "(pyarrow.dataset, DuckDB's glob, Dask) read them: a sync cut short leaves "
+                   "them until the next one, otherwise remove them", path=path,
+                   count=len(unlisted), lost=False)
+
+
 def _run_groups(files: list[Path], parts: list[dict]) -> list[list[Path]]:
     """The part files by run: consecutive parts naming one run hold that one run."""
     groups: list[list[Path]] = []
@@ -497,6 +516,7 @@ class ParquetReader(Reader):
             for f in self._files:
                 if not f.is_file():
                     raise CorruptDataError(f"{f}: missing from the dataset listed in {MARKER_FILE}")
+            _tell_unlisted_parts(self.path, marker["parts"], report)
             self._groups = _run_groups(self._files, marker["parts"])
             self._first = None
         else:
