@@ -280,26 +280,26 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
 
 
 def _take_back_notes(sa: _Source, sb: _Source, report: Report) -> None:
-    for src in (sa, sb):
-        for place in src.plugin_files.places.values():
-            if place.note is not None and place.note in report.issues:
-                report.issues.remove(place.note)
+    from tbconvert.formats.tfevents.plugin_files import take_back
+    take_back(report, [*sa.plugin_files.places.values(), *sb.plugin_files.places.values()])
 
 
 def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]:
-    """Two event-file logdirs: their plugins' files compared byte for byte (the notes that
-    said they were not read taken back)."""
+    """Two event-file logdirs: their plugins' files compared byte for byte."""
     from tbconvert.formats.tfevents.plugin_copy import digests
     fa, fb = digests(sa.plugin_files), digests(sb.plugin_files)
     diffs = [f"plugin file {rel}: only in {side}" for side, mine, other in
              (("A", fa, fb), ("B", fb, fa)) for rel in sorted(set(mine) - set(other))]
+    same = 0
     for rel in sorted(set(fa) & set(fb)):
-        if fa[rel] != fb[rel] or fa[rel].startswith("cannot"):
-            what = next((f"{v} in {side}" for side, v in (("A", fa[rel]), ("B", fb[rel]))
-                         if v.startswith("cannot")), "other bytes in B than in A")
-            diffs.append(f"plugin file {rel}: {what}")
-    same = len(set(fa) & set(fb)) - sum(1 for d in diffs if not d.endswith(("only in A",
-                                                                              "only in B")))
+        unread = [f"{v} in {side}" for side, v in (("A", fa[rel]), ("B", fb[rel]))
+                  if v.startswith("cannot")]
+        if unread:
+            diffs.append(f"plugin file {rel}: {unread[0]}")
+        elif fa[rel] != fb[rel]:
+            diffs.append(f"plugin file {rel}: other bytes in B than in A")
+        else:
+            same += 1
     if fa or fb:
         report.add("plugin_files_compared", f"{plural(same, 'file')} of TensorBoard's plugins "
                    f"the same, byte for byte, in both (of {len(fa)} in A and {len(fb)} in B)",

@@ -71,10 +71,11 @@ class StoreFiles:
 
 
 def carry(reader, writer, report) -> None:
-    """Copy the plugin files ``reader`` found into ``writer``'s output, where it carries
-    them (an event-file logdir), taking back the notes that said they were not read."""
+    """Copy the plugin files ``reader`` found into ``writer``'s output (one that carries
+    them, an event-file logdir: :func:`tbconvert.api.carry_plugin_files` asks), taking back
+    the notes that said they were not read."""
     source = getattr(reader, "plugin_source", None)
-    if source is None or not getattr(writer, "carries_plugin_files", False):
+    if source is None:
         return
     source = source()
     if source is None:
@@ -103,8 +104,7 @@ def _carry_place(source, writer, report, where: str, place, done: dict) -> None:
             copied["named" if rel in named else "own"] += 1
         else:
             failed.append(why)
-    if place.note is not None and place.note in report.issues:
-        report.issues.remove(place.note)
+    plugins.take_back(report, [place])
     if copied:
         report.add("plugin_files_copied", _copied_message(
             source.name(where), _moved(where, above, into), place.plugin, copied, skipped),

@@ -73,6 +73,14 @@ class Place:
     note: object = None
 
 
+def take_back(report, places) -> None:
+    """Take the notes told of ``places`` out of ``report`` (their files were carried, or
+    compared): those very notes, not equal ones an earlier reading left in a shared report."""
+    told = {id(p.note) for p in places if p.note is not None}
+    if told:
+        report.issues[:] = [i for i in report.issues if id(i) not in told]
+
+
 def notes(found: dict, wants_run, runs, path_of, named_of=None):
     """``(where, place, message)`` for each place that ``found`` (as :func:`collect` fills
     it) holds and whose owner ``wants_run`` accepts, in order: ``path_of(where)`` names the
