@@ -58,6 +58,7 @@ def options_from(options, make=None, **given) -> Options:
     if set_:
         raise UsageError(f"pass either options= or the keyword arguments it holds, not both "
                          f"(options= came with {', '.join(f'{k}=' for k in set_)})")
+    check_jobs(options.jobs)
     return options
 
 
@@ -80,6 +81,9 @@ def check_jobs(jobs) -> None:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
         raise UsageError(f"--jobs must be a whole number of processes (0: one per core), "
                          f"not {jobs!r}")
+    if jobs != 1:
+        from tbconvert import workers
+        workers.refuse_script_rerun(jobs)
 
 
 def open_reader(path, *, format: str | None = None, options: Options | None = None,
@@ -227,7 +231,8 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     suffix, if it has one. ``src`` and ``dst`` may be fsspec URLs (``s3://bucket/logs``,
     ``gs://...``; see ``docs/cloud.md``). ``jobs=N`` reads event-file runs in N processes
     (``0``: one per core; the default ``1`` starts none, so a script needs no
-    ``if __name__ == "__main__"`` guard); the output is the same for every N. An event-file
+    ``if __name__ == "__main__"`` guard, which other values need: a call outside it is
+    refused with a UsageError naming the line); the output is the same for every N. An event-file
     logdir going to a Parquet dataset (a directory) or to event files is converted one run
     per process, each run read and written there; ``scheduler`` (``tcp://host:8786``) does
     that on a Dask cluster instead (``docs/dask.md``).

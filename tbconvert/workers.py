@@ -31,6 +31,7 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from tbconvert.errors import UsageError
 from tbconvert.interrupts import deferred
 
 # In a worker: the queue its progress goes to (None in a process that is no worker).
@@ -51,6 +52,70 @@ def context():
         # end, but also warns in four lines under the command's one-line message.
         os.environ.setdefault("PYTHONWARNINGS", "ignore:resource_tracker:UserWarning")
     return multiprocessing.get_context("spawn")
+
+
+def refuse_script_rerun(jobs: int) -> None:
+    """A UsageError when worker processes started now would run the calling script again.
+
+    Spawned workers (the Python API's, see above) start by running the program's main
+    script as Python's multiprocessing does, so a script that calls tbconvert with ``jobs``
+    other than 1 at its top level, outside ``if __name__ == "__main__":``, would run in
+    every worker: its own work and side effects again, and tbconvert's call there fails,
+    costing the run that worker had. Refused here, before anything starts, with the line
+    to move. Checked only where it can be told for sure: the call made from the main
+    script's top level (or a function it calls) in this thread, the script's source at
+    hand."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise UsageError(f"jobs={jobs}: this is a worker process that tbconvert started, "
+                         f"and it is running the program's main script again; put the "
+                         f"script's top-level calls under `if __name__ == \"__main__\":`, "
+                         f"or pass jobs=1")
+    found = _unguarded_call()
+    if found is not None:
+        script, line, text = found
+        raise UsageError(f"jobs={jobs} starts worker processes that each run {script} from "
+                         f"the top, so its line {line} ({text}) would run again in every one; "
+                         f"put that line under `if __name__ == \"__main__\":`, or pass jobs=1")
+
+
+def _unguarded_call():
+    """(script, line, its text) of the main script's top-level statement running now in
+    this thread, when it lies outside every ``if __name__ == "__main__":`` and workers
+    would run the script again; None otherwise, or when that cannot be told."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None)
+    if name is not None and (name == "__main__" or name.endswith(".__main__")):
+        return None         # a package's __main__: multiprocessing does not run it again
+    path = getattr(spec, "origin", None) if name is not None else getattr(main, "__file__", None)
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is getattr(main, "__dict__", None)
+                                     and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None or not isinstance(path, str):
+        return None
+    import ast
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read(1 << 22)
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = frame.f_lineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _tests_main(node.test) and any(
+                stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) for stmt in node.body):
+            return None
+    lines = source.decode("utf-8", "replace").splitlines()
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return os.path.basename(path), line, text if len(text) <= 60 else text[:57] + "..."
+
+
+def _tests_main(test) -> bool:
+    import ast
+    nodes = list(ast.walk(test))
+    return (any(isinstance(n, ast.Name) and n.id == "__name__" for n in nodes)
+            and any(isinstance(n, ast.Constant) and n.value == "__main__" for n in nodes))
 
 
 class ProgressQueues:

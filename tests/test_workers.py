@@ -305,3 +305,45 @@ def test_a_forked_pool_replaced_after_a_death_reports_progress_too(tmp_path):
         # on its way and lost: the conversions count what their results say was read)
         assert 0 < out["progress"] <= 1 + 2 + 2 + 3 + 4 + 5
     assert "Traceback" not in done.stderr
+
+
+# A script as users write them: the Python API's workers are spawned, and a spawned worker
+# starts by running the program's main script, so a top-level call with jobs=N would run
+# again in every worker (its side effects too) and fail there, costing that worker's run.
+SCRIPTS = {
+    "unguarded": ('import tbconvert\nprint("started")\n'
+                  'tbconvert.convert(LOGS, OUT, to_format="parquet", jobs=2)\n', 3),
+    "unguarded_function": ('import tbconvert\nprint("started")\n\ndef main():\n'
+                           '    tbconvert.convert(LOGS, OUT, to_format="parquet", jobs=0)\n\n'
+                           'main()\n', 7),
+    "unguarded_sync": ('import tbconvert\nprint("started")\n'
+                       'tbconvert.sync(LOGS, OUT, jobs=2)\n', 3),
+    "guarded": ('import tbconvert\nprint("started")\n\ndef main():\n'
+                '    tbconvert.convert(LOGS, OUT, to_format="parquet", jobs=2)\n\n'
+                'if __name__ == "__main__":\n    main()\n', None),
+    "one_job": ('import tbconvert\nprint("started")\n'
+                'tbconvert.convert(LOGS, OUT, to_format="parquet", jobs=1)\n', None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCRIPTS))
+def test_a_script_whose_workers_would_run_it_again_is_refused_before_they_start(tmp_path, case):
+    from helpers import FIXTURES
+    body, line = SCRIPTS[case]
+    out = tmp_path / "out"
+    script = tmp_path / "job.py"
+    script.write_text(f"LOGS = {str(FIXTURES / 'torch_logdir')!r}\nOUT = {str(out)!r}\n" + body)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=cli_env(), cwd=CLI_CWD, timeout=300)
+    assert proc.stdout.count("started") == 1, proc.stdout
+    if line is None:
+        assert proc.returncode == 0, proc.stderr
+        assert (out / "_tbconvert.json").is_file()
+        return
+    line += 2       # the two lines naming the paths
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("tbconvert.errors.UsageError: jobs=")
+    assert f"each run job.py from the top, so its line {line} (" in last, last
+    assert 'put that line under `if __name__ == "__main__":`, or pass jobs=1' in last
+    assert not out.exists() and os.listdir(tmp_path) == ["job.py"]
