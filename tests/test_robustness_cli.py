@@ -446,6 +446,10 @@ def test_read_only_sources_are_never_modified(tmp_path, capsys):
             assert code in (0, 10), (args, err)
         if fmt == "tbdev":
             assert main(["tbdev-export", str(s), "-o", str(tmp_path / f"t{n}")]) == 0
+        if s in srcs:       # a sync reads what is new, and a second finds nothing new
+            for _ in range(2):
+                assert main(["sync", str(s), str(tmp_path / f"sync{n}")]) == 0, \
+                    capsys.readouterr().err
         n += 1
     capsys.readouterr()
     after = _snapshot(tmp_path / "src", atime=True)

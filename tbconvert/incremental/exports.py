@@ -14,6 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from tbconvert import sourcefiles
+
 
 def fingerprint(path: Path) -> str:
     """A digest of the names, sizes and modification times of the files under ``path``."""
@@ -22,19 +24,25 @@ def fingerprint(path: Path) -> str:
         st = path.stat()
         items.append((path.name, st.st_size, st.st_mtime_ns))
     else:
-        for dirpath, dirnames, filenames in os.walk(path):
-            dirnames.sort()
-            for name in sorted(filenames):
-                full = os.path.join(dirpath, name)
-                try:
-                    st = os.stat(full)
-                except OSError:
-                    continue
-                items.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+        for full in _files(path):
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            items.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
     h = hashlib.sha256()
     for rel, size, mtime in items:
         h.update(f"{rel}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
+
+
+def _files(path: Path):
+    """The paths of the files under the directory ``path``, directories in name order, as
+    sources are listed: their access times kept."""
+    for dirpath, dirnames, filenames in sourcefiles.walk(path):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield os.path.join(dirpath, name)
 
 
 def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool = False) -> None:
@@ -76,8 +84,8 @@ def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool
     if known:
         report.add("export_read_whole", f"{src}: the export's files changed; its runs were "
                    "read whole again", path=src, lost=False)
-    report.new_bytes += sum(f.stat().st_size for f in ([src] if src.is_file() else
-                                                      src.rglob("*")) if f.is_file())
+    report.new_bytes += sum(os.stat(f).st_size for f in ([src] if src.is_file() else
+                                                          _files(src)) if os.path.isfile(f))
 
 
 def _write_parts(src: Path, dst: Path, generation: int, known: dict, report,

@@ -7,6 +7,7 @@ import os
 import stat
 from pathlib import Path
 
+from tbconvert import sourcefiles
 from tbconvert.checksum import crc32c
 
 # The head checksum covers this much of a file: enough to tell a rewritten file.
@@ -27,7 +28,7 @@ def _crc_in(fd: int, offset: int, length: int) -> str | None:
 def _open(path: Path) -> tuple[int, os.stat_result]:
     """A descriptor of ``path`` and its status. Without blocking: an event file's name can be
     a FIFO's, and opening a FIFO to read waits for a writer (the reader skips it)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = sourcefiles.open_fd(path, nonblock=True)   # (its access time kept, as readers keep it)
     try:
         return fd, os.fstat(fd)
     except OSError:
