@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tbconvert import names, registry
 from tbconvert.errors import FormatError, UsageError
 from tbconvert.formats.base import Options, Reader, Writer
-from tbconvert.report import Report, plural, were
+from tbconvert.report import Report, given, plural, were
 
 if TYPE_CHECKING:  # numpy loads with the model, once data is read (not for --help or errors)
     from tbconvert.model import Run, Series
@@ -51,7 +51,7 @@ def options_from(options, make=None, **given) -> Options:
     that would set what it sets (``given``: the caller's keyword arguments, as passed; one
     left at the value an ``Options`` has by default counts as not given)."""
     if options is None:
-        return (make or make_options)(**given)
+        return watched((make or make_options)(**given))
     import dataclasses
     unset = {f.name: f.default for f in dataclasses.fields(Options)}
     set_ = sorted(k for k, v in given.items() if k not in unset or v != unset[k])
@@ -59,7 +59,25 @@ def options_from(options, make=None, **given) -> Options:
         raise UsageError(f"pass either options= or the keyword arguments it holds, not both "
                          f"(options= came with {', '.join(f'{k}=' for k in set_)})")
     check_jobs(options.jobs)
-    return options
+    return watched(options)
+
+
+def watched(options: Options) -> Options:
+    """``options``, made to remember whether its ``runs`` / ``tags`` matched anything (a
+    copy: the caller's object is left as it is); see :func:`tell_unmatched`."""
+    from tbconvert.formats.base import WatchedOptions
+    if isinstance(options, WatchedOptions) or (options.runs is None and options.tags is None):
+        return options
+    import dataclasses
+    return WatchedOptions(**{f.name: getattr(options, f.name)
+                             for f in dataclasses.fields(Options)})
+
+
+def tell_unmatched(options: Options, report: Report, **wording) -> None:
+    """A note in ``report`` for each of ``runs`` / ``tags`` that matched nothing in the
+    source (the command line words its own)."""
+    for line in getattr(options, "unmatched", lambda **_: [])(**wording):
+        report.add("selection_matched_nothing", line, lost=False)
 
 
 def _check_keywords(kw: dict) -> None:
@@ -86,6 +104,12 @@ def check_jobs(jobs) -> None:
         workers.refuse_script_rerun(jobs)
 
 
+def check_scheduler(scheduler) -> None:
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+        raise UsageError(f"--scheduler takes the address of a Dask scheduler such as "
+                         f"'tcp://host:8786', not {scheduler!r}")
+
+
 def open_reader(path, *, format: str | None = None, options: Options | None = None,
                 report: Report | None = None) -> Reader:
     """A reader for ``path`` (a local path or an fsspec URL such as ``s3://bucket/logs``);
@@ -93,7 +117,7 @@ def open_reader(path, *, format: str | None = None, options: Options | None = No
     from tbconvert import remote
     path = remote.localize(path)
     options = options or Options()
-    report = report if report is not None else Report()
+    report = given(report)
     if remote.is_remote(path):
         return remote.open_reader(path, format, options, report, lambda local: open_reader(
             local, format=format, options=options, report=report))
@@ -103,7 +127,7 @@ def open_reader(path, *, format: str | None = None, options: Options | None = No
         raise UsageError(f"the {fmt.name} format can be written but not read")
     if not path.exists():
         raise FormatError(f"{path}: no such file or directory")
-    return fmt.reader(path, options or Options(), report if report is not None else Report())
+    return fmt.reader(path, options or Options(), given(report))
 
 
 def open_writer(path, *, format: str | None = None, options: Options | None = None,
@@ -113,7 +137,7 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
     from tbconvert import remote
     path = remote.localize(path)
     options = options or Options()
-    report = report if report is not None else Report()
+    report = given(report)
     registry.check_suffix(path, registry.canonical(format) if format else None)
     if format:
         fmt = registry.get(format)
@@ -130,7 +154,7 @@ def open_writer(path, *, format: str | None = None, options: Options | None = No
         return remote.open_writer(path, fmt, options, report, lambda local: open_writer(
             local, format=fmt.name, options=options, report=report))
     path = Path(path)
-    return fmt.writer(path, options or Options(), report if report is not None else Report())
+    return fmt.writer(path, options or Options(), given(report))
 
 
 def check_paths(src, dst) -> None:
@@ -237,8 +261,9 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
     per process, each run read and written there; ``scheduler`` (``tcp://host:8786``) does
     that on a Dask cluster instead (``docs/dask.md``).
     """
-    report = report if report is not None else Report()
+    report = given(report)
     opts = options_from(options, **kwargs)
+    check_scheduler(scheduler)
     from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)
     if scheduler is not None and (remote.is_remote(src) or remote.is_remote(dst)):
@@ -259,6 +284,7 @@ def convert(src, dst, *, from_format: str | None = None, to_format: str | None =
                     copy(reader, writer, report)
                 carry_plugin_files(reader, writer, report)
         report.outputs.append(str(dst))
+        tell_unmatched(opts, report)
     finally:
         if scheduler is not None:
             remote.public_report(report, start)

@@ -24,7 +24,8 @@ def to_dask(path, *, storage_options: dict | None = None, **read_parquet_options
         import dask.dataframe as dd
     except ImportError:
         raise MissingDependencyError("to_dask needs Dask: pip install 'tbconvert[dask]'") from None
-    files = _parts(path, storage_options)
+    from tbconvert import remote
+    files = _parts(remote.localize(path), storage_options)
     return dd.read_parquet(files, storage_options=storage_options, **read_parquet_options)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tbconvert.formats.base import Options, Reader
-from tbconvert.report import Report
+from tbconvert.report import Report, given
 
 if TYPE_CHECKING:
     from tbconvert.model import Run, Series
@@ -144,7 +144,7 @@ def info(src, *, format: str | None = None, runs=None, tags=None, allow_pickle: 
     ``format`` names the source's format when it cannot be told.
     """
     from tbconvert import api
-    report = report if report is not None else Report()
+    report = given(report)
     options = api.options_from(options, runs=runs, tags=tags, allow_pickle=allow_pickle,
                                jobs=jobs, storage_options=storage_options, **kwargs)
     runs: list[RunInfo] = []

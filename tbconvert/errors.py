@@ -23,13 +23,19 @@ _PYTHON_WORDING = {
     "--to": "to_format",
     "--from": "from_format",
     "--scheduler": "scheduler",
+    "--break-lock": "break_lock=True",
 }
 _OPTION = re.compile("|".join(re.escape(option) + r"(?![\w-])"
                               for option in sorted(_PYTHON_WORDING, key=len, reverse=True)))
 
 
+# A command a message advises, as the Python call that does the same
+_EXPORT_COMMAND = re.compile(r"'tbconvert tbdev-export (.+?) -o OUTDIR'")
+
+
 def python_wording(text: str) -> str:
     """``text`` with each command-line option named as a Python caller passes it."""
+    text = _EXPORT_COMMAND.sub(lambda m: f"tbconvert.tbdev_export({m.group(1)!r}, OUTDIR)", text)
     return _OPTION.sub(lambda m: _PYTHON_WORDING[m.group(0)], text)
 
 # Functions every message passes through before it is shown: object-store sources and

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tbconvert.errors import FormatError, OutOfResourcesError, TbconvertError
 from tbconvert.formats.base import Options
-from tbconvert.report import Report
+from tbconvert.report import Report, given
 
 
 @dataclass
@@ -64,7 +64,7 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     experiment in a task on that cluster; ``dst`` must then be a path every worker shares.
     """
     from tbconvert import api, remote
-    report = report if report is not None else ExportReport()
+    report = given(report, ExportReport)
     options = api.options_from(options, force=force, runs=runs, tags=tags,
                                allow_pickle=allow_pickle, jobs=jobs,
                                storage_options=storage_options, progress=progress, **kwargs)

@@ -187,6 +187,8 @@ KINDS: dict[str, Kind] = {
                                       "as 16777217.0 or 0.1, wide integers) are rounded to "
                                       "float32 in event files, the only scalar type both "
                                       "TensorBoard loaders show", _LOST, "value"),
+    "selection_matched_nothing": Kind("a runs or tags regex that matched none of the source's "
+                                      "runs or tags: the result holds nothing of it", _KEPT),
     "stale_lock_taken_over": Kind("sync: a lock left by a sync that died (or by --break-lock) was "
                                   "taken over", _KEPT),
     "steps_not_increasing": Kind("points of a tag followed by a point at the same or an earlier "

@@ -106,6 +106,18 @@ class Report:
         }
 
 
+def given(report, cls: type = Report):
+    """The ``report`` a caller passed, or a new ``cls()`` for None; a UsageError for anything
+    that is not a ``cls`` (it would fail later, half-way through the work)."""
+    if report is None:
+        return cls()
+    if not isinstance(report, cls):
+        from tbconvert.errors import UsageError
+        raise UsageError(f"report takes a tbconvert.{cls.__name__} (or None), not "
+                         f"{type(report).__name__}")
+    return report
+
+
 def plural(n: int, one: str, many: str | None = None) -> str:
     """``n`` and the noun it counts: ``1 point``, ``2 points``, ``3 series``."""
     if many is None:

@@ -32,7 +32,7 @@ from tbconvert.model import (
     TensorSeries,
     as_scalar_series,
 )
-from tbconvert.report import Report, plural
+from tbconvert.report import Report, given, plural
 
 # One integer that float64 cannot hold: its position in the series, then its value as a
 # 128-bit two's complement number, so that an int64 and a uint64 of one value are equal.
@@ -227,7 +227,7 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
         raise UsageError(f"the wall-time tolerance must be a number of seconds, 0 or more, "
                          f"not {wall_time_tolerance!r}")
     options = options or Options()
-    report = report if report is not None else Report()
+    report = given(report)
     keep = wall_time_tolerance > 0
     sa = fingerprints(a, fmt=from_a, options=options, report=report, keep_walls=keep)
     sb = fingerprints(b, fmt=from_b, options=options, report=report, keep_walls=keep)

@@ -101,3 +101,86 @@ def test_messages_name_keywords_for_python_and_options_for_the_command_line(tmp_
     from tbconvert.errors import python_wording
     assert python_wording("--tomorrow --to --restarts keep-all") == \
         "--tomorrow to_format restarts='keep-all'"
+
+
+def test_a_path_starting_with_a_tilde_is_in_the_home_directory_for_every_format(
+        tmp_path, monkeypatch):
+    # (pyarrow takes ~ as the home directory: so must every other writer, and the clean-up)
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    import shutil
+    shutil.copytree(LOGDIR, home / "logs")
+    expected = tbconvert.scalars(LOGDIR)
+    for name, kw in [("out.parquet", {}), ("out.csv", {}), ("out.h5", {}),
+                     ("dataset", {"to_format": "parquet"}), ("events", {"to_format": "tfevents"})]:
+        report = tbconvert.convert("~/logs", f"~/{name}", **kw)
+        assert report.outputs == [str(home / name)]
+    tbconvert.sync("~/logs", "~/synced")
+    assert tbconvert.scalars("~/synced").equals(expected)
+    assert tbconvert.scalars("~/out.h5").equals(expected)
+    assert sorted(p.name for p in home.iterdir()) == sorted(
+        ["logs", "out.parquet", "out.csv", "out.h5", "dataset", "events", "synced"])
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: tbconvert.Options(restarts="keep_all"),
+     "restarts must be one of visible, keep-all, not 'keep_all'"),
+    (lambda: tbconvert.Options(runs="("), "runs '(' is not a valid regular expression"),
+    (lambda: tbconvert.Options(tags=3), "tags takes one regular expression"),
+    (lambda: tbconvert.Options(force="yes"), "force takes True or False, not 'yes'"),
+    (lambda: tbconvert.Options(jobs=-1), "jobs must be a whole number of processes"),
+    (lambda: tbconvert.Options(progress=True), "progress takes a tbconvert Progress"),
+    (lambda: tbconvert.Options(storage_options="anon"), "storage_options takes a dict"),
+])
+def test_options_built_by_hand_are_checked_as_the_keywords_are(build, message):
+    # (a misspelt restarts taken as "visible" would drop the points asked to be kept)
+    with pytest.raises(UsageError) as exc:
+        build()
+    assert str(exc.value).startswith(message)
+
+
+def test_options_take_a_regex_as_text_too(tmp_path):
+    options = tbconvert.Options(runs="^run_b$", restarts="keep-all")
+    assert options.runs.pattern == "^run_b$"
+    report = tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "b.parquet",
+                               options=options)
+    assert report.runs == 1 and options.runs.pattern == "^run_b$"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda d: tbconvert.convert(LOGDIR, d / "a.parquet", report={}),
+     "report takes a tbconvert.Report (or None), not dict"),
+    (lambda d: tbconvert.sync(LOGDIR, d / "s", report=tbconvert.Report()),
+     "report takes a tbconvert.SyncReport (or None), not Report"),
+    (lambda d: tbconvert.scalars(LOGDIR, report=[]), "report takes a tbconvert.Report"),
+    (lambda d: tbconvert.convert(LOGDIR, d / "b", to_format="parquet", scheduler=5),
+     "scheduler takes the address of a Dask scheduler such as 'tcp://host:8786', not 5"),
+    (lambda d: tbconvert.sync(LOGDIR, d / "s", scheduler=""),
+     "scheduler takes the address of a Dask scheduler"),
+    (lambda d: tbconvert.to_dask(5), "expected a path (str or os.PathLike) or a URL, not int"),
+])
+def test_arguments_of_the_wrong_kind_are_refused_before_any_work(tmp_path, call, message):
+    with pytest.raises(UsageError) as exc:
+        call(tmp_path)
+    assert str(exc.value).startswith(message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_selection_that_matches_nothing_is_a_note_in_the_report(tmp_path):
+    report = tbconvert.convert(LOGDIR, tmp_path / "a.parquet", runs="^trian$")
+    assert [(i.kind, i.lost) for i in report.issues] == [("selection_matched_nothing", False)]
+    assert report.issues[0].message.startswith("--runs '^trian$' matched none of the")
+    report = tbconvert.Report()
+    assert tbconvert.scalars(LOGDIR, tags="^los$", report=report).empty
+    assert [i.kind for i in report.issues] == ["selection_matched_nothing"]
+    report = tbconvert.Report()
+    assert len(tbconvert.scalars(LOGDIR, tags="loss", report=report))
+    assert "selection_matched_nothing" not in {i.kind for i in report.issues}
+    # the command says it once, in its own words
+    code = main(["convert", str(LOGDIR), str(tmp_path / "b.parquet"), "--runs", "^trian$",
+                 "--strict"])
+    assert code == 8

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 from tbconvert import restarts
 from tbconvert.errors import DataLossError
-from tbconvert.formats.base import Options
+from tbconvert.formats.base import WatchedOptions
 from tbconvert.remote.urls import parse_storage_options
 from tbconvert.report import Report
 
@@ -67,30 +67,6 @@ def add_writing(p: argparse.ArgumentParser) -> None:
                         "TensorBoard's restart rule hides (archives always keep them, marked)")
 
 
-@dataclass
-class WatchedOptions(Options):
-    """Options that remember whether ``--runs`` / ``--tags`` ever matched, so that a regex
-    selecting nothing is said out loud instead of giving an empty result silently."""
-
-    def __post_init__(self) -> None:
-        self.runs_seen: set[str] = set()
-        self.runs_matched = 0
-        self.tags_seen: set[str] = set()
-        self.tags_matched = 0
-
-    def wants_run(self, run: str) -> bool:
-        wanted = super().wants_run(run)
-        self.runs_seen.add(run)
-        self.runs_matched += wanted
-        return wanted
-
-    def wants_tag(self, tag: str) -> bool:
-        wanted = super().wants_tag(tag)
-        self.tags_seen.add(tag)
-        self.tags_matched += wanted
-        return wanted
-
-
 def options_from(args, ui):
     from tbconvert.api import make_options
     options = make_options(
@@ -114,14 +90,7 @@ def unmatched_selection(args, tags_are: str = "tag(s) in the source",
     options = getattr(args, "_options", None)
     if options is None:
         return []
-    lines = []
-    if options.runs is not None and options.runs_seen and not options.runs_matched:
-        lines.append(f"--runs {options.runs.pattern!r} matched none of the "
-                     f"{len(options.runs_seen)} {runs_are}; the result holds no data")
-    if options.tags is not None and options.tags_seen and not options.tags_matched:
-        lines.append(f"--tags {options.tags.pattern!r} matched none of the "
-                     f"{len(options.tags_seen)} {tags_are}; {no_tags}")
-    return lines
+    return options.unmatched(tags_are, no_tags, runs_are)
 
 
 def output_name(args) -> str:
@@ -145,6 +114,8 @@ def nothing_found(args, ui, message: str) -> None:
 def finish(args, ui, report: Report, unmatched: list[str] | None = None) -> int:
     """Print the summary; with --strict, turn lost data (or a selection that matched
     nothing: ``unmatched``, by default :func:`unmatched_selection`) into exit code 8."""
+    # (the lines below say it in the command's own words)
+    report.issues = [i for i in report.issues if i.kind != "selection_matched_nothing"]
     ui.summary(report)
     strict = getattr(args, "strict", False)
     if unmatched is None:

@@ -70,11 +70,83 @@ class Options:
     jobs: int = 1
     storage_options: dict | None = None
 
+    def __post_init__(self) -> None:
+        # Checked as the keyword arguments are, whoever builds it: a misspelt ``restarts``
+        # taken as the default would drop the points the caller asked to keep.
+        from tbconvert.restarts import check
+        for what in ("runs", "tags"):
+            value = getattr(self, what)
+            if isinstance(value, str):
+                try:
+                    setattr(self, what, re.compile(value))
+                except re.error as exc:
+                    raise UsageError(f"{what} {value!r} is not a valid regular expression: "
+                                     f"{exc}") from None
+            elif value is not None and not isinstance(value, re.Pattern):
+                raise UsageError(f"{what} takes one regular expression (a str such as "
+                                 f"'loss|accuracy'), not {type(value).__name__}")
+        check(self.restarts)
+        for what in ("allow_pickle", "force", "wide", "ignore_checksum"):
+            if not isinstance(getattr(self, what), bool):
+                raise UsageError(f"{what} takes True or False, not "
+                                 f"{getattr(self, what)!r}")
+        jobs = self.jobs
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+            raise UsageError(f"--jobs must be a whole number of processes (0: one per core), "
+                             f"not {jobs!r}")
+        if self.progress is not None and not all(
+                callable(getattr(self.progress, m, None)) for m in ("start", "advance", "finish")):
+            raise UsageError(f"progress takes a tbconvert Progress (with start, advance and "
+                             f"finish) or None, not {type(self.progress).__name__}")
+        if self.storage_options is not None and not isinstance(self.storage_options, dict):
+            raise UsageError(f"storage_options takes a dict (such as {{'anon': True}}), not "
+                             f"{type(self.storage_options).__name__} {self.storage_options!r}")
+
     def wants_run(self, run: str) -> bool:
         return self.runs is None or self.runs.search(run) is not None
 
     def wants_tag(self, tag: str) -> bool:
         return self.tags is None or self.tags.search(tag) is not None
+
+
+@dataclass
+class WatchedOptions(Options):
+    """Options that remember whether ``runs`` / ``tags`` ever matched, so that a regex that
+    selects nothing is said out loud instead of giving an empty result silently."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.runs_seen: set[str] = set()
+        self.runs_matched = 0
+        self.tags_seen: set[str] = set()
+        self.tags_matched = 0
+
+    def wants_run(self, run: str) -> bool:
+        wanted = super().wants_run(run)
+        self.runs_seen.add(run)
+        self.runs_matched += wanted
+        return wanted
+
+    def wants_tag(self, tag: str) -> bool:
+        wanted = super().wants_tag(tag)
+        self.tags_seen.add(tag)
+        self.tags_matched += wanted
+        return wanted
+
+    def unmatched(self, tags_are: str = "tag(s) in the source",
+                  no_tags: str = "the result holds no data",
+                  runs_are: str = "run(s) in the source") -> list[str]:
+        """One line for each of ``--runs`` / ``--tags`` that matched nothing in the source,
+        with what that leaves out. ``tags_are`` / ``runs_are``: what ``--tags`` / ``--runs``
+        choose among; ``no_tags``: what is left when ``--tags`` chooses nothing."""
+        lines = []
+        if self.runs is not None and self.runs_seen and not self.runs_matched:
+            lines.append(f"--runs {self.runs.pattern!r} matched none of the "
+                         f"{len(self.runs_seen)} {runs_are}; the result holds no data")
+        if self.tags is not None and self.tags_seen and not self.tags_matched:
+            lines.append(f"--tags {self.tags.pattern!r} matched none of the "
+                         f"{len(self.tags_seen)} {tags_are}; {no_tags}")
+        return lines
 
 
 def cores() -> int:

@@ -29,7 +29,7 @@ from tbconvert.errors import (
 )
 from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.incremental.lock import Lock
-from tbconvert.report import Report
+from tbconvert.report import Report, given
 
 __all__ = ["SyncReport", "sync"]
 
@@ -109,9 +109,10 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
     A second sync on the same ``dst`` is refused while one runs. ``allow_pickle``: read the
     pickled string tensors of TensorBoard 2.3 exports (unpickling can run code from them).
     """
-    from tbconvert.api import check_jobs
+    from tbconvert.api import check_jobs, check_scheduler
     check_jobs(jobs)
-    report = report if report is not None else SyncReport()
+    check_scheduler(scheduler)
+    report = given(report, SyncReport)
     start = len(report.issues)
     try:
         return _sync(src, dst, scheduler, break_lock, report, storage_options, jobs,

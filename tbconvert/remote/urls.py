@@ -51,8 +51,9 @@ def is_remote(location) -> bool:
 
 
 def localize(location):
-    """``file://`` URLs as local paths; anything else unchanged. Every source and destination
-    a user names passes through here, so a value that is no location is refused here."""
+    """``file://`` URLs as local paths, ``~`` as the home directory; anything else unchanged.
+    Every source and destination a user names passes through here, so a value that is no
+    location is refused here."""
     if not isinstance(location, (str, os.PathLike)):
         raise UsageError(f"expected a path (str or os.PathLike) or a URL, not "
                          f"{type(location).__name__}")
@@ -62,6 +63,12 @@ def localize(location):
             raise UsageError(f"{location}: file:// URLs must name a local path "
                              "(file:///abs/path)")
         return Path(unquote(parts.path))
+    if not is_url(location):
+        # ``~`` is the home directory, as pandas and pyarrow take it (and the shell, unquoted):
+        # one rule for every format, never a directory named ``~``
+        expanded = os.path.expanduser(location)
+        if expanded != os.fspath(location):
+            return Path(expanded) if isinstance(location, os.PathLike) else expanded
     return location
 
 

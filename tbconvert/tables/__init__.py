@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tbconvert import api
 from tbconvert.errors import DataLossWarning, MissingDependencyError, UsageError
-from tbconvert.report import Report, headline
+from tbconvert.report import Report, given, headline
 from tbconvert.restarts import Restarts
 from tbconvert.tables._data import Data, read
 from tbconvert.tables._source import drop_hidden_notes, feed, iter_source, table_options
@@ -96,13 +96,14 @@ def _collect(make_columns, source, runs, tags, restarts, report, options=None, r
     """Read ``source`` (selected by ``options``, or by ``runs``, ``tags``, ``restarts`` and
     the reading keywords ``reading``) into the collector ``make_columns(keep_hidden, report)``
     builds."""
-    report = report if report is not None else Report()
+    report = given(report)
     reading = dict(reading or {})
     fmt = _format(reading)
     options = api.options_from(options, table_options, runs=runs, tags=tags, restarts=restarts,
                                **reading)
     collector = make_columns(options.restarts == "keep-all", report)
     feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk), fmt)
+    api.tell_unmatched(options, report)
     return collector
 
 
@@ -296,7 +297,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
                   **reading):
     """Hyperparameter trials as a ``pyarrow.Table``; see :func:`hparams`."""
     from tbconvert.columns.hparams import Collected, trials_table
-    report = report if report is not None else Report()
+    report = given(report)
     # Metric values live in sub-runs of the session runs: read every run, then
     # apply ``runs`` to the sessions and ``tags`` to the metric columns.
     fmt = _format(reading)
@@ -312,6 +313,9 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
     # Of all that was read, only the series that give a metric its value are in the table:
     # points the restart rule hides elsewhere are no concern of it.
     drop_hidden_notes(report, start, lambda i: (i.run, i.tag) in collected.in_table)
+    api.tell_unmatched(sel, report, tags_are="metric(s) of the trials",
+                       no_tags="the table has no metric columns",
+                       runs_are="trial run(s) in the source")
     return table
 
 
@@ -424,12 +428,13 @@ def extract_media(source, out_dir, runs=None, tags=None, *, restarts: Restarts =
         ['0_0.png', '49_0.png']
     """
     from tbconvert.tables._media import extract
-    report = report if report is not None else MediaReport()
+    report = given(report, MediaReport)
     reading = dict(reading)
     fmt = _format(reading)
     options = api.options_from(options, table_options, runs=runs, tags=tags,
                                restarts=restarts, force=force, **reading)
     files = extract(source, out_dir, options, report, fmt)
+    api.tell_unmatched(options, report)
     if isinstance(report, MediaReport):
         report.files += files
     return report
