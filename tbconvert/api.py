@@ -90,7 +90,8 @@ def _check_keywords(kw: dict) -> None:
         taken = sorted(known | {"from_format", "to_format", "format", "report", "options",
                                 "scheduler"})
         close = difflib.get_close_matches(unknown[0], taken, n=1, cutoff=0.3)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        hint = "" if not close else " (not taken by this function)" if close[0] == unknown[0] \
+            else f" (did you mean {close[0]}?)"
         raise TypeError(f"unexpected keyword argument {unknown[0]!r}{hint}; the options are "
                         f"{', '.join(sorted(known))}")
 
@@ -102,6 +103,14 @@ def check_jobs(jobs) -> None:
     if jobs != 1:
         from tbconvert import workers
         workers.refuse_script_rerun(jobs)
+
+
+def source_format(format: str | None, from_format: str | None) -> str | None:
+    """The source format a caller named: ``format=`` (as :func:`read` takes it) or
+    ``from_format=`` (as :func:`convert` and the error messages say it), not both."""
+    if format is not None and from_format is not None and format != from_format:
+        raise UsageError(f"format={format!r} and from_format={from_format!r} disagree; pass one")
+    return format if format is not None else from_format
 
 
 def check_scheduler(scheduler) -> None:

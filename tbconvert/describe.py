@@ -129,7 +129,8 @@ class SourceInfo:
 
 def info(src, *, format: str | None = None, runs=None, tags=None, allow_pickle: bool = False,
          jobs: int = 1, storage_options: dict | None = None, options: Options | None = None,
-         report: Report | None = None, **kwargs) -> SourceInfo:
+         report: Report | None = None, from_format: str | None = None,
+         **kwargs) -> SourceInfo:
     """Runs and tags of ``src`` (any readable source, or an fsspec URL) with their counts.
 
     Example::
@@ -141,9 +142,10 @@ def info(src, *, format: str | None = None, runs=None, tags=None, allow_pickle: 
 
     ``runs`` and ``tags`` are regexes; the other keyword arguments are those of
     :func:`tbconvert.convert` that apply to reading. Hidden points are counted, not left out.
-    ``format`` names the source's format when it cannot be told.
+    ``format`` (or ``from_format``) names the source's format when it cannot be told.
     """
     from tbconvert import api
+    format = api.source_format(format, from_format)
     report = given(report)
     options = api.options_from(options, runs=runs, tags=tags, allow_pickle=allow_pickle,
                                jobs=jobs, storage_options=storage_options, **kwargs)

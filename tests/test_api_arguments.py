@@ -8,7 +8,7 @@ from helpers import FIXTURES
 
 import tbconvert
 from tbconvert.cli import main
-from tbconvert.errors import UsageError
+from tbconvert.errors import FormatError, UsageError
 
 LOGDIR = FIXTURES / "torch_logdir"
 
@@ -184,3 +184,19 @@ def test_a_selection_that_matches_nothing_is_a_note_in_the_report(tmp_path):
     code = main(["convert", str(LOGDIR), str(tmp_path / "b.parquet"), "--runs", "^trian$",
                  "--strict"])
     assert code == 8
+
+
+def test_the_source_format_is_named_as_the_advice_says_in_every_reading_function(tmp_path):
+    # an event file under a name that tells nothing: the error says "pass from_format"
+    event_file = next((LOGDIR / "train").glob("*tfevents*"))
+    blind = tmp_path / "run.bin"
+    blind.write_bytes(event_file.read_bytes())
+    with pytest.raises(FormatError, match="pass from_format with one of"):
+        tbconvert.read(blind)
+    expected = tbconvert.scalars(event_file)
+    assert tbconvert.scalars(blind, from_format="tfevents").equals(expected)
+    for fmt in ({"from_format": "tfevents"}, {"format": "tfevents"}):
+        assert len(tbconvert.read(blind, **fmt).runs) == 1
+        assert len(tbconvert.info(blind, **fmt).runs) == 1
+    with pytest.raises(UsageError, match="disagree"):
+        tbconvert.read(blind, format="parquet", from_format="tfevents")

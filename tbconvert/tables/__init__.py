@@ -86,10 +86,7 @@ def _format(reading: dict) -> str | None:
     """The source format a caller named (``format=``, as :func:`read` takes it, or
     ``from_format=``, as :func:`tbconvert.convert` and the error messages say), taken out
     of the reading keywords."""
-    fmt, other = reading.pop("format", None), reading.pop("from_format", None)
-    if fmt is not None and other is not None and fmt != other:
-        raise UsageError(f"format={fmt!r} and from_format={other!r} disagree; pass one")
-    return fmt if fmt is not None else other
+    return api.source_format(reading.pop("format", None), reading.pop("from_format", None))
 
 
 def _collect(make_columns, source, runs, tags, restarts, report, options=None, reading=None):

@@ -78,13 +78,14 @@ class Data:
 
 def read(path, *, runs=None, tags=None, restarts: Restarts = "visible", format: str | None = None,
          storage_options: dict | None = None, allow_pickle: bool = False,
-         ignore_checksum: bool = False, jobs: int = 1) -> Data:
+         ignore_checksum: bool = False, jobs: int = 1, from_format: str | None = None) -> Data:
     """Read a whole source into memory (the model, with numpy arrays). For data that fits.
 
     ``path`` may be a URL (``s3://bucket/logs``; ``storage_options`` go to its file system).
     ``allow_pickle`` reads TensorBoard 2.3 exports, whose string tensors are pickled;
     ``ignore_checksum`` reads an archive whose checksum does not match (what is damaged is
-    reported); ``jobs`` reads the runs of an event-file logdir in that many processes.
+    reported); ``jobs`` reads the runs of an event-file logdir in that many processes;
+    ``format`` (or ``from_format``) names the source's format when it cannot be told.
 
     Example::
 
@@ -100,6 +101,7 @@ def read(path, *, runs=None, tags=None, restarts: Restarts = "visible", format: 
                                jobs=jobs)
     found_runs: dict[str, Run] = {}
     found_series: dict[str, dict[str, Series]] = {}
+    format = api.source_format(format, from_format)
     with api.open_reader(path, format=format, options=options, report=report) as reader:
         experiment = reader.experiment()
         for run_data in reader.iter_runs():
