@@ -251,6 +251,31 @@ def test_missing_blob_reported_in_images_table():
     assert [i.kind for i in report.issues] == ["missing_blob"]
 
 
+def test_a_blob_the_source_lost_is_counted_once_by_tables_and_extraction(tmp_path):
+    import shutil
+
+    from helpers import FIXTURES
+    export = tmp_path / "export"
+    shutil.copytree(next((FIXTURES / "tbdev_export").glob("experiment_*")), export)
+    lines = [json.loads(line) for line in (export / "blob_sequences.json").open()]
+    for line in lines:
+        if line["tag"] == "samples/image":
+            line["points"]["blob_file_paths"][1][2] = None
+    (export / "blob_sequences.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    tbconvert.convert(export, tmp_path / "archive.parquet")
+    # the export's reading tells of the hole; the archive keeps it without a word, so there
+    # the table tells of it
+    for source in (export, tmp_path / "archive.parquet"):
+        report = Report()
+        table = tbconvert.images_table(source, tags="samples/image", report=report)
+        assert [(i.kind, i.count) for i in report.issues] == [("missing_blob", 1)], source
+        assert report.summary_lines()[0] == "warning: 1 missing blob (lost by the source)"
+        assert table.num_rows == 1     # of the two images, the one kept
+        report = tbconvert.extract_media(source, tmp_path / f"media-{source.name}",
+                                         tags="samples/image")
+        assert [(i.kind, i.count) for i in report.issues] == [("missing_blob", 1)], source
+
+
 def test_read_gives_numpy_access():
     data = tbconvert.read(SOURCES["torch_logdir"], runs="^train$")
     loss = data.scalars("train", "loss")

@@ -239,6 +239,30 @@ _CONTENT_TYPES = {"png": "image/png", "jpg": "image/jpeg", "gif": "image/gif", "
                   "wav": "audio/wav", "ogg": "audio/ogg", "flac": "audio/flac", "mp3": "audio/mpeg"}
 
 
+class UntoldHoles:
+    """How many of a series' lost blobs a table or an extraction still has to tell: a source
+    whose reading told them already (an export's null blob paths) is not told of them twice,
+    one whose reading did not (an archive keeps its holes without a word) is."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self._seen: dict = {}      # (run, tag): holes met so far
+        self._own: dict = {}       # (run, tag): holes told here so far
+
+    def add(self, run: str, tag: str, lost: int, message) -> None:
+        """The issue for the part of ``lost`` more holes of ``run``/``tag`` that no issue
+        counts yet; ``message(n)`` words it."""
+        key = (run, tag)
+        told = sum(i.count for i in self.report.issues
+                   if i.kind == "missing_blob" and (i.run, i.tag) == key)
+        by_reading = told - self._own.get(key, 0)
+        self._seen[key] = self._seen.get(key, 0) + lost
+        n = max(0, self._seen[key] - by_reading) - self._own.get(key, 0)
+        if n > 0:
+            self.report.add("missing_blob", message(n), run=run, tag=tag, count=n)
+            self._own[key] = self._own.get(key, 0) + n
+
+
 class MediaColumns(PointColumns):
     """Rows ``run, tag, step, wall_time, index, [width, height,] format, data`` for one plugin;
     with ``details``, also ``content_type`` and, for audio, ``sample_rate``, ``channels`` and
@@ -255,6 +279,7 @@ class MediaColumns(PointColumns):
         self._height: list = []
         self._format: list[str] = []
         self._data: list[bytes] = []
+        self._holes = UntoldHoles(report)
 
     def add_chunk(self, chunk: Series) -> bool:
         if plugin_of(chunk) != self.plugin or not isinstance(chunk, BlobSequenceSeries):
@@ -273,10 +298,9 @@ class MediaColumns(PointColumns):
             self._format.append(sniff(blob))
             self._data.append(blob)
         if lost:
-            self.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {plural(lost, 'blob')} "
-                            f"({self.plugin}) {were(lost)} lost by the source and "
-                            f"{are(lost)} not in the table",
-                            run=chunk.run, tag=chunk.tag, count=lost)
+            self._holes.add(chunk.run, chunk.tag, lost, lambda n: (
+                f"{chunk.run}/{chunk.tag}: {plural(n, 'blob')} ({self.plugin}) {were(n)} lost "
+                f"by the source and {are(n)} not in the table"))
         self.add(chunk, repeat=counts)
         return True
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tbconvert.columns.nonscalar import media_items, sniff, with_text
+from tbconvert.columns.nonscalar import UntoldHoles, media_items, sniff, with_text
 from tbconvert.formats.base import Options
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 from tbconvert.names import safe_part, shortened
@@ -56,6 +56,7 @@ class _Writer:
         self.root = root
         self.report = report
         self.files = 0
+        self.holes = UntoldHoles(report)
         self._folders: dict[tuple[str, str], Path] = {}
         self._owners: dict[Path, tuple[str, str]] = {}
 
@@ -191,10 +192,9 @@ def _blobs(writer: _Writer, chunk: BlobSequenceSeries) -> None:
         folder = folder or writer.folder(chunk.run, chunk.tag)
         writer.write(folder, _stem(chunk, p, i), sniff(blob), blob, chunk.run, chunk.tag)
     if lost:
-        writer.report.add("missing_blob", f"{chunk.run}/{chunk.tag}: {plural(lost, 'blob')} "
-                          f"{were(lost)} lost by the source; no file was written for "
-                          f"{'it' if lost == 1 else 'them'}",
-                          run=chunk.run, tag=chunk.tag, count=lost)
+        writer.holes.add(chunk.run, chunk.tag, lost, lambda n: (
+            f"{chunk.run}/{chunk.tag}: {plural(n, 'blob')} {were(n)} lost by the source; no "
+            f"file was written for {'it' if n == 1 else 'them'}"))
 
 
 def _text(writer: _Writer, chunk: TensorSeries) -> None:
