@@ -171,7 +171,13 @@ def _in_experiment(issues: list, sub) -> list:
 
 def _convert_one(source, dst, options: Options, report: Report) -> None:
     from tbconvert import api
+    from tbconvert.formats.tbdev import export_dir
     from tbconvert.formats.tbdev.reader import TbdevReader
+    if not source.old_layout and not export_dir.is_experiment_dir(source.path):
+        # (an experiment_<id>/ of a root that holds none of an export's files: an export cut
+        # short, as sync and the folder converted alone tell it; never an empty logdir)
+        raise FormatError(f"{source.path}: not a TensorBoard.dev export (no metadata.json, "
+                          "scalars.json, tensors.json or blob_sequences.json)")
     before = len(report.issues)
     try:
         with TbdevReader(source.path, options, report, source=source) as reader:

@@ -23,7 +23,7 @@ import tbconvert
 from tbconvert import dtypes as dt
 from tbconvert import read
 from tbconvert.cli import main
-from tbconvert.errors import OutputExistsError, UnsupportedError, UsageError
+from tbconvert.errors import FormatError, OutputExistsError, UnsupportedError, UsageError
 from tbconvert.formats.tbdev import TbdevFormat, export_dir
 from tbconvert.model import (
     BlobSequenceSeries,
@@ -163,8 +163,11 @@ def test_reads_export_root_with_one_experiment():
 def test_root_with_several_experiments_needs_tbdev_export(tmp_path):
     copy_export(tmp_path)
     copy_export(tmp_path, "experiment_" + "A" * 22)
-    with pytest.raises(UsageError, match="tbdev-export"):
+    with pytest.raises(UsageError) as exc:
         load_tbdev(tmp_path)
+    # each in the words of who reads it
+    assert f"'tbconvert tbdev-export {tmp_path} -o OUTDIR'" in exc.value.cli_message()
+    assert f"tbconvert.tbdev_export({str(tmp_path)!r}, OUTDIR)" in str(exc.value)
 
 
 def test_any_directory_name(tmp_path):
@@ -721,6 +724,22 @@ def test_tbdev_export_root_one_broken_experiment(tmp_path):
     assert code == 0, err
     text = tb_view(out / bad_id)["train"]["tags"]["notes/text_summary"]["points"]
     assert [p[2][2] for p in text] == [(b"a",), (b"b",)]
+
+
+def test_an_empty_experiment_folder_of_a_root_fails_as_it_does_alone(tmp_path):
+    # (an export cut short: no empty logdir for it, and the same word from sync)
+    root = tmp_path / "export"
+    copy_export(root)
+    (root / "experiment_EMPTY").mkdir()
+    report = tbconvert.tbdev_export(root, tmp_path / "logs")
+    assert [(name, type(exc).__name__) for name, exc in report.failures] == \
+        [("EMPTY", "FormatError")]
+    assert "not a TensorBoard.dev export" in str(report.failures[0][1])
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [EXP_ID]
+    synced = tbconvert.sync(root, tmp_path / "dataset")
+    assert [type(exc).__name__ for _, exc in synced.failures] == ["FormatError"]
+    with pytest.raises(FormatError):
+        tbconvert.tbdev_export(root / "experiment_EMPTY", tmp_path / "alone")
 
 
 def test_traversal_run_names_stay_inside(tmp_path):
