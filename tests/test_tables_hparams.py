@@ -62,3 +62,16 @@ def test_one_experiment_for_all_trials_still_governs_them():
     table = tbconvert.hparams_table(FIXTURES / "tf2_logdir", runs="trial_1")
     assert table.column_names[0] == "run" and table.num_rows == 1
     assert {"accuracy", "validation/loss"} <= set(table.column_names)
+
+
+@pytest.mark.parametrize("tags, kept", [("^validation/loss$", ["validation/loss"]),
+                                        ("^loss$", ["validation/loss"]),
+                                        ("^accuracy$", ["accuracy"])])
+def test_tags_choose_metric_columns_by_tag_or_by_the_columns_name(tags, kept):
+    everything = tbconvert.hparams_table(FIXTURES / "tf2_logdir")
+    report = tbconvert.Report()
+    table = tbconvert.hparams_table(FIXTURES / "tf2_logdir", tags=tags, report=report)
+    metrics = {"accuracy", "validation/loss"}
+    assert [c for c in table.column_names if c in metrics] == kept
+    assert table.num_rows == everything.num_rows
+    assert "selection_matched_nothing" not in {i.kind for i in report.issues}
