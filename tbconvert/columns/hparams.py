@@ -159,9 +159,9 @@ def trials_table(collected: Collected, report: Report, *, session_filter=None, t
     sessions = [r for r in collected.run_order if r in collected.starts
                 and (session_filter is None or session_filter(r))]
     hp_names = sorted({k for r in sessions for k in collected.starts[r].hparams})
-    # a metric is chosen by its tag or by its column's name (group/tag)
+    # tag_filter(tag, column name): a metric is chosen by its tag or by its column's name
     metrics = [m for m in collected.metrics(sessions)
-               if tag_filter is None or tag_filter(m[0]) or m[1] and tag_filter(f"{m[1]}/{m[0]}")]
+               if tag_filter is None or tag_filter(m[0], f"{m[1]}/{m[0]}" if m[1] else m[0])]
     cols: dict[str, object] = {"run": pa.array(sessions, pa.string())}
     # the documented columns keep their names; an hparam or metric called so is renamed
     fixed = {"run", *_TRIAL_COLUMNS}

@@ -108,6 +108,10 @@ class Options:
     def wants_tag(self, tag: str) -> bool:
         return self.tags is None or self.tags.search(tag) is not None
 
+    def wants_tag_of(self, *names: str) -> bool:
+        """Whether the tag that goes by any of ``names`` (its tag, a column's name) is kept."""
+        return self.tags is None or any(self.tags.search(n) is not None for n in names)
+
 
 @dataclass
 class WatchedOptions(Options):
@@ -130,6 +134,12 @@ class WatchedOptions(Options):
     def wants_tag(self, tag: str) -> bool:
         wanted = super().wants_tag(tag)
         self.tags_seen.add(tag)
+        self.tags_matched += wanted
+        return wanted
+
+    def wants_tag_of(self, *names: str) -> bool:
+        wanted = super().wants_tag_of(*names)
+        self.tags_seen.add(names[0])
         self.tags_matched += wanted
         return wanted
 

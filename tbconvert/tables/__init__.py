@@ -306,7 +306,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
     for run, chunks in iter_source(source, read_options, report, fmt):
         collected.add(run.name, chunks, report)
     table = trials_table(collected, report, session_filter=sel.wants_run if sel.runs else None,
-                         tag_filter=sel.wants_tag if sel.tags else None)
+                         tag_filter=sel.wants_tag_of if sel.tags else None)
     # Of all that was read, only the series that give a metric its value are in the table:
     # points the restart rule hides elsewhere are no concern of it.
     drop_hidden_notes(report, start, lambda i: (i.run, i.tag) in collected.in_table)
