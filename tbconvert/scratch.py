@@ -1,7 +1,8 @@
-"""Local working directories of remote work, which a killed tbconvert leaves to the next.
+"""Local working directories, which a killed tbconvert leaves to the next.
 
 A source at a URL is fetched into a temporary directory, an output for a URL is built in
-one, and a sync into an object store keeps its stage in one: gigabytes, sometimes. Ctrl-C
+one, a sync into an object store keeps its stage in one, runs read by several processes
+spill there, and a table for standard output waits there: gigabytes, sometimes. Ctrl-C
 and SIGTERM remove them; a process killed outright (SIGKILL, the OOM killer, a batch
 scheduler's hard limit) cannot. So each directory is locked (``flock`` on the directory
 itself) by the process that made it, for as long as that process lives: the kernel lets go
@@ -17,6 +18,7 @@ another process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -26,7 +28,9 @@ from pathlib import Path
 FETCHED = "tbconvert-fetched-"
 BUILT = "tbconvert-built-"
 SYNC_STAGE = "tbconvert-syncstage-"
-KINDS = (FETCHED, BUILT, SYNC_STAGE)
+JOBS = "tbconvert-jobs-"            # the spill files of runs read by several processes
+STDOUT = "tbconvert-stdout-"        # a table on its way to standard output
+KINDS = (FETCHED, BUILT, SYNC_STAGE, JOBS, STDOUT)
 _NEW = ".tbconvert-new-"
 _UNLOCKED = "unlocked-"
 
@@ -53,6 +57,16 @@ def make(kind: str) -> Path:
     if fd is not None:
         _held[final] = fd
     return Path(final)
+
+
+@contextlib.contextmanager
+def directory(kind: str):
+    """``with directory(kind) as path:`` a directory of :func:`make`, removed at the end."""
+    path = make(kind)
+    try:
+        yield path
+    finally:
+        remove(path)
 
 
 def remove(path: Path) -> None:

@@ -92,3 +92,32 @@ def test_without_locks_a_directory_says_so_and_is_never_swept(tmp_dir, monkeypat
     assert scratch.sweep() == 0 and made.is_dir()
     scratch.remove(made)
     assert not made.exists()
+
+
+def test_a_killed_commands_working_directory_goes_with_the_next_command(tmp_dir, tmp_path):
+    """``convert SRC -`` keeps its table in a working directory until it is written out: a
+    command killed outright (SIGKILL, the OOM killer) while a reader is slow leaves it, and
+    the next tbconvert removes it."""
+    if scratch._lock(str(tmp_dir)) is None:
+        pytest.skip("no directory locks here")
+    from helpers import BENCH, FIXTURES, cli_argv, run_tbconvert
+    sys.path.insert(0, str(BENCH))
+    import writers
+    logs = tmp_path / "logs"
+    writers.scalar_run(logs / "run", "pytorch", 40_000)      # a CSV of about 2 MB
+    proc = subprocess.Popen([*cli_argv(), "convert", str(logs), "-", "-q"],
+                            stdout=subprocess.PIPE, cwd=CLI_CWD, env=cli_env())
+    try:
+        # nobody reads the pipe: once it is full the command waits, its table written
+        proc.stdout.read(1)
+        left = [p for p in tmp_dir.iterdir() if p.name.startswith(scratch.STDOUT)]
+        assert len(left) == 1 and (left[0] / "out.csv").is_file()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    assert left[0].is_dir()
+    done = run_tbconvert("convert", FIXTURES / "torch_logdir", "-", "-q")
+    assert done.returncode == 0 and done.stdout.startswith("run,tag,step")
+    assert not left[0].exists()
+    assert not [p for p in tmp_dir.iterdir() if p.name.startswith("tbconvert-")]

@@ -53,11 +53,10 @@ def _to_stdout(args, ui) -> int:
         raise UsageError(f"only CSV can go to standard output (-), not {args.to_format}; "
                          "name a file or directory instead")
     import sys
-    import tempfile
 
-    from tbconvert import api
+    from tbconvert import api, scratch
     report = Report()
-    with tempfile.TemporaryDirectory(prefix="tbconvert-stdout-") as tmp:
+    with scratch.directory(scratch.STDOUT) as tmp:
         table = os.path.join(tmp, "out.csv")
         api.convert(args.src, table, from_format=args.from_format, report=report,
                     options=options_from(args, ui), scheduler=args.scheduler)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import queue as queue_module
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -34,7 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import NamedTuple
 
-from tbconvert import workers
+from tbconvert import scratch, workers
 from tbconvert.errors import OutputError, in_words
 from tbconvert.formats.base import source_size
 from tbconvert.formats.tfevents.spill import PieceStore
@@ -136,7 +135,8 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
             if isinstance(result, RunAssembler):
                 result.store.close()
 
-    with tempfile.TemporaryDirectory(prefix="tbconvert-jobs-") as spill_dir:
+    with scratch.directory(scratch.JOBS) as spill_path:
+        spill_dir = str(spill_path)
         pool = workers.Workers(ctx, min(jobs, len(parts)), progress_queue)
         try:
             pending: collections.deque = collections.deque()
