@@ -154,6 +154,14 @@ def check_fixture_site(page: Page, site) -> None:
     assert int(loss.get_attribute("data-points")) == 50 + 50 + 40
     assert page.page.evaluate(
         "c => c.querySelector('.chart').data.filter(t => t.hoverinfo !== 'skip').length", loss) == 3
+    # no chart offers to upload itself (its data, run names included) to Plotly's cloud
+    loss.hover()
+    cloud, buttons, share = page.page.evaluate(
+        "c => { const p = c.querySelector('.chart'); return [p._context.showSendToCloud, "
+        "p.querySelectorAll('.modebar-btn').length, "
+        "p.querySelectorAll('[data-title*=\"Share\"], [data-title*=\"Chart Studio\"]')"
+        ".length] }", loss)
+    assert (cloud, share) == (False, 0) and buttons > 0
 
     page.tab("images")
     page.draw_all("images")

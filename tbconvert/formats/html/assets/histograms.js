@@ -36,7 +36,7 @@
           xaxis: { title: { text: mode === 'histograms' ? 'value' : 'step' } },
           yaxis: { title: { text: mode === 'histograms' ? 'count' : 'value' } } };
         return withPlotly().then(function () {
-          return Plotly.react(chart, traces, layout, { displaylogo: false, responsive: true });
+          return Plotly.react(chart, traces, layout, TB.plotConfig());
         });
       }).then(function () { card.dataset.state = 'drawn'; });
     }

@@ -157,7 +157,7 @@
         };
         if (range) { layout.xaxis.range = state.xaxis === 'wall' ? [new Date(range[0]), new Date(range[1])] : range; layout.xaxis.autorange = false; }
         return withPlotly().then(function () {
-          return Plotly.react(chart, traces, layout, { displaylogo: false, responsive: true });
+          return Plotly.react(chart, traces, layout, TB.plotConfig());
         });
       }).then(function () {
         if (!chart.dataset.listening) {

@@ -54,6 +54,16 @@
     return series.filter(function (s) { return state.selected[s.run]; });
   }
 
+  // Every chart's options. The bundled Plotly offers by default to upload a chart (its data,
+  // run names included) to Plotly's cloud, and to open it in their editor: a page made to be
+  // passed around offline offers neither.
+  function plotConfig() {
+    return { displaylogo: false, responsive: true, showSendToCloud: false,
+      showEditInChartStudio: false, showLink: false,
+      modeBarButtonsToRemove: ['sendDataToCloud', 'editInChartStudio'] };
+  }
+
+  TB.plotConfig = plotConfig;
   TB.el = el;
   TB.plotlyText = plotlyText;
   TB.runColor = runColor;
