@@ -386,3 +386,13 @@ def test_a_missing_charting_package_is_one_clear_error_before_anything_is_writte
     with pytest.raises(MissingDependencyError, match=r"tbconvert\[html\]"):
         tbconvert.convert(FIXTURES / "tensorboardx_logdir", tmp_path / "site", to_format="html")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_text_keeps_only_whole_web_and_mail_links():
+    from tbconvert.formats.html import markdown
+    html = markdown.render("[a](//example.com/x) [b](../../etc/passwd) [c](/abs) [d](#top) "
+                           "[e](https://example.org/y) [f](mailto:x@example.org) "
+                           "[g](javascript:alert(1)) [h](file:///etc/passwd)")
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert hrefs == ["https://example.org/y", "mailto:x@example.org"], html
+    assert all(f">{c}</a>" in html for c in "abcdef")     # the words stay, as text

@@ -3,7 +3,7 @@
 Text summaries are untrusted. Raw HTML in them is shown as text (markdown-it
 with ``html`` off), and the rendered HTML is cleaned by nh3 with a short list
 of tags, no images (they would load from anywhere) and links limited to
-http(s) and mailto. The page also forbids inline script by its
+whole http(s) and mailto URLs. The page also forbids inline script by its
 Content-Security-Policy, so a mistake here still runs nothing.
 """
 
@@ -30,7 +30,9 @@ def sanitise(fragment: str) -> str:
     import nh3
     return nh3.clean(fragment, tags=_TAGS, attributes=_ATTRIBUTES,
                      url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow",
-                     filter_style_properties={"text-align"})
+                     # a relative link ("../x", "//host/x") would open a file beside the
+                     # page, or another site: only whole http(s) and mailto URLs stay
+                     url_relative="deny", filter_style_properties={"text-align"})
 
 
 def render(text: str) -> str:
