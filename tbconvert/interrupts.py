@@ -13,7 +13,8 @@ import contextlib
 import signal
 import threading
 
-_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                 if hasattr(signal, name))
 
 
 @contextlib.contextmanager

@@ -217,6 +217,8 @@ def _after_fork_in_child() -> None:
     # Set before Python code runs in the child, so no signal finds the old ones.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):    # (a closed terminal: the leader stops them)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 if hasattr(os, "register_at_fork"):
@@ -244,6 +246,8 @@ def _init(progress_queue, parent: int, own_process: bool = False) -> None:
     global _progress_queue
     _progress_queue = progress_queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):    # (a closed terminal: the leader stops them)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     if own_process:
         # A worker of the command makes the command's process-wide choices too: Arrow's pool,

@@ -266,8 +266,9 @@ def test_sigkill_leaves_old_destination_or_none(tmp_path, big_logdir, to, name):
     ("tfevents", "dst"), ("parquet", "dst.parquet"), ("parquet", "dst_dataset"), ("csv", "dst.csv"),
     ("hdf5", "dst.h5"), ("tbdev", "dst_export")])
 def test_interrupt_or_terminate_removes_partial_output(tmp_path, big_logdir, to, name):
-    """Ctrl-C (SIGINT) or SIGTERM at any moment: exit 130 / 143 with one line and nothing
-    left behind, or (if it came after the work was done) the complete output."""
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP (a closed terminal) at any moment: exit 130 / 143 /
+    129 with one line and nothing left behind, or (if it came after the work was done) the
+    complete output."""
     dst = tmp_path / name
     t0 = time.monotonic()
     p = _cli("convert", str(big_logdir), str(tmp_path / ("timed" + name)), "--to", to)
@@ -280,7 +281,7 @@ def test_interrupt_or_terminate_removes_partial_output(tmp_path, big_logdir, to,
     interrupted = 0
     # most signals land while the work is under way (after start-up, before the end)
     for i, delay in enumerate(rng.uniform(0.4 * full, 0.9 * full, 6).tolist()):
-        sig = signal.SIGINT if i % 2 else signal.SIGTERM
+        sig = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)[i % 3]
         before = [name] if dst.exists() else []    # an earlier round may have finished
         p = _cli("convert", str(big_logdir), str(dst), "--to", to, "--force")
         time.sleep(delay)
@@ -289,8 +290,9 @@ def test_interrupt_or_terminate_removes_partial_output(tmp_path, big_logdir, to,
         err = err.decode()
         left = sorted(x.name for x in tmp_path.iterdir())
         assert "Traceback" not in err, err[-3000:]
-        if p.returncode in (130, 143):
-            assert p.returncode == (130 if sig == signal.SIGINT else 143)
+        if p.returncode in (129, 130, 143):
+            assert p.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143,
+                                    signal.SIGHUP: 129}[sig]
             assert err.endswith("partial output was removed\n") and err.count("\n") == 1, err
             assert left == before, left
             interrupted += 1

@@ -57,13 +57,17 @@ EXIT_CODES = """exit codes:
      out of memory or open files; partial output removed (sync: the dataset as it was)
  10  verify: the two sources differ
  11  an object store refused or could not be reached (credentials, access, endpoint, throttling)
-130  interrupted (Ctrl-C); 143 terminated (SIGTERM); partial output removed either way
-     (sync: the dataset as it was)
+130  interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up (SIGHUP: the terminal
+     closed); partial output removed each way (sync: the dataset as it was)
 """
 
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that partial output is removed on the way out."""
+
+
+class HungUp(Terminated):
+    """SIGHUP (the terminal or the ssh session closed), unwinding as SIGTERM does."""
 
 
 # Signals received during this command. A signal that lands inside an import (or other C
@@ -75,6 +79,11 @@ _received: list[int] = []
 def _on_sigterm(signum, frame):
     _received.append(signum)
     raise Terminated()
+
+
+def _on_sighup(signum, frame):
+    _received.append(signum)
+    raise HungUp()
 
 
 def _on_sigint(signum, frame):
@@ -91,6 +100,8 @@ def _signal_handlers():
               signal.SIGINT: (_on_sigint, signal.default_int_handler)}
     if hasattr(signal, "SIGXFSZ"):
         wanted[signal.SIGXFSZ] = (signal.SIG_IGN, signal.SIG_DFL)
+    if hasattr(signal, "SIGHUP"):
+        wanted[signal.SIGHUP] = (_on_sighup, signal.SIG_DFL)
     old = {}
     _received.clear()
     if threading.current_thread() is threading.main_thread():
@@ -334,6 +345,9 @@ def _main(argv: Sequence[str] | None) -> int:
         ui.error(exc.cli_message() + (_aftermath(command)
                                       if isinstance(exc, OutOfResourcesError) else ""))
         return exc.exit_code
+    except HungUp as exc:
+        ui.error(_stopped("hung up", exc, command))
+        return 129
     except Terminated as exc:
         ui.error(_stopped("terminated", exc, command))
         return 143
@@ -347,9 +361,9 @@ def _main(argv: Sequence[str] | None) -> int:
             ui.error(f"the machine ran out of {what}{_aftermath(command)}")
             return 9
         if _received:      # unless a signal cut short what raised it
-            terminated = _received[0] == signal.SIGTERM
-            ui.error(("terminated" if terminated else "interrupted") + _aftermath(command))
-            return 143 if terminated else 130
+            what, code = _SIGNAL_WORDS.get(_received[0], ("interrupted", 130))
+            ui.error(what + _aftermath(command))
+            return code
         import traceback
         traceback.print_exc()
         ui.error("internal error (the traceback above is a bug in tbconvert; please report it)")
@@ -394,6 +408,10 @@ def _stopped(what: str, exc: KeyboardInterrupt, command: str | None) -> str:
     return what + _aftermath(command)
 
 
+# What each signal that stops a command is called, and the command's exit code.
+_SIGNAL_WORDS = {signal.SIGTERM: ("terminated", 143),
+                 **({signal.SIGHUP: ("hung up", 129)} if hasattr(signal, "SIGHUP") else {})}
+
 # Commands that write nothing, so that a command cut short has nothing to tell of its output.
 _READ_ONLY = frozenset({"formats", "info", "verify"})
 
@@ -423,6 +441,8 @@ def console_main() -> int:
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # CPython remembers a KeyboardInterrupt that left any eval or exec of a string (dataclasses
     # and namedtuple build their methods that way while modules load) and, run as
     # ``python -m tbconvert``, ends the process with SIGINT at exit instead of this code:

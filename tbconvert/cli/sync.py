@@ -81,8 +81,11 @@ def _watch(args, ui, options) -> int:
     # A watch runs for days: a round that finds nothing new, or fails as the one before it
     # did, is not listed again (-v lists every round); the first of such a stretch says so.
     last = [None]
+    committed = [0]     # rounds that completed
 
     def told(r) -> None:
+        if r.skipped is None and r.error is None:
+            committed[0] += 1
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         head = f"{args.dst}: {stamp} round {r.number} ({r.seconds:.3f} s): "
         if r.skipped is not None:
@@ -109,15 +112,17 @@ def _watch(args, ui, options) -> int:
             ui.info(f"tbconvert: {head}{r.report.summary()}")
             finish(args, ui, r.report)
 
-    from tbconvert.cli import Terminated
+    from tbconvert.cli import HungUp, Terminated
     try:
         sync_watch(args.src, args.dst, args.watch, on_round=told, break_lock=args.break_lock,
                    **options)
     except KeyboardInterrupt as exc:
-        # Ctrl-C or SIGTERM is how a watch is meant to end: no error. A round cut short
-        # removed what it had written before this is reached.
-        how = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
-        ui.info(f"tbconvert: {args.dst}: stopped ({how}); the dataset holds what the last "
-                "complete round committed")
-        return 143 if isinstance(exc, Terminated) else 130
+        # Ctrl-C, SIGTERM or SIGHUP is how a watch is meant to end: no error. A round cut
+        # short removed what it had written before this is reached.
+        how, code = (("SIGHUP", 129) if isinstance(exc, HungUp) else ("SIGTERM", 143)
+                     if isinstance(exc, Terminated) else ("Ctrl-C", 130))
+        holds = ("the dataset holds what the last complete round committed" if committed[0]
+                 else "no round had completed: the dataset is as it was before the watch")
+        ui.info(f"tbconvert: {args.dst}: stopped ({how}); {holds}")
+        return code
     return 0
