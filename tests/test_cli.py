@@ -392,3 +392,25 @@ def test_format_names_are_taken_in_any_case(tmp_path, capsys):
     assert code == 0, err
     assert tbconvert.info(tmp_path / "out", format="Parquet").series > 0
     assert tbconvert.Options(jobs=1).jobs == 1      # (the options open_reader takes)
+
+
+def test_info_json_is_strict_json_whatever_the_wall_times(tmp_path, capsys):
+    import json
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from tbconvert.formats.tfevents import records
+    events = [event_pb2.Event(step=s, wall_time=w, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag="loss", simple_value=1.0)]))
+        for s, w in ((0, 100.0), (1, float("inf")))]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "events.out.tfevents.1.h").write_bytes(
+        b"".join(records.frame(e.SerializeToString()) for e in events))
+    code, out, err = run_cli(capsys, "info", tmp_path, "--json")
+    assert code == 0, err
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+    found = json.loads(out, parse_constant=refuse)
+    stats = found["runs"][0]["tags"]["loss"]
+    assert (stats["points"], stats["wall_min"], stats["wall_max"]) == (2, 100.0, None)

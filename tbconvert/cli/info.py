@@ -31,13 +31,25 @@ def _time(t) -> str:
         return repr(t)
 
 
+def _finite(value):
+    """``value`` with every infinite or NaN float as None: JSON has no such numbers, and
+    strict parsers (JavaScript's, Go's, Python's with parse_constant) refuse Infinity."""
+    if isinstance(value, float):
+        return value if value - value == 0 else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def run(args, ui) -> int:
     from tbconvert.describe import info
     report = Report()
     found = info(args.src, format=args.from_format, options=options_from(args, ui), report=report)
     out = found.to_dict()
     if args.json:
-        json.dump(out, sys.stdout, indent=1)
+        json.dump(_finite(out), sys.stdout, indent=1, allow_nan=False)
         print()
     else:
         _print_table(out)
