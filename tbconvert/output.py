@@ -39,6 +39,23 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
+def _refuse_where_we_stand(final: Path) -> None:
+    """An output is made beside its destination and put in its place whole, which cannot be
+    done to the directory this process works in (``.``), nor to one above it: told so, not
+    as a destination that "appeared" or a busy device."""
+    try:
+        here = os.path.realpath(os.getcwd())
+        there = os.path.realpath(final)
+    except (OSError, ValueError):
+        return
+    if os.path.isdir(there) and (here == there or here.startswith(there.rstrip(os.sep) + os.sep)):
+        raise UsageError(f"{final}: is the current directory{'' if here == there else ' or above it'}"
+                         "; tbconvert writes its output beside the destination and puts it in "
+                         "place whole, which cannot be done to the directory it runs in: name "
+                         f"a new directory inside it (such as {Path(final) / 'out'}) or run "
+                         "from elsewhere")
+
+
 class AtomicOutput:
     """A file or directory that appears under ``final`` only on :meth:`commit`.
 
@@ -53,6 +70,7 @@ class AtomicOutput:
         self.final = Path(final)
         self.directory = directory
         self.force = force
+        _refuse_where_we_stand(self.final)
         if _exists(self.final) and not (directory and _is_empty_dir(self.final)):
             # (a file for a directory is refused with or without --force: told first)
             if directory != self.final.is_dir():

@@ -414,3 +414,22 @@ def test_info_json_is_strict_json_whatever_the_wall_times(tmp_path, capsys):
     found = json.loads(out, parse_constant=refuse)
     stats = found["runs"][0]["tags"]["loss"]
     assert (stats["points"], stats["wall_min"], stats["wall_max"]) == (2, 100.0, None)
+
+
+def test_the_directory_a_command_runs_in_is_refused_as_destination_in_words(tmp_path, capsys,
+                                                                             monkeypatch):
+    # (an output is put in place whole, beside its destination: not into the directory the
+    # command stands in; it said the destination "appeared", or "Device or resource busy")
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    src = FIXTURES / "torch_logdir"
+    for argv in (["convert", src, ".", "--to", "tfevents"], ["media", src, "-o", "."],
+                 ["convert", src, ".", "--to", "tfevents", "--force"],
+                 ["convert", src, "..", "--to", "tfevents", "--force"]):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2, (argv, err)
+        assert "is the current directory" in err and err.count("\n") == 1, err
+    assert list(here.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    code, _, err = run_cli(capsys, "convert", src, "logs", "--to", "tfevents")
+    assert code == 0, err
