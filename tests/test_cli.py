@@ -433,3 +433,12 @@ def test_the_directory_a_command_runs_in_is_refused_as_destination_in_words(tmp_
     assert list(here.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
     code, _, err = run_cli(capsys, "convert", src, "logs", "--to", "tfevents")
     assert code == 0, err
+
+
+def test_commands_that_write_directories_refuse_standard_output(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argv in (["tbdev-export", FIXTURES / "tbdev_export", "-o", "-"],
+                 ["sync", FIXTURES / "torch_logdir", "-"]):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2 and "standard output (-) cannot hold; name a directory" in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -386,6 +386,15 @@ def _check_paths(args) -> None:
         if read and value == "-":
             raise UsageError(f"{name}: reading standard input (-) is not supported; name the "
                              "source's file or directory")
+        if not read and value == "-" and args.command in _DIRECTORY_OUTPUTS:
+            raise UsageError(f"{args.command} writes {_DIRECTORY_OUTPUTS[args.command]}, which "
+                             f"standard output (-) cannot hold; name a directory"
+                             + (" with -o" if name == "-o" else ""))
+
+
+# Commands whose output is always a directory: "-" is no directory named "-" for them.
+_DIRECTORY_OUTPUTS = {"tbdev-export": "a logdir per experiment",
+                      "sync": "a Parquet dataset (a directory)"}
 
 
 @contextlib.contextmanager
