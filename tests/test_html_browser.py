@@ -625,3 +625,56 @@ def test_an_hparam_named_like_a_time_is_shown_as_its_number(browser, tmp_path):
         assert page.errors == [], page.errors
     finally:
         page.close()
+
+
+def test_histograms_are_drawn_in_even_bins_as_tensorboard_draws_them(browser, torch_site,
+                                                                      tmp_path):
+    """Each step's buckets shared out over 30 bins of one width: every count kept, none of
+    the comb that buckets of very different widths draw; a constant tensor is a spike."""
+    page = Page(browser, (torch_site / "index.html").as_uri())
+    try:
+        page.tab("histograms")
+        cards = page.draw_all("histograms")
+        hists = site_histograms(torch_site)
+        assert cards
+        for card in cards:
+            run, tag = int(card.get_attribute("data-run")), card.get_attribute("data-tag")
+            drawn = page.page.evaluate("c => c.querySelector('.chart').data.map(t => "
+                                       "[t.name, Array.from(t.x), Array.from(t.y)])", card)
+            totals = {}
+            for r, t, i, buckets in hists:
+                if (r, t) == (run, tag):
+                    totals[i] = float(buckets[:, 2].sum()) if len(buckets) else 0.0
+            for name, xs, ys in drawn:
+                assert len(xs) == len(ys) == 30
+                widths = np.diff(xs)
+                assert np.allclose(widths, widths[0])
+            # (the traces are of evenly picked steps: every drawn sum is one step's count)
+            sums = sorted(round(sum(ys), 6) for _, _, ys in drawn)
+            assert all(any(math.isclose(s, v, rel_tol=1e-9, abs_tol=1e-9)
+                           for v in totals.values()) for s in sums), (tag, sums)
+        assert page.errors == [], page.errors
+    finally:
+        page.close()
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from tbconvert.formats.tfevents import records
+    histo = summary_pb2.HistogramProto(min=3.0, max=3.0, num=100, sum=300.0, sum_squares=900.0,
+                                       bucket_limit=[3.0], bucket=[100.0])
+    event = event_pb2.Event(step=1, wall_time=1.0, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag="bias", histo=histo)]))
+    (tmp_path / "logs" / "run").mkdir(parents=True)
+    (tmp_path / "logs" / "run" / "events.out.tfevents.1.h").write_bytes(
+        records.frame(event.SerializeToString()))
+    tbconvert.convert(tmp_path / "logs", tmp_path / "site", to_format="html")
+    page = Page(browser, (tmp_path / "site" / "index.html").as_uri())
+    try:
+        page.tab("histograms")
+        (card,) = page.draw_all("histograms")
+        (trace,) = page.page.evaluate("c => c.querySelector('.chart').data.map(t => "
+                                      "[Array.from(t.x), Array.from(t.y)])", card)
+        xs, ys = trace
+        assert max(ys) == 100.0 and sum(ys) == 100.0
+        assert min(xs) < 3.0 < max(xs) and abs(xs[ys.index(100.0)] - 3.0) < 0.05
+    finally:
+        page.close()

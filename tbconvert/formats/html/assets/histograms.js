@@ -43,12 +43,54 @@
     return { card: card, draw: draw, kind: mode };
   }
 
+  // As TensorBoard draws them: the buckets of every step shown are spread over BINS bins of
+  // one width across the values of all of them, each bucket's count shared out by overlap
+  // (a bucket of no width counts in the bin it falls in). Raw buckets, whose widths differ
+  // by orders of magnitude (TensorFlow's and PyTorch's default edges), drew a comb.
+  var BINS = 30;
+
+  function finite(x) { return x === x && x !== Infinity && x !== -Infinity; }
+
+  function rebinned(cols, picks) {
+    var lo = Infinity, hi = -Infinity, k, r;
+    for (k = 0; k < picks.length; k++) {
+      var b = histPoints(cols, picks[k]);
+      for (r = 0; r < b.length; r += 3) {
+        if (!(b[r + 2] > 0)) continue;
+        if (finite(b[r]) && b[r] < lo) lo = b[r];
+        if (finite(b[r + 1]) && b[r + 1] > hi) hi = b[r + 1];
+      }
+    }
+    if (!(lo <= hi)) return null;
+    if (lo === hi) { lo -= 0.5; hi += 0.5; }     // one value (a constant tensor): a spike
+    var width = (hi - lo) / BINS;
+    return picks.map(function (i) {
+      var b = histPoints(cols, i), counts = new Float64Array(BINS);
+      for (var r = 0; r < b.length; r += 3) {
+        var left = b[r], right = b[r + 1], c = b[r + 2];
+        if (!(c > 0) || !finite(left) || !finite(right)) continue;
+        if (!(right > left)) {
+          counts[Math.min(BINS - 1, Math.max(0, Math.floor((left - lo) / width)))] += c;
+          continue;
+        }
+        var first = Math.max(0, Math.floor((left - lo) / width));
+        var last = Math.min(BINS - 1, Math.floor((right - lo) / width));
+        for (var j = first; j <= last; j++) {
+          var a = Math.max(left, lo + j * width), z = Math.min(right, lo + (j + 1) * width);
+          if (z > a) counts[j] += c * (z - a) / (right - left);
+        }
+      }
+      var xs = [], ys = [];
+      for (var j = 0; j < BINS; j++) { xs.push(lo + (j + 0.5) * width); ys.push(counts[j]); }
+      return { xs: xs, ys: ys };
+    });
+  }
+
   function histogramTraces(cols, n, color) {
     var picks = evenly(n, 20);
+    var bins = rebinned(cols, picks);
     return picks.map(function (i, k) {
-      var b = histPoints(cols, i);
-      var xs = [], ys = [];
-      for (var r = 0; r < b.length; r += 3) { xs.push((b[r] + b[r + 1]) / 2); ys.push(b[r + 2]); }
+      var xs = bins ? bins[k].xs : [], ys = bins ? bins[k].ys : [];
       return { type: 'scatter', mode: 'lines', x: xs, y: ys, line: { color: color, width: 1 },
         opacity: 0.25 + 0.75 * (picks.length > 1 ? k / (picks.length - 1) : 1),
         name: 'step ' + cols.step[i], hovertemplate: 'step ' + cols.step[i] + '<br>value %{x:.4g}<br>count %{y:.4g}<extra></extra>' };
