@@ -105,7 +105,13 @@
     c.dirty = false;
     c.card.dataset.state = 'queued';
     drawing = drawing.then(function () {
-      if (c.card.hidden || c.kind !== state.tab) { c.dirty = true; return null; }
+      // A card scrolled past while it waited its turn is drawn when it is back on screen:
+      // on a page of hundreds of charts, the ones in view never wait behind those gone by.
+      if (c.card.hidden || c.kind !== state.tab || !(c.onScreen || c.always)) {
+        c.dirty = true;
+        c.card.dataset.state = 'waiting';
+        return null;
+      }
       return c.draw();
     }).catch(function (err) {
       c.card.dataset.state = 'error';
