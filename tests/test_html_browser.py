@@ -645,7 +645,7 @@ def test_histograms_are_drawn_in_even_bins_as_tensorboard_draws_them(browser, to
             for r, t, i, buckets in hists:
                 if (r, t) == (run, tag):
                     totals[i] = float(buckets[:, 2].sum()) if len(buckets) else 0.0
-            for name, xs, ys in drawn:
+            for _name, xs, ys in drawn:
                 assert len(xs) == len(ys) == 30
                 widths = np.diff(xs)
                 assert np.allclose(widths, widths[0])
@@ -676,5 +676,22 @@ def test_histograms_are_drawn_in_even_bins_as_tensorboard_draws_them(browser, to
         xs, ys = trace
         assert max(ys) == 100.0 and sum(ys) == 100.0
         assert min(xs) < 3.0 < max(xs) and abs(xs[ys.index(100.0)] - 3.0) < 0.05
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("width", [375, 1920])
+def test_the_page_fits_a_phone_and_a_wide_screen(browser, torch_site, width):
+    page = Page(browser, (torch_site / "index.html").as_uri())
+    try:
+        page.page.set_viewport_size({"width": width, "height": 900})
+        page.page.wait_for_timeout(300)
+        cards = page.draw_all("scalars")
+        # no sideways scrolling, and every chart within the screen
+        assert page.page.evaluate("document.documentElement.scrollWidth") <= width
+        for card in cards:
+            box = card.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, box
+        assert page.errors == [], page.errors
     finally:
         page.close()
