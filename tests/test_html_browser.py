@@ -695,3 +695,28 @@ def test_the_page_fits_a_phone_and_a_wide_screen(browser, torch_site, width):
         assert page.errors == [], page.errors
     finally:
         page.close()
+
+
+def test_values_a_chart_cannot_draw_are_told_in_their_card(browser, tmp_path):
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from tbconvert.formats.tfevents import records
+    values = {"odd": [1.0, float("nan"), float("inf"), 2.0, float("-inf"), 3.0],
+              "plain": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}
+    events = [event_pb2.Event(step=s, wall_time=1.0 + s, summary=summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag=tag, simple_value=v[s]) for tag, v in values.items()]))
+        for s in range(6)]
+    (tmp_path / "logs" / "run").mkdir(parents=True)
+    (tmp_path / "logs" / "run" / "events.out.tfevents.1.h").write_bytes(
+        b"".join(records.frame(e.SerializeToString()) for e in events))
+    tbconvert.convert(tmp_path / "logs", tmp_path / "site", to_format="html")
+    page = Page(browser, (tmp_path / "site" / "index.html").as_uri())
+    try:
+        notes = {c.get_attribute("data-tag"): page.page.evaluate(
+            "c => { const n = c.querySelector('.note'); return n && !n.hidden ? n.textContent "
+            ": null }", c) for c in page.draw_all("scalars")}
+        assert notes == {"odd": "3 values are NaN or infinite and not drawn (the CSV holds "
+                                "them)", "plain": None}
+        assert page.errors == [], page.errors
+    finally:
+        page.close()

@@ -112,12 +112,20 @@
         });
       })).then(function (entries) {
         var traces = [];
-        var total = 0, drawn = 0;
+        var total = 0, drawn = 0, odd = 0;
         entries.forEach(function (pair, k) {
           var s = series[k];
           var entry = pair[0];
           var cols = columns(entry);
           total += cols.value.length;
+          if (entry.nonFinite === undefined) {
+            entry.nonFinite = 0;
+            for (var v = 0; v < cols.value.length; v++) {
+              var y = cols.value[v];
+              if (y !== y || y === Infinity || y === -Infinity) entry.nonFinite++;
+            }
+          }
+          odd += entry.nonFinite;
           var x = scalarX(entry, cols, pair[1]);
           var idx = pick(x, cols.value, entry.sorted[state.xaxis], range ? range[0] : null, range ? range[1] : null);
           drawn += idx.length;
@@ -148,6 +156,15 @@
         });
         card.dataset.points = total;
         card.dataset.drawn = drawn;
+        // A chart has no place for NaN or an infinity: say so in the card, not a gap alone.
+        card.dataset.nonfinite = odd;
+        var note = card.querySelector('.note');
+        if (odd && !note) note = card.insertBefore(el('p', { 'class': 'note' }), dl);
+        if (note) {
+          note.hidden = !odd;
+          note.textContent = odd ? odd + (odd === 1 ? ' value is' : ' values are') +
+            ' NaN or infinite and not drawn (the CSV holds ' + (odd === 1 ? 'it' : 'them') + ')' : '';
+        }
         var yRange = flatRange(traces);
         var layout = {
           margin: { l: 50, r: 10, t: 10, b: 40 }, showlegend: false, hovermode: 'closest',
