@@ -252,3 +252,24 @@ def test_a_directory_where_the_lock_goes_is_a_clear_error(tmp_path):
     assert proc.stderr == (f"tbconvert: error: {dst / LOCK_FILE}: a directory where this "
                            "dataset's lock file goes; no sync can run until it is removed\n")
     assert (dst / LOCK_FILE).is_dir()
+
+
+def test_a_dataset_that_lost_a_part_is_read_with_ignore_checksum_as_far_as_it_can(tmp_path):
+    dst = tmp_path / "archive"
+    tbconvert.sync(TORCH, dst)
+    gone = next(p for p in dst.iterdir() if p.name.startswith("part-") and "-train-" in p.name)
+    gone.unlink()
+    proc = run_tbconvert("convert", dst, tmp_path / "a.parquet")
+    assert proc.returncode == 4 and proc.stderr == (
+        f"tbconvert: error: {gone}: missing from the dataset listed in _tbconvert.json; "
+        "restore it from a copy, or pass --ignore-checksum to read what can still be read\n")
+    report = tbconvert.convert(dst, tmp_path / "b.parquet", ignore_checksum=True)
+    assert [(i.kind, i.path) for i in report.lost] == [("damaged_archive", str(gone))]
+    expected = tbconvert.scalars(TORCH)
+    got = tbconvert.scalars(tmp_path / "b.parquet")
+    assert set(got["run"]) == set(expected["run"]) - {"train"}
+    # a manifest that does not parse: no advice that cannot help
+    (dst / "_tbconvert.json").write_text("{bad")
+    proc = run_tbconvert("sync", TORCH, dst)
+    assert proc.returncode == 4 and "--ignore-checksum" not in proc.stderr, proc.stderr
+    assert "sync into a new directory\n" in proc.stderr

@@ -31,10 +31,12 @@ def load(dst: Path, report) -> dict:
         marker = read_marker(dst, Options(), report)
     except CorruptDataError as exc:
         # the reader's advice (--ignore-checksum) is convert's: sync has no such option
-        what = str(exc.args[0]).removesuffix(CHECKSUM_ADVICE)   # (as raised, in no wording)
+        raw = str(exc.args[0])                                   # (as raised, in no wording)
+        what = raw.removesuffix(CHECKSUM_ADVICE)
+        rescue = (" (convert --ignore-checksum reads what the dataset still holds)"
+                  if what != raw else "")      # (a manifest that does not parse reads nothing)
         raise CorruptDataError(f"{what}; sync leaves the dataset as it is: put {MARKER_FILE} "
-                               "back from a copy, or sync into a new directory (convert "
-                               "--ignore-checksum reads what the dataset still holds)") from None
+                               f"back from a copy, or sync into a new directory{rescue}") from None
     state = marker.get("sync")
     if state is None:
         # a dataset written by convert: its runs are read whole once, then kept up to date;

@@ -512,12 +512,19 @@ class ParquetReader(Reader):
                 self._experiment = S.experiment_from_json(marker.get("experiment"))
             except S.BadMetadata as exc:
                 raise CorruptDataError(f"{self.path / MARKER_FILE}: damaged ({exc})") from None
-            self._files = [self.path / p["file"] for p in marker["parts"]]
-            for f in self._files:
-                if not f.is_file():
-                    raise CorruptDataError(f"{f}: missing from the dataset listed in {MARKER_FILE}")
-            _tell_unlisted_parts(self.path, marker["parts"], report)
-            self._groups = _run_groups(self._files, marker["parts"])
+            parts = marker["parts"]
+            _tell_unlisted_parts(self.path, parts, report)
+            # a part that is gone costs its points only, with --ignore-checksum
+            kept = []
+            for p in parts:
+                f = self.path / p["file"]
+                if f.is_file():
+                    kept.append(p)
+                    continue
+                checksum_failed(f"{f}: missing from the dataset listed in {MARKER_FILE}",
+                                options, report, path=f)
+            self._files = [self.path / p["file"] for p in kept]
+            self._groups = _run_groups(self._files, kept)
             self._first = None
         else:
             self._first = ArchiveFile(self.path, options, report)
