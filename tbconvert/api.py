@@ -7,7 +7,6 @@ time, counting what passes and reporting what does not.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,27 +21,11 @@ if TYPE_CHECKING:  # numpy loads with the model, once data is read (not for --he
 
 
 def make_options(*, runs=None, tags=None, **kw) -> Options:
-    """Options from plain values, each checked with a clear error; regex strings are compiled."""
-    def compile_(what, value):
-        if value is None or isinstance(value, re.Pattern):
-            return value
-        if not isinstance(value, str):
-            raise UsageError(f"--{what} takes one regular expression (a str such as "
-                             f"'loss|accuracy'), not {type(value).__name__}")
-        try:
-            return re.compile(value)
-        except re.error as exc:
-            raise UsageError(f"--{what} {value!r} is not a valid regular expression: {exc}") from None
+    """Options from plain values, each checked with a clear error (by :class:`Options`
+    itself); regex strings are compiled."""
     _check_keywords(kw)
     check_jobs(kw.get("jobs", 1))
-    store = kw.get("storage_options")
-    if store is not None and not isinstance(store, dict):
-        raise UsageError(f"storage_options takes a dict (such as {{'anon': True}}), not "
-                         f"{type(store).__name__} {store!r}")
-    if "restarts" in kw:
-        from tbconvert import restarts
-        restarts.check(kw["restarts"])
-    return Options(runs=compile_("runs", runs), tags=compile_("tags", tags), **kw)
+    return Options(runs=runs, tags=tags, **kw)
 
 
 def options_from(options, make=None, **given) -> Options:
@@ -97,9 +80,10 @@ def _check_keywords(kw: dict) -> None:
 
 
 def check_jobs(jobs) -> None:
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
-        raise UsageError(f"--jobs must be a whole number of processes (0: one per core), "
-                         f"not {jobs!r}")
+    """A UsageError for a ``jobs`` that is no number of processes, or whose workers would
+    run the calling script again."""
+    from tbconvert.formats.base import check_jobs_value
+    check_jobs_value(jobs)
     if jobs != 1:
         from tbconvert import workers
         workers.refuse_script_rerun(jobs)

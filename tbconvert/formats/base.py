@@ -80,20 +80,17 @@ class Options:
                 try:
                     setattr(self, what, re.compile(value))
                 except re.error as exc:
-                    raise UsageError(f"{what} {value!r} is not a valid regular expression: "
+                    raise UsageError(f"--{what} {value!r} is not a valid regular expression: "
                                      f"{exc}") from None
             elif value is not None and not isinstance(value, re.Pattern):
-                raise UsageError(f"{what} takes one regular expression (a str such as "
+                raise UsageError(f"--{what} takes one regular expression (a str such as "
                                  f"'loss|accuracy'), not {type(value).__name__}")
         check(self.restarts)
         for what in ("allow_pickle", "force", "wide", "ignore_checksum"):
             if not isinstance(getattr(self, what), bool):
                 raise UsageError(f"{what} takes True or False, not "
                                  f"{getattr(self, what)!r}")
-        jobs = self.jobs
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
-            raise UsageError(f"--jobs must be a whole number of processes (0: one per core), "
-                             f"not {jobs!r}")
+        check_jobs_value(self.jobs)
         if self.progress is not None and not all(
                 callable(getattr(self.progress, m, None)) for m in ("start", "advance", "finish")):
             raise UsageError(f"progress takes a tbconvert Progress (with start, advance and "
@@ -111,6 +108,12 @@ class Options:
     def wants_tag_of(self, *names: str) -> bool:
         """Whether the tag that goes by any of ``names`` (its tag, a column's name) is kept."""
         return self.tags is None or any(self.tags.search(n) is not None for n in names)
+
+
+def check_jobs_value(jobs) -> None:
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+        raise UsageError(f"--jobs must be a whole number of processes (0: one per core), "
+                         f"not {jobs!r}")
 
 
 @dataclass
