@@ -49,7 +49,7 @@ def watched(options: Options) -> Options:
     """``options``, made to remember whether its ``runs`` / ``tags`` matched anything (a
     copy: the caller's object is left as it is); see :func:`tell_unmatched`."""
     from tbconvert.formats.base import WatchedOptions
-    if isinstance(options, WatchedOptions) or (options.runs is None and options.tags is None):
+    if isinstance(options, WatchedOptions):
         return options
     import dataclasses
     return WatchedOptions(**{f.name: getattr(options, f.name)
@@ -59,7 +59,7 @@ def watched(options: Options) -> Options:
 def tell_unmatched(options: Options, report: Report, **wording) -> None:
     """A note in ``report`` for each of ``runs`` / ``tags`` that matched nothing in the
     source (the command line words its own)."""
-    for line in getattr(options, "unmatched", lambda **_: [])(**wording):
+    for line in watched(options).unmatched(**wording):
         report.add("selection_matched_nothing", line, lost=False)
 
 

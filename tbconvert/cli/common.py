@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
 from tbconvert import restarts
 from tbconvert.errors import DataLossError
-from tbconvert.formats.base import WatchedOptions
 from tbconvert.remote.urls import parse_storage_options
 from tbconvert.report import Report
 
@@ -68,15 +66,14 @@ def add_writing(p: argparse.ArgumentParser) -> None:
 
 
 def options_from(args, ui):
-    from tbconvert.api import make_options
-    options = make_options(
+    from tbconvert.api import make_options, watched
+    options = watched(make_options(
         runs=getattr(args, "runs", None), tags=getattr(args, "tags", None),
         allow_pickle=getattr(args, "allow_pickle", False), force=getattr(args, "force", False),
         restarts=getattr(args, "restarts", "visible"), wide=getattr(args, "wide", False),
         ignore_checksum=getattr(args, "ignore_checksum", False), progress=ui.progress(),
         jobs=getattr(args, "jobs", 0),
-        storage_options=parse_storage_options(getattr(args, "storage_option", None)))
-    options = WatchedOptions(**{f.name: getattr(options, f.name) for f in fields(options)})
+        storage_options=parse_storage_options(getattr(args, "storage_option", None))))
     args._options = options
     return options
 

@@ -12,37 +12,37 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 from tbconvert import sourcefiles
 
 
-def fingerprint(path: Path) -> str:
-    """A digest of the names, sizes and modification times of the files under ``path``."""
+def fingerprint(path: Path) -> tuple[str, int]:
+    """A digest of the names, sizes and modification times of the files under ``path``, and
+    the bytes of its regular files."""
     items = []
     if path.is_file():
         st = path.stat()
         items.append((path.name, st.st_size, st.st_mtime_ns))
+        size = st.st_size
     else:
-        for full in _files(path):
-            try:
-                st = os.stat(full)
-            except OSError:
-                continue
-            items.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+        size = 0
+        # directories in name order, listed as sources are: their access times kept
+        for dirpath, dirnames, filenames in sourcefiles.walk(path):
+            dirnames.sort()
+            for name in sorted(filenames):
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(full)
+                except OSError:
+                    continue
+                items.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+                size += st.st_size if stat.S_ISREG(st.st_mode) else 0
     h = hashlib.sha256()
-    for rel, size, mtime in items:
-        h.update(f"{rel}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
-
-
-def _files(path: Path):
-    """The paths of the files under the directory ``path``, directories in name order, as
-    sources are listed: their access times kept."""
-    for dirpath, dirnames, filenames in sourcefiles.walk(path):
-        dirnames.sort()
-        for name in sorted(filenames):
-            yield os.path.join(dirpath, name)
+    for rel, n, mtime in items:
+        h.update(f"{rel}\0{n}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest(), size
 
 
 def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool = False) -> None:
@@ -56,7 +56,7 @@ def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool
     manifest.remove_garbage(dst, marker)
     state = marker["sync"]
     known = state["runs"]
-    seen = fingerprint(src)
+    seen, size = fingerprint(src)
     report.generation = state["generation"]
     if state.get("export") == seen:
         report.runs += len(known)
@@ -84,8 +84,7 @@ def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool
     if known:
         report.add("export_read_whole", f"{src}: the export's files changed; its runs were "
                    "read whole again", path=src, lost=False)
-    report.new_bytes += sum(os.stat(f).st_size for f in ([src] if src.is_file() else
-                                                          _files(src)) if os.path.isfile(f))
+    report.new_bytes += size
 
 
 def _write_parts(src: Path, dst: Path, generation: int, known: dict, report,
