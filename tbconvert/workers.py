@@ -216,8 +216,14 @@ def _after_fork_in_child() -> None:
     # as the command does; a worker is stopped by SIGTERM and leaves Ctrl-C to the leader.
     # Set before Python code runs in the child, so no signal finds the old ones.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _leave_stops_to_the_leader()
+
+
+def _leave_stops_to_the_leader() -> None:
+    """Ctrl-C and a closed terminal (SIGHUP) reach every process of the group: a worker
+    ignores them, and the leading process unwinds and stops it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "SIGHUP"):    # (a closed terminal: the leader stops them)
+    if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
@@ -245,9 +251,7 @@ def _forking_workers():
 def _init(progress_queue, parent: int, own_process: bool = False) -> None:
     global _progress_queue
     _progress_queue = progress_queue
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "SIGHUP"):    # (a closed terminal: the leader stops them)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _leave_stops_to_the_leader()
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     if own_process:
         # A worker of the command makes the command's process-wide choices too: Arrow's pool,

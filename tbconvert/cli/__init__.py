@@ -65,9 +65,13 @@ EXIT_CODES = """exit codes:
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that partial output is removed on the way out."""
 
+    word, signal_name, code = "terminated", "SIGTERM", 143
+
 
 class HungUp(Terminated):
     """SIGHUP (the terminal or the ssh session closed), unwinding as SIGTERM does."""
+
+    word, signal_name, code = "hung up", "SIGHUP", 129
 
 
 # Signals received during this command. A signal that lands inside an import (or other C
@@ -345,12 +349,9 @@ def _main(argv: Sequence[str] | None) -> int:
         ui.error(exc.cli_message() + (_aftermath(command)
                                       if isinstance(exc, OutOfResourcesError) else ""))
         return exc.exit_code
-    except HungUp as exc:
-        ui.error(_stopped("hung up", exc, command))
-        return 129
-    except Terminated as exc:
-        ui.error(_stopped("terminated", exc, command))
-        return 143
+    except Terminated as exc:      # (HungUp too)
+        ui.error(_stopped(exc.word, exc, command))
+        return exc.code
     except KeyboardInterrupt as exc:
         ui.error(_stopped("interrupted", exc, command))
         return 130
@@ -418,8 +419,9 @@ def _stopped(what: str, exc: KeyboardInterrupt, command: str | None) -> str:
 
 
 # What each signal that stops a command is called, and the command's exit code.
-_SIGNAL_WORDS = {signal.SIGTERM: ("terminated", 143),
-                 **({signal.SIGHUP: ("hung up", 129)} if hasattr(signal, "SIGHUP") else {})}
+_SIGNAL_WORDS = {signal.SIGTERM: (Terminated.word, Terminated.code),
+                 **({signal.SIGHUP: (HungUp.word, HungUp.code)} if hasattr(signal, "SIGHUP")
+                    else {})}
 
 # Commands that write nothing, so that a command cut short has nothing to tell of its output.
 _READ_ONLY = frozenset({"formats", "info", "verify"})

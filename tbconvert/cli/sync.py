@@ -112,15 +112,15 @@ def _watch(args, ui, options) -> int:
             ui.info(f"tbconvert: {head}{r.report.summary()}")
             finish(args, ui, r.report)
 
-    from tbconvert.cli import HungUp, Terminated
+    from tbconvert.cli import Terminated
     try:
         sync_watch(args.src, args.dst, args.watch, on_round=told, break_lock=args.break_lock,
                    **options)
     except KeyboardInterrupt as exc:
         # Ctrl-C, SIGTERM or SIGHUP is how a watch is meant to end: no error. A round cut
         # short removed what it had written before this is reached.
-        how, code = (("SIGHUP", 129) if isinstance(exc, HungUp) else ("SIGTERM", 143)
-                     if isinstance(exc, Terminated) else ("Ctrl-C", 130))
+        how, code = ((exc.signal_name, exc.code) if isinstance(exc, Terminated)
+                     else ("Ctrl-C", 130))
         holds = ("the dataset holds what the last complete round committed" if committed[0]
                  else "no round had completed: the dataset is as it was before the watch")
         ui.info(f"tbconvert: {args.dst}: stopped ({how}); {holds}")
