@@ -302,8 +302,10 @@ def test_a_forked_pool_replaced_after_a_death_reports_progress_too(tmp_path):
         # kills every worker it runs in
         assert out["forked"] and out["results"] == [10, "lost", 30, 40, 50]
         # progress came through (a report put just before a worker is stopped may still be
-        # on its way and lost: the conversions count what their results say was read)
-        assert 0 < out["progress"] <= 1 + 2 + 2 + 3 + 4 + 5
+        # on its way and lost: the conversions count what their results say was read); an
+        # item the dead pool held is run again, its progress reported again: at most twice
+        # each, as item 2 (retried once)
+        assert 0 < out["progress"] <= 2 * (1 + 2 + 3 + 4 + 5)
     assert "Traceback" not in done.stderr
 
 
