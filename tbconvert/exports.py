@@ -110,7 +110,7 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     # a single experiment's logdir does: with --force, nothing of an earlier output stays
     # beside them (its runs would show twice in TensorBoard). A root of which no experiment
     # could be written leaves ``dst`` as it was, or absent.
-    out, into = _root_output(dst, options)
+    out, into = _root_output(dst, options, report)
     written, issues = len(report.outputs), len(report.issues)
     from tbconvert.output import removed_on_failure
     with removed_on_failure(out.abort, dst, also=BaseException):
@@ -134,14 +134,14 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     return report
 
 
-def _root_output(dst, options: Options):
+def _root_output(dst, options: Options, report: Report):
     """The output an export root is written into, and the local directory that holds its
     experiments' logdirs until it is committed. Messages and the report name ``dst``, not
     that directory."""
     from tbconvert import remote
     if remote.is_remote(dst):
         out = remote.staged_output(dst, options.storage_options, force=options.force,
-                                   directory=True)
+                                   directory=True, report=report)
         return out, out.local
     from tbconvert.output import AtomicOutput
     out = AtomicOutput(dst, force=options.force, directory=True)

@@ -315,6 +315,34 @@ def test_unsafe_object_names_are_skipped_and_reported(store, bucket, tmp_path):
     assert any(i.kind == "remote_key_skipped" for i in report.issues)
     assert not list(tmp_path.parent.glob("evil*"))
 
+@pytest.mark.skipif(os.name != "posix", reason="directory names of any bytes are POSIX's")
+@pytest.mark.parametrize("to", ["tfevents", "media"])
+def test_a_run_directory_named_by_other_bytes_than_utf8_reaches_the_store_escaped(
+        store, bucket, tmp_path, to):
+    # object keys are text: such a name is spelt %XX (a local logdir keeps its bytes), told
+    # once, and nothing of the upload is left behind
+    import shutil
+    logs, spelt = tmp_path / "logs", tmp_path / "spelt"
+    for root, name in ((logs, os.fsdecode(b"r\xff")), (spelt, "r%FF")):
+        shutil.copytree(FIXTURES / "tensorboardx_logdir" / "run_a", root / name)
+        shutil.copytree(FIXTURES / "tensorboardx_logdir" / "run_b", root / "plain")
+    dst = f"s3://{bucket}/out"
+    if to == "media":
+        report = tbconvert.extract_media(logs, dst)
+        local = tmp_path / "media"
+        tbconvert.extract_media(logs, local)
+        assert [k[len(f"{bucket}/out/"):] for k in keys(store, dst)] == sorted(
+            p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file())
+    else:
+        report = api.convert(logs, dst, to_format=to)
+        notes = [i for i in report.issues if i.kind == "name_escaped"]
+        assert len(notes) == 1 and notes[0].message.startswith("r%FF:"), notes
+        assert not notes[0].lost
+        back = download(store, dst, tmp_path / "back")
+        assert sorted(p.name for p in back.iterdir()) == ["plain", "r%FF"]
+        assert_same_view(tb_view(back), tb_view(spelt))
+    assert not [k for k in keys(store, f"s3://{bucket}") if TMP_MARK in k]
+
 
 # ------------------------------------------------------------------ errors
 

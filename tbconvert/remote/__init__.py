@@ -195,7 +195,7 @@ def open_writer(url: str, fmt, options, report, open_local):
     # A directory-writing format writes a directory unless the name carries its suffix.
     directory = fmt.directory_output and not basename(url).lower().endswith(fmt.suffixes)
     stage = DestStage(url, options.storage_options, force=options.force,
-                      directory=directory or None)
+                      directory=directory or None, report=report)
     publish(stage.local, url)
     try:
         inner = open_local(stage.local)
@@ -205,11 +205,12 @@ def open_writer(url: str, fmt, options, report, open_local):
     return RemoteWriter(inner, stage)
 
 
-def staged_output(url: str, storage_options, *, force: bool, directory: bool):
+def staged_output(url: str, storage_options, *, force: bool, directory: bool, report=None):
     """A :class:`~tbconvert.remote.dest.DestStage` for outputs written outside a Writer
-    (tables, media): write to ``stage.local``, then ``stage.commit()`` or ``stage.abort()``."""
+    (tables, media): write to ``stage.local``, then ``stage.commit()`` or ``stage.abort()``.
+    ``report`` is told of names the store cannot hold as they are."""
     from tbconvert.remote.dest import DestStage
-    stage = DestStage(url, storage_options, force=force, directory=directory)
+    stage = DestStage(url, storage_options, force=force, directory=directory, report=report)
     publish(stage.local, url)
     return stage
 

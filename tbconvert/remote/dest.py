@@ -24,7 +24,7 @@ import contextlib
 import uuid
 
 from tbconvert import scratch
-from tbconvert.errors import OutputExistsError, TbconvertError, UsageError
+from tbconvert.errors import OutputError, OutputExistsError, TbconvertError, UsageError
 from tbconvert.output import _PENDING, TMP_MARK
 from tbconvert.remote import failures
 from tbconvert.remote.urls import ATOMIC_PUT, READ_ONLY, basename, filesystem, protocol
@@ -38,13 +38,43 @@ def _is_marker(key: str) -> bool:
     return key.rsplit("/", 1)[-1].startswith("_")
 
 
+def _keys(url: str, rels: list[str], report) -> list[str]:
+    """The object keys (below the output's prefix) of the staged files ``rels``: text, each
+    byte of a name that is not UTF-8 spelt ``%XX``. The local writers escape a ``%`` that
+    precedes such a spelling, so no two files get one key; should two do so (copied plugin
+    files), the upload is refused rather than one object lost."""
+    from tbconvert import names
+    keys = [names.text(rel) for rel in rels]
+    if keys == rels:
+        return keys
+    seen: dict[str, str] = {}
+    told: set[str] = set()
+    for rel, key in zip(rels, keys, strict=True):
+        if seen.setdefault(key, rel) != rel:
+            raise OutputError(f"{url}: two files would be stored as {key!r} (a name that is not "
+                              "UTF-8 spelt %XX, beside a file already named so); write to a "
+                              "local directory instead")
+        if key != rel and report is not None:
+            # the outermost part of the path that changed: a run directory, told once
+            parts, changed = key.split("/"), rel.split("/")
+            depth = next(i for i, (a, b) in enumerate(zip(parts, changed, strict=True)) if a != b)
+            prefix = "/".join(parts[:depth + 1])
+            if prefix not in told:
+                told.add(prefix)
+                report.add("name_escaped", f"{prefix}: the name is not valid UTF-8; stored in "
+                           f"{url} with its odd bytes escaped (%XX), as object keys are text",
+                           lost=False)
+    return keys
+
+
 class DestStage:
     """A local stage for the output at ``url``, and its commit to the store."""
 
     def __init__(self, url: str, storage_options: dict | None, *, force: bool,
-                 directory: bool | None = None) -> None:
+                 directory: bool | None = None, report=None) -> None:
         failures.remember_secrets(storage_options)
         self.url = url
+        self.report = report
         self.proto = protocol(url)
         if self.proto in READ_ONLY:
             raise UsageError(f"{url}: {self.proto}:// URLs can only be read; write to a "
@@ -86,6 +116,9 @@ class DestStage:
         return "directory" if info.get("type") == "directory" else "file"
 
     def commit(self) -> None:
+        """Put the staged output in place. Names in a directory output that are not valid
+        UTF-8 (a run directory named by other bytes) are uploaded with those bytes spelt
+        ``%XX``, as object keys are text; each such name is noted in the stage's report."""
         if self._done:
             return
         try:
@@ -143,7 +176,8 @@ class DestStage:
 
     def _commit_directory(self) -> None:
         files = sorted(p for p in self.local.rglob("*") if p.is_file())
-        rels = [p.relative_to(self.local).as_posix() for p in files]
+        rels = _keys(self.url, [p.relative_to(self.local).as_posix() for p in files],
+                     self.report)
         staged = [f"{self._temporary}/{rel}" for rel in rels]
         finals = [f"{self.root}/{rel}" for rel in rels]
         self._uploaded = staged

@@ -138,7 +138,7 @@ def extract(source, out_dir: Path, options: Options, report: Report,
     out_dir = remote.localize(out_dir)
     if remote.is_remote(out_dir):
         stage = remote.staged_output(out_dir, options.storage_options, force=options.force,
-                                     directory=True)
+                                     directory=True, report=report)
         try:
             files = extract(source, stage.local, options, report, fmt)
         except BaseException:
