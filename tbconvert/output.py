@@ -75,6 +75,11 @@ class AtomicOutput:
             # (a file for a directory is refused with or without --force: told first)
             if directory != self.final.is_dir():
                 kind = "directory" if self.final.is_dir() else "file"
+                if self.final.is_symlink() and not self.final.exists():
+                    raise OutputExistsError(
+                        f"{self.final} is a symbolic link to {os.readlink(self.final)}, which "
+                        "does not exist; refusing to replace the link with a directory; "
+                        "remove it first")
                 raise OutputExistsError(
                     f"{self.final} exists and is a {kind}; refusing to replace it with a "
                     f"{'directory' if directory else 'file'}; remove it first")

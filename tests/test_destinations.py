@@ -338,3 +338,14 @@ def test_a_file_suffix_with_a_trailing_slash_is_refused(tmp_path, logs, capsys, 
     assert not (tmp_path / name.rstrip("/")).exists()
     tbconvert.convert(logs, tmp_path / name.rstrip("/"))   # the same name without the slash
     assert (tmp_path / name.rstrip("/")).is_file()
+
+
+def test_a_dangling_link_as_a_directory_destination_is_told_as_a_link(tmp_path, logs, capsys):
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "nowhere")
+    for extra in ([], ["--force"]):
+        assert main(["convert", str(logs), str(link), "--to", "parquet", *extra]) == 6
+        err = capsys.readouterr().err
+        assert "is a symbolic link to" in err and "which does not exist" in err, err
+        assert "is a file" not in err
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()
