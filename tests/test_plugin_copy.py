@@ -316,3 +316,12 @@ def test_a_file_a_parent_runs_config_names_in_a_renamed_child_run_is_not_put_whe
     [refused] = [i.message for i in _kinds(report, "plugin_files_not_read")]
     assert "below a directory named like an event file, which TensorBoard takes for one; not " \
            "copied" in refused
+
+
+def test_a_dangling_link_among_plugin_files_is_told_once(tmp_path):
+    logs = _logdir(tmp_path)
+    (logs / "train" / PROFILE / "gone.pb").symlink_to(tmp_path / "nowhere.pb")
+    report = tbconvert.convert(logs, tmp_path / "out", to_format="tfevents")
+    told = [i for i in report.issues if "gone.pb" in i.message]
+    assert [i.kind for i in told] == ["dangling_symlink"], told
+    _same_files(logs / "train", tmp_path / "out" / "train", _carried())

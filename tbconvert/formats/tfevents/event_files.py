@@ -58,6 +58,8 @@ def discover(root: Path, on_problem, on_note=None, wants_run=lambda name: True,
             raise FormatError(f"{root}: cannot be read ({exc.strerror})")
         on_problem("unreadable_directory", f"{where}: cannot be read ({exc.strerror}); skipped")
 
+    dangling: set[str] = set()
+
     def onskip(path: str, why: str, exc: OSError | None) -> None:
         if why == sourcefiles.LOOP:
             on_problem("symlink_loop", f"{path}: leads back to {_target(path)}, a directory "
@@ -70,6 +72,7 @@ def discover(root: Path, on_problem, on_note=None, wants_run=lambda name: True,
         elif not is_event_file(os.path.basename(path)):
             on_problem("dangling_symlink", f"{path}: a symbolic link to {_link(path)}, which "
                                            f"cannot be reached ({exc.strerror}); skipped")
+            dangling.add(path)   # told here: not again as a plugin file that was not copied
 
     for dirpath, dirnames, filenames in sourcefiles.walk(root, onerror=onerror, onskip=onskip):
         dirnames.sort()
@@ -91,7 +94,8 @@ def discover(root: Path, on_problem, on_note=None, wants_run=lambda name: True,
         rel = os.path.relpath(dirpath, root)
         if on_note is not None:
             plugins.collect([] if rel == "." else rel.split(os.sep),
-                            [f for f in filenames if not is_event_file(f)], found_plugin_files)
+                            [f for f in filenames if not is_event_file(f)
+                             and os.path.join(dirpath, f) not in dangling], found_plugin_files)
         if files:
             name = "." if rel == "." else rel.replace(os.sep, "/")
             runs.append((name, [Path(f) for f in files]))
