@@ -100,3 +100,23 @@ def _argv() -> list[str]:
 def _env() -> dict:
     from helpers import cli_env
     return cli_env()
+
+
+class _StoppedWhilePrinting:
+    """Standard output that Ctrl-C interrupts as the first bytes go out."""
+    encoding = "utf-8"
+
+    def write(self, text):
+        raise KeyboardInterrupt
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("args", [["convert", TORCH, "-"], ["hparams", TF2, "-o", "-"]])
+def test_a_stop_while_the_table_is_printed_says_it_was_cut_short(capsys, monkeypatch, args):
+    monkeypatch.setattr("sys.stdout", _StoppedWhilePrinting())
+    assert main([*map(str, args), "-q"]) == 130
+    err = capsys.readouterr().err
+    assert err == ("tbconvert: error: interrupted; the table on standard output was cut short "
+                   "(what was printed is incomplete)\n"), err

@@ -415,7 +415,7 @@ def _stopped(what: str, exc: KeyboardInterrupt, command: str | None) -> str:
     complete = getattr(exc, "complete", None)
     if complete is not None:
         return f"{what} as {complete} was being put in place: it is complete and kept"
-    return what + _aftermath(command)
+    return what + (getattr(exc, "aftermath", None) or _aftermath(command))
 
 
 # What each signal that stops a command is called, and the command's exit code.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from tbconvert import restarts
 from tbconvert.errors import DataLossError
@@ -136,6 +137,20 @@ def add_extraction(p: argparse.ArgumentParser, metavar: str, output_help: str) -
     add_writing(p)
 
 
+# How a command stopped while it prints a table ends (told by the CLI after the signal's word)
+CUT_SHORT = "; the table on standard output was cut short (what was printed is incomplete)"
+
+
+@contextlib.contextmanager
+def printing_table():
+    """A stop while a table is printed is told as cutting it short: no output file to remove."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        exc.aftermath = CUT_SHORT
+        raise
+
+
 def write_table(args, ui, build):
     """Build a table with ``build(src, report=, options=)`` and save it to ``args.output``
     (``-``: CSV on stdout)."""
@@ -156,8 +171,9 @@ def write_table(args, ui, build):
         from tbconvert.formats.csv import encode
         buffer = io.BytesIO()
         encode.write(table, buffer)
-        sys.stdout.write(buffer.getvalue().decode("utf-8"))
-        sys.stdout.flush()
+        with printing_table():
+            sys.stdout.write(buffer.getvalue().decode("utf-8"))
+            sys.stdout.flush()
         return table, report
     tables.save_table(table, args.output, force=args.force,
                       storage_options=options.storage_options)

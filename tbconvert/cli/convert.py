@@ -13,6 +13,7 @@ from tbconvert.cli.common import (
     finish,
     format_name,
     options_from,
+    printing_table,
 )
 from tbconvert.errors import UsageError
 from tbconvert.report import Report
@@ -61,8 +62,8 @@ def _to_stdout(args, ui) -> int:
         api.convert(args.src, table, from_format=args.from_format, report=report,
                     options=options_from(args, ui), scheduler=args.scheduler)
         report.outputs[-1:] = ["-"]
-        with open(table, encoding="utf-8", newline="") as fh:
+        with open(table, encoding="utf-8", newline="") as fh, printing_table():
             while chunk := fh.read(1 << 20):
                 sys.stdout.write(chunk)
-        sys.stdout.flush()
+            sys.stdout.flush()
     return finish(args, ui, report)
