@@ -248,13 +248,25 @@ class UntoldHoles:
         self.report = report
         self._seen: dict = {}      # (run, tag): holes met so far
         self._own: dict = {}       # (run, tag): holes told here so far
+        self._told: dict = {}      # (run, tag): holes the report's issues count
+        self._scanned = 0          # of the report's issues, those counted in _told
+
+    def _told_of(self, key) -> int:
+        # the report only grows while a table is built: its new issues are counted once each
+        issues = self.report.issues
+        if len(issues) < self._scanned:
+            self._told, self._scanned = {}, 0
+        for i in issues[self._scanned:]:
+            if i.kind == "missing_blob":
+                self._told[(i.run, i.tag)] = self._told.get((i.run, i.tag), 0) + i.count
+        self._scanned = len(issues)
+        return self._told.get(key, 0)
 
     def add(self, run: str, tag: str, lost: int, message) -> None:
         """The issue for the part of ``lost`` more holes of ``run``/``tag`` that no issue
         counts yet; ``message(n)`` words it."""
         key = (run, tag)
-        told = sum(i.count for i in self.report.issues
-                   if i.kind == "missing_blob" and (i.run, i.tag) == key)
+        told = self._told_of(key)
         by_reading = told - self._own.get(key, 0)
         self._seen[key] = self._seen.get(key, 0) + lost
         n = max(0, self._seen[key] - by_reading) - self._own.get(key, 0)
