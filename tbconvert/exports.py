@@ -1,7 +1,8 @@
 """TensorBoard.dev exports back to event files, one logdir per experiment.
 
 An export is one experiment directory (any name), an old-layout ``scalars_<id>.json`` file,
-or an export root holding several ``experiment_<id>`` directories. A root becomes one
+or an export root holding several ``experiment_<id>`` directories (and other directories that
+hold an experiment's files). A root becomes one
 sub-logdir per experiment, ``DST/<id>/``, and an experiment that fails does not stop the
 others. Either way ``DST`` is one output, replaced whole (``force``) or not at all.
 """
@@ -115,8 +116,8 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     from tbconvert.output import removed_on_failure
     with removed_on_failure(out.abort, dst, also=BaseException):
         if scheduler is not None:
-            _on_cluster(_outputs(sources, into), options, report, scheduler, failed)
-        for source, sub in _outputs(sources, into) if scheduler is None else ():
+            _on_cluster(_outputs(sources, into, report), options, report, scheduler, failed)
+        for source, sub in _outputs(sources, into, report) if scheduler is None else ():
             before = len(report.issues)
             try:
                 _convert_one(source, sub, options, report)
@@ -149,12 +150,12 @@ def _root_output(dst, options: Options, report: Report):
     return out, out.tmp
 
 
-def _outputs(sources, out) -> list[tuple[object, object]]:
+def _outputs(sources, out, report) -> list[tuple[object, object]]:
     """One sub-logdir per experiment, named by its id (made safe and unique)."""
     from tbconvert import remote
     from tbconvert.formats.tbdev.export_dir import experiment_names
     return [(source, remote.join(out, name) if isinstance(out, str) else out / name)
-            for source, name in zip(sources, experiment_names(sources), strict=True)]
+            for source, name in zip(sources, experiment_names(sources, report), strict=True)]
 
 
 def _in_experiment(issues: list, sub) -> list:

@@ -932,3 +932,39 @@ def test_an_export_root_stops_when_the_machine_runs_out(tmp_path, monkeypatch):
     with pytest.raises(OutOfResourcesError):
         tbconvert.tbdev_export(root, tmp_path / "logs")
     assert len(tried) == 1 and not (tmp_path / "logs").exists()
+
+
+def test_a_root_takes_a_renamed_experiment_folder_and_tells_an_id_clash(tmp_path):
+    # a folder renamed by hand is no reason to pass an experiment over; two experiments of one
+    # id get two logdirs, and the second's name is told
+    root = tmp_path / "export"
+    copy_export(root)
+    copy_export(root, "my_experiment")
+    (root / f"scalars_{EXP_ID}.json").write_bytes((EXPORT / export_dir.SCALARS).read_bytes())
+    out = tmp_path / "logs"
+    report = tbconvert.tbdev_export(root, out)
+    assert not report.failures and report.experiments == 3
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == \
+        sorted([EXP_ID, f"{EXP_ID}_2", "my_experiment"])
+    assert_logdir_holds_export(out / "my_experiment")
+    [renamed] = [i for i in report.issues if i.kind == "experiment_renamed"]
+    assert f"scalars_{EXP_ID}.json" in renamed.message and f"{EXP_ID}_2" in renamed.message
+    synced = tbconvert.sync(root, tmp_path / "dataset")
+    assert not synced.failures
+    assert sorted(p.name for p in (tmp_path / "dataset").iterdir() if p.is_dir()) == \
+        sorted([EXP_ID, f"{EXP_ID}_2", "my_experiment"])
+    assert [i.kind for i in synced.issues if i.kind == "experiment_renamed"] == \
+        ["experiment_renamed"]
+
+
+def test_a_run_all_of_whose_lines_are_skipped_leaves_no_run_behind(tmp_path):
+    d = copy_export(tmp_path / "in")
+    lines = read_lines(d / export_dir.SCALARS)
+    lines[0]["run"] = "lost"
+    lines[0]["points"]["values"][0] = "x"
+    write_lines(d / export_dir.SCALARS, lines)
+    out = tmp_path / "logs"
+    report = tbconvert.tbdev_export(d, out)
+    assert [i.kind for i in report.issues if i.lost] == ["bad_line"]
+    assert not (out / "lost").exists()
+    assert "lost" not in tb_view(out)

@@ -225,7 +225,7 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool,
     """A TensorBoard.dev export: one dataset, or one per experiment of an export root."""
     from tbconvert.incremental import exports
     from tbconvert.output import made_in_place
-    targets = exports.experiments(src)
+    targets = exports.experiments(src, report)
     if targets == [(src, None)]:
         targets = [(src, dst)]
     else:

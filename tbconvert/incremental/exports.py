@@ -113,12 +113,12 @@ def _write_parts(src: Path, dst: Path, generation: int, known: dict, report,
     return experiment, parts, runs_state
 
 
-def experiments(src: Path):
+def experiments(src: Path, report=None):
     """``[(source path, sub-dataset name or None)]``: None for one experiment, else one
-    entry per experiment of the export root."""
+    entry per experiment of the export root (a name changed for a clash noted in ``report``)."""
     from tbconvert.formats.tbdev import export_dir
     sources, is_root = export_dir.find_experiments(src)
     if not is_root:
         return [(src, None)]
-    return [(source.path, name)
-            for source, name in zip(sources, export_dir.experiment_names(sources), strict=True)]
+    names = export_dir.experiment_names(sources, report)
+    return [(source.path, name) for source, name in zip(sources, names, strict=True)]

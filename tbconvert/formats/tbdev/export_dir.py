@@ -145,7 +145,9 @@ def find_experiments(path: Path) -> tuple[list[Source], bool]:
 
     ``path`` may be one experiment directory (any name), an old-layout
     ``scalars_<id>.json`` file, or an export root holding ``experiment_*``
-    directories and/or ``scalars_<id>.json`` files (sorted by name).
+    directories and/or ``scalars_<id>.json`` files (sorted by name). A root's other
+    directories that hold an experiment's files (one renamed by hand) are experiments too:
+    an export is never passed over without a word.
     """
     path = Path(path)
     if is_old_scalars_file(path) or is_experiment_dir(path):
@@ -162,6 +164,8 @@ def find_experiments(path: Path) -> tuple[list[Source], bool]:
             found.append(Source(experiment_id_from_name(entry.name), entry))
         elif is_old_scalars_file(entry):
             found.append(source_of(entry))
+        elif is_experiment_dir(entry):
+            found.append(Source("", entry))
     return found, True
 
 
@@ -183,11 +187,12 @@ def looks_like_export(path: Path) -> bool:
         return False
 
 
-def experiment_names(sources) -> list[str]:
-    """A name per experiment of an export root for its own output (its id, made a safe path
-    part and unique regardless of case)."""
+def experiment_names(sources, report=None) -> list[str]:
+    """A name per experiment of an export root for its own output (its id, or the folder's
+    name, made a safe path part and unique regardless of case). One that another experiment's
+    name forces to change is noted in ``report``."""
     from tbconvert.names import safe_part
-    taken: set[str] = set()
+    taken: dict[str, Source] = {}
     names = []
     for n, source in enumerate(sources):
         name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
@@ -195,6 +200,11 @@ def experiment_names(sources) -> list[str]:
         while name.lower() in taken:
             k += 1
             name = f"{base}_{k}"
-        taken.add(name.lower())
+        if name != base and report is not None:
+            report.add("experiment_renamed",
+                       f"{source.path}: named {base} like {taken[base.lower()].path} (the same "
+                       f"experiment id, or names that differ in case only); written as {name}",
+                       lost=False)
+        taken[name.lower()] = source
         names.append(name)
     return names

@@ -260,7 +260,10 @@ class TbdevReader(PayloadMixin, Reader):
                 if not self.options.wants_run(run):
                     yield RunData(Run(run), iter(()))
                     continue
-                tags = self._parse_run(run, entries, open_files)
+                tags, read = self._parse_run(run, entries, open_files)
+                if not read:
+                    # every line of the run was skipped, and told: no run of nothing for it
+                    continue
                 # (a hand-edited export may hold NaN or infinite times: they start nothing)
                 walls = [float(w.min()) for chunks in tags.values() for c in chunks
                          if len(w := c.wall_times[np.isfinite(c.wall_times)])]
@@ -270,8 +273,11 @@ class TbdevReader(PayloadMixin, Reader):
             for f in open_files.values():
                 f.close()
 
-    def _parse_run(self, run: str, entries: list[_Entry], open_files) -> dict[str, list[_Chunk]]:
+    def _parse_run(self, run: str, entries: list[_Entry],
+                   open_files) -> tuple[dict[str, list[_Chunk]], bool]:
+        """The run's series (chunks by tag), and whether any of its lines could be read."""
         tags: dict[str, list[_Chunk]] = {}
+        read = False
         for entry in entries:
             f = open_files.get(entry.file)
             if f is None:
@@ -282,7 +288,7 @@ class TbdevReader(PayloadMixin, Reader):
                     self.report.add("unreadable_file", f"{entry.file}: cannot read again "
                                     f"({regular.reason(exc)}); run {run!r} loses its lines "
                                     "there", path=entry.file, run=run)
-                    return tags
+                    return tags, read
             f.seek(entry.offset)
             raw = f.read(entry.length)
             try:
@@ -296,6 +302,7 @@ class TbdevReader(PayloadMixin, Reader):
                     self.report.add("bad_line", f"{entry.file}:{entry.line_no}: {exc}; line "
                                     "skipped", path=entry.file, run=run)
                 continue
+            read = True
             if chunk is None or not self.options.wants_tag(chunk.tag):
                 continue
             chunks = tags.setdefault(chunk.tag, [])
@@ -312,7 +319,7 @@ class TbdevReader(PayloadMixin, Reader):
                     path=entry.file, run=run, tag=chunk.tag)
                 chunk.metadata = chunks[0].metadata
             chunks.append(chunk)
-        return tags
+        return tags, read
 
     def _parse_line(self, entry: _Entry, raw: bytes, run: str) -> _Chunk | None:
         fast = scalar_lines.scalar_line(raw) if entry.kind == "scalars" else None
