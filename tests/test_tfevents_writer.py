@@ -518,6 +518,11 @@ def test_integer_and_double_scalars_are_written_as_float32(tmp_path):
     rounded = {i.tag: i.count for i in report.issues if i.kind == "scalar_rounded_to_float32"}
     assert rounded == {"i": 2, "d": 2}
     assert all(i.lost for i in report.issues if i.kind == "scalar_rounded_to_float32")
+    # a finite value beyond float32's range is no mere rounding: it is said what it became
+    told = {i.tag: i.message for i in report.issues if i.kind == "scalar_rounded_to_float32"}
+    assert told["d"].endswith("; 1 of them, beyond float32's range, became infinite or 0 (the "
+                              "first at step 3)"), told["d"]
+    assert "beyond" not in told["i"]
 
 
 def test_repeated_steps_are_written_and_counted_as_the_data_server_drops_them(tmp_path):

@@ -162,7 +162,7 @@ class _Tag:
     :class:`DataServerSteps` then holds, made only when more comes), else that object."""
 
     __slots__ = ("order", "count", "key_max", "metadata", "legacy", "special", "first_legacy",
-                 "witness", "rounded", "shown", "batched")
+                 "witness", "rounded", "beyond", "beyond_step", "shown", "batched")
 
     def __init__(self, order: int, tag: str, md: Metadata) -> None:
         self.order = order
@@ -178,8 +178,24 @@ class _Tag:
         self.first_legacy = False
         self.witness: Series | None = None   # the tag's first hidden point (see add)
         self.rounded = 0                     # values float32 does not hold exactly
+        self.beyond = 0                      # of them, finite ones beyond its range (inf, 0)
+        self.beyond_step = None              # the step of the first of those
         self.shown = None
         self.batched = False                 # small scalar chunks may go to _flush
+
+
+def _count_rounded(st: _Tag, s: ScalarSeries, rounded: int) -> None:
+    """Count ``rounded`` values of ``s`` that float32 does not hold, and among them the finite
+    ones beyond its range, which become infinite or zero (a spike, or a value gone)."""
+    st.rounded += rounded
+    with np.errstate(over="ignore", invalid="ignore"):
+        single = s.values.astype(np.float32)
+    beyond = (np.isfinite(s.values) & ~np.isfinite(single)) | ((s.values != 0) & (single == 0))
+    n = int(np.count_nonzero(beyond))
+    if n:
+        if st.beyond == 0:
+            st.beyond_step = int(s.steps[np.argmax(beyond)])
+        st.beyond += n
 
 
 class RunFile:
@@ -358,7 +374,8 @@ class RunFile:
             rounded = np.add.reduceat(rounded_in_float32(v64).astype(np.int64),
                                       starts_of(lens[wide]))
             for k, r in zip(wide, rounded.tolist(), strict=True):
-                sts[k].rounded += r
+                if r:
+                    _count_rounded(sts[k], ss[k], r)
             with np.errstate(over="ignore", invalid="ignore"):
                 values = np.concatenate([s.values.astype(np.float32) for s in ss])
         else:
@@ -460,7 +477,9 @@ class RunFile:
         server drops DT_DOUBLE and integer scalars, and with them the whole tag)."""
         if s.values.dtype == np.float32:
             return s
-        st.rounded += int(np.count_nonzero(rounded_in_float32(s.values)))
+        rounded = int(np.count_nonzero(rounded_in_float32(s.values)))
+        if rounded:
+            _count_rounded(st, s, rounded)
         with np.errstate(over="ignore", invalid="ignore"):
             return dataclasses.replace(s, values=s.values.astype(np.float32))
 
@@ -648,11 +667,14 @@ class RunFile:
             where = f"{self.run.name}/{tag}"
             if st.rounded:
                 n = st.rounded
+                beyond = "" if not st.beyond else (
+                    f"; {st.beyond} of them, beyond float32's range, became infinite or 0 "
+                    f"(the first at step {st.beyond_step})")
                 self.report.add(
                     "scalar_rounded_to_float32",
                     f"{where}: {plural(n, 'value')} float32 cannot hold {were(n)} rounded to "
                     "float32, the only scalar type both TensorBoard loaders show (Parquet and "
-                    "HDF5 keep them exact)", run=self.run.name, tag=tag, count=n)
+                    f"HDF5 keep them exact){beyond}", run=self.run.name, tag=tag, count=n)
             if not isinstance(st.shown, DataServerSteps):
                 continue     # one increasing stride: the data server shows every point
             dropped = st.shown.dropped
