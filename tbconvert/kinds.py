@@ -166,6 +166,8 @@ KINDS: dict[str, Kind] = {
     "run_read_whole": Kind("sync: a run was read whole again instead of only its new bytes; the "
                            "message says why (a file truncated, replaced or rewritten, a restart "
                            "hiding archived points...)", _KEPT),
+    "graph_not_parsable": Kind("a run graph whose bytes do not parse as a GraphDef: written "
+                               "as the source holds it, but TensorBoard cannot show it", _KEPT),
     "run_records_dropped": Kind("run-level events (meta graphs, session logs) the destination "
                                 "has no place for", _LOST, "run-level event"),
     "run_removed": Kind("sync: a run gone from the source was taken out of the dataset", _KEPT),

@@ -968,3 +968,13 @@ def test_a_run_all_of_whose_lines_are_skipped_leaves_no_run_behind(tmp_path):
     assert [i.kind for i in report.issues if i.lost] == ["bad_line"]
     assert not (out / "lost").exists()
     assert "lost" not in tb_view(out)
+
+
+def test_a_graph_blob_that_is_no_graphdef_is_written_and_told(tmp_path):
+    d = copy_export(tmp_path / "in")
+    graph = d / "blobs" / "blob_uTVlQjl4CNchZOR2g3Ef3w.bin"
+    assert graph.exists()
+    graph.write_bytes(b"\xff\xff\xff\xffgarbage")
+    report = tbconvert.tbdev_export(d, tmp_path / "logs")
+    [told] = [i for i in report.issues if i.kind == "graph_not_parsable"]
+    assert told.run == "train" and not told.lost and "11 bytes" in told.message

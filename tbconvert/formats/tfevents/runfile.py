@@ -509,6 +509,7 @@ class RunFile:
                 ev = self.event_pb2.Event(wall_time=wall, step=step)
                 if st.special == "graph":
                     ev.graph_def = seq[0]
+                    self._check_graph(s, step, seq[0])
                 else:
                     ev.tagged_run_metadata.tag = s.tag
                     ev.tagged_run_metadata.run_metadata = seq[0]
@@ -530,6 +531,19 @@ class RunFile:
                 code, arr = int(s.dtypes[i]), s.tensors[i]
             value.tensor.CopyFrom(dt.array_to_proto(code, arr, self.tensor_pb2.TensorProto))
         return VALUE, value.SerializeToString()
+
+    def _check_graph(self, s: Series, step: int, data: bytes) -> None:
+        """Tell a graph TensorBoard cannot show (its bytes are no GraphDef): it is written as
+        the source holds it, and the graph view will fail on it."""
+        from google.protobuf.message import DecodeError
+        from tensorboard.compat.proto import graph_pb2
+        try:
+            graph_pb2.GraphDef.FromString(data)
+        except DecodeError:
+            self.report.add("graph_not_parsable", f"{s.run}/{s.tag}: the graph at step {step} "
+                            f"({plural(len(data), 'byte')}) does not parse as a GraphDef; "
+                            "written as it is, but TensorBoard's graph view cannot show it",
+                            run=s.run, tag=s.tag, lost=False)
 
     def _legacy(self, st: _Tag, s: Series, i: int, j: int, value) -> bool:
         """Put point i in its legacy form if that is exact; says whether it did."""
