@@ -120,12 +120,14 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
         for source, sub in _outputs(sources, into, report) if scheduler is None else ():
             before = len(report.issues)
             try:
+                options.run_prefix = _name_of(sub) + "/"
                 _convert_one(source, sub, options, report)
             except TbconvertError as exc:
                 if isinstance(exc, OutOfResourcesError):
                     raise     # (no memory or file handles left: every other would fail alike)
                 failed(source, exc)
             finally:
+                options.run_prefix = ""
                 report.issues[before:] = _in_experiment(report.issues[before:], sub)
         if len(report.outputs) > written:
             out.commit()
@@ -158,12 +160,17 @@ def _outputs(sources, out, report) -> list[tuple[object, object]]:
             for source, name in zip(sources, experiment_names(sources, report), strict=True)]
 
 
+def _name_of(sub) -> str:
+    """The name of an experiment's sub-logdir (a path, or a URL's last part)."""
+    import posixpath
+    return posixpath.basename(str(sub).rstrip("/")) if isinstance(sub, str) else sub.name
+
+
 def _in_experiment(issues: list, sub) -> list:
     """The issues of one experiment of a root, its runs named as TensorBoard shows them
     (``<id>/<run>``) and its messages with the experiment they concern."""
     import dataclasses
-    import posixpath
-    name = posixpath.basename(str(sub).rstrip("/")) if isinstance(sub, str) else sub.name
+    name = _name_of(sub)
     return [dataclasses.replace(
         i, message=f"experiment {name}: {i.message}",
         run=None if i.run is None else f"{name}/{i.run}" if i.run != "." else name)
@@ -199,9 +206,13 @@ def _on_cluster(jobs, options: Options, report: Report, scheduler: str, failed=N
     import dataclasses
 
     from tbconvert import cluster
-    plain = dataclasses.replace(options, progress=None, jobs=1)
-    results = cluster.run_tasks(_experiment_task, [(s, d, plain) for s, d in jobs],
-                                scheduler=scheduler)
+    tasks = []
+    for source, sub in jobs:
+        plain = dataclasses.replace(options, progress=None, jobs=1)
+        if failed is not None:     # (an experiment of a root)
+            plain.run_prefix = _name_of(sub) + "/"
+        tasks.append((source, sub, plain))
+    results = cluster.run_tasks(_experiment_task, tasks, scheduler=scheduler)
     for (source, sub), (issues, counts, outputs, error) in zip(jobs, results, strict=True):
         report.extend(_in_experiment(issues, sub) if failed is not None else issues)
         report.runs += counts[0]

@@ -978,3 +978,18 @@ def test_a_graph_blob_that_is_no_graphdef_is_written_and_told(tmp_path):
     report = tbconvert.tbdev_export(d, tmp_path / "logs")
     [told] = [i for i in report.issues if i.kind == "graph_not_parsable"]
     assert told.run == "train" and not told.lost and "11 bytes" in told.message
+
+
+def test_runs_of_a_root_answer_to_the_names_tensorboard_shows(tmp_path):
+    root = tmp_path / "export"
+    copy_export(root)
+    copy_export(root, "experiment_OTHER")
+    out = tmp_path / "logs"
+    report = tbconvert.tbdev_export(root, out, runs=f"^{EXP_ID}/(train|resumed)$")
+    assert sorted(p.name for p in (out / EXP_ID).iterdir() if p.is_dir()) == ["resumed", "train"]
+    assert not [p for p in (out / "OTHER").iterdir() if p.is_dir()]
+    assert not [i for i in report.issues if i.kind == "selection_matched_nothing"]
+    # the run's own name still selects, in every experiment
+    report = tbconvert.tbdev_export(root, tmp_path / "again", runs="^train$")
+    assert (tmp_path / "again" / EXP_ID / "train").is_dir()
+    assert (tmp_path / "again" / "OTHER" / "train").is_dir()

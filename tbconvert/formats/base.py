@@ -99,8 +99,13 @@ class Options:
             raise UsageError(f"storage_options takes a dict (such as {{'anon': True}}), not "
                              f"{type(self.storage_options).__name__} {self.storage_options!r}")
 
+    # Set while one experiment of an export root is read: its runs answer to ``<id>/<run>`` too,
+    # the name TensorBoard shows for them. Not a field: no caller gives it.
+    run_prefix = ""
+
     def wants_run(self, run: str) -> bool:
-        return self.runs is None or self.runs.search(run) is not None
+        return self.runs is None or self.runs.search(run) is not None or (
+            bool(self.run_prefix) and self.runs.search(self.run_prefix + run) is not None)
 
     def wants_tag(self, tag: str) -> bool:
         return self.tags is None or self.tags.search(tag) is not None
