@@ -588,6 +588,29 @@ def test_a_record_still_being_written_is_no_extension(tmp_path):
     check(src, dst, tmp_path)
 
 
+def test_a_record_cut_off_in_a_file_the_writer_left_is_lost_and_told(tmp_path):
+    """A writer that died mid-record and was restarted with a new event file can never
+    finish the cut record: a sync tells it as lost, once, as convert does; while the file
+    is the run's last, it is a record still being written."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(10))
+    a.write(scalar(10), cut=30)
+    r = sync(src, dst)
+    assert not r.issues, r.issues
+    b = Events(src / "a" / "events.out.tfevents.2.host")
+    b.write_many(scalar(s) for s in range(11, 20))
+    r = sync(src, dst)
+    told = [(i.kind, i.lost) for i in r.issues]
+    assert told == [("truncated_record", True)], r.issues
+    assert not sync(src, dst).issues      # told once
+    fresh = sync(src, tmp_path / "fresh")
+    assert [(i.kind, i.lost) for i in fresh.issues] == told
+    converted = tbconvert.convert(src, tmp_path / "full.parquet")
+    assert [i.message for i in converted.issues] == [i.message for i in fresh.issues]
+    check(src, dst, tmp_path)
+
+
 def _one_run_task(tmp_path):
     """A sync task for run ``a`` of 20 steps into an empty dataset directory."""
     from tbconvert.incremental.runs import RunTask

@@ -149,16 +149,18 @@ def _md_from_json(obj: list) -> Metadata:
 
 def _reader(task: RunTask, report: Report):
     from tbconvert.formats.tfevents.reader import TfeventsReader
-    reader = TfeventsReader(Path(task.logdir), Options(), report)
-    reader.defer_partial_tail = True
-    return reader
+    return TfeventsReader(Path(task.logdir), Options(), report)
 
 
-def _read(reader, asm: RunAssembler, reads) -> tuple[dict, int]:
-    """Read ``reads`` into ``asm``: per file, ``(size, end, last)``; and the bytes read."""
+def _read(reader, asm: RunAssembler, reads, last_file) -> tuple[dict, int]:
+    """Read ``reads`` into ``asm``: per file, ``(size, end, last)``; and the bytes read. A
+    record cut off by the end of the run's last file ``last_file`` is one still being
+    written, left for a later sync; in any other file it can never be finished (the writer
+    moved on to a new file): it is lost, and told."""
     found, total = {}, 0
     try:
         for path, start in reads:
+            reader.defer_partial_tail = Path(path) == Path(last_file)
             try:
                 size = path.stat().st_size
             except OSError:
@@ -251,7 +253,7 @@ def _sync_run(task: RunTask, report: Report, later: bool = False) -> RunResult:
 def _whole(task: RunTask, reader, reads, why: str, report: Report,
            later: bool = False) -> RunResult:
     asm = RunAssembler(task.name)
-    found, total = _read(reader, asm, reads)
+    found, total = _read(reader, asm, reads, task.files[-1])
     run, series = asm.build()
     tags: dict = {}
     for tag, info in asm.info.items():
@@ -277,7 +279,7 @@ def _tail(task: RunTask, reader, reads, report: Report, later: bool = False) -> 
     part = RunAssembler(task.name, detached=True)
     scratch = Report()
     reader.report = scratch
-    found, total = _read(reader, part, reads)
+    found, total = _read(reader, part, reads, task.files[-1])
     # What the archived files ended with settles the conditions of the new part's first events.
     before = RunAssembler.resumed(task.name, state)
     run = RunAssembler.joined(task.name, [before, part])
