@@ -263,19 +263,45 @@ def _sweep_leftovers(final: Path) -> None:
     for entry in entries:
         m = re.match(r"([0-9a-f]{8})-(\d{1,10})-(old-)?", entry.name[len(prefix):])
         # (an "old-" one is a replaced output that a kill left as the only copy: the user's)
-        if m is None or m.group(3) or m.group(1) != host or _alive(int(m.group(2))):
+        if m is None or m.group(3) or m.group(1) != host or process_alive(int(m.group(2))):
             continue
         _remove(Path(entry.path))
 
 
-def _alive(pid: int) -> bool:
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux), None where unknown: with the pid, it tells
+    the process from a later one given the same pid."""
+    stat = _proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """``(state, start time)`` of ``pid`` from /proc (Linux), None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().decode("ascii", "replace").rsplit(")", 1)[1].split()
+        return fields[0], fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_alive(pid: int, started: str | None = None) -> bool:
+    """Whether process ``pid`` (started at ``started``, if known) still runs on this host. A
+    zombie has ended: it only waits for its parent to collect it, which may be never (a
+    container whose first process collects no orphans)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (OSError, OverflowError, ValueError):     # (another user's process: alive)
+        pass
+    stat = _proc_stat(pid)
+    if stat is None:
         return True
-    return True
+    state, start = stat
+    if state in ("Z", "X"):
+        return False
+    return started is None or start == started
 
 
 def _short(name: str, limit: int = 200) -> str:

@@ -328,6 +328,28 @@ def test_concurrent_sync_refused_and_stale_lock_taken_over(tmp_path):
     check(src, dst, tmp_path)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="zombies are told by /proc")
+def test_a_lock_whose_holder_is_a_zombie_is_stale(tmp_path):
+    # (a killed sync whose parent has not collected it, as under an init that collects no
+    # orphans, is dead: its lock must not hold the dataset forever)
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))
+    sync(src, dst)
+    zombie = subprocess.Popen(["sleep", "30"])
+    try:
+        (dst / LOCK_FILE).write_text(json.dumps(
+            {"host": socket.gethostname(), "pid": zombie.pid, "time": time.time()}))
+        os.kill(zombie.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        r = sync(src, dst)
+        assert [i.kind for i in r.issues] == ["stale_lock_taken_over"]
+    finally:
+        zombie.wait()
+
+
 _KILLED_WHILE_LOCKING = """
 import os, sys
 from tbconvert.incremental import lock

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from tbconvert.errors import OutputError, UsageError
+from tbconvert.output import process_alive, process_start
 
 LOCK_FILE = "_tbconvert.lock"
 # A sync of a lab's logs may run for hours; a lock from another host this old is abandoned.
@@ -39,34 +40,11 @@ def dead_draft(name: str) -> bool:
     if not name.startswith(prefix):
         return False
     pid = name[len(prefix):].split("-", 1)[0]
-    return pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid), None)
+    return pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid))
 
 
 class SyncLocked(UsageError):
     """Another sync holds the dataset."""
-
-
-def _proc_start(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (Linux), None where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read().decode("ascii", "replace")
-        return stat.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _alive(pid: int, started: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass        # someone else's process: it exists
-    except OSError:
-        return True
-    now = _proc_start(pid)
-    return started is None or now is None or now == started
 
 
 def parsed_lock(raw: bytes) -> dict:
@@ -101,7 +79,7 @@ class Lock:
     def _body(self) -> bytes:
         pid = os.getpid()
         return json.dumps({"host": socket.gethostname(), "pid": pid,
-                           "process_start": _proc_start(pid), "time": time.time(),
+                           "process_start": process_start(pid), "time": time.time(),
                            "token": self._token}).encode()
 
     def _create(self) -> bool:
@@ -157,7 +135,7 @@ class Lock:
         host, pid, when = holder.get("host"), holder.get("pid"), holder.get("time")
         age = time.time() - when if isinstance(when, (int, float)) else None
         if host == socket.gethostname() and isinstance(pid, int):
-            if not _alive(pid, holder.get("process_start")):
+            if not process_alive(pid, holder.get("process_start")):
                 return f"process {pid} on this host is gone"
             return None
         if age is not None and age > FOREIGN_STALE_SECONDS:
