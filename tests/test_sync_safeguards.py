@@ -273,3 +273,19 @@ def test_a_dataset_that_lost_a_part_is_read_with_ignore_checksum_as_far_as_it_ca
     proc = run_tbconvert("sync", TORCH, dst)
     assert proc.returncode == 4 and "--ignore-checksum" not in proc.stderr, proc.stderr
     assert "sync into a new directory\n" in proc.stderr
+
+
+@pytest.mark.parametrize("damage", ["manifest cut", "manifest gone"])
+def test_a_damaged_dataset_is_told_as_damaged_without_from(tmp_path, damage):
+    # (not "cannot tell the format": the directory is a dataset that lost its manifest)
+    ds = tmp_path / "ds"
+    tbconvert.sync(TORCH, ds)
+    marker = ds / "_tbconvert.json"
+    if damage == "manifest cut":
+        marker.write_bytes(marker.read_bytes()[:20])
+    else:
+        marker.unlink()
+    for command in (["info", ds], ["convert", ds, tmp_path / "out.parquet"], ["verify", ds, TORCH]):
+        proc = run_tbconvert(*command)
+        assert proc.returncode == 4, proc.stderr
+        assert "_tbconvert.json" in proc.stderr and "cannot tell the format" not in proc.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 from tbconvert import sourcefiles
@@ -38,12 +40,7 @@ class ParquetFormat(Format):
         path = Path(path)
         try:
             if path.is_dir():
-                marker = path / MARKER_FILE
-                if not marker.is_file():
-                    return False
-                from tbconvert.formats.parquet import schema
-                meta = json.loads(sourcefiles.read_text(marker))
-                return isinstance(meta, dict) and meta.get("format") == schema.FORMAT_NAME
+                return _looks_like_dataset(path)
             if path.is_file():
                 with sourcefiles.open_binary(path) as fh:
                     if fh.read(4) != b"PAR1":
@@ -56,6 +53,27 @@ class ParquetFormat(Format):
         except Exception:  # noqa: BLE001 - sniffing never raises
             return False
         return False
+
+
+def _looks_like_dataset(path: Path) -> bool:
+    """A tbconvert dataset, or what is left of one: its marker, even damaged (the reader then
+    says what is wrong, rather than no format being found), or without a marker, part files
+    named as tbconvert names them, or a first sync's files."""
+    marker = path / MARKER_FILE
+    if os.path.lexists(marker):
+        try:
+            meta = json.loads(sourcefiles.read_text(marker))
+        except (OSError, ValueError):
+            return True
+        from tbconvert.formats.parquet import schema
+        return not isinstance(meta, dict) or meta.get("format") in (schema.FORMAT_NAME, None)
+    return any(_PART_NAME.match(name) or name.startswith(_SYNC_NAMES)
+               for name in os.listdir(path))
+
+
+# part-00000-<hint>[-g0001[.m0002]].parquet, and what a sync leaves before its first commit
+_PART_NAME = re.compile(r"part-\d{5}-.*\.parquet\Z")
+_SYNC_NAMES = ("_pending-", "_tbconvert.lock")
 
 
 __all__ = ["ParquetFormat", "ParquetReader", "ParquetWriter"]
