@@ -433,3 +433,18 @@ def test_temporary_names_are_told_without_mangling_the_words_before_them():
     from tbconvert import output
     hidden = f".out.parquet{TMP_MARK}{output._owner()}-0123456789ab"
     assert output._final_names(f"x: .a file {hidden}: full") == "x: .a file out.parquet: full"
+
+
+def test_a_sync_of_an_export_root_stopped_says_what_it_left(tmp_path, monkeypatch, capsys):
+    # (a plain logdir's sync says the dataset was left as it was; a root's, that each
+    # experiment's dataset not yet synced was)
+    from tbconvert import incremental
+    from tbconvert.cli import main
+
+    def stopped(*_args, **_kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(incremental, "_sync_experiments", stopped)
+    assert main(["sync", str(FIXTURES / "tbdev_export"), str(tmp_path / "ds")]) == 130
+    assert capsys.readouterr().err == ("tbconvert: error: interrupted; the dataset of each "
+                                       "experiment not yet synced was left as it was\n")
+    assert main(["sync", str(FIXTURES / "torch_logdir"), str(tmp_path / "ds2")]) == 0

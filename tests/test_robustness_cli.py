@@ -663,8 +663,7 @@ def test_running_out_of_file_handles_ends_the_command_instead_of_skipping_runs(t
         assert "Traceback" not in err, err
         if p.returncode == 9:
             told = ("partial output was removed" if command == "convert" else
-                    "the dataset was left as it was (in an export root: each experiment not "
-                    "yet synced)")
+                    "the dataset was left as it was")
             assert err == ("tbconvert: error: the machine ran out of file handles (the limit of "
                            f"open files, `ulimit -n`); {told}\n") \
                 or "Too many open files" in err, err
@@ -721,8 +720,7 @@ def test_running_out_of_memory_tells_what_became_of_the_output(tmp_path, monkeyp
     code = main([command, str(src), *([str(dst)] if command == "sync" else [])])
     err = capsys.readouterr().err
     assert code == 9, err
-    told = {"info": "", "sync": "; the dataset was left as it was (in an export root: each "
-                            "experiment not yet synced)"}[command]
+    told = {"info": "", "sync": "; the dataset was left as it was"}[command]
     assert err == f"tbconvert: error: the machine ran out of memory{told}\n", err
     if command == "sync":
         assert sorted(p.name for p in dst.iterdir()) == before

@@ -346,7 +346,7 @@ def _main(argv: Sequence[str] | None) -> int:
             import traceback
             traceback.print_exc()
         from tbconvert.errors import OutOfResourcesError
-        ui.error(exc.cli_message() + (_aftermath(command)
+        ui.error(exc.cli_message() + (_aftermath(command, exc)
                                       if isinstance(exc, OutOfResourcesError) else ""))
         return exc.exit_code
     except Terminated as exc:      # (HungUp too)
@@ -359,11 +359,11 @@ def _main(argv: Sequence[str] | None) -> int:
         from tbconvert.errors import exhausted
         what = exhausted(exc)
         if what is not None:     # no bug: the machine ran out (anywhere, an import too)
-            ui.error(f"the machine ran out of {what}{_aftermath(command)}")
+            ui.error(f"the machine ran out of {what}{_aftermath(command, exc)}")
             return 9
         if _received:      # unless a signal cut short what raised it
             what, code = _SIGNAL_WORDS.get(_received[0], ("interrupted", 130))
-            ui.error(what + _aftermath(command))
+            ui.error(what + _aftermath(command, exc))
             return code
         import traceback
         traceback.print_exc()
@@ -415,7 +415,7 @@ def _stopped(what: str, exc: KeyboardInterrupt, command: str | None) -> str:
     complete = getattr(exc, "complete", None)
     if complete is not None:
         return f"{what} as {complete} was being put in place: it is complete and kept"
-    return what + (getattr(exc, "aftermath", None) or _aftermath(command))
+    return what + _aftermath(command, exc)
 
 
 # What each signal that stops a command is called, and the command's exit code.
@@ -427,13 +427,17 @@ _SIGNAL_WORDS = {signal.SIGTERM: (Terminated.word, Terminated.code),
 _READ_ONLY = frozenset({"formats", "info", "verify"})
 
 
-def _aftermath(command: str | None) -> str:
-    """What became of the output of ``command`` (None: not known yet) cut short."""
+def _aftermath(command: str | None, exc: BaseException | None = None) -> str:
+    """What became of the output of ``command`` (None: not known yet) cut short by ``exc``,
+    which may say it itself (``aftermath``: a sync of an export root, a table printed)."""
+    told = getattr(exc, "aftermath", None)
+    if told is not None:
+        return told
     if command is None or command in _READ_ONLY:
         return ""
     if command == "sync":
         # the manifest is committed last: an unfinished sync changed nothing
-        return "; the dataset was left as it was (in an export root: each experiment not yet synced)"
+        return "; the dataset was left as it was"
     return "; partial output was removed"
 
 

@@ -239,11 +239,16 @@ def _sync_export(src: Path, dst: Path, report: SyncReport, break_lock: bool,
         return
     # A second sync of the root is refused whole: experiment by experiment, two syncs would
     # each take the experiments the other had not, and fail on the rest.
-    with made_in_place(dst):
-        dst.mkdir(parents=True, exist_ok=True)
-        with Lock(dst, report, break_lock=break_lock):
-            _sync_experiments(targets, root, report, break_lock, allow_pickle)
-            _tell_experiments_gone(dst, {target.name for _, target in targets}, report)
+    try:
+        with made_in_place(dst):
+            dst.mkdir(parents=True, exist_ok=True)
+            with Lock(dst, report, break_lock=break_lock):
+                _sync_experiments(targets, root, report, break_lock, allow_pickle)
+                _tell_experiments_gone(dst, {target.name for _, target in targets}, report)
+    except BaseException as exc:
+        # (what the command says of a sync cut short: experiments synced before it stay)
+        exc.aftermath = "; the dataset of each experiment not yet synced was left as it was"
+        raise
 
 
 def _tell_experiments_gone(dst: Path, synced: set, report: SyncReport) -> None:
