@@ -993,3 +993,20 @@ def test_runs_of_a_root_answer_to_the_names_tensorboard_shows(tmp_path):
     report = tbconvert.tbdev_export(root, tmp_path / "again", runs="^train$")
     assert (tmp_path / "again" / EXP_ID / "train").is_dir()
     assert (tmp_path / "again" / "OTHER" / "train").is_dir()
+
+
+def test_a_long_blob_series_is_handed_on_in_chunks(tmp_path, monkeypatch):
+    # (a series of many images is never held whole; what is written is the same)
+    from tbconvert.formats.tbdev import payloads
+    monkeypatch.setattr(payloads, "BLOB_CHUNK_BYTES", 1)
+    with tbconvert.api.open_reader(EXPORT, format="tbdev", options=None,
+                                   report=Report()) as reader:
+        sizes = {}
+        for run_data in reader.iter_runs():
+            for chunk in run_data.series:
+                if isinstance(chunk, BlobSequenceSeries):
+                    sizes.setdefault((run_data.run.name, chunk.tag), []).append(len(chunk))
+    assert sizes and all(all(n == 1 for n in ns) for ns in sizes.values()), sizes
+    assert any(len(ns) > 1 for ns in sizes.values()), sizes
+    tbconvert.tbdev_export(EXPORT, tmp_path / "logs")
+    assert_logdir_holds_export(tmp_path / "logs")

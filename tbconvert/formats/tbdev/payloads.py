@@ -24,6 +24,9 @@ from tbconvert.formats.tbdev import export_dir, npz_files, regular
 from tbconvert.model import BlobSequenceSeries, Metadata, TensorSeries
 from tbconvert.names import is_within
 
+# A long series of images or audio is handed on in chunks of about this many blob bytes.
+BLOB_CHUNK_BYTES = 64 << 20
+
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 # Tensors handed over in one TensorSeries: a large npz streams through in pieces of this size.
@@ -240,11 +243,15 @@ class PayloadMixin:
                 raise _BadLine(f"arr_{i}: unreadable ({type(exc).__name__}: {exc})") from None
             raise
 
-    def _blobs(self, run: str, chunk: _Chunk) -> BlobSequenceSeries:
+    def _blobs(self, run: str, chunk: _Chunk):
+        """The line's blob sequences as series chunks of about BLOB_CHUNK_BYTES each (a long
+        series of images is never held whole), each with its holes told before it."""
         nulls = 0
         problems: dict[str, list] = {}   # why -> [count, first path]
-        sequences = []
-        for seq in chunk.payload:
+        sequences: list = []
+        first = held = 0
+        read: dict = {}     # path -> its bytes, or why not: a blob named again is read once
+        for i, seq in enumerate(chunk.payload):
             out = []
             for rel in seq:
                 if rel is None:
@@ -252,18 +259,29 @@ class PayloadMixin:
                     out.append(None)
                     continue
                 path = self._resolve(rel, chunk, run)
-                data = None
-                if path is not None:
-                    try:
-                        data = regular.read_regular(path, limit=budget.MAX_BLOB_BYTES)
-                    except OSError as exc:
-                        if isinstance(exc, regular.NotRegularFile) or exc.errno == errno.EFBIG:
-                            why = str(exc.strerror)
-                        else:
-                            why = regular.reason(exc)
-                        problems.setdefault(why, [0, rel])[0] += 1
+                if path is None:
+                    out.append(None)
+                    continue
+                if path not in read:
+                    read[path] = self._read_blob(path)
+                    if isinstance(read[path], bytes):
+                        held += len(read[path])
+                data = read[path]
+                if isinstance(data, str):
+                    problems.setdefault(data, [0, rel])[0] += 1
+                    data = None
                 out.append(data)
             sequences.append(out)
+            if held >= BLOB_CHUNK_BYTES:
+                self._tell_holes(run, chunk, nulls, problems)
+                yield self._blob_chunk(run, chunk, first, sequences)
+                first, sequences, held, read, nulls, problems = i + 1, [], 0, {}, 0, {}
+        if sequences or not first:
+            self._tell_holes(run, chunk, nulls, problems)
+            yield self._blob_chunk(run, chunk, first, sequences)
+
+    def _tell_holes(self, run: str, chunk: _Chunk, nulls: int, problems: dict) -> None:
+        # (told before the chunk that holds them: a table counts only the holes not told yet)
         where = f"{chunk.where}: {run}/{chunk.tag}"
         if nulls:
             self.report.add("missing_blob", f"{where}: {nulls} blob(s) are null in the export "
@@ -276,6 +294,20 @@ class PayloadMixin:
                             f"{first!r:.200}); kept as holes in the same positions",
                             path=chunk.entry.file, run=run,
                             tag=chunk.tag, count=count)
+
+    @staticmethod
+    def _read_blob(path: Path) -> bytes | str:
+        """The blob's bytes, or why they cannot be read."""
+        try:
+            return regular.read_regular(path, limit=budget.MAX_BLOB_BYTES)
+        except OSError as exc:
+            if isinstance(exc, regular.NotRegularFile) or exc.errno == errno.EFBIG:
+                return str(exc.strerror)
+            return regular.reason(exc)
+
+    @staticmethod
+    def _blob_chunk(run: str, chunk: _Chunk, first: int, sequences: list) -> BlobSequenceSeries:
+        end = first + len(sequences)
         return BlobSequenceSeries.from_sequences(
-            run=run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps,
-            wall_times=chunk.wall_times, hidden=None, sequences=sequences)
+            run=run, tag=chunk.tag, metadata=chunk.metadata, steps=chunk.steps[first:end],
+            wall_times=chunk.wall_times[first:end], hidden=None, sequences=sequences)

@@ -415,7 +415,7 @@ class TbdevReader(PayloadMixin, Reader):
                     yield from self._tensors(run, chunk)
             else:
                 for chunk in chunks:
-                    yield self._blobs(run, chunk)
+                    yield from self._blobs(run, chunk)
 
     def _scalars(self, run: str, tag: str, chunks: list[_Chunk]):
         exact = True
