@@ -633,25 +633,6 @@ def test_a_record_cut_off_in_a_file_the_writer_left_is_lost_and_told(tmp_path):
     check(src, dst, tmp_path)
 
 
-def test_tags_first_seen_in_one_event_keep_one_order_however_the_file_is_read(tmp_path):
-    """A run's series are in order of first appearance, tags of one event by name: the same
-    whether the event is read with the events after it (convert) or alone (a sync)."""
-    src, dst = tmp_path / "logs", tmp_path / "archive"
-    a = Events(src / "b" / "events.out.tfevents.1.host")
-    a.write(scalar(1, tags=("q", "r")))
-    sync(src, dst)
-    a.write(scalar(2, tags=("r",)))
-    sync(src, dst)
-    assert list(tbconvert.read(src).series["b"]) == ["q", "r"]
-    tbconvert.convert(src, tmp_path / "full", to_format="parquet")
-    first = json.loads((dst / "_tbconvert.json").read_text())["parts"][0]["file"]
-    import pyarrow.parquet as pq
-    series = [pq.read_table(p, columns=["tag", "series"]).to_pylist()
-              for p in (dst / first, next((tmp_path / "full").glob("part-*.parquet")))]
-    assert series[0] == series[1][:2]
-    check(src, dst, tmp_path)
-
-
 def _one_run_task(tmp_path):
     """A sync task for run ``a`` of 20 steps into an empty dataset directory."""
     from tbconvert.incremental.runs import RunTask

@@ -704,10 +704,7 @@ class RunAssembler(RestartRule):
                 by_tag.setdefault(tag, []).append((s, st))
         shared = Purges(everywhere)     # of every tag no purge names
         try:
-            # Tags first seen in one event tie: by name, not by the order a block's decoders
-            # met them (which depends on the records around them), so that reading a file
-            # whole or in pieces (sync) gives its series one order.
-            for tag in sorted(self.info, key=lambda t: (self.info[t].first_seq, t)):
+            for tag in sorted(self.info, key=lambda t: self.info[t].first_seq):
                 own = by_tag.get(tag)
                 yield from self._tag_series(tag, shared if own is None else
                                             Purges(everywhere + own))
