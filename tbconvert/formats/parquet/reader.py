@@ -21,6 +21,7 @@ from tbconvert.formats.parquet import MARKER_FILE
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
+from tbconvert.formats.parquet.rowstream import Rows
 from tbconvert.model import (
     BlobSequenceSeries,
     Experiment,
@@ -153,12 +154,21 @@ _THREADED_ROWS = 1 << 14
 class ArchiveFile:
     """One archive file: its runs, its series table, and its chunks in row order."""
 
-    def __init__(self, path: Path, options: Options, report: Report) -> None:
+    def __init__(self, path: Path, options: Options, report: Report, fh=None) -> None:
+        """``fh``: the file already open (a remote one; closed with the archive), ``path``
+        then only names it in messages."""
         self.path = path
         self.report = report
         self.seen: set[int] = set()   # the series that rows were found for
         self._unseen: dict | None = None
-        self.file, meta = open_file(path, options, report)
+        if fh is None:
+            self.file, meta = open_file(path, options, report)
+        else:
+            try:
+                self.file, meta = _open_file(fh, path, options, report)
+            except BaseException:
+                fh.close()
+                raise
         try:
             self._read_meta(meta)
         except BaseException:
@@ -188,24 +198,11 @@ class ArchiveFile:
         decoded values are compared with the checksum written with them before any is used."""
         meta = self.file.metadata
         recorded = self.row_groups
-        if recorded is not None and len(recorded) != meta.num_row_groups:
-            missing = recorded[meta.num_row_groups:]
-            lost = sum(g["rows"] for g in missing)
-            self.report.add(
-                "damaged_row_group",
-                f"{self.path}: damaged archive: {meta.num_row_groups} row groups found, "
-                f"{len(recorded)} written; {plural(lost, 'point')} may be missing",
-                path=self.path, count=max(lost, 1))
+        if recorded is not None and not self._as_written(recorded):
+            yield from self._regrouped(recorded)
+            return
         for group in range(meta.num_row_groups):
             rows = meta.row_group(group).num_rows
-            if recorded is not None:
-                if group >= len(recorded):
-                    self.report.add("damaged_row_group",
-                                    f"{self.path}: row group {group} was not written by tbconvert "
-                                    f"(damaged footer); its {plural(rows, 'row')} skipped",
-                                    path=self.path, count=max(rows, 1))
-                    continue
-                rows = recorded[group]["rows"]
             done = 0
             try:
                 if recorded is None:
@@ -253,6 +250,190 @@ class ArchiveFile:
         if problem:
             raise CorruptDataError(f"its values do not match their checksum: {problem}")
         return batches if keep else self._batches(group, list(S.COLUMNS))
+
+    def _as_written(self, recorded: list) -> bool:
+        """Whether the file's row groups are those the checksums were recorded for."""
+        meta = self.file.metadata
+        return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == \
+            [g["rows"] for g in recorded]
+
+    def _regrouped(self, recorded: list) -> Iterator[tuple[int, object]]:
+        """``chunks()`` of a file whose row groups are not those tbconvert wrote (see
+        :meth:`_located`): rows that match no written row group cost themselves, reported
+        once per stretch with the written points they stand for."""
+        rows = Rows(self, list(S.COLUMNS))
+        for start, end, found, held in self._located(rows, recorded):
+            if found is None:
+                message, count, run = self._unmatched(start, end, held, recorded)
+                what = "point" if held else "row"    # written points, or rows added
+                self.report.add("damaged_row_group", f"{message}: {plural(count, what)} "
+                                "skipped", path=self.path, run=run, count=count)
+            else:
+                yield from self._decoded_range(rows, found, start, end - start, held)
+
+    def _located(self, rows: Rows, recorded: list):
+        """The file's rows in order as ``(start, end, k, held)``: rows ``start`` to ``end``
+        are written row group ``k``, their values checked (``held``: their batches, or
+        ``[]``: too large to keep, read them again); with ``k`` None they match no written row
+        group, and ``held`` lists the written row groups that were to be there.
+
+        For a file whose row groups are not those tbconvert wrote: another tool
+        (``pyarrow.parquet.write_table``...) wrote its rows again, in other row groups. The
+        checksums do not depend on how rows are batched, so each written row group is looked
+        for as a range of the file's rows, all row groups read as one stream: where its
+        rows are written to be, counting from the start, or, when the file holds more or
+        fewer rows than were written, counting from the end (rows dropped or added before
+        it)."""
+        shift = rows.total - sum(g["rows"] for g in recorded)
+        end = 0             # where the rows found so far end
+        missing = []        # written row groups not found since then
+        written_at = 0      # where the next written row group starts, counting from the start
+        from_end = False    # whether the last one found was counted from the end
+        for k, expected in enumerate(recorded):
+            n = expected["rows"]
+            starts = [written_at, written_at + shift] if shift else [written_at]
+            if from_end:
+                starts.reverse()
+            written_at += n
+            found = batches = None
+            for start in starts:
+                # never rows given already, nor past the end
+                if start >= end and start + n <= rows.total:
+                    batches = self._verified_range(rows, start, expected)
+                    if batches is not None:
+                        found = start
+                        break
+            if found is None:
+                missing.append(k)
+                continue
+            from_end = found != written_at - n
+            if found > end or missing:
+                yield end, found, None, missing
+            missing = []
+            yield found, found + n, k, batches
+            end = found + n
+        if rows.total > end or missing:
+            yield end, rows.total, None, missing
+
+    def verified_batches(self) -> Iterator[pa.RecordBatch]:
+        """Every row of the file as Arrow batches (every column) in row order, each row group
+        once its values match the checksums written with it, however the file's row groups
+        now split the rows; :class:`CorruptDataError` naming the file at the first that does
+        not (for readers without a report: nothing damaged is ever given)."""
+        recorded = self.row_groups
+        groups = self.file.metadata.num_row_groups
+        try:
+            if recorded is None:    # an archive from before the checksums: its pages' CRCs
+                for group in range(groups):
+                    yield from self._batches(group, None)
+                return
+            if self._as_written(recorded):
+                for group in range(groups):
+                    yield from self._checked_group(group, recorded[group])
+                return
+            rows = Rows(self, list(S.COLUMNS))
+            for start, end, found, held in self._located(rows, recorded):
+                if found is None:
+                    raise CorruptDataError(self._unmatched(start, end, held, recorded)[0])
+                yield from held or rows.read(start, end - start)
+        except (OSError, pa.ArrowException, ValueError, TypeError, KeyError,
+                IndexError) as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
+            raise CorruptDataError(f"{self.path}: damaged archive ({_one_line(exc)})") from None
+
+    def _checked_group(self, group: int, expected: dict):
+        try:
+            return self.verified(group, expected)
+        except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
+                CorruptDataError) as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
+            raise CorruptDataError(f"{self.path}: row group {group} is damaged "
+                                   f"({_one_line(exc)}){self._runs_in(group)}") from None
+
+    def _verified_range(self, rows: Rows, start: int, expected: dict):
+        """The batches of the file's rows ``start`` onwards that make up the written row group
+        ``expected``, once they match its checksum (``[]`` when too large to keep: read them
+        again); None when they do not, or do not read."""
+        digest = RowGroupDigest(S.COLUMNS)
+        kept: list | None = [] if expected["rows"] <= S.ROW_GROUP_ROWS else None
+        size = 0
+        try:
+            for batch in rows.read(start, expected["rows"]):
+                digest.update(batch)
+                size += batch.nbytes
+                if kept is not None and size <= 2 * S.ROW_GROUP_BYTES:
+                    kept.append(batch)
+                else:
+                    kept = None
+        except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
+                CorruptDataError) as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
+            return None
+        if digest.mismatch(expected):
+            return None
+        return kept if kept is not None else []
+
+    def _decoded_range(self, rows: Rows, k: int, start: int, n: int, batches: list):
+        """``(run_index, chunk)`` of the verified rows ``start`` to ``start + n``, written as
+        row group ``k``."""
+        done = 0
+        try:
+            for batch in batches or rows.read(start, n):
+                for run_index, chunk in self._decode(batch):
+                    done += len(chunk)
+                    yield run_index, chunk
+            batches = batch = None
+            arrowpool.release()
+        except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
+                CorruptDataError) as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
+            lost = max(n - done, 0)
+            self.report.add(
+                "damaged_row_group",
+                f"{self.path}: rows {start} to {start + n - 1}, written as row group {k}, are "
+                f"damaged ({_one_line(exc)}); {lost} of their {plural(n, 'point')} skipped"
+                f"{self._runs_between(start, start + n)[0]}", path=self.path, count=lost)
+
+    def _unmatched(self, start: int, end: int, missing: list,
+                   recorded: list) -> tuple[str, int, str | None]:
+        """What the file's rows ``start`` to ``end`` are, in a message (that match none of the
+        written row groups ``missing``, which were to be there, or no written row group at
+        all), the points or rows they cost, and their run when one."""
+        written = sum(recorded[k]["rows"] for k in missing)
+        runs, run = self._runs_between(start, end)
+        where = f"{self.path}: its row groups are not those tbconvert wrote (rewritten by " \
+                "another tool?)"
+        rows = f"rows {start} to {end - 1}" if end - start > 1 else f"row {start}"
+        if not missing:
+            # rows tbconvert did not write (added): nothing says what they hold
+            return f"{where}, and its {rows}{runs} match no checksum tbconvert wrote", \
+                end - start, run
+        groups = f"row group {missing[0]}" if len(missing) == 1 else \
+            f"row groups {missing[0]} to {missing[-1]}"
+        points = f"{plural(written, 'point')} written as {groups}"
+        if end <= start:
+            return f"{where}, and the {points} are not in the file", max(written, 1), run
+        return f"{where}, and its {rows}{runs} do not match the {points}", max(written, 1), run
+
+    def _runs_between(self, start: int, end: int) -> tuple[str, str | None]:
+        """Which runs the file's rows ``start`` to ``end`` hold, for a message (from the first
+        and last rows: runs are written one after the other), and the run when only one."""
+        if end <= start:
+            return "", None
+        first = last = None
+        try:
+            for batch in Rows(self, ["run"]).read(start, end - start):
+                if len(batch):
+                    col = batch.column(0)
+                    first = col[0].as_py() if first is None else first
+                    last = col[len(col) - 1].as_py()
+        except Exception:  # noqa: BLE001 - only a hint for the message
+            pass
+        if not isinstance(first, str) or not isinstance(last, str):
+            return "", None
+        if first == last:
+            return f" (run {first!r})", first
+        return f" (runs {first!r} to {last!r})", None
 
     def _runs_in(self, group: int) -> str:
         """Which runs a row group held, from its statistics (when they survived)."""
