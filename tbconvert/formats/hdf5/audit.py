@@ -149,6 +149,10 @@ def _visit_links(f: h5py.File, fn) -> None:
                     groups.append((h5py.h5g.open(gid, raw), name + "/"))
 
 
+class DatasetRefused(ValueError):
+    """What :func:`check_dataset` finds wrong with a dataset, in words that name it (``what``)."""
+
+
 def check_dataset(ds: h5py.Dataset, kinds: str, what: str) -> None:
     """A dataset of one of the numpy ``kinds`` that stores about as much as it declares."""
     check_dataset_id(ds.id, kinds, what)
@@ -159,7 +163,7 @@ def check_dataset_id(did: h5py.h5d.DatasetID, kinds: str, what: str, shape=None)
     ``shape``: ``did.shape`` when the caller has it already (each asks HDF5 anew)."""
     dtype = did.dtype
     if dtype.kind not in kinds:
-        raise ValueError(f"{what} is {dtype}, not the type tbconvert writes")
+        raise DatasetRefused(f"{what} is {dtype}, not the type tbconvert writes")
     if shape is None:
         shape = did.shape
     if type(shape) is tuple:
@@ -171,5 +175,5 @@ def check_dataset_id(did: h5py.h5d.DatasetID, kinds: str, what: str, shape=None)
     declared = size * did.get_type().get_size()
     stored = did.get_storage_size()
     if declared > budget.inflate_allowance(stored):
-        raise ValueError(f"{what} declares {declared} bytes of data but the file stores "
-                         f"{stored}")
+        raise DatasetRefused(f"{what} declares {declared} bytes of data but the file stores "
+                             f"{stored}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,13 +14,37 @@ from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import heaps, schema, staged
-from tbconvert.formats.hdf5.audit import audit, check_dataset, check_dataset_id, check_regular_file
+from tbconvert.formats.hdf5.audit import (
+    audit,
+    check_dataset,
+    check_dataset_id,
+    check_regular_file,
+)
+from tbconvert.formats.hdf5.fields import (
+    _DAMAGE,
+    _attr_getter,
+    _check,
+    _Damaged,
+    _dataset,
+    _dtype_words,
+    _expect_len,
+    _int,
+    _kind,
+    _loss,
+    _metadata,
+    _point_count,
+    _read,
+    _reason,
+    _shape_words,
+    _show,
+    _str,
+    _vlen_bytes,
+    _vlen_ints,
+)
 from tbconvert.formats.hdf5.seal import SealBroken, check_seal
 from tbconvert.model import (
     BlobSequenceSeries,
-    DataClass,
     Experiment,
-    Metadata,
     Run,
     RunData,
     RunRecord,
@@ -35,45 +60,42 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _str(value) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, np.ndarray) and value.shape == ():
-        return _str(value.item())
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string attribute, got {type(value).__name__}")
-    return value
-
-
-def _offsets(s, name: str, n: int, total: int) -> np.ndarray:
-    """An index of ``n + 1`` offsets that cut ``total`` items in order."""
-    ds = s[name]
-    check_dataset(ds, "iu", name)
-    if ds.shape != (n + 1,):
-        raise ValueError(f"{name} has shape {ds.shape}, expected ({n + 1},)")
-    if int(ds[0]) != 0 or int(ds[n]) != total:
-        raise ValueError(f"{name} does not index the {total} items in order")
-    return _Window(ds, name, total)
+def _offsets(s, name: str, n: int, total: int, items: str) -> _Window:
+    """An index of ``n + 1`` offsets that cut ``total`` items in order (``items``: what
+    they are, in words: "bytes of its data")."""
+    ds = _dataset(s, name)
+    _check(ds, name, "iu", "int64")
+    _expect_len(ds, name, n + 1, f"(one more than its {plural(n, 'point')})")
+    window = _Window(ds, name, total, items)
+    ends = window.read(0, 1), window.read(n, n + 1)
+    if int(ends[0][0]) != 0 or int(ends[1][0]) != total:
+        raise window.out_of_order()
+    return window
 
 
 class _Window:
     """Offsets read a window at a time (a series may hold millions of points); each window
     is checked to run in order within ``0..total``, and windows share their end points."""
 
-    def __init__(self, ds, name: str, total: int) -> None:
-        self.ds, self.name, self.total = ds, name, total
+    def __init__(self, ds, name: str, total: int, items: str) -> None:
+        self.ds, self.name, self.total, self.items = ds, name, total, items
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        return _read(self.ds, self.name, a, b).astype(np.int64)
+
+    def out_of_order(self) -> _Damaged:
+        return _Damaged(f"its {self.name} does not index the {self.total} {self.items} in "
+                        f"order (offsets should rise from 0 to {self.total})")
 
     def __call__(self, a: int, b: int) -> np.ndarray:
         """Offsets ``a..b`` (inclusive)."""
-        off = self.ds[a:b + 1].astype(np.int64)
+        off = self.read(a, b + 1)
         if len(off) != b + 1 - a or (off < 0).any() or (off > self.total).any() \
                 or (np.diff(off) < 0).any():
-            raise ValueError(f"{self.name} does not index the {self.total} items in order")
+            raise self.out_of_order()
         return off
 
 
-# What h5py and the checks below raise on a damaged archive.
-_DAMAGE = (OSError, KeyError, TypeError, ValueError, IndexError, RuntimeError)
 
 
 def check_root(f: h5py.File, path: Path) -> None:
@@ -146,14 +168,10 @@ def _fast_scalar(group, name: bytes, run: str) -> ScalarSeries | None:
     of at most READ_POINTS points that passes every check _open_series and _scalar_chunks
     make; None for anything else (read by the general path)."""
     s = h5py.h5g.open(group, name)
-    if _str(_attr(s, b"kind")) != schema.KIND_SCALAR:
+    if _kind(_attr(s, b"kind")) != schema.KIND_SCALAR:
         return None
-    tag = _str(_attr(s, b"tag"))
-    md = Metadata(plugin_name=_str(_attr(s, b"plugin_name")),
-                  plugin_content=np.asarray(_attr(s, b"plugin_content"), np.uint8).tobytes(),
-                  display_name=_str(_attr(s, b"display_name")),
-                  description=_str(_attr(s, b"description")),
-                  data_class=DataClass(int(_attr(s, b"data_class"))))
+    tag = _str(_attr(s, b"tag"), "tag")
+    md = _metadata(lambda k: _attr(s, k.encode()))   # (the checks of the general path)
     steps, walls, hidden, values = (h5py.h5d.open(s, k) for k in _SCALAR_NAMES)
     shape = steps.shape
     if type(shape) is not tuple or len(shape) != 1:
@@ -255,7 +273,7 @@ class Hdf5Reader(Reader):
             try:
                 g = self._file[schema.run_path(i)]
                 run = self._run(g)
-                count = len(g[schema.SERIES])
+                count = _series_count(g)
             except TbconvertError:
                 raise
             except _DAMAGE as exc:
@@ -292,7 +310,7 @@ class Hdf5Reader(Reader):
             # Small scalar series (most series of a sweep or a run of many tags) are read through
             # h5py's low-level API, all checks included; anything else, or anything the fast path
             # does not take as it is (damage included), is read by the path below, which reports
-            # it exactly as it always did.
+            # damage in words that name the part that is wrong.
             try:
                 if group is None:
                     group = h5py.h5g.open(g.id, _SERIES)
@@ -302,9 +320,10 @@ class Hdf5Reader(Reader):
             if fast is not None:
                 yield fast
                 continue
+            s = None
             try:
-                s = g[schema.SERIES][str(j)]
-                tag = _str(s.attrs["tag"])
+                s = _series_group(g, j)
+                tag = _str(_attr_getter(s.attrs)("tag"), "tag")
                 n, gen = self._open_series(s, run, tag)
                 for chunk in gen:
                     done += len(chunk)
@@ -312,91 +331,117 @@ class Hdf5Reader(Reader):
             except TbconvertError:
                 raise
             except _DAMAGE as exc:
-                lost = "" if n is None else f"; {n - done} of its {plural(n, 'point')} skipped"
+                raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
+                # What the series loses: its points (as many as what is left of it tells, when
+                # the damage came before they were counted), under the tag the run lists for it
+                # when its own is damaged.
+                if n is None and s is not None:
+                    n = _point_count(s)
+                if tag is None:
+                    tag = _listed_tag(g, j)
                 self.report.add("damaged_series", f"{self.path}: damaged archive at {spath} "
-                                f"({_one_line(exc)}){lost}", path=self.path, run=run, tag=tag,
-                                count=1 if n is None else max(n - done, 1))
+                                f"({_reason(exc)}); {_loss(n, done)}", path=self.path, run=run,
+                                tag=tag, count=0 if n is None else n - done)
 
     def _open_series(self, s: h5py.Group, run: str, tag: str):
-        """The series' point count and a generator of its chunks."""
-        a = s.attrs
-        kind = _str(a["kind"])
-        if kind not in schema.KINDS:
-            raise ValueError(f"unknown kind {kind!r}")
-        md = Metadata(plugin_name=_str(a["plugin_name"]),
-                      plugin_content=np.asarray(a["plugin_content"], np.uint8).tobytes(),
-                      display_name=_str(a["display_name"]),
-                      description=_str(a["description"]),
-                      data_class=DataClass(int(a["data_class"])))
-        steps = s["steps"]
+        """The series' point count and a generator of its chunks. Each check names the part
+        of the series that fails it and what it should be (:class:`_Damaged`)."""
+        get = _attr_getter(s.attrs)
+        kind = _kind(get("kind"))
+        md = _metadata(get)
+        steps = _dataset(s, "steps")
         if steps.ndim != 1:
-            raise ValueError(f"steps has shape {steps.shape}")
+            raise _Damaged(f"its steps hold {_shape_words(steps.shape)}, not one entry per point")
         n = steps.shape[0]
         # steps are int64 when written; any other type would wrap or be truncated when read
-        if steps.dtype.kind not in "iu" or (steps.dtype.kind == "u" and steps.dtype.itemsize == 8):
-            raise ValueError(f"steps are {steps.dtype}, not integers that fit int64")
-        check_dataset(steps, "iu", "steps")
-        check_dataset(s["wall_times"], "f", "wall_times")
-        check_dataset(s["hidden"], "b", "hidden")
-        for k in ("wall_times", "hidden"):
-            if s[k].shape != (n,):
-                raise ValueError(f"{k} has shape {s[k].shape}, steps {n} entries")
+        if steps.dtype.kind == "u" and steps.dtype.itemsize == 8:
+            raise _Damaged("its steps are uint64, not int64 (steps past 2**63 would wrap)")
+        _check(steps, "steps", "iu", "int64")
+        walls, hidden = _dataset(s, "wall_times"), _dataset(s, "hidden")
+        _check(walls, "wall_times", "f", "float64")
+        _check(hidden, "hidden", "b", "bool")
+        _expect_len(walls, "wall_times", n)
+        _expect_len(hidden, "hidden", n)
+        base = (steps, walls, hidden)
         if kind == schema.KIND_SCALAR:
-            gen = self._scalar_chunks(s, run, tag, md, n)
+            gen = self._scalar_chunks(s, base, run, tag, md, n)
         elif kind == schema.KIND_BLOB_SEQUENCE:
-            gen = self._blob_chunks(s, run, tag, md, n)
-        elif _str(a["layout"]) == schema.LAYOUT_DENSE:
-            gen = self._dense_chunks(s, run, tag, md, n)
+            gen = self._blob_chunks(s, base, run, tag, md, n)
         else:
-            gen = self._ragged_chunks(s, run, tag, md, n)
+            layout = _str(get("layout"), "layout")
+            if layout == schema.LAYOUT_DENSE:
+                gen = self._dense_chunks(s, base, run, tag, md, n, get)
+            elif layout == schema.LAYOUT_RAGGED:
+                gen = self._ragged_chunks(s, base, run, tag, md, n)
+            else:
+                raise _Damaged(f"its layout attribute is {_show(layout)}, not "
+                               f"{schema.LAYOUT_DENSE} or {schema.LAYOUT_RAGGED}")
         return n, gen
 
     @staticmethod
-    def _common(s, run, tag, md, a, b) -> dict:
-        return dict(run=run, tag=tag, metadata=md, steps=s["steps"][a:b],
-                    wall_times=s["wall_times"][a:b], hidden=s["hidden"][a:b])
+    def _common(base, run, tag, md, a, b) -> dict:
+        steps, walls, hidden = base
+        return dict(run=run, tag=tag, metadata=md, steps=_read(steps, "steps", a, b),
+                    wall_times=_read(walls, "wall_times", a, b),
+                    hidden=_read(hidden, "hidden", a, b))
 
-    def _scalar_chunks(self, s, run, tag, md, n):
-        values = s["values"]
-        check_dataset(values, "fiub", "values")
-        if values.shape != (n,):
-            raise ValueError(f"values has shape {values.shape}, expected ({n},)")
+    def _scalar_chunks(self, s, base, run, tag, md, n):
+        values = _dataset(s, "values")
+        _check(values, "values", "fiub", "numbers (float, integer or bool)")
+        _expect_len(values, "values", n)
         if not n:   # a series kept without points (its tag and metadata)
             yield empty_series(ScalarSeries, run, tag, md, values.dtype)
         for a in range(0, n, schema.READ_POINTS):
             b = min(n, a + schema.READ_POINTS)
-            yield ScalarSeries(**self._common(s, run, tag, md, a, b), values=values[a:b])
+            yield ScalarSeries(**self._common(base, run, tag, md, a, b),
+                               values=_read(values, "values", a, b))
 
-    def _dense_chunks(self, s, run, tag, md, n):
-        values = s["values"]
-        code = int(s.attrs["tensor_dtype"])
-        storage = dt.numpy_dtype(code)
-        check_dataset(values, storage.kind, "values")
-        if values.dtype.itemsize != storage.itemsize or storage.kind == "O":
-            raise ValueError(f"values are {values.dtype}, not {storage} of tensor_dtype {code}")
+    def _dense_chunks(self, s, base, run, tag, md, n, get):
+        code = _int(get("tensor_dtype"), "tensor_dtype")
+        try:
+            storage = dt.numpy_dtype(code)
+        except KeyError:
+            raise _Damaged(f"its tensor_dtype attribute is {code}, not a TensorFlow dtype code "
+                           "tbconvert knows") from None
+        if storage.kind == "O":
+            raise _Damaged(f"its layout is {schema.LAYOUT_DENSE}, but its tensor_dtype {code} "
+                           f"({dt.NAMES.get(code, code)}) is only stored "
+                           f"{schema.LAYOUT_RAGGED}")
+        values = _dataset(s, "values")
+        if values.dtype.kind != storage.kind or values.dtype.itemsize != storage.itemsize:
+            raise _Damaged(f"its values are {_dtype_words(values.dtype)}, not {storage.name} "
+                           f"(its tensor_dtype {code}, {dt.NAMES.get(code, code)})")
+        _check(values, "values", storage.kind, storage.name)
         if values.ndim < 1 or values.shape[0] != n:
-            raise ValueError(f"values has {values.shape[0]} rows, expected {n}")
-        row_bytes = max(1, storage.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
+            raise _Damaged(f"its values hold {_shape_words(values.shape)}, not {n} rows like "
+                           "its steps")
+        row_bytes = max(1, storage.itemsize * math.prod(int(d) for d in values.shape[1:]))
         step = max(1, schema.READ_BYTES // row_bytes)
         if not n:
-            yield TensorSeries.of_block(**self._common(s, run, tag, md, 0, 0), code=code,
+            yield TensorSeries.of_block(**self._common(base, run, tag, md, 0, 0), code=code,
                                         block=values[0:0].astype(storage, copy=False))
         for a in range(0, n, step):
             b = min(n, a + step)
-            block = values[a:b].astype(storage, copy=False)
-            yield TensorSeries.of_block(**self._common(s, run, tag, md, a, b), code=code,
+            block = _read(values, "values", a, b).astype(storage, copy=False)
+            yield TensorSeries.of_block(**self._common(base, run, tag, md, a, b), code=code,
                                         block=block)
 
-    def _ragged_chunks(self, s, run, tag, md, n):
-        codes_ds, shapes_ds, data_ds = s["dtypes"], s["shapes"], s["data"]
-        check_dataset(codes_ds, "i", "dtypes")
-        check_dataset(shapes_ds, "O", "shapes")
-        check_dataset(data_ds, "u", "data")
-        check_dataset(s["strings"], "O", "strings")
-        if codes_ds.shape != (n,) or shapes_ds.shape != (n,) or data_ds.ndim != 1:
-            raise ValueError("ragged index lengths do not match the steps")
-        data_off = _offsets(s, "data_offsets", n, data_ds.shape[0])
-        str_off = _offsets(s, "string_offsets", n, s["strings"].shape[0])
+    def _ragged_chunks(self, s, base, run, tag, md, n):
+        codes_ds, shapes_ds = _dataset(s, "dtypes"), _dataset(s, "shapes")
+        data_ds, strings_ds = _dataset(s, "data"), _dataset(s, "strings")
+        _check(codes_ds, "dtypes", "i", "int32 (TensorFlow dtype codes)")
+        _check(shapes_ds, "shapes", "O", "variable-length int64", vlen=_vlen_ints)
+        _check(data_ds, "data", "u", "uint8")
+        _check(strings_ds, "strings", "O", "variable-length uint8 (bytes)", vlen=_vlen_bytes)
+        _expect_len(codes_ds, "dtypes", n)
+        _expect_len(shapes_ds, "shapes", n)
+        if data_ds.ndim != 1:
+            raise _Damaged(f"its data hold {_shape_words(data_ds.shape)}, not one dimension of bytes")
+        if strings_ds.ndim != 1:
+            raise _Damaged(f"its strings hold {_shape_words(strings_ds.shape)}, not one "
+                           "dimension of strings")
+        data_off = _offsets(s, "data_offsets", n, data_ds.shape[0], "bytes of its data")
+        str_off = _offsets(s, "string_offsets", n, strings_ds.shape[0], "entries of its strings")
         if not n:
             yield empty_series(TensorSeries, run, tag, md)
         a = 0
@@ -406,37 +451,54 @@ class Hdf5Reader(Reader):
             b = a + int(np.searchsorted(window, window[0] + schema.READ_BYTES, side="right"))
             b = max(a + 1, min(n, b - 1, a + 65536))
             d_off, s_off = window[:b - a + 1], str_off(a, b)
-            codes = codes_ds[a:b]
-            shapes = shapes_ds[a:b]
-            data = data_ds[d_off[0]:d_off[-1]].tobytes()
-            strings = s["strings"][s_off[0]:s_off[-1]] if s_off[-1] > s_off[0] else []
+            codes = _read(codes_ds, "dtypes", a, b)
+            shapes = _read(shapes_ds, "shapes", a, b)
+            data = _read(data_ds, "data", d_off[0], d_off[-1]).tobytes()
+            strings = (_read(strings_ds, "strings", s_off[0], s_off[-1])
+                       if s_off[-1] > s_off[0] else [])
             tensors = []
             for i in range(b - a):
                 code = int(codes[i])
                 shape = tuple(int(d) for d in shapes[i])
                 if len(shape) > budget.MAX_DIMS or any(d < 0 for d in shape):
                     # (reshape would take a -1 for "the rest", and make another tensor)
-                    raise ValueError(f"a tensor shape {list(shape)} (negative, or more than "
-                                     f"{budget.MAX_DIMS} dimensions)")
+                    raise _Damaged(f"its shapes give point {a + i} the tensor shape {list(shape)}, "
+                                   f"not one of at most {budget.MAX_DIMS} dimensions of 0 or more")
+                size = math.prod(shape)
                 if code == dt.DT_STRING:
                     elems = strings[s_off[i] - s_off[0]:s_off[i + 1] - s_off[0]]
+                    if len(elems) != size:
+                        raise _Damaged(f"its string_offsets give point {a + i} "
+                                       f"{plural(len(elems), 'string')}, not the {size} of its "
+                                       f"tensor shape {list(shape)}")
                     tensors.append(dt.string_array(
                         (np.asarray(e, np.uint8).tobytes() for e in elems), shape))
-                else:
-                    lo, hi = d_off[i] - d_off[0], d_off[i + 1] - d_off[0]
-                    arr = np.frombuffer(data[lo:hi], dtype=dt.numpy_dtype(code))
-                    tensors.append(arr.reshape(shape))
-            yield TensorSeries(**self._common(s, run, tag, md, a, b), dtypes=codes,
+                    continue
+                try:
+                    dtype = dt.numpy_dtype(code)
+                except KeyError:
+                    raise _Damaged(f"its dtypes give point {a + i} the code {code}, not a "
+                                   "TensorFlow dtype code tbconvert knows") from None
+                lo, hi = d_off[i] - d_off[0], d_off[i + 1] - d_off[0]
+                if hi - lo != size * dtype.itemsize:
+                    raise _Damaged(f"its data_offsets give point {a + i} "
+                                   f"{plural(int(hi - lo), 'byte')}, not the "
+                                   f"{size * dtype.itemsize} of its tensor shape {list(shape)} "
+                                   f"of {dt.NAMES.get(code, code)}")
+                tensors.append(np.frombuffer(data[lo:hi], dtype=dtype).reshape(shape))
+            yield TensorSeries(**self._common(base, run, tag, md, a, b), dtypes=codes,
                                tensors=tuple(tensors))
             a = b
 
-    def _blob_chunks(self, s, run, tag, md, n):
-        blobs_ds, missing_ds = s["blobs"], s["blob_missing"]
-        check_dataset(blobs_ds, "O", "blobs")
-        check_dataset(missing_ds, "b", "blob_missing")
-        if blobs_ds.ndim != 1 or missing_ds.shape != blobs_ds.shape:
-            raise ValueError("blobs and blob_missing do not match")
-        offsets = _offsets(s, "blob_offsets", n, blobs_ds.shape[0])
+    def _blob_chunks(self, s, base, run, tag, md, n):
+        blobs_ds, missing_ds = _dataset(s, "blobs"), _dataset(s, "blob_missing")
+        _check(blobs_ds, "blobs", "O", "variable-length uint8 (bytes)", vlen=_vlen_bytes)
+        _check(missing_ds, "blob_missing", "b", "bool")
+        if blobs_ds.ndim != 1:
+            raise _Damaged(f"its blobs hold {_shape_words(blobs_ds.shape)}, not one dimension "
+                           "of blobs")
+        _expect_len(missing_ds, "blob_missing", blobs_ds.shape[0], "like its blobs")
+        offsets = _offsets(s, "blob_offsets", n, blobs_ds.shape[0], "entries of its blobs")
         if not n:
             yield empty_series(BlobSequenceSeries, run, tag, md)
         a = 0
@@ -444,10 +506,50 @@ class Hdf5Reader(Reader):
             b = min(n, a + 256)
             window = offsets(a, b)
             lo, hi = int(window[0]), int(window[-1])
-            raw = blobs_ds[lo:hi] if hi > lo else []
-            missing = missing_ds[lo:hi] if hi > lo else []
+            raw = _read(blobs_ds, "blobs", lo, hi) if hi > lo else []
+            missing = _read(missing_ds, "blob_missing", lo, hi) if hi > lo else []
             blobs = tuple(None if m else np.asarray(r, np.uint8).tobytes()
                           for r, m in zip(raw, missing, strict=True))
-            yield BlobSequenceSeries(**self._common(s, run, tag, md, a, b),
+            yield BlobSequenceSeries(**self._common(base, run, tag, md, a, b),
                                      offsets=window - lo, blobs=blobs)
             a = b
+
+
+def _series_count(g: h5py.Group) -> int:
+    """How many series run group ``g`` holds: as many as its series group has entries, or
+    as its tags list where they list more (so a series group lost is told as damaged, not
+    the run's last series left unread). Tags the file does not store are not counted."""
+    count = len(g[schema.SERIES])
+    try:
+        tags = g.get(schema.TAGS)
+        if isinstance(tags, h5py.Dataset) and tags.ndim == 1 and tags.shape[0] > count:
+            check_dataset(tags, tags.dtype.kind, "tags")
+            count = int(tags.shape[0])
+    except _DAMAGE as exc:
+        raise_if_exhausted(exc)
+    return count
+
+
+def _series_group(g: h5py.Group, j: int) -> h5py.Group:
+    try:
+        s = g[schema.SERIES].get(str(j))
+    except _DAMAGE as exc:
+        raise_if_exhausted(exc)
+        raise _Damaged("its group cannot be opened (its HDF5 header is damaged)") from None
+    if s is None:
+        raise _Damaged(f"its group is missing from the run's {schema.SERIES} group")
+    if not isinstance(s, h5py.Group):
+        raise _Damaged("it is a dataset, not a group")
+    return s
+
+
+def _listed_tag(g: h5py.Group, j: int) -> str | None:
+    """Series ``j``'s tag as the run's ``tags`` dataset lists it; None if it cannot tell."""
+    try:
+        tags = g.get(schema.TAGS)
+        if (isinstance(tags, h5py.Dataset) and h5py.check_string_dtype(tags.dtype) is not None
+                and tags.ndim == 1 and j < tags.shape[0]):
+            return _str(tags.asstr()[j])
+    except _DAMAGE as exc:
+        raise_if_exhausted(exc)
+    return None
