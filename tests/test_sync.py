@@ -226,7 +226,9 @@ def test_growing_logdir(tmp_path, jobs):
     r = sync(src, dst)
     assert r.runs_removed == 1
     check(src, dst, tmp_path)
-    assert not [p for p in dst.iterdir() if "-c-" in p.name]
+    # (its parts retired: under names bare-directory readers skip, for readers that took the
+    # manifest before the commit)
+    assert not [p for p in dst.iterdir() if "-c-" in p.name and not p.name.startswith("_retired-")]
 
 
 def test_legacy_out_of_order_purge_and_new_file_order(tmp_path):
@@ -612,25 +614,68 @@ def test_a_record_still_being_written_is_no_extension(tmp_path):
 
 def test_a_record_cut_off_in_a_file_the_writer_left_is_lost_and_told(tmp_path):
     """A writer that died mid-record and was restarted with a new event file can never
-    finish the cut record: a sync tells it as lost, once, as convert does; while the file
-    is the run's last, it is a record still being written."""
+    finish the cut record: once no writer touched the file for a while, a sync tells it as
+    lost, once, as convert does; while the file is the run's last, or was just written, it
+    is a record still being written."""
     src, dst = tmp_path / "logs", tmp_path / "archive"
     a = Events(src / "a" / "events.out.tfevents.1.host")
     a.write_many(scalar(s) for s in range(10))
     a.write(scalar(10), cut=30)
+    c = Events(src / "c" / "events.out.tfevents.1.host")
+    c.write_many(scalar(s) for s in range(10))
+    c.write(scalar(10), cut=30)
+    old = time.time() - 3600         # (no writer touched them for an hour)
+    os.utime(a.path, (old, old))
     r = sync(src, dst)
-    assert not r.issues, r.issues
+    assert not r.issues, r.issues     # (each file the last of its run: still being written)
     b = Events(src / "a" / "events.out.tfevents.2.host")
     b.write_many(scalar(s) for s in range(11, 20))
+    Events(src / "c" / "events.out.tfevents.2.host").write(scalar(11))
     r = sync(src, dst)
-    told = [(i.kind, i.lost) for i in r.issues]
-    assert told == [("truncated_record", True)], r.issues
+    told = [(i.kind, i.lost, i.run) for i in r.issues]
+    # (c's file was just written: two writers may share a run, its own may finish the record)
+    assert told == [("truncated_record", True, "a")], r.issues
     assert not sync(src, dst).issues      # told once
+    c.finish_cut(scalar(10), 30)          # (and c's was finished: read, nothing lost)
+    r = sync(src, dst)
+    assert not r.lost and r.runs_rearchived == 1, r.summary()
     fresh = sync(src, tmp_path / "fresh")
-    assert [(i.kind, i.lost) for i in fresh.issues] == told
+    assert [(i.kind, i.lost, i.run) for i in fresh.issues] == told
     converted = tbconvert.convert(src, tmp_path / "full.parquet")
     assert [i.message for i in converted.issues] == [i.message for i in fresh.issues]
     check(src, dst, tmp_path)
+
+
+def test_a_reader_that_took_the_manifest_before_a_commit_still_reads_its_parts(tmp_path):
+    """A sync's commit retires the parts it leaves out (names bare-directory readers skip)
+    instead of removing them, so a reader opened on the manifest before it reads what that
+    manifest named; retired parts go at a later sync, once old enough."""
+    from tbconvert.incremental import manifest
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(10))
+    sync(src, dst)
+    with tbconvert.api.open_reader(dst, options=None, report=tbconvert.Report()) as before:
+        a.path.unlink()                  # (rewritten: read whole again, its part replaced)
+        a = Events(a.path)
+        a.write_many(scalar(s) for s in range(1, 12))
+        r = sync(src, dst)
+        assert r.runs_rearchived == 1, r.summary()
+        assert not list(dst.glob("part-*-g0001.parquet"))
+        assert len(list(dst.glob("_retired-*.gone"))) == 1
+        assert {tag: len(s) for tag, s in
+                tbconvert.read(dst).series["a"].items()} == {"loss": 11, "acc": 11}
+        steps = [len(c) for run in before.iter_runs() for c in run.series]
+        assert steps == [10, 10]
+    rows = pads.dataset(str(dst), format="parquet").to_table().num_rows
+    assert rows == 22       # (bare-directory readers see no retired part)
+    real = manifest.RETIRE_SECONDS
+    try:
+        manifest.RETIRE_SECONDS = -1
+        sync(src, dst)
+    finally:
+        manifest.RETIRE_SECONDS = real
+    assert not list(dst.glob("_retired-*"))
 
 
 def _one_run_task(tmp_path):
@@ -1106,7 +1151,8 @@ def test_a_sync_that_finds_nothing_new_removes_what_a_killed_one_left(tmp_path):
     assert pads.dataset(dst, format="parquet").count_rows() == 80
     r = sync(src, dst)
     assert r.changed_nothing and r.generation == 1
-    assert sorted(p.name for p in dst.iterdir()) == sorted(["_tbconvert.json", part.name])
+    assert sorted(p.name for p in dst.iterdir() if not p.name.startswith("_retired-")) == \
+        sorted(["_tbconvert.json", part.name])
     assert pads.dataset(dst, format="parquet").count_rows() == 40
 
 

@@ -111,9 +111,9 @@ def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, 
             if i != len(archived) - 1:
                 return f"{path.name} grew but is not the run's last event file", whole
             reads.append((path, entry["end"]))
-        elif i == len(archived) - 1 < len(files) - 1 and entry["end"] < size:
-            # It ended inside a record still being written, and the writer has since moved on
-            # to a new file: read that record again, now one that can never be finished.
+        elif entry["end"] < size:
+            # It ended inside a record that might still be finished: read it again (finished,
+            # or once its writer has left it for good, told as lost).
             reads.append((path, entry["end"]))
     reads.extend((f, 0) for f in files[len(archived):])
     if reads and state.get("start_time") is None:

@@ -15,7 +15,13 @@ import os
 from pathlib import Path
 
 from tbconvert.errors import CorruptDataError
-from tbconvert.formats.parquet import MARKER_FILE
+from tbconvert.formats.parquet import (
+    MARKER_FILE,
+    RETIRE_SECONDS,
+    RETIRED_PREFIX,
+    retired_at,
+    retired_name,
+)
 from tbconvert.incremental.files import PENDING_PREFIX
 
 _TMP_PREFIX = "_tbconvert.json.tmp-"
@@ -202,20 +208,30 @@ _PART_PREFIX = "part-"
 
 
 def remove_garbage(dst: Path, marker: dict) -> int:
-    """Remove part files (and manifest drafts, and the lock drafts of killed syncs) that
+    """Take away part files (and manifest drafts, and the lock drafts of killed syncs) that
     ``marker`` does not name; how many. A sync killed as it committed leaves parts that no
-    manifest names, which readers of the bare directory would count."""
+    manifest names, which readers of the bare directory would count.
+
+    A part is retired rather than removed (see :func:`retired_name`): a reader that took the
+    manifest before this sync committed still finds it for RETIRE_SECONDS; retired parts
+    older than that are removed."""
+    import time
+
     from tbconvert.incremental.lock import dead_draft
     named = {p["file"] for p in marker.get("parts", [])}
     removed = 0
+    now = int(time.time())
     for entry in os.scandir(dst):
         name = entry.name
-        stray = (name.startswith(_PART_PREFIX) and name.endswith(".parquet")
-                 and name not in named) or name.startswith((_TMP_PREFIX, PENDING_PREFIX)) \
-            or dead_draft(name)
-        if stray and entry.is_file(follow_symlinks=False):
+        part = name.startswith(_PART_PREFIX) and name.endswith(".parquet") and name not in named
+        stray = name.startswith((_TMP_PREFIX, PENDING_PREFIX)) or dead_draft(name) or (
+            name.startswith(RETIRED_PREFIX) and retired_at(name) < now - RETIRE_SECONDS)
+        if (part or stray) and entry.is_file(follow_symlinks=False):
             try:
-                os.unlink(entry.path)
+                if part:
+                    os.replace(entry.path, os.path.join(dst, retired_name(name, now)))
+                else:
+                    os.unlink(entry.path)
                 removed += 1
             except OSError:
                 pass

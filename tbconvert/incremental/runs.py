@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,15 +153,32 @@ def _reader(task: RunTask, report: Report):
     return TfeventsReader(Path(task.logdir), Options(), report)
 
 
+# A record cut off at the end of an event file that a newer one follows, and that no writer
+# touched for this long, is lost: its writer died mid-record and training went on in a new
+# file. (Writers flush at most every two minutes; two may write one run at once, as
+# TensorFlow 2 does, so a recent cut may still be finished.)
+ABANDONED_SECONDS = 600
+
+
+def _defer_tail(path: Path, last_file) -> bool:
+    """Whether a record cut off at the end of ``path`` may still be finished by its writer:
+    left for a later sync rather than told as lost."""
+    if Path(path) == Path(last_file):
+        return True
+    try:
+        return time.time() - path.stat().st_mtime < ABANDONED_SECONDS
+    except OSError:
+        return True
+
+
 def _read(reader, asm: RunAssembler, reads, last_file) -> tuple[dict, int]:
-    """Read ``reads`` into ``asm``: per file, ``(size, end, last)``; and the bytes read. A
-    record cut off by the end of the run's last file ``last_file`` is one still being
-    written, left for a later sync; in any other file it can never be finished (the writer
-    moved on to a new file): it is lost, and told."""
+    """Read ``reads`` into ``asm``: per file, ``(size, end, last)``; and the bytes read.
+    ``end`` is where a later sync reads on: a record cut off at the end that may still be
+    finished (see _defer_tail) is read again then; one told as lost is not."""
     found, total = {}, 0
     try:
         for path, start in reads:
-            reader.defer_partial_tail = Path(path) == Path(last_file)
+            reader.defer_partial_tail = _defer_tail(path, last_file)
             try:
                 size = path.stat().st_size
             except OSError:
@@ -176,7 +194,7 @@ def _read(reader, asm: RunAssembler, reads, last_file) -> tuple[dict, int]:
                 found[path] = (end, end, last)
                 continue
             total += max(size - start, 0)
-            found[path] = (st.size, st.end, st.last)
+            found[path] = (st.size, st.end if st.partial_tail else max(st.end, st.size), st.last)
     except BaseException:
         asm.store.close()
         raise
@@ -329,8 +347,11 @@ def _tail(task: RunTask, reader, reads, report: Report, later: bool = False) -> 
         size, end, last = found[path]
         i = next((k for k, e in enumerate(files) if e["name"] == path.name), None)
         if last is None and i is not None:
-            # nothing complete was added: the file stays as archived, only its size is new
-            files[i] = dict(files[i], size=size)
+            # nothing complete was added: the file stays as archived, only its size is new,
+            # and its end where a cut record at its end was told as lost
+            old = files[i]
+            files[i] = dict(old, size=size) if end == old["end"] else _file_entry(
+                path, size, end, old["last"][:2] if old.get("last") else None)
             continue
         entry = _file_entry(path, size, end, last)
         if i is None:

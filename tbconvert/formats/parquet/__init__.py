@@ -76,6 +76,35 @@ _PART_NAME = re.compile(r"part-\d{5}-.*\.parquet\Z")
 _SYNC_NAMES = ("_pending-", "_tbconvert.lock")
 
 
+# A part a commit left out waits this long under a retired name, for the readers that took
+# the manifest before that commit (a `sync --watch` commits every round).
+RETIRE_SECONDS = 120
+RETIRED_PREFIX = "_retired-"
+
+
+def retired_name(part: str, when: int) -> str:
+    """A part's name once retired at ``when`` (seconds): a leading ``_`` and no ``.parquet``
+    suffix, so that readers of the bare directory (pyarrow.dataset, Spark, Dask, DuckDB's
+    ``*.parquet``) skip it."""
+    return f"{RETIRED_PREFIX}{when}-{part}.gone"
+
+
+def retired_at(name: str) -> int:
+    stamp = name[len(RETIRED_PREFIX):].split("-", 1)[0]
+    return int(stamp) if stamp.isdigit() else 0
+
+
+def find_retired(directory: Path, part: str) -> Path | None:
+    """The retired copy of ``part`` in ``directory``, if a recent commit left one."""
+    suffix = f"-{part}.gone"
+    try:
+        names = [e.name for e in os.scandir(directory)
+                 if e.name.startswith(RETIRED_PREFIX) and e.name.endswith(suffix)]
+    except OSError:
+        return None
+    return directory / max(names, key=retired_at) if names else None
+
+
 __all__ = ["ParquetFormat", "ParquetReader", "ParquetWriter"]
 
 __getattr__ = classes_on_demand(ParquetFormat, __name__)

@@ -17,7 +17,7 @@ from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
-from tbconvert.formats.parquet import MARKER_FILE
+from tbconvert.formats.parquet import MARKER_FILE, find_retired
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
@@ -60,12 +60,24 @@ def check_header(meta: object, where: Path) -> dict:
     return meta
 
 
+def _open_part(path: Path) -> int:
+    """A descriptor of the archive file ``path``; a dataset's part that a sync retired since
+    its manifest was read (a sync committed meanwhile) is opened under its retired name."""
+    try:
+        return sourcefiles.open_regular(path)
+    except FileNotFoundError:
+        retired = find_retired(path.parent, path.name) if path.name.startswith("part-") else None
+        if retired is None:
+            raise
+        return sourcefiles.open_regular(retired)
+
+
 def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
     """Open one archive file and return it with its validated metadata; ``pf.close(force=True)``
     closes the file."""
     try:
         # a FIFO or device would block or never end
-        fh = os.fdopen(sourcefiles.open_regular(path), "rb")
+        fh = os.fdopen(_open_part(path), "rb")
     except sourcefiles.NotRegularFile:
         raise CorruptDataError(f"{path}: not a regular file (a FIFO, device or socket); "
                                "copy the archive to a file first") from None
@@ -699,7 +711,7 @@ class ParquetReader(Reader):
             kept = []
             for p in parts:
                 f = self.path / p["file"]
-                if f.is_file():
+                if f.is_file() or find_retired(self.path, f.name) is not None:
                     kept.append(p)
                     continue
                 checksum_failed(f"{f}: missing from the dataset listed in {MARKER_FILE}",
