@@ -289,3 +289,16 @@ def test_a_damaged_dataset_is_told_as_damaged_without_from(tmp_path, damage):
         proc = run_tbconvert(*command)
         assert proc.returncode == 4, proc.stderr
         assert "_tbconvert.json" in proc.stderr and "cannot tell the format" not in proc.stderr
+
+
+def test_a_dataset_whose_first_sync_did_not_finish_says_so(tmp_path):
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "_pending-part-00000-a-g0001.parquet.tmp").write_bytes(b"half")
+    (ds / LOCK_FILE).write_text("{}")
+    proc = run_tbconvert("info", ds)
+    assert proc.returncode == 3 and "first sync has not finished" in proc.stderr, proc.stderr
+    (ds / "_tbconvert.json").mkdir()
+    proc = run_tbconvert("info", ds)
+    assert proc.returncode == 4 and "a directory, not the dataset's JSON manifest" in proc.stderr
+    assert "Errno" not in proc.stderr

@@ -581,8 +581,13 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
         meta = budget.loads_json(sourcefiles.read_bytes(marker), f"{marker}: damaged")
     except FileNotFoundError:
         raise _without_marker(path) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except IsADirectoryError:
+        raise CorruptDataError(f"{marker}: damaged (a directory, not the dataset's JSON "
+                               "manifest)") from None
+    except OSError as exc:
         raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
+        raise CorruptDataError(f"{marker}: cannot be read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise CorruptDataError(f"{marker}: damaged ({_one_line(exc)})") from None
     check_header(meta, marker)
     digest = meta.pop(S.MARKER_DIGEST, None)
@@ -603,6 +608,13 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
     return meta
 
 
+def _entries(path: Path) -> list:
+    try:
+        return list(path.iterdir())
+    except OSError:
+        return []
+
+
 def _without_marker(path: Path) -> TbconvertError:
     """A directory without a marker: a dataset that lost it (damage), or none at all."""
     try:
@@ -613,6 +625,10 @@ def _without_marker(path: Path) -> TbconvertError:
     if parts:
         return CorruptDataError(f"{path}: damaged Parquet dataset: its part files are there but "
                                 f"not {MARKER_FILE}, which lists them")
+    if any(p.name.startswith(("_pending-", "_tbconvert.lock")) for p in _entries(path)):
+        return FormatError(f"{path}: a Parquet dataset whose first sync has not finished (it "
+                           "is running, or was killed): nothing of it is committed yet; run "
+                           "the sync again")
     return not_this_format(path, "parquet", f"a directory without {MARKER_FILE} (the file that "
                                             "makes a directory a tbconvert Parquet dataset)")
 
