@@ -9,18 +9,16 @@ import os
 import h5py
 import numpy as np
 import pytest
+from test_hostile_archives import small_runs
 
 import tbconvert
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options
 from tbconvert.formats.hdf5 import schema, seal
 from tbconvert.model import (
-    BlobSequenceSeries,
     DataClass,
     Experiment,
     Metadata,
-    Run,
-    ScalarSeries,
     TensorSeries,
 )
 
@@ -40,25 +38,13 @@ RAW = ("invalid literal", "Unable to", "synchronously", "object '", "is not a va
 
 
 def _runs():
+    """test_hostile_archives' two small runs, each with a dense tensor series besides."""
     out = []
-    for r, name in enumerate(("train", "eval")):
-        steps = np.arange(40)
-        out.append((Run(name, 5.0 + r), [
-            ScalarSeries(run=name, tag="loss", metadata=SCAL, steps=steps, wall_times=steps + 0.5,
-                         hidden=(steps % 7 == 3), values=np.sin(steps).astype(np.float32)),
-            ScalarSeries(run=name, tag="big", metadata=SCAL, steps=[0, 1], wall_times=[0, 1],
-                         hidden=None, values=np.array([2**62 + 1, -5], np.int64)),
-            TensorSeries(run=name, tag="hist", metadata=HIST, steps=[0, 1, 2], wall_times=[0, 1, 2],
-                         hidden=None, dtypes=[dt.DT_DOUBLE, dt.DT_DOUBLE, dt.DT_STRING],
-                         tensors=(np.arange(6.0).reshape(2, 3), np.ones((1, 2)),
-                                  dt.string_array([b"a", b"bc"], (2,)))),
-            BlobSequenceSeries.from_sequences(run=name, tag="img", metadata=IMG, steps=[0, 1],
-                                              wall_times=[0, 1], hidden=None,
-                                              sequences=[[b"png1", None], [b"x" * 30]]),
-            TensorSeries(run=name, tag="dense", metadata=DENSE, steps=[0, 1, 2, 3],
-                         wall_times=[0, 1, 2, 3], hidden=None, dtypes=[dt.DT_FLOAT] * 4,
-                         tensors=tuple(np.full((2, 2), k, np.float32) for k in range(4))),
-        ]))
+    for run, chunks in small_runs():
+        out.append((run, [*chunks, TensorSeries(
+            run=run.name, tag="dense", metadata=DENSE, steps=[0, 1, 2, 3],
+            wall_times=[0, 1, 2, 3], hidden=None, dtypes=[dt.DT_FLOAT] * 4,
+            tensors=tuple(np.full((2, 2), k, np.float32) for k in range(4)))]))
     return out
 
 
