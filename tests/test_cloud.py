@@ -853,7 +853,10 @@ def test_a_commit_the_store_fails_midway_leaves_no_mix(store, bucket, to, force)
         assert "partly replaced" in line and "run again with --force" in line and left
     if force and to == "parquet":
         assert not any(k.endswith("_tbconvert.json") for k in left)
-        assert tbconvert_cli("info", final).returncode == 3
+        refused = tbconvert_cli("info", final)
+        assert refused.returncode == 4, refused.stderr
+        assert "damaged Parquet dataset: its part files are there but not _tbconvert.json" \
+            in refused.stderr
     assert not [k for k in keys(store, f"s3://{bucket}") if TMP_MARK in k]
 
 

@@ -552,7 +552,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             flusher.close()
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
-    manifest.remove_garbage(dst, new_marker)
+    manifest.remove_garbage(dst, new_marker, retire=True)
 
 
 def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,

@@ -75,7 +75,7 @@ def sync_experiment(src: Path, dst: Path, report, store=None, allow_pickle: bool
                               "experiment": S.experiment_to_json(experiment), "parts": parts,
                               "sync": {"generation": generation, "runs": runs_state,
                                        "export": seen}})
-    manifest.remove_garbage(dst, {"parts": parts})
+    manifest.remove_garbage(dst, {"parts": parts}, retire=True)
     for name in known:
         if name not in runs_state:
             report.runs_removed += 1

@@ -207,13 +207,14 @@ def publish(dst: Path, parts: list[str], flusher: Flusher | None = None) -> None
 _PART_PREFIX = "part-"
 
 
-def remove_garbage(dst: Path, marker: dict) -> int:
+def remove_garbage(dst: Path, marker: dict, retire: bool = False) -> int:
     """Take away part files (and manifest drafts, and the lock drafts of killed syncs) that
     ``marker`` does not name; how many. A sync killed as it committed leaves parts that no
     manifest names, which readers of the bare directory would count.
 
-    A part is retired rather than removed (see :func:`retired_name`): a reader that took the
-    manifest before this sync committed still finds it for RETIRE_SECONDS; retired parts
+    With ``retire`` (just after a commit, whose manifest left them out), parts are retired
+    rather than removed (see :func:`~tbconvert.formats.parquet.retired_name`): a reader that
+    took the manifest before the commit still finds them for RETIRE_SECONDS. Retired parts
     older than that are removed."""
     import time
 
@@ -228,7 +229,7 @@ def remove_garbage(dst: Path, marker: dict) -> int:
             name.startswith(RETIRED_PREFIX) and retired_at(name) < now - RETIRE_SECONDS)
         if (part or stray) and entry.is_file(follow_symlinks=False):
             try:
-                if part:
+                if part and retire:
                     os.replace(entry.path, os.path.join(dst, retired_name(name, now)))
                 else:
                     os.unlink(entry.path)

@@ -110,8 +110,9 @@ class StoreDataset:
         from tbconvert.incremental import manifest
         return manifest.load(dst, report)
 
-    def remove_garbage(self, dst: Path, marker: dict) -> int:
-        """Delete the listed parts ``marker`` does not name (and drafts), here and in the stage."""
+    def remove_garbage(self, dst: Path, marker: dict, retire: bool = False) -> int:
+        """Delete the listed parts ``marker`` does not name (and drafts), here and in the stage.
+        (Never retired: a store's readers list the prefix, which would show them.)"""
         from tbconvert.incremental import manifest
         manifest.remove_garbage(dst, marker)
         named = {p["file"] for p in marker.get("parts", [])}

@@ -67,8 +67,8 @@ def _looks_like_dataset(path: Path) -> bool:
             return True
         from tbconvert.formats.parquet import schema
         return not isinstance(meta, dict) or meta.get("format") in (schema.FORMAT_NAME, None)
-    return any(_PART_NAME.match(name) or name.startswith(_SYNC_NAMES)
-               for name in os.listdir(path))
+    return any(_PART_NAME.match(p.name) or p.name.startswith(_SYNC_NAMES)
+               for p in sourcefiles.listdir(path))
 
 
 # part-00000-<hint>[-g0001[.m0002]].parquet, and what a sync leaves before its first commit
@@ -98,7 +98,7 @@ def find_retired(directory: Path, part: str) -> Path | None:
     """The retired copy of ``part`` in ``directory``, if a recent commit left one."""
     suffix = f"-{part}.gone"
     try:
-        names = [e.name for e in os.scandir(directory)
+        names = [e.name for e in sourcefiles.listdir(directory)
                  if e.name.startswith(RETIRED_PREFIX) and e.name.endswith(suffix)]
     except OSError:
         return None

@@ -610,7 +610,7 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
 
 def _entries(path: Path) -> list:
     try:
-        return list(path.iterdir())
+        return sourcefiles.listdir(path)
     except OSError:
         return []
 
@@ -619,7 +619,7 @@ def _without_marker(path: Path) -> TbconvertError:
     """A directory without a marker: a dataset that lost it (damage), or none at all."""
     try:
         parts = any(p.name.startswith(S.PART_PREFIX) and p.name.endswith(".parquet")
-                    for p in path.iterdir())
+                    for p in sourcefiles.listdir(path))
     except OSError:
         parts = False
     if parts:
