@@ -215,27 +215,34 @@ class ArchiveFile:
             return
         for group in range(meta.num_row_groups):
             rows = meta.row_group(group).num_rows
-            done = 0
-            try:
+
+            def batches(group=group):
                 if recorded is None:
-                    batches = self._batches(group, _READ_COLUMNS)
-                else:
-                    batches = self.verified(group, recorded[group])
-                for batch in batches:
-                    for run_index, chunk in self._decode(batch):
-                        done += len(chunk)
-                        yield run_index, chunk
-                batches = batch = None
-                arrowpool.release()
-            except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
-                    CorruptDataError) as exc:
-                raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
-                lost = max(rows - done, 0)
-                self.report.add(
-                    "damaged_row_group",
-                    f"{self.path}: row group {group} is damaged ({_one_line(exc)}); "
-                    f"{lost} of its {plural(rows, 'point')} skipped{self._runs_in(group)}",
-                    path=self.path, count=lost)
+                    return self._batches(group, _READ_COLUMNS)
+                return self.verified(group, recorded[group])
+
+            def damaged(exc, lost, group=group, rows=rows) -> str:
+                return (f"{self.path}: row group {group} is damaged ({_one_line(exc)}); "
+                        f"{lost} of its {plural(rows, 'point')} skipped{self._runs_in(group)}")
+            yield from self._decoded(batches, rows, damaged)
+
+    def _decoded(self, batches, rows: int, damaged) -> Iterator[tuple[int, object]]:
+        """``(run_index, chunk)`` of the ``rows`` rows that ``batches()`` gives. A failure
+        part-way (reading, checking, decoding) costs the rows not yet given, reported with
+        ``damaged(exc, lost)``."""
+        done = 0
+        try:
+            for batch in batches():
+                for run_index, chunk in self._decode(batch):
+                    done += len(chunk)
+                    yield run_index, chunk
+            batch = None
+            arrowpool.release()
+        except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
+                CorruptDataError) as exc:
+            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
+            lost = max(rows - done, 0)
+            self.report.add("damaged_row_group", damaged(exc, lost), path=self.path, count=lost)
 
     def _batches(self, group: int, columns):
         # Arrow's threads cost a small row group (a sync's part) more than they save
@@ -388,23 +395,11 @@ class ArchiveFile:
     def _decoded_range(self, rows: Rows, k: int, start: int, n: int, batches: list):
         """``(run_index, chunk)`` of the verified rows ``start`` to ``start + n``, written as
         row group ``k``."""
-        done = 0
-        try:
-            for batch in batches or rows.read(start, n):
-                for run_index, chunk in self._decode(batch):
-                    done += len(chunk)
-                    yield run_index, chunk
-            batches = batch = None
-            arrowpool.release()
-        except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
-                CorruptDataError) as exc:
-            raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
-            lost = max(n - done, 0)
-            self.report.add(
-                "damaged_row_group",
-                f"{self.path}: rows {start} to {start + n - 1}, written as row group {k}, are "
-                f"damaged ({_one_line(exc)}); {lost} of their {plural(n, 'point')} skipped"
-                f"{self._runs_between(start, start + n)[0]}", path=self.path, count=lost)
+        def damaged(exc, lost) -> str:
+            return (f"{self.path}: rows {start} to {start + n - 1}, written as row group {k}, "
+                    f"are damaged ({_one_line(exc)}); {lost} of their {plural(n, 'point')} "
+                    f"skipped{self._runs_between(start, start + n)[0]}")
+        yield from self._decoded(lambda: batches or rows.read(start, n), n, damaged)
 
     def _unmatched(self, start: int, end: int, missing: list,
                    recorded: list) -> tuple[str, int, str | None]:
