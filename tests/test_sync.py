@@ -678,6 +678,18 @@ def test_a_reader_that_took_the_manifest_before_a_commit_still_reads_its_parts(t
     assert not list(dst.glob("_retired-*"))
 
 
+def test_a_profilers_marker_file_is_never_new_again(tmp_path):
+    """A run with the empty event file a profiler writes beside its own (never read) syncs
+    to nothing new the second time: no new generation for it."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(5))
+    Events(src / "a" / "events.out.tfevents.2.host.profile-empty").write(scalar(0))
+    assert sync(src, dst).generation == 1
+    r = sync(src, dst)
+    assert r.changed_nothing and r.generation == 1, r.summary()
+
+
 def _one_run_task(tmp_path):
     """A sync task for run ``a`` of 20 steps into an empty dataset directory."""
     from tbconvert.incremental.runs import RunTask

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tbconvert import sourcefiles
 from tbconvert.checksum import crc32c
+from tbconvert.formats.tfevents.event_files import PROFILE_EMPTY
 
 # The head checksum covers this much of a file: enough to tell a rewritten file.
 HEAD_BYTES = 4096
@@ -111,9 +112,10 @@ def plan_files(files, state: dict | None) -> tuple[str | None, list[tuple[Path, 
             if i != len(archived) - 1:
                 return f"{path.name} grew but is not the run's last event file", whole
             reads.append((path, entry["end"]))
-        elif entry["end"] < size:
+        elif entry["end"] < size and not path.name.endswith(PROFILE_EMPTY):
             # It ended inside a record that might still be finished: read it again (finished,
-            # or once its writer has left it for good, told as lost).
+            # or once its writer has left it for good, told as lost). (A profiler's marker
+            # file is never read, so nothing of it is ever pending.)
             reads.append((path, entry["end"]))
     reads.extend((f, 0) for f in files[len(archived):])
     if reads and state.get("start_time") is None:
