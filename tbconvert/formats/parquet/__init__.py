@@ -67,13 +67,13 @@ def _looks_like_dataset(path: Path) -> bool:
             return True
         from tbconvert.formats.parquet import schema
         return not isinstance(meta, dict) or meta.get("format") in (schema.FORMAT_NAME, None)
-    return any(_PART_NAME.match(p.name) or p.name.startswith(_SYNC_NAMES)
+    return any(_PART_NAME.match(p.name) or p.name.startswith(SYNC_NAMES)
                for p in sourcefiles.listdir(path))
 
 
 # part-00000-<hint>[-g0001[.m0002]].parquet, and what a sync leaves before its first commit
 _PART_NAME = re.compile(r"part-\d{5}-.*\.parquet\Z")
-_SYNC_NAMES = ("_pending-", "_tbconvert.lock")
+SYNC_NAMES = ("_pending-", "_tbconvert.lock")
 
 
 # A part a commit left out waits this long under a retired name, for the readers that took

@@ -17,7 +17,7 @@ from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
-from tbconvert.formats.parquet import MARKER_FILE, find_retired
+from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
@@ -603,24 +603,17 @@ def read_marker(path: Path, options: Options, report: Report) -> dict:
     return meta
 
 
-def _entries(path: Path) -> list:
-    try:
-        return sourcefiles.listdir(path)
-    except OSError:
-        return []
-
-
 def _without_marker(path: Path) -> TbconvertError:
-    """A directory without a marker: a dataset that lost it (damage), or none at all."""
+    """A directory without a marker: a dataset that lost it (damage), a first sync's that
+    has not committed yet, or none at all."""
     try:
-        parts = any(p.name.startswith(S.PART_PREFIX) and p.name.endswith(".parquet")
-                    for p in sourcefiles.listdir(path))
+        names = [p.name for p in sourcefiles.listdir(path)]
     except OSError:
-        parts = False
-    if parts:
+        names = []
+    if any(n.startswith(S.PART_PREFIX) and n.endswith(".parquet") for n in names):
         return CorruptDataError(f"{path}: damaged Parquet dataset: its part files are there but "
                                 f"not {MARKER_FILE}, which lists them")
-    if any(p.name.startswith(("_pending-", "_tbconvert.lock")) for p in _entries(path)):
+    if any(n.startswith(SYNC_NAMES) for n in names):
         return FormatError(f"{path}: a Parquet dataset whose first sync has not finished (it "
                            "is running, or was killed): nothing of it is committed yet; run "
                            "the sync again")
