@@ -29,6 +29,7 @@ def _snapshot(logdir: Path) -> dict:
     out = {"report": sorted((i.kind, i.message) for i in data.report.issues)}
     for run, tags in data.series.items():
         out[(run, "start")] = data.runs[run].start_time
+        out[(run, "order")] = list(tags)     # tags in order of first appearance
         for tag, s in tags.items():
             common = (type(s).__name__, s.metadata, s.steps.tobytes(), s.wall_times.tobytes(),
                       None if s.hidden is None else np.asarray(s.hidden).tobytes())
@@ -321,7 +322,7 @@ def test_many_tags_take_the_bulk_path(form, tmp_path):
     assert _bulk_share(tmp_path) > 0.99
     fast = _snapshot(tmp_path)
     assert fast == _protobuf_only(tmp_path)
-    assert len(fast) - 2 == len(names)
+    assert len(fast) - 3 == len(names)   # besides the report, the start time and the order
 
 
 def test_merge_all_of_a_thousand_tags_takes_the_bulk_path(tmp_path):
@@ -331,7 +332,7 @@ def test_merge_all_of_a_thousand_tags_takes_the_bulk_path(tmp_path):
     assert _bulk_share(tmp_path) > 0.95
     fast = _snapshot(tmp_path)
     assert fast == _protobuf_only(tmp_path)
-    assert len(fast) - 2 == len(names)
+    assert len(fast) - 3 == len(names)   # besides the report, the start time and the order
 
 
 def test_a_tag_that_is_no_utf8_among_many_is_left_to_protobuf(tmp_path):

@@ -690,6 +690,31 @@ def test_a_profilers_marker_file_is_never_new_again(tmp_path):
     assert r.changed_nothing and r.generation == 1, r.summary()
 
 
+def test_tags_first_seen_in_one_event_keep_its_order_however_the_file_is_read(tmp_path):
+    """A run's series are in order of first appearance, tags of one event in the event's
+    order: the same whether the event is read with the events after it (convert, where a
+    shorter event decoded first names a later value's tag first) or alone (a sync)."""
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "b" / "events.out.tfevents.1.host")
+    a.write(scalar(1, tags=("r", "q", "p")))
+    sync(src, dst)
+    a.write(scalar(2, tags=("p",)))
+    a.write(scalar(3, tags=("q", "p")))
+    sync(src, dst)
+    assert list(tbconvert.read(src).series["b"]) == ["r", "q", "p"]
+    tbconvert.convert(src, tmp_path / "full", to_format="parquet")
+    first = json.loads((dst / "_tbconvert.json").read_text())["parts"][0]["file"]
+    import pyarrow.parquet as pq
+
+    def series(path):
+        rows = pq.read_table(path, columns=["tag", "series"]).to_pylist()
+        return list(dict.fromkeys((row["tag"], row["series"]) for row in rows))
+    whole = series(next((tmp_path / "full").glob("part-*.parquet")))
+    assert whole == [("r", 0), ("q", 1), ("p", 2)]
+    assert series(dst / first) == whole
+    check(src, dst, tmp_path)
+
+
 def _one_run_task(tmp_path):
     """A sync task for run ``a`` of 20 steps into an empty dataset directory."""
     from tbconvert.incremental.runs import RunTask

@@ -133,20 +133,24 @@ def _unit_spans(lengths: np.ndarray, col_rows: np.ndarray, unit_col: np.ndarray)
 class _TagInfo:
     """What is known about a tag across the whole run (a few bytes, not its points)."""
 
-    __slots__ = ("first_seq", "kinds", "has_none", "pieces", "tid")
+    __slots__ = ("first_seq", "first_pos", "kinds", "has_none", "pieces", "tid")
 
-    def __init__(self, first_seq: int, tid: int = -1) -> None:
+    def __init__(self, first_seq: int, tid: int = -1, first_pos: int = 0) -> None:
         self.first_seq = first_seq
+        # the tag's place among the values of its first event: tags first seen in one event
+        # keep that event's order whichever decoder read it, alone or among other records
+        self.first_pos = first_pos
         self.kinds = NO_KINDS    # {(dtype code, ndim class)} of non-None points (shared)
         self.has_none = False
         self.pieces: list = []    # store keys, in read order
         self.tid = tid            # the tag's number in the batches of its run's store
 
     def __getstate__(self):
-        return (self.first_seq, self.kinds, self.has_none, self.pieces, self.tid)
+        return (self.first_seq, self.first_pos, self.kinds, self.has_none, self.pieces,
+                self.tid)
 
     def __setstate__(self, state) -> None:
-        self.first_seq, kinds, self.has_none, self.pieces, self.tid = state
+        self.first_seq, self.first_pos, kinds, self.has_none, self.pieces, self.tid = state
         self.kinds = shared(frozenset(kinds))
 
     def add_kind(self, kind) -> None:
@@ -271,27 +275,34 @@ class RunAssembler(RestartRule):
         if tag not in self.first_metadata or self.first_metadata[tag][0] > seq:
             self.first_metadata[tag] = (seq, md)
 
-    def _tag(self, tag: str, seq: int) -> _BlockTag:
+    def _tag(self, tag: str, seq: int, pos: int | None = None) -> _BlockTag:
         bt = self._block.get(tag)
         if bt is None:
             bt = self._block[tag] = _BlockTag()
-        self._tag_info(tag, seq)
+        self._tag_info(tag, seq, pos)
         return bt
 
-    def _tag_info(self, tag: str, seq: int) -> _TagInfo:
+    def _tag_info(self, tag: str, seq: int, pos: int | None = None) -> _TagInfo:
+        """The tag's facts, its first appearance moved to the record ``seq`` (value ``pos``
+        of its event; None: the first, unless the tag is known there already) if earlier."""
         info = self.info.get(tag)
         if info is None:
-            info = self.info[tag] = _TagInfo(seq, len(self._by_tid))
+            info = self.info[tag] = _TagInfo(seq, len(self._by_tid), pos or 0)
             self._by_tid.append(info)
             self._tag_names.append(tag)
         elif seq < info.first_seq:
             # a block's decoders hand points over out of read order: a tag's place among
             # the series is its earliest record, whichever decoder read it
             info.first_seq = seq
+            info.first_pos = pos or 0
+        elif seq == info.first_seq and pos is not None and pos < info.first_pos:
+            info.first_pos = pos
         return info
 
-    def point(self, seq: int, step: int, wall: float, tag: str, point) -> None:
-        bt = self._tag(tag, seq)
+    def point(self, seq: int, step: int, wall: float, tag: str, point,
+              pos: int | None = None) -> None:
+        """One point, of the value ``pos`` of the event read at ``seq`` (None: its only one)."""
+        bt = self._tag(tag, seq, pos)
         bt.seq.append(seq)
         bt.steps.append(step)
         bt.walls.append(wall)
@@ -353,8 +364,8 @@ class RunAssembler(RestartRule):
         spans = None
         for k, (tag, j) in enumerate(zip(unit_tags, unit_col.tolist(), strict=True)):
             first = firsts[k]
-            info = tag_info(tag, first)
             cols = columns[j]
+            info = tag_info(tag, first, cols.position)
             if numbers[j]:
                 # numbers: kept with the block's other numbers (see _store_bulk)
                 tids.append(info.tid)
@@ -672,7 +683,8 @@ class RunAssembler(RestartRule):
             for tag, info in part.info.items():
                 into = run.info.get(tag)
                 if into is None:
-                    into = run.info[tag] = _TagInfo(info.first_seq + offset)
+                    into = run.info[tag] = _TagInfo(info.first_seq + offset,
+                                                    first_pos=info.first_pos)
                 into.kinds |= info.kinds
                 into.has_none |= info.has_none
                 into.pieces.extend((index, key, offset, info.tid) for key in info.pieces)
@@ -704,7 +716,8 @@ class RunAssembler(RestartRule):
                 by_tag.setdefault(tag, []).append((s, st))
         shared = Purges(everywhere)     # of every tag no purge names
         try:
-            for tag in sorted(self.info, key=lambda t: self.info[t].first_seq):
+            info = self.info
+            for tag in sorted(info, key=lambda t: (info[t].first_seq, info[t].first_pos)):
                 own = by_tag.get(tag)
                 yield from self._tag_series(tag, shared if own is None else
                                             Purges(everywhere + own))

@@ -483,7 +483,7 @@ class TfeventsReader(Reader):
         step, wall = int(event.step), float(event.wall_time)
         if what == "summary":
             tags = []
-            for value in event.summary.value:
+            for pos, value in enumerate(event.summary.value):
                 if self.value_hook is not None:
                     self.value_hook(seq, value)
                 # As TensorBoard's loader: metadata is filed under ``tag`` even when it is
@@ -506,7 +506,7 @@ class TfeventsReader(Reader):
                 tags.append(md_tag)    # TensorBoard purges by the value's own tag
                 if md is not None:
                     asm.metadata(seq, md_tag, md)
-                asm.point(seq, step, wall, tag, point)
+                asm.point(seq, step, wall, tag, point, pos)
             asm.summary_event(seq, step, tags)
         elif what == "file_version":
             asm.file_version(seq, event.file_version)

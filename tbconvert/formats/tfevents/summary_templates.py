@@ -100,6 +100,7 @@ class TagColumns:
     metadata: bytes | None = None
     tags: list | None = None
     bounds: np.ndarray | None = None
+    position: int = 0      # the value's place in its event (several values: its slot)
 
     def split(self) -> list[TagColumns]:
         """A :class:`TagColumns` per tag."""
@@ -107,7 +108,8 @@ class TagColumns:
             return [self]
         b = self.bounds.tolist()
         return [TagColumns(tag, self.simple, self.code, self.index[lo:hi], self.steps[lo:hi],
-                           self.wall_times[lo:hi], self.values[lo:hi], self.metadata)
+                           self.wall_times[lo:hi], self.values[lo:hi], self.metadata,
+                           position=self.position)
                 for tag, lo, hi in zip(self.tags, b[:-1], b[1:], strict=True)]
 
 
@@ -407,13 +409,13 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
     steps = steps.view(np.int64)
     walls = walls.astype(np.float64)
     out = []
-    for slot in field_map.slots:
+    for position, slot in enumerate(field_map.slots):
         raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
         values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
         if slot.quiet:
             values = dt.quieted(values)
         out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
-                              steps, walls, values, slot.metadata))
+                              steps, walls, values, slot.metadata, position=position))
     if not field_map.any_tag:
         return out, np.zeros(0, np.int64)
     slot = field_map.slots[0]
