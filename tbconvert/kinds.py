@@ -64,6 +64,10 @@ KINDS: dict[str, Kind] = {
                                "its file is read as its file's class", _KEPT),
     "duplicate_step_in_wide": Kind("points sharing a step: the wide table keeps the last one",
                                    _LOST, "point"),
+    "empty_histogram": Kind("histogram points of no buckets have no row in the histogram table",
+                            _LOST, "point"),
+    "empty_text": Kind("text points of no cells (a shape with a 0 dimension) have no row in the "
+                       "text table and no file from tbconvert media", _LOST, "point"),
     "empty_series_not_listed": Kind("series without points are not written to event files "
                                     "(TensorBoard lists no tag without data)", _KEPT, "series"),
     "event_file_named_directory": Kind("a directory named like an event file is read as a "

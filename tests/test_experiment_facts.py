@@ -127,7 +127,7 @@ def test_hparams_tags_choose_metric_columns_and_say_so(tmp_path):
     src = FIXTURES / "tf2_logdir"
     proc = run_tbconvert("hparams", src, "-o", "-", "--tags", "zzz")
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 3, proc
-    assert "--tags 'zzz' matched none of the 2 metric(s) of the trials; the table has no " \
+    assert "--tags 'zzz' matched none of the 2 metric tag(s) of the trials; the table has no " \
            "metric columns" in proc.stderr
     assert "holds no data" not in proc.stderr
 

@@ -593,3 +593,27 @@ def test_tensor_table_reports_integers_a_double_rounds():
     assert sorted(i.message for i in report.issues if i.kind == "inexact_value") == [
         "r/s: 1 integer value beyond 2**53 was rounded to the nearest float64 in the table",
         "r/t: 1 integer value beyond 2**53 was rounded to the nearest float64 in the table"]
+
+
+def test_points_with_no_row_in_a_table_are_told(tmp_path):
+    """A histogram of no buckets and a text of no cells are points TensorBoard shows; a
+    table has no row for them and no file is extracted, so the report counts them."""
+    md = Metadata("text", b"", "", "", DataClass.TENSOR)
+    text = TensorSeries(run="r", tag="t", metadata=md, steps=np.array([0, 1]),
+                        wall_times=np.array([1.0, 2.0]), hidden=None, dtypes=np.array([7, 7]),
+                        tensors=(np.array([], dtype=object), np.array(b"kept", dtype=object)))
+    hist = histogram("r", "h", [0, 1], [np.zeros((0, 3)), np.array([[0, 1, 2.0]])])
+    source = MemoryReader([("r", [text, hist])])
+    report = Report()
+    assert tbconvert.histograms_table(source, report=report).num_rows == 1
+    assert [(i.kind, i.count, i.message) for i in report.issues] == [
+        ("empty_histogram", 1, "r/h: 1 point is a histogram of no buckets and not in the "
+                               "histogram table")]
+    report = Report()
+    assert tbconvert.text_table(source, report=report).num_rows == 1
+    assert [(i.kind, i.count) for i in report.issues] == [("empty_text", 1)]
+    report = tbconvert.extract_media(source, tmp_path / "m")
+    assert [p.name for p in (tmp_path / "m" / "r" / "t").iterdir()] == ["1_0.txt"]
+    assert [(i.kind, i.count, i.message) for i in report.issues if i.kind != "not_media"] == [
+        ("empty_text", 1, "r/t: 1 point is text of no cells (a shape with a 0 dimension); "
+                          "no file was written for it")]

@@ -142,8 +142,27 @@ def test_not_an_event_file_is_reported_and_others_kept(tmp_path):
     (src / "run_b" / "zz.tfevents.notes").write_text("hello, I am not an event file\n" * 3)
     data = tbconvert.read(src, restarts="keep-all")
     assert len(data.series["run_b"]["loss"]) == 25
-    assert any(i.kind == "not_an_event_file" and "zz.tfevents.notes" in i.message
-               for i in data.report.issues)
+    told = [i.kind for i in data.report.issues if "zz.tfevents.notes" in i.message]
+    assert told == ["not_an_event_file"]      # told once, not also as a bad record
+
+
+def test_a_file_whose_records_are_all_damaged_is_told_record_by_record(tmp_path):
+    """Records whose headers check out but whose data does not are an event file's damage:
+    each is told, where a file with no record header at all is told once, as no event file."""
+    src = _copy(tmp_path)
+    f = _event_file(src / "run_b")
+    raw = bytearray(f.read_bytes()[:200])
+    raw[20] ^= 0xFF                       # the first record's data (its header checks out)
+    (src / "run_b" / "events.out.tfevents.9.damaged").write_bytes(bytes(raw[:_first_record_end(raw)]))
+    data = tbconvert.read(src, restarts="keep-all")
+    kinds = [i.kind for i in data.report.issues if "tfevents.9.damaged" in i.message]
+    assert kinds and "corrupt_record" in kinds
+
+
+def _first_record_end(raw: bytes) -> int:
+    """The end of the first record of ``raw``."""
+    import struct
+    return 16 + struct.unpack("<Q", bytes(raw[:8]))[0]
 
 
 def _write(tmp_path, runs, name="out"):

@@ -25,7 +25,7 @@ def run(args, ui) -> int:
     from tbconvert import tables
     table, report = write_table(args, ui, tables.hparams_table)
     # --tags chooses the metric columns only: the trials stay
-    unmatched = unmatched_selection(args, "metric(s) of the trials", "the table has no "
+    unmatched = unmatched_selection(args, "metric tag(s) of the trials", "the table has no "
                                     "metric columns", runs_are="trial run(s) in the source")
     code = finish(args, ui, report, unmatched)
     if table.num_rows == 0 and not unmatched:

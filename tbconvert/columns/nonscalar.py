@@ -51,6 +51,13 @@ class HistogramColumns(PointColumns):
                             run=chunk.run, tag=chunk.tag, count=bad)
             chunk = chunk.take(good)
         sizes = np.array([t.shape[0] for t in chunk.tensors], np.int64)
+        empty = int(np.count_nonzero(sizes == 0))
+        if empty:
+            self.report.add("empty_histogram",
+                            f"{chunk.run}/{chunk.tag}: {plural(empty, 'point')} {are(empty)} "
+                            f"{'a histogram' if empty == 1 else 'histograms'} of no buckets "
+                            "and not in the histogram table",
+                            run=chunk.run, tag=chunk.tag, count=empty)
         self.add(chunk, repeat=sizes)
         if len(chunk):
             self._buckets.append(np.concatenate([t.astype(np.float64) for t in chunk.tensors]))
@@ -134,6 +141,11 @@ def with_text(chunk: TensorSeries, report: Report, left_out) -> tuple[TensorSeri
         report.add("unsupported_series", f"{chunk.run}/{chunk.tag}: {no_text(skipped)}; "
                    f"{left_out(n)}", run=chunk.run, tag=chunk.tag, count=n)
         chunk = chunk.take(keep)
+    empty = sum(1 for point in cells if not point)
+    if empty:
+        report.add("empty_text", f"{chunk.run}/{chunk.tag}: {plural(empty, 'point')} "
+                   f"{are(empty)} text of no cells (a shape with a 0 dimension); "
+                   f"{left_out(empty)}", run=chunk.run, tag=chunk.tag, count=empty)
     return chunk, cells
 
 

@@ -310,7 +310,7 @@ def hparams_table(source, runs=None, tags=None, *, restarts: Restarts = "visible
     # Of all that was read, only the series that give a metric its value are in the table:
     # points the restart rule hides elsewhere are no concern of it.
     drop_hidden_notes(report, start, lambda i: (i.run, i.tag) in collected.in_table)
-    api.tell_unmatched(sel, report, tags_are="metric(s) of the trials",
+    api.tell_unmatched(sel, report, tags_are="metric tag(s) of the trials",
                        no_tags="the table has no metric columns",
                        runs_are="trial run(s) in the source")
     return table

@@ -360,6 +360,7 @@ class TfeventsReader(Reader):
             return None
         seq_base = asm.next_seq
         state = FileState(start, size)
+        told = len(self.report.issues)
         try:
             for block in records.scan_file(path, block_size=self.block_size, start=start):
                 self._read_block(path, asm, block, seq_base, state)
@@ -380,6 +381,12 @@ class TfeventsReader(Reader):
         self.valid_records += state.records
         if size > start and not state.records:
             if not start and not state.partial_tail and not state.failed:
+                if not state.damaged_records:
+                    # no record header checked out: what its blocks told of their bytes
+                    # says the same of the whole file
+                    self.report.issues[told:] = [
+                        i for i in self.report.issues[told:] if i.path != str(path)
+                        or i.kind not in ("corrupt_record", "truncated_record")]
                 self.report.add("not_an_event_file",
                                 f"{path}: not an event file (no valid record in {size} bytes); "
                                 "skipped", path=path, run=asm.name)
