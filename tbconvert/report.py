@@ -162,6 +162,9 @@ _HEADLINES = {
     "plugin_files_copied": lambda n, k: f"{plural(n, 'file')} of TensorBoard's plugins copied "
                                         "beside the runs",
     "unreadable_file": lambda n, k: f"{plural(k, 'file')} could not be read",
+    # a series whose damage left nothing to count its points by adds none to ``n``
+    "damaged_series": lambda n, k: f"{plural(k, 'series')} of an archive skipped for damage"
+                                   + (f" ({plural(n, 'point')} counted)" if n else ""),
     "run_renamed": lambda n, k: f"{plural(k, 'run')} renamed",
     "run_without_data_left_out": lambda n, k: f"{plural(k, 'run')} without data left out",
     "name_made_safe": lambda n, k: f"{plural(k, 'name')} made safe to use as a path",

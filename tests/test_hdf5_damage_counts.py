@@ -230,6 +230,15 @@ def test_a_series_nothing_left_of_counts_an_unknown_number_of_points(tmp_path):
     assert "an unknown number of points" in issue.message and issue.count == 0
 
 
+def test_strict_counts_a_loss_of_unknown_size_as_an_item(tmp_path):
+    from helpers import run_tbconvert
+    path = _damaged(tmp_path, _delete(LOSS, "steps", "wall_times", "hidden", "values"))
+    proc = run_tbconvert("convert", path, tmp_path / "out.parquet", "--strict")
+    assert proc.returncode == 8, proc.stderr
+    assert "warning: 1 series of an archive skipped for damage\n" in proc.stderr, proc.stderr
+    assert "--strict: 1 item(s) were skipped" in proc.stderr, proc.stderr
+
+
 def test_points_declared_but_not_stored_are_not_counted(tmp_path):
     """A length the file does not back with data is no point count: none is trusted."""
     def fn(f):
@@ -293,7 +302,8 @@ def test_the_qa_reproduction_on_a_foreign_copy(tmp_path):
     assert issues["hist"].count == 3
     assert "its plugin_content attribute is a str, not bytes" in issues["hist"].message
     assert not any(raw in i.message for i in issues.values() for raw in RAW)
-    assert "damaged series: 43 points" in loaded.report.summary_lines()[0]
+    assert "series of an archive skipped for damage (43 points counted)" in \
+        loaded.report.summary_lines()[0]
     assert set(loaded.series["train"]) == {"big", "img", "dense"}
     assert set(loaded.series["eval"]) == set(TAGS)
 

@@ -121,7 +121,9 @@ def finish(args, ui, report: Report, unmatched: list[str] | None = None) -> int:
     if strict and report.lost:
         where = "run without -q to see which" if getattr(args, "quiet", False) else \
             "see the warnings above"
-        raise DataLossError(f"--strict: {sum(i.count for i in report.lost)} item(s) were skipped "
+        # (an issue that could not count what it cost is at least one)
+        raise DataLossError(f"--strict: {sum(max(i.count, 1) for i in report.lost)} item(s) "
+                            "were skipped "
                             f"or could not be written ({where})")
     for line in unmatched:
         nothing_found(args, ui, line)
