@@ -555,3 +555,80 @@ def test_histogram_to_bins_equals_tbparses():
                                                                  n_bins=n)
                 assert all(np.array_equal(a, b, equal_nan=True)
                            for a, b in zip(ours, theirs, strict=True)), (bounds, n)
+
+
+# ------------------------------------------------------------------ patterns of real projects
+
+def _summary_event(step, *values):
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    return event_pb2.Event(step=step, wall_time=1.7e9 + step,
+                           summary=summary_pb2.Summary(value=list(values))).SerializeToString()
+
+
+@pytest.mark.parametrize("pivot", [False, True])
+def test_a_tag_logged_as_a_scalar_and_a_histogram_goes_to_both_tables(tmp_path, pivot):
+    """``add_scalar("w")`` and ``add_histogram("w")``: tbparse files each point by the field
+    it was written in, and the other tags of the directory are read as usual."""
+    from tensorboard.compat.proto import summary_pb2
+
+    from tbconvert.formats.tfevents.records import frame
+    events = []
+    for step in range(3):
+        histo = summary_pb2.HistogramProto(min=0, max=2, num=3, sum=3.0 + step, sum_squares=5,
+                                           bucket_limit=[1, 2], bucket=[1, 2 + step])
+        events.append(_summary_event(step, summary_pb2.Summary.Value(tag="w",
+                                                                     simple_value=step)))
+        events.append(_summary_event(step, summary_pb2.Summary.Value(tag="w", histo=histo)))
+    events.append(_summary_event(0, summary_pb2.Summary.Value(tag="other", simple_value=1.0)))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "events.out.tfevents.1.host").write_bytes(b"".join(frame(e) for e in events))
+    extra = {"wall_time", "min", "max", "num", "sum", "sum_squares"}
+    ours, theirs = _both(run, ["scalars", "histograms", "tensors"], pivot=pivot,
+                         extra_columns=extra)
+    for etype in ("scalars", "histograms", "tensors"):
+        assert_frames_equal(getattr(ours, etype), getattr(theirs, etype), etype)
+    assert len(ours.scalars) == (3 if pivot else 4) and len(ours.histograms) == 3
+    assert not ours.report.issues
+
+
+def test_each_files_hyperparameters_as_tbparse_reads_them(tmp_path):
+    """A training that resumed into a new event file logged its hyperparameters again."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from tbconvert.formats.tfevents.records import frame
+    run = tmp_path / "run"
+    run.mkdir()
+    for i, lr in enumerate((0.1, 0.2)):
+        data = plugin_data_pb2.HParamsPluginData(version=0)   # as tensorboardX writes it
+        data.session_start_info.hparams["lr"].number_value = lr
+        data.session_start_info.hparams["name"].string_value = f"t{i}"
+        md = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name="hparams", content=data.SerializeToString()))
+        value = summary_pb2.Summary.Value(tag="_hparams_/session_start_info", metadata=md)
+        (run / f"events.out.tfevents.{i + 1}.host").write_bytes(frame(_summary_event(0, value)))
+    for pivot in (False, True):
+        ours, theirs = _both(run, ["hparams"], pivot=pivot, extra_columns={"file_name"})
+        assert_frames_equal(ours.hparams, theirs.hparams, f"hparams, pivot={pivot}")
+    assert ours.hparams["lr"].tolist() == [0.1, 0.2]     # one row per file
+
+
+def test_empty_event_types_and_columns_are_the_defaults_as_in_tbparse():
+    path = FIXTURES / "tensorboardx_logdir"
+    for empty in (set(), None):
+        ours = SummaryReader(str(path), event_types=empty, extra_columns=empty)
+        theirs = tbparse.SummaryReader(str(path), event_types=empty, extra_columns=empty)
+        assert_frames_equal(ours.scalars, theirs.scalars, f"scalars, {empty!r}")
+
+
+def test_a_16_bit_greyscale_png_decodes_as_tensorflow_decodes_it():
+    """TensorFlow's decode_image (uint8) keeps one channel and each sample's high byte."""
+    from PIL import Image
+
+    from tbconvert.tbparse._media import decode_image
+    raw = io.BytesIO()
+    Image.fromarray(np.array([[0, 200, 256, 1000, 40000, 65535]], np.uint16)).save(raw, "PNG")
+    arr = decode_image(raw.getvalue())
+    assert arr.dtype == np.uint8 and arr.shape == (1, 6, 1)
+    assert arr.reshape(-1).tolist() == [0, 0, 1, 3, 156, 255]

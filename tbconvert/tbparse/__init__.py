@@ -71,13 +71,14 @@ class SummaryReader:
 
     def __init__(self, log_path: str, *, pivot: bool = False, extra_columns=None,
                  event_types=None, restarts: TbparseRestarts = "visible") -> None:
-        extra = extra_columns if extra_columns is not None else set()
+        # as tbparse: an empty (or any false) argument is the default
+        extra = extra_columns or set()
         if not isinstance(extra, set):
             raise ValueError(f"`columns` should be a {set} instead of {type(extra)}")
         bad = extra - ALL_EXTRA_COLUMNS
         if bad:
             raise KeyError(f"Invalid columns entries: {bad}")
-        types = event_types if event_types is not None else set(ALL_EVENT_TYPES)
+        types = event_types or set(ALL_EVENT_TYPES)
         if not isinstance(types, set):
             raise ValueError(f"`event_types` should be a {set} instead of {type(types)}")
         bad = types - ALL_EVENT_TYPES

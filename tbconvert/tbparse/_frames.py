@@ -69,10 +69,50 @@ def tag_type(dir_data, td) -> str | None:
     return event_type(td.metadata, first is None or (first, td.tag) in dir_data.histos, td.tag)
 
 
+_LEGACY_TABLES = {forms.SIMPLE: SCALARS, forms.HISTO: HISTOGRAMS, forms.IMAGE: IMAGES,
+                  forms.AUDIO: AUDIO}
+
+
+def point_types(dir_data, td) -> np.ndarray | None:
+    """The table of each point of a tag written in several legacy forms (``add_scalar`` and
+    ``add_histogram`` under one name), which tbparse files point by point by the field each
+    was written in; None for a tag of one form, whose points all go to :func:`tag_type`'s.
+    Worked out once per tag."""
+    if td.types_known:
+        return td.point_types
+    td.types_known = True
+    kind = forms.legacy_kind(td.metadata, td.tag)
+    tensors = [c for c in td.chunks if isinstance(c, Tensors)]
+    if kind not in _LEGACY_TABLES or not tensors:
+        return None
+    points = [a for c in td.chunks for a in
+              (c.tensors if isinstance(c, Tensors) else [None] * len(c))]
+    if kind != forms.SIMPLE and all(a is not None and a.ndim for a in points):
+        return None
+    seqs = td.seq().tolist()
+    types = np.empty(len(points), dtype=object)
+    for i, (a, q) in enumerate(zip(points, seqs, strict=True)):
+        if a is None or a.ndim == 0:
+            types[i] = SCALARS
+        elif isinstance(dir_data.histos.get((q, td.tag)), tuple) or (
+                a.ndim == 2 and a.shape[1] == 3 and a.dtype.kind in "fiu"):
+            types[i] = HISTOGRAMS
+        elif a.dtype == object:
+            types[i] = IMAGES if a.ndim == 1 else AUDIO
+        else:
+            types[i] = TENSORS
+    td.point_types = types
+    return types
+
+
 def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]:
     """Each tag of ``etype`` with points in file ``index``, in order of first appearance."""
     found = []
     for td in dir_data.tags.values():
+        types = point_types(dir_data, td)
+        if types is not None:
+            found.extend(_typed_rows(td, types, dir_data, index, etype, keep_hidden))
+            continue
         if tag_type(dir_data, td) != etype:
             continue
         first, last = td.first_last()
@@ -102,6 +142,19 @@ def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]
         found.append((first, Rows(td.tag, series.take(idx).with_hidden(None), seq[idx])))
     found.sort(key=lambda x: x[0])
     return [r for _, r in found]
+
+
+def _typed_rows(td, types, dir_data, index: int, etype: str, keep_hidden: bool) -> list:
+    """:func:`file_rows`' entry for a tag of several forms: its points of ``etype``."""
+    seq = td.seq()
+    series = td.series()
+    keep = (dir_data.file_of(seq) == index) & (types == etype)
+    if not keep_hidden and series.hidden is not None:
+        keep &= ~series.hidden
+    idx = np.flatnonzero(keep)
+    if not len(idx):
+        return []
+    return [(int(seq[idx[0]]), Rows(td.tag, series.take(idx).with_hidden(None), seq[idx]))]
 
 
 class _Cols:
@@ -409,11 +462,19 @@ def _session_hparams(dir_data, index: int):
     if td is None or td.metadata.plugin_name != "hparams":
         return [], []
     seq = td.seq()
-    if not len(seq) or dir_data.file_of(seq[:1])[0] != index:
+    in_file = seq[dir_data.file_of(seq) == index]
+    if not len(in_file):
         return [], []
+    # as tbparse reads each file on its own: the file's first session start (a training
+    # that resumed into a new file logged its hyperparameters again there)
+    content = dir_data.histos.get((int(in_file[0]), _SSI_TAG))
+    if not isinstance(content, bytes):
+        if int(in_file[0]) != int(seq[0]):
+            return [], []
+        content = td.metadata.plugin_content     # read in bulk: the run's first metadata
     from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
     try:
-        ssi = HParamsPluginData.FromString(td.metadata.plugin_content).session_start_info
+        ssi = HParamsPluginData.FromString(content).session_start_info
     except Exception:  # noqa: BLE001 - unreadable plugin data: no hyperparameters
         return [], []
     names = list(ssi.hparams.keys())

@@ -22,6 +22,10 @@ def decode_image(data: bytes) -> np.ndarray:
     except ImportError:
         raise MissingDependencyError("decoding images needs Pillow: pip install pillow") from None
     with Image.open(io.BytesIO(bytes(data))) as im:
+        if im.mode.startswith("I;16") or im.mode == "I":
+            # 16-bit greyscale: TensorFlow keeps one channel and each sample's high byte
+            arr = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
+            return arr[:, :, None]
         if im.mode == "P":
             # TensorFlow expands a palette to RGB, or RGBA when it has transparency
             im = im.convert("RGBA" if "transparency" in im.info else "RGB")

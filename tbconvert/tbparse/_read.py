@@ -57,7 +57,7 @@ def _tensors(chunk, walls) -> Tensors:
                 parts.append(_read_only(arr))
     else:
         # rows of the arrays the reader decoded in bulk, or arrays of their own
-        parts = [_read_only(a) for a in chunk.tensors]
+        parts = [_read_only(np.asarray(a)) for a in chunk.tensors]
     return Tensors(pack(chunk.steps), walls, chunk.hidden, [parts])
 
 
@@ -84,12 +84,18 @@ def _joined(parts: list):
     return Scalars(steps, np.concatenate([p.values for p in parts]), walls, hidden)
 
 
+SSI_TAG = "_hparams_/session_start_info"
+
+
 def _value_taker(histos: dict):
-    """The reader's value hook keeping by (position, tag) each legacy histogram's own fields
-    and each string tensor of rank 2 or more (audio clips with their labels, which
-    TensorBoard's reading keeps only the clips of)."""
+    """The reader's value hook keeping by (position, tag) each legacy histogram's own fields,
+    each string tensor of rank 2 or more (audio clips with their labels, which
+    TensorBoard's reading keeps only the clips of) and each hparams session start's plugin
+    data (a run's first metadata is all the reading keeps, and each file has its own)."""
 
     def take(seq, value):
+        if value.tag == SSI_TAG and value.HasField("metadata"):
+            histos[(seq, SSI_TAG)] = value.metadata.plugin_data.content
         kind = value.WhichOneof("value")
         if kind == "histo":
             h = value.histo
@@ -118,6 +124,9 @@ class TagData:
     metadata: Metadata
     chunks: list = field(default_factory=list)
     seqs: list = field(default_factory=list)
+    # the table of each point, for a tag written in several forms (see _frames.point_types)
+    point_types: object = None
+    types_known: bool = False
 
     def series(self):
         if len({type(c) for c in self.chunks}) > 1:
