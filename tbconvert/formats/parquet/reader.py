@@ -117,12 +117,14 @@ def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.Par
     elif digest != hashlib.sha256(raw).hexdigest().encode("ascii"):
         checksum_failed(f"{path}: damaged tbconvert metadata (its checksum does not match)",
                         options, report, path=path)
-    if S.ROW_GROUPS_KEY in meta:
-        # The footer is not checksummed, and Arrow aborts the whole process (rather than
-        # raising) on some schemas that contradict the pages: compare it with what is written.
-        if not pf.schema.equals(_written_schema()):
-            raise CorruptDataError(f"{path}: damaged archive: its Parquet schema is not the "
-                                   "one tbconvert writes (damaged file footer)")
+    # The footer is not checksummed, and Arrow aborts the whole process (rather than
+    # raising) on some schemas that contradict the pages: compare it with what is written,
+    # whole, or (an archive of the older layout, which any Parquet writer may have written
+    # again) column by column.
+    if not (pf.schema.equals(_written_schema()) if S.ROW_GROUPS_KEY in meta
+            else _known_columns(pf.schema)):
+        raise CorruptDataError(f"{path}: damaged archive: its Parquet schema is not the "
+                               "one tbconvert writes (damaged file footer)")
     check_columns(pf.schema_arrow, path, S.COLUMNS if S.ROW_GROUPS_KEY in meta else _READ_COLUMNS)
     return pf, meta
 
@@ -134,6 +136,22 @@ def _written_schema() -> pq.ParquetSchema:
     buf = pa.BufferOutputStream()
     parquet_writer(buf).close()
     return pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
+
+
+def _column_shape(column) -> tuple:
+    return (column.path, column.physical_type, column.max_definition_level,
+            column.max_repetition_level)
+
+
+def _known_columns(schema: pq.ParquetSchema) -> bool:
+    """Whether every column of ``schema`` is one tbconvert writes, laid out as it writes it
+    (the same place in the nesting, physical type and levels)."""
+    written = _written_schema()
+    known = {_column_shape(written.column(i)) for i in range(len(written))}
+    try:
+        return all(_column_shape(schema.column(i)) in known for i in range(len(schema)))
+    except (pa.ArrowException, ValueError):
+        return False
 
 
 def _same_type(got: pa.DataType, want: pa.DataType) -> bool:
