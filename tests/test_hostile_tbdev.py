@@ -528,3 +528,25 @@ def test_a_series_without_points_next_to_points_of_its_tag_is_that_series(tmp_pa
         writer.write_run(Run("r", 1.7e9), iter([chunk(0, np.float64), chunk(3, np.float32)]))
     got = load(tmp_path / name).series["r"]["loss"]
     assert got.values.dtype == np.float32 and got.values.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_run_name_of_millions_of_characters_costs_its_line_in_bounded_memory(tmp_path):
+    """The exporter's line shape is matched by a pattern whose memory grows with the run
+    name matched; a line whose tail is longer than any name read goes to the JSON parser,
+    and its run name is refused for its length."""
+    exp = copy_export(tmp_path)
+    good = runs(load(exp))
+    name = "a" * 3_000_000
+    line = ('{"points": {"steps": [1], "values": [1.0], "wall_times": [1.0]}, "run": "'
+            f'{name}", "summary_metadata": "{SCALAR_MD}", "tag": "t"}}\n')
+    path = exp / "scalars.json"
+    path.write_text(line + path.read_text())
+    tracemalloc.start()
+    try:
+        loaded = load(exp)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 60 << 20, f"peak {peak >> 20} MiB"
+    assert runs(loaded) == good
+    assert "a run name of 3000000 characters" in messages(loaded.report)

@@ -40,6 +40,11 @@ _EXPORTER_TAIL = re.compile(
     rb'\}, "run": ("(?:[^"\\\x00-\x1f]|\\.)*"), "summary_metadata": "[A-Za-z0-9+/=]*", '
     rb'"tag": "(?:[^"\\\x00-\x1f]|\\.)*"\}\r?\n?\Z', re.S)
 _TAIL_START = b'}, "run": '
+# The longest tail the pattern above is tried on: two names of the longest length read, each
+# character escaped, and summary metadata of 64 KiB. Python's re keeps an entry per character
+# of such a name (gigabytes for a name of millions), so a longer tail is parsed as JSON,
+# whose name is then refused for its length.
+_MAX_TAIL = 2 * (6 * budget.MAX_NAME_CHARS + 2) + (64 << 10) + 64
 
 
 def _line_run(raw: bytes, where: str) -> str:
@@ -47,7 +52,7 @@ def _line_run(raw: bytes, where: str) -> str:
     shape; otherwise the whole line is parsed. Raises :class:`_BadLine` saying why not."""
     if raw.startswith(b'{"points": '):
         pos = raw.rfind(_TAIL_START)
-        m = _EXPORTER_TAIL.match(raw, pos) if pos > 0 else None
+        m = _EXPORTER_TAIL.match(raw, pos) if 0 < pos and len(raw) - pos <= _MAX_TAIL else None
         if m is not None:
             try:
                 return json.loads(m.group(1))
