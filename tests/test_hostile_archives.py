@@ -654,3 +654,31 @@ def test_a_damaged_footer_of_an_archive_of_the_older_layout_is_refused_not_a_cra
         proc = run_tbconvert("info", tmp_path / "bad.parquet", timeout=60)
         assert proc.returncode in (0, 4), (at, proc.returncode, proc.stderr[-500:])
         assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_series_dtype_that_cannot_hold_its_values_is_damage_not_a_silent_change(tmp_path):
+    """The metadata names each scalar series' dtype; one that does not hold the stored
+    values (forged, the checksum made again) must not round or zero them unsaid."""
+    import hashlib
+    orig = tmp_path / "orig.parquet"
+    tbconvert.convert(FIXTURES / "tf2_logdir", orig)
+    table = pq.read_table(orig)
+    meta = json.loads(table.schema.metadata[b"tbconvert"])
+    meta.pop("row_groups")
+    lied = [s for s in meta["series"] if s.get("value_dtype") == "float32"][:2]
+    lied[0]["value_dtype"], lied[1]["value_dtype"] = "float16", "int64"
+    raw = json.dumps(meta).encode()
+    table = table.replace_schema_metadata(
+        {b"tbconvert": raw, b"tbconvert.sha256": hashlib.sha256(raw).hexdigest().encode()})
+    forged = tmp_path / "forged.parquet"
+    pq.write_table(table, forged)
+    truth = tbconvert.read(orig, restarts="keep-all")
+    loaded = tbconvert.read(forged, restarts="keep-all")
+    damaged = {i.tag for i in loaded.report.issues if i.lost}
+    for run, tags in truth.series.items():
+        for tag, s in tags.items():
+            got = loaded.series.get(run, {}).get(tag)
+            if got is not None and len(got) and hasattr(s, "values"):
+                assert np.array_equal(got.values.astype(np.float64),
+                                      s.values.astype(np.float64), equal_nan=True), tag
+    assert {lied[0]["tag"], lied[1]["tag"]} <= damaged
