@@ -117,6 +117,11 @@ def string_array(values, shape=None) -> np.ndarray:
     return arr.reshape(shape) if shape is not None else arr
 
 
+# What one string element costs once decoded, whatever its length: its pointer, a Python
+# object, and what the writers build per element (an empty string takes 2 bytes of input).
+STRING_ELEMENT_BYTES = 64
+
+
 def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
     """Decode a ``TensorProto`` into ``(code, array)``; unknown types stay raw.
 
@@ -132,6 +137,8 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
         vals = tp.string_val
         # the common form (images, audio, text): a vector with one string per element
         if len(dims) == 1 and dims[0].size == len(vals):
+            budget.check_expansion(len(vals) * STRING_ELEMENT_BYTES, tp.ByteSize(),
+                                   f"{where} of shape [{len(vals)}]")
             arr = np.empty(len(vals), dtype=object)
             arr[:] = list(vals)
             return code, arr
@@ -145,8 +152,8 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
         raise TensorDecodeError(f"tensor has an unknown dimension in shape {list(shape)}")
     n = math.prod(shape)
     np_dtype, field_name = _TABLE[code]
-    # strings: one object pointer per element, the bytes themselves are shared
-    budget.check_expansion(n * (8 if code == DT_STRING else np_dtype.itemsize), tp.ByteSize(),
+    budget.check_expansion(n * (STRING_ELEMENT_BYTES if code == DT_STRING else np_dtype.itemsize),
+                           tp.ByteSize(),
                            f"{where} of shape {list(shape)}")
     if code == DT_STRING:
         vals = tp.string_val

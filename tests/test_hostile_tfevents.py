@@ -74,6 +74,24 @@ def test_absurd_tensor_is_a_reported_skip(case, tmp_path):
     assert issues and "bad" in issues[0].message and str(path) in issues[0].message
 
 
+def test_a_vector_of_many_empty_strings_is_a_reported_skip(tmp_path, monkeypatch):
+    """Two bytes of input per empty string, but a Python object and the writers' work for
+    each: such a vector is held to the expansion budget too (with a small budget here)."""
+    from tbconvert import budget
+    monkeypatch.setattr(budget, "EXPANSION_BASE", 1 << 20)
+    n = 100_000
+    events = [_scalar_event(0),
+              _tensor_event(1, "bad", [n], "text", dtype=dt.DT_STRING, string_val=[b""] * n),
+              _tensor_event(2, "fine", [3], "text", dtype=dt.DT_STRING, string_val=[b"a"] * 3),
+              _scalar_event(3)]
+    path = _write(tmp_path / "logs" / "run" / "events.out.tfevents.1.host", events)
+    loaded = tbconvert.read(path.parent.parent, restarts="keep-all")
+    assert len(loaded.series["run"]["loss"]) == 2 and len(loaded.series["run"]["fine"]) == 1
+    assert "bad" not in loaded.series["run"]
+    issues = [i for i in loaded.report.issues if i.kind == "corrupt_record"]
+    assert len(issues) == 1 and f"of shape [{n}]" in issues[0].message
+
+
 def test_tiny_file_never_becomes_a_huge_tensor(tmp_path):
     """A file of under a hundred bytes may not expand to a GiB: the expansion is bounded
     relative to the size of the record."""
