@@ -80,6 +80,16 @@ def load(path):
     return tbconvert.read(path, restarts="keep-all")
 
 
+def load_traced(path):
+    """:func:`load`, and the peak of the memory Python allocated meanwhile."""
+    tracemalloc.start()
+    try:
+        loaded = load(path)
+        return loaded, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def runs(loaded) -> set[str]:
     """Runs that kept data (a run whose every line was skipped is still listed, empty)."""
     return {run for run, tags in loaded.series.items() if tags}
@@ -323,12 +333,7 @@ def test_npz_bomb_total_is_bounded_by_file_size_and_memory(tmp_path, monkeypatch
     _deflated_npz(exp / "tensors" / "1.npz", 40, 8 << 20)    # 320 MiB from ~320 KiB
     size = (exp / "tensors" / "1.npz").stat().st_size
     monkeypatch.setattr(budget, "memory_allowance", lambda: 64 << 20)
-    tracemalloc.start()
-    try:
-        loaded = load(exp)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    loaded, peak = load_traced(exp)
     assert peak < 40 << 20, f"peak {peak >> 20} MiB"
     assert runs(loaded) == {"good"}
     assert kinds(loaded.report) == {"corrupt_tensor_file": 1}
@@ -541,12 +546,7 @@ def test_a_run_name_of_millions_of_characters_costs_its_line_in_bounded_memory(t
             f'{name}", "summary_metadata": "{SCALAR_MD}", "tag": "t"}}\n')
     path = exp / "scalars.json"
     path.write_text(line + path.read_text())
-    tracemalloc.start()
-    try:
-        loaded = load(exp)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    loaded, peak = load_traced(exp)
     assert peak < 60 << 20, f"peak {peak >> 20} MiB"
     assert runs(loaded) == good
     assert "a run name of 3000000 characters" in messages(loaded.report)
