@@ -398,6 +398,21 @@ def test_sparse_gib_file_is_quick_and_small(tmp_path):
     assert total == os.path.getsize(path)
 
 
+def test_a_file_cut_short_while_read_is_told_so_not_as_a_hole(tmp_path):
+    """The file was longer when it was opened (its size taken then): what is missing is
+    told as cut off, where a hole at the end of a sparse file keeps the file's size."""
+    path = tmp_path / "events.out.tfevents.1.cut"
+    path.write_bytes(records.frame(b"first") + records.frame(b"second"))
+    kept = len(records.frame(b"first"))
+    with open(path, "rb+") as f:
+        size = os.fstat(f.fileno()).st_size
+        f.truncate(kept)
+        blocks = list(records._blocks(f.fileno(), size, 1 << 16, records.MAX_RECORD))
+    damage = [d for b in blocks for d in b.damage]
+    assert [d.reason for d in damage] == [f"the file was cut to {kept} bytes while it was read"]
+    assert (damage[0].offset, damage[0].length) == (kept, size - kept)
+
+
 def test_hole_inside_a_valid_record_is_read(tmp_path):
     """A copy made with ``cp --sparse=always`` turns zero runs inside payloads into holes."""
     payload = b"x" + bytes(1 << 20) + b"y"

@@ -696,12 +696,27 @@ def _next_data(fd: int, pos: int, size: int) -> int:
         return size if exc.errno == errno.ENXIO else pos
 
 
+def _size_now(fd: int) -> int | None:
+    try:
+        return os.fstat(fd).st_size
+    except OSError:
+        return None
+
+
 def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0):
     pos = start
     want = block_size
     searching = False      # the last block stopped inside a search for an anchor
     while pos < size:
         data_at = _next_data(fd, pos, size)
+        if data_at >= size and data_at - pos >= HEADER:
+            now = _size_now(fd)
+            if now is not None and now <= pos:
+                # no data after ``pos`` because the file ends there now: it was cut short
+                # while it was read (a hole would leave its size as it was)
+                yield Block(b"", pos, _EMPTY, _EMPTY, [Damage(
+                    pos, size - pos, f"the file was cut to {now} bytes while it was read")])
+                return
         if data_at - pos >= HEADER:
             # A hole reads as zeros, and no record starts at twelve zero bytes.
             skip_to = size if data_at >= size else data_at - (HEADER - 1)
