@@ -41,6 +41,20 @@ def test_verify_names_differences(tmp_path, capsys):
     assert "differ" in err and "Traceback" not in err
 
 
+def test_verify_claims_no_sameness_for_what_it_could_not_read(tmp_path, capsys):
+    """Both sources lose the same damaged record: nothing differs in what was read, but
+    that record was compared on neither side."""
+    a = _one_corrupt_record(tmp_path / "a")
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    assert main(["verify", str(a), str(b)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"same data as far as it could be read: {a} and {b} (2 items "
+                          "could not be read;"), out
+    assert "corrupt record" in err
+    assert main(["verify", str(a), str(b), "--strict"]) == 8
+
+
 def test_verify_detects_changed_value(tmp_path):
     from tbconvert.verify import compare
     data = tbconvert.read(FIXTURES / "tf2_logdir", restarts="keep-all")

@@ -58,5 +58,11 @@ def run(args, ui) -> int:
             finish(args, ui, report)
         raise SourcesDiffer(f"{args.a} and {args.b} differ ({plural(len(diffs), 'difference')} listed above)")
     finish(args, ui, report)
+    if report.lost:
+        # what could not be read was compared on neither side: no claim about it
+        print(shown(f"same data as far as it could be read: {args.a} and {args.b} "
+                    f"({plural(len(report.lost), 'item')} could not be read; see the warnings "
+                    "above, and --strict to make this an error)"))
+        return 0
     print(shown(f"same data: {args.a} and {args.b}"))
     return 0
