@@ -208,6 +208,9 @@ def _one_line_error(path, match):
     (lambda m: {**m, "runs": [{**m["runs"][0], "records": [{"kind": "x", "step": 1e3,
                                                             "wall_time": 1, "payload": ""}]}]
                 + m["runs"][1:]}, r"step is not an int"),
+    (lambda m: {**m, "runs": [{**m["runs"][0], "records": [{"kind": "x", "step": 2**70,
+                                                            "wall_time": 1, "payload": ""}]}]
+                + m["runs"][1:]}, r"step is 1180591620717411303424, outside int64"),
     (lambda m: {**m, S.ROW_GROUPS_KEY: [{"rows": -1, "crc32c": {}}]}, "row_groups"),
     (lambda m: b'{"format": "tbconvert-parquet", "schema_version": 1, "x": '
      + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested"),

@@ -156,6 +156,8 @@ def _get(obj, key, kind, where, *, optional=False, default=None):
           list: lambda v: isinstance(v, list),
           dict: lambda v: isinstance(v, dict)}[kind](value)
     if not ok:
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            raise BadMetadata(f"{where}.{key} is {value}, outside int64")
         raise BadMetadata(f"{where}.{key} is not {'an' if kind is int else 'a'} "
                           f"{kind.__name__} ({type(value).__name__})")
     return float(value) if kind is float else value
