@@ -15,6 +15,7 @@ from tbconvert.formats.tfevents import forms
 from tbconvert.model import BlobSequenceSeries, ScalarSeries
 from tbconvert.tbparse import _media
 from tbconvert.tbparse._points import Scalars, Tensors, unpack
+from tbconvert.tbparse._read import SSI_TAG, UNKNOWN
 
 _SCALARS = (ScalarSeries, Scalars)
 
@@ -26,7 +27,6 @@ ALL_EXTRA_COLUMNS = frozenset({"dir_name", "file_name", "wall_time", "min", "max
                                "length_frames", "sample_rate"})
 _TAIL = ("wall_time", "dir_name", "file_name")
 _TEXT_SUFFIX = "/text_summary"
-_SSI_TAG = "_hparams_/session_start_info"
 # Series the reader makes from events that are not summaries (graphs, run metadata):
 # tbparse has no table for them.
 _NOT_SUMMARIES = frozenset({"graphs", "graph_tagged_run_metadata"})
@@ -78,12 +78,11 @@ def point_types(dir_data, td) -> np.ndarray | None:
     ``add_histogram`` under one name), which tbparse files point by point by the field each
     was written in; None for a tag of one form, whose points all go to :func:`tag_type`'s.
     Worked out once per tag."""
-    if td.types_known:
+    if td.point_types is not UNKNOWN:
         return td.point_types
-    td.types_known = True
+    td.point_types = None
     kind = forms.legacy_kind(td.metadata, td.tag)
-    tensors = [c for c in td.chunks if isinstance(c, Tensors)]
-    if kind not in _LEGACY_TABLES or not tensors:
+    if kind not in _LEGACY_TABLES or not any(isinstance(c, Tensors) for c in td.chunks):
         return None
     points = [a for c in td.chunks for a in
               (c.tensors if isinstance(c, Tensors) else [None] * len(c))]
@@ -106,55 +105,49 @@ def point_types(dir_data, td) -> np.ndarray | None:
 
 
 def file_rows(dir_data, index: int, etype: str, keep_hidden: bool) -> list[Rows]:
-    """Each tag of ``etype`` with points in file ``index``, in order of first appearance."""
+    """Each tag of ``etype`` with points in file ``index``, in order of first appearance
+    (hidden points included, as the tag's first point made tbparse's reading list it)."""
     found = []
     for td in dir_data.tags.values():
         types = point_types(dir_data, td)
-        if types is not None:
-            found.extend(_typed_rows(td, types, dir_data, index, etype, keep_hidden))
-            continue
-        if tag_type(dir_data, td) != etype:
-            continue
-        first, last = td.first_last()
-        if first is None:
-            continue
-        files = dir_data.file_of(np.array([first, last]))
-        if files[0] == files[1]:
-            # every point in one file: its read positions stay packed
-            if files[0] != index:
+        if types is None:
+            if tag_type(dir_data, td) != etype:
                 continue
-            series = td.series()
-            if keep_hidden or series.hidden is None:
-                found.append((first, Rows(td.tag, series.with_hidden(None), td.packed_seq())))
+            first, last = td.first_last()
+            if first is None:
                 continue
-            idx = np.flatnonzero(~series.hidden)
-            found.append((first, Rows(td.tag, series.take(idx).with_hidden(None),
-                                      td.seq()[idx])))
-            continue
+            files = dir_data.file_of(np.array([first, last]))
+            if files[0] == files[1]:
+                # every point in one file: its read positions stay packed
+                if files[0] == index:
+                    found.append((first, _one_file_rows(td, keep_hidden)))
+                continue
         seq = td.seq()
-        in_file = dir_data.file_of(seq) == index
-        if not in_file.any():
-            continue
-        first = int(seq[in_file][0])
-        series = td.series()
-        keep = in_file if keep_hidden or series.hidden is None else in_file & ~series.hidden
-        idx = np.flatnonzero(keep)
-        found.append((first, Rows(td.tag, series.take(idx).with_hidden(None), seq[idx])))
+        mask = dir_data.file_of(seq) == index
+        if types is not None:
+            mask &= types == etype
+        if mask.any():
+            found.append(_rows_of(td, seq, mask, keep_hidden))
     found.sort(key=lambda x: x[0])
     return [r for _, r in found]
 
 
-def _typed_rows(td, types, dir_data, index: int, etype: str, keep_hidden: bool) -> list:
-    """:func:`file_rows`' entry for a tag of several forms: its points of ``etype``."""
-    seq = td.seq()
+def _one_file_rows(td, keep_hidden: bool) -> Rows:
     series = td.series()
-    keep = (dir_data.file_of(seq) == index) & (types == etype)
-    if not keep_hidden and series.hidden is not None:
-        keep &= ~series.hidden
+    if keep_hidden or series.hidden is None:
+        return Rows(td.tag, series.with_hidden(None), td.packed_seq())
+    idx = np.flatnonzero(~series.hidden)
+    return Rows(td.tag, series.take(idx).with_hidden(None), td.seq()[idx])
+
+
+def _rows_of(td, seq: np.ndarray, mask: np.ndarray, keep_hidden: bool) -> tuple[int, Rows]:
+    """The points of ``td`` that ``mask`` picks (its visible ones unless ``keep_hidden``),
+    with the read position of the first one picked, hidden or not."""
+    first = int(seq[np.argmax(mask)])
+    series = td.series()
+    keep = mask if keep_hidden or series.hidden is None else mask & ~series.hidden
     idx = np.flatnonzero(keep)
-    if not len(idx):
-        return []
-    return [(int(seq[idx[0]]), Rows(td.tag, series.take(idx).with_hidden(None), seq[idx]))]
+    return first, Rows(td.tag, series.take(idx).with_hidden(None), seq[idx])
 
 
 class _Cols:
@@ -458,7 +451,7 @@ def _hparams_frame(dir_data, index: int, file_name: str, pivot: bool, extra: set
 
 
 def _session_hparams(dir_data, index: int):
-    td = dir_data.tags.get(_SSI_TAG)
+    td = dir_data.tags.get(SSI_TAG)
     if td is None or td.metadata.plugin_name != "hparams":
         return [], []
     seq = td.seq()
@@ -467,7 +460,7 @@ def _session_hparams(dir_data, index: int):
         return [], []
     # as tbparse reads each file on its own: the file's first session start (a training
     # that resumed into a new file logged its hyperparameters again there)
-    content = dir_data.histos.get((int(in_file[0]), _SSI_TAG))
+    content = dir_data.histos.get((int(in_file[0]), SSI_TAG))
     if not isinstance(content, bytes):
         if int(in_file[0]) != int(seq[0]):
             return [], []

@@ -85,6 +85,7 @@ def _joined(parts: list):
 
 
 SSI_TAG = "_hparams_/session_start_info"
+UNKNOWN = object()     # TagData.point_types not yet worked out
 
 
 def _value_taker(histos: dict):
@@ -124,9 +125,9 @@ class TagData:
     metadata: Metadata
     chunks: list = field(default_factory=list)
     seqs: list = field(default_factory=list)
-    # the table of each point, for a tag written in several forms (see _frames.point_types)
-    point_types: object = None
-    types_known: bool = False
+    # the table of each point, for a tag written in several forms, None for a tag of one
+    # form (see _frames.point_types)
+    point_types: object = UNKNOWN
 
     def series(self):
         if len({type(c) for c in self.chunks}) > 1:

@@ -534,21 +534,24 @@ class ArchiveFile:
     @staticmethod
     def _scalars(col, values, s, e, dtype):
         v = values[s:e]
-        with np.errstate(all="ignore"):
+        content = col["tensor_content"].slice(s, e - s)
+        exact = content.null_count != len(content)     # rows the writer gave exact bytes for
+        if dtype == np.float64:
             out = v.astype(dtype)
+        else:
             # every value the writer gave no exact bytes for is exact in the series' dtype:
             # a dtype that does not hold them (a damaged or forged series entry) would
             # change them silently
-            back = out.astype(np.float64)
-        wrong = (back != v) & ~(np.isnan(back) & np.isnan(v))
-        content = col["tensor_content"].slice(s, e - s)
-        if content.null_count != len(content):     # rows the writer gave exact bytes for
-            wrong &= C.validity_of(content) == 0
-        if wrong.any():
-            raise ValueError(f"{int(np.count_nonzero(wrong))} value(s) that a {dtype} cannot "
-                             "hold, where the series says its values are of that type")
-        if content.null_count != len(content):
-            out = out.copy()
+            with np.errstate(all="ignore"):
+                out = v.astype(dtype)
+                back = out.astype(np.float64)
+            wrong = (back != v) & ~(np.isnan(back) & np.isnan(v))
+            if exact:
+                wrong &= C.validity_of(content) == 0
+            if wrong.any():
+                raise ValueError(f"{int(np.count_nonzero(wrong))} value(s) that a {dtype} "
+                                 "cannot hold, where the series says its values are of that type")
+        if exact:
             for i, raw in enumerate(content.to_pylist()):
                 if raw is not None:
                     if len(raw) != dtype.itemsize:
