@@ -97,6 +97,28 @@ def test_non_utf8_run_directory_through_table_commands(tmp_path, capsys, command
     assert "Traceback" not in captured.err
 
 
+@posix_bytes
+@pytest.mark.parametrize("argv", [
+    ["convert", "{src}", "{out}.parquet"], ["convert", "{src}", "{out}", "--to", "parquet"],
+    ["convert", "{src}", "{out}", "--to", "html"], ["convert", "{src}", "{out}.h5"],
+    ["hparams", "{hp}", "-o", "{out}.parquet"], ["histograms", "{src}", "-o", "{out}.parquet"],
+    ["sync", "{src}", "{out}"]])
+def test_a_destination_named_by_other_bytes_than_utf8_is_written(tmp_path, capsys, argv):
+    """Arrow's own path handling refuses such a name; the file is opened by its bytes."""
+    out = tmp_path / os.fsdecode(b"o\xfft")
+    argv = [a.format(src=FIXTURES / "torch_logdir", hp=FIXTURES / "tf2_logdir" / "hparams",
+                     out=out) for a in argv]
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.err and "could not be read" not in captured.err
+    written = Path(argv[-1] if argv[0] != "convert" or "--to" not in argv else argv[2])
+    assert written.exists()
+    if argv[0] in ("convert", "sync") and "html" not in argv:
+        assert main(["verify", str(FIXTURES / "torch_logdir"), str(written),
+                     "--no-plugin-files"]) == 0
+
+
 def test_lone_surrogates_from_an_export_are_escaped_for_every_writer(tmp_path):
     """As directory names spell them (percent-escaped UTF-8), in every format alike."""
     export = tmp_path / "export"

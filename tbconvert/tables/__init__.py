@@ -386,7 +386,10 @@ def save_table(table, path, *, force: bool = False, storage_options=None) -> Pat
                 encode.write(table, f)
         else:
             import pyarrow.parquet as pq
-            pq.write_table(table, tmp)
+
+            from tbconvert.formats.parquet.writer import local_sink
+            with local_sink(tmp) as sink:
+                pq.write_table(table, sink)
     return path
 
 

@@ -58,6 +58,12 @@ def sortable(n: int) -> str:
 
 
 
+def local_sink(path) -> pa.NativeFile:
+    """``path`` opened for Arrow to write, by its bytes: Arrow's own path handling refuses a
+    name that is not valid UTF-8 (which a POSIX file name may be)."""
+    return pa.OSFile(os.fsencode(path), "wb")
+
+
 def parquet_writer(where, schema: pa.Schema = S.SCHEMA, compress: bool = True) -> pq.ParquetWriter:
     """A Parquet writer with the archive's settings, for its schema or some of its columns
     (which it encodes as it would within the whole). ``compress`` False leaves the pages
@@ -181,7 +187,12 @@ class _FileSink(_SeriesIds):
     def __init__(self, path: Path, compress: bool = True) -> None:
         super().__init__()
         self.path = path
-        self._writer = parquet_writer(str(path), compress=compress)
+        self._fh = local_sink(path)
+        try:
+            self._writer = parquet_writer(self._fh, compress=compress)
+        except BaseException:
+            self._fh.close()
+            raise
         self._buffer: list[pa.RecordBatch] = []
         self._bytes = 0
         self._rows = 0
@@ -264,6 +275,7 @@ class _FileSink(_SeriesIds):
         if small:
             self._writer.add_key_value_metadata(meta)
         self._writer.close()
+        self._fh.close()
         if not small:
             footer.add_key_value(self.path, meta)
 
@@ -271,12 +283,14 @@ class _FileSink(_SeriesIds):
         """Close without the archive's metadata: a run encoded for :class:`_JoinedSink`."""
         self.flush()
         self._writer.close()
+        self._fh.close()
 
     def discard(self) -> None:
         try:
             self._writer.close()
         except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
             pass
+        self._fh.close()
 
 
 def _slices(chunk: Series, rows: int):
