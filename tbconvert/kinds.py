@@ -39,6 +39,9 @@ KINDS: dict[str, Kind] = {
     "bad_sidecar": Kind("the experiment facts file beside event files is unreadable (ignored), "
                         "holds a field of the wrong type (kept as text) or a key nested too "
                         "deeply for an archive (left out)", _EITHER),
+    "experiment_facts_not_kept": Kind("directories below a logdir hold the experiment facts of "
+                                      "several experiments (or of some of the runs read); an "
+                                      "output of them all keeps none", _LOST),
     "column_renamed": Kind("a table column was renamed so that it does not clash with another",
                            _KEPT),
     "conflicting_series": Kind("an export names one series in two files of different data "

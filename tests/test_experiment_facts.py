@@ -180,3 +180,26 @@ def test_a_sync_forgets_the_facts_of_a_removed_sidecar(tmp_path):
     marker = json.loads((ds / "_tbconvert.json").read_text())
     assert marker["experiment"] == json.loads((tmp_path / "full" / "_tbconvert.json")
                                               .read_text())["experiment"]
+
+
+def test_the_facts_of_an_exported_experiment_are_kept_from_the_logdir_above_it(tmp_path):
+    """``tbdev-export -o logs/`` puts them in ``logs/<id>/``: reading ``logs/`` keeps them,
+    as reading ``logs/<id>/`` does."""
+    logs = tmp_path / "logs"
+    tbconvert.tbdev_export(FIXTURES / "tbdev_export", logs)
+    report = tbconvert.convert(logs, tmp_path / "a.parquet")
+    assert not [i for i in report.issues if i.kind == "experiment_facts_not_kept"]
+    exp = tbconvert.read(tmp_path / "a.parquet").experiment
+    assert exp.name == "torch demo run" and exp.experiment_id == "9bFlIkpYt5HfavHYMD5hzQ"
+    assert compare(logs, tmp_path / "a.parquet", plugin_files=False) == []
+
+
+def test_the_facts_of_several_experiments_read_as_one_are_reported_not_kept(tmp_path):
+    logs = tmp_path / "logs"
+    tbconvert.tbdev_export(FIXTURES / "tbdev_export", logs)
+    shutil.copytree(logs / "9bFlIkpYt5HfavHYMD5hzQ", logs / "another")
+    report = tbconvert.convert(logs, tmp_path / "a.parquet")
+    lost = [i for i in report.issues if i.kind == "experiment_facts_not_kept"]
+    assert len(lost) == 1 and "9bFlIkpYt5HfavHYMD5hzQ, another" in lost[0].message
+    assert lost[0].lost
+    assert tbconvert.read(tmp_path / "a.parquet").experiment.name == ""

@@ -186,8 +186,12 @@ class TfeventsReader(Reader):
         sidecar = self.path / event_files.EXPERIMENT_SIDECAR
         try:
             # (is_file raises where the directory may not be searched: a logdir of mode 0444)
-            if not self.path.is_dir() or not sidecar.is_file():
+            if not self.path.is_dir():
                 return Experiment()
+            if not sidecar.is_file():
+                sidecar = self._nested_sidecar()
+                if sidecar is None:
+                    return Experiment()
         except OSError as exc:
             raise_if_exhausted(exc)
             self.report.add("bad_sidecar", f"{sidecar}: cannot be looked at ({exc.strerror}); "
@@ -206,6 +210,35 @@ class TfeventsReader(Reader):
         from tbconvert.formats.facts import experiment_from
         return experiment_from(facts, ("experiment_id", "name", "description", "create_time",
                                        "update_time"), sidecar, self.report, "bad_sidecar")
+
+    def _nested_sidecar(self) -> Path | None:
+        """The experiment facts of a directory below the logdir (``tbdev-export -o logs/``
+        writes one per experiment, ``logs/<id>/``) when it holds every run read: they are this
+        experiment's. Facts of several experiments read as one cannot all be kept: that is
+        reported."""
+        found = set()
+        for name, _ in self.runs():
+            parts = name.split("/") if name != "." else []
+            for k in range(1, len(parts) + 1):
+                where = "/".join(parts[:k])
+                if where not in found and \
+                        (self.path / where / event_files.EXPERIMENT_SIDECAR).is_file():
+                    found.add(where)
+        if not found:
+            return None
+        runs = [name for name, _ in self.runs()]
+        if len(found) == 1:
+            where = next(iter(found))
+            if all(name == where or name.startswith(where + "/") for name in runs):
+                return self.path / where / event_files.EXPERIMENT_SIDECAR
+        listed = sorted(found)
+        shown = ", ".join(listed[:3]) + (f" and {len(listed) - 3} more" if len(listed) > 3 else "")
+        self.report.add("experiment_facts_not_kept",
+                        f"{self.path}: the experiment facts (name, description, times) in "
+                        f"{shown} were not kept: each describes only the runs below it, and an "
+                        "output holds the facts of one experiment (convert each such directory "
+                        "on its own to keep them)", path=self.path)
+        return None
 
     def iter_runs(self) -> Iterator[RunData]:
         runs = self.runs()
