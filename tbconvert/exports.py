@@ -90,8 +90,11 @@ def tbdev_export(src, dst, *, force: bool = False, runs=None, tags=None,
     sources, report.root = export_dir.find_experiments(src)
     report.experiments = len(sources)
     if not sources:
+        hint = (f"; name the directory that holds it ({src.parent})" if src.is_file() and
+                src.name.endswith(".json") else "")
         raise FormatError(f"{src}: no TensorBoard.dev export found (expected metadata.json, "
-                          "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)")
+                          "scalars.json, experiment_<id>/ directories or scalars_<id>.json files)"
+                          f"{hint}")
     if scheduler is not None and remote.is_remote(dst):
         from tbconvert.errors import UsageError
         raise UsageError("--scheduler writes to a path the workers share, not to a URL")

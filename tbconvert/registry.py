@@ -203,10 +203,15 @@ def detect_source(path: Path) -> type[Format]:
         raise FormatError(f"{path}: a {what} of TensorBoard's {plugin} plugin, not event data, "
                           "which tbconvert does not read; name the logdir that holds the "
                           "runs instead")
-    raise FormatError(
-        f"{path}: cannot tell the format of this {what} (no event files, export or archive "
-        f"found); pass --from with one of: "
-        f"{', '.join(f.name for f in all_formats() if has_reader(f))}")
+    readable = ", ".join(f.name for f in all_formats() if has_reader(f))
+    if what == "directory" and not os.listdir(path):
+        raise FormatError(f"{path}: cannot tell the format of this directory: it is empty; "
+                          "check the path")
+    found = ("no event files at any depth (files named *tfevents*), no TensorBoard.dev export "
+             "and no archive in it" if what == "directory"
+             else "not an event file, nor a Parquet or HDF5 archive")
+    raise FormatError(f"{path}: cannot tell the format of this {what}: {found}; check the path "
+                      f"(--from FORMAT reads it as one of {readable} all the same)")
 
 
 def _plugin_of(path: Path, is_dir: bool) -> str | None:

@@ -87,9 +87,36 @@ def test_garbage_source_is_a_clear_error(tmp_path, capsys):
     assert code == 3 and "cannot tell the format" in err
 
 
+def test_a_source_with_nothing_to_read_says_what_was_looked_for(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(capsys, "info", tmp_path / "empty")
+    assert code == 3 and "it is empty; check the path" in err and "--from" not in err
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("hello")
+    code, _, err = run_cli(capsys, "convert", tmp_path / "notes", tmp_path / "o.parquet")
+    assert code == 3 and "no event files at any depth" in err and "check the path" in err
+
+
+def test_an_export_file_named_instead_of_its_directory_is_told_so(tmp_path, capsys):
+    experiment = FIXTURES / "tbdev_export" / "experiment_9bFlIkpYt5HfavHYMD5hzQ"
+    code, _, err = run_cli(capsys, "tbdev-export", experiment / "metadata.json", "-o",
+                           tmp_path / "logs")
+    assert code == 3 and f"name the directory that holds it ({experiment})" in err
+
+
+def test_a_mistyped_option_is_told_with_its_command_and_nearest_spelling(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "o.parquet",
+                           "--froce")
+    assert code == 2 and "usage: tbconvert convert" in err
+    assert "unrecognized arguments: --froce (did you mean --force?)" in err
+    assert not (tmp_path / "o.parquet").exists()
+
+
 def test_formats_lists_tfevents(capsys):
     code, out, _ = run_cli(capsys, "formats")
     assert code == 0 and "tfevents" in out
+    html = next(line for line in out.splitlines() if line.startswith("html "))
+    assert "--to html" in html and "contents" not in html
 
 
 def test_formats_tells_what_this_installation_lacks(monkeypatch, capsys):

@@ -280,13 +280,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tbconvert {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    parser.commands = {}
     for module in _modules():
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP,
                            epilog="exit codes: see tbconvert --help")
         module.add_arguments(p)
         add_common(p)
         p.set_defaults(_run=module.run)
+        parser.commands[module.NAME] = p
     return parser
+
+
+def _parse(parser, argv):
+    """The parsed arguments; arguments a command does not know are told with that command's
+    usage (argparse tells them with the top level's), an option with its nearest spelling."""
+    import difflib
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = parser.commands[args.command]
+        known = [s for action in command._actions for s in action.option_strings]
+        told = []
+        for arg in extra:
+            near = difflib.get_close_matches(arg.split("=", 1)[0], known, n=1) \
+                if arg.startswith("--") else []
+            told.append(f"{arg} (did you mean {near[0]}?)" if near else arg)
+        command.error(f"unrecognized arguments: {' '.join(told)}")
+    return args
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -333,7 +352,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 parser.print_help(sys.stderr)
                 return 2
             try:
-                args = parser.parse_args(argv)
+                args = _parse(parser, argv)
             except SystemExit as exc:  # argparse: --help (0) or usage error (2)
                 return int(exc.code or 0)
             ui = UI(quiet=args.quiet, verbose=args.verbose)

@@ -39,7 +39,7 @@ def add_reading(p: argparse.ArgumentParser, writes: bool = True) -> None:
                            if writes else ""))
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow unpickling input (TensorBoard 2.3 exports); only for trusted files")
-    add_jobs(p, "read runs, and the files of a large run, in N processes (default: one per "
+    add_jobs(p, "read runs, and the files of a large run, in N processes (0, the default: one per "
                 "core, and never more; 1: no extra processes); the output is the same for every N")
     p.add_argument("--ignore-checksum", action="store_true",
                    help="read a Parquet or HDF5 archive whose checksum is missing or does not "

@@ -17,7 +17,9 @@ def run(args, ui) -> int:
     rows = [("format", "read", "write", "recognised by", "description")]
     needed: set[str] = set()
     for fmt in registry.all_formats():
-        by = ", ".join(fmt.suffixes) if fmt.suffixes else "contents (directory)"
+        # a format that is only written and has no suffix of its own is chosen by --to alone
+        by = ", ".join(fmt.suffixes) if fmt.suffixes else \
+            "contents (directory)" if has_reader(fmt) else f"--to {fmt.name}"
         cells = []
         for can, writing in ((has_reader(fmt), False), (has_writer(fmt), True)):
             missing = missing_packages(fmt, writing) if can else []

@@ -38,7 +38,7 @@ def add_arguments(p) -> None:
                         "holds is skipped, one that fails is reported and the next one "
                         "tries again)")
     add_jobs(p, "read and write the runs with new data in N processes when there is much to "
-                "read (default: one per core, and never more; 1: no extra processes); the dataset "
+                "read (0, the default: one per core, and never more; 1: no extra processes); the dataset "
                 "is the same for every N")
     add_scheduler(p, "read the runs on the workers of this dask.distributed scheduler "
                      "(tcp://host:8786); they must see SRC and DST at the same paths")
