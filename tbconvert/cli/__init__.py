@@ -294,9 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _parse(parser, argv):
     """The parsed arguments; arguments a command does not know are told with that command's
     usage (argparse tells them with the top level's), an option with its nearest spelling."""
-    import difflib
     args, extra = parser.parse_known_args(argv)
     if extra:
+        import difflib
         command = parser.commands[args.command]
         known = [s for action in command._actions for s in action.option_strings]
         told = []
