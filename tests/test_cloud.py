@@ -674,6 +674,20 @@ def test_a_file_is_not_replaced_by_a_directory_output(name, to):
         api.convert(FIXTURES / "torch_logdir", url, to_format=to, force=True)
 
 
+@pytest.mark.parametrize("key", ["a/../b.parquet", "../b.parquet", "p//ds", "p/./ds"])
+def test_a_destination_url_with_dot_parts_or_empty_parts_is_refused(key):
+    """A store would keep them as literal key names, which no reader resolves: nothing is
+    written, for convert and sync alike."""
+    import fsspec
+    bucket = f"tbconvert-{uuid.uuid4().hex[:8]}"
+    url = f"memory://{bucket}/{key}"
+    with pytest.raises(tbconvert.errors.UsageError, match="may not hold '.', '..' or an empty"):
+        api.convert(FIXTURES / "torch_logdir", url, to_format="parquet")
+    with pytest.raises(tbconvert.errors.UsageError, match="may not hold '.', '..' or an empty"):
+        tbconvert.sync(FIXTURES / "torch_logdir", url.removesuffix(".parquet"))
+    assert not fsspec.filesystem("memory").find(f"/{bucket}")
+
+
 def test_an_interrupt_while_uploads_are_submitted_waits_for_every_started_upload(monkeypatch):
     """A signal can land while a directory's uploads are still being handed to the pool:
     every upload already started must have ended before the output is cleaned up, or it

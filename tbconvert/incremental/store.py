@@ -44,7 +44,7 @@ class StoreDataset:
 
     def __init__(self, url: str, storage_options: dict | None = None) -> None:
         from tbconvert.remote import failures
-        from tbconvert.remote.urls import READ_ONLY, filesystem, protocol
+        from tbconvert.remote.urls import READ_ONLY, check_plain_key, filesystem, protocol
         failures.remember_secrets(storage_options)
         self.url = url.rstrip("/")
         if protocol(url) in READ_ONLY:
@@ -56,6 +56,7 @@ class StoreDataset:
                 "/" not in self.root.strip("/"):
             raise UsageError(f"{url}: name a prefix inside the bucket ({self.url}/dataset, "
                              "not the bucket itself)")
+        check_plain_key(url, self.root)
         self.names: dict[str, int] = {}
         self.uploaded: list[str] = []
         self.stage = scratch.make(scratch.SYNC_STAGE)

@@ -27,7 +27,7 @@ from tbconvert import scratch
 from tbconvert.errors import OutputError, OutputExistsError, TbconvertError, UsageError
 from tbconvert.output import _PENDING, TMP_MARK
 from tbconvert.remote import failures
-from tbconvert.remote.urls import ATOMIC_PUT, READ_ONLY, basename, filesystem, protocol
+from tbconvert.remote.urls import ATOMIC_PUT, READ_ONLY, basename, check_plain_key, filesystem, protocol
 
 _UPLOADS = 8     # uploads in flight at once
 
@@ -83,6 +83,7 @@ class DestStage:
         if "/" not in self.root.strip("/"):
             raise UsageError(f"{url}: name an object or prefix inside the bucket "
                              f"({url.rstrip('/')}/logs, not the bucket itself)")
+        check_plain_key(url, self.root)
         self.force = force
         self.kind = self._existing()
         if self.kind is not None:

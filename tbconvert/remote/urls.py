@@ -77,6 +77,17 @@ def join(url: str, name: str) -> str:
     return url.rstrip("/") + "/" + name
 
 
+def check_plain_key(url: str, root: str) -> None:
+    """Refuse a destination whose key holds ``.``, ``..`` or an empty part (``//``): a store
+    keeps them as literal key names, which no reader (tbconvert's included) resolves."""
+    parts = root.strip("/").split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        from tbconvert.errors import UsageError
+        raise UsageError(f"{url}: a destination URL may not hold '.', '..' or an empty part "
+                         "('//'): an object store would keep them as literal names, which no "
+                         "reader resolves; name the prefix plainly")
+
+
 def basename(url: str) -> str:
     rest = url[len(protocol(url)) + 3:].rstrip("/")
     return rest.rsplit("/", 1)[-1] or rest or "output"
