@@ -160,10 +160,7 @@ def _parts(path, storage_options) -> list:
         files = [p["file"] for p in marker.get("parts", [])]
         fs.invalidate_cache(root)
         there = {key.rstrip("/").rsplit("/", 1)[-1] for key in fs.ls(root, detail=False)}
-        missing = [f for f in files if f not in there]
-        if missing:
-            raise CorruptDataError(f"{url}: damaged dataset: {len(missing)} part(s) its "
-                                   f"{MARKER_FILE} lists are missing ({missing[0]}...)")
+        _all_there(url, files, there)
         return [f"{url}/{f}" for f in files]
     path = Path(path)
     if not path.is_dir():
@@ -173,7 +170,16 @@ def _parts(path, storage_options) -> list:
     from tbconvert.formats.parquet.reader import read_marker
     from tbconvert.report import Report
     marker = read_marker(path, Options(), Report())
-    return [str(path / p["file"]) for p in marker["parts"]]
+    files = [p["file"] for p in marker["parts"]]
+    _all_there(path, files, {f for f in files if (path / f).is_file()})
+    return [str(path / f) for f in files]
+
+
+def _all_there(where, files: list, there: set) -> None:
+    missing = [f for f in files if f not in there]
+    if missing:
+        raise CorruptDataError(f"{where}: damaged dataset: {len(missing)} part(s) its "
+                               f"{MARKER_FILE} lists are missing ({missing[0]}...)")
 
 
 def _check_parquet(path: Path) -> None:

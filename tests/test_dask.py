@@ -292,6 +292,16 @@ def test_to_dask_of_what_is_not_parquet_says_so(tmp_path):
         tbconvert.to_dask(tmp_path / "missing.parquet")
 
 
+def test_to_dask_of_a_dataset_missing_a_part_says_so_at_once(tmp_path):
+    from tbconvert.errors import CorruptDataError
+    tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "dataset", to_format="parquet")
+    part = sorted((tmp_path / "dataset").glob("*.parquet"))[1]
+    part.unlink()
+    with pytest.raises(CorruptDataError, match=f"1 part\\(s\\) its _tbconvert.json lists are "
+                                               f"missing \\({part.name}"):
+        tbconvert.to_dask(tmp_path / "dataset")
+
+
 @pytest.mark.slow
 def test_tbdev_export_through_the_cluster(cluster, tmp_path):
     """An export's experiments, each converted by a task on the cluster: the logdir
