@@ -16,12 +16,14 @@ it would be in one process.
 from __future__ import annotations
 
 import collections
+import importlib
 import queue as queue_module
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tbconvert.errors import MissingDependencyError, TbconvertError, UsageError
+from tbconvert.errors import ClusterError, MissingDependencyError, TbconvertError, UsageError
 
 # How long to wait for a scheduler to answer before calling it unreachable.
 CONNECT_TIMEOUT = 10
@@ -315,14 +317,17 @@ def _shares(sizes: list, count: int, ahead: int = 0) -> list[list[int]]:
 def _wait_for_a_worker(client, scheduler: str) -> None:
     """Return once the scheduler has a worker; a UsageError after :data:`WORKERS_TIMEOUT`
     seconds without one (its tasks would wait for ever)."""
+    start = time.monotonic()
     try:
         if client.scheduler_info().get("workers"):
             return
         client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
-    except Exception:  # noqa: BLE001 - a timeout, of whichever kind this dask raises
-        raise UsageError(f"--scheduler {scheduler}: the scheduler has no workers (none came "
-                         f"within {WORKERS_TIMEOUT} s); start some with `dask worker "
-                         f"{scheduler}`") from None
+    except Exception as exc:  # noqa: BLE001 - a timeout, of whichever kind this dask raises
+        waited = time.monotonic() - start
+        how = (f"none came within {WORKERS_TIMEOUT} s" if waited >= WORKERS_TIMEOUT - 1 else
+               f"waiting for one failed after {waited:.0f} s: {type(exc).__name__}")
+        raise UsageError(f"--scheduler {scheduler}: the scheduler has no workers ({how}); "
+                         f"start some with `dask worker {scheduler}`") from None
 
 
 def _connect(distributed, scheduler: str):
@@ -383,9 +388,42 @@ def _outcome(future, distributed) -> tuple[bool, Any]:
         return False, None
     except TbconvertError:
         raise
+    except _lost_scheduler(distributed) as exc:
+        why = str(exc).replace("\\n", "\n").splitlines()[0][:200] if str(exc) else ""
+        raise ClusterError(f"the connection to the Dask scheduler was lost while the tasks ran "
+                           f"({type(exc).__name__}{': ' + why if why else ''}); run the "
+                           "command again once the scheduler is back") from None
     except Exception as exc:  # noqa: BLE001 - a task's own bug, told in one line
         raise TbconvertError(f"a task on the cluster failed: {type(exc).__name__}: "
                              f"{exc}") from None
+
+
+def _lost_scheduler(distributed) -> tuple:
+    """What a task's future raises when the client loses its scheduler: the future cancelled
+    (``scheduler-connection-lost``), or the connection closed under a call."""
+    import asyncio
+    import concurrent.futures
+    found = [asyncio.CancelledError, concurrent.futures.CancelledError, ConnectionError]
+    for module, name in (("distributed.client", "FutureCancelledError"),
+                         ("distributed.comm.core", "CommClosedError")):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(found)
+
+
+# Set by the command line, whose errors are one line: Dask's own logging of a lost
+# scheduler (tracebacks of its reconnection attempts) is then kept off standard error.
+QUIET_LOGS = False
+
+
+def _quiet_distributed_logs() -> None:
+    import logging
+    names = ["distributed"] + [n for n in logging.root.manager.loggerDict
+                               if n.startswith("distributed.")]
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=None) -> list:
@@ -394,6 +432,8 @@ def _on_cluster(fn, items, scheduler, retries, progress, sizes, lost, on_result=
     except ImportError:
         raise MissingDependencyError(
             "--scheduler needs dask.distributed: pip install 'tbconvert[dask]'") from None
+    if QUIET_LOGS:
+        _quiet_distributed_logs()
     client = _connect(distributed, scheduler)
     futures = []
     try:

@@ -131,6 +131,13 @@ class StorageError(TbconvertError):
     exit_code = 11
 
 
+class ClusterError(TbconvertError):
+    """The Dask cluster was lost while its tasks ran (the scheduler went away): no fault of
+    the data; partial output is removed, and the same command can be run again."""
+
+    exit_code = 12
+
+
 class OutOfResourcesError(OutputError):
     """The machine ran out of memory or file handles: no fault of the data, and no run is
     worth skipping for it (every other would fail alike). Partial output is removed, as for

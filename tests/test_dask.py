@@ -204,6 +204,67 @@ def test_a_run_whose_task_kills_every_worker_is_reported_and_the_others_finish(t
     assert _contents(tmp_path / "out") == _contents(tmp_path / "here")
 
 
+@pytest.mark.slow
+def test_a_scheduler_lost_while_the_tasks_run_is_one_line_and_exit_12(tmp_path):
+    """The scheduler's process killed mid-conversion: one line (no Dask traceback), exit 12,
+    no output."""
+    import socket
+
+    class Hold(distributed.WorkerPlugin):
+        """Each conversion task notes that it started, then waits (defined here: sent by
+        value to the workers)."""
+
+        def __init__(self, flag: str) -> None:
+            self.flag = flag
+
+        def setup(self, worker):
+            from tbconvert import runtasks
+            real, flag = runtasks.convert_run, self.flag
+
+            def convert_run(task):
+                Path(flag).touch()
+                time.sleep(60)
+                return real(task)
+            runtasks.convert_run = convert_run
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                                  "--host", "127.0.0.1", "--port", str(port),
+                                  "--dashboard-address", "127.0.0.1:0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = proc = None
+    try:
+        with distributed.Client(address, timeout=60) as client:
+            client.register_plugin(Hold(str(tmp_path / "started")))
+            worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                       address, "--host", "127.0.0.1", "--nthreads", "1",
+                                       "--dashboard-address", "127.0.0.1:0"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            client.wait_for_workers(1, timeout=60)
+        proc = subprocess.Popen([*_cli(), "convert", str(FIXTURES / "torch_logdir"),
+                                 str(tmp_path / "out"), "--to", "parquet", "--scheduler",
+                                 address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=CLI_CWD, env=cli_env())
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "started").exists(), "no task started"
+        scheduler.kill()
+        scheduler.wait(timeout=30)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        for p in (proc, worker, scheduler):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    assert proc.returncode == 12, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "connection to the Dask scheduler was lost" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow   # the connection is given its 10 s
 def test_an_unreachable_scheduler_is_one_line(tmp_path):
     proc = subprocess.run([*_cli(), "convert", str(FIXTURES / "torch_logdir"),

@@ -57,6 +57,7 @@ EXIT_CODES = """exit codes:
      out of memory or open files; partial output removed (sync: the dataset as it was)
  10  verify: the two sources differ
  11  an object store refused or could not be reached (credentials, access, endpoint, throttling)
+ 12  --scheduler: the Dask scheduler was lost while the tasks ran; partial output removed
 130  interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up (SIGHUP: the terminal
      closed); partial output removed each way (sync: the dataset as it was)
 """
@@ -291,6 +292,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_background_logs(args) -> None:
+    """Errors are one line: the logging of the libraries that talk to a cluster or a store in
+    background tasks (Dask's reconnection attempts, an asyncio task of a connection that
+    closed under it) would print tracebacks beside it. ``--debug`` keeps them."""
+    given = [str(v) for v in vars(args).values() if isinstance(v, (str, os.PathLike))]
+    if getattr(args, "scheduler", None):
+        from tbconvert import cluster
+        cluster.QUIET_LOGS = True
+    elif not any("://" in v for v in given):
+        return
+    import logging
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+
 def _parse(parser, argv):
     """The parsed arguments; arguments a command does not know are told with that command's
     usage (argparse tells them with the top level's), an option with its nearest spelling."""
@@ -358,6 +373,8 @@ def _main(argv: Sequence[str] | None) -> int:
             ui = UI(quiet=args.quiet, verbose=args.verbose)
             debug, command = args.debug, args.command
             _check_paths(args)
+            if not debug:
+                _quiet_background_logs(args)
             with _own_process(args.command):
                 return int(args._run(args, ui) or 0)
     except TbconvertError as exc:
