@@ -726,6 +726,46 @@ def test_an_interrupt_while_uploads_are_submitted_waits_for_every_started_upload
     assert sorted(ended) == sorted(running), "uploads still running after the interrupt"
 
 
+def test_a_second_interrupt_while_uploads_end_waits_too(monkeypatch):
+    """Ctrl-C pressed again while the uploads in flight are waited for: they are still waited
+    for (an upload left running would land after the clean-up, under a message saying the
+    output was removed), and the interrupt comes after."""
+    import concurrent.futures
+    import signal
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from tbconvert.remote.dest import DestStage
+
+    running, ended = [], []
+    lock = threading.Lock()
+
+    def put_file(local, key):
+        with lock:
+            running.append(key)
+        time.sleep(0.5)
+        with lock:
+            ended.append(key)
+
+    submit = concurrent.futures.ThreadPoolExecutor.submit
+    calls = []
+
+    def interrupted_submit(self, fn, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 4:
+            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+            raise KeyboardInterrupt
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", interrupted_submit)
+    pairs = [(f"/local/{i}", f"bucket/tmp/{i}") for i in range(10)]
+    with pytest.raises(KeyboardInterrupt):
+        DestStage._put(SimpleNamespace(fs=SimpleNamespace(put_file=put_file)), pairs)
+    assert len(running) == 3
+    assert sorted(ended) == sorted(running), "uploads still running after the interrupts"
+
+
 # ------------------------------------------------------------------ interrupts and commits
 
 def _interrupt_after_the_upload(monkeypatch):

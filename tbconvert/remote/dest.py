@@ -242,8 +242,8 @@ class DestStage:
 
     def _put(self, pairs) -> None:
         """Upload ``(local, key)`` pairs, several at once. On an interrupt or a failure no
-        new upload starts and those in flight are waited for, so nothing lands after
-        :meth:`abort` has cleaned up."""
+        new upload starts and those in flight are waited for (an upload cannot be cut short;
+        further interrupts wait too), so nothing lands after :meth:`abort` has cleaned up."""
         from concurrent.futures import ThreadPoolExecutor
         pool = ThreadPoolExecutor(_UPLOADS)
         try:
@@ -253,7 +253,11 @@ class DestStage:
             for future in futures:
                 future.result()
         except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
+            # A second Ctrl-C here would leave uploads running that land after abort() has
+            # cleaned up, under a message saying they were removed: it waits its turn.
+            from tbconvert.interrupts import deferred
+            with deferred():
+                pool.shutdown(wait=True, cancel_futures=True)
             raise
         finally:
             pool.shutdown(wait=False)
