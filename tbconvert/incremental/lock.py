@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tbconvert.errors import OutputError, UsageError
+from tbconvert.errors import OutputError, StorageError, UsageError
 from tbconvert.output import process_alive, process_start
 
 LOCK_FILE = "_tbconvert.lock"
@@ -72,6 +72,7 @@ class Lock:
         self.report = report
         self.break_lock = break_lock
         self._held = False
+        self.left_behind = False    # held, but could not be removed (the store failing)
         # tells this lock from any other, also from one of the same process: a store whose
         # answer to the creating write was lost (and the write retried) must find it its own
         self._token = uuid.uuid4().hex
@@ -226,8 +227,10 @@ class Lock:
                 if holder and holder.get("pid") == os.getpid() and \
                         holder.get("host") == socket.gethostname():
                     self._remove()
+                elif holder == {}:      # could not be read: left, and said so (__exit__)
+                    self.left_behind = True
             except Exception:  # noqa: BLE001 - a lock left behind is known stale later
-                pass
+                self.left_behind = True
 
     def _remove(self) -> None:
         os.unlink(self.path)
@@ -240,5 +243,10 @@ class Lock:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.release()
+        if self.left_behind and isinstance(exc, StorageError):
+            shown = getattr(self, "shown", self.path)
+            raise StorageError(f"{exc}; the dataset's lock {shown} could not be removed: the "
+                               "next sync from this host takes it over (from another host, "
+                               "pass --break-lock)") from None
