@@ -67,6 +67,11 @@ def _advance(progress, sizes, k: int) -> None:
         progress.advance(sizes[k])
 
 
+def _name_of(item) -> str:
+    """What to call an item in a message: its run's name where it has one."""
+    return str(getattr(item, "name", None) or item)
+
+
 def _give_up(lost, item, why: str):
     if lost is None:
         raise TbconvertError(why)
@@ -232,6 +237,7 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
             k = held[0]
             deaths[k] += 1
             if deaths[k] > retries:
+                workers.killed_for_memory(pool, _name_of(items[k]), deaths[k])
                 results[k] = _give_up(lost, items[k], "the process converting it died "
                                       f"{deaths[k]} times")
             else:

@@ -278,6 +278,21 @@ def _orphan_watch(parent: int) -> None:
     os._exit(1)
 
 
+def killed_for_memory(pool: Workers, name: str, deaths: int) -> None:
+    """Raise :class:`~tbconvert.errors.OutOfResourcesError` when the worker that died last
+    was killed by SIGKILL, as the kernel's out-of-memory killer kills: the machine is short
+    of memory, no fault of the run's data, and a run left out for it would make the output
+    depend on ``--jobs`` (with one process, the whole command is killed). A worker that
+    crashed otherwise (a signal of its own: SIGSEGV, SIGABRT) costs its run only."""
+    import signal
+    if getattr(signal, "SIGKILL", None) in pool.died_by:
+        from tbconvert.errors import OutOfResourcesError
+        raise OutOfResourcesError(
+            f"{name}: the process reading it was killed (SIGKILL) {deaths} times, as the "
+            "kernel does when the machine runs out of memory; free memory, or convert with "
+            "fewer processes (--jobs 1)")
+
+
 class Workers:
     """A pool of ``jobs`` worker processes, started on the first :meth:`submit`; after a
     worker died, :meth:`stop` it and make a new one."""
@@ -290,6 +305,9 @@ class Workers:
         # submitting thread): stopped here, and only these, never other children of the
         # program that uses tbconvert.
         self.processes: set = set()
+        # The signals that ended workers before the last stop(): SIGKILL is what the kernel's
+        # out-of-memory killer sends (see killed_for_memory).
+        self.died_by: set = set()
 
     def start(self) -> None:
         """Start the workers now, when they can be forked from here (call it from the main
@@ -326,8 +344,10 @@ class Workers:
         # known to be gone (one it reaped first can still look alive to a join below).
         manager = getattr(self.pool, "_executor_manager_thread", None)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        stopped = set()
         for proc in processes:
             if proc.is_alive():
+                stopped.add(proc)
                 proc.terminate()
         deadline = time.monotonic() + STOP_GRACE
         for proc in processes:
@@ -337,5 +357,9 @@ class Workers:
                 proc.join()
         if manager is not None:
             manager.join(STOP_GRACE)
+        # Read once every worker is joined: the pool's own thread may be reaping one when it
+        # is first looked at, which then shows no exit code yet.
+        self.died_by = {-p.exitcode for p in processes - stopped
+                        if p.exitcode is not None and p.exitcode < 0}
         self.processes.clear()
         self.pool = None

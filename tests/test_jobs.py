@@ -466,6 +466,21 @@ def test_worker_death_costs_only_its_run(tmp_path):
     assert results[1].startswith("lost 2: the process converting it died 2 times")
 
 
+def test_a_worker_killed_by_sigkill_every_time_ends_the_conversion_as_out_of_memory():
+    """SIGKILL is what the out-of-memory killer sends: the machine lacks memory, which is no
+    fault of the item, and leaving it out would make the output depend on --jobs (one
+    process is killed whole). A worker that crashes by a signal of its own costs its item."""
+    from tbconvert import cluster
+    from tbconvert.errors import OutOfResourcesError
+    with pytest.raises(OutOfResourcesError) as caught:
+        cluster.run_tasks(_killed_on_two, [1, 2, 3], jobs=2, retries=1,
+                          lost=lambda item, why: "lost")
+    assert "killed (SIGKILL) 2 times" in caught.value.cli_message()
+    assert caught.value.cli_message().endswith("(--jobs 1)")
+    assert cluster.run_tasks(_crash_on_two, [1, 2, 3], jobs=2, retries=1,
+                             lost=lambda item, why: "lost") == [10, "lost", 30]
+
+
 @pytest.mark.parametrize("jobs", [2, 3])
 def test_items_not_yet_started_when_a_worker_dies_still_run(jobs):
     """The items a dead pool held are run again one at a time, to find the one that kills;
@@ -507,6 +522,18 @@ def test_kept_workers_take_whole_shares_and_survive_a_death():
     finally:
         pool.stop()
     assert not pool.processes
+
+
+def _killed_on_two(item):
+    if item == 2:
+        os.kill(os.getpid(), signal.SIGKILL)     # as the kernel's out-of-memory killer kills
+    return item * 10
+
+
+def _crash_on_two(item):
+    if item == 2:
+        os.abort()                               # a crash of its own (SIGABRT)
+    return item * 10
 
 
 def _die_on_two(item):
@@ -690,8 +717,8 @@ def test_a_part_that_kills_every_process_costs_its_run_alone(tmp_path, always_pa
     found = tbconvert.info(src, jobs=3)     # (one part per run written apart: runtasks)
     lost = [i for i in found.report.issues if i.kind == "unreadable_run"]
     assert [(i.run, i.message) for i in lost] == [
-        ("b", f"b: the process reading it died {parallel.RETRIES + 1} times (killed, or out "
-              "of memory); skipped, the other runs were read")]
+        ("b", f"b: the process reading it died {parallel.RETRIES + 1} times (crashed, or "
+              "killed); skipped, the other runs were read")]
     whole = [r.run for r in tbconvert.info(src).runs]
     assert "b" in whole and [r.run for r in found.runs] == [r for r in whole if r != "b"]
 

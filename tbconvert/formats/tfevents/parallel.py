@@ -188,11 +188,12 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                     if part.key in suspects and len(held) == 1:
                         deaths[part.key] += 1
                     if deaths[part.key] > RETRIES:
+                        workers.killed_for_memory(pool, part.name, deaths[part.key])
                         # it killed its process every time it was read alone
                         others = ", the other runs were read" if several else ""
                         reader.report.add(
                             "unreadable_run", f"{part.name}: the process reading it died "
-                            f"{deaths[part.key]} times (killed, or out of memory); skipped{others}",
+                            f"{deaths[part.key]} times (crashed, or killed); skipped{others}",
                             run=part.name)
                         lost.add(part.run)
                         discard(done)
