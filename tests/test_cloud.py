@@ -688,48 +688,10 @@ def test_a_destination_url_with_dot_parts_or_empty_parts_is_refused(key):
     assert not fsspec.filesystem("memory").find(f"/{bucket}")
 
 
-def test_an_interrupt_while_uploads_are_submitted_waits_for_every_started_upload(monkeypatch):
-    """A signal can land while a directory's uploads are still being handed to the pool:
-    every upload already started must have ended before the output is cleaned up, or it
-    lands in the store after the clean-up (seen under load: temporary objects left behind)."""
-    import concurrent.futures
-    import threading
-    import time
-    from types import SimpleNamespace
-
-    from tbconvert.remote.dest import DestStage
-
-    running, ended = [], []
-    lock = threading.Lock()
-
-    def put_file(local, key):
-        with lock:
-            running.append(key)
-        time.sleep(0.3)
-        with lock:
-            ended.append(key)
-
-    submit = concurrent.futures.ThreadPoolExecutor.submit
-    calls = []
-
-    def interrupted_submit(self, fn, *args, **kwargs):
-        calls.append(args)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return submit(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", interrupted_submit)
-    pairs = [(f"/local/{i}", f"bucket/tmp/{i}") for i in range(10)]
-    with pytest.raises(KeyboardInterrupt):
-        DestStage._put(SimpleNamespace(fs=SimpleNamespace(put_file=put_file)), pairs)
-    assert len(running) == 3
-    assert sorted(ended) == sorted(running), "uploads still running after the interrupt"
-
-
-def test_a_second_interrupt_while_uploads_end_waits_too(monkeypatch):
-    """Ctrl-C pressed again while the uploads in flight are waited for: they are still waited
-    for (an upload left running would land after the clean-up, under a message saying the
-    output was removed), and the interrupt comes after."""
+def _uploads_interrupted(monkeypatch, again: bool) -> tuple[list, list]:
+    """Ctrl-C while a directory's fourth upload is handed to the pool (``again``: pressed a
+    second time while the uploads in flight are waited for): the uploads started, and those
+    that had ended when ``_put`` let the interrupt through."""
     import concurrent.futures
     import signal
     import threading
@@ -744,7 +706,7 @@ def test_a_second_interrupt_while_uploads_end_waits_too(monkeypatch):
     def put_file(local, key):
         with lock:
             running.append(key)
-        time.sleep(0.5)
+        time.sleep(0.4)
         with lock:
             ended.append(key)
 
@@ -754,7 +716,8 @@ def test_a_second_interrupt_while_uploads_end_waits_too(monkeypatch):
     def interrupted_submit(self, fn, *args, **kwargs):
         calls.append(args)
         if len(calls) == 4:
-            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+            if again:
+                threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
             raise KeyboardInterrupt
         return submit(self, fn, *args, **kwargs)
 
@@ -762,6 +725,23 @@ def test_a_second_interrupt_while_uploads_end_waits_too(monkeypatch):
     pairs = [(f"/local/{i}", f"bucket/tmp/{i}") for i in range(10)]
     with pytest.raises(KeyboardInterrupt):
         DestStage._put(SimpleNamespace(fs=SimpleNamespace(put_file=put_file)), pairs)
+    return running, ended
+
+
+def test_an_interrupt_while_uploads_are_submitted_waits_for_every_started_upload(monkeypatch):
+    """A signal can land while a directory's uploads are still being handed to the pool:
+    every upload already started must have ended before the output is cleaned up, or it
+    lands in the store after the clean-up (seen under load: temporary objects left behind)."""
+    running, ended = _uploads_interrupted(monkeypatch, again=False)
+    assert len(running) == 3
+    assert sorted(ended) == sorted(running), "uploads still running after the interrupt"
+
+
+def test_a_second_interrupt_while_uploads_end_waits_too(monkeypatch):
+    """Ctrl-C pressed again while the uploads in flight are waited for: they are still waited
+    for (an upload left running would land after the clean-up, under a message saying the
+    output was removed), and the interrupt comes after."""
+    running, ended = _uploads_interrupted(monkeypatch, again=True)
     assert len(running) == 3
     assert sorted(ended) == sorted(running), "uploads still running after the interrupts"
 
