@@ -210,8 +210,8 @@ def detect_source(path: Path) -> type[Format]:
     found = ("no event files at any depth (files named *tfevents*), no TensorBoard.dev export "
              "and no archive in it" if what == "directory"
              else "not an event file, nor a Parquet or HDF5 archive")
-    raise FormatError(f"{path}: cannot tell the format of this {what}: {found}; check the path "
-                      f"(--from FORMAT reads it as one of {readable} all the same)")
+    raise FormatError(f"{path}: cannot tell the format of this {what}: {found}; check the path, "
+                      f"or pass --from with one of {readable} to read it as that format")
 
 
 def _plugin_of(path: Path, is_dir: bool) -> str | None:

@@ -344,22 +344,23 @@ class Workers:
         # known to be gone (one it reaped first can still look alive to a join below).
         manager = getattr(self.pool, "_executor_manager_thread", None)
         self.pool.shutdown(wait=False, cancel_futures=True)
-        stopped = set()
         for proc in processes:
             if proc.is_alive():
-                stopped.add(proc)
                 proc.terminate()
         deadline = time.monotonic() + STOP_GRACE
+        killed_here = set()
         for proc in processes:
             proc.join(max(0.0, deadline - time.monotonic()))
             if proc.is_alive():     # deaf to SIGTERM (it landed before the worker set up)
+                killed_here.add(proc)
                 proc.kill()
                 proc.join()
         if manager is not None:
             manager.join(STOP_GRACE)
-        # Read once every worker is joined: the pool's own thread may be reaping one when it
-        # is first looked at, which then shows no exit code yet.
-        self.died_by = {-p.exitcode for p in processes - stopped
+        # Read once every worker is joined: the pool's own thread may be reaping one while it
+        # is looked at above, which then looks alive and has no exit code yet. A SIGTERM sent
+        # here to one already dead changes nothing; a SIGKILL sent here is not counted.
+        self.died_by = {-p.exitcode for p in processes - killed_here
                         if p.exitcode is not None and p.exitcode < 0}
         self.processes.clear()
         self.pool = None

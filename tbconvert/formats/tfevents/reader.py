@@ -212,32 +212,32 @@ class TfeventsReader(Reader):
                                        "update_time"), sidecar, self.report, "bad_sidecar")
 
     def _nested_sidecar(self) -> Path | None:
-        """The experiment facts of a directory below the logdir (``tbdev-export -o logs/``
-        writes one per experiment, ``logs/<id>/``) when it holds every run read: they are this
-        experiment's. Facts of several experiments read as one cannot all be kept: that is
-        reported."""
-        found = set()
-        for name, _ in self.runs():
-            parts = name.split("/") if name != "." else []
-            for k in range(1, len(parts) + 1):
-                where = "/".join(parts[:k])
-                if where not in found and \
-                        (self.path / where / event_files.EXPERIMENT_SIDECAR).is_file():
-                    found.add(where)
-        if not found:
-            return None
-        runs = [name for name, _ in self.runs()]
-        if len(found) == 1:
-            where = next(iter(found))
-            if all(name == where or name.startswith(where + "/") for name in runs):
-                return self.path / where / event_files.EXPERIMENT_SIDECAR
-        listed = sorted(found)
-        shown = ", ".join(listed[:3]) + (f" and {len(listed) - 3} more" if len(listed) > 3 else "")
-        self.report.add("experiment_facts_not_kept",
-                        f"{self.path}: the experiment facts (name, description, times) in "
-                        f"{shown} were not kept: each describes only the runs below it, and an "
-                        "output holds the facts of one experiment (convert each such directory "
-                        "on its own to keep them)", path=self.path)
+        """The experiment facts in a directory of the logdir (``tbdev-export -o logs/``
+        writes one per experiment, ``logs/<id>/``) when nothing else in the logdir may hold
+        runs: they are this experiment's. Facts of several experiments read as one cannot all
+        be kept: that is reported. (One level only, and no walk of the runs: a sync asks for
+        the facts every time.)"""
+        found, others = [], False
+        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir():
+                if os.path.isfile(os.path.join(entry.path, event_files.EXPERIMENT_SIDECAR)):
+                    found.append(entry.name)
+                else:
+                    others = True
+            elif "tfevents" in entry.name:
+                others = True
+        if len(found) == 1 and not others:
+            return self.path / found[0] / event_files.EXPERIMENT_SIDECAR
+        if found:
+            shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3
+                                            else "")
+            self.report.add("experiment_facts_not_kept",
+                            f"{self.path}: the experiment facts (name, description, times) in "
+                            f"{shown} were not kept: each describes only the runs below it, and "
+                            "an output holds the facts of one experiment (convert each such "
+                            "directory on its own to keep them)", path=self.path)
         return None
 
     def iter_runs(self) -> Iterator[RunData]:
