@@ -218,15 +218,17 @@ class TfeventsReader(Reader):
         be kept: that is reported. (One level only, and no walk of the runs: a sync asks for
         the facts every time.)"""
         found, others = [], False
-        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
+        for entry in sorted(sourcefiles.listdir(self.path)):   # (the listing leaves no trace)
             if entry.name.startswith("."):
                 continue
-            if entry.is_dir():
-                if os.path.isfile(os.path.join(entry.path, event_files.EXPERIMENT_SIDECAR)):
+            try:
+                if not entry.is_dir():      # (a link that leads nowhere, or round: not one)
+                    others = others or "tfevents" in entry.name
+                elif (entry / event_files.EXPERIMENT_SIDECAR).is_file():
                     found.append(entry.name)
                 else:
                     others = True
-            elif "tfevents" in entry.name:
+            except OSError:                 # cannot be looked into: it may hold runs
                 others = True
         if len(found) == 1 and not others:
             return self.path / found[0] / event_files.EXPERIMENT_SIDECAR
