@@ -536,15 +536,13 @@ class ArchiveFile:
         v = values[s:e]
         content = col["tensor_content"].slice(s, e - s)
         exact = content.null_count != len(content)     # rows the writer gave exact bytes for
-        if dtype == np.float64:
+        with np.errstate(all="ignore"):
             out = v.astype(dtype)
-        else:
+        if dtype != np.float64:
             # every value the writer gave no exact bytes for is exact in the series' dtype:
             # a dtype that does not hold them (a damaged or forged series entry) would
             # change them silently
-            with np.errstate(all="ignore"):
-                out = v.astype(dtype)
-                back = out.astype(np.float64)
+            back = out.astype(np.float64)
             wrong = (back != v) & ~(np.isnan(back) & np.isnan(v))
             if exact:
                 wrong &= C.validity_of(content) == 0
