@@ -395,13 +395,18 @@ def _outcome(future, distributed) -> tuple[bool, Any]:
     except TbconvertError:
         raise
     except _lost_scheduler(distributed) as exc:
+        if getattr(future, "status", None) == "error" and isinstance(exc, ConnectionError):
+            raise _task_failed(exc) from None   # the task's own error: the scheduler answered
         why = str(exc).replace("\\n", "\n").splitlines()[0][:200] if str(exc) else ""
         raise ClusterError(f"the connection to the Dask scheduler was lost while the tasks ran "
                            f"({type(exc).__name__}{': ' + why if why else ''}); run the "
                            "command again once the scheduler is back") from None
     except Exception as exc:  # noqa: BLE001 - a task's own bug, told in one line
-        raise TbconvertError(f"a task on the cluster failed: {type(exc).__name__}: "
-                             f"{exc}") from None
+        raise _task_failed(exc) from None
+
+
+def _task_failed(exc: Exception) -> TbconvertError:
+    return TbconvertError(f"a task on the cluster failed: {type(exc).__name__}: {exc}")
 
 
 def _lost_scheduler(distributed) -> tuple:

@@ -187,10 +187,13 @@ def detect_source(path: Path) -> type[Format]:
         raise FormatError(f"{path}: {named.name} is a format tbconvert writes but does not "
                           "read back; convert the source it was made from")
     what = "directory" if path.is_dir() else "file"
+    entries: list = []
     try:     # one that cannot be looked into is told as such, not as an unknown format
         if what == "directory":
-            for name in os.listdir(path)[:1]:     # (listed, but maybe not to be entered)
-                os.stat(os.path.join(path, name))
+            from tbconvert.sourcefiles import listdir  # (no access time touched)
+            entries = listdir(path)
+            for entry in entries[:1]:     # (listed, but maybe not to be entered)
+                os.stat(entry)
         else:
             open(path, "rb").close()
     except OSError as exc:
@@ -204,7 +207,7 @@ def detect_source(path: Path) -> type[Format]:
                           "which tbconvert does not read; name the logdir that holds the "
                           "runs instead")
     readable = ", ".join(f.name for f in all_formats() if has_reader(f))
-    if what == "directory" and not os.listdir(path):
+    if what == "directory" and not entries:
         raise FormatError(f"{path}: cannot tell the format of this directory: it is empty; "
                           "check the path")
     found = ("no event files at any depth (files named *tfevents*), no TensorBoard.dev export "

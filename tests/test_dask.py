@@ -313,6 +313,22 @@ def test_a_source_that_cannot_be_split_is_refused(cluster, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.h5"]
 
 
+
+def test_a_tasks_own_connection_error_is_not_told_as_a_lost_scheduler(cluster):
+    """A task that fails with ConnectionError (a port that refuses) is a failed task; only
+    the client's own connection lost is a lost scheduler (exit 12)."""
+    import socket
+
+    from tbconvert import cluster as C
+    with socket.socket() as s:      # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()
+    with pytest.raises(tbconvert.errors.TbconvertError) as caught:
+        C._on_cluster(socket.create_connection, [closed], cluster.scheduler_address,
+                      retries=0, progress=None, sizes=None, lost=None)
+    assert not isinstance(caught.value, tbconvert.errors.ClusterError)
+    assert str(caught.value).startswith("a task on the cluster failed: ConnectionRefusedError")
+
 def _cli() -> list:
     from helpers import cli_argv
     return cli_argv()
