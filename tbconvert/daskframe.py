@@ -98,13 +98,18 @@ def _open_archive(source, storage_options):
     from tbconvert.report import Report
     if not remote.is_remote(source):
         return ArchiveFile(Path(source), Options(), Report())
-    import fsspec
-    fs, _, (key,) = fsspec.get_fs_token_paths(source, storage_options=storage_options or {})
+    fs, key = remote.urls.filesystem(source, storage_options)
+    return ArchiveFile(source, Options(), Report(), fh=_on_store(source, fs.open, key, "rb"))
+
+
+def _on_store(url: str, call, *args):
+    """``call(*args)``, a store's failure told in one line (no such bucket, access denied,
+    the endpoint unreachable...) as every command tells it."""
+    from tbconvert.remote.failures import describe
     try:
-        fh = fs.open(key, "rb")
-    except OSError as exc:
-        raise CorruptDataError(f"{source}: cannot be read ({exc})") from None
-    return ArchiveFile(source, Options(), Report(), fh=fh)
+        return call(*args)
+    except Exception as exc:  # noqa: BLE001 - a store's own error, said in one line
+        raise describe(exc, url) from None
 
 
 def _checked_schema(source, storage_options):
@@ -148,18 +153,16 @@ def _to_pandas(table, strings: bool, columns):
 def _parts(path, storage_options) -> list:
     from tbconvert import remote
     if remote.is_remote(str(path)):
-        import fsspec
         url = str(path).rstrip("/")
-        fs, _, (root,) = fsspec.get_fs_token_paths(url, storage_options=storage_options or {})
-        if not fs.isdir(root):
+        fs, root = remote.urls.filesystem(url, storage_options)
+        # (not there at all, or not to be read: told now, as the commands tell it)
+        if _on_store(url, fs.info, root).get("type") != "directory":
             return [url]
-        try:
-            marker = json.loads(fs.cat_file(f"{root}/{MARKER_FILE}"))
-        except (OSError, ValueError) as exc:
-            raise CorruptDataError(f"{url}: not a tbconvert Parquet dataset ({exc})") from None
+        marker = _on_store(url, _remote_marker, fs, root, url)
         files = [p["file"] for p in marker.get("parts", [])]
         fs.invalidate_cache(root)
-        there = {key.rstrip("/").rsplit("/", 1)[-1] for key in fs.ls(root, detail=False)}
+        there = {key.rstrip("/").rsplit("/", 1)[-1]
+                 for key in _on_store(url, fs.ls, root, False)}
         _all_there(url, files, there)
         return [f"{url}/{f}" for f in files]
     path = Path(path)
@@ -173,6 +176,13 @@ def _parts(path, storage_options) -> list:
     files = [p["file"] for p in marker["parts"]]
     _all_there(path, files, {f for f in files if (path / f).is_file()})
     return [str(path / f) for f in files]
+
+
+def _remote_marker(fs, root: str, url: str) -> dict:
+    try:
+        return json.loads(fs.cat_file(f"{root}/{MARKER_FILE}"))
+    except (FileNotFoundError, ValueError) as exc:
+        raise CorruptDataError(f"{url}: not a tbconvert Parquet dataset ({exc})") from None
 
 
 def _all_there(where, files: list, there: set) -> None:

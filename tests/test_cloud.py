@@ -910,6 +910,17 @@ def test_to_dask_of_a_dataset_in_the_store(store, bucket):
         tbconvert.to_dask(url)
 
 
+
+@pytest.mark.parametrize("where", ["nosuchbucket-{u}/dataset", "{bucket}/nothing-here"])
+def test_to_dask_of_what_is_not_in_the_store_says_so(store, bucket, where):
+    pytest.importorskip("dask.dataframe")
+    from tbconvert.errors import CorruptDataError, FormatError
+    url = "s3://" + where.format(u=uuid.uuid4().hex[:8], bucket=bucket)
+    with pytest.raises(FormatError) as caught:
+        tbconvert.to_dask(url)
+    assert not isinstance(caught.value, CorruptDataError)
+    assert str(caught.value).startswith(f"{url}: no such "), caught.value
+
 def test_a_directory_appearing_while_the_output_is_uploaded_aside_is_kept(store, bucket,
                                                                           monkeypatch):
     from tbconvert.errors import OutputExistsError
