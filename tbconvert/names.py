@@ -8,11 +8,12 @@ stay distinct), over-long parts and paths are shortened with a digest of the
 whole name, and the caller reports the renaming.
 
 Directory names read from a POSIX file system that are not UTF-8 reach Python
-as surrogate escapes (PEP 383). Event-file logdirs keep them as the same bytes;
-formats that store text (Parquet, HDF5, CSV, exports, tags everywhere) get
-:func:`text`, which spells each such byte ``%XX`` (and any other lone
-surrogate as its three UTF-8 bytes ``%ED%A0%80``, as directory names spell it).
-A backslash would not do: exports read it as a Windows path separator.
+as surrogate escapes (PEP 383). Every output spells them as text: formats that store
+text (Parquet, HDF5, CSV, exports, tags everywhere) get :func:`text`, which spells each
+such byte ``%XX`` (and any other lone surrogate as its three UTF-8 bytes ``%ED%A0%80``),
+and directory names (:func:`safe_part`) spell them the same way: TensorBoard's loader
+fails on the whole logdir at a directory name that is not UTF-8. A backslash would not
+do: exports read it as a Windows path separator.
 """
 
 from __future__ import annotations
@@ -45,8 +46,6 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # one way; any other "%" stays as it is ("50%", "%41"), the run name TensorBoard showed.
 _ESCAPED_CODES = frozenset(
     [f"{ord(c):02X}" for c in _UNSAFE_CHARS] + ["2E", "20"] + [f"{b:02X}" for b in range(0x80, 0x100)])
-# Whether the file system takes arbitrary bytes in names (surrogate escapes round-trip).
-_BYTE_NAMES = os.name == "posix" and os.fsencode("\udcff") == b"\xff"
 
 
 def _surrogate_text(m: re.Match) -> str:
@@ -67,18 +66,8 @@ def _escape_char(ch: str) -> str:
     return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
 
 
-def _keeps_bytes(part: str) -> bool:
-    """Whether ``part`` (with surrogate escapes) is stored as the very bytes it came from."""
-    if not _BYTE_NAMES:
-        return False
-    try:
-        return os.fsdecode(os.fsencode(part)) == part
-    except UnicodeError:
-        return False
-
-
 def _part_bytes(part: str) -> bytes:
-    return part.encode("utf-8", "surrogateescape" if _BYTE_NAMES else "surrogatepass")
+    return part.encode("utf-8", "surrogatepass")
 
 
 def _digest(name: str) -> str:
@@ -91,9 +80,7 @@ def safe_part(part: str) -> str:
     """One path component made safe; unchanged when it already is."""
     if part in ("", ".", ".."):
         return {"": "%00empty", ".": "%2E", "..": "%2E%2E"}[part]
-    keep = _SURROGATE.search(part) is not None and _keeps_bytes(part)
-    out = "".join(_escape_char(c) if _unsafe_at(part, i, keep) else c
-                  for i, c in enumerate(part))
+    out = "".join(_escape_char(c) if _unsafe_at(part, i) else c for i, c in enumerate(part))
     if _WINDOWS and out.endswith((" ", ".")):  # trailing dots and spaces vanish on Windows
         out = out[:-1] + _escape_char(out[-1])
     encoded = _part_bytes(out)
@@ -103,11 +90,11 @@ def safe_part(part: str) -> str:
     return out
 
 
-def _unsafe_at(part: str, i: int, keep_surrogates: bool) -> bool:
+def _unsafe_at(part: str, i: int) -> bool:
     c = part[i]
     if c == "%":
         return part[i + 1:i + 3].upper() in _ESCAPED_CODES
-    return c in _UNSAFE_CHARS or (not keep_surrogates and _SURROGATE.match(c) is not None)
+    return c in _UNSAFE_CHARS or _SURROGATE.match(c) is not None
 
 
 def shortened(parts: list[str], name: str, budget: int = MAX_PATH_BYTES) -> list[str]:

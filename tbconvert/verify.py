@@ -287,7 +287,10 @@ def _take_back_notes(sa: _Source, sb: _Source, report: Report) -> None:
 def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]:
     """Two event-file logdirs: their plugins' files compared byte for byte."""
     from tbconvert.formats.tfevents.plugin_copy import digests
-    fa, fb = digests(sa.plugin_files), digests(sb.plugin_files)
+    # by the text spelling of their paths, as runs are compared: a run directory whose name
+    # is not UTF-8 is written spelled %XX
+    fa, fb = ({names.text(rel): v for rel, v in digests(side.plugin_files).items()}
+              for side in (sa, sb))
     diffs = [f"plugin file {rel}: only in {side}" for side, mine, other in
              (("A", fa, fb), ("B", fb, fa)) for rel in sorted(set(mine) - set(other))]
     same = 0

@@ -315,6 +315,19 @@ def test_lone_surrogates_are_escaped_and_every_format_writes(tmp_path):
         assert set(back.series["r2"]) == {"tag%ED%B0%80"}, fmt
 
 
+
+def test_a_run_name_that_reads_as_a_byte_becomes_a_directory_tensorboard_loads(tmp_path):
+    """JSON's "\\udcff" is the lone surrogate Python gives a file system's byte 0xFF: written
+    as that byte, the directory name would not be UTF-8, and TensorBoard's loader would fail
+    on the whole logdir (the other run included)."""
+    from oracle import tb_view
+    exp = small_export(tmp_path, scalars=[scalar_line("bad\udcffname"), scalar_line("good")])
+    report = tbconvert.tbdev_export(exp, tmp_path / "logs")
+    out = tmp_path / "logs"        # (one experiment: its runs at the top)
+    assert {p.name for p in out.iterdir() if p.is_dir()} == {"bad%FFname", "good"}
+    assert set(tb_view(out)) == {"bad%FFname", "good"}
+    assert "run_renamed" in kinds(report)
+
 def _deflated_npz(path: Path, members: int, member_bytes: int) -> None:
     """Each member is a float64 array of zeros: about 1000:1, under the per-member check."""
     arr = np.zeros(member_bytes // 8)

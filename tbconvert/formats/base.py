@@ -285,9 +285,9 @@ class Writer(abc.ABC):
     * ``keeps_hidden``: the format stores the points TensorBoard's restart rule hides,
       marked as such, so they arrive whatever ``Options.restarts`` says. Otherwise they
       arrive only with ``restarts="keep-all"``, and are left out (and counted) by default.
-    * ``keeps_byte_names``: run and tag names that are not valid UTF-8 arrive as the bytes
-      they were logged with (the format can store them); otherwise as text, with the odd
-      bytes written ``%XX``.
+    * ``keeps_byte_names``: run names that are not valid UTF-8 arrive as they were read (lone
+      surrogates: the format spells them itself, as event files spell a run's directory
+      name); otherwise as text, with the odd bytes written ``%XX``.
     * ``takes_hidden_witness``: when hidden points are left out, a tag's first hidden point
       still arrives (marked hidden) while the tag has shown nothing else, so that a
       format TensorBoard reads can keep listing a tag all of whose points are hidden.

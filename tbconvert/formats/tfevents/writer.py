@@ -35,7 +35,7 @@ from tbconvert.output import AtomicOutput
 
 class TfeventsWriter(Writer):
     keeps_hidden = False
-    keeps_byte_names = True    # run directories keep the bytes of their names
+    keeps_byte_names = True    # a run directory spells its name's odd bytes itself, once (%XX)
     takes_hidden_witness = True  # see RunFile: tags all of whose points are hidden stay listed
     run_parts = "tfevents"
     carries_plugin_files = True  # a logdir keeps its plugins' files (plugin_copy)
