@@ -25,6 +25,15 @@ def test_convert_to_dash_writes_the_csv_on_stdout(tmp_path):
     assert not (FIXTURES.parent / "-").exists()
 
 
+
+def test_messages_of_a_table_on_stdout_name_standard_output():
+    """Not the temporary file the table passes through (gone once the command ends)."""
+    proc = run_tbconvert("convert", FIXTURES / "tbdev_export", "-", capture_output=True,
+                         text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "  standard output: this format cannot hold the experiment's name" in proc.stderr
+    assert "tbconvert-stdout" not in proc.stderr
+
 def test_convert_to_dash_through_a_pipe_that_closes_early():
     proc = subprocess.run(f"{' '.join(_argv())} convert '{TORCH}' - -q | head -1",
                           shell=True, capture_output=True, text=True, env=_env())

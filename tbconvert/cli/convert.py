@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from tbconvert import registry
 from tbconvert.cli.common import (
@@ -55,12 +56,15 @@ def _to_stdout(args, ui) -> int:
                          "name a file or directory instead")
     import sys
 
-    from tbconvert import api, scratch
+    from tbconvert import api, remote, scratch
     report = Report()
     with scratch.directory(scratch.STDOUT) as tmp:
         table = os.path.join(tmp, "out.csv")
+        # messages name the destination the user gave, not the table on its way there
+        remote.publish(Path(table), "standard output")
         api.convert(args.src, table, from_format=args.from_format, report=report,
                     options=options_from(args, ui), scheduler=args.scheduler)
+        remote.public_report(report)
         report.outputs[-1:] = ["-"]
         with open(table, encoding="utf-8", newline="") as fh, printing_table():
             while chunk := fh.read(1 << 20):
