@@ -56,6 +56,8 @@ KINDS: dict[str, Kind] = {
                             "(--ignore-checksum); parts may be missing or wrong", _LOST),
     "damaged_points": Kind("damaged rows of one series in a Parquet archive are skipped", _LOST,
                            "point"),
+    "damaged_record": Kind("a run-level event of an archive (session log, log message) that "
+                           "does not decode, or of an unknown kind, is skipped", _LOST),
     "damaged_row_group": Kind("a damaged or unrecorded Parquet row group is skipped", _LOST,
                               "point"),
     "damaged_run": Kind("a damaged run of an HDF5 archive is skipped", _LOST),

@@ -85,6 +85,24 @@ class RunRecord:
     wall_time: float
     payload: bytes
 
+    KINDS = ("meta_graph_def", "session_log", "log_message")
+
+    def damage(self) -> str | None:
+        """Why this record is no event an event file can hold (an archive edited or damaged
+        outside tbconvert), None when it is one."""
+        if self.kind not in self.KINDS:
+            return f"its kind {self.kind!r} is none of {', '.join(self.KINDS)}"
+        if self.kind == "meta_graph_def":     # kept as bytes, as TensorBoard keeps them
+            return None
+        from google.protobuf.message import DecodeError
+        from tensorboard.compat.proto import event_pb2
+        proto = event_pb2.SessionLog if self.kind == "session_log" else event_pb2.LogMessage
+        try:
+            proto.FromString(self.payload)
+        except (DecodeError, RuntimeError, ValueError):
+            return f"its payload does not decode as a {proto.__name__}"
+        return None
+
     def is_restart_marker(self) -> bool:
         """Whether this is a ``SessionLog`` START: its effect is in which points TensorBoard's
         restart rule hides, not an event of its own (a damaged one is no marker)."""

@@ -12,6 +12,7 @@ import numpy as np
 from tbconvert import budget, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
+from tbconvert.formats import runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import heaps, schema, staged
 from tbconvert.formats.hdf5.audit import (
@@ -41,7 +42,7 @@ from tbconvert.formats.hdf5.fields import (
     _vlen_bytes,
     _vlen_ints,
 )
-from tbconvert.formats.hdf5.seal import SealBroken, check_seal
+from tbconvert.formats.hdf5.seal import OpenForWriting, SealBroken, check_seal
 from tbconvert.model import (
     BlobSequenceSeries,
     Experiment,
@@ -239,6 +240,11 @@ class Hdf5Reader(Reader):
         except OSError as exc:
             raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
             raise CorruptDataError(f"{self.path}: cannot be read ({exc.strerror or exc})") from None
+        except OpenForWriting as exc:
+            # not "damaged; restore it from a copy": the archive is likely whole once closed
+            if not self.options.ignore_checksum:
+                raise CorruptDataError(f"{self.path}: {exc}{exc.advice}") from None
+            checksum_failed(f"{self.path}: {exc}", self.options, self.report, path=self.path)
         except SealBroken as exc:
             checksum_failed(f"{self.path}: the archive is damaged ({exc})", self.options,
                             self.report, path=self.path, refused_because="; it was not opened, "
@@ -272,7 +278,7 @@ class Hdf5Reader(Reader):
             where = "/" + schema.run_path(i)
             try:
                 g = self._file[schema.run_path(i)]
-                run = self._run(g)
+                run = runrecords.checked(self._run(g), self.report, f"{self.path}: {where}")
                 count = _series_count(g)
             except TbconvertError:
                 raise

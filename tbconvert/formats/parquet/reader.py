@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool, budget, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
+from tbconvert.formats import runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired
@@ -216,7 +217,8 @@ class ArchiveFile:
             series = meta.get("series")
             if not isinstance(runs, list) or not isinstance(series, list):
                 raise S.BadMetadata("runs and series must be lists")
-            self.runs = [S.run_from_json(r, i) for i, r in enumerate(runs)]
+            self.runs = [runrecords.checked(S.run_from_json(r, i), self.report, str(path))
+                         for i, r in enumerate(runs)]
             self.series = [S.series_from_json(e, i, len(self.runs)) for i, e in enumerate(series)]
             self.row_groups = S.row_groups_from_json(meta.get(S.ROW_GROUPS_KEY))
         except S.BadMetadata as exc:

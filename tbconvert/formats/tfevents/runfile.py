@@ -25,6 +25,7 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float32
+from tbconvert.formats import runrecords
 from tbconvert.formats.tfevents import encode, event_files, forms, legacy, records
 from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter, starts_of
 from tbconvert.formats.tfevents.events import EventStream
@@ -578,7 +579,8 @@ class RunFile:
     def _records(self) -> None:
         payloads, keys, steps, walls = [], [], [], []
         skipped = 0
-        for rec in self.run.records:
+        # (a Run made by a program may hold what no event holds: told, never a crash)
+        for rec in runrecords.checked(self.run, self.report, "event files").records:
             ev = self.event_pb2.Event(wall_time=rec.wall_time, step=rec.step)
             if rec.kind == "meta_graph_def":
                 ev.meta_graph_def = rec.payload
@@ -589,8 +591,6 @@ class RunFile:
                 if ev.session_log.status == _SESSION_START:
                     skipped += 1  # the restart's effect is already in which points are written
                     continue
-            else:
-                continue
             payloads.append(ev.SerializeToString())
             keys.append(rec.wall_time if math.isfinite(rec.wall_time) else 0.0)
             steps.append(rec.step)
