@@ -119,6 +119,18 @@ def test_steps_outside_int64_are_refused_not_wrapped(tmp_path, step):
     assert f"holds {step}, outside the 64-bit range" in messages(loaded.report)
 
 
+
+@pytest.mark.parametrize("field,points", [("steps", {"steps": (True, 2)}),
+                                          ("values", {"values": (False, 2.0)}),
+                                          ("wall_times", {"walls": (10.0, True)})])
+def test_json_booleans_are_no_numbers(tmp_path, field, points):
+    exp = small_export(tmp_path, scalars=[scalar_line("bad", **points), scalar_line("good")],
+                       tensors=[tensor_line("bad_t", None, steps=(True,))])
+    loaded = load(exp)
+    assert runs(loaded) == {"good"}
+    assert kinds(loaded.report) == {"bad_line": 2}
+    assert f"points.{field} holds true or false" in messages(loaded.report)
+
 def test_int64_extremes_are_kept_exactly(tmp_path):
     steps = (-2**63, 2**63 - 1)
     exp = small_export(tmp_path, scalars=[scalar_line("edge", steps=steps)])

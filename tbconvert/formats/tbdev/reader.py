@@ -86,6 +86,9 @@ def _column(points: dict, key: str, kinds: str, dtype, what: str) -> np.ndarray:
         raise _BadLine(f"points.{key} is not a list")
     if not values:
         return np.zeros(0, dtype)
+    if any(v is True or v is False for v in values):
+        # numpy would read them as 1 and 0 beside numbers; JSON's booleans are no numbers
+        raise _BadLine(f"points.{key} holds true or false, not {what}")
     try:
         arr = np.asarray(values)
     except (ValueError, TypeError, OverflowError):
