@@ -88,7 +88,8 @@ KINDS: dict[str, Kind] = {
     "experiment_id_not_kept": Kind("an export keeps the experiment id only in its directory "
                                    "name, which the destination does not carry", _KEPT),
     "experiment_renamed": Kind("an experiment of an export root written under another name "
-                               "than its id, which an experiment before it has", _KEPT),
+                               "than its id or folder name: an experiment before it has it, "
+                               "or it is not a safe path", _KEPT),
     "experiment_not_in_source": Kind("sync: an experiment gone from the export root keeps its "
                                      "dataset as it was", _KEPT),
     "export_read_whole": Kind("sync: an export's files changed since the last sync, so its runs were "

@@ -957,6 +957,16 @@ def test_a_root_takes_a_renamed_experiment_folder_and_tells_an_id_clash(tmp_path
         ["experiment_renamed"]
 
 
+
+def test_an_experiment_folder_of_an_unsafe_name_is_renamed_and_told(tmp_path):
+    root = tmp_path / "export"
+    copy_export(root, "my\nexperiment")
+    report = tbconvert.tbdev_export(root, tmp_path / "logs")
+    assert not report.failures
+    assert [p.name for p in (tmp_path / "logs").iterdir() if p.is_dir()] == ["my%0Aexperiment"]
+    [renamed] = [i for i in report.issues if i.kind == "experiment_renamed"]
+    assert "'my\\nexperiment' is not a safe path; written as my%0Aexperiment" in renamed.message
+
 def test_a_run_all_of_whose_lines_are_skipped_leaves_no_run_behind(tmp_path):
     d = copy_export(tmp_path / "in")
     lines = read_lines(d / export_dir.SCALARS)

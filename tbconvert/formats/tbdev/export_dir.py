@@ -189,13 +189,17 @@ def looks_like_export(path: Path) -> bool:
 
 def experiment_names(sources, report=None) -> list[str]:
     """A name per experiment of an export root for its own output (its id, or the folder's
-    name, made a safe path part and unique regardless of case). One that another experiment's
-    name forces to change is noted in ``report``."""
+    name, made a safe path part and unique regardless of case). One that had to change (an
+    unsafe name, or one another experiment's name takes) is noted in ``report``."""
     from tbconvert.names import safe_part
     taken: dict[str, Source] = {}
     names = []
     for n, source in enumerate(sources):
-        name = safe_part(source.experiment_id or source.path.name or f"experiment{n}")
+        given = source.experiment_id or source.path.name or f"experiment{n}"
+        name = safe_part(given)
+        if name != given and report is not None:
+            report.add("experiment_renamed", f"{source.path}: the name {given!r} is not a safe "
+                       f"path; written as {name}", lost=False)
         base, k = name, 1
         while name.lower() in taken:
             k += 1
