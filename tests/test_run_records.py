@@ -68,3 +68,27 @@ def test_a_program_made_run_with_a_damaged_record_is_written_without_it(tmp_path
     assert [i.kind for i in report.issues if i.kind == "damaged_record"] == ["damaged_record"]
     loaded = tbconvert.read(tmp_path / "out")
     assert [r.kind for r in loaded.runs["r"].records] == ["session_log"]
+
+
+def test_a_series_under_the_tag_of_another_data_class_is_not_merged_into_it(tmp_path):
+    """An edited archive whose image series took a scalar series' tag: TensorBoard's one
+    series per tag would mix scalars and images; the later series is told, not merged."""
+    src = tmp_path / "src.h5"
+    tbconvert.convert(FIXTURES / "torch_logdir", src, runs="^train$",
+                      tags="^(loss|samples/image)$")
+
+    def same_tag(g):
+        tags = list(g["runs/0/tags"].asstr()[()])
+        image = tags.index("samples/image")
+        del g["runs/0/tags"]
+        g.create_dataset("runs/0/tags", data=np.array(["loss", "loss"], dtype=h5py.string_dtype()))
+        g[f"runs/0/series/{image}"].attrs["tag"] = "loss"
+    bad = tmp_path / "dup.h5"
+    _unsealed_copy(src, bad, same_tag)
+    report = tbconvert.convert(bad, tmp_path / "back", to_format="tfevents")
+    [told] = [i for i in report.issues if i.kind == "damaged_series"]
+    assert "blob_sequence points are under the tag of an earlier scalar series" in told.message
+    assert told.count == 2 and told.tag == "loss"
+    view = tb_view(tmp_path / "back")
+    assert view["train"]["tags"]["loss"]["plugin_name"] == "scalars"
+    assert len(view["train"]["tags"]["loss"]["points"]) == 50

@@ -310,6 +310,20 @@ class Hdf5Reader(Reader):
 
     def _series_of(self, g: h5py.Group, run: str, count: int, where: str):
         group = None
+        # A tag is one series to TensorBoard, of one data class: a later series under an
+        # earlier one's tag in another data class (an edited file) would be merged into it.
+        classes: dict = {}
+
+        def conflicts(chunk) -> bool:
+            return classes.setdefault(chunk.tag, chunk.data_class) != chunk.data_class
+
+        def told(chunk, spath, skipped: int) -> None:
+            self.report.add("damaged_series", f"{self.path}: damaged archive at {spath} (its "
+                            f"{chunk.data_class.name.lower()} points are under the tag of an "
+                            f"earlier {classes[chunk.tag].name.lower()} series of the run); "
+                            f"{plural(skipped, 'point')} skipped", path=self.path, run=run,
+                            tag=chunk.tag, count=skipped)
+
         for j in range(count):
             spath = f"{where}/{schema.SERIES}/{j}"
             tag, n, done = None, None, 0
@@ -324,16 +338,25 @@ class Hdf5Reader(Reader):
             except _DAMAGE:
                 fast = None
             if fast is not None:
-                yield fast
+                if conflicts(fast):
+                    told(fast, spath, len(fast))
+                else:
+                    yield fast
                 continue
             s = None
             try:
                 s = _series_group(g, j)
                 tag = _str(_attr_getter(s.attrs)("tag"), "tag")
                 n, gen = self._open_series(s, run, tag)
+                skipped, last = 0, None
                 for chunk in gen:
                     done += len(chunk)
-                    yield chunk
+                    if conflicts(chunk):
+                        skipped, last = skipped + len(chunk), chunk
+                    else:
+                        yield chunk
+                if last is not None:
+                    told(last, spath, skipped)
             except TbconvertError:
                 raise
             except _DAMAGE as exc:
