@@ -88,3 +88,18 @@ def test_one_step_longer_than_a_window(monkeypatch):
 
 def test_nothing_but_a_header_without_scalars():
     assert _streamed([]) == _in_memory([])
+
+
+def test_a_point_without_a_wall_time_leaves_its_row_the_earliest_of_the_others():
+    """A NaN wall time is no time: the row's wall_time is the earliest real one (NaN only
+    when no point of the row has one), in memory and streamed alike."""
+    def series(tag, walls):
+        return ScalarSeries(run="r", tag=tag, metadata=MD, steps=np.array([1, 2, 3], np.int64),
+                            wall_times=np.array(walls), hidden=None,
+                            values=np.ones(3, np.float32))
+    chunks = [series("a", [1001.0, 1002.0, np.nan]), series("b", [np.nan, 1003.0, np.nan])]
+    streamed, _ = _streamed(chunks)
+    assert streamed == _in_memory(chunks)[0]
+    rows = streamed.decode().splitlines()
+    assert rows[1].startswith("r,1,1001.0,") and rows[2].startswith("r,2,1002.0,")
+    assert rows[3].startswith("r,3,nan,")

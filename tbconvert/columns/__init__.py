@@ -252,7 +252,7 @@ class ScalarColumns(PointColumns):
             new_row[1:] = (run[1:] != run[:-1]) | (step[1:] != step[:-1])
             starts = np.flatnonzero(new_row)
             row_of = np.cumsum(new_row) - 1
-            row_wall = np.minimum.reduceat(wall, starts)
+            row_wall = np.fmin.reduceat(wall, starts)     # (a NaN time is no time: fmin)
         else:
             starts = np.zeros(0, np.int64)
             row_of = np.zeros(0, np.int64)

@@ -194,7 +194,8 @@ class WideRows:
         starts = np.flatnonzero(new_row)
         row_of = np.cumsum(new_row) - 1
         rows = np.empty(len(starts), _ROW)
-        rows["step"], rows["wall"] = step[starts], np.minimum.reduceat(points["wall"], starts)
+        # (fmin: a point without a time, NaN, does not make the row's time NaN)
+        rows["step"], rows["wall"] = step[starts], np.fmin.reduceat(points["wall"], starts)
         kept = np.empty(int(last.sum()), _KEPT)
         kept["row"], kept["tag"], kept["value"] = row_of[last], tag[last], points["value"][last]
         # batches of whole rows
