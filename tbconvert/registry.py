@@ -200,6 +200,9 @@ def detect_source(path: Path) -> type[Format]:
         from tbconvert.errors import raise_if_exhausted
         raise_if_exhausted(exc)
         raise FormatError(f"{path}: cannot be read ({exc.strerror})") from None
+    data = web_view_data(path, entries)
+    if data is not None:
+        raise FormatError(web_view_message(path, data))
     plugin = _plugin_of(path, what == "directory")
     if plugin is not None:
         # (--from would not help: the data of a plugin beside the event files is no format)
@@ -215,6 +218,25 @@ def detect_source(path: Path) -> type[Format]:
              else "not an event file, nor a Parquet or HDF5 archive")
     raise FormatError(f"{path}: cannot tell the format of this {what}: {found}; check the path, "
                       f"or pass --from with one of {readable} to read it as that format")
+
+
+def web_view_data(path: Path, entries: list | None = None) -> Path | None:
+    """The Parquet file of a web view tbconvert wrote (``--to html``) at ``path``, None when
+    ``path`` is no such directory (``entries``: its listing, when known)."""
+    from tbconvert.formats.html import PARQUET_NAME
+    if entries is None:
+        from tbconvert.sourcefiles import listdir
+        try:
+            entries = listdir(path) if path.is_dir() else []
+        except OSError:
+            return None
+    names = {Path(e).name for e in entries}
+    return path / PARQUET_NAME if {PARQUET_NAME, "index.html"} <= names else None
+
+
+def web_view_message(path: Path, data: Path) -> str:
+    return (f"{path}: a web view tbconvert wrote (--to html); the data it shows is in {data}: "
+            "pass that file instead")
 
 
 def _plugin_of(path: Path, is_dir: bool) -> str | None:

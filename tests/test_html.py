@@ -396,3 +396,15 @@ def test_text_keeps_only_whole_web_and_mail_links():
     hrefs = re.findall(r'href="([^"]*)"', html)
     assert hrefs == ["https://example.org/y", "mailto:x@example.org"], html
     assert all(f">{c}</a>" in html for c in "abcdef")     # the words stay, as text
+
+
+@pytest.mark.parametrize("extra", [[], ["--from", "parquet"]])
+def test_a_web_view_given_as_a_source_names_its_data_file(tmp_path, extra):
+    site = tmp_path / "site"
+    tbconvert.convert(FIXTURES / "torch_logdir", site, to_format="html")
+    proc = run_tbconvert("info", site, *extra, capture_output=True, text=True)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip() == (f"tbconvert: error: {site}: a web view tbconvert wrote "
+                                   f"(--to html); the data it shows is in "
+                                   f"{site / 'experiment.parquet'}: pass that file instead")
+    assert run_tbconvert("info", site / "experiment.parquet").returncode == 0

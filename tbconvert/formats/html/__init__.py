@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from tbconvert.formats.base import Format, classes_on_demand, deferred
 
+# Every point of the experiment, beside index.html: the data tbconvert reads back.
+PARQUET_NAME = "experiment.parquet"
+
 
 class HtmlFormat(Format):
     name = "html"
@@ -20,6 +23,6 @@ class HtmlFormat(Format):
                        "markdown_it", "nh3")
 
 
-__all__ = ["HtmlFormat", "HtmlWriter"]
+__all__ = ["HtmlFormat", "HtmlWriter", "PARQUET_NAME"]
 
 __getattr__ = classes_on_demand(HtmlFormat, __name__)

@@ -28,7 +28,7 @@ from tbconvert.columns.hparams import END_TAG, EXPERIMENT_TAG, START_TAG, Collec
 from tbconvert.columns.nonscalar import HistogramColumns, TextColumns, no_text, sniff, text_points
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.csv import encode as csv_encode
-from tbconvert.formats.html import pack, vendor
+from tbconvert.formats.html import PARQUET_NAME, pack, vendor
 from tbconvert.formats.html.markdown import render_tensor
 from tbconvert.formats.parquet.writer import ParquetWriter
 from tbconvert.model import (
@@ -49,7 +49,6 @@ SCRIPTS = ("util.js", "data.js", "scalars.js", "histograms.js", "media.js", "hpa
 ASSETS = ("index.html", "style.css", *SCRIPTS)
 # What a browser is given: only these types, named by their real content.
 MEDIA_TYPES = {"images": ("png", "gif", "jpg"), "audio": ("wav",)}
-PARQUET_NAME = "experiment.parquet"
 EXACT_STEPS = 2 ** 53   # JavaScript numbers hold every integer step below this
 
 

@@ -649,6 +649,10 @@ def _without_marker(path: Path) -> TbconvertError:
         return FormatError(f"{path}: a Parquet dataset whose first sync has not finished (it "
                            "is running, or was killed): nothing of it is committed yet; run "
                            "the sync again")
+    from tbconvert import registry
+    data = registry.web_view_data(Path(path), [Path(n) for n in names])
+    if data is not None:
+        return FormatError(registry.web_view_message(path, data))
     return not_this_format(path, "parquet", f"a directory without {MARKER_FILE} (the file that "
                                             "makes a directory a tbconvert Parquet dataset)")
 
