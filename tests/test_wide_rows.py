@@ -103,3 +103,17 @@ def test_a_point_without_a_wall_time_leaves_its_row_the_earliest_of_the_others()
     rows = streamed.decode().splitlines()
     assert rows[1].startswith("r,1,1001.0,") and rows[2].startswith("r,2,1002.0,")
     assert rows[3].startswith("r,3,nan,")
+
+
+def test_a_rows_wall_time_is_that_of_the_points_it_keeps():
+    """A resumed run logs step 1 again later: the row keeps the later value, and its time."""
+    first = ScalarSeries(run="r", tag="loss", metadata=MD, steps=np.array([0, 1, 2], np.int64),
+                         wall_times=np.array([1000.0, 1001.0, 1002.0]), hidden=None,
+                         values=np.array([0.0, 1.0, 2.0], np.float32))
+    again = ScalarSeries(run="r", tag="loss", metadata=MD, steps=np.array([1, 2, 3], np.int64),
+                         wall_times=np.array([1101.0, 1102.0, 1103.0]), hidden=None,
+                         values=np.array([1.5, 2.5, 3.5], np.float32))
+    streamed, told = _streamed([first, again])
+    assert (streamed, told) == _in_memory([first, again])
+    assert streamed.decode().splitlines()[1:] == [
+        "r,0,1000.0,0.0", "r,1,1101.0,1.5", "r,2,1102.0,2.5", "r,3,1103.0,3.5"]

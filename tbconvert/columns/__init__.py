@@ -219,7 +219,7 @@ class ScalarColumns(PointColumns):
         Where a tag has several points at one step (e.g. a logger that
         resumed without a restart marker), the last one read is kept and the
         others are reported. Row ``wall_time`` is the earliest wall time of
-        the row's points.
+        the points the row keeps.
         """
         import pyarrow as pa
         if self.keep_hidden:
@@ -246,13 +246,15 @@ class ScalarColumns(PointColumns):
                 count = int(np.count_nonzero(dup & (run == self.runs.index[r])
                                              & (tag == self.tags.index[t])))
                 report_duplicates(self.report, r, t, count)
-        # rows: (run, step) groups of the sorted arrays; row wall time = earliest of the row
+        # rows: (run, step) groups of the sorted arrays; row wall time = earliest of the points
+        # the row keeps (a point dropped for a later one at its step has no say)
         if n:
             new_row = np.ones(n, np.bool_)
             new_row[1:] = (run[1:] != run[:-1]) | (step[1:] != step[:-1])
             starts = np.flatnonzero(new_row)
             row_of = np.cumsum(new_row) - 1
-            row_wall = np.fmin.reduceat(wall, starts)     # (a NaN time is no time: fmin)
+            # (a NaN time is no time: fmin)
+            row_wall = np.fmin.reduceat(np.where(last, wall, np.nan), starts)
         else:
             starts = np.zeros(0, np.int64)
             row_of = np.zeros(0, np.int64)

@@ -7,7 +7,7 @@ to a temporary file, and merged a window at a time (a step is complete once ever
 has gone past it) into the run's rows. The rows wait in a second temporary file until every
 run is in: only then are all the tags, the header's columns, known. The rows and the report
 are those of ``wide_table``: the last point of a tag at a step is kept (the others reported
-as ``duplicate_step_in_wide``), and a row's wall time is the earliest of its points.
+as ``duplicate_step_in_wide``), and a row's wall time is the earliest of the points it keeps.
 """
 
 from __future__ import annotations
@@ -194,8 +194,10 @@ class WideRows:
         starts = np.flatnonzero(new_row)
         row_of = np.cumsum(new_row) - 1
         rows = np.empty(len(starts), _ROW)
-        # (fmin: a point without a time, NaN, does not make the row's time NaN)
-        rows["step"], rows["wall"] = step[starts], np.fmin.reduceat(points["wall"], starts)
+        # the earliest time of the points the row keeps (not of one it drops for a later one
+        # at its step); fmin: a point without a time, NaN, does not make the row's time NaN
+        rows["step"] = step[starts]
+        rows["wall"] = np.fmin.reduceat(np.where(last, points["wall"], np.nan), starts)
         kept = np.empty(int(last.sum()), _KEPT)
         kept["row"], kept["tag"], kept["value"] = row_of[last], tag[last], points["value"][last]
         # batches of whole rows

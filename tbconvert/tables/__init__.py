@@ -122,7 +122,7 @@ def scalars(source, runs=None, tags=None, *, wide: bool = False, restarts: Resta
 
     ``wide=True``: one row per (run, step), one column per tag (sorted),
     missing where a tag has no point at that step (null in Arrow, NaN in
-    pandas); ``wall_time`` is the earliest of the row. Pass a
+    pandas); ``wall_time`` is the earliest of the points the row keeps. Pass a
     :class:`~tbconvert.report.Report` to see what was left out.
 
     Example::
