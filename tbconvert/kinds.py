@@ -197,6 +197,10 @@ KINDS: dict[str, Kind] = {
                                  "dtype alone is no difference", _KEPT),
     "scalar_rounded": Kind("integer scalars beyond 2**53 that a double cannot hold are rounded "
                            "to an export's doubles", _LOST, "value"),
+    "histograms_as_tensors": Kind("histogram points written in the tensor form both "
+                                  "TensorBoard loaders show alike; TensorBoard's default loader "
+                                  "showed legacy histo values with every bucket, as float64 "
+                                  "rows", _KEPT, "point"),
     "scalar_rounded_to_float32": Kind("scalars float32 cannot hold exactly (float64 values such "
                                       "as 16777217.0 or 0.1, wide integers) are rounded to "
                                       "float32 in event files, the only scalar type both "

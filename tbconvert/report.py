@@ -176,6 +176,10 @@ _HEADLINES = {
                                               f"{plural(k, 'series')} that float32 cannot hold "
                                               f"{were(n)} rounded to float32 (the only scalar "
                                               "type TensorBoard shows with both loaders)",
+    "histograms_as_tensors": lambda n, k: f"{plural(n, 'histogram point')} of "
+                                          f"{plural(k, 'tag')} written in the tensor form both "
+                                          "TensorBoard loaders show alike (the default loader "
+                                          "showed legacy histo values with every bucket)",
     "steps_not_increasing": lambda n, k: f"{plural(n, 'point')} of {plural(k, 'tag')} that a "
                                          "later point at the same or an earlier step follows "
                                          f"{were(n)} written, but TensorBoard's default loader "

@@ -589,3 +589,17 @@ def test_data_server_steps_follow_its_rule_in_bounded_memory():
         assert len(shown.blocks) == 1
     shown.feed(np.arange(3, 103, dtype=np.int64))     # resumed at step 3
     assert shown.exact and shown.dropped == 10**6 - 1 and len(shown.blocks) == 2
+
+
+def test_legacy_histograms_written_as_tensors_are_told(tmp_path):
+    """PyTorch writes histograms as legacy ``histo`` values, which TensorBoard's default loader
+    shows with every bucket; the tensor form written instead shows as --load_fast=false
+    showed them: a note per tag, counting its points."""
+    src = FIXTURES / "torch_logdir"
+    report = tbconvert.convert(src, tmp_path / "out", to_format="tfevents")
+    told = {(i.run, i.tag): i.count for i in report.issues if i.kind == "histograms_as_tensors"}
+    view = tb_view(src)
+    histos = {(run, tag): len(info["points"]) for run, r in view.items()
+              for tag, info in r["tags"].items() if info["plugin_name"] == "histograms"}
+    assert told == histos and histos
+    assert not any(i.lost for i in report.issues if i.kind == "histograms_as_tensors")

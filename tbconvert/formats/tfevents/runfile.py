@@ -689,6 +689,15 @@ class RunFile:
                     f"{where}: {plural(n, 'value')} float32 cannot hold {were(n)} rounded to "
                     "float32, the only scalar type both TensorBoard loaders show (Parquet and "
                     f"HDF5 keep them exact){beyond}", run=self.run.name, tag=tag, count=n)
+            if st.count and forms.legacy_kind(st.metadata, tag) == forms.HISTO:
+                self.report.add(
+                    "histograms_as_tensors",
+                    f"{where}: {plural(st.count, 'histogram point')} written in the tensor form "
+                    "both TensorBoard loaders show alike; if they came as legacy histo values "
+                    "(as PyTorch and tensorboardX write them), TensorBoard's default loader "
+                    "showed every bucket of those as float64 rows, and now shows the rows "
+                    "--load_fast=false showed (float32, from the first to the last non-empty "
+                    "bucket)", run=self.run.name, tag=tag, count=st.count, lost=False)
             if not isinstance(st.shown, DataServerSteps):
                 continue     # one increasing stride: the data server shows every point
             dropped = st.shown.dropped
