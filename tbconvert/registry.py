@@ -200,7 +200,7 @@ def detect_source(path: Path) -> type[Format]:
         from tbconvert.errors import raise_if_exhausted
         raise_if_exhausted(exc)
         raise FormatError(f"{path}: cannot be read ({exc.strerror})") from None
-    data = web_view_data(path, entries)
+    data = web_view_data(path, [e.name for e in entries])
     if data is not None:
         raise FormatError(web_view_message(path, data))
     plugin = _plugin_of(path, what == "directory")
@@ -220,18 +220,11 @@ def detect_source(path: Path) -> type[Format]:
                       f"or pass --from with one of {readable} to read it as that format")
 
 
-def web_view_data(path: Path, entries: list | None = None) -> Path | None:
-    """The Parquet file of a web view tbconvert wrote (``--to html``) at ``path``, None when
-    ``path`` is no such directory (``entries``: its listing, when known)."""
+def web_view_data(path: Path, names) -> Path | None:
+    """The Parquet file of a web view tbconvert wrote (``--to html``) at the directory
+    ``path`` whose entries are ``names``, None when it is no such directory."""
     from tbconvert.formats.html import PARQUET_NAME
-    if entries is None:
-        from tbconvert.sourcefiles import listdir
-        try:
-            entries = listdir(path) if path.is_dir() else []
-        except OSError:
-            return None
-    names = {Path(e).name for e in entries}
-    return path / PARQUET_NAME if {PARQUET_NAME, "index.html"} <= names else None
+    return path / PARQUET_NAME if {PARQUET_NAME, "index.html"} <= set(names) else None
 
 
 def web_view_message(path: Path, data: Path) -> str:

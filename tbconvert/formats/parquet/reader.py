@@ -650,7 +650,7 @@ def _without_marker(path: Path) -> TbconvertError:
                            "is running, or was killed): nothing of it is committed yet; run "
                            "the sync again")
     from tbconvert import registry
-    data = registry.web_view_data(Path(path), [Path(n) for n in names])
+    data = registry.web_view_data(Path(path), names)
     if data is not None:
         return FormatError(registry.web_view_message(path, data))
     return not_this_format(path, "parquet", f"a directory without {MARKER_FILE} (the file that "
