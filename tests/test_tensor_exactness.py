@@ -121,7 +121,8 @@ def test_signaling_nan_scalars_keep_their_bits_in_event_files(tmp_path, steps):
                    if t.tensor_content else t for t in pts] for tag, pts in points.items()}
     quieted = _scalar_logdir(tmp_path / "q", quiet)
     assert compare(src, tmp_path / "back") == []
-    assert compare(src, quieted) == [f"run/t{k}: values differ" for k in range(3)]
+    assert [d.split(" at step")[0] for d in compare(src, quieted)] == \
+        [f"run/t{k}: values differ" for k in range(3)]
 
 
 def test_small_scalar_chunks_are_encoded_in_batches():

@@ -72,7 +72,7 @@ def test_verify_detects_changed_value(tmp_path):
                     wall_times=s.wall_times, hidden=None, values=changed) for s in series]
             w.write_run(run, series)
     diffs = compare(FIXTURES / "tf2_logdir", out)
-    assert diffs == ["eager/loss: values differ"]
+    assert diffs == ["eager/loss: values differ at step 3"]
 
 
 # -- sources written with TensorBoard's protos ------------------------------------------------
@@ -141,11 +141,11 @@ def test_integer_scalars_compare_exactly(tmp_path):
     export = tmp_path / "export"
     report = tbconvert.convert(big, export, to_format="tbdev")
     assert [i.kind for i in report.lost] == ["scalar_rounded"]
-    assert compare(big, export, wall_time_tolerance=1e-6) == ["r/n: values differ"]
+    assert compare(big, export, wall_time_tolerance=1e-6) == ["r/n: values differ at step 0"]
     # 2**53 + 1 and 2**53 differ, though their doubles are equal
     near = write_run(tmp_path / "near", "r", [int_scalar(0, np.int64(2**53)),
                                              int_scalar(1, np.int64(-2**63))])
-    assert compare(big, near) == ["r/n: values differ"]
+    assert compare(big, near) == ["r/n: values differ at step 0"]
     # archives keep them exactly
     archive = tmp_path / "big.parquet"
     tbconvert.convert(big, archive)
@@ -155,7 +155,7 @@ def test_integer_scalars_compare_exactly(tmp_path):
                                                  int_scalar(1, np.int64(-1))])
     unsigned = write_run(tmp_path / "unsigned", "s", [int_scalar(0, np.uint64(2**53 + 1)),
                                                      int_scalar(1, np.uint64(2**64 - 1))])
-    assert compare(signed, unsigned) == ["s/n: values differ"]
+    assert compare(signed, unsigned) == ["s/n: values differ at step 1"]
 
 
 def dtype_notes(report) -> list[str]:
@@ -308,7 +308,7 @@ def test_keep_all_compares_which_points_are_hidden_not_only_how_many(tmp_path):
     a = _archive(tmp_path / "a.parquet", data)
     b = _archive(tmp_path / "b.parquet", data, series_of=moved)
     assert compare(a, b, options=Options(restarts="keep-all")) == [
-        "resumed_purged/loss: other points hidden by the restart rule (10 each)"]
+        "resumed_purged/loss: other points hidden by the restart rule (10 each), first at step 20"]
     assert compare(a, b) != []      # what TensorBoard shows differs too
 
 
@@ -354,9 +354,10 @@ def test_a_nan_wall_time_is_a_difference_whatever_the_tolerance(tmp_path):
         return out
     a = _archive(tmp_path / "a.parquet", data)
     b = _archive(tmp_path / "b.parquet", data, series_of=nan)
-    expected = ["eager/loss: wall times differ (NaN in one, a time in the other, at 1 point)"]
+    expected = ["eager/loss: wall times differ (NaN in one, a time in the other, at 1 point, the "
+                "first at step 2)"]
     assert compare(a, b, wall_time_tolerance=1e-6) == expected
-    assert compare(a, b) == ["eager/loss: wall times differ"]
+    assert compare(a, b) == ["eager/loss: wall times differ at step 2"]
 
 
 def test_strict_still_lists_the_differences_and_exits_10(tmp_path, capsys):
@@ -366,3 +367,115 @@ def test_strict_still_lists_the_differences_and_exits_10(tmp_path, capsys):
     assert code == 10
     assert "run_b/loss: 25 points != 24 points" in out
     assert "corrupt" in err
+
+
+# -- where a series differs ---------------------------------------------------------------------
+
+def _rewritten(src: Path, dest: Path, change) -> Path:
+    """The event files of ``src`` (read keeping hidden points) written again to ``dest``, each
+    series passed through ``change(run, series)``."""
+    from tbconvert.api import open_writer
+    data = tbconvert.read(src, restarts="keep-all")
+    with open_writer(dest, format="tfevents") as w:
+        for name, run in data.runs.items():
+            w.write_run(run, [change(name, s) for s in data.series[name].values()])
+    return dest
+
+
+def test_verify_names_the_step_where_a_scalar_differs(tmp_path, capsys):
+    import dataclasses
+    logs = tmp_path / "logs"
+    tbconvert.convert(FIXTURES / "torch_logdir", logs, to_format="tfevents")
+
+    def nudged(run, s):
+        if run == "multi/losses_train" and s.tag == "losses":   # steps 0, 3, 6, ...
+            values = s.values.copy()
+            values[4] = np.nextafter(values[4], np.float32(np.inf))
+            s = dataclasses.replace(s, values=values)
+        return s
+    changed = _rewritten(logs, tmp_path / "changed", nudged)
+    assert compare(logs, changed, plugin_files=False) == [
+        "multi/losses_train/losses: values differ at step 12"]
+    assert main(["verify", str(logs), str(changed), "--no-plugin-files", "-v"]) == 10
+    assert capsys.readouterr().out == "multi/losses_train/losses: values differ at step 12\n"
+    # the same files written again hold the same data
+    same = _rewritten(logs, tmp_path / "same", lambda run, s: s)
+    assert main(["verify", str(logs), str(same), "--no-plugin-files"]) == 0
+    assert "same data" in capsys.readouterr().out
+
+
+def _long_run(path: Path, steps, values, walls=None) -> Path:
+    from tbconvert.api import open_writer
+    from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+    steps = np.asarray(steps, np.int64)
+    walls = 1000.0 + np.arange(len(steps)) * 0.5 if walls is None else walls
+    series = ScalarSeries(run="r", tag="loss", steps=steps, wall_times=walls, hidden=None,
+                          values=values, metadata=Metadata("scalars", data_class=DataClass.SCALAR))
+    with open_writer(path, format=None if path.suffix else "tfevents") as w:
+        w.write_run(Run("r", start_time=999.0), [series])
+    return path
+
+
+def test_verify_narrows_a_difference_in_a_long_series(tmp_path, capsys):
+    """100,000 points: one value changed is named by its step; two in a stretch of steps, by
+    a range holding the first that is a small part of the series. What is kept per series to
+    tell where is bounded whatever its length (buckets of steps, not points)."""
+    from tbconvert.formats.base import Options
+    from tbconvert.verify import fingerprints
+    n = 100_000
+    steps = np.arange(n) * 3 + 7
+    values = np.random.default_rng(0).random(n).astype(np.float32)
+    a = _long_run(tmp_path / "a", steps, values)
+    sketch = fingerprints(a, fmt=None, options=Options(), report=Report(),
+                          keep_walls=False).series["r"]["loss"].sketch
+    assert sketch.rows.shape[0] <= 64
+    one = values.copy()
+    one[61_234] += 1
+    b = _long_run(tmp_path / "b", steps, one)
+    assert compare(a, b) == [f"r/loss: values differ at step {steps[61_234]}"]
+    two = one.copy()
+    two[61_240] += 1
+    [diff] = compare(a, _long_run(tmp_path / "c", steps, two))
+    low, high = (int(x) for x in diff.split(" at steps ")[1].split(" (")[0].split(" to "))
+    assert diff.endswith("(first differing range)")
+    assert low <= steps[61_234] <= high and high - low < 3 * n // 32, diff
+    walls = 1000.0 + np.arange(n) * 0.5
+    walls[99_999] += 1e-3
+    assert compare(a, _long_run(tmp_path / "d", steps, values, walls)) == [
+        f"r/loss: wall times differ at step {steps[99_999]}"]
+    # a copy written again holds the same data
+    assert main(["verify", str(a), str(_long_run(tmp_path / "e", steps, values))]) == 0
+    assert "same data" in capsys.readouterr().out
+
+
+def test_verify_names_the_step_of_a_blob_missing_in_an_export(tmp_path, capsys):
+    """A TensorBoard.dev export's null blob path is a hole; event files have none, so the
+    conversion writes an empty blob there (and says so), and verify tells where and which."""
+    export = tmp_path / "export"
+    shutil.copytree(FIXTURES / "tbdev_export", export)
+    sequences = export / "experiment_9bFlIkpYt5HfavHYMD5hzQ" / "blob_sequences.json"
+    sequences.chmod(0o644)
+    text = sequences.read_text()
+    assert text.count('"blobs/blob_UYIQbUDlH4jHgRJueyn8CA.bin"') == 1
+    sequences.write_text(text.replace('"blobs/blob_UYIQbUDlH4jHgRJueyn8CA.bin"', "null"))
+    assert main(["tbdev-export", str(export), "-o", str(tmp_path / "logs"), "-q"]) == 0
+    capsys.readouterr()
+    a = export / "experiment_9bFlIkpYt5HfavHYMD5hzQ"
+    b = tmp_path / "logs" / "9bFlIkpYt5HfavHYMD5hzQ"
+    assert main(["verify", str(a), str(b), "-v"]) == 10
+    assert capsys.readouterr().out == (
+        "train/samples/image: values differ at step 0 (a blob missing in A, empty in B)\n")
+
+
+def test_verify_places_differences_at_any_int64_steps(tmp_path):
+    """Steps out of order, negative and at both ends of int64, in an archive (which keeps
+    points in the order written, none hidden)."""
+    steps = np.array([2**62, -5, 7, -2**63, 2**63 - 1, 0, -2**40, 3, 2**33, 1, -1], np.int64)
+    values = np.arange(len(steps), dtype=np.float64)
+    a = _long_run(tmp_path / "a.parquet", steps, values)
+    assert compare(a, _long_run(tmp_path / "same.parquet", steps, values)) == []
+    for i in range(len(steps)):
+        changed = values.copy()
+        changed[i] = -1.5
+        b = _long_run(tmp_path / f"b{i}.parquet", steps, changed)
+        assert compare(a, b) == [f"r/loss: values differ at step {steps[i]}"]
