@@ -1,0 +1,332 @@
+"""Compare two sources (any formats) through the model, series by series.
+
+Each series is reduced to a fingerprint as it streams past (point count,
+metadata, and SHA-256 digests of steps, wall times and values, independent of
+how the points were chunked), so two sources of any size compare with memory
+bounded by one run; beside the digests, a sketch of at most 64 buckets of steps
+per series tells where a difference is (:mod:`tbconvert.verify.sketch`). Each run's
+run-level events (meta graphs, session logs, log messages) are compared as well,
+and so are runs without series wherever both formats can hold them. Users run
+this after archiving and before deleting the originals.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tbconvert import api, names
+from tbconvert.describe import scan
+from tbconvert.formats.base import Options
+from tbconvert.model import Experiment, Series
+from tbconvert.report import Report, given, plural
+from tbconvert.verify.fingerprint import Fingerprint, metadata_key, record_key
+from tbconvert.verify.sketch import MASK, Batch, Place, locate
+
+
+@dataclass
+class _Source:
+    """What one source holds, reduced for comparing."""
+
+    series: dict[str, dict[str, Fingerprint]]     # {run: {tag: fingerprint}}, every selected run
+    records: dict[str, collections.Counter]         # {run: Counter of record keys}
+    experiment: Experiment
+    # A TensorBoard.dev export knows a run only by the lines of its series: it holds neither
+    # runs without series nor run-level events, nor start times (its runs start at their
+    # first point).
+    tbdev: bool = False
+    starts: dict = field(default_factory=dict)      # {run: start time, or None}
+    # An event-file logdir's files of TensorBoard's plugins (plugin_copy's source of them;
+    # None: a format that holds none), read only to be compared with another logdir's.
+    plugin_files: object = None
+
+
+def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
+                 keep_walls: bool) -> _Source:
+    """The fingerprints of a source's series, and its runs' records, streaming."""
+    out: dict[str, dict[str, Fingerprint]] = {}
+    records: dict[str, collections.Counter] = {}
+    starts: dict = {}
+    batch = Batch()
+
+    def fingerprint_of(run, s: Series) -> Fingerprint:
+        # names as conversions store them (odd bytes %XX), so a round trip compares equal
+        tags = out.setdefault(names.text(run.name), {})
+        tag = names.text(s.tag)
+        fp = tags.get(tag)
+        if fp is None:
+            fp = tags[tag] = Fingerprint(s.metadata.plugin_name, s.data_class.name,
+                                          metadata=metadata_key(s), keep_walls=keep_walls,
+                                          batch=batch)
+        return fp
+
+    with api.open_reader(path, format=fmt, options=options, report=report) as reader:
+        experiment = reader.experiment()
+        for run, selected in scan(reader, options, fingerprint_of, visible_only=True):
+            name = names.text(run.name)
+            if not selected:
+                out.pop(name, None)
+                continue
+            out.setdefault(name, {})
+            starts[name] = run.start_time
+            # A restart marker is TensorBoard's only to hide points, and which points are
+            # hidden is compared with the points; event files written from any source hold
+            # the points, not the markers.
+            records.setdefault(name, collections.Counter()).update(
+                record_key(r) for r in run.records if not r.is_restart_marker())
+        batch.flush()
+        tbdev = _is_tbdev(reader)
+        plugin_files = getattr(reader, "plugin_source", lambda: None)()
+    return _Source(out, records, experiment, tbdev, starts, plugin_files)
+
+
+def _is_tbdev(reader) -> bool:
+    # Only a loaded module makes readers: sources of other formats need not import this one.
+    module = sys.modules.get("tbconvert.formats.tbdev.reader")
+    inner = getattr(reader, "_inner", reader)   # a remote source's reader of its staged copy
+    return module is not None and isinstance(inner, module.TbdevReader)
+
+
+_MD_FIELDS = ("plugin name", "plugin content", "display name", "description", "data class")
+
+
+def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
+            wall_time_tolerance: float = 0.0, report: Report | None = None,
+            plugin_files: bool = True) -> list[str]:
+    """Differences between sources ``a`` and ``b``; an empty list means they hold the same data.
+
+    A series whose steps, wall times, values or hidden points differ is named with the first
+    step where they do ("values differ at step 3"), or else the narrowest range of steps
+    that holds it ("at steps 300 to 363 (first differing range)").
+
+    Scalars compare by value, integers exactly; scalars of other dtypes but equal values
+    (a float32 read back from a float64 archive, integers kept as an export's doubles) are
+    the same points, and their dtypes are noted in ``report`` (``scalar_dtypes_differ``).
+    Experiment facts (id, name, description, times, other facts) are compared field by field,
+    one held by a single source included. With ``restarts="keep-all"`` in ``options``, which
+    points TensorBoard's restart rule hides is compared too. Runs' start times are compared,
+    one lost included (but with a TensorBoard.dev export, which has none), and
+    their run-level events (meta graphs, session logs, log messages) as a
+    multiset of (kind, step, wall time, bytes) per run, except restart markers (SessionLog
+    START), whose effect is in which points are hidden. A TensorBoard.dev export holds no
+    run-level events, so those of the other source are differences; it holds no runs without
+    series either, so these are compared only between other formats.
+    ``wall_time_tolerance`` (seconds) allows for TensorBoard.dev exports, which store wall times
+    to about a microsecond. Between two event-file logdirs, the files of TensorBoard's plugins
+    beside the event files (those an event-file output carries) are compared byte for byte,
+    unless ``plugin_files`` is False (a logdir rebuilt from an archive, which holds none).
+    """
+    if not (isinstance(wall_time_tolerance, (int, float)) and 0 <= wall_time_tolerance < math.inf):
+        from tbconvert.errors import UsageError
+        raise UsageError(f"the wall-time tolerance must be a number of seconds, 0 or more, "
+                         f"not {wall_time_tolerance!r}")
+    options = options or Options()
+    report = given(report)
+    keep = wall_time_tolerance > 0
+    sa = fingerprints(a, fmt=from_a, options=options, report=report, keep_walls=keep)
+    sb = fingerprints(b, fmt=from_b, options=options, report=report, keep_walls=keep)
+    ea, eb = sa.experiment, sb.experiment
+    diffs = []
+    for name in ("experiment_id", "name", "description", "create_time", "update_time"):
+        if getattr(ea, name) != getattr(eb, name):
+            diffs.append(f"experiment {name.replace('_', ' ')}: {getattr(ea, name)!r} in A, "
+                         f"{getattr(eb, name)!r} in B")
+    for key in sorted(set(ea.extra) | set(eb.extra)):
+        if ea.extra.get(key) != eb.extra.get(key):
+            diffs.append(f"experiment fact {key!r}: {ea.extra.get(key)!r} in A, "
+                         f"{eb.extra.get(key)!r} in B")
+    empty_runs = not (sa.tbdev or sb.tbdev)
+
+    def listed(src: _Source) -> set[str]:
+        return {r for r, tags in src.series.items() if tags or src.records[r] or empty_runs}
+
+    runs_a, runs_b = listed(sa), listed(sb)
+    for run in sorted(runs_a - runs_b):
+        diffs.append(f"run {run!r}: only in A ({_run_contents(sa, run, sb)})")
+    for run in sorted(runs_b - runs_a):
+        diffs.append(f"run {run!r}: only in B ({_run_contents(sb, run, sa)})")
+    for run in sorted(runs_a & runs_b):
+        ta, tb = sa.series[run], sb.series[run]
+        for tag in sorted(set(ta) - set(tb)):
+            diffs.append(f"{run}/{tag}: only in A ({plural(ta[tag].points, 'point')})")
+        for tag in sorted(set(tb) - set(ta)):
+            diffs.append(f"{run}/{tag}: only in B ({plural(tb[tag].points, 'point')})")
+        for tag in sorted(set(ta) & set(tb)):
+            diffs.extend(_compare_series(run, tag, ta[tag], tb[tag], wall_time_tolerance, report))
+        start_a, start_b = sa.starts.get(run), sb.starts.get(run)
+        if empty_runs and (start_a is None) != (start_b is None):
+            diffs.append(f"run {run!r}: start time {start_a!r} in A, {start_b!r} in B (a run "
+                         "without one shows TensorBoard no start)")
+        elif empty_runs and start_a is not None and \
+                not _same_wall(start_a, start_b, wall_time_tolerance):
+            diffs.append(f"run {run!r}: start time {start_a!r} in A, {start_b!r} in B")
+        for side, mine, other in (("A", sa, sb), ("B", sb, sa)):
+            extra = mine.records[run] - other.records[run]
+            if extra:
+                n = sum(extra.values())
+                diffs.append(f"run {run!r}: {plural(n, 'run-level event')} only in {side} "
+                             f"({_records_text(extra)}){_no_place(other)}")
+    if sa.plugin_files is not None and sb.plugin_files is not None:
+        if plugin_files:
+            diffs.extend(_compare_plugin_files(sa, sb, report))
+        _take_back_notes(sa, sb, report)    # (compared, or left out on purpose)
+    return diffs
+
+
+def _take_back_notes(sa: _Source, sb: _Source, report: Report) -> None:
+    from tbconvert.formats.tfevents.plugin_files import take_back
+    take_back(report, [*sa.plugin_files.places.values(), *sb.plugin_files.places.values()])
+
+
+def _compare_plugin_files(sa: _Source, sb: _Source, report: Report) -> list[str]:
+    """Two event-file logdirs: their plugins' files compared byte for byte."""
+    from tbconvert.formats.tfevents.plugin_copy import digests
+    # by the text spelling of their paths, as runs are compared: a run directory whose name
+    # is not UTF-8 is written spelled %XX
+    fa, fb = ({names.text(rel): v for rel, v in digests(side.plugin_files).items()}
+              for side in (sa, sb))
+    diffs = [f"plugin file {rel}: only in {side}" for side, mine, other in
+             (("A", fa, fb), ("B", fb, fa)) for rel in sorted(set(mine) - set(other))]
+    same = 0
+    for rel in sorted(set(fa) & set(fb)):
+        unread = [f"{v} in {side}" for side, v in (("A", fa[rel]), ("B", fb[rel]))
+                  if v.startswith("cannot")]
+        if unread:
+            diffs.append(f"plugin file {rel}: {unread[0]}")
+        elif fa[rel] != fb[rel]:
+            diffs.append(f"plugin file {rel}: other bytes in B than in A")
+        else:
+            same += 1
+    if fa or fb:
+        report.add("plugin_files_compared", f"{plural(same, 'file')} of TensorBoard's plugins "
+                   f"the same, byte for byte, in both (of {len(fa)} in A and {len(fb)} in B)",
+                   count=same, lost=False)
+    return diffs
+
+
+def _same_wall(a: float, b: float, tol: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol
+
+
+def _run_contents(src: _Source, run: str, other: _Source) -> str:
+    n, records = len(src.series[run]), src.records[run]
+    if not records:
+        return f"{n} series" if n else "no series"
+    events = sum(records.values())
+    return (f"{n or 'no'} series, {plural(events, 'run-level event')}: "
+            f"{_records_text(records)}{_no_place(other)}")
+
+
+def _no_place(src: _Source) -> str:
+    return "; a TensorBoard.dev export has no place for them" if src.tbdev else ""
+
+
+def _records_text(records: collections.Counter, shown: int = 3) -> str:
+    keys = sorted(records.elements(), key=lambda k: k[:2])
+    text = ", ".join(f"{kind} at step {step}" for step, kind, *_ in keys[:shown])
+    return text + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
+
+
+def _dtypes_text(fp: Fingerprint) -> str:
+    if len(fp.scalar_dtypes) == 1:
+        return fp.scalar_dtypes[0][0]
+    return ", ".join(f"{name} ({plural(n, 'point')})" for name, n in fp.scalar_dtypes)
+
+
+def _holes_text(place: Place, columns: dict[str, int]) -> str:
+    """Whether the bucket's points differ only where a blob missing on one side is empty on
+    the other (then the sums as if missing blobs were empty agree)."""
+    if "missing" not in columns or place.row_a is None:
+        return ""
+    values, as_empty, missing = (columns[k] for k in ("values", "as_empty", "missing"))
+    a, b = place.row_a, place.row_b
+    if (int(a[values]) + int(a[as_empty]) - int(b[values]) - int(b[as_empty])) & MASK:
+        return ""
+    lost_a, lost_b = int(a[missing]), int(b[missing])
+    if lost_a and not lost_b:
+        n, side, other = lost_a, "A", "B"
+    elif lost_b and not lost_a:
+        n, side, other = lost_b, "B", "A"
+    else:
+        return " (blobs missing on one side where the other has empty ones)"
+    blobs = "a blob" if n == 1 else f"{n} blobs"
+    return f" ({blobs} missing in {side}, empty in {other})"
+
+
+def _differs(what: str, place: Place | None, columns=None) -> str:
+    """``what`` differ, and where: "values differ at step 3"."""
+    if place is None:
+        return f"{what} differ"
+    if place.low is None:
+        return f"{what} differ (the same points, in another order)"
+    return f"{what} differ {place.at()}" + (_holes_text(place, columns) if columns else "")
+
+
+def _step_of(steps_a: np.ndarray, steps_b: np.ndarray, i: int) -> str:
+    if steps_a[i] == steps_b[i]:
+        return f"step {steps_a[i]}"
+    return f"point {i + 1} (step {steps_a[i]} in A, {steps_b[i]} in B)"
+
+
+def _compare_series(run: str, tag: str, x: Fingerprint, y: Fingerprint, tol: float,
+                    report: Report) -> list[str]:
+    where = f"{run}/{tag}"
+    out = []
+    for name, u, v in zip(_MD_FIELDS, x.metadata, y.metadata, strict=True):
+        if u != v:
+            out.append(f"{where}: {name} differs: {u!r} != {v!r}")
+    if x.points != y.points:
+        out.append(f"{where}: {x.points} points != {y.points} points "
+                   f"(steps {x.step_range} vs {y.step_range})")
+        return out
+    if x.steps.digest() != y.steps.digest():
+        place = locate(x, y, "steps")
+        first = ("" if place is None else ", the same steps in another order"
+                 if place.low is None else place.first())
+        if x.step_range == y.step_range:
+            low, high = x.step_range
+            out.append(f"{where}: steps differ within the same range, {low} to {high} "
+                       f"({plural(x.points, 'point')} each){first}")
+        else:
+            out.append(f"{where}: steps differ (ranges {x.step_range} vs {y.step_range})"
+                       f"{first}")
+    if tol > 0:
+        wa = np.concatenate(x.wall_list) if x.wall_list else np.zeros(0)
+        wb = np.concatenate(y.wall_list) if y.wall_list else np.zeros(0)
+        nan_a, nan_b = np.isnan(wa), np.isnan(wb)
+        gap = np.abs(wa - wb)
+        worst = float(np.max(gap[~nan_a & ~nan_b], initial=0.0))
+        if (nan_a != nan_b).any() or worst > tol:
+            steps_a, steps_b = (np.concatenate(f.step_list) for f in (x, y))
+        if (nan_a != nan_b).any():
+            i = int(np.flatnonzero(nan_a != nan_b)[0])
+            out.append(f"{where}: wall times differ (NaN in one, a time in the other, at "
+                       f"{plural(int((nan_a != nan_b).sum()), 'point')}, the first at "
+                       f"{_step_of(steps_a, steps_b, i)})")
+        elif worst > tol:
+            i = int(np.flatnonzero(~nan_a & ~nan_b & (gap > tol))[0])
+            out.append(f"{where}: wall times differ by up to {worst:.3g} s (the first beyond "
+                       f"the tolerance at {_step_of(steps_a, steps_b, i)})")
+    elif x.walls.digest() != y.walls.digest():
+        out.append(f"{where}: {_differs('wall times', locate(x, y, 'walls'))}")
+    if x.values.digest() != y.values.digest() or x.big_ints.digest() != y.big_ints.digest() \
+            or x.nans.digest() != y.nans.digest():
+        place = locate(x, y, "values")
+        columns = x.sketch.columns if x.sketch is not None else None
+        out.append(f"{where}: {_differs('values', place, columns)}")
+    if x.scalar_dtypes and y.scalar_dtypes and x.scalar_dtypes != y.scalar_dtypes:
+        # Not a difference: values are compared exactly, and a format that stores scalars as
+        # doubles holds every value but integers beyond 2**53, which then differ as values.
+        report.add("scalar_dtypes_differ", f"{where}: scalars are {_dtypes_text(x)} in A and "
+                   f"{_dtypes_text(y)} in B", run=run, tag=tag, lost=False)
+    if x.hidden != y.hidden:
+        out.append(f"{where}: {x.hidden} hidden points != {y.hidden}")
+    elif x.hidden_at.digest() != y.hidden_at.digest():
+        place = locate(x, y, "steps", hidden=True)
+        first = "" if place is None or place.low is None else place.first()
+        out.append(f"{where}: other points hidden by the restart rule ({x.hidden} each){first}")
+    return out
