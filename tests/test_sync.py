@@ -1289,3 +1289,50 @@ def test_a_dataset_synced_from_an_export_then_from_its_event_files(tmp_path, fix
     assert not report.lost and report.runs_rearchived == report.runs > 0, report.summary()
     assert "TensorBoard.dev export" in " ".join(i.message for i in report.issues)
     check(tmp_path / "logs", dst, tmp_path, view=False)
+
+
+def _manifest_bytes(dst: Path) -> bytes:
+    return (dst / "_tbconvert.json").read_bytes()
+
+
+def test_a_record_cut_off_at_the_end_commits_nothing_until_it_is_finished(tmp_path):
+    """A writer that flushed half a record: each sync reads those bytes again, finds nothing
+    complete, and leaves the dataset as it was (no new generation); the finished record is
+    then archived as any other."""
+    src, dst = tmp_path / "logs", tmp_path / "ds"
+    ev = Events(src / "train" / "events.out.tfevents.1.host")
+    ev.write_many(scalar(s) for s in range(100))
+    sync(src, dst)
+    ev.write(scalar(100), cut=20)
+    first = sync(src, dst)          # the file's new size is noted
+    before = _manifest_bytes(dst)
+    for _ in range(3):
+        r = sync(src, dst)
+        assert (r.generation, r.parts_written, r.runs_rearchived) == (first.generation, 0, 0)
+        assert r.changed_nothing and _manifest_bytes(dst) == before
+    ev.finish_cut(scalar(100), 20)
+    r = sync(src, dst)
+    assert (r.generation, r.runs_extended, r.runs_rearchived) == (first.generation + 1, 1, 0)
+    check(src, dst, tmp_path)
+
+
+def test_a_job_that_died_mid_record_and_restarted_in_a_new_file_is_not_read_whole(tmp_path):
+    """The old file keeps its cut record (its writer is gone); the next syncs read the new
+    file's points only, never the run again as if the old file had been changed in place."""
+    src, dst = tmp_path / "logs", tmp_path / "ds"
+    old = Events(src / "train" / "events.out.tfevents.1.host")
+    old.write_many(scalar(s) for s in range(200))
+    sync(src, dst)
+    old.write(scalar(200), cut=30)
+    new = Events(src / "train" / "events.out.tfevents.2.host", wall=WALL0 + 300)
+    new.write(scalar(200))
+    r = sync(src, dst)
+    assert (r.runs_extended, r.runs_rearchived) == (1, 0)
+    for _ in range(2):
+        again = sync(src, dst)
+        assert (again.runs_rearchived, again.parts_written, again.generation) == \
+            (0, 0, r.generation), again.summary()
+    new.write(scalar(201))
+    r = sync(src, dst)
+    assert (r.runs_extended, r.runs_rearchived) == (1, 0), r.summary()
+    check(src, dst, tmp_path)

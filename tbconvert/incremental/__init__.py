@@ -540,6 +540,15 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                       "sync": {"generation": generation, "runs": runs_state}}
         written = [r.part for r in results if r.part is not None and r.state is not None
                    and r.part not in merged_away] + merged_in
+        if not written and not converted and _same_manifest(marker, new_marker):
+            # Bytes were read but nothing came of them (a record still cut off at the end of
+            # a file, read again): the dataset stays as it was, at its generation.
+            if flusher is not None:
+                flusher.close()
+            report.generation = generation - 1
+            if store is None:
+                manifest.remove_garbage(dst, marker)   # (what a killed sync left, as ever)
+            return
         if flusher is not None:
             for name in merged_in:
                 flusher.add(name)
@@ -553,6 +562,19 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
     manifest.remove_garbage(dst, new_marker, retire=True)
+
+
+def _same_manifest(old: dict, new: dict) -> bool:
+    """Whether ``new`` says what ``old`` said, but for its generation."""
+    import json
+
+    from tbconvert.formats.parquet import MARKER_DIGEST
+
+    def said(marker: dict) -> str:
+        sync = {k: v for k, v in marker["sync"].items() if k != "generation"}
+        return json.dumps({k: v for k, v in marker.items() if k not in ("sync", MARKER_DIGEST)}
+                          | {"sync": sync}, sort_keys=True, default=str)
+    return said(old) == said(new)
 
 
 def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,

@@ -347,11 +347,11 @@ def _tail(task: RunTask, reader, reads, report: Report, later: bool = False) -> 
         size, end, last = found[path]
         i = next((k for k, e in enumerate(files) if e["name"] == path.name), None)
         if last is None and i is not None:
-            # nothing complete was added: the file stays as archived, only its size is new,
-            # and its end where a cut record at its end was told as lost
+            # nothing complete was added: the file stays as archived, only its size (and so its
+            # modification time: a later sync must not take it as changed in place) is new, and
+            # its end where a cut record at its end was told as lost
             old = files[i]
-            files[i] = dict(old, size=size) if end == old["end"] else _file_entry(
-                path, size, end, old["last"][:2] if old.get("last") else None)
+            files[i] = _file_entry(path, size, end, old["last"][:2] if old.get("last") else None)
             continue
         entry = _file_entry(path, size, end, last)
         if i is None:
