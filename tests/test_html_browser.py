@@ -720,3 +720,16 @@ def test_values_a_chart_cannot_draw_are_told_in_their_card(browser, tmp_path):
         assert page.errors == [], page.errors
     finally:
         page.close()
+
+
+def test_a_site_missing_its_manifest_names_the_file(browser, tmp_path):
+    """A site copied without its data folder says which file did not load."""
+    site = tmp_path / "site"
+    tbconvert.convert(FIXTURES / "torch_logdir", site, to_format="html")
+    (site / "data" / "manifest.js").unlink()
+    page = Page(browser, (site / "index.html").as_uri())
+    try:
+        assert page.page.text_content("#empty") == (
+            "data/manifest.js did not load: keep the data folder next to index.html.")
+    finally:
+        page.close()

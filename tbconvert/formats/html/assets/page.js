@@ -201,7 +201,7 @@
     withPlotly();
     if (!TB.manifest) {
       document.getElementById('empty').hidden = false;
-      document.getElementById('empty').textContent = 'data/TB.manifest.js did not load: keep the data folder next to index.html.';
+      document.getElementById('empty').textContent = 'data/manifest.js did not load: keep the data folder next to index.html.';
       return;
     }
     var e = TB.manifest.experiment || {};
