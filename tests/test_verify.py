@@ -479,3 +479,52 @@ def test_verify_places_differences_at_any_int64_steps(tmp_path):
         changed[i] = -1.5
         b = _long_run(tmp_path / f"b{i}.parquet", steps, changed)
         assert compare(a, b) == [f"r/loss: values differ at step {steps[i]}"]
+
+
+def _fingerprint(chunks):
+    from tbconvert.verify.fingerprint import Fingerprint, metadata_key
+    fp = Fingerprint("scalars", "SCALAR", metadata=metadata_key(chunks[0]))
+    for c in chunks:
+        fp.add(c)
+    return fp
+
+
+def _differences(a, b):
+    from tbconvert.verify import _compare_series
+    return _compare_series("r", "t", _fingerprint(a), _fingerprint(b), 0.0, Report())
+
+
+def test_scalar_class_tensors_compare_alike_however_they_are_chunked():
+    """A tag of the scalar data class read as tensors (dtypes that change, or a point that is
+    no single number): each point is hashed alike whatever chunk a reader puts it in."""
+    from tbconvert.model import DataClass, Metadata, TensorSeries
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+
+    def tensors(steps, points, codes):
+        return TensorSeries(run="r", tag="t", metadata=md, steps=np.array(steps, np.int64),
+                            wall_times=np.zeros(len(steps)), hidden=None,
+                            dtypes=np.array(codes, np.int32), tensors=tuple(points))
+    big = [np.array(2**53 + 1, np.int64), np.array(1.5, np.float32)]
+    assert _differences([tensors([0, 1], big, [9, 1])],
+                        [tensors([0], big[:1], [9]), tensors([1], big[1:], [1])]) == []
+    mixed = [np.array(1.0, np.float32), np.array(2.0, np.float32), np.array([3.0, 4.0], np.float32)]
+    assert _differences([tensors([0, 1, 2], mixed, [1] * 3)],
+                        [tensors([0], mixed[:1], [1]), tensors([1, 2], mixed[1:], [1, 1])]) == []
+    changed = mixed[:2] + [np.array([3.0, 5.0], np.float32)]
+    assert _differences([tensors([0, 1, 2], mixed, [1] * 3)],
+                        [tensors([0, 1, 2], changed, [1] * 3)]) == ["r/t: values differ at step 2"]
+
+
+def test_values_are_not_placed_where_only_the_steps_differ():
+    """Values are placed by their steps: with other steps, the first place they differ would
+    be the steps' difference, told already."""
+    from tbconvert.model import DataClass, Metadata, ScalarSeries
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+
+    def scalars(steps, values):
+        return ScalarSeries(run="r", tag="t", metadata=md, steps=np.array(steps, np.int64),
+                            wall_times=np.zeros(len(steps)), hidden=None,
+                            values=np.array(values, np.float32))
+    assert _differences([scalars([5, 100], [1.0, 2.0])], [scalars([7, 100], [1.0, 3.0])]) == [
+        "r/t: steps differ (ranges (5, 100) vs (7, 100)), first at step 5",
+        "r/t: values differ"]

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float64
 from tbconvert.describe import SeriesStats
 from tbconvert.model import (
     BlobSequenceSeries,
+    DataClass,
     RunRecord,
     ScalarSeries,
     Series,
@@ -71,13 +73,28 @@ class Fingerprint(SeriesStats):
             self.step_list.append(s.steps.copy())
         else:
             self.walls.update(s.wall_times.astype("<f8").tobytes())
-        scalars = as_scalar_series(s)
-        if scalars is not None:
-            words, holes = self._add_scalars(scalars, first), None
+        if isinstance(s, TensorSeries) and s.data_class == DataClass.SCALAR:
+            words, holes = self._add_scalar_tensors(s, first), None
+        elif isinstance(s, ScalarSeries):
+            words, holes = self._add_scalars(s, first), None
         else:
             words, holes = _value_words(self.values, s)
         if len(s):
             self._sketch(s, words, holes)
+
+    def _add_scalar_tensors(self, s: TensorSeries, first: int) -> np.ndarray:
+        """Tensors of the scalar data class: each run of single numbers of one dtype hashed as
+        scalars, any other point as a tensor, so that a point is hashed alike however the
+        reader cut the series into chunks (a chunk made scalars as a whole takes the dtype
+        of all its points, and is hashed as tensors if one of them is no single number)."""
+        words = np.empty(len(s), np.uint64)
+        for a, b, single in _runs_alike(s):
+            part = s if (a, b) == (0, len(s)) else s.take(np.arange(a, b))
+            if single:
+                words[a:b] = self._add_scalars(as_scalar_series(part), first + a)
+            else:
+                words[a:b] = _value_words(self.values, part)[0]
+        return words
 
     def _add_scalars(self, s: ScalarSeries, first: int) -> np.ndarray:
         # Scalars compare by value: a float32 read back from a float64 archive is the same point,
@@ -140,6 +157,21 @@ class Fingerprint(SeriesStats):
                 if self.hidden_sketch is None:
                     self.hidden_sketch = Sketch({"steps": 0, "at": 1})
                 self.hidden_sketch.add(steps[part][hidden], lo, hi, m[None, hidden], m[hidden])
+
+
+def _runs_alike(s: TensorSeries):
+    """``(start, stop, single)`` runs of points of ``s`` hashed alike: single numbers of one
+    dtype (``single`` True), or points that are not (see :func:`as_scalar_series`)."""
+    keys = []
+    for code, tensor in zip(s.dtypes.tolist(), s.tensors, strict=True):
+        arr = np.asarray(tensor)
+        single = arr.size == 1 and arr.dtype.kind in "fiub" and code != dt.DT_RAW_PROTO
+        keys.append((True, code, arr.dtype.str) if single else (False,))
+    a = 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[a]:
+            yield a, i, keys[a][0]
+            a = i
 
 
 def _nan_bits(values: np.ndarray) -> np.ndarray:
