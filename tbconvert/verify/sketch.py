@@ -222,7 +222,8 @@ class Batch:
         blocks = blocks.tolist()
         for i, sk in enumerate(sketches):
             if sk.rows is None:
-                sk.rows = rows[blocks[i]:blocks[i + 1]]     # (a new series': its rows alone)
+                # (a new series': its rows alone, copied: a view would keep the whole array)
+                sk.rows = rows[blocks[i]:blocks[i + 1]].copy()
             else:
                 sk.rows += rows[blocks[i]:blocks[i + 1]]
 
