@@ -94,13 +94,9 @@ class RunRecord:
             return f"its kind {self.kind!r} is none of {', '.join(self.KINDS)}"
         if self.kind == "meta_graph_def":     # kept as bytes, as TensorBoard keeps them
             return None
-        from google.protobuf.message import DecodeError
-        from tensorboard.compat.proto import event_pb2
-        proto = event_pb2.SessionLog if self.kind == "session_log" else event_pb2.LogMessage
-        try:
-            proto.FromString(self.payload)
-        except (DecodeError, RuntimeError, ValueError):
-            return f"its payload does not decode as a {proto.__name__}"
+        if self._message() is None:
+            kind = "SessionLog" if self.kind == "session_log" else "LogMessage"
+            return f"its payload does not decode as a {kind}"
         return None
 
     def is_restart_marker(self) -> bool:
@@ -108,13 +104,19 @@ class RunRecord:
         restart rule hides, not an event of its own (a damaged one is no marker)."""
         if self.kind != "session_log":
             return False
+        from tensorboard.compat.proto import event_pb2
+        message = self._message()
+        return message is not None and message.status == event_pb2.SessionLog.START
+
+    def _message(self):
+        """The payload of a session log or log message decoded, None if it does not decode."""
         from google.protobuf.message import DecodeError
         from tensorboard.compat.proto import event_pb2
+        proto = event_pb2.SessionLog if self.kind == "session_log" else event_pb2.LogMessage
         try:
-            return event_pb2.SessionLog.FromString(self.payload).status == \
-                event_pb2.SessionLog.START
+            return proto.FromString(self.payload)
         except (DecodeError, RuntimeError, ValueError):
-            return False
+            return None
 
 
 @dataclass(frozen=True, slots=True)
