@@ -182,6 +182,13 @@ def report_duplicates(report: Report, run: str, tag: str, count: int) -> None:
                run=run, tag=tag, count=count)
 
 
+def row_wall_times(wall: np.ndarray, kept: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each wide row's wall time, the rows' points starting at ``starts``: the earliest of the
+    points the row keeps (``kept``; one dropped for a later point at its step has no say),
+    NaN only when none of them has a time (fmin: a NaN time is no time)."""
+    return np.fmin.reduceat(np.where(kept, wall, np.nan), starts)
+
+
 class ScalarColumns(PointColumns):
     """Collects scalar chunks into columns; other chunks go to :meth:`skip`."""
 
@@ -246,15 +253,13 @@ class ScalarColumns(PointColumns):
                 count = int(np.count_nonzero(dup & (run == self.runs.index[r])
                                              & (tag == self.tags.index[t])))
                 report_duplicates(self.report, r, t, count)
-        # rows: (run, step) groups of the sorted arrays; row wall time = earliest of the points
-        # the row keeps (a point dropped for a later one at its step has no say)
+        # rows: (run, step) groups of the sorted arrays
         if n:
             new_row = np.ones(n, np.bool_)
             new_row[1:] = (run[1:] != run[:-1]) | (step[1:] != step[:-1])
             starts = np.flatnonzero(new_row)
             row_of = np.cumsum(new_row) - 1
-            # (a NaN time is no time: fmin)
-            row_wall = np.fmin.reduceat(np.where(last, wall, np.nan), starts)
+            row_wall = row_wall_times(wall, last, starts)
         else:
             starts = np.zeros(0, np.int64)
             row_of = np.zeros(0, np.int64)

@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-from tbconvert.columns import Names, as_float64, report_duplicates, tag_column
+from tbconvert.columns import Names, as_float64, report_duplicates, row_wall_times, tag_column
 from tbconvert.model import Series, as_scalar_series
 from tbconvert.report import Report
 
@@ -194,10 +194,7 @@ class WideRows:
         starts = np.flatnonzero(new_row)
         row_of = np.cumsum(new_row) - 1
         rows = np.empty(len(starts), _ROW)
-        # the earliest time of the points the row keeps (not of one it drops for a later one
-        # at its step); fmin: a point without a time, NaN, does not make the row's time NaN
-        rows["step"] = step[starts]
-        rows["wall"] = np.fmin.reduceat(np.where(last, points["wall"], np.nan), starts)
+        rows["step"], rows["wall"] = step[starts], row_wall_times(points["wall"], last, starts)
         kept = np.empty(int(last.sum()), _KEPT)
         kept["row"], kept["tag"], kept["value"] = row_of[last], tag[last], points["value"][last]
         # batches of whole rows
