@@ -95,8 +95,8 @@ class RunRecord:
         if self.kind == "meta_graph_def":     # kept as bytes, as TensorBoard keeps them
             return None
         if self._message() is None:
-            kind = "SessionLog" if self.kind == "session_log" else "LogMessage"
-            return f"its payload does not decode as a {kind}"
+            message = "SessionLog" if self.kind == "session_log" else "LogMessage"
+            return f"its payload does not decode as a {message}"
         return None
 
     def is_restart_marker(self) -> bool:
