@@ -123,7 +123,7 @@ def _convert_run(task: RunTask) -> RunResult:
     return result
 
 
-def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str, object]:
+def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str | None, object]:
     from tbconvert.output import removed_on_failure
     if task.kind == "staged":
         info = _part_file(out, task.part, task.dest,
@@ -141,8 +141,8 @@ def _write(task: RunTask, out: Path, run, chunks, report: Report) -> tuple[str, 
             return fn()
     path = write_run_file(out, task.run_dir, task.renamed, run, chunks, report, task.index,
                           guard, keep_all=task.options.restarts == "keep-all", host=task.host,
-                          pid=task.pid)
-    return path.relative_to(out).as_posix(), None
+                          pid=task.pid, skip_empty=task.options.tags is not None)
+    return (None if path is None else path.relative_to(out).as_posix()), None
 
 
 def _part_file(out: Path, part: str, named, write):
@@ -343,12 +343,14 @@ def _merge(reader, writer, report: Report, kind: str, tasks, results) -> None:
                 os.replace(Path(task.out) / task.part, Path(task.out) / name)
             writer.adopt_part(name, result.name)
         else:
-            # as above: the event file's number counts the runs written before it
-            from tbconvert.formats.tfevents.event_files import WRITER_SUFFIX
-            stem, _, _ = result.file[:-len(WRITER_SUFFIX)].rpartition(".")
-            name = f"{stem}.{written}{WRITER_SUFFIX}"
-            if name != result.file:
-                os.replace(Path(task.out) / result.file, Path(task.out) / name)
+            # as above: the event file's number counts the runs written before it, a run that
+            # --tags left without a file among them (as in one process)
+            if result.file is not None:
+                from tbconvert.formats.tfevents.event_files import WRITER_SUFFIX
+                stem, _, _ = result.file[:-len(WRITER_SUFFIX)].rpartition(".")
+                name = f"{stem}.{written}{WRITER_SUFFIX}"
+                if name != result.file:
+                    os.replace(Path(task.out) / result.file, Path(task.out) / name)
             writer.skip_counter()
         written += 1
 

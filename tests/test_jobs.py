@@ -456,6 +456,30 @@ def test_tasks_name_event_files_as_one_process(tmp_path, always_parallel):
     assert not list((tmp_path).glob(".*tbconvert-tmp*"))
 
 
+def test_runs_tags_leave_without_data_get_no_event_file(tmp_path, always_parallel):
+    """``--tags`` that chooses none of a run's tags leaves the run out, as ``--runs`` does:
+    an empty event file would make TensorBoard list a run without data. One process and
+    workers name the files of the other runs alike."""
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    steps = np.arange(50, dtype=np.int64)
+    with open_writer(tmp_path / "logs", format="tfevents") as w:
+        for r, tags in enumerate([("loss", "lr"), ("lr",), ("loss",)]):
+            w.write_run(Run(f"run{r}", 1.6e9), iter([
+                ScalarSeries(run=f"run{r}", tag=tag, metadata=md, steps=steps,
+                             wall_times=1.6e9 + steps * 0.01, hidden=None,
+                             values=np.ones(50, dtype=np.float32)) for tag in tags]))
+    outs = []
+    for jobs in (1, 2):
+        tbconvert.convert(tmp_path / "logs", tmp_path / f"out{jobs}", to_format="tfevents",
+                          tags="^loss$", jobs=jobs)
+        outs.append(_event_files_by_name(tmp_path / f"out{jobs}"))
+    assert outs[0] == outs[1]
+    assert sorted(p.split("/")[0] for p, _ in outs[0]) == ["run0", "run2"]
+    back = tbconvert.read(tmp_path / "out1")
+    assert {run: sorted(tags) for run, tags in back.series.items()} == {
+        "run0": ["loss"], "run2": ["loss"]}
+
+
 def test_worker_death_costs_only_its_run(tmp_path):
     """A task whose process dies every time is given up after its retries; the others,
     run with it, finish."""

@@ -71,7 +71,8 @@ class TfeventsWriter(Writer):
     def write_run(self, run: Run, series) -> None:
         rel, changed = self.claim_dir(run.name)
         write_run_file(self.out.tmp, rel, changed, run, series, self.report, self._counter,
-                       self.guard, self.limits, keep_all=self.options.restarts == "keep-all")
+                       self.guard, self.limits, keep_all=self.options.restarts == "keep-all",
+                       skip_empty=self.options.tags is not None)
         self._counter += 1
 
     def claim_dir(self, run: str) -> tuple[str, bool]:
@@ -124,10 +125,14 @@ PART_TMP = ".tbconvert-part-"
 
 def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report, counter: int,
                    guard, limits: dict | None = None, *, keep_all: bool = False,
-                   host: str | None = None, pid: int | None = None) -> Path:
+                   host: str | None = None, pid: int | None = None,
+                   skip_empty: bool = False) -> Path | None:
     """Write one run's event file into ``root/rel`` (a temporary name, renamed when complete:
     a run written twice, by a task run again, leaves one whole file); returns its path.
-    ``keep_all``: the options say ``restarts="keep-all"`` (see :class:`RunFile`)."""
+    ``keep_all``: the options say ``restarts="keep-all"`` (see :class:`RunFile`).
+    ``skip_empty``: a run that no series reached (``--tags`` chose none of its tags) gets no
+    file and no directory, and None is returned: TensorBoard would list it as a run without
+    data, where ``--runs`` leaves such a run out."""
     if changed:
         report.add("run_renamed", f"run {run.name!r} written as directory {rel!r} "
                                   "(the name is not a safe path, is taken by another "
@@ -139,6 +144,8 @@ def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report
     for chunk in series:
         # Only the writer's own failures (a full disk while spilling) become output errors.
         guard(lambda chunk=chunk: body.add(chunk))
+    if skip_empty and not body.tags:
+        return None
 
     def write():
         name = event_files.event_file_name(body.start(), counter, host=host, pid=pid)
