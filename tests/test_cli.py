@@ -231,6 +231,25 @@ def test_unmatched_runs_or_tags_say_so_in_one_line(tmp_path, capsys):
         assert code == 8 and last.startswith("tbconvert: error: --strict: ") and needle in last, (argv, err)
 
 
+def test_converting_a_source_without_runs_says_so(tmp_path, capsys):
+    """An archive may hold no run (a selection that matched nothing made it, or a sync of a
+    logdir not yet written to): its conversion is an empty output, said in one line."""
+    empty = tmp_path / "empty.parquet"
+    run_cli(capsys, "convert", FIXTURES / "torch_logdir", empty, "--runs", "zzz")
+    for dst in (tmp_path / "logs", "-"):
+        to = ["--to", "tfevents"] if dst != "-" else []
+        code, out, err = run_cli(capsys, "convert", empty, dst, *to)
+        shown = "standard output" if dst == "-" else dst
+        assert code == 0 and err == f"tbconvert: warning: {empty} holds no runs; {shown} holds no " \
+            "data\n", err
+        code, out, err = run_cli(capsys, "convert", empty, dst, *to, "--strict", "--force")
+        assert code == 8 and err.endswith(f"--strict: {empty} holds no runs; {shown} holds no "
+                                          "data\n"), err
+    code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "c.parquet",
+                           "--runs", "zzz")
+    assert "holds no runs" not in err, err     # the selection's own line says it
+
+
 def test_a_selection_that_matches_is_not_reported(tmp_path, capsys):
     code, _, err = run_cli(capsys, "convert", FIXTURES / "torch_logdir", tmp_path / "a.csv",
                            "--runs", "^train$", "--tags", "^loss$", "--strict")

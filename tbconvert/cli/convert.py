@@ -13,8 +13,10 @@ from tbconvert.cli.common import (
     add_writing,
     finish,
     format_name,
+    nothing_found,
     options_from,
     printing_table,
+    unmatched_selection,
 )
 from tbconvert.errors import UsageError
 from tbconvert.report import Report
@@ -44,7 +46,17 @@ def run(args, ui) -> int:
     report = Report()
     api.convert(args.src, args.dst, from_format=args.from_format, to_format=args.to_format,
                 report=report, options=options_from(args, ui), scheduler=args.scheduler)
-    return finish(args, ui, report)
+    return _finish(args, ui, report)
+
+
+def _finish(args, ui, report: Report) -> int:
+    """:func:`finish`, and a source without a run said as an empty result is (an archive
+    with no run converts to an empty output; an event-file logdir without one is refused)."""
+    code = finish(args, ui, report)
+    if not report.runs and not unmatched_selection(args):
+        out = "standard output" if args.dst == "-" else args.dst
+        nothing_found(args, ui, f"{args.src} holds no runs; {out} holds no data")
+    return code
 
 
 def _to_stdout(args, ui) -> int:
@@ -70,4 +82,4 @@ def _to_stdout(args, ui) -> int:
             while chunk := fh.read(1 << 20):
                 sys.stdout.write(chunk)
             sys.stdout.flush()
-    return finish(args, ui, report)
+    return _finish(args, ui, report)
