@@ -241,6 +241,10 @@ KINDS: dict[str, Kind] = {
     "truncated_record": Kind("an event file's last record is cut off; it is skipped", _LOST),
     "undecodable_tensor": Kind("a tensor value that cannot be decoded is kept as raw bytes",
                                _KEPT),
+    "value_without_data": Kind("a summary value that holds metadata but no data (no tensor "
+                               "and no legacy value) is skipped; TensorBoard's default loader "
+                               "shows it as an empty point, --load_fast=false lists its tag "
+                               "without points", _LOST),
     "unreadable_directory": Kind("a directory that cannot be read is skipped", _LOST),
     "unreadable_file": Kind("a file that cannot be read (or read again) is skipped", _LOST),
     "unreadable_run": Kind("a run that cannot be read is skipped; the other runs are read",

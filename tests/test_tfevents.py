@@ -256,6 +256,30 @@ def test_a_value_named_only_by_node_name_is_not_purged_by_its_data_tag(tmp_path)
     assert [i.kind for i in report.issues] == ["steps_not_increasing"]    # a note, no loss
 
 
+def test_a_value_of_metadata_without_data_is_reported_not_dropped_silently(tmp_path):
+    # TensorBoard's default loader shows such a value as an empty point, --load_fast=false
+    # lists its tag without points: neither is a point an output can hold. An hparams value
+    # without a tensor is TensorBoard's empty tensor, kept.
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    md = summary_pb2.SummaryMetadata()
+    md.plugin_data.plugin_name = "text"
+    events = [event_pb2.Event(wall_time=999.0, file_version="brain.Event:2")]
+    ev = event_pb2.Event(wall_time=1000.0, step=3)
+    ev.summary.value.add(tag="meta_only", metadata=md)
+    ev.summary.value.add(tag="x", simple_value=1.5)
+    events.append(ev)
+    src = tmp_path / "logs" / "run" / "events.out.tfevents.1.host"
+    src.parent.mkdir(parents=True)
+    src.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in events))
+    out, report = _roundtrip(tmp_path / "logs", tmp_path)
+    issues = [i for i in report.issues if i.kind == "value_without_data"]
+    assert len(issues) == 1 and issues[0].lost and issues[0].tag == "meta_only", report.issues
+    assert "run/meta_only step 3" in issues[0].message
+    assert sorted(tbconvert.read(out).series["run"]) == ["x"]
+    hparams = tbconvert.read(FIXTURES / "tf2_logdir")
+    assert not [i for i in hparams.report.issues if i.kind == "value_without_data"]
+
+
 def test_a_graph_whose_point_a_restart_hides_stays_the_runs_graph(tmp_path):
     # TensorBoard keeps a run's graph (and lists __run_graph__ without points) when a later
     # session START purges the graph's point.

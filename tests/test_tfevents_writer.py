@@ -603,3 +603,29 @@ def test_legacy_histograms_written_as_tensors_are_told(tmp_path):
               for tag, info in r["tags"].items() if info["plugin_name"] == "histograms"}
     assert told == histos and histos
     assert not any(i.lost for i in report.issues if i.kind == "histograms_as_tensors")
+
+
+def test_metadata_of_no_plugin_is_written_without_plugin_data(tmp_path):
+    """A SummaryMetadata that named no plugin is written back without ``plugin_data``, as it
+    was read (an empty one set would be bytes the source did not hold); in an export too."""
+    import base64
+
+    from tensorboard.compat.proto import summary_pb2
+
+    from tbconvert.formats.tbdev.writer import encode_metadata
+    md = Metadata("", b"", "shown", "", DataClass.TENSOR)
+    steps = np.arange(3, dtype=np.int64)
+    with open_writer(tmp_path / "logs", format="tfevents") as w:
+        w.write_run(Run("r", 1.6e9), iter([TensorSeries(
+            run="r", tag="t", metadata=md, steps=steps, wall_times=1.6e9 + steps,
+            hidden=None, dtypes=np.full(3, dt.DT_FLOAT, np.int32),
+            tensors=[np.ones(2, np.float32)] * 3)]))
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    written = []
+    for path in (tmp_path / "logs" / "r").glob("*tfevents*"):
+        for ev in EventFileLoader(str(path)).Load():
+            written += [v.metadata for v in ev.summary.value if v.HasField("metadata")]
+    assert len(written) == 1 and not written[0].HasField("plugin_data")
+    assert written[0].display_name == "shown"
+    raw = summary_pb2.SummaryMetadata.FromString(base64.b64decode(encode_metadata(md)))
+    assert not raw.HasField("plugin_data") and raw.display_name == "shown"

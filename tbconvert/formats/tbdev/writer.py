@@ -52,8 +52,9 @@ def encode_metadata(md: Metadata) -> str:
     proto = summary_pb2.SummaryMetadata(display_name=md.display_name,
                                         summary_description=md.description,
                                         data_class=int(md.data_class))
-    proto.plugin_data.plugin_name = md.plugin_name
-    proto.plugin_data.content = md.plugin_content
+    if md.plugin_name or md.plugin_content:   # (see the event-file writer's metadata)
+        proto.plugin_data.plugin_name = md.plugin_name
+        proto.plugin_data.content = md.plugin_content
     return export_dir.b64encode(proto.SerializeToString())
 
 

@@ -44,6 +44,7 @@ from tbconvert.report import plural
 
 _GRAPH_MD = Metadata(legacy.GRAPHS_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
 _TRM_MD = Metadata(legacy.TAGGED_RUN_METADATA_PLUGIN, b"", "", "", DataClass.BLOB_SEQUENCE)
+_NONE = (0, Metadata("", b"", "", "", DataClass.UNKNOWN))   # a tag of no metadata yet
 _SESSION_START = 1
 _NOT_A_HEADER = "bad length checksum"
 
@@ -548,6 +549,13 @@ class TfeventsReader(Reader):
                 tags.append(md_tag)    # TensorBoard purges by the value's own tag
                 if md is not None:
                     asm.metadata(seq, md_tag, md)
+                if point is None and asm.first_metadata.get(md_tag, _NONE)[1].plugin_name \
+                        != "hparams":    # (an hparams value without one is an empty tensor)
+                    self.report.add("value_without_data", f"{where}: a value that holds "
+                                    "metadata but no data (no tensor and no legacy value); "
+                                    "skipped (TensorBoard's default loader shows it as an "
+                                    "empty point, --load_fast=false lists the tag without "
+                                    "points)", path=path, run=asm.name, tag=tag)
                 asm.point(seq, step, wall, tag, point, pos)
             asm.summary_event(seq, step, tags)
         elif what == "file_version":

@@ -807,8 +807,10 @@ def _columns_apart(e: Entries):
 
 def _metadata_proto(md: Metadata, summary_pb2):
     proto = summary_pb2.SummaryMetadata()
-    proto.plugin_data.plugin_name = md.plugin_name
-    proto.plugin_data.content = md.plugin_content
+    if md.plugin_name or md.plugin_content:
+        # (touched, an empty plugin_data would be written: metadata of no plugin has none)
+        proto.plugin_data.plugin_name = md.plugin_name
+        proto.plugin_data.content = md.plugin_content
     proto.display_name = md.display_name
     proto.summary_description = md.description
     proto.data_class = int(md.data_class)
