@@ -2,6 +2,7 @@
 about the first second; nothing when stderr is not a terminal or with ``-q``."""
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -10,11 +11,12 @@ import struct
 import subprocess
 import sys
 import termios
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from helpers import counting_progress
+from helpers import CLI_CWD, cli_env, counting_progress
 from test_jobs import scalar_logdir
 
 from tbconvert.cli.ui import UI
@@ -115,3 +117,53 @@ def test_ui_draws_nothing_off_a_terminal():
         def isatty(self):
             return False
     assert UI(stream=Pipe()).progress() is None
+
+
+FORKED_BAR = textwrap.dedent('''
+    import io, json, os, threading
+    from tbconvert import workers
+    from tbconvert.cli.ui import UI
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    ui = UI(stream=Tty())
+    ui.progress().start(100)
+    lock = ui._bar.get_lock()
+    for _ in range(3):          # a worker forked per core, and again after one died
+        with workers._forking_workers():
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    lock.acquire()
+    other = {}
+
+    def draw():             # the bar's clock drawing while the main thread holds the lock
+        other["got"] = lock.acquire(timeout=0.5)
+        if other["got"]:
+            lock.release()
+    t = threading.Thread(target=draw)
+    t.start()
+    t.join()
+    try:
+        lock.release()
+        released = True
+    except AssertionError:
+        released = False
+    print(json.dumps({"other_got_it": other["got"], "released": released}))
+''')
+
+
+def test_the_bar_stays_one_lock_after_workers_are_forked(tmp_path):
+    """The bar's lock is held over each fork of workers and released in the worker and here.
+    A lock shared between processes (tqdm's default holds a semaphore) would be released
+    twice, once by each: two threads could then draw at once, and the bar's clock and the
+    leading thread ended waiting for each other for ever (a conversion on a terminal hung)."""
+    script = tmp_path / "forked_bar.py"
+    script.write_text(FORKED_BAR)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=CLI_CWD, env=cli_env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"other_got_it": False, "released": True}

@@ -67,6 +67,12 @@ class _Bar:
     def _tqdm(self):
         if self.ui._bar is None:
             from tqdm import tqdm
+
+            # Only this process draws: a lock of its threads, not tqdm's default, which also
+            # holds a semaphore shared with the workers. Held over a fork of workers (below),
+            # that one is released by the worker and here: twice, and the bar's clock and the
+            # leading thread could then both take it, and end waiting for each other for ever.
+            tqdm.set_lock(threading.RLock())
             try:
                 width, height = os.get_terminal_size(self.ui.stream.fileno())
             except (AttributeError, OSError, ValueError):
