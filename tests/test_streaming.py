@@ -307,6 +307,23 @@ def test_not_event_data_is_an_error(tmp_path):
     assert "Traceback" not in proc.stderr and "notes.txt" in proc.stderr
 
 
+@pytest.mark.parametrize("size", [1, 6, 11])
+def test_a_file_shorter_than_a_record_header_is_no_event_data_either(tmp_path, size):
+    # bytes too few for a record's header check nothing: not a damaged event file, unless
+    # the file's name says it is one
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"hello, world"[:size])
+    with pytest.raises(CorruptDataError, match="no valid event record in 1 file"):
+        tbconvert.convert(notes, tmp_path / "out.h5", from_format="tfevents")
+    assert not (tmp_path / "out.h5").exists()
+    # named as an event file, they may be a record its writer has only begun
+    run = tmp_path / "logs" / "run"
+    run.mkdir(parents=True)
+    (run / "events.out.tfevents.1.host").write_bytes(notes.read_bytes())
+    report = tbconvert.convert(tmp_path / "logs", tmp_path / "out.h5")
+    assert [i.kind for i in report.issues] == ["truncated_record", "not_an_event_file"]
+
+
 def test_one_bad_run_costs_only_itself(tmp_path, monkeypatch):
     real = TfeventsReader._read_file
 

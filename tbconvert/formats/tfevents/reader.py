@@ -437,8 +437,11 @@ class TfeventsReader(Reader):
                     d.offset + d.length >= state.size:
                 state.partial_tail = True
                 continue
-            # a record whose header checks out: the file is event data, only damaged
-            state.damaged_records |= d.reason != _NOT_A_HEADER
+            # a record whose header checks out: the file is event data, only damaged. Fewer
+            # bytes than a header check nothing: a record being begun in a file named as an
+            # event file, but "hello\n" in notes.txt read with --from tfevents.
+            state.damaged_records |= d.reason != _NOT_A_HEADER and (
+                d.length >= records.HEADER or event_files.EVENT_MARK in path.name)
             kind = "truncated_record" if d.reason == "truncated record" else "corrupt_record"
             # what follows the damage is kept, where TensorBoard's own reader gives up
             after = ("" if d.offset + d.length >= state.size else
