@@ -632,3 +632,16 @@ def test_a_16_bit_greyscale_png_decodes_as_tensorflow_decodes_it():
     arr = decode_image(raw.getvalue())
     assert arr.dtype == np.uint8 and arr.shape == (1, 6, 1)
     assert arr.reshape(-1).tolist() == [0, 0, 1, 3, 156, 255]
+
+
+@pytest.mark.parametrize("pivot", [False, True])
+def test_tables_raise_no_warning(pivot):
+    """The README's tbparse example under ``-W error``: no pandas deprecation on the way
+    (the test configuration ignores one that upstream tbparse itself raises)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reader = SummaryReader(str(FIXTURES / "torch_logdir"), pivot=pivot,
+                               extra_columns={"dir_name"})
+        for event_type in ALL_EVENT_TYPES:
+            getattr(reader, event_type)

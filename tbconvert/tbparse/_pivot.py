@@ -45,7 +45,7 @@ def combine(frames, pivot: bool, extra: set, presorted: bool = False):
     keys.append("step")
     keys = [k for k in keys if k in df.columns]
     if not (single and presorted) and not _in_order(df, keys, strict=len(keys) == 1):
-        df.sort_values(keys, ignore_index=True, inplace=True)
+        df = df.sort_values(keys, ignore_index=True)   # (inplace=: deprecated by pandas 3.1)
     if not pivot:
         return df
     merged = _merge_groups(df, keys)
