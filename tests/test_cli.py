@@ -4,11 +4,14 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 from helpers import CLI_CWD, FIXTURES, cli_env
 from oracle import assert_same_view, tb_view
 
 import tbconvert
+from tbconvert.api import open_writer
 from tbconvert.cli import main
+from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 
 
 def run_cli(capsys, *argv):
@@ -429,6 +432,24 @@ def test_verify_says_how_steps_differ_in_the_same_range(tmp_path, capsys):
     assert code == 10
     assert "run/loss: steps differ within the same range, 0 to 5 (3 points each)" in out
     assert "(1 difference listed above)" in err
+
+
+def test_verify_lists_every_difference_with_v(tmp_path, capsys, monkeypatch):
+    from tbconvert.cli import verify as verify_cli
+    monkeypatch.setattr(verify_cli, "LISTED", 2)
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    for name, value in (("a", 1.0), ("b", 2.0)):
+        with open_writer(tmp_path / name, format="tfevents") as w:
+            w.write_run(Run("run", 1.6e9), iter([ScalarSeries(
+                run="run", tag=f"t{k}", metadata=md, steps=np.arange(3, dtype=np.int64),
+                wall_times=np.full(3, 1.6e9), hidden=None,
+                values=np.full(3, value, np.float32)) for k in range(5)]))
+    code, out, err = run_cli(capsys, "verify", tmp_path / "a", tmp_path / "b")
+    assert code == 10 and len(out.splitlines()) == 3 and "... and 3 more differences" in out
+    assert "(5 differences; the first 2 are listed above, -v lists them all)" in err, err
+    code, out, err = run_cli(capsys, "verify", tmp_path / "a", tmp_path / "b", "-v")
+    assert code == 10 and len(out.splitlines()) == 5 and "more differences" not in out
+    assert "(5 differences listed above)" in err, err
 
 
 def test_format_names_are_taken_in_any_case(tmp_path, capsys):

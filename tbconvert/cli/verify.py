@@ -18,6 +18,10 @@ HELP = ("compare two sources (any formats) point for point: steps, wall times, v
         "files, byte for byte; exit 10 if they differ")
 
 
+# Differences listed without -v (a whole other logdir would list one per series).
+LISTED = 200
+
+
 class SourcesDiffer(TbconvertError):
     exit_code = 10
 
@@ -49,14 +53,18 @@ def run(args, ui) -> int:
                            wall_time_tolerance=args.wall_time_tolerance, report=report,
                            plugin_files=args.plugin_files)
     if diffs:
-        for line in diffs[:200]:
+        limit = len(diffs) if args.verbose else LISTED
+        for line in diffs[:limit]:
             print(shown(line))
-        if len(diffs) > 200:
-            print(f"... and {len(diffs) - 200} more differences")
+        if len(diffs) > limit:
+            print(f"... and {len(diffs) - limit} more differences")
         # the differences are the answer (exit 10), also where --strict finds lost data
         with contextlib.suppress(DataLossError):
             finish(args, ui, report)
-        raise SourcesDiffer(f"{args.a} and {args.b} differ ({plural(len(diffs), 'difference')} listed above)")
+        listed = " listed above" if len(diffs) <= limit else \
+            f"; the first {limit} are listed above, -v lists them all"
+        raise SourcesDiffer(f"{args.a} and {args.b} differ ({plural(len(diffs), 'difference')}"
+                            f"{listed})")
     finish(args, ui, report)
     if report.lost:
         # what could not be read was compared on neither side: no claim about it
