@@ -326,7 +326,8 @@ def _parse(parser, argv):
 def add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output")
     g.add_argument("-q", "--quiet", action="store_true", help="print errors only")
-    g.add_argument("-v", "--verbose", action="store_true", help="list every warning")
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="list every warning (and every difference verify finds)")
     g.add_argument("--debug", action="store_true", help="show tracebacks for every error")
 
 
