@@ -365,7 +365,7 @@ def test_tbdev_export_on_a_full_disk_leaves_nothing(tmp_path):
     assert code == 9, err
     lines = err.splitlines()
     assert lines[0].startswith("tbconvert: error: experiment ") and "disk is full" in lines[0], err
-    assert "wrote none of the 1 experiment(s)" in err and "tbconvert-experiment.json" not in err
+    assert "wrote none" not in err and "tbconvert-experiment.json" not in err
     assert lines[-1] == "left: ", err
 
 

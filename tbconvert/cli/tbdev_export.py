@@ -55,7 +55,8 @@ def run(args, ui) -> int:
     if done:
         ui.info(f"wrote {done} of {report.experiments} experiment(s) to {out}/<id>/; "
                 f"view them with: tensorboard --logdir {out}")
-    else:
+    elif report.experiments > 1 or not report.failures:
+        # (one experiment that failed: its error line says it all, in one line)
         ui.info(f"wrote none of the {report.experiments} experiment(s)")
     code = finish_quiet(args, ui, report)
     if report.failures:
