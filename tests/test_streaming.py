@@ -208,6 +208,55 @@ def test_chunks_are_bounded_and_in_order(tmp_path, tiny_blocks):
                 tags.append(chunk.tag)
 
 
+@pytest.mark.parametrize("form", ["legacy", "tensor"])
+def test_a_run_of_images_spills_and_comes_in_chunks_of_bounded_bytes(tmp_path, monkeypatch,
+                                                                     form):
+    """Blob bytes count toward the store's budget and a chunk's size: counted as a pointer
+    each, a run of images was held whole, and then handed on as one chunk (a 238 MB run of
+    20,000 images peaked at 595 MB)."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.util import tensor_util
+
+    from tbconvert.formats.base import Options
+    from tbconvert.report import Report
+    monkeypatch.setattr(records, "scan_file", blocks_of(10))     # blocks of 0.5 MB
+    monkeypatch.setattr(assemble, "CHUNK_BYTES", 1 << 20)
+    monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (2 << 20, None))
+    rng = np.random.default_rng(0)
+    events = [event_pb2.Event(wall_time=1.0, file_version="brain.Event:2")]
+    md = summary_pb2.SummaryMetadata()
+    md.plugin_data.plugin_name = "images"
+    for step in range(200):
+        png = rng.integers(0, 256, 50_000, dtype=np.uint8).tobytes()   # any bytes: a blob
+        ev = event_pb2.Event(wall_time=2.0 + step, step=step)
+        if form == "legacy":
+            ev.summary.value.add(tag="img", image=summary_pb2.Summary.Image(
+                height=8, width=8, colorspace=3, encoded_image_string=png))
+        else:
+            ev.summary.value.add(tag="img", metadata=md, tensor=tensor_util.make_tensor_proto(
+                np.array([b"8", b"8", png], dtype=object)))
+        events.append(ev)
+    path = tmp_path / "logs" / "run" / "events.out.tfevents.1.host"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(records.frame(e.SerializeToString()) for e in events))
+    spilled = []
+    real_put = spill.PieceStore.put
+
+    def put(self, piece, size):
+        key = real_put(self, piece, size)
+        spilled.append(self._file is not None)
+        return key
+    monkeypatch.setattr(spill.PieceStore, "put", put)
+    reader = TfeventsReader(tmp_path / "logs", Options(), Report())
+    sizes = []
+    for run_data in reader.iter_runs():
+        for chunk in run_data.series:
+            sizes.append(sum(len(b) for b in chunk.blobs if b is not None))
+    assert any(spilled)
+    # a chunk ends once it holds CHUNK_BYTES: at most one block's points beyond them
+    assert sum(sizes) >= 200 * 50_000 and len(sizes) >= 6 and max(sizes) <= 1.6e6, sizes
+
+
 def test_spill_file_is_removed(tmp_path, tiny_blocks, monkeypatch):
     spill_dir = tmp_path / "spill"
     spill_dir.mkdir()
