@@ -9,7 +9,7 @@ from tbconvert.cli.common import (
     nothing_found,
     output_name,
     unmatched_selection,
-    write_table,
+    write_table_in_parts,
 )
 
 NAME = "histograms"
@@ -23,8 +23,8 @@ def add_arguments(p) -> None:
 
 def run(args, ui) -> int:
     from tbconvert import tables
-    table, report = write_table(args, ui, tables.histograms_table)
+    rows, report = write_table_in_parts(args, ui, tables.write_histograms)
     code = finish(args, ui, report)
-    if table.num_rows == 0 and not unmatched_selection(args):
+    if rows == 0 and not unmatched_selection(args):
         nothing_found(args, ui, f"{holding(args)} holds no histograms; {output_name(args)} has no rows")
     return code

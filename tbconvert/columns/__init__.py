@@ -76,6 +76,13 @@ class PointColumns:
         self._hidden.append(hidden)
         self.rows += n
 
+    def clear_rows(self) -> None:
+        """Forget the rows added so far (written out); the run and tag names stay known."""
+        for rows in (self._run_ids, self._tag_ids, self._counts, self._steps, self._walls,
+                     self._hidden):
+            rows.clear()
+        self.rows = 0
+
     @staticmethod
     def _cat(parts, dtype) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)

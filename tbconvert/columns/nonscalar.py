@@ -69,6 +69,13 @@ class HistogramColumns(PointColumns):
         return self.table({"left": pa.array(b[:, 0]), "right": pa.array(b[:, 1]),
                            "count": pa.array(b[:, 2])})
 
+    def take(self):
+        """The rows so far as a table, forgotten here (a table written a part at a time)."""
+        table = self.arrow()
+        self.clear_rows()
+        self._buckets.clear()
+        return table
+
 
 # One value may fill a whole shape (legal TensorFlow): the one way a few bytes of input become
 # many cells, each a row, a file or a table cell. Past this many, such a point is left out of

@@ -148,6 +148,25 @@ def histograms_table(source, runs=None, tags=None, *, restarts: Restarts = "visi
     return _collect(HistogramColumns, source, runs, tags, restarts, report, options, reading).arrow()
 
 
+def write_histograms(source, path, runs=None, tags=None, *, restarts: Restarts = "visible",
+                     report: Report | None = None, options=None, force: bool = False,
+                     storage_options=None, **reading) -> int:
+    """:func:`histograms_table` written to ``path`` (``.csv`` or ``.parquet``) a part at a
+    time, in bounded memory whatever the number of buckets; the rows written."""
+    from tbconvert.columns.nonscalar import HistogramColumns
+    from tbconvert.tables._parts import collect_into, table_file
+    report = given(report)
+    reading = dict(reading or {})
+    fmt = _format(reading)
+    options = api.options_from(options, table_options, runs=runs, tags=tags, restarts=restarts,
+                               **reading)
+    collector = HistogramColumns(options.restarts == "keep-all", report)
+    with table_file(path, force=force, storage_options=storage_options) as add:
+        rows = collect_into(add, collector, source, options, report, fmt)
+    api.tell_unmatched(options, report)
+    return rows
+
+
 @_tells_losses
 def histograms(source, runs=None, tags=None, *, restarts: Restarts = "visible",
                as_arrow: bool = False, report: Report | None = None,

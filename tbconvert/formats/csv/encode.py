@@ -52,12 +52,12 @@ def _strings(col):
     raise TypeError(f"no CSV form for Arrow type {t}")
 
 
-def encode(table) -> list:
-    """The rows of ``table`` (no header) as a list of byte buffers to write in order."""
+def encode(table):
+    """The rows of ``table`` (no header) as byte buffers to write in order, a batch of rows
+    at a time (made as they are written: a table's text is never held whole)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out = []
     for start in range(0, table.num_rows, BATCH_ROWS):
         part = table.slice(start, BATCH_ROWS)
         cols = [_strings(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c)
@@ -72,8 +72,7 @@ def encode(table) -> list:
         offsets = lines.buffers()[1]
         first, last = (int.from_bytes(offsets[i * 4:i * 4 + 4], "little", signed=True)
                        for i in (lines.offset, lines.offset + len(lines)))
-        out.append(lines.buffers()[2][first:last])
-    return out
+        yield lines.buffers()[2][first:last]
 
 
 def write(table, fileobj, *, with_header: bool = True) -> None:
