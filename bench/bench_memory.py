@@ -3,6 +3,7 @@
     python bench/bench_memory.py [--points 4000000,20000000] [--files 1] [--dir DIR] [--api]
     python bench/bench_memory.py --tags 100000 [--steps 3] [--read-hdf5] [--dir DIR]
     python bench/bench_memory.py --runs 5000 [--dir DIR]
+    python bench/bench_memory.py --images 20000,80000 [--histograms 10000,40000] [--dir DIR]
 
 One run of N float32 scalar points (5 tags, written by tbconvert's event-file
 writer), in ``--files`` event files. Each conversion runs in a fresh process as
@@ -19,6 +20,10 @@ group of datasets per series, 10 KB of HDF5 structures each.
 
 ``--runs N``: N runs of 4 tags x 2 steps each (a sweep of short trials), written as PyTorch
 writes them: the peak of converting them to each format, where what is kept per run counts.
+
+``--images N,M``: a run of N (then M) 64x64 images as PyTorch writes them, and with
+``--histograms`` a run of legacy histograms: each conversion's peak (and ``media``'s, and the
+``histograms`` table's, a row per bucket), where blobs and buckets held whole would show.
 """
 
 from __future__ import annotations
@@ -127,6 +132,63 @@ sys.exit(code)
 """
 
 
+def peak_of(*command) -> tuple[float, float]:
+    """Peak resident MiB and seconds of ``tbconvert COMMAND -q``, in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _COMMAND, *map(str, command), "-q"], check=True,
+                         capture_output=True, text=True, env=env).stdout
+    return int(out.strip().splitlines()[-1]) / 1024, time.perf_counter() - start
+
+
+def blobs_table(work: Path, images: list[int], histograms: list[int]) -> None:
+    """One run of N 64x64 images (legacy form, as PyTorch writes them), and one of N legacy
+    histograms (two tags, TensorFlow's default buckets): each conversion's peak, and the
+    histogram table's (a row per bucket)."""
+    import shutil
+
+    import writers
+    rows: dict[str, list[str]] = {}
+    heads = []
+    for kind, sizes in (("images", images), ("histograms", histograms)):
+        for n in sizes:
+            src = work / f"{kind}_{n}"
+            if not (src / "done").exists():
+                shutil.rmtree(src, ignore_errors=True)
+                if kind == "images":
+                    writers.image_run(src / "train", "legacy", n, size=64)
+                else:
+                    writers.histogram_run(src / "train", "legacy", n)
+                (src / "done").write_text("")
+            mib = sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 2**20
+            heads.append(f"{n:,} {kind} ({mib:.0f} MiB)")
+            steps = [("-> Parquet", ["convert", src, work / "o.parquet", "--force", "-j", "1"]),
+                     ("-> HDF5", ["convert", src, work / "o.h5", "--force", "-j", "1"]),
+                     ("-> event files", ["convert", src, work / "o_ev", "--to", "tfevents",
+                                         "--force", "-j", "1"])]
+            if kind == "images":
+                steps.append(("media", ["media", src, "-o", work / "o_media", "--force"]))
+            else:
+                steps += [("the histogram table -> CSV", ["histograms", src, "-o",
+                                                          work / "h.csv", "--force"]),
+                          ("the histogram table -> Parquet", ["histograms", src, "-o",
+                                                              work / "h.parquet", "--force"])]
+            for label, command in steps:
+                try:
+                    peak, secs = peak_of(*command)
+                    cell = f"{peak:.0f} MiB ({secs:.1f} s)"
+                except subprocess.CalledProcessError as exc:
+                    cell = f"failed ({exc.returncode})"
+                rows.setdefault(f"{kind}: {label}", {})[heads[-1]] = cell
+                print(f"  {heads[-1]} {label}: {cell}", flush=True)
+    print()
+    print("| conversion | " + " | ".join(heads) + " |")
+    print("| --- |" + " --- |" * len(heads))
+    for label, cells in rows.items():
+        print(f"| {label} | " + " | ".join(cells.get(h, "") for h in heads) + " |")
+
+
 def command_peak_mib(src: Path, dst: Path | None, fmt: str) -> float:
     """Peak of ``tbconvert convert SRC DST --to FMT`` (``dst`` None: ``tbconvert info SRC``)."""
     wide = ["--wide"] if fmt == "csv-wide" else []
@@ -162,8 +224,16 @@ def main() -> None:
                     help="N runs of 8 points each instead of one long run")
     ap.add_argument("--read-hdf5", action="store_true",
                     help="with --tags: also read the HDF5 archive back (info, -> Parquet)")
+    ap.add_argument("--images", default=None,
+                    help="sizes of a run of 64x64 images to measure instead, e.g. 20000,80000")
+    ap.add_argument("--histograms", default="",
+                    help="with --images: sizes of a run of legacy histograms, e.g. 10000,40000")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-memory-"))
+    if args.images is not None:
+        blobs_table(work, [int(n) for n in args.images.split(",") if n],
+                    [int(n) for n in args.histograms.split(",") if n])
+        return
     if args.tags is not None:
         tags_table(work, args.tags, args.steps, args.api, args.read_hdf5)
         return

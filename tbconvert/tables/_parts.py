@@ -11,10 +11,10 @@ import numpy as np
 
 from tbconvert.errors import UsageError
 
-# Rows gathered before they are written out as a part (about 25 MB of histogram buckets).
-PART_ROWS = 1 << 19
+# Rows gathered before they are written out as a part (about 12 MB of histogram buckets).
+PART_ROWS = 1 << 18
 # Points of a chunk added to the table at once.
-SLICE_POINTS = 256
+SLICE_POINTS = 64
 
 
 def collect_into(add, collector, source, options, report, fmt) -> int:

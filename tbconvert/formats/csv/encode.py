@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-BATCH_ROWS = 1 << 18
+BATCH_ROWS = 1 << 16
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
 
 
