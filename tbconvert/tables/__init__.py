@@ -378,38 +378,15 @@ def check_table_path(path, *, force: bool = False, storage_options=None) -> Path
     return path
 
 
-def save_table(table, path, *, force: bool = False, storage_options=None) -> Path:
+def save_table(table, path, *, force: bool = False, storage_options=None):
     """Write an Arrow table as ``.csv`` or ``.parquet`` (by suffix), atomically; ``path`` may
     be an fsspec URL (``s3://bucket/t.parquet``)."""
     from tbconvert import remote
-    from tbconvert.output import AtomicOutput
+    from tbconvert.tables._parts import table_file
+    with table_file(path, force=force, storage_options=storage_options) as add:
+        add(table)
     path = remote.localize(path)
-    if remote.is_remote(path):
-        check_table_path(path, force=force, storage_options=storage_options)
-        stage = remote.staged_output(path, storage_options, force=force, directory=False)
-        try:
-            save_table(table, stage.local, force=True)
-        except BaseException:
-            stage.abort()
-            raise
-        stage.commit()
-        return path
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in TABLE_SUFFIXES:
-        raise UsageError(f"{path}: name the output .csv or .parquet")
-    with AtomicOutput(path, force=force, directory=False).writing() as tmp:
-        if suffix == ".csv":
-            from tbconvert.formats.csv import encode
-            with open(tmp, "wb") as f:
-                encode.write(table, f)
-        else:
-            import pyarrow.parquet as pq
-
-            from tbconvert.formats.parquet.writer import local_sink
-            with local_sink(tmp) as sink:
-                pq.write_table(table, sink)
-    return path
+    return path if remote.is_remote(path) else Path(path)
 
 
 @dataclass
