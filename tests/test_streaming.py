@@ -356,6 +356,22 @@ def test_not_event_data_is_an_error(tmp_path):
     assert "Traceback" not in proc.stderr and "notes.txt" in proc.stderr
 
 
+def test_an_empty_file_given_as_the_source_is_an_error(tmp_path):
+    empty = tmp_path / "notes.txt"
+    empty.write_bytes(b"")
+    with pytest.raises(CorruptDataError, match="an empty file"):
+        tbconvert.convert(empty, tmp_path / "out.csv", from_format="tfevents")
+    assert not (tmp_path / "out.csv").exists()
+    # named as an event file, alone or in a logdir: one its writer has only opened
+    opened = tmp_path / "events.out.tfevents.1.host"
+    opened.write_bytes(b"")
+    tbconvert.convert(opened, tmp_path / "one.parquet")
+    run = tmp_path / "logs" / "run"
+    run.mkdir(parents=True)
+    (run / opened.name).write_bytes(b"")
+    tbconvert.convert(tmp_path / "logs", tmp_path / "out.parquet")
+
+
 @pytest.mark.parametrize("size", [1, 6, 11])
 def test_a_file_shorter_than_a_record_header_is_no_event_data_either(tmp_path, size):
     # bytes too few for a record's header check nothing: not a damaged event file, unless

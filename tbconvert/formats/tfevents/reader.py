@@ -313,6 +313,11 @@ class TfeventsReader(Reader):
             raise not_this_format(self.path, "tfevents", "holds no event files (no file named "
                                                          "*tfevents* in it or below)")
         self.check_readable()
+        if self.path.is_file() and not self.files_with_bytes and \
+                event_files.EVENT_MARK not in self.path.name:
+            # (an empty file named as an event file is one its writer has only opened)
+            raise CorruptDataError(f"{self.path}: an empty file (0 bytes); there is nothing in "
+                                   "it to read")
         if self.files_with_bytes and not self.valid_records and not self.damaged_event_files:
             raise CorruptDataError(
                 f"{self.path}: no valid event record in {self.files_with_bytes} file(s); is it "
