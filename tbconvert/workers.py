@@ -42,6 +42,8 @@ _forking = False
 _held: list = []
 # How long a worker told to stop gets before it is killed.
 STOP_GRACE = 5.0
+# How long a stopped worker's exit code may take to be known (see Workers.stop).
+EXIT_CODE_GRACE = 1.0
 
 
 def context():
@@ -278,6 +280,15 @@ def _orphan_watch(parent: int) -> None:
     os._exit(1)
 
 
+def _ended(proc) -> bool:
+    """Whether the worker process ``proc`` has ended, whatever its exit code says yet."""
+    from multiprocessing.connection import wait
+    try:
+        return bool(wait([proc.sentinel], 0))
+    except (OSError, ValueError):    # its sentinel closed: it was joined, so it has ended
+        return True
+
+
 def killed_for_memory(pool: Workers, name: str, deaths: int) -> None:
     """Raise :class:`~tbconvert.errors.OutOfResourcesError` when the worker that died last
     was killed by SIGKILL, as the kernel's out-of-memory killer kills: the machine is short
@@ -351,7 +362,9 @@ class Workers:
         killed_here = set()
         for proc in processes:
             proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():     # deaf to SIGTERM (it landed before the worker set up)
+            # deaf to SIGTERM (it landed before the worker set up); one whose end the pool's
+            # thread is reaping just now looks alive, but its sentinel tells it is gone
+            if proc.is_alive() and not _ended(proc):
                 killed_here.add(proc)
                 proc.kill()
                 proc.join()
@@ -360,6 +373,12 @@ class Workers:
         # Read once every worker is joined: the pool's own thread may be reaping one while it
         # is looked at above, which then looks alive and has no exit code yet. A SIGTERM sent
         # here to one already dead changes nothing; a SIGKILL sent here is not counted.
+        # The pool's thread may also have taken a worker's exit status and not yet stored it
+        # where its exit code is read (a busy machine leaves that thread waiting): a moment.
+        settled = time.monotonic() + EXIT_CODE_GRACE
+        while any(p.exitcode is None for p in processes - killed_here) and \
+                time.monotonic() < settled:
+            time.sleep(0.002)
         self.died_by = {-p.exitcode for p in processes - killed_here
                         if p.exitcode is not None and p.exitcode < 0}
         self.processes.clear()
