@@ -154,34 +154,43 @@ def printing_table():
         raise
 
 
-def write_table_in_parts(args, ui, write) -> tuple[int, Report]:
-    """:func:`write_table` for a table written a part at a time by ``write(src, path,
-    report=, options=, force=, storage_options=)``, which answers the rows it wrote: memory
-    stays bounded. To stdout (``-``), the CSV is written to a temporary file first and copied
-    out once complete, so nothing is printed unless it all succeeds."""
+@contextlib.contextmanager
+def stdout_table(report: Report):
+    """A temporary file to write a CSV table to, copied to standard output a slice at a time
+    once the block ends without an error: nothing is printed unless it all succeeds.
+    Messages (and ``report``) name "standard output", not the file on its way there."""
     import os
     import sys
 
-    from tbconvert import api, remote, scratch, tables
-    report = Report()
-    options = options_from(args, ui)
-    if args.output != "-":
-        api.check_paths(args.src, args.output)
-        tables.check_table_path(args.output, force=args.force,
-                                storage_options=options.storage_options)
-        rows = write(args.src, args.output, report=report, options=options, force=args.force,
-                     storage_options=options.storage_options)
-        report.outputs.append(args.output)
-        return rows, report
+    from tbconvert import remote, scratch
     with scratch.directory(scratch.STDOUT) as tmp:
         table = os.path.join(tmp, "out.csv")
         remote.publish(Path(table), "standard output")
-        rows = write(args.src, table, report=report, options=options)
+        yield table
         remote.public_report(report)
         with open(table, encoding="utf-8", newline="") as fh, printing_table():
             while chunk := fh.read(1 << 20):
                 sys.stdout.write(chunk)
             sys.stdout.flush()
+
+
+def write_table_in_parts(args, ui, write) -> tuple[int, Report]:
+    """:func:`write_table` for a table written a part at a time by ``write(src, path,
+    report=, options=, force=, storage_options=)``, which answers the rows it wrote: memory
+    stays bounded (``-``: through :func:`stdout_table`)."""
+    from tbconvert import api, tables
+    report = Report()
+    options = options_from(args, ui)
+    if args.output == "-":
+        with stdout_table(report) as table:
+            rows = write(args.src, table, report=report, options=options)
+        return rows, report
+    api.check_paths(args.src, args.output)
+    tables.check_table_path(args.output, force=args.force,
+                            storage_options=options.storage_options)
+    rows = write(args.src, args.output, report=report, options=options, force=args.force,
+                 storage_options=options.storage_options)
+    report.outputs.append(args.output)
     return rows, report
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from tbconvert import registry
 from tbconvert.cli.common import (
     add_reading,
@@ -15,7 +12,7 @@ from tbconvert.cli.common import (
     format_name,
     nothing_found,
     options_from,
-    printing_table,
+    stdout_table,
     unmatched_selection,
 )
 from tbconvert.errors import UsageError
@@ -66,20 +63,10 @@ def _to_stdout(args, ui) -> int:
     if args.to_format not in (None, "csv"):
         raise UsageError(f"only CSV can go to standard output (-), not {args.to_format}; "
                          "name a file or directory instead")
-    import sys
-
-    from tbconvert import api, remote, scratch
+    from tbconvert import api
     report = Report()
-    with scratch.directory(scratch.STDOUT) as tmp:
-        table = os.path.join(tmp, "out.csv")
-        # messages name the destination the user gave, not the table on its way there
-        remote.publish(Path(table), "standard output")
+    with stdout_table(report) as table:
         api.convert(args.src, table, from_format=args.from_format, report=report,
                     options=options_from(args, ui), scheduler=args.scheduler)
-        remote.public_report(report)
         report.outputs[-1:] = ["-"]
-        with open(table, encoding="utf-8", newline="") as fh, printing_table():
-            while chunk := fh.read(1 << 20):
-                sys.stdout.write(chunk)
-            sys.stdout.flush()
     return _finish(args, ui, report)
