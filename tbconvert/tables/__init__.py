@@ -89,17 +89,23 @@ def _format(reading: dict) -> str | None:
     return api.source_format(reading.pop("format", None), reading.pop("from_format", None))
 
 
-def _collect(make_columns, source, runs, tags, restarts, report, options=None, reading=None):
+def _collect(make_columns, source, runs, tags, restarts, report, options=None, reading=None,
+             add=None):
     """Read ``source`` (selected by ``options``, or by ``runs``, ``tags``, ``restarts`` and
     the reading keywords ``reading``) into the collector ``make_columns(keep_hidden, report)``
-    builds."""
+    builds. ``add``: its rows go to ``add(table)`` a part at a time instead of staying in it
+    (see :mod:`tbconvert.tables._parts`)."""
     report = given(report)
     reading = dict(reading or {})
     fmt = _format(reading)
     options = api.options_from(options, table_options, runs=runs, tags=tags, restarts=restarts,
                                **reading)
     collector = make_columns(options.restarts == "keep-all", report)
-    feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk), fmt)
+    if add is None:
+        feed(source, options, report, lambda _run, chunk: collector.add_chunk(chunk), fmt)
+    else:
+        from tbconvert.tables._parts import collect_into
+        collect_into(add, collector, source, options, report, fmt)
     api.tell_unmatched(options, report)
     return collector
 
@@ -154,16 +160,15 @@ def write_histograms(source, path, runs=None, tags=None, *, restarts: Restarts =
     """:func:`histograms_table` written to ``path`` (``.csv`` or ``.parquet``) a part at a
     time, in bounded memory whatever the number of buckets; the rows written."""
     from tbconvert.columns.nonscalar import HistogramColumns
-    from tbconvert.tables._parts import collect_into, table_file
-    report = given(report)
-    reading = dict(reading or {})
-    fmt = _format(reading)
-    options = api.options_from(options, table_options, runs=runs, tags=tags, restarts=restarts,
-                               **reading)
-    collector = HistogramColumns(options.restarts == "keep-all", report)
+    from tbconvert.tables._parts import table_file
+    rows = 0
     with table_file(path, force=force, storage_options=storage_options) as add:
-        rows = collect_into(add, collector, source, options, report, fmt)
-    api.tell_unmatched(options, report)
+        def counted(table) -> None:
+            nonlocal rows
+            rows += table.num_rows
+            add(table)
+        _collect(HistogramColumns, source, runs, tags, restarts, report, options, reading,
+                 add=counted)
     return rows
 
 
