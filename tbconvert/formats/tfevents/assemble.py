@@ -581,7 +581,7 @@ class RunAssembler(RestartRule):
         if bt.tables and not bt.points and not bt.cols and len(widths) == 1:
             table = np.concatenate([t[3] for t in bt.tables])
             payload = ("table", None, table if in_order else table[order])
-            size = seq.nbytes * 3 + len(seq) * 100 + _held(table)
+            size = seq.nbytes * 3 + len(seq) * 100 + _payload_bytes(table)
         elif values is not None:
             payload = ("values", values[1], values[0] if in_order else values[0][order])
             size = seq.nbytes * 3 + values[0].nbytes
@@ -600,9 +600,10 @@ class RunAssembler(RestartRule):
                 points.extend(zip(itertools.repeat(dt.DT_STRING, len(t[3])), t[3], strict=True))
             if not in_order:
                 points = [points[i] for i in order.tolist()]
-            size = seq.nbytes * 3 + 100 * len(points) + sum(
-                _held(p[1]) for p in bt.points if p is not None) + sum(
-                _held(c[4]) for c in bt.cols) + sum(_held(t[3]) for t in bt.tables)
+            held = sum(_payload_bytes(p[1]) for p in bt.points if p is not None) \
+                + sum(_payload_bytes(c[4]) for c in bt.cols) \
+                + sum(_payload_bytes(t[3]) for t in bt.tables)
+            size = seq.nbytes * 3 + 100 * len(points) + held
             payload = _ragged(points) or ("points", None, points)
         self.points_read += len(seq)
         info.pieces.append(self.store.put((seq, steps, walls) + payload, size))
@@ -763,8 +764,8 @@ class RunAssembler(RestartRule):
             nbytes += seq.nbytes * 3 + (
                 payload.nbytes if kind == "values" else
                 payload.nbytes + 100 * len(payload) if kind == "stack" else
-                100 * len(payload) + _held(payload) if kind == "table" else
-                sum(_held(p[1]) + 100 for p in payload))
+                100 * len(payload) + _payload_bytes(payload) if kind == "table" else
+                sum(_payload_bytes(p[1]) + 100 for p in payload))
             if n >= CHUNK_POINTS or nbytes >= CHUNK_BYTES:
                 yield self._chunk(tag, md, shape, pending, purges)
                 pending, n, nbytes = [], 0, 0
@@ -843,14 +844,15 @@ class _JoinedStore:
             store.close()
 
 
-def _held(x) -> int:
+def _payload_bytes(x) -> int:
     """The bytes ``x`` (an array, a list of them, a blob) holds, counted for the store's
-    budget: an object array's elements too (images, audio, text), which its ``nbytes`` (a
-    pointer each) leaves out, and which then never made a run of images spill."""
+    budget and a chunk's size: an object array's elements too (images, audio, text), which
+    its ``nbytes`` (a pointer each) leaves out, and which then never made a run of images
+    spill. (Not :func:`_held_bytes`, which gives up on such points at once.)"""
     if isinstance(x, (bytes, bytearray)):
         return len(x)
     if isinstance(x, np.ndarray):
-        return x.nbytes + (sum(_held(v) for v in x.flat) if x.dtype == object else 0)
+        return x.nbytes + (sum(_payload_bytes(v) for v in x.flat) if x.dtype == object else 0)
     if isinstance(x, (list, tuple)):
-        return 8 * len(x) + sum(_held(v) for v in x)
+        return 8 * len(x) + sum(_payload_bytes(v) for v in x)
     return 0
