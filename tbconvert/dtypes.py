@@ -122,6 +122,14 @@ def string_array(values, shape=None) -> np.ndarray:
 STRING_ELEMENT_BYTES = 64
 
 
+def _check_expansion(decoded: int, tp, encoded_at_least: int, where: str) -> None:
+    """:func:`budget.check_expansion` against the proto's encoded size, which is measured only
+    when a lower bound of it does not already allow the value: protobuf measures a message by
+    encoding it, a transient copy as large as the tensor (hundreds of MiB for a large image)."""
+    if decoded > budget.EXPANSION_BASE + budget.EXPANSION_RATIO * encoded_at_least:
+        budget.check_expansion(decoded, tp.ByteSize(), where)
+
+
 def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
     """Decode a ``TensorProto`` into ``(code, array)``; unknown types stay raw.
 
@@ -137,8 +145,8 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
         vals = tp.string_val
         # the common form (images, audio, text): a vector with one string per element
         if len(dims) == 1 and dims[0].size == len(vals):
-            budget.check_expansion(len(vals) * STRING_ELEMENT_BYTES, tp.ByteSize(),
-                                   f"{where} of shape [{len(vals)}]")
+            _check_expansion(len(vals) * STRING_ELEMENT_BYTES, tp, 2 * len(vals),
+                             f"{where} of shape [{len(vals)}]")
             arr = np.empty(len(vals), dtype=object)
             arr[:] = list(vals)
             return code, arr
@@ -152,9 +160,9 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
         raise TensorDecodeError(f"tensor has an unknown dimension in shape {list(shape)}")
     n = math.prod(shape)
     np_dtype, field_name = _TABLE[code]
-    budget.check_expansion(n * (STRING_ELEMENT_BYTES if code == DT_STRING else np_dtype.itemsize),
-                           tp.ByteSize(),
-                           f"{where} of shape {list(shape)}")
+    content = tp.tensor_content if code != DT_STRING else b""
+    _check_expansion(n * (STRING_ELEMENT_BYTES if code == DT_STRING else np_dtype.itemsize),
+                     tp, len(content), f"{where} of shape {list(shape)}")
     if code == DT_STRING:
         vals = tp.string_val
         if len(vals) == n:
@@ -162,8 +170,7 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
         if len(vals) == 1:
             return code, string_array([vals[0]] * n, shape)
         raise TensorDecodeError(f"string tensor of shape {list(shape)} holds {len(vals)} values")
-    if tp.tensor_content:
-        content = tp.tensor_content
+    if content:
         if len(content) != n * np_dtype.itemsize:
             raise TensorDecodeError(
                 f"tensor_content has {len(content)} bytes; shape {list(shape)} of "

@@ -80,6 +80,7 @@ class FileState:
 # the largest record tried so (learning copies it).
 FEW_LEFT = 64
 FEW_LEFT_BYTES = 1 << 20
+LET_GO_BYTES = 1 << 20      # a record this large, alone in its block, lets the block go once parsed
 
 # Below this much input, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
@@ -404,10 +405,12 @@ class TfeventsReader(Reader):
         told = len(self.report.issues)
         try:
             for block in records.scan_file(path, block_size=self.block_size, start=start):
+                end = block.offset + len(block.buf)
                 self._read_block(path, asm, block, seq_base, state)
+                del block     # (not held while the next one is read)
                 asm.end_block(last=False)
-                self._run_progress.read(block.offset + len(block.buf) - state.reported)
-                state.reported = block.offset + len(block.buf)
+                self._run_progress.read(end - state.reported)
+                state.reported = end
         except OSError as exc:
             raise_if_exhausted(exc)
             state.failed = True
@@ -497,7 +500,13 @@ class TfeventsReader(Reader):
             if event_cls is None:
                 event_cls, decode_errors = _protobuf()
             try:
-                event = event_cls.FromString(buf[s:s + n])
+                # (a view: a slice would copy the record, which may be a large image)
+                event = event_cls.FromString(memoryview(buf)[s:s + n])
+                if len(starts) == 1 and n >= LET_GO_BYTES:
+                    # A large record alone in its block (an image, a model's graph) is in the
+                    # parsed event now: the block's copy goes before the value is decoded,
+                    # which makes a third.
+                    block.buf = buf = b""
             except decode_errors:
                 self.report.add("corrupt_record",
                                 f"{path}: record at byte {block.offset + s - records.HEADER}: "

@@ -753,9 +753,13 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0
             continue
         for d in damage:
             d.offset += pos
-        yield Block(buf, pos, starts, lengths, damage)
-        pos += consumed
         searching = sc.searching
+        block = Block(buf, pos, starts, lengths, damage)
+        # the block alone holds its bytes, so that a reader can let a large record's go early
+        del buf, sc
+        yield block
+        del block
+        pos += consumed
         want = block_size
 
 
