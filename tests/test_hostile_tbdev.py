@@ -542,6 +542,33 @@ def test_long_decimals_keep_the_fast_path():
     assert scalar_lines.scalar_line(line.encode()) is None     # json reads it exactly
 
 
+@pytest.mark.parametrize("items", ["1, , 3", "1, 2, 3, ", " , 2, 3", "1,\t,3", "1, 2,\r "])
+def test_a_blank_list_item_is_no_number(tmp_path, items):
+    # numpy reads a blank item as -1 (0 for integers) with the count of items right: the
+    # line must go to json, which refuses it
+    from tbconvert.formats.tbdev import scalar_lines
+    line = ('{"points": {"steps": [0, 1, 2], "values": [' + items + '], "wall_times": '
+            f'[1, 2, 3]}}, "run": "r", "summary_metadata": "{SCALAR_MD}", "tag": "t"}}\n')
+    swapped = line.replace(items, "1, 2, 3", 1).replace("[1, 2, 3]}", f"[{items}]}}")
+    for text in (line, swapped, line.replace("[0, 1, 2]", f"[{items}]")):
+        assert scalar_lines.scalar_line(text.encode()) is None
+    exp = small_export(tmp_path, scalars=[line, export_dir.dumps_line(scalar_line("ok"))])
+    loaded = load(exp)
+    assert list(loaded.series) == ["ok"]
+    (issue,) = [i for i in loaded.report.issues if i.kind == "bad_line"]
+    assert "not valid JSON" in issue.message
+
+
+def test_an_integer_minus_zero_is_json_zero(tmp_path):
+    # json reads -0 as the integer 0; numpy would read -0.0
+    exp = small_export(tmp_path, scalars=[
+        '{"points": {"steps": [0, 1, 2], "values": [-0, -0.0, 1], "wall_times": [-0, 1, 2]}, '
+        f'"run": "r", "summary_metadata": "{SCALAR_MD}", "tag": "t"}}\n'])
+    got = load(exp).series["r"]["t"]
+    assert np.signbit(got.values).tolist() == [False, True, False]
+    assert not np.signbit(got.wall_times).any()
+
+
 @pytest.mark.parametrize("name", ["a.h5", "a.parquet"])
 def test_a_series_without_points_next_to_points_of_its_tag_is_that_series(tmp_path, name):
     """An empty chunk of another dtype before the tag's points: one float32 series comes

@@ -22,9 +22,12 @@ _SCALAR_LINE = re.compile(
 _INT_CHARS = b"0123456789-, \t\r\n"
 _FLOAT_CHARS = b"0123456789-+.eE, \t\r\n"
 _I64 = np.iinfo(np.int64)
-# An integer of 16 digits or more may lie beyond 2**53: json reads it exactly, as the caller
-# must, to tell that float64 rounds it (the exporter writes decimals, others may not).
-_LONG_INT = re.compile(rb"(?:^|,)\s*-?\d{16,}\s*(?=,|$)")
+# Integers json reads otherwise than numpy: one of 16 digits or more may lie beyond 2**53, and
+# json reads it exactly, as the caller must, to tell that float64 rounds it (the exporter
+# writes decimals, others may not); ``-0`` is json's integer 0, which is no float -0.0.
+# (Two patterns: one alternative ``(?:^|,)`` makes re try every position, several times slower.)
+_JSON_INT = re.compile(rb",\s*(?:-?\d{16,}|-0)\s*(?:,|\Z)")
+_FIRST_JSON_INT = re.compile(rb"\s*(?:-?\d{16,}|-0)\s*(?:,|\Z)")
 
 
 def _numbers(text: bytes, dtype, allowed: bytes) -> np.ndarray | None:
@@ -38,9 +41,12 @@ def _numbers(text: bytes, dtype, allowed: bytes) -> np.ndarray | None:
     """
     if not text.strip():
         return np.zeros(0, dtype)
+    squeezed = text.translate(None, b" \t\r\n")
+    if squeezed.startswith(b",") or squeezed.endswith(b",") or b",," in squeezed:
+        return None  # numpy reads a blank item ([1, , 2], [1, ]) as -1 or 0; json refuses it
     if dtype is np.float64:
         bare = text.replace(b"-Infinity", b"").replace(b"Infinity", b"").replace(b"NaN", b"")
-        if bare.translate(None, allowed) or _LONG_INT.search(text):
+        if bare.translate(None, allowed) or _FIRST_JSON_INT.match(text) or _JSON_INT.search(text):
             return None
         text = text.replace(b"-Infinity", b"-inf").replace(b"Infinity", b"inf") \
             .replace(b"NaN", b"nan")
