@@ -59,7 +59,9 @@ class _Chunk:
     metadata_b64: str
     steps: np.ndarray
     wall_times: np.ndarray
-    payload: object  # scalars: float64 values; tensors: path or None; blobs: list of lists
+    # scalars: float64 values (a long line's three columns are spill.MeasuredColumn instead);
+    # tensors: path or None; blobs: list of lists
+    payload: object
 
     @property
     def where(self) -> str:

@@ -4,7 +4,10 @@ Two passes. The index pass reads each JSON-lines file once and records, per
 run, where its lines are (byte offset, length, line number), runs in order of
 first appearance. Then each run's lines are parsed, grouped by tag (chunks of
 one tag in file order) and handed over one run at a time; npz archives and
-blob files are only opened while their chunk is produced.
+blob files are only opened while their chunk is produced. A line longer than
+``lines.LONG_LINE_BYTES`` (a series of millions of points) is never held: the
+index pass reads its run from its end, and a scalars line is parsed a block at
+a time into a temporary file, its points handed on in chunks.
 
 Everything the export lost or the reader could not use (null paths, missing
 files, bad lines, count mismatches) is recorded in the report and never
@@ -26,8 +29,9 @@ import numpy as np
 from tbconvert import budget
 from tbconvert.errors import CorruptDataError, FormatError, UsageError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader
-from tbconvert.formats.tbdev import export_dir, regular, scalar_lines, text, wire
+from tbconvert.formats.tbdev import export_dir, lines, regular, scalar_lines, text, wire
 from tbconvert.formats.tbdev.payloads import PayloadMixin, _BadLine, _Chunk, _Entry
+from tbconvert.formats.tbdev.spill import MeasuredColumn, Spill
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
 
@@ -40,6 +44,7 @@ _EXPORTER_TAIL = re.compile(
     rb'\}, "run": ("(?:[^"\\\x00-\x1f]|\\.)*"), "summary_metadata": "[A-Za-z0-9+/=]*", '
     rb'"tag": "(?:[^"\\\x00-\x1f]|\\.)*"\}\r?\n?\Z', re.S)
 _TAIL_START = b'}, "run": '
+_LINE_START = b'{"points": '
 # The longest tail the pattern above is tried on: two names of the longest length read, each
 # character escaped, and summary metadata of 64 KiB. Python's re keeps an entry per character
 # of such a name (gigabytes for a name of millions), so a longer tail is parsed as JSON,
@@ -47,17 +52,29 @@ _TAIL_START = b'}, "run": '
 _MAX_TAIL = 2 * (6 * budget.MAX_NAME_CHARS + 2) + (64 << 10) + 64
 
 
+def _tail_run(tail: bytes, whole: bool) -> str | None:
+    """The ``run`` of a line in the exporter's shape, from the line's end: ``tail`` is the
+    whole line, or (``whole`` false) its last :data:`_MAX_TAIL` bytes or more. None when
+    the end is not the exporter's."""
+    pos = tail.rfind(_TAIL_START)
+    if pos < 0 or (whole and pos == 0) or len(tail) - pos > _MAX_TAIL:
+        return None
+    m = _EXPORTER_TAIL.match(tail, pos)
+    if m is None:
+        return None
+    try:
+        return json.loads(m.group(1))
+    except (ValueError, RecursionError):
+        return None
+
+
 def _line_run(raw: bytes, where: str) -> str:
     """The top-level ``run`` of a line, without parsing its points when it has the exporter's
     shape; otherwise the whole line is parsed. Raises :class:`_BadLine` saying why not."""
-    if raw.startswith(b'{"points": '):
-        pos = raw.rfind(_TAIL_START)
-        m = _EXPORTER_TAIL.match(raw, pos) if 0 < pos and len(raw) - pos <= _MAX_TAIL else None
-        if m is not None:
-            try:
-                return json.loads(m.group(1))
-            except (ValueError, RecursionError):
-                pass
+    if raw.startswith(_LINE_START):
+        run = _tail_run(raw, True)
+        if run is not None:
+            return run
     obj = _loads_line(raw, where)
     run = obj.get("run")
     if not isinstance(run, str):
@@ -106,6 +123,13 @@ def _column(points: dict, key: str, kinds: str, dtype, what: str) -> np.ndarray:
         return arr.astype(dtype)
     except (ValueError, OverflowError):
         raise _BadLine(f"points.{key} holds values out of range") from None
+
+
+def _least_finite(walls) -> float | None:
+    if isinstance(walls, MeasuredColumn):
+        return walls.finite_min
+    finite = walls[np.isfinite(walls)]
+    return float(finite.min()) if len(finite) else None
 
 
 def decode_metadata(b64: str) -> Metadata:
@@ -206,23 +230,27 @@ class TbdevReader(PayloadMixin, Reader):
                                 "the series it holds are lost", path=path)
                 continue
             with f:
-                offset = 0
-                for line_no, raw in enumerate(f, 1):
-                    start, offset = offset, offset + len(raw)
-                    if not raw.strip():
-                        continue
-                    try:
-                        run = _line_run(raw, f"{path}:{line_no}")
-                    except _BadLine as exc:
-                        self._report_bad_raw(path, line_no, raw, str(exc))
-                        continue
+                for line in lines.lines(f):
+                    line_no, start, raw = line.line_no, line.offset, line.raw
+                    run = self._long_line_run(f, line) if raw is None else None
+                    if run is None:
+                        if raw is None:       # not the exporter's shape: read as json reads it
+                            f.seek(start)
+                            raw = f.read(line.length)
+                        if not raw.strip():
+                            continue
+                        try:
+                            run = _line_run(raw, f"{path}:{line_no}")
+                        except _BadLine as exc:
+                            self._report_bad_raw(path, line_no, line.ends, str(exc))
+                            continue
                     if len(run) > budget.MAX_NAME_CHARS:
                         self.report.add("bad_line", f"{path}:{line_no}: a run name of {len(run)} "
                                         f"characters (at most {budget.MAX_NAME_CHARS} are read); "
                                         "line skipped", path=path)
                         continue
                     by_raw.setdefault(run, []).append(
-                        _Entry(kind, path, line_no, start, len(raw), run))
+                        _Entry(kind, path, line_no, start, line.length, run))
         names = self._run_names(list(by_raw))
         return {names[raw]: entries for raw, entries in by_raw.items()}
 
@@ -250,8 +278,18 @@ class TbdevReader(PayloadMixin, Reader):
                                 run=text.escape(name), lost=False)
         return names
 
-    def _report_bad_raw(self, path: Path, line_no: int, raw: bytes, reason: str) -> None:
-        if not raw.endswith(b"\n"):
+    @staticmethod
+    def _long_line_run(f, line: lines.Line) -> str | None:
+        """The run of a line too long to hold, read from its end; None when the line is
+        not in the exporter's shape."""
+        if not line.head.startswith(_LINE_START):
+            return None
+        start = max(line.offset, line.offset + line.length - _MAX_TAIL)
+        f.seek(start)
+        return _tail_run(f.read(line.offset + line.length - start), start == line.offset)
+
+    def _report_bad_raw(self, path: Path, line_no: int, ends: bool, reason: str) -> None:
+        if not ends:
             self.report.add("truncated_line", f"{path}:{line_no}: the last line is cut off "
                             "(interrupted export); the series on it is lost, the rest is kept",
                             path=path)
@@ -268,21 +306,23 @@ class TbdevReader(PayloadMixin, Reader):
                 if not self.options.wants_run(run):
                     yield RunData(Run(run), iter(()))
                     continue
-                tags, read = self._parse_run(run, entries, open_files)
+                spill = Spill()     # the long lines of the run, read into a temporary file
+                tags, read = self._parse_run(run, entries, open_files, spill)
                 if not read:
+                    spill.close()
                     # every line of the run was skipped, and told: no run of nothing for it
                     continue
                 # (a hand-edited export may hold NaN or infinite times: they start nothing)
-                walls = [float(w.min()) for chunks in tags.values() for c in chunks
-                         if len(w := c.wall_times[np.isfinite(c.wall_times)])]
+                walls = [w for chunks in tags.values() for c in chunks
+                         if (w := _least_finite(c.wall_times)) is not None]
                 start = min(walls) if walls else None
-                yield RunData(Run(run, start_time=start), self._iter_series(run, tags))
+                yield RunData(Run(run, start_time=start), self._iter_series(run, tags, spill))
         finally:
             for f in open_files.values():
                 f.close()
 
-    def _parse_run(self, run: str, entries: list[_Entry],
-                   open_files) -> tuple[dict[str, list[_Chunk]], bool]:
+    def _parse_run(self, run: str, entries: list[_Entry], open_files,
+                   spill: Spill) -> tuple[dict[str, list[_Chunk]], bool]:
         """The run's series (chunks by tag), and whether any of its lines could be read."""
         tags: dict[str, list[_Chunk]] = {}
         read = False
@@ -297,11 +337,20 @@ class TbdevReader(PayloadMixin, Reader):
                                     f"({regular.reason(exc)}); run {run!r} loses its lines "
                                     "there", path=entry.file, run=run)
                     return tags, read
-            f.seek(entry.offset)
-            raw = f.read(entry.length)
+            streamed = None
+            if entry.kind == "scalars" and entry.length > lines.LONG_LINE_BYTES:
+                streamed = scalar_lines.streamed_scalar_line(f, entry.offset, entry.length,
+                                                             spill)
+            raw = b""
+            if streamed is None:
+                f.seek(entry.offset)
+                raw = f.read(entry.length)
             try:
-                chunk = self._parse_line(entry, raw, run)
+                chunk = self._parse_line(entry, raw, run, streamed)
             except _BadLine as exc:
+                if streamed is not None:
+                    f.seek(entry.offset + entry.length - 1)
+                    raw = f.read(1)
                 if not raw.endswith(b"\n"):
                     self.report.add("truncated_line", f"{entry.file}:{entry.line_no}: the last "
                                     f"line is cut off ({exc}); its series is lost, the rest is "
@@ -329,8 +378,10 @@ class TbdevReader(PayloadMixin, Reader):
             chunks.append(chunk)
         return tags, read
 
-    def _parse_line(self, entry: _Entry, raw: bytes, run: str) -> _Chunk | None:
-        fast = scalar_lines.scalar_line(raw) if entry.kind == "scalars" else None
+    def _parse_line(self, entry: _Entry, raw: bytes, run: str, fast=None) -> _Chunk | None:
+        """``fast``: what :func:`scalar_lines.streamed_scalar_line` read of a long line."""
+        if fast is None and entry.kind == "scalars":
+            fast = scalar_lines.scalar_line(raw)
         if fast is not None:
             obj, steps, values, walls = fast
             points = {"steps": [], "values": [], "wall_times": []}  # checked below, then replaced
@@ -413,25 +464,31 @@ class TbdevReader(PayloadMixin, Reader):
 
     # -- producing series -------------------------------------------------------------
 
-    def _iter_series(self, run: str, tags: dict[str, list[_Chunk]]):
-        for tag, chunks in tags.items():
-            kind = chunks[0].entry.kind
-            if kind == "scalars":
-                yield from self._scalars(run, tag, chunks)
-            elif kind == "tensors":
-                for chunk in chunks:
-                    yield from self._tensors(run, chunk)
-            else:
-                for chunk in chunks:
-                    yield from self._blobs(run, chunk)
+    def _iter_series(self, run: str, tags: dict[str, list[_Chunk]], spill: Spill):
+        try:
+            for tag, chunks in tags.items():
+                kind = chunks[0].entry.kind
+                if kind == "scalars":
+                    yield from self._scalars(run, tag, chunks)
+                elif kind == "tensors":
+                    for chunk in chunks:
+                        yield from self._tensors(run, chunk)
+                else:
+                    for chunk in chunks:
+                        yield from self._blobs(run, chunk)
+        finally:
+            spill.close()
 
     def _scalars(self, run: str, tag: str, chunks: list[_Chunk]):
         exact = True
         for c in chunks:
-            with np.errstate(over="ignore", invalid="ignore"):
-                v32 = c.payload.astype(np.float32)
-            if not np.array_equal(v32.astype(np.float64), c.payload, equal_nan=True):
-                exact = False
+            if isinstance(c.payload, MeasuredColumn):
+                exact = c.payload.float32_exact
+            else:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    v32 = c.payload.astype(np.float32)
+                exact = np.array_equal(v32.astype(np.float64), c.payload, equal_nan=True)
+            if not exact:
                 break
         if not exact:
             self.report.add("float64_scalars", f"{chunks[0].where}: {run}/{tag}: values are not "
@@ -440,6 +497,23 @@ class TbdevReader(PayloadMixin, Reader):
                             path=chunks[0].entry.file,
                             run=run, tag=tag, lost=False)
         for c in chunks:
+            if isinstance(c.payload, MeasuredColumn):
+                yield from _spilled_scalars(run, tag, c, exact)
+                continue
             values = c.payload.astype(np.float32) if exact else c.payload
             yield ScalarSeries(run=run, tag=tag, metadata=c.metadata, steps=c.steps,
                                wall_times=c.wall_times, hidden=None, values=values)
+
+
+# A long line's points are handed on in series of this many (24 MiB of columns).
+SPILLED_CHUNK_POINTS = 1 << 20
+
+
+def _spilled_scalars(run: str, tag: str, c: _Chunk, exact: bool):
+    # (a line of no points is still a series, as a line read whole is)
+    for start in range(0, max(len(c.steps), 1), SPILLED_CHUNK_POINTS):
+        stop = start + SPILLED_CHUNK_POINTS
+        values = c.payload.read(start, stop)
+        yield ScalarSeries(run=run, tag=tag, metadata=c.metadata, steps=c.steps.read(start, stop),
+                           wall_times=c.wall_times.read(start, stop), hidden=None,
+                           values=values.astype(np.float32) if exact else values)

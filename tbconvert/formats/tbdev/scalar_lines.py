@@ -83,3 +83,107 @@ def scalar_line(raw: bytes):
     if not isinstance(rest, dict) or rest.get("points", 0) is not None:
         return None
     return rest, steps, values, walls
+
+
+# -- a line too long to hold ---------------------------------------------------------------
+
+# How much of a long line is read at a time: a few megabytes of text, some 200,000 numbers.
+STREAM_BLOCK_BYTES = 4 << 20
+# A list item longer than this is no number any exporter wrote.
+_MAX_ITEM_BYTES = 1 << 20
+# A longer rest after the three lists (run, metadata, tag) is no exporter's: json reads it.
+_MAX_REST_BYTES = 16 << 20
+_HEAD = b'{"points": {"steps": ['
+_COLUMNS = ((np.int64, _INT_CHARS, b'], "values": ['),
+            (np.float64, _FLOAT_CHARS, b'], "wall_times": ['),
+            (np.float64, _FLOAT_CHARS, b']}, '))
+
+
+def streamed_scalar_line(f, offset: int, length: int, spill):
+    """:func:`scalar_line` for a line left in the file ``f`` (``length`` bytes at
+    ``offset``), read a block at a time: ``(obj_without_points, steps, values,
+    wall_times)`` with the three lists as :class:`~.spill.MeasuredColumn` in ``spill``
+    (a :class:`~.spill.Spill`), or None for the caller to read the line whole as for
+    :func:`scalar_line`.
+
+    Each list is cut at commas into pieces of a few megabytes, and each piece goes
+    through :func:`_numbers`. A list's pieces are read as the whole list would be: its
+    checks look at single numbers and their separators, never across a comma. A piece
+    that is blank (``[1, , 2]``, ``[1, ]``) is no list json reads, so None.
+    """
+    from tbconvert.formats.tbdev.spill import MeasuredColumn
+
+    f.seek(offset)
+    left = length
+
+    def read(n: int) -> bytes:
+        nonlocal left
+        data = f.read(min(n, left))
+        left -= len(data)
+        return data
+
+    if read(len(_HEAD)) != _HEAD:
+        return None
+    mark = spill.size()
+    done = False
+    try:
+        columns, data = [], b""
+        for dtype, allowed, after in _COLUMNS:
+            column = MeasuredColumn(spill, dtype)
+            data = _stream_list(read, data, column, allowed)
+            if data is None:
+                return None
+            while len(data) < len(after) and left:
+                data += read(STREAM_BLOCK_BYTES)
+            if not data.startswith(after):
+                return None
+            data = data[len(after):]
+            columns.append(column)
+        if left > _MAX_REST_BYTES:
+            return None
+        try:
+            rest = budget.loads_json(b'{"points": null, ' + data + read(left), "line")
+        except CorruptDataError:
+            return None
+        if not isinstance(rest, dict) or rest.get("points", 0) is not None:
+            return None
+        done = True
+        return rest, *columns
+    finally:
+        if not done:
+            spill.truncate(mark)
+
+
+def _stream_list(read, data: bytes, column, allowed: bytes) -> bytes | None:
+    """Put the numbers up to the list's ``]`` into ``column``; the bytes from that ``]``
+    on, or None where :func:`_numbers` would refuse the list."""
+    pieces = 0
+    while True:
+        close = data.find(b"]")
+        if close >= 0:
+            body, data = data[:close], data[close:]
+            if pieces == 0 and not body.strip():
+                return data          # an empty list
+            return data if _put(body, column, allowed) else None
+        cut = data.rfind(b",")
+        if cut >= 0:
+            if not _put(data[:cut], column, allowed):
+                return None
+            pieces += 1
+            data = data[cut + 1:]
+        if len(data) > _MAX_ITEM_BYTES:
+            return None              # no number the exporter wrote: json reads the line
+        more = read(STREAM_BLOCK_BYTES)
+        if not more:
+            return None              # the line ends inside the list
+        data += more
+
+
+def _put(piece: bytes, column, allowed: bytes) -> bool:
+    if not piece.strip():
+        return False
+    arr = _numbers(piece, column.dtype.type, allowed)
+    if arr is None:
+        return False
+    column.add(arr)
+    return True
