@@ -11,17 +11,24 @@ from __future__ import annotations
 import io
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import pytest
+from helpers import CLI_CWD, cli_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tbconvert.formats.base import Options
-from tbconvert.formats.tbdev import lines, reader, scalar_lines
+from tbconvert.formats.tbdev import export_dir, lines, pending_scalars, reader, scalar_lines
+from tbconvert.formats.tbdev import writer as tbdev_writer
 from tbconvert.formats.tbdev.reader import TbdevReader
 from tbconvert.formats.tbdev.spill import Spill
+from tbconvert.formats.tbdev.writer import TbdevWriter
+from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 from tbconvert.report import Report
 
 SCALAR_MD = "CgkKB3NjYWxhcnMSBGxvc3MgAQ=="
@@ -180,3 +187,87 @@ def test_long_lines_read_as_short_ones(tmp_path):
     assert [m for m in bad if "json:5:" in m or "json:6:" in m] and \
         not {"hole", "trailing"} & {tag for tag, _ in expected[0][0][2]}
     assert len(expected[0][0][2]) >= 3 * 5     # most series came through
+
+
+# -- the writer: a spilled series is written as json.dumps writes it whole -----------------------
+
+def _chunks(rng, sizes, tag, md):
+    start = 0
+    for n in sizes:
+        steps = np.arange(start, start + n, dtype=np.int64) * 1_000_003
+        values = rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30, n)
+        values[:4] = [np.nan, np.inf, -np.inf, -0.0][:min(n, 4)]
+        yield ScalarSeries(run="r", tag=tag, metadata=md, steps=steps,
+                           wall_times=1.7e9 + rng.random(n) * 1e5, hidden=None,
+                           values=values if tag != "f32" else values.astype(np.float32))
+        start += n
+
+
+def test_spilled_series_written_byte_for_byte(tmp_path):
+    rng = np.random.default_rng(7)
+    md = {tag: Metadata("scalars", b"", tag, "", DataClass.SCALAR) for tag in ("a", "f32")}
+    chunks = []
+    for pair in zip(_chunks(rng, [5, 17, 0, 40, 3, 29], "a", md["a"]),
+                    _chunks(rng, [9, 1, 33, 0, 12, 8], "f32", md["f32"]), strict=True):
+        chunks.extend(pair)
+    with np.errstate(over="ignore"):
+        expected = []
+        for tag in ("a", "f32"):
+            mine = [c for c in chunks if c.tag == tag]
+            points = {"steps": np.concatenate([c.steps for c in mine]).tolist(),
+                      "values": np.concatenate([c.values.astype(np.float64)
+                                                for c in mine]).tolist(),
+                      "wall_times": np.concatenate([c.wall_times for c in mine]).tolist()}
+            expected.append(export_dir.dumps_line(
+                {"points": points, "run": "r",
+                 "summary_metadata": tbdev_writer.encode_metadata(md[tag]), "tag": tag}))
+    with mock.patch.object(tbdev_writer, "SCALARS_HELD_BYTES", 500), \
+            mock.patch.object(pending_scalars, "WRITE_BLOCK_POINTS", 7):
+        w = TbdevWriter(tmp_path / "out", Options(), Report())
+        w.write_run(Run("r"), iter(chunks))
+        w.close()
+    assert (tmp_path / "out" / "scalars.json").read_text() == "".join(expected)
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+POINTS = 4_000_000
+LIMIT_MIB = 240   # (the project's bound is 256; the series' line alone is ~170 MiB)
+
+_CHILD = """
+import sys
+from tbconvert.cli import main
+code = main(sys.argv[1:])
+peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0]
+print(code, int(peak) // 1024)
+"""
+
+
+def _peak_mib(*argv) -> int:
+    out = subprocess.run([sys.executable, "-c", _CHILD, *map(str, argv), "-q", "-j", "1"],
+                         cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=600)
+    code, peak = out.stdout.split()[-2:]
+    assert code == "0", out.stderr
+    return int(peak)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="VmHWM is read from /proc")
+def test_one_long_series_both_ways_in_bounded_memory(tmp_path):
+    from tbconvert.api import open_writer
+    md = Metadata("scalars", b"", "loss", "", DataClass.SCALAR)
+
+    def chunks():
+        rng = np.random.default_rng(0)
+        for start in range(0, POINTS, 1 << 18):
+            steps = np.arange(start, min(POINTS, start + (1 << 18)), dtype=np.int64)
+            yield ScalarSeries(run="train", tag="loss", metadata=md, steps=steps,
+                               wall_times=1.7e9 + steps * 0.0123, hidden=None,
+                               values=rng.random(len(steps)).astype(np.float32))
+    with open_writer(tmp_path / "logs", format="tfevents") as w:
+        w.write_run(Run("train", 1.7e9), chunks())
+    export = tmp_path / "experiment_AAAAAAAAAAAAAAAAAAAAAA"
+    written = _peak_mib("convert", tmp_path / "logs", export, "--to", "tbdev")
+    assert (export / "scalars.json").stat().st_size > 150 << 20   # one line
+    read = _peak_mib("convert", export, tmp_path / "back.parquet")
+    assert max(written, read) <= LIMIT_MIB, (written, read)

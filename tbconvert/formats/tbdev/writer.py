@@ -10,7 +10,9 @@ only when the writer closes.
 Chunks of one (run, tag) are merged into one line while a run is written; if
 a run's buffered tensors pass ``max_buffer_bytes`` the pending series are
 written out and later chunks start new lines (the exporter's format allows
-several lines per series). Blob bytes go to their files at once.
+several lines per series). Scalar columns beyond ``SCALARS_HELD_BYTES`` wait
+in a temporary file, and a scalars line is written a block of numbers at a
+time (:mod:`.pending_scalars`). Blob bytes go to their files at once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float64
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.tbdev import export_dir, text
+from tbconvert.formats.tbdev.pending_scalars import PendingScalars
+from tbconvert.formats.tbdev.spill import Spill
 from tbconvert.model import (
     BlobSequenceSeries,
     DataClass,
@@ -38,6 +42,9 @@ from tbconvert.model import (
 )
 from tbconvert.output import AtomicOutput
 from tbconvert.report import Report, plural, were
+
+# Scalar columns held in memory for pending lines, all series together (the rest is spilled).
+SCALARS_HELD_BYTES = 32 << 20
 
 _NUMPY_EXACT = {dt.DT_FLOAT, dt.DT_DOUBLE, dt.DT_INT32, dt.DT_UINT8, dt.DT_INT16,
                 dt.DT_INT8, dt.DT_STRING, dt.DT_COMPLEX64, dt.DT_INT64, dt.DT_BOOL,
@@ -67,8 +74,8 @@ class _Pending:
     metadata: Metadata
     steps: list = field(default_factory=list)
     wall_times: list = field(default_factory=list)
-    payload: list = field(default_factory=list)  # values arrays / (code, array) / path lists
-    nbytes: int = 0
+    payload: list = field(default_factory=list)  # (code, array) / path lists
+    scalars: PendingScalars | None = None        # scalars keep all three columns here
 
 
 class TbdevWriter(Writer):
@@ -80,6 +87,11 @@ class TbdevWriter(Writer):
                  max_buffer_bytes: int = 256 << 20) -> None:
         super().__init__(path, options, report)
         self.max_buffer_bytes = max_buffer_bytes
+        # Scalar columns of the pending lines beyond this go to a temporary file. (Whatever
+        # that budget, a series still starts a new line after max_buffer_bytes.)
+        self.max_held_scalar_bytes = SCALARS_HELD_BYTES
+        self._spill = Spill()
+        self._held_scalars = 0
         self._out = AtomicOutput(self.path, force=options.force, directory=True)
         self._tmp = self._out.tmp
         self._files: dict[str, object] = {}
@@ -161,8 +173,12 @@ class TbdevWriter(Writer):
                     self._flush(run.name, q)
                 pending.clear()
                 buffered = 0
+                self.guard(self._spill.truncate)
+            elif self._held_scalars > self.max_held_scalar_bytes:
+                self._spill_scalars(pending.values())
         for p in pending.values():
             self._flush(run.name, p)
+        self.guard(self._spill.truncate)
         if run.start_time is not None and first_wall is not None and \
                 run.start_time != first_wall:
             # An export has no run start time: read back, the run starts at its first point.
@@ -239,16 +255,23 @@ class TbdevWriter(Writer):
         return None
 
     def _add(self, run: str, p: _Pending, chunk: Series, first_point: int) -> int:
-        """Append a chunk to a pending line; returns the bytes now held in memory."""
-        p.steps.append(chunk.steps)
-        p.wall_times.append(chunk.wall_times)
+        """Append a chunk to a pending line; returns the bytes it adds to the line's buffer
+        (scalar columns count there even once spilled: when a series starts a new line
+        does not depend on where its columns wait)."""
         if p.kind == "scalars":
             values = chunk.values
             self._rounded(run, chunk.tag, int(np.count_nonzero(rounded_in_float64(values))))
             self._nan_payloads(run, chunk.tag, values)
             with np.errstate(invalid="ignore"):      # (a signaling NaN, told just above)
-                p.payload.append(values.astype(np.float64))
+                values = values.astype(np.float64)
+            if p.scalars is None:
+                p.scalars = PendingScalars()
+            before = p.scalars.held_bytes
+            p.scalars.add(chunk.steps, values, chunk.wall_times)
+            self._held_scalars += p.scalars.held_bytes - before
             return 24 * len(chunk)
+        p.steps.append(chunk.steps)
+        p.wall_times.append(chunk.wall_times)
         if p.kind == "tensors":
             nbytes = 0
             for code, arr in zip(chunk.dtypes, chunk.tensors, strict=True):
@@ -294,14 +317,28 @@ class TbdevWriter(Writer):
                             f"{'its' if n == 1 else 'their'} own {were(n)} written as the "
                             "export's plain NaN", run=run, tag=tag, count=n)
 
+    def _spill_scalars(self, pending) -> None:
+        """Move the pending scalar columns to the temporary file, the largest first, until
+        at most half the budget is held."""
+        for p in sorted((p for p in pending if p.scalars is not None),
+                        key=lambda p: p.scalars.held_bytes, reverse=True):
+            if self._held_scalars <= self.max_held_scalar_bytes // 2:
+                break
+            self._held_scalars -= p.scalars.held_bytes
+            self.guard(lambda p=p: p.scalars.spill(self._spill))
+
     def _flush(self, run: str, p: _Pending) -> None:
+        if p.kind == "scalars":
+            columns, p.scalars = p.scalars or PendingScalars(), None
+            self._held_scalars -= columns.held_bytes
+            metadata = self._encode_metadata(run, p)
+            self.guard(lambda: columns.write_line(self._files[p.kind].write, run, metadata,
+                                                  p.tag))
+            return
         steps = np.concatenate(p.steps) if p.steps else np.zeros(0, np.int64)
         walls = np.concatenate(p.wall_times) if p.wall_times else np.zeros(0)
         points = {"steps": steps.tolist(), "wall_times": walls.tolist()}
-        if p.kind == "scalars":
-            values = np.concatenate(p.payload) if p.payload else np.zeros(0)
-            points["values"] = values.tolist()
-        elif p.kind == "tensors":
+        if p.kind == "tensors":
             points["tensors_file_path"] = self._write_npz(run, p, walls)
         else:
             points["blob_file_paths"] = p.payload
@@ -371,6 +408,7 @@ class TbdevWriter(Writer):
         if not self._experiment_written:
             self.write_experiment(Experiment())
         def finish():
+            self._spill.close()
             for f in self._files.values():
                 f.close()
             self._out.commit()
@@ -378,6 +416,7 @@ class TbdevWriter(Writer):
 
     def abort(self) -> None:
         self._close_files()
+        self._spill.close()
         self._out.abort()
 
 
