@@ -167,12 +167,19 @@ def _read_all(exp: Path):
     return out, [(i.kind, i.message, i.count) for i in report.issues]
 
 
-def test_long_lines_read_as_short_ones(tmp_path):
+def _short_lines_spilled():
+    """Lines read whole, their columns moved to the run's temporary file at once."""
+    return [mock.patch.object(reader, "RUN_HELD_BYTES", 1),
+            mock.patch.object(reader, "SPILLED_CHUNK_POINTS", 2)]
+
+
+@pytest.mark.parametrize("patched", [_tiny_reading, _short_lines_spilled])
+def test_long_lines_read_as_short_ones(tmp_path, patched):
     exp = tmp_path / "experiment_AAAAAAAAAAAAAAAAAAAAAA"
     exp.mkdir()
     (exp / "scalars.json").write_text("".join(_LINES))
     expected = _read_all(exp)
-    patches = _tiny_reading()
+    patches = patched()
     for p in patches:
         p.start()
     try:

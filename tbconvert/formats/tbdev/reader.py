@@ -326,6 +326,7 @@ class TbdevReader(PayloadMixin, Reader):
         """The run's series (chunks by tag), and whether any of its lines could be read."""
         tags: dict[str, list[_Chunk]] = {}
         read = False
+        held = 0      # bytes of scalar columns in memory
         for entry in entries:
             f = open_files.get(entry.file)
             if f is None:
@@ -376,6 +377,13 @@ class TbdevReader(PayloadMixin, Reader):
                     path=entry.file, run=run, tag=chunk.tag)
                 chunk.metadata = chunks[0].metadata
             chunks.append(chunk)
+            if entry.kind == "scalars" and not isinstance(chunk.payload, MeasuredColumn):
+                held += 24 * len(chunk.steps)
+                if held > RUN_HELD_BYTES:
+                    # many short lines of one run: their columns wait with the long lines'
+                    for c in (c for chunks in tags.values() for c in chunks):
+                        _spill_chunk(c, spill)
+                    held = 0
         return tags, read
 
     def _parse_line(self, entry: _Entry, raw: bytes, run: str, fast=None) -> _Chunk | None:
@@ -507,6 +515,20 @@ class TbdevReader(PayloadMixin, Reader):
 
 # A long line's points are handed on in series of this many (24 MiB of columns).
 SPILLED_CHUNK_POINTS = 1 << 20
+# The scalar columns of a run's short lines held in memory until its series are handed on;
+# beyond this they wait in the run's temporary file.
+RUN_HELD_BYTES = 48 << 20
+
+
+def _spill_chunk(c: _Chunk, spill: Spill) -> None:
+    if c.entry.kind != "scalars" or isinstance(c.payload, MeasuredColumn):
+        return
+    columns = []
+    for arr in (c.steps, c.wall_times, c.payload):
+        column = MeasuredColumn(spill, arr.dtype)
+        column.add(arr)
+        columns.append(column)
+    c.steps, c.wall_times, c.payload = columns
 
 
 def _spilled_scalars(run: str, tag: str, c: _Chunk, exact: bool):
