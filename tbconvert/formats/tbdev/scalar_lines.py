@@ -108,8 +108,8 @@ def streamed_scalar_line(f, offset: int, length: int, spill):
 
     Each list is cut at commas into pieces of a few megabytes, and each piece goes
     through :func:`_numbers`. A list's pieces are read as the whole list would be: its
-    checks look at single numbers and their separators, never across a comma. A piece
-    that is blank (``[1, , 2]``, ``[1, ]``) is no list json reads, so None.
+    checks look at one item at a time, and a blank item next to a cut leaves a piece
+    that is blank or starts or ends with a comma, which is refused as in the whole list.
     """
     from tbconvert.formats.tbdev.spill import MeasuredColumn
 
