@@ -12,7 +12,7 @@ import numpy as np
 from tbconvert import budget, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
-from tbconvert.formats import runrecords
+from tbconvert.formats import packed, runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.hdf5 import heaps, schema, staged
 from tbconvert.formats.hdf5.audit import (
@@ -475,20 +475,21 @@ class Hdf5Reader(Reader):
             yield empty_series(TensorSeries, run, tag, md)
         a = 0
         while a < n:
-            # as many points as fit in READ_BYTES (at least one)
+            # as many points as fit in a chunk (at least one)
             window = data_off(a, min(n, a + 65536))
-            b = a + int(np.searchsorted(window, window[0] + schema.READ_BYTES, side="right"))
-            b = max(a + 1, min(n, b - 1, a + 65536))
+            b = a + next(packed.spans(window, schema.READ_BYTES))[1]
             d_off, s_off = window[:b - a + 1], str_off(a, b)
             codes = _read(codes_ds, "dtypes", a, b)
             shapes = _read(shapes_ds, "shapes", a, b)
-            data = _read(data_ds, "data", d_off[0], d_off[-1]).tobytes()
+            data = _read(data_ds, "data", d_off[0], d_off[-1]).view(np.uint8)
+            data.flags.writeable = False   # (each point a view of it, as read-only as bytes)
             strings = (_read(strings_ds, "strings", s_off[0], s_off[-1])
                        if s_off[-1] > s_off[0] else [])
-            tensors = []
+            tensors, point_shapes = [], []
             for i in range(b - a):
                 code = int(codes[i])
                 shape = tuple(int(d) for d in shapes[i])
+                point_shapes.append(shape)
                 if len(shape) > budget.MAX_DIMS or any(d < 0 for d in shape):
                     # (reshape would take a -1 for "the rest", and make another tensor)
                     raise _Damaged(f"its shapes give point {a + i} the tensor shape {list(shape)}, "
@@ -514,9 +515,13 @@ class Hdf5Reader(Reader):
                                    f"{plural(int(hi - lo), 'byte')}, not the "
                                    f"{size * dtype.itemsize} of its tensor shape {list(shape)} "
                                    f"of {dt.NAMES.get(code, code)}")
-                tensors.append(np.frombuffer(data[lo:hi], dtype=dtype).reshape(shape))
-            yield TensorSeries(**self._common(base, run, tag, md, a, b), dtypes=codes,
-                               tensors=tuple(tensors))
+                tensors.append(packed.point(data, lo, hi, dtype, shape))
+            common = self._common(base, run, tag, md, a, b)
+            block = packed.block_of(data, codes, point_shapes)
+            if block is not None:
+                yield TensorSeries.of_block(**common, code=int(codes[0]), block=block)
+            else:
+                yield TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
             a = b
 
     def _blob_chunks(self, s, base, run, tag, md, n):
@@ -532,16 +537,30 @@ class Hdf5Reader(Reader):
             yield empty_series(BlobSequenceSeries, run, tag, md)
         a = 0
         while a < n:
-            b = min(n, a + 256)
-            window = offsets(a, b)
-            lo, hi = int(window[0]), int(window[-1])
-            raw = _read(blobs_ds, "blobs", lo, hi) if hi > lo else []
-            missing = _read(missing_ds, "blob_missing", lo, hi) if hi > lo else []
-            blobs = tuple(None if m else np.asarray(r, np.uint8).tobytes()
-                          for r, m in zip(raw, missing, strict=True))
+            window = offsets(a, min(n, a + 256))
+            lo = int(window[0])
+            # blobs read a few at a time, up to the point where those read hold a chunk's
+            # worth (a series of large images would otherwise be 256 of them at once)
+            blobs: list = []
+            size, b = 0, a
+            while b < a + len(window) - 1 and (size < schema.READ_BYTES or b == a):
+                start = lo + len(blobs)
+                stop = min(int(window[-1]), start + _BLOBS_READ)
+                if stop > start:
+                    raw = _read(blobs_ds, "blobs", start, stop)
+                    missing = _read(missing_ds, "blob_missing", start, stop)
+                    blobs.extend(None if m else np.asarray(r, np.uint8).tobytes()
+                                 for r, m in zip(raw, missing, strict=True))
+                    size += sum(len(x) for x in blobs[start - lo:] if x is not None)
+                b = a + int(np.searchsorted(window, lo + len(blobs), side="right")) - 1
+            cut = window[:b - a + 1] - lo
             yield BlobSequenceSeries(**self._common(base, run, tag, md, a, b),
-                                     offsets=window - lo, blobs=blobs)
+                                     offsets=cut, blobs=blobs[:cut[-1]])
             a = b
+
+
+# Blobs read from HDF5 at a time.
+_BLOBS_READ = 64
 
 
 def _series_count(g: h5py.Group) -> int:

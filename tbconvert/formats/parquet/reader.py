@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool, budget, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
-from tbconvert.formats import runrecords
+from tbconvert.formats import packed, runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
 from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired
@@ -495,7 +495,7 @@ class ArchiveFile:
             raise CorruptDataError("a row without a step, wall time or hidden flag")
         values = None
         self.seen.update(sids[starts].tolist())
-        for s, e in zip(starts, ends, strict=True):
+        for s, e in self._cut(col, sids, starts, ends):
             run_index, tag, kind, md, dtype = self.series[int(sids[s])]
             common = dict(run=self.runs[run_index].name, tag=tag, metadata=md,
                           steps=steps[s:e], wall_times=walls[s:e], hidden=hidden[s:e])
@@ -521,6 +521,20 @@ class ArchiveFile:
                     tag=tag, count=e - s)
                 continue
             yield run_index, chunk
+
+    def _cut(self, col, sids: np.ndarray, starts: list, ends: list):
+        """The batch's row ranges of one series each, a tensor or blob series' cut into
+        ranges of at most :data:`packed.CHUNK_BYTES` of payload (a batch holds up to a
+        row group)."""
+        for s, e in zip(starts, ends, strict=True):
+            kind = self.series[int(sids[s])][2]
+            if kind == S.KIND_SCALAR or e - s < 2:
+                yield s, e
+                continue
+            payload = _tensor_payload(col, s, e) if kind == S.KIND_TENSOR else \
+                _list_payload(col["blobs"].slice(s, e - s))
+            for a, b in packed.spans(payload):
+                yield s + a, s + b
 
     def without_rows(self, run_index: int) -> list:
         """The series of run ``run_index`` listed with no row read: series kept without
@@ -565,6 +579,10 @@ class ArchiveFile:
         shapes = col["tensor_shape"].slice(s, k).to_pylist()
         content = col["tensor_content"].slice(s, k)
         strings = col["tensor_strings"].slice(s, k)
+        valid = C.validity_of(content)
+        offsets = _binary_offsets(content)
+        data = packed.owned(content.buffers()[2], int(offsets[0]), int(offsets[-1]))
+        offsets = (offsets - offsets[0]).tolist()
         codes = np.empty(k, dtype=np.int32)
         tensors = []
         for i in range(k):
@@ -585,13 +603,41 @@ class ArchiveFile:
                                      f"{0 if elems is None else len(elems)} elements")
                 tensors.append(dt.string_array(elems, shape))
             else:
-                raw = content[i].as_py()
+                lo, hi = offsets[i], offsets[i + 1]
                 dtype = dt.numpy_dtype(code)
-                if raw is None or len(raw) != size * dtype.itemsize:
+                if not valid[i] or hi - lo != size * dtype.itemsize:
                     raise ValueError(f"a {names[i]} tensor of shape {list(shape)} holds "
-                                     f"{0 if raw is None else len(raw)} bytes")
-                tensors.append(np.frombuffer(raw, dtype=dtype).reshape(shape))
+                                     f"{hi - lo if valid[i] else 0} bytes")
+                tensors.append(packed.point(data, lo, hi, dtype, shape))
+                shapes[i] = shape
+        block = packed.block_of(data, codes, shapes)
+        if block is not None:
+            return TensorSeries.of_block(**common, code=int(codes[0]), block=block)
         return TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
+
+
+def _binary_offsets(arr: pa.Array) -> np.ndarray:
+    """The ``len(arr) + 1`` offsets of a binary column into its data buffer."""
+    return np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, 4 * arr.offset).astype(np.int64)
+
+
+def _tensor_payload(col, s: int, e: int) -> np.ndarray:
+    """Cumulative bytes rows ``s..e`` of a tensor series decode to (content, and string
+    elements), ``e - s + 1`` rising values."""
+    content = _binary_offsets(col["tensor_content"].slice(s, e - s))
+    strings = col["tensor_strings"].slice(s, e - s)
+    if strings.null_count == len(strings):
+        return content
+    return content + _list_payload(strings)
+
+
+def _list_payload(lists: pa.Array) -> np.ndarray:
+    """Cumulative bytes the rows of a column of lists of binary decode to, each element
+    at what it costs once decoded, ``len(lists) + 1`` rising values."""
+    ends = _binary_offsets(lists)      # (a list column's offsets: the same layout)
+    values = lists.values              # (the whole child column, which they index)
+    elements = _binary_offsets(values)[ends] if len(values) else 0
+    return elements + ends * dt.STRING_ELEMENT_BYTES
 
 
 def _empty(run: str, tag: str, kind: str, md, dtype):
