@@ -2,24 +2,62 @@
 
 Arrow's default pool (mimalloc in the pyarrow wheels) keeps the pages of freed row groups
 for reuse, so a long Parquet read or write holds tens of MiB more than it uses; jemalloc
-hands them back to the system. The pool is process-wide, so only the command line, which
+hands them back to the system, told to do so at once (Arrow's jemalloc keeps them for a
+second, several row groups read and written: 60-100 MiB more at the peak of a Parquet ->
+Parquet conversion of histograms). The pool is process-wide, so only the command line, which
 owns its process, changes it (:func:`own_process`); the Python API leaves the caller's
 pyarrow as it is (set ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` for the same effect there).
+
+pyarrow's choice of pool does not reach Arrow's C++ code where pyarrow passes it none
+(Parquet's decompression and encoding buffers): that takes the pool named by
+``ARROW_DEFAULT_MEMORY_POOL`` when pyarrow is imported. The command names jemalloc there
+before importing it, or those buffers keep 30-50 MiB of mimalloc's pages, freed by Arrow's
+threads, that no ``release_unused`` hands back.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 _OWN_PROCESS = False
 _CHOSEN = False
 PREFERRED = "jemalloc"
+_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+# Set with _POOL_VARIABLE by the command (inherited by its workers): not the user's choice.
+_NAMED_BY_COMMAND = "TBCONVERT_NAMED_ARROW_POOL"
 
 
 def own_process() -> None:
     """The calling program owns the process: conversions may choose Arrow's pool."""
     global _OWN_PROCESS
     _OWN_PROCESS = True
+    if _POOL_VARIABLE not in os.environ and "pyarrow" not in sys.modules and _has_preferred():
+        os.environ[_POOL_VARIABLE] = os.environ[_NAMED_BY_COMMAND] = PREFERRED
+
+
+def _has_preferred() -> bool:
+    """Whether the installed pyarrow was built with jemalloc, told without importing it
+    (Arrow warns on stderr of a pool it lacks): its build configuration, installed with it."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("pyarrow")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for where in spec.submodule_search_locations:
+        try:
+            with open(os.path.join(where, "include", "arrow", "util", "config.h")) as fh:
+                return f"#define ARROW_{PREFERRED.upper()}\n" in fh.read()
+        except OSError:
+            continue
+    return False
+
+
+def _user_named_pool() -> bool:
+    named = os.environ.get(_POOL_VARIABLE)
+    return bool(named) and named != os.environ.get(_NAMED_BY_COMMAND)
 
 
 def is_own_process() -> bool:
@@ -33,12 +71,13 @@ def choose() -> None:
     pyarrow lacks jemalloc.
     """
     global _CHOSEN
-    if _CHOSEN or not _OWN_PROCESS or os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+    if _CHOSEN or not _OWN_PROCESS or _user_named_pool():
         return
     _CHOSEN = True
     import pyarrow as pa
     if PREFERRED in pa.supported_memory_backends():
         pa.set_memory_pool(pa.jemalloc_memory_pool())
+        pa.jemalloc_set_decay_ms(0)
 
 
 def release() -> None:
