@@ -105,3 +105,51 @@ def test_one_large_point_is_read_holding_two_copies_of_it(tmp_path):
     _image_run(tmp_path / "small", 1 << 10)
     over = peak_mib("info", tmp_path / "big") - peak_mib("info", tmp_path / "small")
     assert over <= 2.5 * (size >> 20), f"{over} MiB over a small point's peak"
+
+
+HISTOGRAMS = 100_000
+LEGACY = 20_000
+
+
+def _histogram_chunks(n: int, rows, seed: int):
+    """Histograms of ``rows(rng, count)`` buckets each (TensorFlow 2's [k, 3] tensors)."""
+    from tbconvert import dtypes as dt
+    from tbconvert.model import DataClass, Metadata, TensorSeries
+    md = Metadata("histograms", b"", "weights", "", DataClass.TENSOR)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, 10_000):
+        steps = np.arange(start, min(n, start + 10_000), dtype=np.int64)
+        # (bucket edges and counts repeat as in real histograms: not incompressible noise)
+        tensors = tuple(rng.integers(0, 1000, (int(k), 3)).astype(np.float64)
+                        for k in rows(rng, len(steps)))
+        yield TensorSeries(run="train", tag="weights", metadata=md, steps=steps,
+                           wall_times=1.7e9 + steps * 0.01, hidden=None,
+                           dtypes=np.full(len(steps), dt.DT_DOUBLE, np.int32), tensors=tensors)
+
+
+@pytest.fixture(scope="module")
+def histogram_archives(tmp_path_factory) -> dict:
+    """A Parquet archive of 100,000 TF2 histograms of 30 buckets, and an HDF5 archive of
+    20,000 of 250-350 buckets (as legacy histograms are read: shapes differ point by point)."""
+    from tbconvert.api import open_writer
+    from tbconvert.model import Run
+    where = tmp_path_factory.mktemp("histograms")
+    out = {"tf2": where / "tf2.parquet", "legacy": where / "legacy.h5"}
+    with open_writer(out["tf2"]) as w:
+        w.write_run(Run("train", 1.7e9), _histogram_chunks(
+            HISTOGRAMS, lambda rng, n: np.full(n, 30), 1))
+    with open_writer(out["legacy"]) as w:
+        w.write_run(Run("train", 1.7e9), _histogram_chunks(
+            LEGACY, lambda rng, n: rng.integers(250, 350, n), 2))
+    return out
+
+
+@pytest.mark.parametrize(("source", "name"), [("tf2", "o.parquet"), ("tf2", "e"),
+                                              ("legacy", "o.parquet"), ("legacy", "o.h5")])
+def test_histogram_archives_to_archives_and_event_files(histogram_archives, tmp_path, source,
+                                                        name):
+    # (a row group's or a 32 MiB window's points, each its own bytes object, held several
+    # times over: 300-360 MiB)
+    to = ["--to", "tfevents"] if name == "e" else []
+    peak = peak_mib("convert", histogram_archives[source], tmp_path / name, *to)
+    assert peak <= LIMIT_MIB, f"{source} -> {name}: {peak} MiB"
