@@ -199,22 +199,35 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
     raise TensorDecodeError(f"tensor of shape {list(shape)} holds {len(arr)} {NAMES[code]} values")
 
 
-def array_to_proto(code: int, arr: np.ndarray, proto_cls):
-    """Encode ``(code, array)`` as a ``TensorProto`` of class ``proto_cls``.
+def tensor_head(tp, code: int, shape: tuple) -> None:
+    """The dtype and shape of the ``TensorProto`` ``tp``, as :func:`array_to_proto` sets them."""
+    tp.dtype = code
+    for size in shape:
+        tp.tensor_shape.dim.add(size=int(size))
+    if not shape:
+        tp.tensor_shape.SetInParent()
+
+
+def array_to_proto(code: int, arr: np.ndarray, proto_cls, into=None):
+    """Encode ``(code, array)`` as a ``TensorProto`` of class ``proto_cls``, or into the
+    empty ``TensorProto`` ``into`` (a field of the message to be sent: copying a finished
+    proto there would hold a large tensor once more).
 
     Strings go to ``string_val``; rank-0 float/double/int32/int64 to their
     typed field (as TensorBoard's own encoder does, and as the data server
     requires for scalars); everything else to ``tensor_content``.
     """
+    if into is not None:
+        into.SetInParent()  # present even when empty, as a copied proto would be
     if code == DT_RAW_PROTO:
-        return proto_cls.FromString(np.asarray(arr, dtype=np.uint8).tobytes())
-    tp = proto_cls()
-    tp.dtype = code
+        raw = np.asarray(arr, dtype=np.uint8).tobytes()
+        if into is None:
+            return proto_cls.FromString(raw)
+        into.MergeFromString(raw)
+        return into
+    tp = proto_cls() if into is None else into
     arr = np.asarray(arr)
-    for size in arr.shape:
-        tp.tensor_shape.dim.add(size=int(size))
-    if not arr.shape:
-        tp.tensor_shape.SetInParent()
+    tensor_head(tp, code, arr.shape)
     if code == DT_STRING:
         tp.string_val.extend(bytes(v) for v in arr.reshape(-1))
         return tp

@@ -23,6 +23,10 @@ from tbconvert.formats.tfevents.windows import windows
 _WALL, _STEP, _SUMMARY, _VALUE = 0x09, 0x10, 0x2A, 0x0A
 # A payload length shared by at least this many records gets its checksums column-wise.
 _ROWS_CRC = 16
+# A value at least this large alone in its event is written as its record's header and
+# head, the value itself and the checksum, one after another: framing the record whole
+# held the value three times over.
+LARGE_VALUE_BYTES = 1 << 20
 
 
 def group_starts(e: Entries) -> np.ndarray:
@@ -172,6 +176,30 @@ def _fill_payload_crcs(out: np.ndarray, p: np.ndarray, payload_len: np.ndarray) 
         records.mask(crcs).astype("<u4").view(np.uint8).reshape(-1, 4)
 
 
+def _large_alone(e: Entries) -> np.ndarray:
+    """Indices of the values of at least LARGE_VALUE_BYTES that are alone in their event."""
+    large = np.flatnonzero(e.lengths >= LARGE_VALUE_BYTES)
+    if not len(large):
+        return large
+    starts = np.append(group_starts(e), True)
+    return large[(e.kind[large] == VALUE) & starts[large] & starts[large + 1]]
+
+
+def _write_large_value(e: Entries, i: int, write) -> None:
+    """Entry ``i`` (a value alone in its event) framed as :func:`frame_entries` frames it,
+    in pieces that leave the value where it is."""
+    length = int(e.lengths[i])
+    piece = bytes([_VALUE]) + varint(length)
+    head = b"".join((bytes([_WALL]), e.wall[i:i + 1].astype("<f8").tobytes(), bytes([_STEP]),
+                     varint(int(e.step[i])), bytes([_SUMMARY]), varint(len(piece) + length),
+                     piece))
+    header = struct.pack("<Q", len(head) + length)
+    value = memoryview(e.data[int(e.offs[i]):int(e.offs[i + 1])])
+    write(header + struct.pack("<I", records.masked_crc32c(header)) + head)
+    write(value)
+    write(struct.pack("<I", records.masked_crc32c_from_raw(crc32c(value, crc32c(head)))))
+
+
 class EventStream:
     """Frames ordered entries fed in pieces exactly as if they came in one piece.
 
@@ -205,7 +233,7 @@ class EventStream:
             if _continues(self._parts[-1], e):
                 starts[0] = False   # e's first entries finish the waiting event
             else:
-                self.write(frame_entries(self.carry))
+                self._put(self.carry)
                 self._parts = []
         begins = np.flatnonzero(starts)
         if not len(begins):
@@ -213,14 +241,25 @@ class EventStream:
             return
         first, last = int(begins[0]), int(begins[-1])
         if self._parts:
-            self.write(frame_entries(Entries.concat(self._parts + [e.slice(0, first)])))
+            self._put(Entries.concat(self._parts + [e.slice(0, first)]))
         if last > first:
-            self.write(frame_entries(e.slice(first, last)))
+            self._put(e.slice(first, last))
         self._parts = [e.slice(last, len(e))]
+
+    def _put(self, e: Entries) -> None:
+        """Write whole events ``e``, each large value alone in its event apart."""
+        a, n = 0, len(e)
+        for i in _large_alone(e).tolist():
+            if i > a:
+                self.write(frame_entries(e.slice(a, i)))
+            _write_large_value(e, i, self.write)
+            a = i + 1
+        if a < n:
+            self.write(frame_entries(e.slice(a, n) if a else e))
 
     def finish(self) -> None:
         if self._parts:
-            self.write(frame_entries(self.carry))
+            self._put(self.carry)
         self._parts = []
 
 

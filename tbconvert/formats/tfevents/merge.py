@@ -47,7 +47,7 @@ class _SortedRun:
             for name, dtype in _COLUMNS:
                 f.write(np.ascontiguousarray(getattr(part, name), dtype).tobytes())
             f.write(np.ascontiguousarray(part.offs).tobytes())
-            f.write(part.data.tobytes())
+            f.write(memoryview(np.ascontiguousarray(part.data)))   # (no copy of a large value)
             a = b
 
     def rewind(self) -> None:

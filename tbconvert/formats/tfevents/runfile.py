@@ -26,7 +26,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.columns import rounded_in_float32
 from tbconvert.formats import runrecords
-from tbconvert.formats.tfevents import encode, event_files, forms, legacy, records
+from tbconvert.formats.tfevents import encode, event_files, forms, large_values, legacy, records
 from tbconvert.formats.tfevents.entries import EVENT, VALUE, Entries, scatter, starts_of
 from tbconvert.formats.tfevents.events import EventStream
 from tbconvert.formats.tfevents.merge import BUFFER_BYTES, FAN_IN, Sorter
@@ -530,7 +530,10 @@ class RunFile:
                 code, arr = dt.DT_STRING, self._blob_array(s, i)
             else:
                 code, arr = int(s.dtypes[i]), s.tensors[i]
-            value.tensor.CopyFrom(dt.array_to_proto(code, arr, self.tensor_pb2.TensorProto))
+            whole = large_values.value_bytes(value, code, arr, self.tensor_pb2.TensorProto)
+            if whole is not None:
+                return VALUE, whole
+            dt.array_to_proto(code, arr, self.tensor_pb2.TensorProto, into=value.tensor)
         return VALUE, value.SerializeToString()
 
     def _check_graph(self, s: Series, step: int, data: bytes) -> None:

@@ -144,6 +144,7 @@ def write_run_file(root: Path, rel: str, changed: bool, run: Run, series, report
     for chunk in series:
         # Only the writer's own failures (a full disk while spilling) become output errors.
         guard(lambda chunk=chunk: body.add(chunk))
+    chunk = None    # the last series (a large image, say) need not wait for the file's writing
     if skip_empty and not body.tags:
         return None
 
