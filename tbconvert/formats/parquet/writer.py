@@ -734,6 +734,9 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
             short.append(chunk)
             rows += len(chunk)
             size += sharing[1]
+    # The loop's names would keep the last series alive while its batch is encoded: a
+    # large point (an image, a tensor) would be held twice over Arrow's own copies.
+    piece = chunk = None
     add_short()
     # A series without points (an export holds them) is listed without rows, unless its tag
     # got points under other metadata or another dtype: then it is that series, not two.
