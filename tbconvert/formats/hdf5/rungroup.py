@@ -207,11 +207,21 @@ def _create(out: _Out, state: _SeriesState, name: str, data, dtype: np.dtype,
     dsid = h5d.create(state.gid, name.encode(), ftype, space, dcpl=dcpl)
     if n:
         if vlen:
-            h5py.Dataset(dsid)[0:n] = data
+            _write_vlen(dsid, dsid.get_space(), data, dtype)
         else:
             dsid.write(h5s.ALL, h5s.ALL, data, mtype=mtype)
     state.ids[name] = dsid
     state.lengths[name] = n
+
+
+def _write_vlen(dsid, fspace, items: list, dtype: np.dtype) -> None:
+    """Variable-length ``items`` (arrays of the base type) into the rows ``fspace`` selects:
+    what h5py's ``dataset[a:b] = items`` writes, without the copy of every item it makes
+    first (an image is then held once, not twice, besides HDF5's own copy)."""
+    rows = np.empty(len(items), dtype=dtype)
+    for i, item in enumerate(items):
+        rows[i] = item
+    dsid.write(h5s.create_simple((len(items),)), fspace, rows)
 
 
 def _append(out: _Out, state: _SeriesState, name: str, data, dtype=None) -> None:
@@ -231,7 +241,9 @@ def _append(out: _Out, state: _SeriesState, name: str, data, dtype=None) -> None
     old = state.lengths[name]
     if dtype is not None:   # variable-length: h5py converts the items
         dsid.set_extent((old + n,))
-        h5py.Dataset(dsid)[old:old + n] = data
+        fspace = dsid.get_space()
+        fspace.select_hyperslab((old,), (n,))
+        _write_vlen(dsid, fspace, data, dtype)
     else:
         data = np.ascontiguousarray(data)
         tail = data.shape[1:]
