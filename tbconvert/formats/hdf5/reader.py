@@ -549,8 +549,8 @@ class Hdf5Reader(Reader):
                 if stop > start:
                     raw = _read(blobs_ds, "blobs", start, stop)
                     missing = _read(missing_ds, "blob_missing", start, stop)
-                    blobs.extend(None if m else np.asarray(r, np.uint8).tobytes()
-                                 for r, m in zip(raw, missing, strict=True))
+                    blobs.extend(_blob_bytes(raw, missing))
+                    raw = missing = None   # (while the chunk is used, a large blob is held once)
                     size += sum(len(x) for x in blobs[start - lo:] if x is not None)
                 b = a + int(np.searchsorted(window, lo + len(blobs), side="right")) - 1
             cut = window[:b - a + 1] - lo
@@ -561,6 +561,16 @@ class Hdf5Reader(Reader):
 
 # Blobs read from HDF5 at a time.
 _BLOBS_READ = 64
+
+
+def _blob_bytes(raw, missing) -> tuple:
+    """The blobs of ``raw`` (h5py's arrays) as bytes, None where missing; each array let go
+    once copied, so that a large blob is not held twice."""
+    out = []
+    for i, m in zip(range(len(raw)), missing, strict=True):
+        out.append(None if m else np.asarray(raw[i], np.uint8).tobytes())
+        raw[i] = None
+    return tuple(out)
 
 
 def _series_count(g: h5py.Group) -> int:
