@@ -153,3 +153,32 @@ def test_histogram_archives_to_archives_and_event_files(histogram_archives, tmp_
     to = ["--to", "tfevents"] if name == "e" else []
     peak = peak_mib("convert", histogram_archives[source], tmp_path / name, *to)
     assert peak <= LIMIT_MIB, f"{source} -> {name}: {peak} MiB"
+
+
+def _tensor_run(logdir: Path, size: int) -> None:
+    """One float32 tensor summary of ``size`` bytes."""
+    from tensorboard.compat.proto import event_pb2
+
+    from tbconvert.formats.tfevents.records import frame
+    ev = event_pb2.Event(wall_time=1.7e9, step=1)
+    v = ev.summary.value.add(tag="big")
+    v.metadata.plugin_data.plugin_name = "tensors"
+    v.tensor.dtype = 1                                     # DT_FLOAT
+    v.tensor.tensor_shape.dim.add(size=size // 4)
+    v.tensor.tensor_content = np.random.default_rng(1).bytes(size)
+    logdir.mkdir()
+    (logdir / "events.out.tfevents.1.host").write_bytes(frame(ev.SerializeToString()))
+
+
+@pytest.mark.parametrize("make", [_image_run, _tensor_run], ids=["image", "tensor"])
+def test_one_large_point_is_written_to_event_files_holding_few_copies_of_it(tmp_path, make):
+    # Writing one held the point, protobuf's filled message, its copy into the value, the
+    # serialized bytes (protobuf's serializer briefly twice), the sorter's spilled copy and
+    # the framed record with its bytes: about four times the point over reading it.
+    size = 48 << 20
+    make(tmp_path / "big", size)
+    make(tmp_path / "small", 1 << 10)
+    peaks = [peak_mib("convert", tmp_path / name, tmp_path / f"{name}_e", "--to", "tfevents")
+             for name in ("big", "small")]
+    over = peaks[0] - peaks[1]
+    assert over <= 3 * (size >> 20), f"{over} MiB over a small point's peak"
