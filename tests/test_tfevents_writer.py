@@ -629,3 +629,59 @@ def test_metadata_of_no_plugin_is_written_without_plugin_data(tmp_path):
     assert written[0].display_name == "shown"
     raw = summary_pb2.SummaryMetadata.FromString(base64.b64decode(encode_metadata(md)))
     assert not raw.HasField("plugin_data") and raw.display_name == "shown"
+
+
+_LARGE_CASES = [
+    (dt.DT_FLOAT, np.arange(6, dtype=np.float32).reshape(2, 3)),
+    (dt.DT_DOUBLE, np.arange(3.0)),
+    (dt.DT_FLOAT, np.arange(4, dtype=">f4")),                 # stored little-endian
+    (dt.DT_INT64, np.arange(200)),
+    (dt.DT_UINT8, np.zeros((5, 5, 3), np.uint8)),
+    (dt.DT_FLOAT, np.zeros((0, 3), np.float32)),                # no content: protobuf's way
+    (dt.DT_STRING, dt.string_array([b"", b"a" * 300, b"xy"])),
+    (dt.DT_STRING, dt.string_array([b"abc"]).reshape(())),
+    (dt.DT_STRING, dt.string_array([])),
+]
+
+
+@pytest.mark.parametrize("code,arr", _LARGE_CASES)
+@pytest.mark.parametrize("tag", ["", "t", "x" * 200])
+@pytest.mark.parametrize("with_metadata", [False, True])
+def test_large_value_bytes_are_those_protobuf_gives(monkeypatch, code, arr, tag, with_metadata):
+    from tbconvert.formats.tfevents import large_values
+    monkeypatch.setattr(large_values, "LARGE_PAYLOAD_BYTES", 0)
+    _, summary_pb2 = _pb()
+    from tensorboard.compat.proto import tensor_pb2
+    value = summary_pb2.Summary.Value(tag=tag)
+    if with_metadata:
+        value.metadata.display_name = "d"
+        value.metadata.plugin_data.plugin_name = "images"
+        value.metadata.plugin_data.content = b"q"
+    got = large_values.value_bytes(value, code, arr, tensor_pb2.TensorProto)
+    value.tensor.CopyFrom(dt.array_to_proto(code, arr, tensor_pb2.TensorProto))
+    assert got is None or got == value.SerializeToString()
+    assert (got is None) == (code != dt.DT_STRING and arr.size <= 1)
+
+
+def test_large_values_are_framed_in_pieces_as_in_one(monkeypatch):
+    """A large value alone in its event is written apart, in the bytes framing it whole
+    gives; one sharing its event stays in it."""
+    from tbconvert.formats.tfevents import encode
+    rng = np.random.default_rng(7)
+    steps = np.array([1, 1, 2, 3, 3, 4, -5])
+    walls = np.array([10.0, 10.0, 11.0, 12.0, 12.5, 13.0, 14.0])
+    tags = np.array([0, 1, 0, 0, 0, 1, 0])
+    blobs = [rng.bytes(int(n)) for n in (3, 200, 300, 5, 250, 400, 260)]
+    values = [b"\x0a" + encode.varint(len(b)) + b for b in blobs]
+    e = Entries.from_list(walls, tags, np.arange(7), steps, walls, VALUE, values)
+    whole = events.frame_entries(e)
+    monkeypatch.setattr(events, "LARGE_VALUE_BYTES", 100)
+    assert events._large_alone(e).tolist() == [2, 4, 5, 6]   # (1 shares its event with 0)
+    for cuts in ([], [1], [3], [2, 5]):
+        out = []
+        stream = events.EventStream(out.append)
+        bounds = [0] + cuts + [len(e)]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            stream.feed(e.slice(a, b))
+        stream.finish()
+        assert b"".join(out) == whole
