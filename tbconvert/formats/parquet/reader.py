@@ -182,6 +182,26 @@ def check_columns(schema: pa.Schema, path: Path, needed) -> None:
 _THREADED_ROWS = 1 << 14
 
 
+# A batch this large is decoded whole before its rows are handed on (see _decoded).
+_LARGE_BATCH_BYTES = 16 << 20
+
+
+def _letting_go(batches):
+    """``batches`` one by one, the next asked for before a large one is handed on: Arrow's
+    iterator holds the batch it gave (and the row group's pages once it gave the last) until
+    it is asked for the next."""
+    it = iter(batches)
+    batch = next(it, None)
+    while batch is not None:
+        if batch.get_total_buffer_size() < _LARGE_BATCH_BYTES:
+            yield batch
+            batch = next(it, None)
+            continue
+        held = [batch]
+        batch = next(it, None)
+        yield held.pop()    # (not kept in this frame while it is used)
+
+
 class ArchiveFile:
     """One archive file: its runs, its series table, and its chunks in row order."""
 
@@ -252,10 +272,16 @@ class ArchiveFile:
         ``damaged(exc, lost)``."""
         done = 0
         try:
-            for batch in batches():
-                for run_index, chunk in self._decode(batch):
+            for batch in _letting_go(batches()):
+                decoded = self._decode(batch)
+                if batch.get_total_buffer_size() >= _LARGE_BATCH_BYTES:
+                    # a large point (an image): decoded at once, and Arrow's batch let go
+                    # before it is used, rather than held along with its copy
+                    decoded, batch = list(decoded), None
+                for run_index, chunk in decoded:
                     done += len(chunk)
                     yield run_index, chunk
+                decoded = None
             batch = None
             arrowpool.release()
         except (OSError, pa.ArrowException, ValueError, TypeError, KeyError, IndexError,
