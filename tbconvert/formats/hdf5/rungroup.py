@@ -385,8 +385,13 @@ def _append_tensors(out: _Out, state: _SeriesState, chunk: TensorSeries) -> None
         _to_ragged(out, state)
     if state.layout == schema.LAYOUT_DENSE:
         code = state.dense_key[0]
-        stacked = (np.stack([np.asarray(t) for t in chunk.tensors]) if chunk.block is None
-                   else chunk.block).astype(dt.numpy_dtype(code), copy=False)
+        if chunk.block is not None:
+            stacked = chunk.block
+        elif len(chunk.tensors) == 1:   # (a view: one large tensor is not copied)
+            stacked = np.asarray(chunk.tensors[0])[np.newaxis]
+        else:
+            stacked = np.stack([np.asarray(t) for t in chunk.tensors])
+        stacked = stacked.astype(dt.numpy_dtype(code), copy=False)
         _append(out, state, "values", stacked)
     else:
         _append_ragged(out, state, chunk.dtypes, chunk.tensors)
