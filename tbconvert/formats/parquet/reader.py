@@ -187,9 +187,13 @@ _LARGE_BATCH_BYTES = 16 << 20
 
 
 def _letting_go(batches):
-    """``batches`` one by one, the next asked for before a large one is handed on: Arrow's
-    iterator holds the batch it gave (and the row group's pages once it gave the last) until
-    it is asked for the next."""
+    """``batches`` one by one, none kept here once handed on, the next asked for before a
+    large one is handed on: Arrow's iterator holds the batch it gave (and the row group's
+    pages once it gave the last) until it is asked for the next."""
+    if isinstance(batches, list):   # (a row group read once, checked and kept)
+        while batches:
+            yield batches.pop(0)
+        return
     it = iter(batches)
     batch = next(it, None)
     while batch is not None:
