@@ -349,3 +349,55 @@ def test_an_interrupted_segmented_file_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         tbconvert.convert(FIXTURES / "torch_logdir", tmp_path / "out.parquet", jobs=1)
     assert list(tmp_path.iterdir()) == []
+
+
+def _tiny_run(k: int):
+    md = _META["scalar"]
+    chunks = [ScalarSeries(run=f"run{k:05d}", tag=tag, metadata=md,
+                           steps=np.arange(2, dtype=np.int64),
+                           wall_times=np.array([1.5, 2.5]) + k, hidden=None,
+                           values=np.array([k, k + 0.5], dtype=np.float32))
+              for tag in ("loss", "accuracy", "lr", "grad_norm")]
+    return Run(f"run{k:05d}", 1.0 + k, ()), chunks
+
+
+def test_a_file_of_many_runs_keeps_no_memory_per_run(tmp_path, monkeypatch):
+    """What the footer lists of each run (its JSON, its series', its row group's entry and
+    checksums) waits beside the file, not in memory: 20,000 short runs took 9 KB each,
+    past the memory bound."""
+    import tracemalloc
+
+    from tbconvert.formats.parquet import columns
+    from tbconvert.formats.parquet import writer as parquet_writer
+    from tbconvert.formats.parquet.reader import ArchiveFile
+    monkeypatch.setattr(parquet_writer, "SEGMENT_RUNS", 10)
+    path = tmp_path / "many.parquet"
+    writer = ParquetWriter(path, Options(), Report())
+    writer.write_experiment(Experiment(name="e"))
+    runs = 700
+
+    def write(ks) -> None:
+        for k in ks:
+            run, chunks = _tiny_run(k)
+            writer.write_run(run, iter(chunks))
+    tracemalloc.start()
+    try:
+        for k in range(5000):   # the names' cache full: each run's name replaces another
+            columns._one_string(f"filler {k}")
+        write(range(100))
+        before = tracemalloc.get_traced_memory()[0]
+        write(range(100, runs))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    writer.close()
+    assert grown / (runs - 100) < 1000    # bytes a run (it was about 4,600)
+    archive = ArchiveFile(path, Options(), Report())
+    try:
+        assert [r.name for r in archive.runs] == [f"run{k:05d}" for k in range(runs)]
+        assert len(archive.series) == 4 * runs
+        assert archive.file.metadata.num_row_groups == len(archive.row_groups) == runs
+        assert sum(len(chunk) for _, chunk in archive.chunks()) == 8 * runs
+    finally:
+        archive.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["many.parquet"]

@@ -116,7 +116,7 @@ class _Encoder:
             self.zigzag(value)
         elif ctype == BINARY:
             self.varint(len(value))
-            self.out += value
+            self.bulk(value)
         elif ctype == STRUCT:
             if isinstance(value, Encoded):
                 self.out += value
@@ -129,6 +129,9 @@ class _Encoder:
             else:
                 self.out.append(0xF0 | etype)
                 self.varint(len(items))
+            if hasattr(items, "blocks"):    # structs encoded already, kept in a file
+                self.bulk(items)
+                return
             for item in items:
                 if etype in (TRUE, FALSE):
                     self.out.append(TRUE if item else FALSE)
@@ -140,6 +143,15 @@ class _Encoder:
             self.out += struct.pack("<d", value)
         else:
             raise ValueError(f"Thrift type {ctype} is not in a Parquet footer")
+
+    def bulk(self, data) -> None:
+        """Bytes as they are: a bytes object, or an object giving them a block at a time
+        (see :mod:`tbconvert.formats.parquet.spool`)."""
+        if hasattr(data, "blocks"):
+            for block in data.blocks():
+                self.out += block
+        else:
+            self.out += data
 
     def struct(self, fields: list) -> None:
         last = 0
@@ -186,26 +198,28 @@ def encode(fields: list) -> bytes:
     return bytes(enc.out)
 
 
-# A binary value at least this long is written straight from its bytes object.
+# A binary value (or a spool of encoded structs) at least this long is written straight
+# from where it is.
 _DIRECT = 1 << 16
 
 
 class _FileEncoder(_Encoder):
-    """An encoder that writes to a file as it goes, long binary values without a copy."""
+    """An encoder that writes to a file as it goes, long binary values (and spools of
+    encoded structs) without a copy."""
 
     def __init__(self, fh) -> None:
         super().__init__()
         self.fh = fh
         self.size = 0
 
-    def value(self, ctype: int, value) -> None:
-        if ctype == BINARY and len(value) >= _DIRECT:
-            self.varint(len(value))
-            self.flush()
-            self.fh.write(value)
-            self.size += len(value)
-        else:
-            super().value(ctype, value)
+    def bulk(self, data) -> None:
+        if (data.size if hasattr(data, "blocks") else len(data)) < _DIRECT:
+            super().bulk(data)
+            return
+        self.flush()
+        for block in data.blocks() if hasattr(data, "blocks") else (data,):
+            self.fh.write(block)
+            self.size += len(block)
 
     def flush(self) -> None:
         self.fh.write(self.out)

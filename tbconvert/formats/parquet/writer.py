@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.parquet import MARKER_FILE, footer, join, pages
+from tbconvert.formats.parquet import MARKER_FILE, footer, join, pages, spool
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
@@ -554,17 +554,32 @@ def _with_series(batch: pa.RecordBatch, ids: np.ndarray) -> pa.RecordBatch:
     return pa.Table.from_batches([batch]).cast(S.SCHEMA).combine_chunks().to_batches()[0]
 
 
-class _JoinedSink(_SeriesIds):
+class _JoinedSink:
     """One Parquet file joined from runs that were each encoded on their own (``stage_run``,
     maybe in other processes): the bytes :class:`_FileSink` writes for the same runs, since
     a row group never holds two runs. A run's series are numbered from 0 where it was
-    encoded; here its ``series`` column chunks are encoded anew with the file's numbers."""
+    encoded; here its ``series`` column chunks are encoded anew with the file's numbers.
+    What the footer lists of every run (its JSON, its series', its row groups' entries and
+    checksums) waits in spools beside the file, not in memory: a file may hold any number
+    of runs."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__()
-        self._fh = open(path, "wb")
-        self._file = join.JoinedFile(self._fh)
-        self.row_groups: list[dict] = []
+        where = Path(path).parent
+        self._spools: list[spool.Spool] = []
+        self._fh = None
+        try:
+            self.runs, self.series, self.row_groups, footers = (
+                self._spool(where, sep) for sep in (b",", b",", b",", b""))
+            self._fh = open(path, "wb")
+        except BaseException:
+            self.discard()
+            raise
+        self._file = join.JoinedFile(self._fh, footers)
+
+    def _spool(self, where: Path, sep: bytes) -> spool.Spool:
+        made = spool.Spool(where, sep)
+        self._spools.append(made)
+        return made
 
     def append(self, path: Path, info: dict) -> None:
         """The run ``stage_run`` encoded into ``path``, described by ``info``."""
@@ -585,22 +600,40 @@ class _JoinedSink(_SeriesIds):
         group's digest and series numbers (see ``_FileSink.series_runs``; None where the
         runs' series already have the file's numbers)."""
         run_base, offset = len(self.runs), len(self.series)
-        self.runs.extend(runs)
-        self.series.extend(dict(s, run=s["run"] + run_base) for s in series)
         digests = [dict(d, crc32c=dict(d["crc32c"])) for d in row_groups]
         with open(path, "rb") as src:
             if not offset or series_runs is None:   # numbers the file's already
                 self._file.append(src)
             else:
                 self._file.append(src, _renumbering(offset, digests, series_runs))
-        self.row_groups.extend(digests)
+        # (the items of a JSON list, each as S.dumps gives it within the list)
+        for run in runs:
+            self.runs.add(S.dumps(run))
+        for s in series:
+            self.series.add(S.dumps(dict(s, run=s["run"] + run_base)))
+        for digest in digests:
+            self.row_groups.add(S.dumps(digest))
+
+    def _key_value(self, experiment: Experiment) -> dict:
+        """:func:`_key_value` of the runs joined: the same bytes, from the spools."""
+        head = S.dumps({"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
+                        "experiment": S.experiment_to_json(experiment), "runs": []})
+        groups = S.dumps({S.ROW_GROUPS_KEY: []})
+        raw = spool.Pieces([head[:-2], self.runs, b'],"series":[', self.series, b"],",
+                            groups[1:-2], self.row_groups, b"]}"])
+        return {S.METADATA_KEY: raw, S.DIGEST_KEY: raw.sha256().encode("ascii")}
 
     def close(self, experiment: Experiment) -> None:
-        self._file.close(_key_value(self, experiment))
-        self._fh.close()
+        try:
+            self._file.close(self._key_value(experiment))
+        finally:
+            self.discard()
 
     def discard(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
+        for made in self._spools:
+            made.close()
 
 
 def _runs_of(ids) -> tuple[np.ndarray, np.ndarray]:

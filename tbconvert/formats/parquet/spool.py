@@ -1,0 +1,80 @@
+"""Footer parts that grow with every run, kept in a file until the footer is written.
+
+A single file of many short runs has, for each run, a row group's footer entry and its
+JSON (the run, its series, the row group's checksums): about 2.5 KB encoded, several times
+that as Python objects. Twenty thousand runs held them all until the file closed, past the
+memory the conversion may use; here they go to an unnamed file beside the output as they
+come, and are copied into the footer a block at a time (:mod:`footer` writes these objects
+as it would the bytes they hold).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+_BLOCK = 1 << 20
+
+
+class Spool:
+    """Encoded items one after another (``sep`` between two), in an unnamed file in the
+    directory ``where``: the system removes it however the process ends."""
+
+    def __init__(self, where: Path, sep: bytes = b"") -> None:
+        self._fh = tempfile.TemporaryFile(dir=where)
+        self._sep = sep
+        self.count = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, item: bytes) -> None:
+        if self.count and self._sep:
+            self._fh.write(self._sep)
+            self.size += len(self._sep)
+        self._fh.write(item)
+        self.size += len(item)
+        self.count += 1
+
+    def blocks(self) -> Iterator[bytes]:
+        fh = self._fh
+        fh.flush()
+        fh.seek(0)
+        left = self.size
+        while left:
+            block = fh.read(min(left, _BLOCK))
+            if not block:
+                raise OSError("a spool file is shorter than what was written to it")
+            left -= len(block)
+            yield block
+        fh.seek(0, 2)    # more may be added
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class Pieces:
+    """Bytes made of bytes objects and spools, in order, without joining them in memory."""
+
+    def __init__(self, parts: list) -> None:
+        self.parts = parts
+        self.size = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def blocks(self) -> Iterator[bytes]:
+        for part in self.parts:
+            if isinstance(part, bytes):
+                yield part
+            else:
+                yield from part.blocks()
+
+    def sha256(self) -> str:
+        digest = hashlib.sha256()
+        for block in self.blocks():
+            digest.update(block)
+        return digest.hexdigest()
