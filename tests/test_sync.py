@@ -1336,3 +1336,90 @@ def test_a_job_that_died_mid_record_and_restarted_in_a_new_file_is_not_read_whol
     r = sync(src, dst)
     assert (r.runs_extended, r.runs_rearchived) == (1, 0), r.summary()
     check(src, dst, tmp_path)
+
+
+def _tiny_runs(logdir: Path, runs: int) -> None:
+    from tbconvert.api import open_writer
+    from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+    md = Metadata("scalars", b"", "", "", DataClass.SCALAR)
+    with open_writer(logdir, format="tfevents") as w:
+        for k in range(runs):
+            name = f"trial_{k:05d}"
+            w.write_run(Run(name, 1.7e9 + k), iter([
+                ScalarSeries(run=name, tag=tag, metadata=md, steps=np.arange(2, dtype=np.int64),
+                             wall_times=1.7e9 + k + np.arange(2.0), hidden=None,
+                             values=np.array([k, k + 0.5], dtype=np.float32))
+                for tag in ("loss", "accuracy", "lr", "grad_norm")]))
+
+
+@pytest.mark.slow
+def test_a_first_sync_of_many_runs_holds_little_per_run(tmp_path, monkeypatch):
+    """Until it commits, a sync holds each run's manifest entry as JSON text, and neither a
+    report that tells nothing nor a finished flush: the first sync of 20,000 short runs held
+    about 6 KB of Python objects a run, past the memory bound."""
+    import tracemalloc
+
+    from tbconvert.formats.parquet import columns
+    from tbconvert.incremental import manifest
+    held = []
+    real_commit = manifest.commit
+
+    def commit(dst, marker):
+        held.append(tracemalloc.get_traced_memory()[0])
+        real_commit(dst, marker)
+    monkeypatch.setattr(manifest, "commit", commit)
+    sizes = (50, 450)
+    for n in sizes:
+        _tiny_runs(tmp_path / f"logs{n}", n)
+    tracemalloc.start()
+    try:
+        for k in range(5000):   # the names' cache full: each run's name replaces another
+            columns._one_string(f"filler {k}")
+        for n in sizes:
+            tbconvert.sync(tmp_path / f"logs{n}", tmp_path / f"ds{n}", jobs=1)
+    finally:
+        tracemalloc.stop()
+    per_run = (held[1] - held[0]) / (sizes[1] - sizes[0])
+    assert per_run < 4500, per_run     # bytes (it was about 6,400; now about 3,000)
+    marker = json.loads((tmp_path / "ds450" / "_tbconvert.json").read_bytes())
+    assert len(marker["sync"]["runs"]) == len(marker["parts"]) == 450
+    from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest
+    assert marker.pop(MARKER_DIGEST) == marker_digest(marker)
+
+
+def test_a_manifest_of_run_states_as_text_is_the_manifest_of_dicts(tmp_path):
+    from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest
+    from tbconvert.incremental import manifest
+    states = {"b\u00e9": {"rules": 2, "files": [{"name": "x", "size": 3}], "start_time": 1.5,
+                          "tags": {"z": {"kinds": [[1, 2]], "max_step": None}, "a": {}}},
+              "a": {"index": 0, "parts": ["p"], "weights": [0], "start_time": float("nan")}}
+    plain = {"format": "tbconvert", "experiment": {"name": "\u00e9"},
+             "parts": [{"file": "p", "run": "a"}],
+             "sync": {"generation": 3, "runs": states}}
+    text = dict(plain, sync={"generation": 3, "runs": {
+        k: manifest.RunState(v) for k, v in states.items()}})
+    for marker in (plain, text):
+        manifest.commit(tmp_path, marker)
+        written = (tmp_path / "_tbconvert.json").read_bytes()
+        expected = dict(plain)
+        expected[MARKER_DIGEST] = marker_digest(plain)
+        assert written == json.dumps(expected, ensure_ascii=False,
+                                     separators=(",", ":")).encode("utf-8")
+        assert manifest.marker_digest(marker) == marker_digest(plain)
+
+
+def test_a_flush_that_failed_is_told_once_its_future_is_let_go_of(tmp_path, monkeypatch):
+    from tbconvert.incremental import manifest
+    from tbconvert.incremental.files import pending_name
+    for k in range(300):
+        (tmp_path / pending_name(f"part-{k}")).write_bytes(b"x")
+    flusher = manifest.Flusher(tmp_path)
+    try:
+        flusher.add("part-missing")     # (no such file: its flush fails)
+        for k in range(300):
+            flusher.add(f"part-{k}")
+        assert len(flusher._futures) <= manifest._MOST_PENDING + 1
+        with pytest.raises(FileNotFoundError):
+            flusher.wait()
+    finally:
+        flusher.close()

@@ -515,6 +515,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                         not result.flushed:
                     finish, result.finish = result.finish, None
                     flusher.add(result.part, finish)
+                _slim(result)
             results = _run_here(tasks, jobs, written, workers)
         else:
             from tbconvert import cluster
@@ -564,16 +565,35 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     manifest.remove_garbage(dst, new_marker, retire=True)
 
 
+def _slim(result) -> None:
+    """Keep less of a run's result until the sync commits: its state as JSON text, and no
+    report of its own when it tells nothing (the first sync of 20,000 runs held every
+    run's state and report as Python objects, about 5 KB a run)."""
+    from tbconvert.incremental.manifest import RunState
+    if isinstance(result.state, dict):
+        result.state = RunState(result.state)
+    if not result.report.issues:
+        result.report = _TELLS_NOTHING
+
+
+# the report of every result that tells nothing (see _slim): only its issues are read
+_TELLS_NOTHING = Report()
+
+
 def _same_manifest(old: dict, new: dict) -> bool:
     """Whether ``new`` says what ``old`` said, but for its generation."""
     import json
 
     from tbconvert.formats.parquet import MARKER_DIGEST
+    from tbconvert.incremental.manifest import RunState
+
+    def plain(obj):
+        return obj.value() if isinstance(obj, RunState) else str(obj)
 
     def said(marker: dict) -> str:
         sync = {k: v for k, v in marker["sync"].items() if k != "generation"}
         return json.dumps({k: v for k, v in marker.items() if k not in ("sync", MARKER_DIGEST)}
-                          | {"sync": sync}, sort_keys=True, default=str)
+                          | {"sync": sync}, sort_keys=True, default=plain)
     return said(old) == said(new)
 
 
@@ -583,6 +603,7 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
     done or not); also the parts merging replaced and those it wrote. Counts it all in
     ``report``; ``converted``: the runs of a dataset that ``convert`` wrote, which this
     first sync replaces."""
+    from tbconvert.incremental.manifest import RunState, state_of
     parts, runs_state = [], {}
     merged_away: set = set()
     merged_in: list = []
@@ -630,10 +651,12 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
         report.runs += 1
         report.series += result.series
         report.points.update(result.points)
-        runs_state[key] = dict(result.state, index=indices[key], parts=run_parts,
-                               weights=weights)
+        state = dict(state_of(result.state), index=indices[key], parts=run_parts,
+                     weights=weights)
         if k in reread:
-            runs_state[key]["reread"] = reread[k]
+            state["reread"] = reread[k]
+        # (the result keeps the entry itself from here on: one copy of it held)
+        result.state = runs_state[key] = RunState(state)
         parts.extend({"file": p, "run": key} for p in run_parts)
     in_source = {_stored_name(t.name) for t in tasks}
     for name in sorted(set(known) | converted):

@@ -77,24 +77,98 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class RunState:
+    """A run's entry in the manifest's ``sync.runs``, held as its compact JSON until the
+    manifest is written: as Python objects, the state of a run of a few tags took about
+    5 KB, and a sync holds every run's (the first sync of 20,000 runs: 100 MB)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, state: dict) -> None:
+        self.text = _json(state)
+
+    def value(self) -> dict:
+        return json.loads(self.text)
+
+
+def state_of(state):
+    """A run's state as a dict (None stays None), from a :class:`RunState` or a dict."""
+    return state.value() if isinstance(state, RunState) else state
+
+
+def _json(obj, sort: bool = False) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"),
+                      sort_keys=sort).encode("utf-8")
+
+
+def _object(items: dict, sort: bool, value_pieces):
+    """The JSON text of the object ``items`` in pieces, ``value_pieces(key, value)`` giving
+    each value's: what ``json.dumps`` gives, keys sorted with ``sort``."""
+    yield b"{"
+    for k, key in enumerate(sorted(items) if sort else items):
+        yield (b"," if k else b"") + _json(key) + b":"
+        yield from value_pieces(key, items[key])
+    yield b"}"
+
+
+def marker_pieces(marker: dict, sort: bool = False):
+    """The compact JSON text of a manifest in pieces (``sort``: the canonical form its
+    digest is taken of), each run's :class:`RunState` written from its text: the text of
+    ``json.dumps`` on the same manifest of dicts, without all of it held at once."""
+    def run(key, value):
+        if not isinstance(value, RunState):
+            yield _json(value, sort)
+        elif sort:
+            yield _json(value.value(), sort)
+        else:
+            yield value.text
+
+    def sync(key, value):
+        if key == "runs" and isinstance(value, dict):
+            yield from _object(value, sort, run)
+        else:
+            yield _json(value, sort)
+
+    def top(key, value):
+        if key == "sync" and isinstance(value, dict):
+            yield from _object(value, sort, sync)
+        else:
+            yield _json(value, sort)
+    return _object(marker, sort, top)
+
+
+def marker_digest(marker: dict) -> str:
+    """:func:`~tbconvert.formats.parquet.marker_digest` of a manifest whose runs' states may
+    be :class:`RunState` (the same digest)."""
+    import hashlib
+
+    from tbconvert.formats.parquet import MARKER_DIGEST
+    digest = hashlib.sha256()
+    for piece in marker_pieces({k: v for k, v in marker.items() if k != MARKER_DIGEST},
+                               sort=True):
+        digest.update(piece)
+    return digest.hexdigest()
+
+
 def commit(dst: Path, marker: dict) -> None:
     """Replace the manifest with ``marker`` in one step (its digest added here)."""
     from tbconvert.errors import OutputError
     from tbconvert.formats.parquet import schema as S
     from tbconvert.output import describe_os_error
     marker = dict(marker)
-    marker[S.MARKER_DIGEST] = S.marker_digest(marker)
+    marker[S.MARKER_DIGEST] = marker_digest(marker)
     # Every part the manifest names must be on disk (their renames too) before the manifest
     # is: the directory is flushed while the draft is, side by side, both before the rename.
     names_flushed = _pool().submit(_fsync_dir, dst)
     tmp = dst / f"{_TMP_PREFIX}{os.getpid()}"
     try:
-        # One compact string (json.dumps' C encoder; json.dump to a file encodes piece by
-        # piece in Python): a dataset of many runs has a large manifest, written every sync.
-        data = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # A run's state at a time (json.dumps' C encoder; json.dump to a file encodes
+        # piece by piece in Python): a dataset of many runs has a large manifest, written
+        # every sync.
         try:
             with open(tmp, "wb") as fh:
-                fh.write(data)
+                for piece in marker_pieces(marker):
+                    fh.write(piece)
                 fh.flush()
                 os.fsync(fh.fileno())
         finally:
@@ -145,6 +219,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
+# How many flushes a Flusher keeps before it lets go of those done, and how many it lets
+# wait to be done (see Flusher._let_go_of_done).
+_KEPT_FUTURES = 64
+_MOST_PENDING = 256
+
+
 class Flusher:
     """Parts flushed to disk in the background, each as soon as its task has written it, so
     that the disk works while the next runs are read (a sync's parts are small: waiting for
@@ -154,16 +234,37 @@ class Flusher:
         import threading
         self.dst = dst
         self._futures: list = []
+        # the first of the flushes let go of once done that failed (see add)
+        self._failed: BaseException | None = None
         self._lock = threading.Lock()     # parts arrive from the threads that run tasks
 
     def add(self, part: str, finish=None) -> None:
         """Flush ``part``, once ``finish()`` (what is left of writing it, if anything) is done."""
         from tbconvert.incremental.files import pending_name
         with self._lock:
+            if len(self._futures) >= _KEPT_FUTURES:
+                self._let_go_of_done()
             self._futures.append(_pool().submit(_flush, self.dst / pending_name(part), finish))
+
+    def _let_go_of_done(self) -> None:
+        """Drop the flushes done at the head of the list, their first failure kept: a future
+        takes about 1 KB, and the first sync of 20,000 runs kept one for every part. Past
+        _MOST_PENDING not done, the oldest are waited for: each holds its part's last row
+        group until written, and a disk that slow gains nothing from more waiting."""
+        futures = self._futures
+        done = 0
+        while done < len(futures) and (futures[done].done()
+                                       or len(futures) - done > _MOST_PENDING):
+            failed = futures[done].exception()      # (waits for it to be done)
+            if self._failed is None:
+                self._failed = failed
+            done += 1
+        del futures[:done]
 
     def wait(self) -> None:
         """Every part added is on disk (OSError: one could not be flushed)."""
+        if self._failed is not None:
+            raise self._failed
         for future in self._futures:
             future.result()
 

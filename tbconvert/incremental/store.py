@@ -20,7 +20,6 @@ sync removes); killed after it, the new dataset, with at most some unnamed parts
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -167,9 +166,10 @@ class StoreDataset:
     def commit(self, dst: Path, marker: dict) -> None:
         """The manifest in one PUT: the sync's commit."""
         from tbconvert.formats.parquet import schema as S
+        from tbconvert.incremental.manifest import marker_digest, marker_pieces
         marker = dict(marker)
-        marker[S.MARKER_DIGEST] = S.marker_digest(marker)
-        data = json.dumps(marker, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        marker[S.MARKER_DIGEST] = marker_digest(marker)
+        data = b"".join(marker_pieces(marker))
         from tbconvert.interrupts import deferred
         # Ctrl-C waits: once the PUT is in, the new parts belong to the dataset, and cleaning
         # up after an interrupt must follow the new manifest, not the old one.
