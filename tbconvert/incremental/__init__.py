@@ -483,6 +483,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     next_index = max(indices.values(), default=-1) + 1
     tasks = []
     taken: dict = {}
+    logdir, dst_text = str(src), str(dst)     # (one string each for every task)
     for name, files in runs:
         key = _stored_name(name)
         if key in taken:
@@ -499,11 +500,12 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             next_index += 1
         run_state = known.get(key)
         tasks.append(RunTask(
-            name=name, logdir=str(src), files=[str(f) for f in files], dst=str(dst),
+            name=name, logdir=logdir, files=[str(f) for f in files], dst=dst_text,
             part=part_name(indices[key], key, generation), experiment=experiment,
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")},
             plan=plans.get(name), merged=store is None))
+    runs = taken = None     # the tasks name every file: the listing's paths go
     flusher = None
     try:
         if scheduler is None and store is None:
