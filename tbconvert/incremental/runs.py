@@ -37,7 +37,7 @@ from tbconvert.model import DataClass, Metadata, Run
 from tbconvert.report import Report
 
 
-@dataclass
+@dataclass(slots=True)
 class RunTask:
     """A picklable unit of work: bring run ``name`` of ``logdir`` into ``dst``."""
 
@@ -52,7 +52,7 @@ class RunTask:
     merged: bool = True         # the dataset merges small parts (an object store's does not)
 
 
-@dataclass
+@dataclass(slots=True)
 class RunResult:
     name: str
     state: dict
