@@ -23,8 +23,9 @@ import numpy as np
 
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy, summary_templates
+from tbconvert.formats.tfevents.held_batches import HeldBatches
 from tbconvert.formats.tfevents.purges import Purges, RestartRule
-from tbconvert.formats.tfevents.spill import Batch, PieceStore
+from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.formats.tfevents.tagkinds import (
     NDIM0,
@@ -218,6 +219,7 @@ class RunAssembler(RestartRule):
         self.cond_purges: list[tuple[int, int, frozenset, bool, bool | None]] = []
         self.start_time: float | None = None
         self.store = store if store is not None else PieceStore()
+        self._held = HeldBatches(self.store)
         self.info: dict[str, _TagInfo] = {}
         self._by_tid: list[_TagInfo] = []   # self.info's values by their tid
         self._tag_names: list[str] = []      # and their tags
@@ -452,6 +454,7 @@ class RunAssembler(RestartRule):
         held, self._block = self._block, {}
         for tag, bt in held.items():
             self._store_piece(tag, bt)
+        self._held.close_all()
 
     def _store_bulk(self) -> None:
         """The block's 1-D bulk columns: a tag whose every point of the block is such a
@@ -533,24 +536,32 @@ class RunAssembler(RestartRule):
             seq, steps, walls, values, rows = (seq[order], steps[order], walls[order],
                                                values[order], rows[order])
         starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
-        # kept as long as the run is read, a row index per tag of the block: 32 bits (a run
-        # of 50,000 tags in 63 blocks held 48 MiB of them in 64)
-        uniq = rows[starts].astype(np.int32)
-        bounds = np.append(starts, len(rows)).astype(np.int32)
-        key = self.store.put_batch(Batch(uniq, bounds, (seq, steps, walls, values), 3,
-                                         ("values", code)),
-                                   seq.nbytes * 3 + values.nbytes + 48 * len(uniq))
+        uniq = rows[starts]
+        held = self._held
+        key = held.add(code, seq, steps, walls, values, rows)
         kind = (code, NDIM0)
         by_tid = self._by_tid
+        open_keys = held.open_keys
+        left = set()    # groups a tag of this block has left (its rows went to another one)
         for a in range(0, len(uniq), 4096):   # (not a Python int per tag of the block at once)
             for tid in uniq[a:a + 4096].tolist():
                 info = by_tid[tid]
-                info.pieces.append(key)
+                pieces = info.pieces
+                if not pieces or pieces[-1] != key:
+                    if pieces and pieces[-1] in open_keys:
+                        left.add(pieces[-1])
+                    pieces.append(key)
                 info.add_kind(kind)
+        for other in left:
+            if other in open_keys:
+                held.close(other)
         self.points_read += len(seq)
 
     def _store_piece(self, tag: str, bt: _BlockTag) -> None:
         info = self.info[tag]
+        if info.pieces and info.pieces[-1] in self._held.open_keys:
+            # the tag's rows held in a group come before this piece's: none may join them
+            self._held.close(info.pieces[-1])
         n_slow = len(bt.seq)
         groups = bt.cols + bt.tables
         if not n_slow and len(groups) == 1:
@@ -707,6 +718,7 @@ class RunAssembler(RestartRule):
         """The run and an iterator of its series chunks (tags in order of first appearance)."""
         if self._block or self._summary_rows or self._session_starts or self._other_events:
             self.end_block()
+        self._held.close_all()
         return self.run(), self.series()
 
     def series(self):
@@ -759,6 +771,19 @@ class RunAssembler(RestartRule):
                 payload = fixed
             if not len(seq):
                 continue
+            if kind == "values":
+                # a held batch gives a tag many blocks' numbers at once: cut where a chunk is full
+                row = 24 + payload.itemsize
+                while len(seq) > 1:
+                    cut = min(CHUNK_POINTS - n, (CHUNK_BYTES - nbytes) // row)
+                    if cut >= len(seq):
+                        break
+                    cut = max(cut, 1)
+                    pending.append((seq[:cut], steps[:cut], walls[:cut], kind, code,
+                                    payload[:cut]))
+                    yield self._chunk(tag, md, shape, pending, purges)
+                    pending, n, nbytes = [], 0, 0
+                    seq, steps, walls, payload = seq[cut:], steps[cut:], walls[cut:], payload[cut:]
             pending.append((seq, steps, walls, kind, code, payload))
             n += len(seq)
             nbytes += seq.nbytes * 3 + (

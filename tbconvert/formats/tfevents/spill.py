@@ -135,9 +135,15 @@ class PieceStore:
         self._ahead: dict[int, tuple[int, int, list]] = {}
         self._batches = 0       # batches in the file
 
-    def put(self, piece, size: int) -> int:
+    def reserve(self) -> int:
+        """A key for a piece put later (``put(piece, size, key)``)."""
         key = self._next
         self._next += 1
+        return key
+
+    def put(self, piece, size: int, key: int | None = None) -> int:
+        if key is None:
+            key = self.reserve()
         self._mem[key] = piece
         self._held += size
         if self._held > self.limit:
