@@ -22,7 +22,7 @@ from tbconvert.formats.tfevents.spill import Batch
 
 # The bytes all groups hold together (their columns, a row index each) before the largest is
 # stored; storing concatenates and sorts, which takes about as much again for a moment.
-HOLD_BYTES = 24 << 20
+HOLD_BYTES = 16 << 20
 
 
 class _Group:
