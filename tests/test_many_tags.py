@@ -286,3 +286,53 @@ def test_first_points_joined_as_they_come_write_the_same_bytes(logdir, tmp_path,
     monkeypatch.setattr(runfile, "_FIRSTS_HELD", held)
     tbconvert.convert(logdir, tmp_path / "joined", to_format="tfevents")
     assert written(tmp_path / "joined") == written(tmp_path / "apart")
+
+
+def _steps_logdir(tmp_path: Path, tags: int, steps: int) -> Path:
+    run = tmp_path / "logs" / "run"
+    run.mkdir(parents=True)
+    _events(run / "events.out.tfevents.1.host",
+            [dict(wall_time=999.0, file_version="brain.Event:2")]
+            + [_scalar(f"t{k}", s, s + k / 1000, 1000.0 + s)
+               for s in range(steps) for k in range(tags)])
+    return tmp_path / "logs"
+
+
+def _read_whole(run_dir: Path):
+    from tbconvert.formats.base import Options
+    from tbconvert.formats.tfevents.reader import TfeventsReader
+    from tbconvert.report import Report
+    reader = TfeventsReader(run_dir, Options(), Report())
+    return reader.read_run("run", sorted(run_dir.glob("events*")))
+
+
+def test_a_tag_gets_a_piece_per_held_batch_not_per_block(tmp_path, monkeypatch):
+    """A run of many tags has a point or two of each tag in a block: a piece per tag and
+    block (its key listed per tag, a row index per batch) cost more than the points (100,000
+    tags x 80 steps held 150 MiB of them). Numbers wait in held batches across blocks."""
+    logdir = _steps_logdir(tmp_path, 300, 20)
+    monkeypatch.setattr(records, "scan_file", blocks_of(50))
+    asm = _read_whole(logdir / "run")
+    try:
+        assert sum(len(info.pieces) for info in asm.info.values()) == 300
+    finally:
+        asm.store.close()
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 64])
+def test_held_batches_come_in_the_chunks_of_a_batch_per_block(tmp_path, monkeypatch, chunk):
+    """Built, a held batch is cut where its blocks ended: chunks (so Parquet row groups) and
+    so the bytes written are those of a batch per block, spilled or not."""
+    from tbconvert.formats.tfevents import assemble, held_batches
+    logdir = _steps_logdir(tmp_path, 40, 30)
+    monkeypatch.setattr(records, "scan_file", blocks_of(50))
+    monkeypatch.setattr(assemble, "CHUNK_POINTS", chunk)
+    monkeypatch.setattr(held_batches, "HOLD_BYTES", 0)    # stored at once: a batch per block
+    tbconvert.convert(logdir, tmp_path / "per_block.parquet")
+    for hold in (3000, 1 << 20):
+        monkeypatch.setattr(held_batches, "HOLD_BYTES", hold)
+        monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (hold // 2, None))
+        tbconvert.convert(logdir, tmp_path / "held.parquet", force=True)
+        assert (tmp_path / "held.parquet").read_bytes() == \
+            (tmp_path / "per_block.parquet").read_bytes()
+

@@ -18,6 +18,7 @@ masks.
 from __future__ import annotations
 
 import itertools
+from array import array
 
 import numpy as np
 
@@ -220,6 +221,12 @@ class RunAssembler(RestartRule):
         self.start_time: float | None = None
         self.store = store if store is not None else PieceStore()
         self._held = HeldBatches(self.store)
+        # the last read position of each block with bulk numbers: a held batch's piece of a
+        # tag is cut there again when built, so that chunks end where they did when each
+        # block was a piece (and outputs keep their bytes)
+        self.block_ends = array("q")
+        self._grouped: set | None = None    # a joined run's held batches, (part, key)
+        self._ends = None
         self.info: dict[str, _TagInfo] = {}
         self._by_tid: list[_TagInfo] = []   # self.info's values by their tid
         self._tag_names: list[str] = []      # and their tags
@@ -462,6 +469,7 @@ class RunAssembler(RestartRule):
         few numpy calls for all of them); its piece is what :meth:`_store_piece` would have
         stored. The other tags' columns join their points there."""
         bulk, self._bulk = self._bulk, []
+        self.block_ends.append(max(int(b[0].max()) for b in bulk))
         if len(bulk) == 1:
             seqs, steps, rows, tids, lengths, unit_col, columns = bulk[0]
         else:
@@ -672,6 +680,7 @@ class RunAssembler(RestartRule):
         every file would: sequence numbers are shifted past the earlier parts', and each
         detached part's conditional purges are settled by what the parts before it end with."""
         run = cls(name, _JoinedStore([p.store for p in parts]))
+        run._grouped = set()
         last_step, version, seen_start, offset = -1, 0.0, False, 0
         for index, part in enumerate(parts):
             for seq, step, modern in part.cond_starts:
@@ -691,6 +700,8 @@ class RunAssembler(RestartRule):
                 version = part.versions[-1][1]
             run.versions.extend((seq + offset, v) for seq, v in part.versions)
             run.records.extend((seq + offset, r) for seq, r in part.records)
+            run.block_ends.extend(end + offset for end in part.block_ends)
+            run._grouped.update((index, key) for key in part._held.stored)
             for tag, (seq, md) in part.first_metadata.items():
                 run.first_metadata.setdefault(tag, (seq + offset, md))
             for tag, info in part.info.items():
@@ -751,8 +762,7 @@ class RunAssembler(RestartRule):
             return
         shape = container(md, kinds)
         pending, n, nbytes = [], 0, 0
-        for key in info.pieces:
-            seq, steps, walls, kind, code, payload = self.store.take(key, info.tid)
+        for seq, steps, walls, kind, code, payload in self._pieces(info):
             if kind == "ragged":
                 kind, payload = "points", _unragged(code, *payload)
             if kind == "table" and (refit or info.has_none or shape[0] != "blobs"):
@@ -771,19 +781,6 @@ class RunAssembler(RestartRule):
                 payload = fixed
             if not len(seq):
                 continue
-            if kind == "values":
-                # a held batch gives a tag many blocks' numbers at once: cut where a chunk is full
-                row = 24 + payload.itemsize
-                while len(seq) > 1:
-                    cut = min(CHUNK_POINTS - n, (CHUNK_BYTES - nbytes) // row)
-                    if cut >= len(seq):
-                        break
-                    cut = max(cut, 1)
-                    pending.append((seq[:cut], steps[:cut], walls[:cut], kind, code,
-                                    payload[:cut]))
-                    yield self._chunk(tag, md, shape, pending, purges)
-                    pending, n, nbytes = [], 0, 0
-                    seq, steps, walls, payload = seq[cut:], steps[cut:], walls[cut:], payload[cut:]
             pending.append((seq, steps, walls, kind, code, payload))
             n += len(seq)
             nbytes += seq.nbytes * 3 + (
@@ -796,6 +793,27 @@ class RunAssembler(RestartRule):
                 pending, n, nbytes = [], 0, 0
         if pending:
             yield self._chunk(tag, md, shape, pending, purges)
+
+    def _pieces(self, info: _TagInfo):
+        """The tag's pieces, a held batch's cut where its blocks ended."""
+        grouped = self._held.stored if self._grouped is None else self._grouped
+        ends = self._ends
+        for key in info.pieces:
+            piece = self.store.take(key, info.tid)
+            if (key if self._grouped is None else key[:2]) not in grouped or len(piece[0]) < 2:
+                yield piece
+                continue
+            if ends is None:
+                ends = self._ends = np.array(self.block_ends, dtype=np.int64)
+            seq = piece[0]
+            at = np.searchsorted(ends, seq, side="left")
+            cuts = (np.flatnonzero(at[1:] != at[:-1]) + 1).tolist()
+            if not cuts:
+                yield piece
+                continue
+            for a, b in zip([0] + cuts, cuts + [len(seq)], strict=True):
+                yield (seq[a:b], piece[1][a:b], piece[2][a:b], piece[3], piece[4],
+                       piece[5][a:b])
 
     def _chunk(self, tag, md, shape, pieces, purges):
         if len(pieces) == 1:

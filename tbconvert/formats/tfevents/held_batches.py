@@ -37,11 +37,12 @@ class _Group:
 class HeldBatches:
     """The open groups of a run's store, by dtype code."""
 
-    def __init__(self, store, limit: int = HOLD_BYTES) -> None:
+    def __init__(self, store, limit: int | None = None) -> None:
         self.store = store
-        self.limit = limit
+        self.limit = HOLD_BYTES if limit is None else limit
         self._groups: dict[int, _Group] = {}
         self.open_keys: set[int] = set()
+        self.stored: set[int] = set()    # keys of the batches stored (see RunAssembler._cut)
         self._nbytes = 0
 
     def add(self, code: int, seq, steps, walls, values, rows) -> int:
@@ -101,5 +102,6 @@ class HeldBatches:
         # kept as long as the run is read: 32 bits a tag of the batch
         uniq = rows[starts]
         bounds = np.append(starts, len(rows)).astype(np.int32)
+        self.stored.add(group.key)
         self.store.put(Batch(uniq, bounds, (seq, steps, walls, values), 3, ("values", code)),
                        seq.nbytes * 3 + values.nbytes + 48 * len(uniq), key=group.key)
