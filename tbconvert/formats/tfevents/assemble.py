@@ -25,7 +25,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.formats.tfevents import legacy, summary_templates
 from tbconvert.formats.tfevents.held_batches import HeldBatches
-from tbconvert.formats.tfevents.purges import Purges, RestartRule
+from tbconvert.formats.tfevents.purges import PurgeLog, Purges, RestartRule
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.formats.tfevents.tagkinds import (
@@ -233,7 +233,7 @@ class RunAssembler(RestartRule):
         self.first_metadata: dict[str, tuple[int, Metadata]] = {}
         self.records: list[tuple[int, RunRecord]] = []
         self.versions: list[tuple[int, float]] = []
-        self.purges: list[tuple[int, int, frozenset | None]] = []
+        self.purges = PurgeLog()     # (seq, step, tags: frozenset | None)
         self.points_read = 0
         self.next_seq = 0   # where the next file's records are numbered from
         self._session_starts: list[tuple[int, int]] = []
@@ -692,7 +692,7 @@ class RunAssembler(RestartRule):
                 legacy_mode = legacy_known if legacy_known is not None else version < 2
                 if legacy_mode and (step < last_step or not needs_prev):
                     run.purges.append((seq + offset, step, tags))
-            run.purges.extend((seq + offset, step, tags) for seq, step, tags in part.purges)
+            run.purges.extend(part.purges.shifted(offset))
             seen_start |= part._seen_start
             if part._last_step is not None:
                 last_step = part._last_step
@@ -734,18 +734,14 @@ class RunAssembler(RestartRule):
 
     def series(self):
         """Chunks of every tag, in order of first appearance; reads the store once."""
-        everywhere = [(s, st) for s, st, tags in self.purges if tags is None]
-        by_tag: dict[str, list] = {}
-        for s, st, tags in self.purges:
-            for tag in tags or ():
-                by_tag.setdefault(tag, []).append((s, st))
+        everywhere, by_tag = self.purges.by_tag()
         shared = Purges(everywhere)     # of every tag no purge names
         try:
             info = self.info
             for tag in sorted(info, key=lambda t: (info[t].first_seq, info[t].first_pos)):
                 own = by_tag.get(tag)
                 yield from self._tag_series(tag, shared if own is None else
-                                            Purges(everywhere + own))
+                                            Purges(everywhere, own))
         finally:
             self.store.close()
 

@@ -8,6 +8,8 @@ into its hidden mask. The rule itself is described in docs/format-notes.md.
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 
@@ -143,6 +145,73 @@ class RestartRule:
         return tags_by_seq
 
 
+class PurgeLog:
+    """A run's purges, ``(seq, step, tags)`` in the order found (``tags``: a frozenset, or
+    None for every tag), kept as 20 bytes each: a run of old files whose steps go back
+    makes a purge every few events (1.8 million in 20 million points), and as tuples with
+    a set each they took 1 GiB. Each distinct set of tags is kept once."""
+
+    def __init__(self) -> None:
+        self._seq = array("q")
+        self._step = array("q")
+        self._set = array("i")       # index in _sets
+        self._sets: list = [None]
+        self._set_ids: dict = {None: 0}
+
+    def append(self, purge) -> None:
+        seq, step, tags = purge
+        sid = self._set_ids.get(tags)
+        if sid is None:
+            sid = self._set_ids[tags] = len(self._sets)
+            self._sets.append(tags)
+        self._seq.append(seq)
+        self._step.append(step)
+        self._set.append(sid)
+
+    def extend(self, purges) -> None:
+        for purge in purges:
+            self.append(purge)
+
+    def __len__(self) -> int:
+        return len(self._seq)
+
+    def __iter__(self):
+        sets = self._sets
+        for seq, step, sid in zip(self._seq, self._step, self._set, strict=True):
+            yield seq, step, sets[sid]
+
+    def shifted(self, offset: int):
+        """The purges, each read ``offset`` later."""
+        for seq, step, tags in self:
+            yield seq + offset, step, tags
+
+    def by_tag(self):
+        """``(everywhere, own)``: the ``(seqs, steps)`` of the purges of every tag, and per
+        tag named by some purge the ``(seqs, steps)`` of those naming it."""
+        seq = np.frombuffer(self._seq, dtype=np.int64) if len(self._seq) else \
+            np.zeros(0, np.int64)
+        step = np.frombuffer(self._step, dtype=np.int64) if len(self._step) else \
+            np.zeros(0, np.int64)
+        sid = np.frombuffer(self._set, dtype=np.int32) if len(self._set) else \
+            np.zeros(0, np.int32)
+        order = np.argsort(sid, kind="stable")
+        bounds = np.searchsorted(sid[order], np.arange(len(self._sets) + 1))
+        every = order[bounds[0]:bounds[1]]
+        everywhere = (seq[every], step[every])
+        parts: dict = {}
+        for k in range(1, len(self._sets)):
+            rows = order[bounds[k]:bounds[k + 1]]
+            if not len(rows):
+                continue
+            for tag in self._sets[k]:
+                parts.setdefault(tag, []).append(rows)
+        own = {}
+        for tag, rows in parts.items():
+            rows = np.concatenate(rows) if len(rows) > 1 else rows[0]
+            own[tag] = (seq[rows], step[rows])
+        return everywhere, own
+
+
 class Purges:
     """The purges that apply to one tag, as arrays for a vectorised hidden mask.
 
@@ -150,10 +219,12 @@ class Purges:
     point's step: with purges sorted by read position, that is a suffix minimum.
     """
 
-    def __init__(self, purges: list[tuple[int, int]]) -> None:
-        purges = sorted(purges)
-        self.seq = np.array([s for s, _ in purges], dtype=np.int64)
-        steps = np.array([st for _, st in purges], dtype=np.int64)
+    def __init__(self, *parts: tuple[np.ndarray, np.ndarray]) -> None:
+        seq = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        steps = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        order = np.argsort(seq, kind="stable")
+        self.seq = seq[order]
+        steps = steps[order]
         self.min_step = np.minimum.accumulate(steps[::-1])[::-1] if len(steps) else steps
 
     def hidden(self, seq: np.ndarray, steps: np.ndarray):
