@@ -742,6 +742,8 @@ class RunAssembler(RestartRule):
                 own = by_tag.get(tag)
                 yield from self._tag_series(tag, shared if own is None else
                                             Purges(everywhere, own))
+                # taken: the keys go while the writer's own state of the run grows
+                info[tag].pieces = ()
         finally:
             self.store.close()
 
