@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tbconvert.model import Run, Series
 
 
-@dataclass
+@dataclass(slots=True)     # one per tag of a run: a run may have 100,000
 class SeriesStats:
     """Counts of one series (one run and tag), added to chunk by chunk.
 
