@@ -401,3 +401,22 @@ def test_a_file_of_many_runs_keeps_no_memory_per_run(tmp_path, monkeypatch):
     finally:
         archive.close()
     assert [p.name for p in tmp_path.iterdir()] == ["many.parquet"]
+
+
+def test_a_spool_closed_on_a_full_disk_says_nothing(tmp_path):
+    # A conversion given up on a full disk closes its spools on the way out: their last
+    # buffered bytes cannot be written then, and that is no new error (it hid the full disk's
+    # exit 9 behind an internal error).
+    from tbconvert.formats.parquet import spool
+
+    made = spool.Spool(tmp_path, b",")
+    made.add(b"x" * 100)
+    real = made._fh
+
+    class Full:
+        def close(self):
+            real.close()
+            raise OSError(28, "No space left on device")
+    made._fh = Full()
+    made.close()
+    assert real.closed

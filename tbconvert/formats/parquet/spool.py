@@ -53,7 +53,12 @@ class Spool:
         fh.seek(0, 2)    # more may be added
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError:
+            # (the last buffered bytes could not be written, on a full disk say: the file is
+            # unnamed and closed all the same, and what it held is no longer wanted)
+            pass
 
 
 class Pieces:

@@ -630,10 +630,12 @@ class _JoinedSink:
             self.discard()
 
     def discard(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-        for made in self._spools:
-            made.close()
+        try:
+            if self._fh is not None:
+                self._fh.close()
+        finally:
+            for made in self._spools:
+                made.close()
 
 
 def _runs_of(ids) -> tuple[np.ndarray, np.ndarray]:
