@@ -19,6 +19,7 @@ from tbconvert.formats.tfevents.encode import varint
 LARGE_PAYLOAD_BYTES = 1 << 20
 
 _VALUE_TENSOR = 8       # Summary.Value.tensor
+_VALUE_METADATA = 9     # Summary.Value.metadata
 _TENSOR_CONTENT = 4     # TensorProto.tensor_content
 _STRING_VAL = 8         # TensorProto.string_val
 
@@ -58,7 +59,9 @@ def value_bytes(value, code: int, arr, tensor_cls) -> bytes | None:
     tensor = [head.SerializeToString(), *pieces]
     rest = value.SerializeToString()
     tag = type(value)(tag=value.tag).SerializeToString()
-    if not rest.startswith(tag):
+    after = rest[len(tag):]
+    # the tensor goes between the tag and the metadata: nothing else may lie there
+    if not rest.startswith(tag) or (after and after[0] != _VALUE_METADATA << 3 | 2):
         return None
     size = sum(len(p) for p in tensor)
-    return b"".join([tag, _key(_VALUE_TENSOR, size), *tensor, rest[len(tag):]])
+    return b"".join([tag, _key(_VALUE_TENSOR, size), *tensor, after])
