@@ -1387,6 +1387,50 @@ def test_a_first_sync_of_many_runs_holds_little_per_run(tmp_path, monkeypatch):
     assert marker.pop(MARKER_DIGEST) == marker_digest(marker)
 
 
+@pytest.mark.slow
+def test_a_first_sync_lets_the_listing_go_and_holds_run_states_deflated(tmp_path, monkeypatch):
+    """While its runs are read, a sync holds neither the source's listing (the reader kept
+    every event file's path, about 480 bytes a run) nor what a read run's task named, and
+    each run's manifest entry is held deflated: the first sync of 50,000 short runs peaked
+    past the memory bound."""
+    import tracemalloc
+
+    from tbconvert.formats.parquet import columns
+    from tbconvert.incremental import manifest
+    from tbconvert.incremental import runs as sync_runs
+    reading, held = [], []
+    real_run, real_commit = sync_runs.sync_run_here, manifest.commit
+
+    def run_here(*args, **kwargs):
+        if len(reading) < len(held) + 1:    # the first run read of each sync
+            reading.append(tracemalloc.get_traced_memory()[0])
+        return real_run(*args, **kwargs)
+
+    def commit(dst, marker):
+        held.append(tracemalloc.get_traced_memory()[0])
+        real_commit(dst, marker)
+    monkeypatch.setattr(sync_runs, "sync_run_here", run_here)
+    monkeypatch.setattr(manifest, "commit", commit)
+    sizes = (50, 450)
+    for n in sizes:
+        _tiny_runs(tmp_path / f"logs{n}", n)
+    tracemalloc.start()
+    try:
+        for k in range(5000):   # the names' cache full: each run's name replaces another
+            columns._one_string(f"filler {k}")
+        for n in sizes:
+            tbconvert.sync(tmp_path / f"logs{n}", tmp_path / f"ds{n}", jobs=1)
+    finally:
+        tracemalloc.stop()
+    at_start = (reading[1] - reading[0]) / (sizes[1] - sizes[0])
+    at_commit = (held[1] - held[0]) / (sizes[1] - sizes[0])
+    # bytes a run (they were about 1,350 and 2,700; now about 750 and 1,600)
+    assert at_start < 1000, at_start
+    assert at_commit < 2100, at_commit
+    marker = json.loads((tmp_path / "ds450" / "_tbconvert.json").read_bytes())
+    assert len(marker["sync"]["runs"]) == len(marker["parts"]) == 450
+
+
 def test_a_manifest_of_run_states_as_text_is_the_manifest_of_dicts(tmp_path):
     from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest
     from tbconvert.incremental import manifest

@@ -505,7 +505,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             state=None if run_state is None else {k: v for k, v in run_state.items()
                                                   if k not in ("index", "parts")},
             plan=plans.get(name), merged=store is None))
-    runs = taken = None     # the tasks name every file: the listing's paths go
+    # the tasks name every file: the listing's paths go (the reader holds them too)
+    runs = taken = source = None
     flusher = None
     try:
         if scheduler is None and store is None:
@@ -518,6 +519,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                     finish, result.finish = result.finish, None
                     flusher.add(result.part, finish)
                 _slim(result)
+                # (what is left of the task is its run's name, for the outcome)
+                tasks[k].files = tasks[k].plan = None
             results = _run_here(tasks, jobs, written, workers)
         else:
             from tbconvert import cluster

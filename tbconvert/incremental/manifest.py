@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from pathlib import Path
 
 from tbconvert.errors import CorruptDataError
@@ -80,12 +81,18 @@ def _fsync_dir(path: Path) -> None:
 class RunState:
     """A run's entry in the manifest's ``sync.runs``, held as its compact JSON until the
     manifest is written: as Python objects, the state of a run of a few tags took about
-    5 KB, and a sync holds every run's (the first sync of 20,000 runs: 100 MB)."""
+    5 KB, and a sync holds every run's (the first sync of 20,000 runs: 100 MB). The text is
+    kept deflated: a run's entry repeats its tags' names and keys, and takes half the room
+    (about 330 bytes for 680, at some 30 us a run)."""
 
-    __slots__ = ("text",)
+    __slots__ = ("_deflated",)
 
     def __init__(self, state: dict) -> None:
-        self.text = _json(state)
+        self._deflated = zlib.compress(_json(state), 1)
+
+    @property
+    def text(self) -> bytes:
+        return zlib.decompress(self._deflated)
 
     def value(self) -> dict:
         return json.loads(self.text)
