@@ -486,13 +486,7 @@ def test_events_split_across_pieces_frame_as_in_one_piece():
     whole = events.frame_entries(e)
     assert len(records.scan(whole)[0]) < len(e)   # some events do hold several values
     for cuts in ([1], [7, 8, 9], sorted(rng.choice(len(e), 40, replace=False).tolist())):
-        out = []
-        stream = events.EventStream(out.append)
-        bounds = [0] + cuts + [len(e)]
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            stream.feed(e.slice(a, b))
-        stream.finish()
-        assert b"".join(out) == whole
+        assert _streamed(e, cuts) == whole
 
 
 def test_integer_and_double_scalars_are_written_as_float32(tmp_path):
@@ -678,10 +672,15 @@ def test_large_values_are_framed_in_pieces_as_in_one(monkeypatch):
     monkeypatch.setattr(events, "LARGE_VALUE_BYTES", 100)
     assert events._large_alone(e).tolist() == [2, 4, 5, 6]   # (1 shares its event with 0)
     for cuts in ([], [1], [3], [2, 5]):
-        out = []
-        stream = events.EventStream(out.append)
-        bounds = [0] + cuts + [len(e)]
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            stream.feed(e.slice(a, b))
-        stream.finish()
-        assert b"".join(out) == whole
+        assert _streamed(e, cuts) == whole
+
+
+def _streamed(e, cuts: list) -> bytes:
+    """The bytes of ``e`` framed by an EventStream fed the pieces cut at ``cuts``."""
+    out = []
+    stream = events.EventStream(out.append)
+    bounds = [0] + cuts + [len(e)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        stream.feed(e.slice(a, b))
+    stream.finish()
+    return b"".join(out)
