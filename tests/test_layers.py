@@ -20,7 +20,7 @@ PACKAGE = Path(tbconvert.__file__).parent
 LAYERS = (
     ("base", {"errors", "report", "budget", "dtypes", "model", "names", "output", "interrupts",
               "sourcefiles", "arrowpool", "malloc", "columns", "kinds", "restarts", "workers", "kept",
-              "scratch", "checksum", "media_headers"}),
+              "scratch", "checksum", "media_headers", "arrayfile"}),
     # the registry is the formats' catalogue; remote wraps readers and writers for URLs
     ("formats", {"formats", "registry", "remote"}),
     ("api", {"api", "cluster", "daskframe", "describe", "exports", "incremental", "runtasks",

@@ -26,7 +26,7 @@ from tbconvert.formats.base import Options
 from tbconvert.formats.tbdev import export_dir, lines, pending_scalars, reader, scalar_lines
 from tbconvert.formats.tbdev import writer as tbdev_writer
 from tbconvert.formats.tbdev.reader import TbdevReader
-from tbconvert.formats.tbdev.spill import Spill
+from tbconvert.formats.tbdev.spill import series_file
 from tbconvert.formats.tbdev.writer import TbdevWriter
 from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
 from tbconvert.report import Report
@@ -87,7 +87,7 @@ def test_streamed_line_reads_as_json(steps, values, walls, sep, block, raw_extra
             + sep.join(values[:n]) + raw_extra + '], "wall_times": [' + sep.join(walls[:n])
             + f']}}, "run": "r", "summary_metadata": "{SCALAR_MD}", "tag": "t"}}\n').encode()
     whole = scalar_lines.scalar_line(line)
-    spill = Spill()
+    spill = series_file()
     try:
         spill.put(np.arange(3))       # (what another line left there)
         with mock.patch.object(scalar_lines, "STREAM_BLOCK_BYTES", block):

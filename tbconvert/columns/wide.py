@@ -12,10 +12,9 @@ as ``duplicate_step_in_wide``), and a row's wall time is the earliest of the poi
 
 from __future__ import annotations
 
-import tempfile
-
 import numpy as np
 
+from tbconvert.arrayfile import ArrayFile
 from tbconvert.columns import Names, as_float64, report_duplicates, row_wall_times, tag_column
 from tbconvert.model import Series, as_scalar_series
 from tbconvert.report import Report
@@ -38,36 +37,6 @@ def _sorted(points: np.ndarray) -> np.ndarray:
     return points[np.lexsort((points["seq"], points["tag"], points["step"]))]
 
 
-class _Spill:
-    """A temporary file of arrays, written once and read back by place."""
-
-    def __init__(self) -> None:
-        self.file = None
-
-    def put(self, arr: np.ndarray) -> int:
-        from tbconvert.errors import OutputError
-        from tbconvert.output import describe_os_error
-        try:
-            if self.file is None:
-                self.file = tempfile.TemporaryFile(prefix="tbconvert-wide-")
-            self.file.seek(0, 2)
-            at = self.file.tell()
-            self.file.write(memoryview(np.ascontiguousarray(arr)).cast("B"))
-        except OSError as exc:
-            raise OutputError(describe_os_error(exc, f"temporary file in "
-                                                     f"{tempfile.gettempdir()}")) from None
-        return at
-
-    def get(self, at: int, dtype: np.dtype, count: int) -> np.ndarray:
-        self.file.seek(at)
-        return np.frombuffer(self.file.read(dtype.itemsize * count), dtype=dtype)
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
-
 class WideRows:
     """The wide rows of the scalar chunks given run by run (:meth:`add`, :meth:`end_run`),
     as Arrow tables of at most :data:`ROW_BATCH` rows (:meth:`tables`)."""
@@ -75,8 +44,8 @@ class WideRows:
     def __init__(self, report: Report) -> None:
         self.report = report
         self.tags = Names()
-        self._segments = _Spill()       # a run's sorted segments, while it is merged
-        self._rows = _Spill()           # every run's rows, until the header is known
+        self._segments = ArrayFile("tbconvert-wide-")       # a run's sorted segments, while it is merged
+        self._rows = ArrayFile("tbconvert-wide-")           # every run's rows, until the header is known
         self._runs: list = []           # (run name, [(rows' place, rows, points' place, points)])
         self._run: str | None = None
         self._pending: list = []        # the current run's points not yet in a segment

@@ -14,8 +14,9 @@ import json
 
 import numpy as np
 
+from tbconvert.arrayfile import ArrayFile
 from tbconvert.formats.tbdev import export_dir
-from tbconvert.formats.tbdev.spill import Column, Spill
+from tbconvert.formats.tbdev.spill import Column
 
 # How many numbers are spelled at a time (a few megabytes of Python numbers and text).
 WRITE_BLOCK_POINTS = 1 << 17
@@ -37,7 +38,7 @@ class PendingScalars:
             self._held[key].append(arr)
             self.held_bytes += arr.nbytes
 
-    def spill(self, spill: Spill) -> None:
+    def spill(self, spill: ArrayFile) -> None:
         """Move the chunks held in memory to ``spill``."""
         if self._spilled is None:
             self._spilled = {"steps": Column(spill, np.int64), "values": Column(spill, np.float64),

@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from tbconvert import budget
+from tbconvert.arrayfile import ArrayFile
 from tbconvert.errors import CorruptDataError, FormatError, UsageError, raise_if_exhausted
 from tbconvert.formats.base import Options, Reader
 from tbconvert.formats.tbdev import export_dir, lines, regular, scalar_lines, text, wire
 from tbconvert.formats.tbdev.payloads import PayloadMixin, _BadLine, _Chunk, _Entry
-from tbconvert.formats.tbdev.spill import MeasuredColumn, Spill
+from tbconvert.formats.tbdev.spill import MeasuredColumn, series_file
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunData, ScalarSeries
 from tbconvert.report import Report
 
@@ -306,7 +307,7 @@ class TbdevReader(PayloadMixin, Reader):
                 if not self.options.wants_run(run):
                     yield RunData(Run(run), iter(()))
                     continue
-                spill = Spill()     # the long lines of the run, read into a temporary file
+                spill = series_file()     # the long lines of the run, read into a temporary file
                 tags, read = self._parse_run(run, entries, open_files, spill)
                 if not read:
                     spill.close()
@@ -322,7 +323,7 @@ class TbdevReader(PayloadMixin, Reader):
                 f.close()
 
     def _parse_run(self, run: str, entries: list[_Entry], open_files,
-                   spill: Spill) -> tuple[dict[str, list[_Chunk]], bool]:
+                   spill: ArrayFile) -> tuple[dict[str, list[_Chunk]], bool]:
         """The run's series (chunks by tag), and whether any of its lines could be read."""
         tags: dict[str, list[_Chunk]] = {}
         read = False
@@ -472,7 +473,7 @@ class TbdevReader(PayloadMixin, Reader):
 
     # -- producing series -------------------------------------------------------------
 
-    def _iter_series(self, run: str, tags: dict[str, list[_Chunk]], spill: Spill):
+    def _iter_series(self, run: str, tags: dict[str, list[_Chunk]], spill: ArrayFile):
         try:
             for tag, chunks in tags.items():
                 kind = chunks[0].entry.kind
@@ -520,7 +521,7 @@ SPILLED_CHUNK_POINTS = 1 << 20
 RUN_HELD_BYTES = 48 << 20
 
 
-def _spill_chunk(c: _Chunk, spill: Spill) -> None:
+def _spill_chunk(c: _Chunk, spill: ArrayFile) -> None:
     if c.entry.kind != "scalars" or isinstance(c.payload, MeasuredColumn):
         return
     columns = []

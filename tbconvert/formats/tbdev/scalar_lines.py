@@ -103,7 +103,7 @@ def streamed_scalar_line(f, offset: int, length: int, spill):
     """:func:`scalar_line` for a line left in the file ``f`` (``length`` bytes at
     ``offset``), read a block at a time: ``(obj_without_points, steps, values,
     wall_times)`` with the three lists as :class:`~.spill.MeasuredColumn` in ``spill``
-    (a :class:`~.spill.Spill`), or None for the caller to read the line whole as for
+    (a :class:`~tbconvert.arrayfile.ArrayFile`), or None for the caller to read the line whole as for
     :func:`scalar_line`.
 
     Each list is cut at commas into pieces of a few megabytes, and each piece goes

@@ -9,64 +9,21 @@ killed process leaves nothing behind.
 
 from __future__ import annotations
 
-import tempfile
-
 import numpy as np
 
-from tbconvert.errors import OutputError
+from tbconvert.arrayfile import ArrayFile
 
 
-class Spill:
-    """An anonymous temporary file of arrays, appended to and read back by place."""
-
-    def __init__(self) -> None:
-        self._file = None
-
-    def put(self, arr: np.ndarray) -> int:
-        """Append ``arr``'s bytes; returns where they start."""
-        try:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="tbconvert-series-")
-            self._file.seek(0, 2)
-            at = self._file.tell()
-            self._file.write(memoryview(np.ascontiguousarray(arr)).cast("B"))
-        except OSError as exc:
-            from tbconvert.output import describe_os_error
-            raise OutputError(describe_os_error(
-                exc, f"temporary file in {tempfile.gettempdir()}")) from None
-        return at
-
-    def get(self, at: int, dtype, count: int) -> np.ndarray:
-        arr = np.empty(count, dtype)
-        self._file.seek(at)
-        if self._file.readinto(memoryview(arr).cast("B")) != arr.nbytes:
-            # (someone else truncated the temporary file)
-            raise OutputError(f"temporary file in {tempfile.gettempdir()}: cut short while "
-                              "it was read back")
-        return arr
-
-    def size(self) -> int:
-        """Where the next array would start."""
-        if self._file is None:
-            return 0
-        return self._file.seek(0, 2)
-
-    def truncate(self, size: int = 0) -> None:
-        """Forget the arrays put from ``size`` on (no column reads them any more)."""
-        if self._file is not None:
-            self._file.truncate(size)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+def series_file() -> ArrayFile:
+    """A temporary file for the columns of long series."""
+    return ArrayFile("tbconvert-series-")
 
 
 class Column:
-    """One array written to a :class:`Spill` in pieces (other arrays' pieces may lie
+    """One array written to an :class:`~tbconvert.arrayfile.ArrayFile` in pieces (other arrays' pieces may lie
     between them) and read back a range at a time."""
 
-    def __init__(self, spill: Spill, dtype) -> None:
+    def __init__(self, spill: ArrayFile, dtype) -> None:
         self.spill = spill
         self.dtype = np.dtype(dtype)
         self.pieces: list[tuple[int, int]] = []     # (where, how many values)
@@ -101,7 +58,7 @@ class MeasuredColumn(Column):
     it back: its least finite value (wall times: the run's start) and whether every value
     is a float32 (scalar values: the series' dtype)."""
 
-    def __init__(self, spill: Spill, dtype) -> None:
+    def __init__(self, spill: ArrayFile, dtype) -> None:
         super().__init__(spill, dtype)
         self.finite_min: float | None = None
         self.float32_exact = True

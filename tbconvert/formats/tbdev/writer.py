@@ -30,7 +30,7 @@ from tbconvert.columns import rounded_in_float64
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.tbdev import export_dir, text
 from tbconvert.formats.tbdev.pending_scalars import PendingScalars
-from tbconvert.formats.tbdev.spill import Spill
+from tbconvert.formats.tbdev.spill import series_file
 from tbconvert.model import (
     BlobSequenceSeries,
     DataClass,
@@ -90,7 +90,7 @@ class TbdevWriter(Writer):
         # Scalar columns of the pending lines beyond this go to a temporary file. (Whatever
         # that budget, a series still starts a new line after max_buffer_bytes.)
         self.max_held_scalar_bytes = SCALARS_HELD_BYTES
-        self._spill = Spill()
+        self._spill = series_file()
         self._held_scalars = 0
         self._out = AtomicOutput(self.path, force=options.force, directory=True)
         self._tmp = self._out.tmp
