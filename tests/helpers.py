@@ -64,6 +64,25 @@ def cli_env(**extra: str) -> dict:
     return env
 
 
+_PEAK_CHILD = """
+import sys
+from tbconvert.cli import main
+code = main(sys.argv[1:])
+peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0]
+print(code, int(peak) // 1024)
+"""
+
+
+def peak_mib(*argv) -> int:
+    """The peak memory (VmHWM, MiB) of ``tbconvert ARGV -q -j 1`` run as its own process,
+    which must succeed."""
+    out = subprocess.run([sys.executable, "-c", _PEAK_CHILD, *map(str, argv), "-q", "-j", "1"],
+                         cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=600)
+    code, peak = out.stdout.split()[-2:]
+    assert code == "0", out.stderr
+    return int(peak)
+
+
 def run_tbconvert(*args, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
     """Run ``tbconvert ARGS`` as its own process; text output captured."""
     kw.setdefault("capture_output", True)

@@ -5,13 +5,11 @@ one run of 1M scalar points, big enough that every buffer (event-file blocks, th
 sort buffer, Parquet row groups, CSV batches) fills many times over.
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CLI_CWD, cli_env
+from helpers import peak_mib
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/proc/self/status").is_file(),
@@ -23,14 +21,6 @@ TAGS = ("loss", "accuracy", "lr", "grad_norm", "val_loss")
 # are up to 205 MiB (146-171 MiB from a source checkout, where the old read block and writer
 # buffer sizes peaked at 219 MiB).
 LIMIT_MIB = 240
-
-_CHILD = """
-import sys
-from tbconvert.cli import main
-code = main(sys.argv[1:])
-peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0]
-print(code, int(peak) // 1024)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -52,14 +42,6 @@ def long_run(tmp_path_factory) -> Path:
     with open_writer(logdir, format="tfevents") as w:
         w.write_run(Run("train", 1.7e9), chunks())
     return logdir
-
-
-def peak_mib(*argv) -> int:
-    out = subprocess.run([sys.executable, "-c", _CHILD, *map(str, argv), "-q", "-j", "1"],
-                         cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=600)
-    code, peak = out.stdout.split()[-2:]
-    assert code == "0", out.stderr
-    return int(peak)
 
 
 @pytest.mark.parametrize("name", ["o.parquet", "o.h5", "o.csv", "wide.csv"])

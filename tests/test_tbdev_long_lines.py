@@ -11,14 +11,12 @@ from __future__ import annotations
 import io
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from unittest import mock
 
 import numpy as np
 import pytest
-from helpers import CLI_CWD, cli_env
+from helpers import peak_mib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -241,22 +239,6 @@ def test_spilled_series_written_byte_for_byte(tmp_path):
 POINTS = 4_000_000
 LIMIT_MIB = 240   # (the project's bound is 256; the series' line alone is ~170 MiB)
 
-_CHILD = """
-import sys
-from tbconvert.cli import main
-code = main(sys.argv[1:])
-peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0]
-print(code, int(peak) // 1024)
-"""
-
-
-def _peak_mib(*argv) -> int:
-    out = subprocess.run([sys.executable, "-c", _CHILD, *map(str, argv), "-q", "-j", "1"],
-                         cwd=CLI_CWD, env=cli_env(), capture_output=True, text=True, timeout=600)
-    code, peak = out.stdout.split()[-2:]
-    assert code == "0", out.stderr
-    return int(peak)
-
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="VmHWM is read from /proc")
@@ -274,7 +256,7 @@ def test_one_long_series_both_ways_in_bounded_memory(tmp_path):
     with open_writer(tmp_path / "logs", format="tfevents") as w:
         w.write_run(Run("train", 1.7e9), chunks())
     export = tmp_path / "experiment_AAAAAAAAAAAAAAAAAAAAAA"
-    written = _peak_mib("convert", tmp_path / "logs", export, "--to", "tbdev")
+    written = peak_mib("convert", tmp_path / "logs", export, "--to", "tbdev")
     assert (export / "scalars.json").stat().st_size > 150 << 20   # one line
-    read = _peak_mib("convert", export, tmp_path / "back.parquet")
+    read = peak_mib("convert", export, tmp_path / "back.parquet")
     assert max(written, read) <= LIMIT_MIB, (written, read)
