@@ -127,17 +127,12 @@ def _frame_single_values(e: Entries, length: int) -> bytes:
     records are built as one matrix from a template row.
     """
     n = len(e)
-    piece = bytes([_VALUE]) + varint(length)
-    summary_len = len(piece) + length
     widths = varint_widths(e.step)
     rec_lens = np.empty(n, np.int64)
     plans = []
     for w in np.unique(widths).tolist():
-        head = bytes([_WALL]) + bytes(8) + bytes([_STEP]) + bytes(w) + bytes([_SUMMARY]) \
-            + varint(summary_len) + piece
-        payload_len = len(head) + length
-        header = struct.pack("<Q", payload_len)
-        template = header + struct.pack("<I", records.masked_crc32c(header)) + head
+        template = _value_record_start(bytes(8), bytes(w), length)
+        payload_len = len(template) - records.HEADER + length
         sel = np.flatnonzero(widths == w)
         rec_lens[sel] = records.HEADER + payload_len + records.FOOTER
         plans.append((w, sel, template, payload_len))
@@ -185,19 +180,27 @@ def _large_alone(e: Entries) -> np.ndarray:
     return large[(e.kind[large] == VALUE) & starts[large] & starts[large + 1]]
 
 
+def _value_record_start(wall: bytes, step: bytes, length: int) -> bytes:
+    """The start of the record of an event holding one value of ``length`` bytes: the
+    record's header and its checksum, then the event up to the value (``wall``, ``step``:
+    the fields' encoded bytes)."""
+    piece = bytes([_VALUE]) + varint(length)
+    head = bytes([_WALL]) + wall + bytes([_STEP]) + step + bytes([_SUMMARY]) \
+        + varint(len(piece) + length) + piece
+    header = struct.pack("<Q", len(head) + length)
+    return header + struct.pack("<I", records.masked_crc32c(header)) + head
+
+
 def _write_large_value(e: Entries, i: int, write) -> None:
     """Entry ``i`` (a value alone in its event) framed as :func:`frame_entries` frames it,
     in pieces that leave the value where it is."""
-    length = int(e.lengths[i])
-    piece = bytes([_VALUE]) + varint(length)
-    head = b"".join((bytes([_WALL]), e.wall[i:i + 1].astype("<f8").tobytes(), bytes([_STEP]),
-                     varint(int(e.step[i])), bytes([_SUMMARY]), varint(len(piece) + length),
-                     piece))
-    header = struct.pack("<Q", len(head) + length)
+    start = _value_record_start(e.wall[i:i + 1].astype("<f8").tobytes(),
+                                varint(int(e.step[i])), int(e.lengths[i]))
     value = memoryview(e.data[int(e.offs[i]):int(e.offs[i + 1])])
-    write(header + struct.pack("<I", records.masked_crc32c(header)) + head)
+    write(start)
     write(value)
-    write(struct.pack("<I", records.masked_crc32c_from_raw(crc32c(value, crc32c(head)))))
+    head_crc = crc32c(start[records.HEADER:])
+    write(struct.pack("<I", records.masked_crc32c_from_raw(crc32c(value, head_crc))))
 
 
 class EventStream:
