@@ -42,7 +42,7 @@ class HeldBatches:
         self.limit = HOLD_BYTES if limit is None else limit
         self._groups: dict[int, _Group] = {}
         self.open_keys: set[int] = set()
-        self.stored: set[int] = set()    # keys of the batches stored (see RunAssembler._cut)
+        self.stored: set[int] = set()    # keys of the batches stored (see RunAssembler._pieces)
         self._nbytes = 0
 
     def add(self, code: int, seq, steps, walls, values, rows) -> int:
