@@ -171,7 +171,10 @@ def test_one_large_point_goes_from_parquet_to_event_files_holding_few_copies_of_
                                                                                   make):
     # Arrow's batch (held by its iterator, or by the row group's list), the point's copy out
     # of it, a page mimalloc kept after Arrow's own code freed it, and the writer's copies:
-    # about five times the point.
+    # once about five times the point. Arrow then also held the whole compressed column
+    # chunk (pyarrow reads it whole by default) while decompressing and decoding its page:
+    # three times the point over a small one. Read through a small buffer, the page read
+    # and decompressed, then decompressed and decoded, are two copies at a time (about 2x).
     size = 48 << 20
     peaks = []
     for name, n in (("big", size), ("small", 1 << 10)):
@@ -180,4 +183,4 @@ def test_one_large_point_goes_from_parquet_to_event_files_holding_few_copies_of_
         peaks.append(peak_mib("convert", tmp_path / f"{name}.parquet", tmp_path / f"{name}_e",
                               "--to", "tfevents"))
     over = peaks[0] - peaks[1]
-    assert over <= 4 * (size >> 20), f"{over} MiB over a small point's peak"
+    assert over <= 2.5 * (size >> 20), f"{over} MiB over a small point's peak"
