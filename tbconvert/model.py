@@ -126,11 +126,15 @@ class Run:
     ``start_time`` is the wall time of the first event TensorBoard reads for
     the run (it orders runs and feeds relative-time displays); ``None`` when
     the source does not know it.
+
+    ``records`` is any sequence of :class:`RunRecord`: a reader gives a
+    :class:`~tbconvert.formats.recordlog.RecordLog`, which keeps them as bytes (a run may
+    hold millions) and compares equal to a tuple of the same records.
     """
 
     name: str
     start_time: float | None = None
-    records: tuple[RunRecord, ...] = ()
+    records: Sequence[RunRecord] = ()
 
 
 def _column(values, dtype, what: str, n: int | None = None) -> np.ndarray:

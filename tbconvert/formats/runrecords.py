@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tbconvert.formats.recordlog import RecordLog
 from tbconvert.model import Run
 from tbconvert.report import Report
 
 
 def checked(run: Run, report: Report, where: str) -> Run:
     """``run`` without its records that are no event (each reported)."""
-    kept = []
+    damaged = [k for k, record in enumerate(run.records) if record.damage() is not None]
+    if not damaged:
+        return run
+    # (a second pass, and a copy, only for a run that holds damage)
+    skip = set(damaged)
+    kept = RecordLog(directory=getattr(run.records, "directory", None))
     for k, record in enumerate(run.records):
-        why = record.damage()
-        if why is None:
-            kept.append(record)
-        else:
+        if k in skip:
             report.add("damaged_record", f"{where}: run {run.name!r}, run-level event {k} "
-                       f"(step {record.step}): {why}; skipped", run=run.name)
-    return run if len(kept) == len(run.records) else replace(run, records=tuple(kept))
+                       f"(step {record.step}): {record.damage()}; skipped", run=run.name)
+        else:
+            kept.append(record)
+    return replace(run, records=kept if isinstance(run.records, RecordLog) else tuple(kept))

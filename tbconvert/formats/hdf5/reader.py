@@ -43,6 +43,7 @@ from tbconvert.formats.hdf5.fields import (
     _vlen_ints,
 )
 from tbconvert.formats.hdf5.seal import OpenForWriting, SealBroken, check_seal
+from tbconvert.formats.recordlog import RecordLog
 from tbconvert.model import (
     BlobSequenceSeries,
     Experiment,
@@ -298,11 +299,15 @@ class Hdf5Reader(Reader):
                 check_dataset(r[name], kinds_, f"records/{name}")
                 if r[name].ndim != 1 or r[name].shape != r["kind"].shape:
                     raise ValueError("the records' datasets differ in length")
-            kinds = r["kind"].asstr()[()]
-            steps, walls, payloads = r["step"][()], r["wall_time"][()], r["payload"][()]
-            records = tuple(RunRecord(kind=str(k), step=int(s), wall_time=float(w),
-                                      payload=np.asarray(p, np.uint8).tobytes())
-                            for k, s, w, p in zip(kinds, steps, walls, payloads, strict=True))
+            # a slice at a time into a RecordLog: a run may hold millions of records
+            records = RecordLog()
+            for a in range(0, len(r["kind"]), schema.RECORD_ROWS):
+                b = a + schema.RECORD_ROWS
+                kinds = r["kind"].asstr()[a:b]
+                steps, walls, payloads = r["step"][a:b], r["wall_time"][a:b], r["payload"][a:b]
+                records.extend(RunRecord(kind=str(k), step=int(s), wall_time=float(w),
+                                         payload=np.asarray(p, np.uint8).tobytes())
+                               for k, s, w, p in zip(kinds, steps, walls, payloads, strict=True))
         if start is not None and (np.shape(start) != () or np.asarray(start).dtype.kind not in "fiu"):
             raise ValueError("start_time is not a number")
         return Run(name=_str(g.attrs["name"]), start_time=None if start is None else float(start),

@@ -288,19 +288,41 @@ def _start_run(parent: h5py.Group, name: str, run: Run) -> h5py.Group:
     if run.start_time is not None:
         g.attrs["start_time"] = np.float64(run.start_time)
     if run.records:
-        rec = g.create_group(schema.RECORDS)
-        rec.create_dataset("kind", data=np.array([r.kind for r in run.records], dtype=object),
-                           dtype=STR)
-        rec.create_dataset("step", data=np.array([r.step for r in run.records], np.int64))
-        rec.create_dataset("wall_time",
-                           data=np.array([r.wall_time for r in run.records], np.float64))
-        payload = rec.create_dataset("payload", shape=(0,), maxshape=(None,), dtype=VLEN_BYTES,
-                                     chunks=(schema.VLEN_CHUNK_ROWS,),
-                                     compression=schema.COMPRESSION,
-                                     compression_opts=schema.COMPRESSION_LEVEL)
-        payload.resize(len(run.records), axis=0)
-        payload[0:len(run.records)] = _vlen([r.payload for r in run.records])
+        _write_records(g.create_group(schema.RECORDS), run.records)
     return g
+
+
+def _write_records(rec: h5py.Group, records) -> None:
+    """The run's records, a slice at a time: a run may hold millions, kept out of memory
+    (:class:`~tbconvert.formats.recordlog.RecordLog`) until here."""
+    n = len(records)
+    kind = rec.create_dataset("kind", shape=(n,), dtype=STR)
+    step = rec.create_dataset("step", shape=(n,), dtype=np.int64)
+    wall = rec.create_dataset("wall_time", shape=(n,), dtype=np.float64)
+    payload = rec.create_dataset("payload", shape=(0,), maxshape=(None,), dtype=VLEN_BYTES,
+                                 chunks=(schema.VLEN_CHUNK_ROWS,),
+                                 compression=schema.COMPRESSION,
+                                 compression_opts=schema.COMPRESSION_LEVEL)
+    payload.resize(n, axis=0)
+    at = 0
+    for part in _slices(records, schema.RECORD_ROWS):
+        end = at + len(part)
+        kind[at:end] = np.array([r.kind for r in part], dtype=object)
+        step[at:end] = np.array([r.step for r in part], np.int64)
+        wall[at:end] = np.array([r.wall_time for r in part], np.float64)
+        payload[at:end] = _vlen([r.payload for r in part])
+        at = end
+
+
+def _slices(items, size: int):
+    part = []
+    for item in items:
+        part.append(item)
+        if len(part) == size:
+            yield part
+            part = []
+    if part:
+        yield part
 
 
 def _add_chunk(sg: h5py.Group, states: dict, tags: list, chunk: Series, out: _Out) -> None:

@@ -56,6 +56,8 @@ COMPRESSION: Final = "gzip"
 COMPRESSION_LEVEL: Final = 4
 CHUNK_BYTES: Final = 1 << 20           # target size of a dense tensor chunk
 VLEN_CHUNK_ROWS: Final = 1024
+# A run's records are read and written this many at a time (a run may hold millions).
+RECORD_ROWS: Final = 1 << 16
 
 READ_POINTS: Final = 1 << 20           # scalar points per chunk handed out
 # tensor/blob payload per chunk handed out (about; as the Parquet reader's, tbconvert.formats.packed)

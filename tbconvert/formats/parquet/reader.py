@@ -23,6 +23,7 @@ from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.formats.parquet.rowstream import Rows
+from tbconvert.formats.recordlog import RecordLog
 from tbconvert.model import (
     BlobSequenceSeries,
     Experiment,
@@ -824,8 +825,10 @@ def read_parts(files: list[Path], options: Options, report: Report) -> Iterator[
         finally:
             source.close()
     first = runs[0]
-    run = Run(name=first.name, start_time=first.start_time,
-              records=tuple(r for part in runs for r in part.records))
+    records = RecordLog()
+    for part in runs:
+        records.extend(part.records)
+    run = Run(name=first.name, start_time=first.start_time, records=records)
 
     def chunks():
         seen, empty = set(), {}

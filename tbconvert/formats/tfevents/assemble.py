@@ -23,6 +23,7 @@ from array import array
 import numpy as np
 
 from tbconvert import dtypes as dt
+from tbconvert.formats.recordlog import RecordLog
 from tbconvert.formats.tfevents import legacy, summary_templates
 from tbconvert.formats.tfevents.held_batches import HeldBatches
 from tbconvert.formats.tfevents.purges import PurgeLog, Purges, RestartRule
@@ -231,7 +232,8 @@ class RunAssembler(RestartRule):
         self._by_tid: list[_TagInfo] = []   # self.info's values by their tid
         self._tag_names: list[str] = []      # and their tags
         self.first_metadata: dict[str, tuple[int, Metadata]] = {}
-        self.records: list[tuple[int, RunRecord]] = []
+        # in read order, which is their order (``seq`` only grows): see :meth:`record`
+        self.records = RecordLog(directory=getattr(self.store, "directory", None))
         self.versions: list[tuple[int, float]] = []
         self.purges = PurgeLog()     # (seq, step, tags: frozenset | None)
         self.points_read = 0
@@ -271,7 +273,9 @@ class RunAssembler(RestartRule):
         self._session_starts.append((seq, step))
 
     def record(self, seq: int, rec: RunRecord) -> None:
-        self.records.append((seq, rec))
+        # (records come in read order, and a joined run's parts in file order, so they are
+        # kept in order without their ``seq``, as bytes: a run may hold millions)
+        self.records.append(rec)
         self.other_event(seq, rec.step)
 
     def other_event(self, seq: int, step: int) -> None:
@@ -699,7 +703,8 @@ class RunAssembler(RestartRule):
             if part.versions:
                 version = part.versions[-1][1]
             run.versions.extend((seq + offset, v) for seq, v in part.versions)
-            run.records.extend((seq + offset, r) for seq, r in part.records)
+            run.records.extend(part.records)
+            part.records.close()
             run.block_ends.extend(end + offset for end in part.block_ends)
             run._grouped.update((index, key) for key in part._held.stored)
             for tag, (seq, md) in part.first_metadata.items():
@@ -722,8 +727,7 @@ class RunAssembler(RestartRule):
 
     # -- building ----------------------------------------------------------------------------
     def run(self) -> Run:
-        return Run(self.name, self.start_time,
-                   tuple(r for _, r in sorted(self.records, key=lambda x: x[0])))
+        return Run(self.name, self.start_time, self.records)
 
     def build(self):
         """The run and an iterator of its series chunks (tags in order of first appearance)."""

@@ -48,6 +48,8 @@ STEPS_BUDGET = 1 << 22
 # encoded many tags at a time, a few numpy calls a batch rather than a dozen a chunk.
 SMALL_CHUNK = 64
 BATCH_POINTS = 1 << 16
+# A run's records go to the sorter this many at a time.
+RECORDS_AT_ONCE = 1 << 15
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # Summary.Value pieces (see encode.scalar_values), and the metadata field's key.
 _TAG_KEY, _SIMPLE, _TENSOR = encode.TAG_KEY, encode.SIMPLE_KEY, encode.FLOAT_TENSOR_HEAD
@@ -581,7 +583,7 @@ class RunFile:
 
     def _records(self) -> None:
         payloads, keys, steps, walls = [], [], [], []
-        skipped = 0
+        skipped = written = 0
         # (a Run made by a program may hold what no event holds: told, never a crash)
         for rec in runrecords.checked(self.run, self.report, "event files").records:
             ev = self.event_pb2.Event(wall_time=rec.wall_time, step=rec.step)
@@ -598,14 +600,24 @@ class RunFile:
             keys.append(rec.wall_time if math.isfinite(rec.wall_time) else 0.0)
             steps.append(rec.step)
             walls.append(rec.wall_time)
+            if len(payloads) == RECORDS_AT_ONCE:
+                # (a run may hold millions: the sorter takes them a slice at a time, and
+                # orders them as one, each by its place among the run's records)
+                written = self._add_records(written, keys, steps, walls, payloads)
+                payloads, keys, steps, walls = [], [], [], []
         if skipped:
             self.report.add("restart_markers_not_written",
                             f"run {self.run.name!r}: {skipped} SessionLog START marker(s) not written; "
                             f"{self._what_markers_hid()}", run=self.run.name, count=skipped,
                             lost=False)
         if payloads:
-            n = len(payloads)
-            self.sorter.add(Entries.from_list(keys, -1, np.arange(n), steps, walls, EVENT, payloads))
+            self._add_records(written, keys, steps, walls, payloads)
+
+    def _add_records(self, written: int, keys, steps, walls, payloads) -> int:
+        n = written + len(payloads)
+        self.sorter.add(Entries.from_list(keys, -1, np.arange(written, n), steps, walls, EVENT,
+                                          payloads))
+        return n
 
     def _what_markers_hid(self) -> str:
         # A run's first START is no restart (TensorBoard takes it as the start), and a restart

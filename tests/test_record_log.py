@@ -1,0 +1,93 @@
+"""A run's run-level events kept as compact bytes (RecordLog): the same records, the same
+bytes written as when they were held whole."""
+
+from __future__ import annotations
+
+import pickle
+
+import h5py
+from tensorboard.compat.proto import event_pb2
+
+import tbconvert
+from tbconvert.formats import recordlog
+from tbconvert.formats.recordlog import RecordLog
+from tbconvert.formats.tfevents.records import frame
+from tbconvert.model import RunRecord
+
+
+def _records(n: int) -> list[RunRecord]:
+    out = []
+    for k in range(n):
+        if k % 3 == 0:
+            msg = event_pb2.SessionLog(status=event_pb2.SessionLog.CHECKPOINT,
+                                       checkpoint_path=f"/ckpt/model-{k}")
+            out.append(RunRecord("session_log", k, 1.7e9 + k / 7, msg.SerializeToString()))
+        elif k % 3 == 1:
+            msg = event_pb2.LogMessage(level=event_pb2.LogMessage.INFO, message=f"step {k} é")
+            out.append(RunRecord("log_message", -k, 1.7e9 + k, msg.SerializeToString()))
+        else:
+            out.append(RunRecord("meta_graph_def", k, 1.7e9, bytes(range(256)) * (k % 5)))
+    return out
+
+
+def test_records_come_back_in_order_from_memory_and_from_the_file(monkeypatch):
+    monkeypatch.setattr(recordlog, "SPILL_AT", 300)
+    recs = _records(50) + [RunRecord("no such kind \udcff", 1, 2.0, b"")]
+    log = RecordLog(recs)
+    assert len(log) == len(recs) and log._chunks, "some went to the file"
+    for _ in range(2):      # read as often as wanted
+        got = list(log)
+        assert [r.kind for r in got] == [r.kind for r in recs]
+        assert [(r.step, r.payload) for r in got] == [(r.step, r.payload) for r in recs]
+    assert log == tuple(recs[:4]) + tuple(log)[4:]
+    assert log[-1] == recs[-1] and log[3] == recs[3] and log[2:4] == tuple(recs[2:4])
+    assert log != tuple(recs[:-1]) and RecordLog() == () and not RecordLog()
+
+
+def test_a_log_handed_to_another_process_is_owned_there(monkeypatch):
+    monkeypatch.setattr(recordlog, "SPILL_AT", 300)
+    recs = _records(40)
+    log = RecordLog(recs)
+    copy = pickle.loads(pickle.dumps(log))
+    del log
+    assert list(copy) == list(RecordLog(recs)) and copy.path is not None
+    path = copy.path
+    copy.close()
+    import os
+    assert not os.path.exists(path)
+
+
+def _logdir(path, runs: int = 2, n: int = 300):
+    for r in range(runs):
+        run_dir = path / f"run{r}"
+        run_dir.mkdir(parents=True)
+        data = []
+        for rec in _records(n):
+            ev = event_pb2.Event(wall_time=rec.wall_time, step=rec.step)
+            if rec.kind == "meta_graph_def":
+                ev.meta_graph_def = rec.payload
+            else:
+                getattr(ev, rec.kind).ParseFromString(rec.payload)
+            data.append(frame(ev.SerializeToString()))
+            point = event_pb2.Event(wall_time=1.7e9 + rec.step, step=abs(rec.step))
+            point.summary.value.add(tag="loss", simple_value=0.5)
+            data.append(frame(point.SerializeToString()))
+        (run_dir / "events.out.tfevents.1.host").write_bytes(b"".join(data))
+    return path
+
+
+def test_hdf5_records_are_written_and_read_a_slice_at_a_time(tmp_path, monkeypatch):
+    from tbconvert.formats.hdf5 import schema
+    src = _logdir(tmp_path / "logs", runs=1, n=50)
+    tbconvert.convert(src, tmp_path / "whole.h5")
+    monkeypatch.setattr(schema, "RECORD_ROWS", 7)
+    tbconvert.convert(src, tmp_path / "sliced.h5")
+    with h5py.File(tmp_path / "whole.h5") as a, h5py.File(tmp_path / "sliced.h5") as b:
+        for name in ("kind", "step", "wall_time", "payload"):
+            x, y = a[f"runs/0/records/{name}"][()], b[f"runs/0/records/{name}"][()]
+            assert len(x) == len(y) == 50
+            assert [bytes(memoryview(v)) if not isinstance(v, bytes) else v for v in x] == \
+                [bytes(memoryview(v)) if not isinstance(v, bytes) else v for v in y]
+    back = tbconvert.read(tmp_path / "sliced.h5").runs["run0"].records
+    assert back == tbconvert.read(src).runs["run0"].records
+    assert back == tuple(_records(50))
