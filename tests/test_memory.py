@@ -184,3 +184,41 @@ def test_one_large_point_goes_from_parquet_to_event_files_holding_few_copies_of_
                               "--to", "tfevents"))
     over = peaks[0] - peaks[1]
     assert over <= 2.5 * (size >> 20), f"{over} MiB over a small point's peak"
+
+
+RECORDS = 300_000
+
+
+@pytest.fixture(scope="module")
+def supervisor_run(tmp_path_factory) -> Path:
+    """A run as TF1's Supervisor and tf.logging write one: a checkpoint session log and a log
+    message every other step, 300,000 run-level events beside a scalar point a step."""
+    from tensorboard.compat.proto import event_pb2
+
+    from tbconvert.formats.tfevents.records import frame
+    logdir = tmp_path_factory.mktemp("supervisor") / "run"
+    logdir.mkdir()
+    with open(logdir / "events.out.tfevents.1.host", "wb") as f:
+        for k in range(RECORDS // 2):
+            step, wall = 2 * k, 1.7e9 + k
+            ev = event_pb2.Event(wall_time=wall, step=step)
+            ev.session_log.status = event_pb2.SessionLog.CHECKPOINT
+            ev.session_log.checkpoint_path = f"/home/user/run/checkpoints/model.ckpt-{step}"
+            log = event_pb2.Event(wall_time=wall, step=step)
+            log.log_message.level = event_pb2.LogMessage.INFO
+            log.log_message.message = f"global_step/sec: 123.4 loss = 0.5, step = {step}"
+            point = event_pb2.Event(wall_time=wall, step=step)
+            point.summary.value.add(tag="loss", simple_value=0.5)
+            f.write(frame(ev.SerializeToString()) + frame(log.SerializeToString())
+                    + frame(point.SerializeToString()))
+    return logdir.parent
+
+
+@pytest.mark.parametrize("name", ["o.parquet", "o.h5", "e"])
+def test_a_run_of_many_run_level_events_is_converted_in_bounded_memory(supervisor_run,
+                                                                       tmp_path, name):
+    # (each record was a Python object for the whole run, and a dict in the Parquet footer's
+    # JSON: most of a kilobyte of peak each, 290-420 MiB here)
+    to = ["--to", "tfevents"] if name == "e" else []
+    peak = peak_mib("convert", supervisor_run, tmp_path / name, *to)
+    assert peak <= LIMIT_MIB, f"{name}: {peak} MiB"

@@ -1,18 +1,22 @@
-"""A run's run-level events kept as compact bytes (RecordLog): the same records, the same
-bytes written as when they were held whole."""
+"""A run's run-level events kept as compact bytes (RecordLog), and the archives' JSON of them
+made a piece at a time: the same records, the same bytes as when they were held whole."""
 
 from __future__ import annotations
 
 import pickle
 
 import h5py
+import pytest
 from tensorboard.compat.proto import event_pb2
 
 import tbconvert
+from tbconvert.api import open_reader, open_writer
 from tbconvert.formats import recordlog
+from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet import spool
 from tbconvert.formats.recordlog import RecordLog
 from tbconvert.formats.tfevents.records import frame
-from tbconvert.model import RunRecord
+from tbconvert.model import Run, RunRecord
 
 
 def _records(n: int) -> list[RunRecord]:
@@ -57,6 +61,13 @@ def test_a_log_handed_to_another_process_is_owned_there(monkeypatch):
     assert not os.path.exists(path)
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 30])
+def test_a_runs_json_text_is_the_json_of_the_run(monkeypatch, n):
+    monkeypatch.setattr(S, "_RECORDS_SLICE", 8)
+    run = Run("trainé", None if n == 1 else 1.7e9, tuple(_records(n)))
+    assert b"".join(S.run_text(run)) == S.dumps(S.run_to_json(run))
+
+
 def _logdir(path, runs: int = 2, n: int = 300):
     for r in range(runs):
         run_dir = path / f"run{r}"
@@ -74,6 +85,32 @@ def _logdir(path, runs: int = 2, n: int = 300):
             data.append(frame(point.SerializeToString()))
         (run_dir / "events.out.tfevents.1.host").write_bytes(b"".join(data))
     return path
+
+
+def test_a_parquet_footer_of_many_records_is_the_same_from_a_spool(tmp_path, monkeypatch):
+    """Spooled run JSON (also handed from a run written on its own, as --jobs does) gives the
+    bytes the JSON held in memory gives, and reads back as the same records."""
+    from tbconvert import runtasks
+    src = _logdir(tmp_path / "logs")
+    tbconvert.convert(src, tmp_path / "held.parquet")
+    monkeypatch.setattr(spool, "TEXT_HELD", 512)
+    monkeypatch.setattr(recordlog, "SPILL_AT", 512)
+    tbconvert.convert(src, tmp_path / "spooled.parquet")
+    report = tbconvert.Report()
+    with open_reader(src, report=report) as reader, \
+            open_writer(tmp_path / "staged.parquet", report=report,
+                        options=reader.options) as writer:
+        assert writer.run_parts == "staged"
+        runtasks.copy_in_tasks(reader, writer, report)
+    held = (tmp_path / "held.parquet").read_bytes()
+    assert (tmp_path / "spooled.parquet").read_bytes() == held
+    assert (tmp_path / "staged.parquet").read_bytes() == held
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "held.parquet", "logs", "spooled.parquet", "staged.parquet"]
+    back = tbconvert.read(tmp_path / "staged.parquet")
+    whole = tbconvert.read(src)
+    assert back.runs["run1"].records == whole.runs["run1"].records
+    assert len(whole.runs["run1"].records) == 300
 
 
 def test_hdf5_records_are_written_and_read_a_slice_at_a_time(tmp_path, monkeypatch):

@@ -18,7 +18,9 @@ in run order and the experiment.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
+from collections.abc import Iterator
 from typing import Final
 
 import numpy as np
@@ -111,8 +113,35 @@ def experiment_to_json(exp: Experiment) -> dict:
 
 def run_to_json(run: Run) -> dict:
     return {"name": run.name, "start_time": run.start_time,
-            "records": [{"kind": r.kind, "step": int(r.step), "wall_time": float(r.wall_time),
-                         "payload": _b64(r.payload)} for r in run.records]}
+            "records": [_record_to_json(r) for r in run.records]}
+
+
+def _record_to_json(r) -> dict:
+    return {"kind": r.kind, "step": int(r.step), "wall_time": float(r.wall_time),
+            "payload": _b64(r.payload)}
+
+
+def run_text(run: Run) -> Iterator[bytes]:
+    """``dumps(run_to_json(run))`` a piece at a time: a run may hold millions of records,
+    whose JSON as one list of dicts took a kilobyte each."""
+    head = dumps({"name": run.name, "start_time": run.start_time, "records": []})
+    yield head[:-2]     # (without its "]}")
+    part: list[dict] = []
+    first = True
+    for rec in itertools.chain(run.records, (None,)):
+        if rec is not None:
+            part.append(_record_to_json(rec))
+            if len(part) < _RECORDS_SLICE:
+                continue
+        if part:
+            # the items of a JSON list as dumps gives them within the list
+            yield (b"" if first else b",") + dumps(part)[1:-1]
+            first = False
+            part = []
+    yield b"]}"
+
+
+_RECORDS_SLICE = 4096
 
 
 def series_to_json(run_index: int, tag: str, kind: str, md: Metadata,
@@ -236,5 +265,5 @@ def scalar_dtype(name: str, where: str = "series") -> np.dtype:
     return np.dtype(name)
 
 
-def dumps(obj: dict) -> bytes:
+def dumps(obj: dict | list) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -31,12 +31,14 @@ class Spool:
     def __len__(self) -> int:
         return self.count
 
-    def add(self, item: bytes) -> None:
+    def add(self, item) -> None:
+        """Add ``item``: bytes, or an object giving them a block at a time (``blocks()``)."""
         if self.count and self._sep:
             self._fh.write(self._sep)
             self.size += len(self._sep)
-        self._fh.write(item)
-        self.size += len(item)
+        for block in item.blocks() if hasattr(item, "blocks") else (item,):
+            self._fh.write(block)
+            self.size += len(block)
         self.count += 1
 
     def blocks(self) -> Iterator[bytes]:
@@ -83,3 +85,66 @@ class Pieces:
         for block in self.blocks():
             digest.update(block)
         return digest.hexdigest()
+
+
+class Text:
+    """Bytes added piece by piece: held in memory while they are few, in a spool beside the
+    output once they pass :data:`TEXT_HELD` (the JSON of a run of millions of records)."""
+
+    def __init__(self, where: Path) -> None:
+        self._where = where
+        self._held = bytearray()
+        self._spool: Spool | None = None
+
+    def add(self, data: bytes) -> None:
+        self._held += data
+        if len(self._held) >= TEXT_HELD:
+            if self._spool is None:
+                self._spool = Spool(self._where)
+            self._spool.add(bytes(self._held))
+            self._held = bytearray()
+
+    @property
+    def size(self) -> int:
+        return len(self._held) + (self._spool.size if self._spool is not None else 0)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def value(self):
+        """The bytes when they are held in memory, else this object (see :class:`Pieces`)."""
+        return bytes(self._held) if self._spool is None else self
+
+    def blocks(self) -> Iterator[bytes]:
+        if self._spool is not None:
+            yield from self._spool.blocks()
+        if self._held:
+            yield bytes(self._held)
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+
+TEXT_HELD = 1 << 20
+
+
+class FileText:
+    """The bytes of the file ``path`` (written by another process), a block at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.size = self.path.stat().st_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def blocks(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as fh:
+            left = self.size
+            while left:
+                block = fh.read(min(left, _BLOCK))
+                if not block:
+                    raise OSError(f"{self.path}: shorter than when it was written")
+                left -= len(block)
+                yield block

@@ -22,6 +22,7 @@ from tbconvert.formats.parquet import MARKER_FILE, footer, join, pages, spool
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
+from tbconvert.formats.recordlog import RecordLog
 from tbconvert.model import (
     BlobSequenceSeries,
     DataClass,
@@ -123,7 +124,8 @@ class _SeriesIds:
     """The archive's series list, numbered in first-seen order."""
 
     def __init__(self) -> None:
-        self.runs: list[dict] = []
+        # each run's JSON text: bytes, or a spool.Text of a run of very many records
+        self.runs: list = []
         # each series' JSON, or (until :meth:`series_json`) the fields it is made of: a
         # tuple is a fraction of a dict's memory, for a run of 100,000 tags
         self.series: list = []
@@ -166,16 +168,34 @@ _SERIES_SLICE = 4096
 def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
     """The footer's key-value metadata of a file whose runs, series and row groups ``sink``
     holds: the archive's JSON and its digest."""
-    # the text json.dumps gives for the whole dict, with the series list made apart
+    # the text json.dumps gives for the whole dict, with the runs and series lists made apart
     head = S.dumps({"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
-                    "experiment": S.experiment_to_json(experiment), "runs": sink.runs})
-    raw = b"".join([head[:-1], b',"series":', *sink.series_text(), b",",
-                    S.dumps({S.ROW_GROUPS_KEY: sink.row_groups})[1:]])
-    return {S.METADATA_KEY: raw, S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
+                    "experiment": S.experiment_to_json(experiment), "runs": []})
+    runs = [b","] * (2 * len(sink.runs) - 1) if sink.runs else []
+    runs[::2] = sink.runs
+    parts = [head[:-2], *runs, b'],"series":', *sink.series_text(), b",",
+             S.dumps({S.ROW_GROUPS_KEY: sink.row_groups})[1:]]
+    if all(isinstance(p, bytes) for p in parts):
+        raw = b"".join(parts)
+        return {S.METADATA_KEY: raw,
+                S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
+    # (a run's records are in a spool: the footer is written from it, see _close_with)
+    pieces = spool.Pieces(parts)
+    return {S.METADATA_KEY: pieces, S.DIGEST_KEY: pieces.sha256().encode("ascii")}
+
+
+def _run_text(run: Run, where: Path):
+    """The run's JSON text: bytes, or a :class:`spool.Text` in ``where`` when long."""
+    text = spool.Text(where)
+    for piece in S.run_text(run):
+        text.add(piece)
+    return text.value()
 
 
 # The largest archive JSON that Arrow writes into a footer itself (see _FileSink._close_with).
 _SMALL_FOOTER = 1 << 20
+# Beside a run encoded on its own (stage_run), the file of its JSON when that is long.
+RUN_TEXT_SUFFIX = ".run.json"
 # Archive JSON bytes (held four times by Arrow) that cost about what decoding one row group's
 # footer entry does (about 50 KB of Python objects): many runs of few series go to Arrow.
 _FOOTER_BYTES_PER_GROUP = 12_000
@@ -272,6 +292,10 @@ class _FileSink(_SeriesIds):
         # Arrow holds about four copies of the metadata while it writes the footer; adding
         # it afterwards decodes the footer into Python objects, about 50 KB a row group
         small = size <= _SMALL_FOOTER or size < len(self.row_groups) * _FOOTER_BYTES_PER_GROUP
+        if small and not isinstance(meta[S.METADATA_KEY], bytes):
+            small = size <= _SMALL_FOOTER
+            if small:
+                meta = {**meta, S.METADATA_KEY: b"".join(meta[S.METADATA_KEY].blocks())}
         if small:
             self._writer.add_key_value_metadata(meta)
         self._writer.close()
@@ -511,7 +535,7 @@ def merge_parts(files: list[Path], path: Path, experiment: Experiment, report: R
     arrowpool.choose()
     sink = _FileSink(path)
     try:
-        records, start_time, name = [], None, None
+        records, start_time, name = RecordLog(), None, None
         for k, f in enumerate(files):
             part = ArchiveFile(f, Options(), report)
             try:
@@ -520,7 +544,7 @@ def merge_parts(files: list[Path], path: Path, experiment: Experiment, report: R
                 run = part.runs[0]
                 if k == 0:
                     name, start_time = run.name, run.start_time
-                    sink.runs.append({})
+                    sink.runs.append(b"")
                 records.extend(run.records)
                 ids = np.array([sink.series_id_of(0, tag, kind, md, None if d is None else
                                                   np.dtype(d).name)
@@ -534,7 +558,7 @@ def merge_parts(files: list[Path], path: Path, experiment: Experiment, report: R
                         sink.add(_with_series(batch, ids))
             finally:
                 part.close()
-        sink.runs[0] = S.run_to_json(Run(name, start_time, tuple(records)))
+        sink.runs[0] = _run_text(Run(name, start_time, records), Path(path).parent)
         sink.close(experiment)
     except BaseException:
         sink.discard()
@@ -583,7 +607,16 @@ class _JoinedSink:
 
     def append(self, path: Path, info: dict) -> None:
         """The run ``stage_run`` encoded into ``path``, described by ``info``."""
-        self.append_runs(path, [info["run"]], info["series"], info["row_groups"],
+        text = info["run"]
+        if isinstance(text, dict):
+            text = path.with_name(text["file"])
+            try:
+                self.append_runs(path, [spool.FileText(text)], info["series"],
+                                 info["row_groups"], info["series_runs"])
+            finally:
+                text.unlink(missing_ok=True)
+            return
+        self.append_runs(path, [text], info["series"], info["row_groups"],
                          info["series_runs"])
 
     def append_segment(self, sink: _FileSink) -> None:
@@ -608,7 +641,7 @@ class _JoinedSink:
                 self._file.append(src, _renumbering(offset, digests, series_runs))
         # (the items of a JSON list, each as S.dumps gives it within the list)
         for run in runs:
-            self.runs.add(S.dumps(run))
+            self.runs.add(run)
         for s in series:
             self.series.add(S.dumps(dict(s, run=s["run"] + run_base)))
         for digest in digests:
@@ -734,7 +767,7 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
     """Encode ``run`` into ``sink``; ``end`` False leaves its last row group buffered (the
     sink's closing writes it: see :meth:`_FileSink.close_later`)."""
     run_index = len(sink.runs)
-    sink.runs.append(S.run_to_json(run))
+    sink.runs.append(_run_text(run, Path(sink.path).parent))
     short: list[Series] = []
     sids: list[int] = []
     key = None
@@ -871,10 +904,19 @@ class ParquetWriter(Writer):
         try:
             _write_into(sink, run, series)
             sink.close_bare()
+            text = sink.runs[0]
+            if not isinstance(text, bytes):
+                # a run of very many records: its JSON waits beside the part, not in the pickle
+                text_path = path.with_name(path.name + RUN_TEXT_SUFFIX)
+                with open(text_path, "xb") as out:
+                    for block in text.blocks():
+                        out.write(block)
+                text.close()
+                text = {"file": text_path.name}
         except BaseException:
             sink.discard()
             raise
-        return {"run": sink.runs[0], "series": sink.series_json(), "row_groups": sink.row_groups,
+        return {"run": text, "series": sink.series_json(), "row_groups": sink.row_groups,
                 "series_runs": sink.series_runs}
 
     def append_staged(self, path: Path, info: dict, run_name: str) -> None:
