@@ -8,25 +8,31 @@ event-file writer that could not write it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from tbconvert.formats.recordlog import RecordLog
-from tbconvert.model import Run
+from tbconvert.model import Run, RunRecord
 from tbconvert.report import Report
+
+
+def events(run: Run, report: Report, where: str) -> Iterator[RunRecord]:
+    """The records of ``run`` that are events, in order, each other one reported as it is
+    met: what :func:`checked` keeps, in one pass over records that may be millions."""
+    for k, record in enumerate(run.records):
+        why = record.damage()
+        if why is None:
+            yield record
+        else:
+            report.add("damaged_record", f"{where}: run {run.name!r}, run-level event {k} "
+                       f"(step {record.step}): {why}; skipped", run=run.name)
 
 
 def checked(run: Run, report: Report, where: str) -> Run:
     """``run`` without its records that are no event (each reported)."""
-    damaged = [k for k, record in enumerate(run.records) if record.damage() is not None]
-    if not damaged:
+    if all(record.damage() is None for record in run.records):
         return run
     # (a second pass, and a copy, only for a run that holds damage)
-    skip = set(damaged)
-    kept = RecordLog(directory=getattr(run.records, "directory", None))
-    for k, record in enumerate(run.records):
-        if k in skip:
-            report.add("damaged_record", f"{where}: run {run.name!r}, run-level event {k} "
-                       f"(step {record.step}): {record.damage()}; skipped", run=run.name)
-        else:
-            kept.append(record)
+    kept = RecordLog(events(run, report, where),
+                     directory=getattr(run.records, "directory", None))
     return replace(run, records=kept if isinstance(run.records, RecordLog) else tuple(kept))

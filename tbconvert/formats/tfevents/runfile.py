@@ -585,7 +585,7 @@ class RunFile:
         payloads, keys, steps, walls = [], [], [], []
         skipped = written = 0
         # (a Run made by a program may hold what no event holds: told, never a crash)
-        for rec in runrecords.checked(self.run, self.report, "event files").records:
+        for rec in runrecords.events(self.run, self.report, "event files"):
             ev = self.event_pb2.Event(wall_time=rec.wall_time, step=rec.step)
             if rec.kind == "meta_graph_def":
                 ev.meta_graph_def = rec.payload
