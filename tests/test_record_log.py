@@ -48,10 +48,12 @@ def test_records_come_back_in_order_from_memory_and_from_the_file(monkeypatch):
     assert log != tuple(recs[:-1]) and RecordLog() == () and not RecordLog()
 
 
-def test_a_log_handed_to_another_process_is_owned_there(monkeypatch):
+def test_a_log_pickles_its_records_or_once_handed_over_its_file(monkeypatch):
     monkeypatch.setattr(recordlog, "SPILL_AT", 300)
     recs = _records(40)
     log = RecordLog(recs)
+    assert pickle.loads(pickle.dumps(log)) == log and log.path is None
+    log.hand_over()
     copy = pickle.loads(pickle.dumps(log))
     del log
     assert list(copy) == list(RecordLog(recs)) and copy.path is not None
@@ -128,3 +130,34 @@ def test_hdf5_records_are_written_and_read_a_slice_at_a_time(tmp_path, monkeypat
     back = tbconvert.read(tmp_path / "sliced.h5").runs["run0"].records
     assert back == tbconvert.read(src).runs["run0"].records
     assert back == tuple(_records(50))
+
+
+@pytest.mark.slow
+def test_a_runs_records_read_in_parallel_parts_are_the_run_read_whole(tmp_path, monkeypatch):
+    # (each part holds more than a worker keeps in memory: its file goes to this process)
+    from tbconvert.formats.tfevents import parallel
+    from tbconvert.formats.tfevents import reader as tfevents_reader
+    monkeypatch.setattr(tfevents_reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PART_MIN_BYTES", 0)
+    run_dir = tmp_path / "logs" / "train"
+    run_dir.mkdir(parents=True)
+    recs = _records(3 * 9000)
+    for part in range(3):
+        data = []
+        for rec in recs[part::3]:
+            if rec.kind == "session_log":
+                ev = event_pb2.Event(wall_time=rec.wall_time, step=rec.step)
+                ev.session_log.ParseFromString(rec.payload)
+            else:
+                ev = event_pb2.Event(wall_time=rec.wall_time, step=rec.step,
+                                     meta_graph_def=rec.payload + bytes(200))
+            data.append(frame(ev.SerializeToString()))
+        (run_dir / f"events.out.tfevents.{1700000000 + part}.host").write_bytes(b"".join(data))
+    files = sorted(run_dir.iterdir())
+    assert len(parallel.plan([("train", files)], 3)) > 1
+    whole = tbconvert.read(tmp_path / "logs", jobs=1).runs["train"].records
+    assert len(whole) == 3 * 9000 and sum(len(r.payload) for r in whole) > 3 * recordlog.SPILL_AT
+    assert tbconvert.read(tmp_path / "logs", jobs=3).runs["train"].records == whole
+    for jobs in (1, 3):
+        tbconvert.convert(tmp_path / "logs", tmp_path / f"{jobs}.parquet", jobs=jobs)
+    assert (tmp_path / "1.parquet").read_bytes() == (tmp_path / "3.parquet").read_bytes()

@@ -7,8 +7,10 @@ here each is its serialized fields in one growing buffer, and once the buffer pa
 of memory whatever their number. A :class:`RecordLog` is read back as often as wanted, one
 :class:`~tbconvert.model.RunRecord` at a time, in the order they were added.
 
-The file has no name where the system allows it (see :mod:`.tfevents.spill`); it gets one
-only to be handed to another process (``__getstate__``), which owns it from then on.
+The file has no name where the system allows it (see :mod:`.tfevents.spill`). Pickled, a
+log carries its records; one marked with :meth:`RecordLog.hand_over` (a run read in a worker
+process) carries only its file's name instead, given to the file then, and whoever unpickles
+it owns the file from then on.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class RecordLog:
         self._chunks = array("q")      # bytes of each chunk in the file, in order
         self._buf = bytearray()
         self._count = 0
+        self._by_path = False
         self.extend(records)
 
     def append(self, rec: RunRecord) -> None:
@@ -163,9 +166,14 @@ class RecordLog:
         elif self.path is not None:
             _remove(self.path)
 
-    # A log crosses process boundaries (parallel reading) by its file's path: the receiver
-    # owns the file from then on.
+    def hand_over(self) -> None:
+        """Be pickled by the file's name, not the records (for one process that unpickles
+        it once: parallel reading hands a run's part to the leading process so)."""
+        self._by_path = True
+
     def __getstate__(self):
+        if not self._by_path:
+            return {"directory": self.directory, "records": list(self)}
         if self._file is not None and self.path is None:
             self.path = _name(self._file, self.directory)
         if self._finalizer is not None:
@@ -174,7 +182,9 @@ class RecordLog:
                 "buf": bytes(self._buf), "count": self._count}
 
     def __setstate__(self, state) -> None:
-        self.__init__(directory=state["directory"])
+        self.__init__(state.get("records", ()), directory=state["directory"])
+        if "records" in state:
+            return
         self.path = state["path"]
         self._chunks = state["chunks"]
         self._buf = bytearray(state["buf"])

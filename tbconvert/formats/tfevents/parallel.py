@@ -96,6 +96,7 @@ def _read(root, options, name, files, spill_dir, detached=False):
         asm = reader.read_run(name, files, PieceStore(WORKER_SPILL_AT, spill_dir), progress,
                               detached=detached)
         asm.store.spill()
+        asm.records.hand_over()     # (its file goes with the pieces' to this process)
         result = asm
     except MemoryError:
         raise
