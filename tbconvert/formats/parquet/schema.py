@@ -28,6 +28,7 @@ import pyarrow as pa
 
 # the marker's digest, kept where a sync that finds nothing new can check it without pyarrow
 from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest  # noqa: F401
+from tbconvert.formats.recordlog import RecordLog
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunRecord
 
 FORMAT_NAME: Final = "tbconvert-parquet"   # "format" key of the JSON metadata
@@ -205,15 +206,18 @@ def experiment_from_json(obj) -> Experiment:
 
 
 def run_from_json(obj, i: int = 0) -> Run:
+    """The run ``obj`` lists; its records are taken out of ``obj`` (None in their place)."""
     w = f"runs[{i}]"
     start = _get(obj, "start_time", float, w, optional=True)
-    records = []
-    for k, r in enumerate(_get(obj, "records", list, w, optional=True, default=[])):
+    records = RecordLog()
+    listed = _get(obj, "records", list, w, optional=True, default=[])
+    for k, r in enumerate(listed):
         rw = f"{w}.records[{k}]"
+        listed[k] = None    # (each record's JSON goes as its bytes come: a run may hold many)
         records.append(RunRecord(kind=_get(r, "kind", str, rw), step=_get(r, "step", int, rw),
                                  wall_time=_get(r, "wall_time", float, rw),
                                  payload=_unb64(_get(r, "payload", str, rw), rw + ".payload")))
-    return Run(name=_get(obj, "name", str, w), start_time=start, records=tuple(records))
+    return Run(name=_get(obj, "name", str, w), start_time=start, records=records)
 
 
 def series_from_json(obj, i: int, run_count: int) -> tuple:
