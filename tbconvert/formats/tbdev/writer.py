@@ -190,22 +190,27 @@ class TbdevWriter(Writer):
                             f"first point ({first_wall}) and has no place in the export "
                             "layout; read back, the run starts at its first point",
                             run=run.name, lost=False)
-        markers = [r for r in run.records if r.is_restart_marker()]
+        # (counted, not listed: a run may hold millions of records)
+        markers, dropped, kinds = 0, 0, set()
+        for r in run.records:
+            if r.is_restart_marker():
+                markers += 1
+            else:
+                dropped += 1
+                kinds.add(r.kind)
         if markers:
             # their effect is in which points were written, as for event files
             self.report.add("restart_markers_not_written",
-                            f"run {run.name!r}: {plural(len(markers), 'SessionLog START marker')} "
-                            f"not written; the points {'it' if len(markers) == 1 else 'they'} "
+                            f"run {run.name!r}: {plural(markers, 'SessionLog START marker')} "
+                            f"not written; the points {'it' if markers == 1 else 'they'} "
                             "hid, if any, are left out instead (written and shown with "
                             "--restarts keep-all)", run=run.name,
-                            count=len(markers), lost=False)
-        records = [r for r in run.records if not r.is_restart_marker()]
-        if records:
-            kinds = sorted({r.kind for r in records})
+                            count=markers, lost=False)
+        if dropped:
             self.report.add("run_records_dropped",
-                            f"{run.name}: {len(records)} run-level event(s) ({', '.join(kinds)}) "
+                            f"{run.name}: {dropped} run-level event(s) ({', '.join(sorted(kinds))}) "
                             "have no place in the export layout", run=run.name,
-                            count=len(records))
+                            count=dropped)
         if not points_seen:
             self._without_data(run)
 
