@@ -161,3 +161,18 @@ def test_a_runs_records_read_in_parallel_parts_are_the_run_read_whole(tmp_path, 
     for jobs in (1, 3):
         tbconvert.convert(tmp_path / "logs", tmp_path / f"{jobs}.parquet", jobs=jobs)
     assert (tmp_path / "1.parquet").read_bytes() == (tmp_path / "3.parquet").read_bytes()
+
+
+def test_arrows_limit_on_footer_strings_is_raised_to_the_footers_length(tmp_path, monkeypatch):
+    # (a run of 650,000 records passes Arrow's 100 MB: read, where Arrow refused it)
+    from tbconvert.formats.parquet import reader
+    tbconvert.convert(_logdir(tmp_path / "logs"), tmp_path / "a.parquet")
+    data = (tmp_path / "a.parquet").read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    monkeypatch.setattr(reader, "_ARROW_FOOTER_STRINGS", 1000)
+    with open(tmp_path / "a.parquet", "rb") as fh:
+        assert reader._footer_strings_limit(fh) == length > 1000 and fh.tell() == 0
+    (tmp_path / "b.parquet").write_bytes(b"not parquet")
+    with open(tmp_path / "b.parquet", "rb") as fh:
+        assert reader._footer_strings_limit(fh) == 1000
+    assert len(tbconvert.read(tmp_path / "a.parquet").runs["run0"].records) == 300

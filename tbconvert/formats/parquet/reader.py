@@ -82,6 +82,26 @@ def _open_part(path: Path) -> int:
         return sourcefiles.open_regular(retired)
 
 
+# Arrow's own limit on the strings of a footer it decodes, which the archive's JSON passes
+# for a run of more than about 650,000 records (its session logs and log messages).
+_ARROW_FOOTER_STRINGS = 100_000_000
+
+
+def _footer_strings_limit(fh) -> int:
+    """Arrow's limit on a footer's strings, raised to the footer's length: the strings a
+    footer holds cannot be longer than itself, and a tbconvert archive's JSON may pass
+    Arrow's own limit (reading it then costs several times its size)."""
+    try:
+        fh.seek(-8, os.SEEK_END)
+        tail = fh.read(8)
+        fh.seek(0)
+    except (OSError, ValueError):
+        return _ARROW_FOOTER_STRINGS
+    if len(tail) != 8 or tail[4:] != b"PAR1":
+        return _ARROW_FOOTER_STRINGS
+    return max(_ARROW_FOOTER_STRINGS, int.from_bytes(tail[:4], "little"))
+
+
 def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
     """Open one archive file and return it with its validated metadata; ``pf.close(force=True)``
     closes the file."""
@@ -109,7 +129,8 @@ def _open_local(path: Path):
 
 def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
     try:
-        pf = pq.ParquetFile(fh, page_checksum_verification=True)
+        pf = pq.ParquetFile(fh, page_checksum_verification=True,
+                            thrift_string_size_limit=_footer_strings_limit(fh))
         pf = _parquet_file(fh, pf.metadata, set(pf.schema_arrow.names))
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
