@@ -17,6 +17,7 @@ masks.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from array import array
 
@@ -26,7 +27,13 @@ from tbconvert import dtypes as dt
 from tbconvert.formats.recordlog import RecordLog
 from tbconvert.formats.tfevents import legacy, summary_templates
 from tbconvert.formats.tfevents.held_batches import HeldBatches
-from tbconvert.formats.tfevents.purges import PurgeLog, Purges, RestartRule
+from tbconvert.formats.tfevents.purges import (
+    PurgeLog,
+    Purges,
+    PurgesByTag,
+    RestartRule,
+    seq_of,
+)
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.formats.tfevents.tagkinds import (
@@ -687,16 +694,19 @@ class RunAssembler(RestartRule):
         run._grouped = set()
         last_step, version, seen_start, offset = -1, 0.0, False, 0
         for index, part in enumerate(parts):
+            settled = []
             for seq, step, modern in part.cond_starts:
                 if modern if modern is not None else version >= 2:
                     if seen_start:
-                        run.purges.append((seq + offset, step, None))
+                        settled.append((seq + offset, step, None))
                     seen_start = True
             for seq, step, tags, needs_prev, legacy_known in part.cond_purges:
                 legacy_mode = legacy_known if legacy_known is not None else version < 2
                 if legacy_mode and (step < last_step or not needs_prev):
-                    run.purges.append((seq + offset, step, tags))
-            run.purges.extend(part.purges.shifted(offset))
+                    settled.append((seq + offset, step, tags))
+            # in read order, as PurgeLog.columns finds them without sorting a copy
+            settled.sort(key=seq_of)
+            run.purges.extend(heapq.merge(settled, part.purges.shifted(offset), key=seq_of))
             seen_start |= part._seen_start
             if part._last_step is not None:
                 last_step = part._last_step
@@ -738,14 +748,11 @@ class RunAssembler(RestartRule):
 
     def series(self):
         """Chunks of every tag, in order of first appearance; reads the store once."""
-        everywhere, by_tag = self.purges.by_tag()
-        shared = Purges(everywhere)     # of every tag no purge names
+        purges = PurgesByTag(self.purges)
         try:
             info = self.info
             for tag in sorted(info, key=lambda t: (info[t].first_seq, info[t].first_pos)):
-                own = by_tag.get(tag)
-                yield from self._tag_series(tag, shared if own is None else
-                                            Purges(everywhere, own))
+                yield from self._tag_series(tag, purges(tag))
                 # taken: the keys go while the writer's own state of the run grows
                 info[tag].pieces = ()
         finally:
