@@ -222,3 +222,42 @@ def test_a_run_of_many_run_level_events_is_converted_in_bounded_memory(superviso
     to = ["--to", "tfevents"] if name == "e" else []
     peak = peak_mib("convert", supervisor_run, tmp_path / name, *to)
     assert peak <= LIMIT_MIB, f"{name}: {peak} MiB"
+
+
+PURGES = 3_000_000
+
+
+def _steps_run(logdir: Path, first: int, last: int) -> None:
+    """One event per step from ``first`` to ``last``, in a file without the file_version record
+    (as old writers left it): there TensorBoard purges at every step that goes back."""
+    from tbconvert.api import open_writer
+    from tbconvert.model import DataClass, Metadata, Run, ScalarSeries
+    md = Metadata("scalars", b"", "loss", "", DataClass.SCALAR)
+    way = 1 if last >= first else -1
+    steps = np.arange(first, last + way, way, dtype=np.int64)
+
+    def chunks():
+        for start in range(0, len(steps), 1 << 18):
+            part = steps[start:start + (1 << 18)]
+            yield ScalarSeries(run="r", tag="loss", metadata=md, steps=part,
+                               wall_times=1.7e9 + part * 0.01, hidden=None,
+                               values=np.full(len(part), 0.5, np.float32))
+    with open_writer(logdir, format="tfevents") as w:
+        w.write_run(Run("r", 1.7e9), chunks())
+    (path,) = (logdir / "r").iterdir()
+    data = path.read_bytes()
+    end = 16 + int.from_bytes(data[:8], "little")      # (length, its CRC, event, its CRC)
+    assert b"brain.Event:2" in data[:end]
+    path.write_bytes(data[end:])
+
+
+def test_a_purge_at_every_event_costs_the_purge_log_and_one_column(tmp_path):
+    # Each purge is 20 bytes in the run's purge log, and 8 in the suffix minimum of the steps
+    # of the tag's purges. The tags' purges were copied out of the log, then copied and
+    # sorted again for the tag (340 MiB here, 190 MiB over the same run without purges),
+    # and each block's purges were tuples with a set of tags each while it ended.
+    _steps_run(tmp_path / "back", PURGES, 1)
+    _steps_run(tmp_path / "on", 1, PURGES)
+    over = (peak_mib("convert", tmp_path / "back", tmp_path / "back.parquet")
+            - peak_mib("convert", tmp_path / "on", tmp_path / "on.parquet"))
+    assert over <= (40 * PURGES) >> 20, f"{over} MiB over the peak of a run without purges"

@@ -27,13 +27,8 @@ from tbconvert import dtypes as dt
 from tbconvert.formats.recordlog import RecordLog
 from tbconvert.formats.tfevents import legacy, summary_templates
 from tbconvert.formats.tfevents.held_batches import HeldBatches
-from tbconvert.formats.tfevents.purges import (
-    PurgeLog,
-    Purges,
-    PurgesByTag,
-    RestartRule,
-    seq_of,
-)
+from tbconvert.formats.tfevents.purge_log import PurgeLog, Purges, PurgesByTag, seq_of
+from tbconvert.formats.tfevents.purges import RestartRule
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.formats.tfevents.summary_templates import TagColumns
 from tbconvert.formats.tfevents.tagkinds import (
@@ -704,9 +699,12 @@ class RunAssembler(RestartRule):
                 legacy_mode = legacy_known if legacy_known is not None else version < 2
                 if legacy_mode and (step < last_step or not needs_prev):
                     settled.append((seq + offset, step, tags))
-            # in read order, as PurgeLog.columns finds them without sorting a copy
-            settled.sort(key=seq_of)
-            run.purges.extend(heapq.merge(settled, part.purges.shifted(offset), key=seq_of))
+            # in read order, as PurgesByTag reads the log without sorting a copy of it
+            if settled:
+                settled.sort(key=seq_of)
+                run.purges.extend(heapq.merge(settled, part.purges.shifted(offset), key=seq_of))
+            else:
+                run.purges.extend_shifted(part.purges, offset)
             seen_start |= part._seen_start
             if part._last_step is not None:
                 last_step = part._last_step

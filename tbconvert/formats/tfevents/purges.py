@@ -1,20 +1,18 @@
 """TensorBoard's restart rule, worked out block by block as a run is read.
 
 Which points a restart hides depends on events read after them (a session START, or below
-file version 2 a step going back), so :class:`RestartRule` records each block's purges as
-``(seq, step, tags)`` as the block ends, and :class:`Purges` later turns one tag's purges
-into its hidden mask. The rule itself is described in docs/format-notes.md.
+file version 2 a step going back), so :class:`RestartRule` records each block's purges in the run's
+:class:`~tbconvert.formats.tfevents.purge_log.PurgeLog` as the block ends, from which each
+tag's hidden mask is made later. The rule itself is described in docs/format-notes.md.
 """
 
 from __future__ import annotations
 
 import heapq
-from array import array
-from operator import itemgetter
 
 import numpy as np
 
-seq_of = itemgetter(0)   # a purge's read position
+from tbconvert.formats.tfevents.purge_log import seq_of
 
 
 class RestartRule:
@@ -45,16 +43,29 @@ class RestartRule:
                 if version < 2:
                     continue
                 if self._seen_start:
-                    starts.append((seq, step, None))
+                    starts.append((seq, step))
                 elif self.detached:       # a purge if the earlier files saw a start
                     self.cond_starts.append((seq, step, True))
                 self._seen_start = True
-        # in read order, as PurgeLog.columns finds them without sorting a copy
-        self.purges.extend(heapq.merge(starts, self._out_of_order_purges(), key=seq_of))
-
-    def _out_of_order_purges(self):
+        # in read order, as PurgesByTag reads the log without sorting a copy of it
         if self.legacy_accumulator:
-            return self._legacy_accumulator_purges()
+            self.purges.extend(heapq.merge([(seq, step, None) for seq, step in starts],
+                                           self._legacy_accumulator_purges(), key=seq_of))
+            return
+        seqs, steps, sids = self._out_of_order_purges()
+        if starts:
+            seqs = np.concatenate([np.array([s for s, _ in starts], dtype=np.int64), seqs])
+            steps = np.concatenate([np.array([s for _, s in starts], dtype=np.int64), steps])
+            sids = np.concatenate([np.zeros(len(starts), dtype=np.int32), sids])
+            order = np.argsort(seqs, kind="stable")
+            seqs, steps, sids = seqs[order], steps[order], sids[order]
+        self.purges.extend_columns(seqs, steps, sids)
+
+    def _out_of_order_purges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The block's purges by steps going back, as ``(seqs, steps, set ids)`` of the purge
+        log (a block of old files whose steps go back at every event made as many tuples,
+        each with a set of tags, while it ended)."""
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
         seq_parts = [np.array([r[0] for r in self._summary_rows], dtype=np.int64)]
         step_parts = [np.array([r[1] for r in self._summary_rows], dtype=np.int64)]
         for seqs, steps, _ in self._fast_rows:
@@ -62,7 +73,7 @@ class RestartRule:
             step_parts.append(steps)
         seqs = np.concatenate(seq_parts)
         if not len(seqs):
-            return []
+            return none
         steps = np.concatenate(step_parts)
         order = np.argsort(seqs, kind="stable")
         seqs, steps = seqs[order], steps[order]
@@ -82,17 +93,23 @@ class RestartRule:
         conds.extend((int(i), False, None) for i in np.flatnonzero(lower & np.isnan(version)))
         hits = np.flatnonzero(lower & legacy_mode)
         if not len(hits) and not conds:
-            return []
-        # (sets and searchsorted, not np.union1d / np.intersect1d: np.unique imports numpy.ma,
-        # 7 ms of a sync command's start)
-        tags_by_seq = self._tags_of(set(ev_seq[hits].tolist())
-                                    | {int(ev_seq[i]) for i, _, _ in conds})
+            return none
+        if conds:
+            at = np.array([i for i, _, _ in conds], dtype=np.int64)
+            wanted = np.concatenate([hits, at])
+            wanted.sort()
+            wanted = wanted[np.concatenate(([True], wanted[1:] != wanted[:-1]))]
+        else:
+            wanted = hits     # (sorted, distinct: indices of ev_seq)
+        sids = self._tag_sets(ev_seq[wanted])
+        sets = self.purges.tag_sets()
         for i, needs_prev, legacy_known in conds:
-            seq = int(ev_seq[i])
-            self.cond_purges.append((seq, int(ev_step[i]), frozenset(tags_by_seq.get(seq, ())),
+            sid = int(sids[np.searchsorted(wanted, i)])
+            self.cond_purges.append((int(ev_seq[i]), int(ev_step[i]), sets[sid],
                                      needs_prev, legacy_known))
-        return [(int(ev_seq[h]), int(ev_step[h]), frozenset(tags_by_seq.get(int(ev_seq[h]), ())))
-                for h in hits]
+        if len(wanted) != len(hits):
+            sids = sids[np.searchsorted(wanted, hits)]
+        return ev_seq[hits], ev_step[hits], sids
 
     def _legacy_accumulator_purges(self):
         """The out-of-order rule of TensorBoard's legacy ``EventAccumulator`` (tbparse's reader):
@@ -125,139 +142,79 @@ class RestartRule:
         self._last_step = last
         if not hits:
             return []
-        tags_by_seq = self._tags_of({seq for seq, _ in hits})
-        return [(seq, step, frozenset(tags_by_seq.get(seq, ()))) for seq, step in hits]
+        sets = self.purges.tag_sets()
+        sids = self._tag_sets(np.array([seq for seq, _ in hits], dtype=np.int64)).tolist()
+        return [(seq, step, sets[sid]) for (seq, step), sid in zip(hits, sids, strict=True)]
 
-    def _tags_of(self, wanted: set) -> dict[int, set]:
-        """The tags of the block's summary events ``wanted`` (by sequence number)."""
-        sorted_wanted = np.array(sorted(wanted), dtype=np.int64)
-        tags_by_seq: dict[int, set] = {}
-        for seq, _, tag in self._summary_rows:
-            if seq in wanted:
-                tags = tags_by_seq.setdefault(seq, set())
-                if tag is not None:
-                    tags.add(tag)
+    def _tag_sets(self, wanted: np.ndarray) -> np.ndarray:
+        """The purge log's set id of the tags of each of the block's summary events read at
+        ``wanted`` (sorted, distinct)."""
+        names: list[str] = []         # the tags met, by number (-1: a row without a tag)
+        numbers: dict[str, int] = {}
+
+        def number(tag: str) -> int:
+            n = numbers.get(tag)
+            if n is None:
+                n = numbers[tag] = len(names)
+                names.append(tag)
+            return n
+
+        last = len(wanted) - 1
+
+        def wanted_rows(seqs: np.ndarray) -> np.ndarray:
+            return wanted[np.minimum(np.searchsorted(wanted, seqs), last)] == seqs
+
+        seq_parts, num_parts = [], []
+        if self._summary_rows:
+            rows = self._summary_rows
+            rseq = np.array([r[0] for r in rows], dtype=np.int64)
+            hit = wanted_rows(rseq)
+            seq_parts.append(rseq[hit])
+            num_parts.append(np.array([-1 if rows[i][2] is None else number(rows[i][2])
+                                       for i in np.flatnonzero(hit).tolist()], dtype=np.int64))
         for fseqs, _, tag in self._fast_rows:
-            at = np.minimum(np.searchsorted(sorted_wanted, fseqs), len(sorted_wanted) - 1)
-            hit = sorted_wanted[at] == fseqs
+            hit = wanted_rows(fseqs)
+            seqs = fseqs[hit]
+            if not len(seqs):
+                continue
+            seq_parts.append(seqs)
             if isinstance(tag, str):
-                for seq in fseqs[hit].tolist():
-                    tags_by_seq.setdefault(seq, set()).add(tag)
+                num_parts.append(np.full(len(seqs), number(tag), dtype=np.int64))
                 continue
             # the block's numbers (_fast_columns): the tag of each row by its number
-            names = self._tag_names
-            for seq, tid in zip(fseqs[hit].tolist(), tag[hit].tolist(), strict=True):
-                tags_by_seq.setdefault(seq, set()).add(names[tid])
-        return tags_by_seq
-
-
-class PurgeLog:
-    """A run's purges, ``(seq, step, tags)`` in the order found (``tags``: a frozenset, or
-    None for every tag), kept as 20 bytes each: a run of old files whose steps go back
-    makes a purge every few events (1.8 million in 20 million points), and as tuples with
-    a set each they took 1 GiB. Each distinct set of tags is kept once."""
-
-    def __init__(self) -> None:
-        self._seq = array("q")
-        self._step = array("q")
-        self._set = array("i")       # index in _sets
-        self._sets: list = [None]
-        self._set_ids: dict = {None: 0}
-
-    def append(self, purge) -> None:
-        seq, step, tags = purge
-        sid = self._set_ids.get(tags)
-        if sid is None:
-            sid = self._set_ids[tags] = len(self._sets)
-            self._sets.append(tags)
-        self._seq.append(seq)
-        self._step.append(step)
-        self._set.append(sid)
-
-    def extend(self, purges) -> None:
-        for purge in purges:
-            self.append(purge)
-
-    def __len__(self) -> int:
-        return len(self._seq)
-
-    def __iter__(self):
-        sets = self._sets
-        for seq, step, sid in zip(self._seq, self._step, self._set, strict=True):
-            yield seq, step, sets[sid]
-
-    def shifted(self, offset: int):
-        """The purges, each read ``offset`` later."""
-        for seq, step, tags in self:
-            yield seq + offset, step, tags
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(seqs, steps, set ids)`` sorted by read position: views of the log itself when
-        its purges were found in that order (as a run read from its start, or joined, has
-        them), sorted copies otherwise. The log takes no more purges while they are used."""
-        seq, step, sid = (np.frombuffer(a, dtype=t) if len(a) else np.zeros(0, t)
-                          for a, t in ((self._seq, np.int64), (self._step, np.int64),
-                                       (self._set, np.int32)))
-        if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
-            order = np.argsort(seq, kind="stable")
-            seq, step, sid = seq[order], step[order], sid[order]
-        return seq, step, sid
-
-    def tag_sets(self) -> list:
-        """The distinct sets of tags named, by set id (0: None, every tag)."""
-        return self._sets
-
-
-class PurgesByTag:
-    """Each tag's :class:`Purges`, made from a run's :class:`PurgeLog` as the tag's series is
-    built. A tag that every purge applies to reads the log's own arrays; copies of rows are
-    made for one tag at a time (1.8 million purges copied per tag, and sorted, took 90 MB
-    beside the log). Those of the tags that no purge names are made once and shared."""
-
-    def __init__(self, log: PurgeLog) -> None:
-        self._seq, self._step, self._sid = log.columns()
-        sets = log.tag_sets()
-        self._sets = len(sets)
-        self._named: dict[str, list[int]] = {}
-        for sid in range(1, len(sets)):
-            for tag in sets[sid]:
-                self._named.setdefault(tag, []).append(sid)
-        self._shared: Purges | None = None
-
-    def __call__(self, tag: str) -> Purges:
-        named = self._named.get(tag)
-        if named is not None:
-            return self._of([0, *named])
-        if self._shared is None:
-            self._shared = self._of([0])
-        return self._shared
-
-    def _of(self, sids: list[int]) -> Purges:
-        if len(sids) == self._sets:
-            return Purges(self._seq, self._step)
-        wanted = np.zeros(self._sets, dtype=bool)
-        wanted[sids] = True
-        rows = wanted[self._sid]
-        return Purges(self._seq[rows], self._step[rows])
-
-
-class Purges:
-    """The purges that apply to one tag, as arrays for a vectorised hidden mask.
-
-    A point is hidden when some purge read after it has a step at or below the
-    point's step: with purges sorted by read position, that is a suffix minimum.
-    """
-
-    def __init__(self, seq: np.ndarray, steps: np.ndarray) -> None:
-        """``seq`` sorted, the purges' steps in that order."""
-        self.seq = seq
-        self.min_step = np.minimum.accumulate(steps[::-1])[::-1] if len(steps) else steps
-
-    def hidden(self, seq: np.ndarray, steps: np.ndarray):
-        if not len(self.seq):
-            return None
-        idx = np.searchsorted(self.seq, seq, side="right")
-        later = idx < len(self.seq)
-        hidden = np.zeros(len(seq), dtype=bool)
-        hidden[later] = steps[later] >= self.min_step[idx[later]]
-        return hidden
+            tids = tag[hit]
+            present = np.flatnonzero(np.bincount(tids))
+            to_number = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+            to_number[present] = [number(self._tag_names[t]) for t in present.tolist()]
+            num_parts.append(to_number[tids])
+        sids = np.full(len(wanted), -1, dtype=np.int32)
+        if seq_parts:
+            seqs, nums = np.concatenate(seq_parts), np.concatenate(num_parts)
+            order = np.lexsort((nums, seqs))
+            seqs, nums = seqs[order], nums[order]
+            keep = np.concatenate(([True], (seqs[1:] != seqs[:-1]) | (nums[1:] != nums[:-1])))
+            seqs, nums = seqs[keep], nums[keep]
+            starts = np.flatnonzero(np.concatenate(([True], seqs[1:] != seqs[:-1])))
+            sizes = np.diff(np.append(starts, len(seqs)))
+            # an event of one tag (or none: -1), the usual kind, takes its set by number
+            log = self.purges
+            heads = nums[starts]
+            used = np.flatnonzero(np.bincount(heads[sizes == 1] + 1, minlength=len(names) + 1))
+            by_number = np.zeros(len(names) + 1, dtype=np.int32)
+            by_number[used] = [log.set_id(frozenset(names[n - 1:n]) if n else frozenset())
+                               for n in used.tolist()]
+            found = by_number[heads + 1]
+            several: dict[bytes, int] = {}
+            for g in np.flatnonzero(sizes > 1).tolist():
+                members = nums[starts[g]:starts[g] + sizes[g]]
+                key = members.tobytes()
+                sid = several.get(key)
+                if sid is None:
+                    sid = several[key] = log.set_id(frozenset(
+                        names[n] for n in members.tolist() if n >= 0))
+                found[g] = sid
+            sids[np.searchsorted(wanted, seqs[starts])] = found
+        missing = sids < 0
+        if missing.any():
+            sids[missing] = self.purges.set_id(frozenset())
+        return sids
