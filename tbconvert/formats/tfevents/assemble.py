@@ -755,6 +755,7 @@ class RunAssembler(RestartRule):
                 info[tag].pieces = ()
         finally:
             self.store.close()
+            purges.close()
 
     def _tag_series(self, tag: str, purges: Purges):
         info = self.info[tag]

@@ -12,20 +12,37 @@ from operator import itemgetter
 
 import numpy as np
 
+from tbconvert.arrayfile import ArrayFile
+
 seq_of = itemgetter(0)   # a purge's read position, of its ``(seq, step, tags)``
+
+
+# Purges held in memory before they go to the log's temporary file, as one segment.
+SEGMENT = 1 << 16
 
 
 class PurgeLog:
     """A run's purges, ``(seq, step, tags)`` (``tags``: a frozenset, or None for every tag),
-    kept as 20 bytes each: as tuples with a set each they took 1 GiB. Each distinct set of
-    tags is kept once and named by its set id (0: None)."""
+    as 20 bytes each: as tuples with a set each they took 1 GiB. Each distinct set of tags
+    is kept once and named by its set id (0: None). Past :data:`SEGMENT` purges they go to
+    a temporary file a segment at a time, as a run's purges grow with it (1.8 million,
+    36 MB, in 20 million points whose steps go back every few events)."""
 
     def __init__(self) -> None:
-        self._seq = array("q")
-        self._step = array("q")
-        self._set = array("i")       # index in _sets
         self._sets: list = [None]
         self._set_ids: dict = {None: 0}
+        self._file: ArrayFile | None = None
+        # on file: (where, rows, rows of each set id) of each segment
+        self._segments: list[tuple[int, int, np.ndarray]] = []
+        self._spilled = 0
+        self._last_seq: int | None = None
+        self.in_order = True     # each purge read after the one before
+        self._new_tail()
+
+    def _new_tail(self) -> None:
+        self._seq = array("q")
+        self._step = array("q")
+        self._set = array("i")       # set ids
 
     def set_id(self, tags: frozenset | None) -> int:
         sid = self._set_ids.get(tags)
@@ -37,9 +54,14 @@ class PurgeLog:
     def append(self, purge) -> None:
         seq, step, tags = purge
         sid = self.set_id(tags)
+        if self._last_seq is not None and seq <= self._last_seq:
+            self.in_order = False
+        self._last_seq = seq
         self._seq.append(seq)
         self._step.append(step)
         self._set.append(sid)
+        if len(self._seq) >= SEGMENT:
+            self._spill()
 
     def extend(self, purges) -> None:
         for purge in purges:
@@ -47,67 +69,137 @@ class PurgeLog:
 
     def extend_columns(self, seqs: np.ndarray, steps: np.ndarray, sids: np.ndarray) -> None:
         """Purges given as columns, ``sids`` from :meth:`set_id`."""
-        self._seq.frombytes(np.ascontiguousarray(seqs, dtype=np.int64).tobytes())
+        if not len(seqs):
+            return
+        seqs = np.ascontiguousarray(seqs, dtype=np.int64)
+        if (self._last_seq is not None and seqs[0] <= self._last_seq) or \
+                (len(seqs) > 1 and not (seqs[1:] > seqs[:-1]).all()):
+            self.in_order = False
+        self._last_seq = int(seqs[-1])
+        self._seq.frombytes(seqs.tobytes())
         self._step.frombytes(np.ascontiguousarray(steps, dtype=np.int64).tobytes())
         self._set.frombytes(np.ascontiguousarray(sids, dtype=np.int32).tobytes())
+        if len(self._seq) >= SEGMENT:
+            self._spill()
 
     def extend_shifted(self, other: PurgeLog, offset: int) -> None:
         """``other``'s purges, each read ``offset`` later."""
-        seq, step, sid = other._arrays()
         ids = np.array([self.set_id(tags) for tags in other._sets], dtype=np.int32)
-        self.extend_columns(seq + offset, step, ids[sid])
+        for k in range(other._segment_count()):
+            seq, step, sid = other._segment(k)
+            self.extend_columns(seq + offset, step, ids[sid])
+
+    def _spill(self) -> None:
+        if self._file is None:
+            self._file = ArrayFile("tbconvert-purges-")
+        seq, step, sid = self._tail()
+        at = self._file.put(seq)
+        self._file.put(step)
+        self._file.put(sid)
+        self._segments.append((at, len(seq), np.bincount(sid)))
+        self._spilled += len(seq)
+        self._new_tail()
+
+    def _tail(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return tuple(np.frombuffer(a, dtype=t) if len(a) else np.zeros(0, t)
+                     for a, t in ((self._seq, np.int64), (self._step, np.int64),
+                                  (self._set, np.int32)))
+
+    def _segment_count(self) -> int:
+        return len(self._segments) + 1
+
+    def _segment(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(seqs, steps, set ids)`` of segment ``k``, the last one the purges in memory
+        (views of them: the log takes no more purges while they are held)."""
+        if k == len(self._segments):
+            return self._tail()
+        at, n, _ = self._segments[k]
+        get = self._file.get
+        return get(at, np.int64, n), get(at + 8 * n, np.int64, n), get(at + 16 * n, np.int32, n)
+
+    def _set_rows(self, k: int) -> np.ndarray:
+        """Rows of each set id in segment ``k`` (shorter where the last ones have none)."""
+        if k == len(self._segments):
+            return np.bincount(self._tail()[2])
+        return self._segments[k][2]
 
     def __len__(self) -> int:
-        return len(self._seq)
+        return self._spilled + len(self._seq)
 
     def __iter__(self):
         sets = self._sets
-        for seq, step, sid in zip(self._seq, self._step, self._set, strict=True):
-            yield seq, step, sets[sid]
+        for k in range(self._segment_count()):
+            columns = [c.tolist() for c in self._segment(k)]
+            for seq, step, sid in zip(*columns, strict=True):
+                yield seq, step, sets[sid]
 
     def shifted(self, offset: int):
         """The purges, each read ``offset`` later."""
         for seq, step, tags in self:
             yield seq + offset, step, tags
 
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return tuple(np.frombuffer(a, dtype=t) if len(a) else np.zeros(0, t)
-                     for a, t in ((self._seq, np.int64), (self._step, np.int64),
-                                  (self._set, np.int32)))
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(seqs, steps, set ids)`` sorted by read position: views of the log itself when
-        its purges were found in that order (as the restart rule and :meth:`joined
-        <tbconvert.formats.tfevents.assemble.RunAssembler.joined>` log them), sorted copies
-        otherwise. The log takes no more purges while views of it are held."""
-        seq, step, sid = self._arrays()
-        if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
-            order = np.argsort(seq, kind="stable")
-            seq, step, sid = seq[order], step[order], sid[order]
-        return seq, step, sid
-
     def tag_sets(self) -> list:
         """The distinct sets of tags, by set id."""
         return self._sets
 
+    def sorted(self) -> PurgeLog:
+        """The log in read order: itself, or a sorted copy (made in memory at once)."""
+        if self.in_order:
+            return self
+        parts = [self._segment(k) for k in range(self._segment_count())]
+        seq, step, sid = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        del parts
+        order = np.argsort(seq, kind="stable")
+        out = PurgeLog()
+        out._sets, out._set_ids = self._sets, self._set_ids
+        for a in range(0, len(order), SEGMENT):
+            rows = order[a:a + SEGMENT]
+            out.extend_columns(seq[rows], step[rows], sid[rows])
+        return out
+
+    def close(self) -> None:
+        """Let the temporary file go (the log is read no more)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __getstate__(self):
+        # (a worker process hands its runs' logs over in memory: its file stays its own)
+        parts = [self._segment(k) for k in range(self._segment_count())]
+        return {"sets": self._sets,
+                "columns": [np.concatenate([p[i] for p in parts]) for i in range(3)]}
+
+    def __setstate__(self, state) -> None:
+        self.__init__()
+        for tags in state["sets"]:
+            self.set_id(tags)
+        seq, step, sid = state["columns"]
+        for a in range(0, len(seq), SEGMENT):
+            self.extend_columns(seq[a:a + SEGMENT], step[a:a + SEGMENT], sid[a:a + SEGMENT])
+
 
 class PurgesByTag:
     """Each tag's :class:`Purges`, made from a run's :class:`PurgeLog` as the tag's series is
-    built. A tag that every purge applies to reads the log's own arrays; other tags copy
-    their own rows, one tag at a time (every tag's purges copied at once, then sorted
-    again, took 90 MB beside 1.8 million purges). Those of the tags that no purge names
-    are made once and shared."""
+    built, a segment of the log at a time: only the tag's own rows are in memory, for one
+    tag at a time (every tag's purges copied out of the log at once, then copied and sorted
+    again for the tag, took 90 MB beside 1.8 million purges). Those of the tags that no
+    purge names are made once and shared."""
 
     def __init__(self, log: PurgeLog) -> None:
-        self._seq, self._step, self._sid = log.columns()
+        self._log = log = log.sorted()
         sets = log.tag_sets()
-        self._rows_of_set = np.bincount(self._sid, minlength=len(sets))
+        self._sets = len(sets)
+        self._counts = []
+        for k in range(log._segment_count()):
+            counts = np.zeros(len(sets), dtype=np.int64)
+            rows = log._set_rows(k)
+            counts[:len(rows)] = rows
+            self._counts.append(counts)
         self._named: dict[str, list[int]] = {}
         for sid in range(1, len(sets)):
             for tag in sets[sid]:
                 self._named.setdefault(tag, []).append(sid)
         self._shared: Purges | None = None
-        self._by_set: np.ndarray | None = None   # row numbers ordered by set id, once needed
 
     def __call__(self, tag: str) -> Purges:
         named = self._named.get(tag)
@@ -118,24 +210,34 @@ class PurgesByTag:
         return self._shared
 
     def _of(self, sids: list[int]) -> Purges:
-        counts = self._rows_of_set
-        rows = int(counts[sids].sum())
-        if rows == len(self._seq):
-            return Purges(self._seq, self._step)
-        if rows * 64 >= len(self._seq):
-            wanted = np.zeros(len(counts), dtype=bool)
-            wanted[sids] = True
-            take = wanted[self._sid]
-        else:
-            # a few rows among many: found through the rows ordered by set, not by looking
-            # at every row for each such tag
-            if self._by_set is None:
-                self._by_set = np.argsort(self._sid, kind="stable").astype(
-                    np.int32 if len(self._sid) < 1 << 31 else np.int64)
-            ends = np.cumsum(counts)
-            take = np.concatenate([self._by_set[ends[s] - counts[s]:ends[s]] for s in sids])
-            take.sort()
-        return Purges(self._seq[take], self._step[take])
+        """The purges of set ids ``sids``: the segments are read last first, each one's
+        steps taking the suffix minimum of the ones after it."""
+        taken = [int(c[sids].sum()) for c in self._counts]
+        total = sum(taken)
+        seq_out = np.empty(total, dtype=np.int64)
+        min_out = np.empty(total, dtype=np.int64)
+        wanted = np.zeros(self._sets, dtype=bool)
+        wanted[sids] = True
+        end, after = total, None
+        for k in reversed(range(len(taken))):
+            if not taken[k]:
+                continue
+            seq, step, sid = self._log._segment(k)
+            if taken[k] != len(seq):
+                rows = wanted[sid]
+                seq, step = seq[rows], step[rows]
+            start = end - taken[k]
+            seq_out[start:end] = seq
+            mins = min_out[start:end]
+            np.minimum.accumulate(step[::-1], out=mins[::-1])
+            if after is not None:
+                np.minimum(mins, after, out=mins)
+            after = int(mins[0])
+            end = start
+        return Purges(seq_out, min_out)
+
+    def close(self) -> None:
+        self._log.close()
 
 
 class Purges:
@@ -145,10 +247,10 @@ class Purges:
     point's step: with purges sorted by read position, that is a suffix minimum.
     """
 
-    def __init__(self, seq: np.ndarray, steps: np.ndarray) -> None:
-        """``seq`` sorted, the purges' steps in that order."""
+    def __init__(self, seq: np.ndarray, min_step: np.ndarray) -> None:
+        """``seq`` sorted; ``min_step``: the least step of the purges from each on."""
         self.seq = seq
-        self.min_step = np.minimum.accumulate(steps[::-1])[::-1] if len(steps) else steps
+        self.min_step = min_step
 
     def hidden(self, seq: np.ndarray, steps: np.ndarray):
         if not len(self.seq):
