@@ -90,12 +90,16 @@ class PurgeLog:
             self.extend_columns(seq + offset, step, ids[sid])
 
     def _spill(self) -> None:
+        """The purges in memory to the file as a segment, its rows grouped by set id (in
+        their order within each set), each row with its place in the segment: a tag's
+        purges are read back without reading those of other tags."""
         if self._file is None:
             self._file = ArrayFile("tbconvert-purges-")
         seq, step, sid = self._tail()
-        at = self._file.put(seq)
-        self._file.put(step)
-        self._file.put(sid)
+        by_set = np.argsort(sid, kind="stable")
+        at = self._file.put(seq[by_set])
+        self._file.put(step[by_set])
+        self._file.put(by_set.astype(np.int32))
         self._segments.append((at, len(seq), np.bincount(sid)))
         self._spilled += len(seq)
         self._new_tail()
@@ -109,13 +113,38 @@ class PurgeLog:
         return len(self._segments) + 1
 
     def _segment(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(seqs, steps, set ids)`` of segment ``k``, the last one the purges in memory
-        (views of them: the log takes no more purges while they are held)."""
+        """``(seqs, steps, set ids)`` of segment ``k`` in the order logged, the last one the
+        purges in memory (views of them: the log takes no more purges while they are held)."""
         if k == len(self._segments):
             return self._tail()
-        at, n, _ = self._segments[k]
+        at, n, counts = self._segments[k]
         get = self._file.get
-        return get(at, np.int64, n), get(at + 8 * n, np.int64, n), get(at + 16 * n, np.int32, n)
+        place = get(at + 16 * n, np.int32, n)
+        seq, step = np.empty(n, np.int64), np.empty(n, np.int64)
+        sid = np.empty(n, np.int32)
+        seq[place] = get(at, np.int64, n)
+        step[place] = get(at + 8 * n, np.int64, n)
+        sid[place] = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        return seq, step, sid
+
+    def _rows_of(self, k: int, sids: list[int], wanted: np.ndarray):
+        """``(seqs, steps)`` of segment ``k``'s purges of set ids ``sids`` (``wanted``: the
+        same as a mask of set ids), in the order logged."""
+        if k == len(self._segments):
+            seq, step, sid = self._tail()
+            rows = wanted[sid]
+            return seq[rows], step[rows]
+        at, n, counts = self._segments[k]
+        starts = np.cumsum(counts) - counts
+        get = self._file.get
+        parts = [(int(starts[s]), int(counts[s])) for s in sids if s < len(counts) and counts[s]]
+        seq = np.concatenate([get(at + 8 * a, np.int64, c) for a, c in parts])
+        step = np.concatenate([get(at + 8 * (n + a), np.int64, c) for a, c in parts])
+        if len(parts) > 1:
+            place = np.concatenate([get(at + 16 * n + 4 * a, np.int32, c) for a, c in parts])
+            order = np.argsort(place, kind="stable")
+            seq, step = seq[order], step[order]
+        return seq, step
 
     def _set_rows(self, k: int) -> np.ndarray:
         """Rows of each set id in segment ``k`` (shorter where the last ones have none)."""
@@ -222,10 +251,7 @@ class PurgesByTag:
         for k in reversed(range(len(taken))):
             if not taken[k]:
                 continue
-            seq, step, sid = self._log._segment(k)
-            if taken[k] != len(seq):
-                rows = wanted[sid]
-                seq, step = seq[rows], step[rows]
+            seq, step = self._log._rows_of(k, sids, wanted)
             start = end - taken[k]
             seq_out[start:end] = seq
             mins = min_out[start:end]
