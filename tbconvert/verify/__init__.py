@@ -2,9 +2,12 @@
 
 Each series is reduced to a fingerprint as it streams past (point count,
 metadata, and SHA-256 digests of steps, wall times and values, independent of
-how the points were chunked), so two sources of any size compare with memory
-bounded by one run; beside the digests, a sketch of at most 64 buckets of steps
-per series tells where a difference is (:mod:`tbconvert.verify.sketch`). Each run's
+how the points were chunked); beside the digests, a sketch of at most 64 buckets
+of steps per series tells where a difference is (:mod:`tbconvert.verify.sketch`).
+A fingerprint takes a few KB: a source of many series keeps a digest row of a
+few dozen bytes per series instead (:mod:`tbconvert.verify.digest`), and is read
+again for the fingerprints of the series whose rows differ, so two sources of any
+size compare with memory bounded by one run and their series' names. Each run's
 run-level events (meta graphs, session logs, log messages) are compared as well,
 and so are runs without series wherever both formats can hold them. Users run
 this after archiving and before deleting the originals.
@@ -21,18 +24,27 @@ import numpy as np
 
 from tbconvert import api, names
 from tbconvert.describe import scan
+from tbconvert.errors import FormatError
 from tbconvert.formats.base import Options
 from tbconvert.model import Experiment, Series
 from tbconvert.report import Report, given, plural
+from tbconvert.verify.digest import Digests
 from tbconvert.verify.fingerprint import Fingerprint, metadata_key, record_key
 from tbconvert.verify.sketch import MASK, Batch, Place, locate
+
+# A source of at most HELD series keeps their fingerprints as it is read; a source of more
+# keeps digests only, and the series whose digests differ are read again, GROUP at a time,
+# for fingerprints that tell where (a fingerprint takes a few KB).
+HELD = 4096
+GROUP = 4096
 
 
 @dataclass
 class _Source:
     """What one source holds, reduced for comparing."""
 
-    series: dict[str, dict[str, Fingerprint]]     # {run: {tag: fingerprint}}, every selected run
+    digests: Digests                                # of every series of the selected runs
+    series: dict[str, dict[str, Fingerprint]] | None   # {run: {tag: fingerprint}}, if held
     records: dict[str, collections.Counter]         # {run: Counter of record keys}
     experiment: Experiment
     # A TensorBoard.dev export knows a run only by the lines of its series: it holds neither
@@ -44,44 +56,142 @@ class _Source:
     # None: a format that holds none), read only to be compared with another logdir's.
     plugin_files: object = None
 
+    @property
+    def runs(self) -> dict[str, dict[str, int]]:
+        """{run: {tag: digest row}}, every selected run."""
+        return self.digests.numbers
+
+    def points(self, run: str, tag: str) -> int:
+        return self.digests.points(self.runs[run][tag])
+
+    def scalar_dtypes(self, run: str, tag: str) -> list:
+        if self.series is not None:
+            return self.series[run][tag].scalar_dtypes
+        return self.digests.scalar_dtypes(self.runs[run][tag])
+
+
+class _Reduced:
+    """The stats :func:`scan` adds a chunk to: its series' digest row, and its fingerprint
+    while the source has at most :data:`HELD` series."""
+
+    def __init__(self, keep_walls: bool):
+        self.keep_walls = keep_walls
+        self.digests = Digests(keep_walls)
+        self.held: dict[str, dict[str, Fingerprint]] | None = {}
+        self.batch = Batch()
+        self._row = 0
+        self._fp: Fingerprint | None = None
+
+    def __call__(self, run, s: Series) -> _Reduced:
+        # names as conversions store them (odd bytes %XX), so a round trip compares equal
+        name, tag = names.text(run.name), names.text(s.tag)
+        self._row = self.digests.row(name, tag, s)
+        self._fp = None
+        if self.held is not None:
+            tags = self.held.setdefault(name, {})
+            self._fp = tags.get(tag)
+            if self._fp is None and self.digests.used > HELD:
+                self._let_go()
+            elif self._fp is None:
+                self._fp = tags[tag] = _new_fingerprint(s, self.keep_walls, self.batch)
+        return self
+
+    def add(self, s: Series) -> None:
+        self.digests.add(self._row, s, None if self._fp is None else self._fp.add(s))
+
+    def _let_go(self) -> None:
+        """Too many series to keep fingerprints of: digests only, from now on."""
+        for run, tags in self.held.items():
+            rows = self.digests.numbers.get(run, {})
+            for tag, fp in tags.items():
+                if tag in rows:
+                    self.digests.set_dtypes(rows[tag], fp.scalar_dtypes)
+        self.held = None
+        self.batch = Batch()
+
+    def drop(self, run: str) -> None:
+        self.digests.numbers.pop(run, None)
+        if self.held is not None:
+            self.held.pop(run, None)
+
+    def flush(self) -> None:
+        self.batch.flush()
+        self.digests.flush()
+
+
+def _new_fingerprint(s: Series, keep_walls: bool, batch: Batch) -> Fingerprint:
+    return Fingerprint(s.metadata.plugin_name, s.data_class.name, metadata=metadata_key(s),
+                       keep_walls=keep_walls, batch=batch)
+
 
 def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
                  keep_walls: bool) -> _Source:
-    """The fingerprints of a source's series, and its runs' records, streaming."""
-    out: dict[str, dict[str, Fingerprint]] = {}
+    """The digests of a source's series (and, for a source of at most :data:`HELD` series,
+    their fingerprints), and its runs' records, streaming."""
     records: dict[str, collections.Counter] = {}
     starts: dict = {}
-    batch = Batch()
-
-    def fingerprint_of(run, s: Series) -> Fingerprint:
-        # names as conversions store them (odd bytes %XX), so a round trip compares equal
-        tags = out.setdefault(names.text(run.name), {})
-        tag = names.text(s.tag)
-        fp = tags.get(tag)
-        if fp is None:
-            fp = tags[tag] = Fingerprint(s.metadata.plugin_name, s.data_class.name,
-                                          metadata=metadata_key(s), keep_walls=keep_walls,
-                                          batch=batch)
-        return fp
-
+    reduced = _Reduced(keep_walls)
     with api.open_reader(path, format=fmt, options=options, report=report) as reader:
         experiment = reader.experiment()
-        for run, selected in scan(reader, options, fingerprint_of, visible_only=True):
+        for run, selected in scan(reader, options, reduced, visible_only=True):
             name = names.text(run.name)
             if not selected:
-                out.pop(name, None)
+                reduced.drop(name)
                 continue
-            out.setdefault(name, {})
+            reduced.digests.numbers.setdefault(name, {})
+            if reduced.held is not None:
+                reduced.held.setdefault(name, {})
             starts[name] = run.start_time
             # A restart marker is TensorBoard's only to hide points, and which points are
             # hidden is compared with the points; event files written from any source hold
             # the points, not the markers.
             records.setdefault(name, collections.Counter()).update(
                 record_key(r) for r in run.records if not r.is_restart_marker())
-        batch.flush()
+        reduced.flush()
         tbdev = _is_tbdev(reader)
         plugin_files = getattr(reader, "plugin_source", lambda: None)()
-    return _Source(out, records, experiment, tbdev, starts, plugin_files)
+    return _Source(reduced.digests, reduced.held, records, experiment, tbdev, starts,
+                   plugin_files)
+
+
+def _fingerprints_of(path, *, fmt: str | None, options: Options, keep_walls: bool,
+                     wanted: dict[str, set[str]]) -> dict[str, dict[str, Fingerprint]]:
+    """The fingerprints of the ``wanted`` series ({run: tags}) of a source read again."""
+    out: dict[str, dict[str, Fingerprint]] = {}
+    batch = Batch()
+
+    def fingerprint_of(run, s: Series):
+        name, tag = names.text(run.name), names.text(s.tag)
+        if tag not in wanted.get(name, ()):
+            return _UNWANTED
+        tags = out.setdefault(name, {})
+        fp = tags.get(tag)
+        if fp is None:
+            fp = tags[tag] = _new_fingerprint(s, keep_walls, batch)
+        return fp
+
+    # (what reading finds was reported the first time)
+    with api.open_reader(path, format=fmt, options=options, report=Report()) as reader:
+        for run, selected in scan(reader, options, fingerprint_of, visible_only=True):
+            if not selected:
+                out.pop(names.text(run.name), None)
+        batch.flush()
+    for run, tags in wanted.items():
+        lost = sorted(set(tags) - set(out.get(run, ())))
+        if lost:
+            raise FormatError(f"{path}: the series {run}/{lost[0]} was not there when read "
+                              "again: the source changed while it was compared; compare "
+                              "it again once nothing writes to it")
+    return out
+
+
+class _Unwanted:
+    @staticmethod
+    def add(s: Series) -> None:
+        return None
+
+
+_UNWANTED = _Unwanted()
 
 
 def _is_tbdev(reader) -> bool:
@@ -142,21 +252,35 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     empty_runs = not (sa.tbdev or sb.tbdev)
 
     def listed(src: _Source) -> set[str]:
-        return {r for r, tags in src.series.items() if tags or src.records[r] or empty_runs}
+        return {r for r, tags in src.runs.items() if tags or src.records[r] or empty_runs}
 
     runs_a, runs_b = listed(sa), listed(sb)
     for run in sorted(runs_a - runs_b):
         diffs.append(f"run {run!r}: only in A ({_run_contents(sa, run, sb)})")
     for run in sorted(runs_b - runs_a):
         diffs.append(f"run {run!r}: only in B ({_run_contents(sb, run, sa)})")
-    for run in sorted(runs_a & runs_b):
-        ta, tb = sa.series[run], sb.series[run]
+    shared = sorted(runs_a & runs_b)
+    # Wall times compared with a tolerance are in no digest: every series is looked at.
+    differing = [(run, tag) for run in shared for tag in sorted(sa.runs[run].keys()
+                                                                & sb.runs[run].keys())
+                 if keep or not sa.digests.same(sa.runs[run][tag], sb.digests,
+                                                sb.runs[run][tag])]
+    found = _compare_differing(
+        differing, [(a, from_a, sa), (b, from_b, sb)], options, wall_time_tolerance)
+    for run in shared:
+        ta, tb = sa.runs[run], sb.runs[run]
         for tag in sorted(set(ta) - set(tb)):
-            diffs.append(f"{run}/{tag}: only in A ({plural(ta[tag].points, 'point')})")
+            diffs.append(f"{run}/{tag}: only in A ({plural(sa.points(run, tag), 'point')})")
         for tag in sorted(set(tb) - set(ta)):
-            diffs.append(f"{run}/{tag}: only in B ({plural(tb[tag].points, 'point')})")
+            diffs.append(f"{run}/{tag}: only in B ({plural(sb.points(run, tag), 'point')})")
         for tag in sorted(set(ta) & set(tb)):
-            diffs.extend(_compare_series(run, tag, ta[tag], tb[tag], wall_time_tolerance, report))
+            if (run, tag) in found:
+                lines, notes = found[run, tag]
+                diffs.extend(lines)
+                report.extend(notes)
+            else:
+                _note_dtypes(run, tag, sa.scalar_dtypes(run, tag), sb.scalar_dtypes(run, tag),
+                             report)
         start_a, start_b = sa.starts.get(run), sb.starts.get(run)
         if empty_runs and (start_a is None) != (start_b is None):
             diffs.append(f"run {run!r}: start time {start_a!r} in A, {start_b!r} in B (a run "
@@ -175,6 +299,40 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
             diffs.extend(_compare_plugin_files(sa, sb, report))
         _take_back_notes(sa, sb, report)    # (compared, or left out on purpose)
     return diffs
+
+
+def _compare_differing(differing: list[tuple[str, str]], sides: list, options: Options,
+                       tol: float) -> dict[tuple[str, str], tuple[list[str], list]]:
+    """The differences of the ``differing`` series (run, tag), and the notes about them,
+    from fingerprints: those kept while reading, else made reading the source again (at most
+    :data:`GROUP` series at a time)."""
+    found = {}
+    for g in range(0, len(differing), GROUP):
+        group = differing[g:g + GROUP]
+        fingerprints_ab = []
+        for path, fmt, src in sides:
+            if src.series is not None:
+                fingerprints_ab.append(src.series)
+                continue
+            wanted: dict[str, set[str]] = {}
+            for run, tag in group:
+                wanted.setdefault(run, set()).add(tag)
+            fingerprints_ab.append(_fingerprints_of(path, fmt=fmt, options=options,
+                                                    keep_walls=tol > 0, wanted=wanted))
+        fa, fb = fingerprints_ab
+        for run, tag in group:
+            notes = Report()
+            lines = _compare_series(run, tag, fa[run][tag], fb[run][tag], tol, notes)
+            found[run, tag] = lines, notes.issues
+    return found
+
+
+def _note_dtypes(run: str, tag: str, x: list, y: list, report: Report) -> None:
+    if x and y and x != y:
+        # Not a difference: values are compared exactly, and a format that stores scalars as
+        # doubles holds every value but integers beyond 2**53, which then differ as values.
+        report.add("scalar_dtypes_differ", f"{run}/{tag}: scalars are {_dtypes_text(x)} in A "
+                   f"and {_dtypes_text(y)} in B", run=run, tag=tag, lost=False)
 
 
 def _take_back_notes(sa: _Source, sb: _Source, report: Report) -> None:
@@ -213,7 +371,7 @@ def _same_wall(a: float, b: float, tol: float) -> bool:
 
 
 def _run_contents(src: _Source, run: str, other: _Source) -> str:
-    n, records = len(src.series[run]), src.records[run]
+    n, records = len(src.runs[run]), src.records[run]
     if not records:
         return f"{n} series" if n else "no series"
     events = sum(records.values())
@@ -231,10 +389,10 @@ def _records_text(records: collections.Counter, shown: int = 3) -> str:
     return text + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
 
 
-def _dtypes_text(fp: Fingerprint) -> str:
-    if len(fp.scalar_dtypes) == 1:
-        return fp.scalar_dtypes[0][0]
-    return ", ".join(f"{name} ({plural(n, 'point')})" for name, n in fp.scalar_dtypes)
+def _dtypes_text(dtypes: list) -> str:
+    if len(dtypes) == 1:
+        return dtypes[0][0]
+    return ", ".join(f"{name} ({plural(n, 'point')})" for name, n in dtypes)
 
 
 def _holes_text(place: Place, columns: dict[str, int]) -> str:
@@ -321,11 +479,7 @@ def _compare_series(run: str, tag: str, x: Fingerprint, y: Fingerprint, tol: flo
         place = locate(x, y, "values") if same_steps else None
         columns = x.sketch.columns if x.sketch is not None else None
         out.append(f"{where}: {_differs('values', place, columns)}")
-    if x.scalar_dtypes and y.scalar_dtypes and x.scalar_dtypes != y.scalar_dtypes:
-        # Not a difference: values are compared exactly, and a format that stores scalars as
-        # doubles holds every value but integers beyond 2**53, which then differ as values.
-        report.add("scalar_dtypes_differ", f"{where}: scalars are {_dtypes_text(x)} in A and "
-                   f"{_dtypes_text(y)} in B", run=run, tag=tag, lost=False)
+    _note_dtypes(run, tag, x.scalar_dtypes, y.scalar_dtypes, report)
     if x.hidden != y.hidden:
         out.append(f"{where}: {x.hidden} hidden points != {y.hidden}")
     elif x.hidden_at.digest() != y.hidden_at.digest():

@@ -62,7 +62,8 @@ class Fingerprint(SeriesStats):
     hidden_sketch: Sketch | None = None
     batch: Batch | None = None
 
-    def add(self, s: Series) -> None:
+    def add(self, s: Series) -> np.ndarray:
+        """Add a chunk; its points' words (see :meth:`value_words`)."""
         first = self.points
         super().add(s)
         if s.hidden is not None and s.hidden.any():
@@ -73,14 +74,20 @@ class Fingerprint(SeriesStats):
             self.step_list.append(s.steps.copy())
         else:
             self.walls.update(s.wall_times.astype("<f8").tobytes())
-        if isinstance(s, TensorSeries) and s.data_class == DataClass.SCALAR:
-            words, holes = self._add_scalar_tensors(s, first), None
-        elif isinstance(s, ScalarSeries):
-            words, holes = self._add_scalars(s, first), None
-        else:
-            words, holes = _value_words(self.values, s)
+        words, holes = self.value_words(s, first)
         if len(s):
             self._sketch(s, words, holes)
+        return words
+
+    def value_words(self, s: Series, first: int) -> tuple[np.ndarray, tuple | None]:
+        """A 64-bit word per point of chunk ``s`` (its points from ``first`` in the series)
+        that stands for its value, with the digests of the values and ``scalar_dtypes``
+        updated; and for blobs with some missing, see :func:`_blob_words`."""
+        if isinstance(s, TensorSeries) and s.data_class == DataClass.SCALAR:
+            return self._add_scalar_tensors(s, first), None
+        if isinstance(s, ScalarSeries):
+            return self._add_scalars(s, first), None
+        return _value_words(self.values, s)
 
     def _add_scalar_tensors(self, s: TensorSeries, first: int) -> np.ndarray:
         """Tensors of the scalar data class: each run of single numbers of one dtype hashed as
