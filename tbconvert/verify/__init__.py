@@ -265,8 +265,10 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
                                                                 & sb.runs[run].keys())
                  if keep or not sa.digests.same(sa.runs[run][tag], sb.digests,
                                                 sb.runs[run][tag])]
-    found = _compare_differing(
-        differing, [(a, from_a, sa), (b, from_b, sb)], options, wall_time_tolerance)
+    found = _counts_differ(differing, sa, sb)
+    found.update(_compare_differing([d for d in differing if d not in found],
+                                    [(a, from_a, sa), (b, from_b, sb)], options,
+                                    wall_time_tolerance))
     for run in shared:
         ta, tb = sa.runs[run], sb.runs[run]
         for tag in sorted(set(ta) - set(tb)):
@@ -299,6 +301,25 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
             diffs.extend(_compare_plugin_files(sa, sb, report))
         _take_back_notes(sa, sb, report)    # (compared, or left out on purpose)
     return diffs
+
+
+def _counts_differ(differing: list[tuple[str, str]], sa: _Source,
+                   sb: _Source) -> dict[tuple[str, str], tuple[list[str], list]]:
+    """The differing series told by their digest rows alone, as :func:`_compare_series` tells
+    them: those of the same metadata and other point counts (a source cut short), whose
+    fingerprints would tell no more."""
+    found = {}
+    for run, tag in differing:
+        i, j = sa.runs[run][tag], sb.runs[run][tag]
+        x, y = sa.digests, sb.digests
+        if x.points(i) != y.points(j) and x.same_metadata(i, y, j):
+            found[run, tag] = [_counts_text(f"{run}/{tag}", (x.points(i), y.points(j)),
+                                            (x.step_range(i), y.step_range(j)))], []
+    return found
+
+
+def _counts_text(where: str, points: tuple, ranges: tuple) -> str:
+    return f"{where}: {points[0]} points != {points[1]} points (steps {ranges[0]} vs {ranges[1]})"
 
 
 def _compare_differing(differing: list[tuple[str, str]], sides: list, options: Options,
@@ -438,8 +459,7 @@ def _compare_series(run: str, tag: str, x: Fingerprint, y: Fingerprint, tol: flo
         if u != v:
             out.append(f"{where}: {name} differs: {u!r} != {v!r}")
     if x.points != y.points:
-        out.append(f"{where}: {x.points} points != {y.points} points "
-                   f"(steps {x.step_range} vs {y.step_range})")
+        out.append(_counts_text(where, (x.points, y.points), (x.step_range, y.step_range)))
         return out
     same_steps = x.steps.digest() == y.steps.digest()
     if not same_steps:

@@ -22,6 +22,7 @@ from tbconvert.verify.sketch import SLICE, mix
 
 ROW = np.dtype([
     ("points", "<i8"),
+    ("steps", "<i8", 2),         # the least and the greatest
     ("hash", "<u8", 2),         # sums of two hashes of each point, mod 2**64
     ("metadata", "<u8"),        # a hash of the first chunk's metadata, as fingerprints keep
     # the dtypes of the series' scalars, for the note where they differ: how many runs of one
@@ -85,6 +86,9 @@ class Digests:
         row["points"] = first + len(s)
         if not len(s):
             return
+        lo, hi = int(s.steps.min()), int(s.steps.max())
+        row["steps"] = (lo, hi) if not first else (min(lo, int(row["steps"][0])),
+                                                    max(hi, int(row["steps"][1])))
         walls = np.zeros(len(s), np.uint64) if self.keep_walls else \
             s.wall_times.astype("<f8").view(np.uint64)
         hidden = np.zeros(len(s), np.uint64) if s.hidden is None else \
@@ -150,6 +154,13 @@ class Digests:
 
     def points(self, i: int) -> int:
         return int(self.rows[i]["points"])
+
+    def step_range(self, i: int) -> tuple[int, int] | None:
+        row = self.rows[i]
+        return (int(row["steps"][0]), int(row["steps"][1])) if row["points"] else None
+
+    def same_metadata(self, i: int, other: Digests, j: int) -> bool:
+        return bool(self.rows[i]["metadata"] == other.rows[j]["metadata"])
 
     def same(self, i: int, other: Digests, j: int) -> bool:
         """Whether series ``i`` here and ``j`` in ``other`` hold the same points and metadata
