@@ -547,7 +547,7 @@ def test_digests_depend_on_the_order_of_points_not_on_their_chunks():
                             hidden=None if hidden is None else hidden[at])
 
     def digests(*chunks):
-        d = Digests(keep_walls=False)
+        d = Digests()
         for s in chunks:
             d.add(d.row("r", s.tag, s), s)
         d.flush()

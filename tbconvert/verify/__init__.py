@@ -76,7 +76,7 @@ class _Reduced:
 
     def __init__(self, keep_walls: bool):
         self.keep_walls = keep_walls
-        self.digests = Digests(keep_walls)
+        self.digests = Digests()
         self.held: dict[str, dict[str, Fingerprint]] | None = {}
         self.batch = Batch()
         self._row = 0
@@ -260,11 +260,9 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     for run in sorted(runs_b - runs_a):
         diffs.append(f"run {run!r}: only in B ({_run_contents(sb, run, sa)})")
     shared = sorted(runs_a & runs_b)
-    # Wall times compared with a tolerance are in no digest: every series is looked at.
     differing = [(run, tag) for run in shared for tag in sorted(sa.runs[run].keys()
                                                                 & sb.runs[run].keys())
-                 if keep or not sa.digests.same(sa.runs[run][tag], sb.digests,
-                                                sb.runs[run][tag])]
+                 if not sa.digests.same(sa.runs[run][tag], sb.digests, sb.runs[run][tag])]
     found = _counts_differ(differing, sa, sb)
     found.update(_compare_differing([d for d in differing if d not in found],
                                     [(a, from_a, sa), (b, from_b, sb)], options,

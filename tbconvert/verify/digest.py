@@ -47,8 +47,7 @@ class _Unkept:
 class Digests:
     """The rows of a source's series, by run and tag, added to chunk by chunk."""
 
-    def __init__(self, keep_walls: bool):
-        self.keep_walls = keep_walls            # wall times compared apart, not hashed
+    def __init__(self):
         self.numbers: dict[str, dict[str, int]] = {}     # {run: {tag: row}}
         self.rows = np.zeros(1024, ROW)
         self.used = 0
@@ -89,8 +88,8 @@ class Digests:
         lo, hi = int(s.steps.min()), int(s.steps.max())
         row["steps"] = (lo, hi) if not first else (min(lo, int(row["steps"][0])),
                                                     max(hi, int(row["steps"][1])))
-        walls = np.zeros(len(s), np.uint64) if self.keep_walls else \
-            s.wall_times.astype("<f8").view(np.uint64)
+        # (wall times compared with a tolerance are hashed too: the same bits are within it)
+        walls = s.wall_times.astype("<f8").view(np.uint64)
         hidden = np.zeros(len(s), np.uint64) if s.hidden is None else \
             s.hidden.astype(np.uint64)
         # (copies: a reader may reuse the arrays of a chunk for the next)
