@@ -16,19 +16,20 @@ this after archiving and before deleting the originals.
 from __future__ import annotations
 
 import collections
+import gc
 import math
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tbconvert import api, names
+from tbconvert import api, malloc, names
 from tbconvert.describe import scan
 from tbconvert.errors import FormatError
 from tbconvert.formats.base import Options
 from tbconvert.model import Experiment, Series
 from tbconvert.report import Report, given, plural
-from tbconvert.verify.digest import Digests
+from tbconvert.verify.digest import Digests, Tags
 from tbconvert.verify.fingerprint import Fingerprint, metadata_key, record_key
 from tbconvert.verify.sketch import MASK, Batch, Place, locate
 
@@ -57,17 +58,15 @@ class _Source:
     plugin_files: object = None
 
     @property
-    def runs(self) -> dict[str, dict[str, int]]:
-        """{run: {tag: digest row}}, every selected run."""
+    def runs(self) -> dict[str, Tags]:
+        """The tags of every selected run, and their digest rows."""
         return self.digests.numbers
 
-    def points(self, run: str, tag: str) -> int:
-        return self.digests.points(self.runs[run][tag])
-
-    def scalar_dtypes(self, run: str, tag: str) -> list:
+    def scalar_dtypes(self, run: str, tag: str, i: int) -> list:
+        """Those of series ``i``, ``tag`` of ``run``."""
         if self.series is not None:
             return self.series[run][tag].scalar_dtypes
-        return self.digests.scalar_dtypes(self.runs[run][tag])
+        return self.digests.scalar_dtypes(i)
 
 
 class _Reduced:
@@ -114,9 +113,9 @@ class _Reduced:
         if self.held is not None:
             self.held.pop(run, None)
 
-    def flush(self) -> None:
+    def finish(self) -> None:
         self.batch.flush()
-        self.digests.flush()
+        self.digests.finish()
 
 
 def _new_fingerprint(s: Series, keep_walls: bool, batch: Batch) -> Fingerprint:
@@ -147,11 +146,21 @@ def fingerprints(path, *, fmt: str | None, options: Options, report: Report,
             # the points, not the markers.
             records.setdefault(name, collections.Counter()).update(
                 record_key(r) for r in run.records if not r.is_restart_marker())
-        reduced.flush()
+        reduced.finish()
         tbdev = _is_tbdev(reader)
         plugin_files = getattr(reader, "plugin_source", lambda: None)()
+    _give_back()
     return _Source(reduced.digests, reduced.held, records, experiment, tbdev, starts,
                    plugin_files)
+
+
+def _give_back() -> None:
+    """Once a source is read: what its reader freed handed back, before the next reading.
+    (Its reader's objects are collected first: some are in reference cycles, which would
+    keep them until Python's collector runs by itself, perhaps while the next source is
+    read.)"""
+    gc.collect()
+    malloc.give_back_free_heap()
 
 
 def _fingerprints_of(path, *, fmt: str | None, options: Options, keep_walls: bool,
@@ -176,6 +185,7 @@ def _fingerprints_of(path, *, fmt: str | None, options: Options, keep_walls: boo
             if not selected:
                 out.pop(names.text(run.name), None)
         batch.flush()
+    _give_back()
     for run, tags in wanted.items():
         lost = sorted(set(tags) - set(out.get(run, ())))
         if lost:
@@ -260,27 +270,31 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     for run in sorted(runs_b - runs_a):
         diffs.append(f"run {run!r}: only in B ({_run_contents(sb, run, sa)})")
     shared = sorted(runs_a & runs_b)
-    differing = [(run, tag) for run in shared for tag in sorted(sa.runs[run].keys()
-                                                                & sb.runs[run].keys())
-                 if not sa.digests.same(sa.runs[run][tag], sb.digests, sb.runs[run][tag])]
+    differing = []      # (run, tag, row in A, row in B)
+    for run in shared:
+        ta, tb = dict(sa.runs[run].items()), dict(sb.runs[run].items())
+        differing.extend((run, tag, ta[tag], tb[tag]) for tag in sorted(ta.keys() & tb.keys())
+                         if not sa.digests.same(ta[tag], sb.digests, tb[tag]))
     found = _counts_differ(differing, sa, sb)
-    found.update(_compare_differing([d for d in differing if d not in found],
+    found.update(_compare_differing([d for d in differing if d[:2] not in found],
                                     [(a, from_a, sa), (b, from_b, sb)], options,
                                     wall_time_tolerance))
     for run in shared:
-        ta, tb = sa.runs[run], sb.runs[run]
+        ta, tb = dict(sa.runs[run].items()), dict(sb.runs[run].items())
         for tag in sorted(set(ta) - set(tb)):
-            diffs.append(f"{run}/{tag}: only in A ({plural(sa.points(run, tag), 'point')})")
+            diffs.append(f"{run}/{tag}: only in A "
+                         f"({plural(sa.digests.points(ta[tag]), 'point')})")
         for tag in sorted(set(tb) - set(ta)):
-            diffs.append(f"{run}/{tag}: only in B ({plural(sb.points(run, tag), 'point')})")
+            diffs.append(f"{run}/{tag}: only in B "
+                         f"({plural(sb.digests.points(tb[tag]), 'point')})")
         for tag in sorted(set(ta) & set(tb)):
             if (run, tag) in found:
                 lines, notes = found[run, tag]
                 diffs.extend(lines)
                 report.extend(notes)
             else:
-                _note_dtypes(run, tag, sa.scalar_dtypes(run, tag), sb.scalar_dtypes(run, tag),
-                             report)
+                _note_dtypes(run, tag, sa.scalar_dtypes(run, tag, ta[tag]),
+                             sb.scalar_dtypes(run, tag, tb[tag]), report)
         start_a, start_b = sa.starts.get(run), sb.starts.get(run)
         if empty_runs and (start_a is None) != (start_b is None):
             diffs.append(f"run {run!r}: start time {start_a!r} in A, {start_b!r} in B (a run "
@@ -301,15 +315,14 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     return diffs
 
 
-def _counts_differ(differing: list[tuple[str, str]], sa: _Source,
+def _counts_differ(differing: list[tuple[str, str, int, int]], sa: _Source,
                    sb: _Source) -> dict[tuple[str, str], tuple[list[str], list]]:
     """The differing series told by their digest rows alone, as :func:`_compare_series` tells
     them: those of the same metadata and other point counts (a source cut short), whose
     fingerprints would tell no more."""
     found = {}
-    for run, tag in differing:
-        i, j = sa.runs[run][tag], sb.runs[run][tag]
-        x, y = sa.digests, sb.digests
+    x, y = sa.digests, sb.digests
+    for run, tag, i, j in differing:
         if x.points(i) != y.points(j) and x.same_metadata(i, y, j):
             found[run, tag] = [_counts_text(f"{run}/{tag}", (x.points(i), y.points(j)),
                                             (x.step_range(i), y.step_range(j)))], []
@@ -320,7 +333,8 @@ def _counts_text(where: str, points: tuple, ranges: tuple) -> str:
     return f"{where}: {points[0]} points != {points[1]} points (steps {ranges[0]} vs {ranges[1]})"
 
 
-def _compare_differing(differing: list[tuple[str, str]], sides: list, options: Options,
+def _compare_differing(differing: list[tuple[str, str, int, int]], sides: list,
+                       options: Options,
                        tol: float) -> dict[tuple[str, str], tuple[list[str], list]]:
     """The differences of the ``differing`` series (run, tag), and the notes about them,
     from fingerprints: those kept while reading, else made reading the source again (at most
@@ -334,12 +348,12 @@ def _compare_differing(differing: list[tuple[str, str]], sides: list, options: O
                 fingerprints_ab.append(src.series)
                 continue
             wanted: dict[str, set[str]] = {}
-            for run, tag in group:
+            for run, tag, _, _ in group:
                 wanted.setdefault(run, set()).add(tag)
             fingerprints_ab.append(_fingerprints_of(path, fmt=fmt, options=options,
                                                     keep_walls=tol > 0, wanted=wanted))
         fa, fb = fingerprints_ab
-        for run, tag in group:
+        for run, tag, _, _ in group:
             notes = Report()
             lines = _compare_series(run, tag, fa[run][tag], fb[run][tag], tol, notes)
             found[run, tag] = lines, notes.issues
