@@ -275,10 +275,14 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
         ta, tb = dict(sa.runs[run].items()), dict(sb.runs[run].items())
         differing.extend((run, tag, ta[tag], tb[tag]) for tag in sorted(ta.keys() & tb.keys())
                          if not sa.digests.same(ta[tag], sb.digests, tb[tag]))
-    found = _counts_differ(differing, sa, sb)
-    found.update(_compare_differing([d for d in differing if d[:2] not in found],
-                                    [(a, from_a, sa), (b, from_b, sb)], options,
-                                    wall_time_tolerance))
+    # what each differing series' differences are (in the order of ``differing``: a line, or
+    # a tuple of them), and the notes about those with any
+    told: list[str | tuple | None] = [None] * len(differing)
+    notes: dict[int, list] = {}
+    _counts_differ(differing, sa, sb, told)
+    _compare_differing(differing, [(a, from_a, sa), (b, from_b, sb)], options,
+                       wall_time_tolerance, told, notes)
+    k = 0
     for run in shared:
         ta, tb = dict(sa.runs[run].items()), dict(sb.runs[run].items())
         for tag in sorted(set(ta) - set(tb)):
@@ -288,10 +292,11 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
             diffs.append(f"{run}/{tag}: only in B "
                          f"({plural(sb.digests.points(tb[tag]), 'point')})")
         for tag in sorted(set(ta) & set(tb)):
-            if (run, tag) in found:
-                lines, notes = found[run, tag]
-                diffs.extend(lines)
-                report.extend(notes)
+            if k < len(differing) and differing[k][:2] == (run, tag):
+                diffs.extend((told[k],) if isinstance(told[k], str) else told[k])
+                report.extend(notes.pop(k, ()))
+                told[k] = None
+                k += 1
             else:
                 _note_dtypes(run, tag, sa.scalar_dtypes(run, tag, ta[tag]),
                              sb.scalar_dtypes(run, tag, tb[tag]), report)
@@ -315,18 +320,16 @@ def compare(a, b, *, from_a=None, from_b=None, options: Options | None = None,
     return diffs
 
 
-def _counts_differ(differing: list[tuple[str, str, int, int]], sa: _Source,
-                   sb: _Source) -> dict[tuple[str, str], tuple[list[str], list]]:
-    """The differing series told by their digest rows alone, as :func:`_compare_series` tells
-    them: those of the same metadata and other point counts (a source cut short), whose
-    fingerprints would tell no more."""
-    found = {}
+def _counts_differ(differing: list[tuple[str, str, int, int]], sa: _Source, sb: _Source,
+                   told: list) -> None:
+    """In ``told``, the differing series told by their digest rows alone, as
+    :func:`_compare_series` tells them: those of the same metadata and other point counts
+    (a source cut short), whose fingerprints would tell no more."""
     x, y = sa.digests, sb.digests
-    for run, tag, i, j in differing:
+    for k, (run, tag, i, j) in enumerate(differing):
         if x.points(i) != y.points(j) and x.same_metadata(i, y, j):
-            found[run, tag] = [_counts_text(f"{run}/{tag}", (x.points(i), y.points(j)),
-                                            (x.step_range(i), y.step_range(j)))], []
-    return found
+            told[k] = _counts_text(f"{run}/{tag}", (x.points(i), y.points(j)),
+                                   (x.step_range(i), y.step_range(j)))
 
 
 def _counts_text(where: str, points: tuple, ranges: tuple) -> str:
@@ -334,30 +337,31 @@ def _counts_text(where: str, points: tuple, ranges: tuple) -> str:
 
 
 def _compare_differing(differing: list[tuple[str, str, int, int]], sides: list,
-                       options: Options,
-                       tol: float) -> dict[tuple[str, str], tuple[list[str], list]]:
-    """The differences of the ``differing`` series (run, tag), and the notes about them,
-    from fingerprints: those kept while reading, else made reading the source again (at most
-    :data:`GROUP` series at a time)."""
-    found = {}
-    for g in range(0, len(differing), GROUP):
-        group = differing[g:g + GROUP]
+                       options: Options, tol: float, told: list, notes: dict) -> None:
+    """In ``told`` and ``notes``, the differences of the ``differing`` series not told yet,
+    and the notes about them, from fingerprints: those kept while reading, else made
+    reading the source again (at most :data:`GROUP` series at a time)."""
+    rest = [k for k, lines in enumerate(told) if lines is None]
+    for g in range(0, len(rest), GROUP):
+        group = rest[g:g + GROUP]
         fingerprints_ab = []
         for path, fmt, src in sides:
             if src.series is not None:
                 fingerprints_ab.append(src.series)
                 continue
             wanted: dict[str, set[str]] = {}
-            for run, tag, _, _ in group:
-                wanted.setdefault(run, set()).add(tag)
+            for k in group:
+                wanted.setdefault(differing[k][0], set()).add(differing[k][1])
             fingerprints_ab.append(_fingerprints_of(path, fmt=fmt, options=options,
                                                     keep_walls=tol > 0, wanted=wanted))
         fa, fb = fingerprints_ab
-        for run, tag, _, _ in group:
-            notes = Report()
-            lines = _compare_series(run, tag, fa[run][tag], fb[run][tag], tol, notes)
-            found[run, tag] = lines, notes.issues
-    return found
+        for k in group:
+            run, tag = differing[k][:2]
+            report = Report()
+            lines = _compare_series(run, tag, fa[run][tag], fb[run][tag], tol, report)
+            told[k] = lines[0] if len(lines) == 1 else tuple(lines)
+            if report.issues:
+                notes[k] = report.issues
 
 
 def _note_dtypes(run: str, tag: str, x: list, y: list, report: Report) -> None:
