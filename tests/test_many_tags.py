@@ -319,6 +319,45 @@ def test_a_tag_gets_a_piece_per_held_batch_not_per_block(tmp_path, monkeypatch):
         asm.store.close()
 
 
+def _merged_steps_logdir(tmp_path: Path, tags: int, steps: int) -> Path:
+    """Every tag's value of a step in one event, as ``tf.summary.merge_all`` writes them
+    (and tbconvert writes event files); a step goes back once, in a file without the
+    file_version record, where TensorBoard's restart rule purges at a step that goes back."""
+    from tensorboard.compat.proto import summary_pb2
+    run = tmp_path / "logs" / "run"
+    run.mkdir(parents=True)
+    order = list(range(steps)) + [steps // 2] + list(range(steps // 2 + 1, steps + 3))
+    _events(run / "events.out.tfevents.1.host",
+            [dict(wall_time=1000.0 + k, step=s, summary=summary_pb2.Summary(value=[
+                summary_pb2.Summary.Value(tag=f"t{t}", simple_value=s + t / 1000)
+                for t in range(tags)])) for k, s in enumerate(order)])
+    return tmp_path / "logs"
+
+
+def test_merged_events_of_many_tags_hold_their_numbers_in_batches(tmp_path, monkeypatch):
+    """An event of every tag's value (``merge_all``) is decoded one value at a time; each
+    tag's numbers of a block were then a piece of their own, a piece per tag and event when
+    events are large (100,000 tags: 1.4 GiB of pieces for 2 million points). They wait in
+    held batches as the bulk decoders' numbers do, and are read as TensorBoard reads them."""
+    from tbconvert.formats.tfevents import assemble, reader
+    logdir = _merged_steps_logdir(tmp_path, 300, 20)
+    monkeypatch.setattr(records, "scan_file", blocks_of(3))
+    # (a block's tags held over to the next as points: as many as a budget lets)
+    monkeypatch.setattr(assemble, "HOLD_BYTES", 0)
+    # each event decoded alone, as an event of 100,000 values is (too large for templates)
+    monkeypatch.setattr(reader, "FEW_LEFT_BYTES", 0)
+    asm = _read_whole(logdir / "run")
+    try:
+        assert sum(len(info.pieces) for info in asm.info.values()) == 300
+    finally:
+        asm.store.close()
+    tbconvert.convert(logdir, tmp_path / "out", to_format="tfevents")
+    assert_same_view(tb_view(tmp_path / "out"), tb_view(logdir))
+    data = tbconvert.read(logdir, restarts="keep-all")
+    assert data.series["run"]["t7"].hidden.tolist() == [False] * 10 + [True] * 10 + \
+        [False] * 13
+
+
 @pytest.mark.parametrize("chunk", [3, 7, 64])
 def test_held_batches_come_in_the_chunks_of_a_batch_per_block(tmp_path, monkeypatch, chunk):
     """Built, a held batch is cut where its blocks ended: chunks (so Parquet row groups) and

@@ -448,13 +448,20 @@ class RunAssembler(RestartRule):
         if self._bulk:
             self._store_bulk()
         held, held_bytes = {}, 0
+        numbers = []
         for tag, bt in self._block.items():
+            values = None if bt.tables else self._as_values(bt)
+            if values is not None and _value_dtype(values[1]) == values[0].dtype:
+                numbers.append((tag, bt, values))
+                continue
             size = None if last else _held_size(bt)
             if size is not None and held_bytes + size <= HOLD_BYTES:
                 held[tag] = bt
                 held_bytes += size
                 continue
             self._store_piece(tag, bt)
+        if numbers:
+            self._store_numbers(numbers)
         self._block = held
         self._summary_rows = []
         self._fast_rows = []
@@ -536,6 +543,35 @@ class RunAssembler(RestartRule):
             self._store_batch(code, seqs[row_take], steps[row_take], rows[row_take],
                               [c for c, u in zip(columns, used.tolist(), strict=True) if u], pick)
 
+    def _store_numbers(self, numbers: list) -> None:
+        """Tags whose every point of the block is a number of one dtype, ``(tag, block tag,
+        (values, code))``, decoded one event at a time, held in batches by dtype as the bulk
+        decoders' are: stored as a piece per tag and block, an event of 100,000 values
+        (``merge_all``'s, and every event file tbconvert writes of a run of that many tags)
+        cost a piece per tag and event, more than the points themselves."""
+        by_code: dict = {}
+        for tag, bt, (values, code) in numbers:
+            by_code.setdefault(code, []).append((self.info[tag].tid, bt, values))
+        top = 0
+        for code, items in sorted(by_code.items()):
+            seq = np.concatenate([np.concatenate([np.array(bt.seq, dtype=np.int64)]
+                                                 + [c[0] for c in bt.cols])
+                                  for _, bt, _ in items])
+            steps = np.concatenate([np.concatenate([np.array(bt.steps, dtype=np.int64)]
+                                                   + [c[1] for c in bt.cols])
+                                    for _, bt, _ in items])
+            walls = np.concatenate([np.concatenate([np.array(bt.walls, dtype=np.float64)]
+                                                   + [c[2] for c in bt.cols])
+                                    for _, bt, _ in items])
+            values = np.concatenate([v for _, _, v in items])
+            rows = np.repeat(np.array([tid for tid, _, _ in items], dtype=np.int64),
+                             [len(v) for _, _, v in items])
+            top = max(top, int(seq.max()))
+            self._hold_rows(code, seq, steps, walls, values, rows)
+        # where the block ended, for the held batches to be cut there (see _pieces)
+        if not self.block_ends or self.block_ends[-1] < top:
+            self.block_ends.append(top)
+
     def _store_batch(self, code: int, seq, steps, rows, columns: list, pick) -> None:
         """Rows of ``columns`` as one batch (``pick``: which of their rows, None: all)."""
         dtype = _value_dtype(code)
@@ -544,6 +580,11 @@ class RunAssembler(RestartRule):
         values = np.concatenate([c.values for c in columns]).astype(dtype, copy=False)
         if pick is not None:
             walls, values = walls[pick], values[pick]
+        self._hold_rows(code, seq, steps, walls, values, rows)
+
+    def _hold_rows(self, code: int, seq, steps, walls, values, rows) -> None:
+        """Rows of numbers of one dtype ``code`` (``rows``: each one's tag id) into the held
+        batch of their dtype."""
         # by tag, then (stable) by read position: each tag's rows as _store_piece orders them
         order = np.lexsort((seq, rows))
         if not (order[1:] > order[:-1]).all():
