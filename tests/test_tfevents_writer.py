@@ -292,6 +292,25 @@ def test_multi_value_events_stay_multi_value(tmp_path):
     assert per_event == [5] * 300
 
 
+def test_a_step_of_very_many_values_is_written_as_events_of_a_bounded_number(tmp_path,
+                                                                              monkeypatch):
+    """A step of 100,000 tags in one event is read back by protobuf one value at a time
+    (slow, and a piece per tag): events of a step hold at most EVENT_VALUES values, which
+    TensorBoard reads alike (one step and wall time), framed the same in any pieces."""
+    monkeypatch.setattr(events, "EVENT_VALUES", 2)
+    src = _merge_all_logdir(tmp_path / "src", n_steps=40)
+    out, _ = _convert(src, tmp_path)
+    assert_same_view(tb_view(out), tb_view(src))
+    per_event = [len(ev.summary.value) for _, ev in _events(out) if ev.HasField("summary")]
+    assert per_event == [2, 2, 1] * 40
+    a, b = tbconvert.read(src).series, tbconvert.read(out).series
+    assert [sorted(tags) for tags in a.values()] == [sorted(tags) for tags in b.values()]
+    for tags, rb in zip(a.values(), b.values(), strict=True):
+        for tag, sa in tags.items():
+            assert sa.steps.tolist() == rb[tag].steps.tolist()
+            assert sa.values.tobytes() == rb[tag].values.tobytes()
+
+
 def _all_hidden_logdir(path):
     """Tag "b" only has points at steps the restart at step 2 purges; TensorBoard still lists it."""
     event_pb2, _ = _pb()
@@ -486,6 +505,26 @@ def test_events_split_across_pieces_frame_as_in_one_piece():
     whole = events.frame_entries(e)
     assert len(records.scan(whole)[0]) < len(e)   # some events do hold several values
     for cuts in ([1], [7, 8, 9], sorted(rng.choice(len(e), 40, replace=False).tolist())):
+        assert _streamed(e, cuts) == whole
+
+
+def test_bounded_events_split_across_pieces_frame_as_in_one_piece(monkeypatch):
+    """Events of a step cut at EVENT_VALUES values, and by piece boundaries anywhere, come
+    out as if framed in one piece."""
+    from tbconvert.formats.tfevents import encode
+    monkeypatch.setattr(events, "EVENT_VALUES", 3)
+    rng = np.random.default_rng(6)
+    parts = []
+    for t in range(8):
+        steps = np.arange(30)
+        mat = encode.scalar_values(f"t{t}".encode(), rng.standard_normal(30).astype(np.float32),
+                                   simple=True)
+        parts.append(Entries.from_rows(steps * 1.0, t, np.arange(30), steps, steps * 1.0,
+                                       VALUE, mat))
+    e = Entries.concat(parts).sorted()
+    whole = events.frame_entries(e)
+    assert len(records.scan(whole)[0]) == 30 * 3     # 8 values a step: 3 + 3 + 2
+    for cuts in ([1], [2, 3, 4], [3, 6, 9], sorted(rng.choice(len(e), 60, replace=False).tolist())):
         assert _streamed(e, cuts) == whole
 
 

@@ -29,6 +29,13 @@ _ROWS_CRC = 16
 LARGE_VALUE_BYTES = 1 << 20
 
 
+# The most values an event holds: a step of 100,000 tags is written as events of this many
+# values each (the same step and wall time, which TensorBoard reads alike), so that
+# reading them back takes the record templates' way (see summary_templates.MAX_VALUES), not
+# protobuf's, one value at a time.
+EVENT_VALUES = 4096
+
+
 def group_starts(e: Entries) -> np.ndarray:
     """True where an entry begins a new event."""
     n = len(e)
@@ -52,11 +59,16 @@ def write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray, widths: 
 
 
 def frame_entries(e: Entries) -> bytes:
-    """The framed records of ordered entries, one event per group (see :func:`group_starts`)."""
+    """The framed records of ordered entries, one event per group (see :func:`group_starts`)
+    of at most :data:`EVENT_VALUES` values."""
     n = len(e)
     if not n:
         return b""
     starts = group_starts(e)
+    if n > EVENT_VALUES:
+        index = np.arange(n)
+        starts |= (index - np.maximum.accumulate(np.where(starts, index, 0))) \
+            % EVENT_VALUES == 0
     if starts.all() and (e.kind == VALUE).all():
         lengths = e.lengths
         if (lengths == lengths[0]).all():
