@@ -22,7 +22,7 @@ import weakref
 from array import array
 from collections.abc import Iterable, Iterator
 
-from tbconvert.formats.tfevents.spill import _name, _remove, _unnamed_file
+from tbconvert.formats.tfevents.spill import _name, _remove, discard_spill, open_spill
 from tbconvert.model import RunRecord
 
 SPILL_AT = 1 << 20
@@ -141,30 +141,14 @@ class RecordLog:
         self._buf = bytearray()
 
     def _open(self):
-        if self._file is None:
-            if self.path is None:
-                self._file = _unnamed_file(self.directory)
-                if self._file is None:
-                    fd, self.path = tempfile.mkstemp(prefix="tbconvert-records-",
-                                                     suffix=".spill", dir=self.directory)
-                    self._finalizer = weakref.finalize(self, _remove, self.path)
-                    self._file = os.fdopen(fd, "w+b")
-            else:
-                self._file = open(self.path, "r+b")
-        return self._file
+        return open_spill(self, "tbconvert-records-")
 
     def close(self) -> None:
         """Forget the records and remove the file."""
         self._buf = bytearray()
         self._chunks = array("q")
         self._count = 0
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._finalizer is not None:
-            self._finalizer()
-        elif self.path is not None:
-            _remove(self.path)
+        discard_spill(self)
 
     def hand_over(self) -> None:
         """Be pickled by the file's name, not the records (for one process that unpickles

@@ -118,6 +118,37 @@ def _remove(path: str) -> None:
         pass
 
 
+# A spill file's owner (a PieceStore, a RecordLog) keeps it in ``_file``, its name (None:
+# unnamed) in ``path``, where it goes in ``directory`` (None: the system's temporary
+# directory) and in ``_finalizer`` what removes a named one when the owner goes.
+
+def open_spill(owner, prefix: str):
+    """``owner``'s spill file, made the first time: unnamed where the system can make one
+    (nothing to remove, however the process ends), else named ``prefix...``."""
+    if owner._file is None:
+        if owner.path is None:
+            owner._file = _unnamed_file(owner.directory)
+            if owner._file is None:
+                fd, owner.path = tempfile.mkstemp(prefix=prefix, suffix=".spill",
+                                                  dir=owner.directory)
+                owner._finalizer = weakref.finalize(owner, _remove, owner.path)
+                owner._file = os.fdopen(fd, "w+b")
+        else:
+            owner._file = open(owner.path, "r+b")
+    return owner._file
+
+
+def discard_spill(owner) -> None:
+    """Close ``owner``'s spill file and remove it."""
+    if owner._file is not None:
+        owner._file.close()
+        owner._file = None
+    if owner._finalizer is not None:
+        owner._finalizer()
+    elif owner.path is not None:
+        _remove(owner.path)
+
+
 class PieceStore:
     """Pieces by integer key: ``put`` returns the key, ``take`` gives the piece back once."""
 
@@ -187,17 +218,7 @@ class PieceStore:
         self._held = 0
 
     def _open(self):
-        if self._file is None:
-            if self.path is None:
-                self._file = _unnamed_file(self.directory)
-                if self._file is None:
-                    fd, self.path = tempfile.mkstemp(prefix="tbconvert-run-", suffix=".spill",
-                                                     dir=self.directory)
-                    self._finalizer = weakref.finalize(self, _remove, self.path)
-                    self._file = os.fdopen(fd, "w+b")
-            else:
-                self._file = open(self.path, "r+b")
-        return self._file
+        return open_spill(self, "tbconvert-run-")
 
     def take(self, key: int, tid: int | None = None):
         """The piece ``key`` (of a batch: the rows of series ``tid``), given back once."""
@@ -262,13 +283,7 @@ class PieceStore:
         self._where.clear()
         self._ahead.clear()
         self._batches = 0
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._finalizer is not None:
-            self._finalizer()
-        elif self.path is not None:
-            _remove(self.path)
+        discard_spill(self)
 
     # A store crosses process boundaries (parallel reading) by its file's path: the receiver
     # owns the file from then on.
