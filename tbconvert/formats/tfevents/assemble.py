@@ -185,6 +185,18 @@ def _value_dtype(code: int):
     return dtype
 
 
+def _read_columns(bt, groups: list) -> tuple:
+    """``(seq, steps, walls)`` of a tag's points of the block: those decoded one at a time,
+    then those of ``groups`` (its bulk columns, or columns and string tables)."""
+    return (np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in groups]),
+            np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in groups]),
+            np.concatenate([np.array(bt.walls, dtype=np.float64)] + [c[2] for c in groups]))
+
+
+# what _store_piece is given when the caller has not worked out the block's values
+_UNKNOWN = object()
+
+
 class _BlockTag:
     """One tag's points in the block being read."""
 
@@ -459,7 +471,7 @@ class RunAssembler(RestartRule):
                 held[tag] = bt
                 held_bytes += size
                 continue
-            self._store_piece(tag, bt)
+            self._store_piece(tag, bt, values)
         if numbers:
             self._store_numbers(numbers)
         self._block = held
@@ -554,15 +566,9 @@ class RunAssembler(RestartRule):
             by_code.setdefault(code, []).append((self.info[tag].tid, bt, values))
         top = 0
         for code, items in sorted(by_code.items()):
-            seq = np.concatenate([np.concatenate([np.array(bt.seq, dtype=np.int64)]
-                                                 + [c[0] for c in bt.cols])
-                                  for _, bt, _ in items])
-            steps = np.concatenate([np.concatenate([np.array(bt.steps, dtype=np.int64)]
-                                                   + [c[1] for c in bt.cols])
-                                    for _, bt, _ in items])
-            walls = np.concatenate([np.concatenate([np.array(bt.walls, dtype=np.float64)]
-                                                   + [c[2] for c in bt.cols])
-                                    for _, bt, _ in items])
+            per_tag = [_read_columns(bt, bt.cols) for _, bt, _ in items]
+            seq, steps, walls = (np.concatenate([c[k] for c in per_tag]) for k in range(3))
+            del per_tag
             values = np.concatenate([v for _, _, v in items])
             rows = np.repeat(np.array([tid for tid, _, _ in items], dtype=np.int64),
                              [len(v) for _, _, v in items])
@@ -612,7 +618,9 @@ class RunAssembler(RestartRule):
                 held.close(other)
         self.points_read += len(seq)
 
-    def _store_piece(self, tag: str, bt: _BlockTag) -> None:
+    def _store_piece(self, tag: str, bt: _BlockTag, values=_UNKNOWN) -> None:
+        """Store the tag's points of the block as one piece (``values``: what
+        :meth:`_as_values` gives of them, where it is known already)."""
         info = self.info[tag]
         if info.pieces and info.pieces[-1] in self._held.open_keys:
             # the tag's rows held in a group come before this piece's: none may join them
@@ -626,10 +634,7 @@ class RunAssembler(RestartRule):
             steps = np.array(groups[0][1], dtype=np.int64)
             walls = np.array(groups[0][2], dtype=np.float64)
         else:
-            seq = np.concatenate([np.array(bt.seq, dtype=np.int64)] + [c[0] for c in groups])
-            steps = np.concatenate([np.array(bt.steps, dtype=np.int64)] + [c[1] for c in groups])
-            walls = np.concatenate([np.array(bt.walls, dtype=np.float64)]
-                                   + [c[2] for c in groups])
+            seq, steps, walls = _read_columns(bt, groups)
         # read order, as a stable sort leaves it (most often the order already is)
         in_order = bool((seq[1:] >= seq[:-1]).all())
         if not in_order:
@@ -643,7 +648,8 @@ class RunAssembler(RestartRule):
         if bt.tables:
             info.add_kind((dt.DT_STRING, NDIM1))
         widths = {t[3].shape[1] for t in bt.tables}
-        values = None if bt.tables else self._as_values(bt)
+        if values is _UNKNOWN:
+            values = None if bt.tables else self._as_values(bt)
         if bt.tables and not bt.points and not bt.cols and len(widths) == 1:
             table = np.concatenate([t[3] for t in bt.tables])
             payload = ("table", None, table if in_order else table[order])
