@@ -102,17 +102,6 @@ def _footer_strings_limit(fh) -> int:
     return max(_ARROW_FOOTER_STRINGS, int.from_bytes(tail[:4], "little"))
 
 
-def open_file(path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
-    """Open one archive file and return it with its validated metadata; ``pf.close(force=True)``
-    closes the file."""
-    fh = _open_local(path)
-    try:
-        return _open_file(fh, path, options, report)
-    except BaseException:
-        fh.close()
-        raise
-
-
 def _open_local(path: Path):
     """The archive file ``path`` open for reading."""
     try:
@@ -278,7 +267,7 @@ class ArchiveFile:
 
     def close(self) -> None:
         self._buffered = None
-        self.file.close(force=True)  # also the file handle open_file gave it
+        self.file.close(force=True)  # also its file handle (see _open_file)
 
     def _read_meta(self, meta: dict) -> None:
         path = self.path
