@@ -56,14 +56,14 @@ def _sizes(chunk: list) -> tuple[int, int]:
 class JoinedFile:
     """A Parquet file written into the binary file ``fh`` from the row groups of others."""
 
-    def __init__(self, fh, row_groups=None) -> None:
+    def __init__(self, fh, row_groups) -> None:
         self.fh = fh
         fh.write(F.MAGIC)
         self.pos = len(F.MAGIC)
         self.template: list | None = None     # the first file's footer: schema, creator...
-        # each row group's footer struct, encoded: in a list, or in a spool
-        # (:class:`~tbconvert.formats.parquet.spool.Spool`, for a file of very many)
-        self.row_groups = [] if row_groups is None else row_groups
+        # each row group's footer struct, encoded, in a spool
+        # (:class:`~tbconvert.formats.parquet.spool.Spool`: a file may have very many)
+        self.row_groups = row_groups
         self.rows = 0
         # (src, at, to, size): bytes still to copy, grown while the next chunk follows on in
         # both files (a run's column chunks lie one after another: a copy per stretch, not
@@ -113,11 +113,7 @@ class JoinedFile:
             F.put(group, F.RG_ORDINAL, F.I16, len(self.row_groups))
         self.rows += F.get(group, F.RG_NUM_ROWS)
         # encoded now, while later runs are still being read, not in the footer at the end
-        encoded = F.encode(group)
-        if isinstance(self.row_groups, list):
-            self.row_groups.append(F.Encoded(encoded))
-        else:
-            self.row_groups.add(encoded)
+        self.row_groups.add(F.encode(group))
 
     def _copy(self, src, at: int, size: int) -> None:
         """``size`` bytes of ``src`` from ``at`` on, to come next in the file (copied by
