@@ -61,6 +61,19 @@ def _records_of(buf) -> Iterator[RunRecord]:
         at += length
 
 
+def in_slices(records: Iterable, size: int) -> Iterator[list]:
+    """``records`` as lists of ``size`` (the last of fewer): a run's records written a
+    slice at a time, never all at once."""
+    part = []
+    for rec in records:
+        part.append(rec)
+        if len(part) == size:
+            yield part
+            part = []
+    if part:
+        yield part
+
+
 class RecordLog:
     """Run records appended in order and read back in that order, as a sequence."""
 

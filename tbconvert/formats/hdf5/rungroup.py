@@ -13,6 +13,7 @@ from tbconvert import budget
 from tbconvert import dtypes as dt
 from tbconvert.errors import UnsupportedError
 from tbconvert.formats.hdf5 import schema
+from tbconvert.formats.recordlog import in_slices
 from tbconvert.interrupts import deferred
 from tbconvert.model import BlobSequenceSeries, DataClass, Run, ScalarSeries, Series, TensorSeries
 
@@ -305,24 +306,13 @@ def _write_records(rec: h5py.Group, records) -> None:
                                  compression_opts=schema.COMPRESSION_LEVEL)
     payload.resize(n, axis=0)
     at = 0
-    for part in _slices(records, schema.RECORD_ROWS):
+    for part in in_slices(records, schema.RECORD_ROWS):
         end = at + len(part)
         kind[at:end] = np.array([r.kind for r in part], dtype=object)
         step[at:end] = np.array([r.step for r in part], np.int64)
         wall[at:end] = np.array([r.wall_time for r in part], np.float64)
         payload[at:end] = _vlen([r.payload for r in part])
         at = end
-
-
-def _slices(items, size: int):
-    part = []
-    for item in items:
-        part.append(item)
-        if len(part) == size:
-            yield part
-            part = []
-    if part:
-        yield part
 
 
 def _add_chunk(sg: h5py.Group, states: dict, tags: list, chunk: Series, out: _Out) -> None:

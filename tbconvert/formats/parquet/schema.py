@@ -18,7 +18,6 @@ in run order and the experiment.
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 from collections.abc import Iterator
 from typing import Final
@@ -28,7 +27,7 @@ import pyarrow as pa
 
 # the marker's digest, kept where a sync that finds nothing new can check it without pyarrow
 from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest  # noqa: F401
-from tbconvert.formats.recordlog import RecordLog
+from tbconvert.formats.recordlog import RecordLog, in_slices
 from tbconvert.model import DataClass, Experiment, Metadata, Run, RunRecord
 
 FORMAT_NAME: Final = "tbconvert-parquet"   # "format" key of the JSON metadata
@@ -127,18 +126,11 @@ def run_text(run: Run) -> Iterator[bytes]:
     whose JSON as one list of dicts took a kilobyte each."""
     head = dumps({"name": run.name, "start_time": run.start_time, "records": []})
     yield head[:-2]     # (without its "]}")
-    part: list[dict] = []
-    first = True
-    for rec in itertools.chain(run.records, (None,)):
-        if rec is not None:
-            part.append(_record_to_json(rec))
-            if len(part) < _RECORDS_SLICE:
-                continue
-        if part:
-            # the items of a JSON list as dumps gives them within the list
-            yield (b"" if first else b",") + dumps(part)[1:-1]
-            first = False
-            part = []
+    between = b""
+    for part in in_slices(run.records, _RECORDS_SLICE):
+        # the items of a JSON list as dumps gives them within the list
+        yield between + dumps([_record_to_json(rec) for rec in part])[1:-1]
+        between = b","
     yield b"]}"
 
 
