@@ -358,6 +358,32 @@ def test_merged_events_of_many_tags_hold_their_numbers_in_batches(tmp_path, monk
         [False] * 13
 
 
+def test_a_block_of_bulk_and_one_by_one_numbers_ends_once(tmp_path, monkeypatch):
+    """Numbers decoded in bulk and numbers decoded an event at a time share a block's held
+    batches, which are cut where the block ends: once, at its last row of either, so that a
+    tag's rows of one block stay one piece whichever way they were decoded."""
+    from tensorboard.compat.proto import summary_pb2
+
+    from tbconvert.formats.tfevents import reader
+    run = tmp_path / "logs" / "run"
+    run.mkdir(parents=True)
+    merged = [dict(wall_time=2000.0 + s, step=s, summary=summary_pb2.Summary(value=[
+        summary_pb2.Summary.Value(tag=t, simple_value=s + k) for k, t in enumerate("xy")]))
+        for s in range(2)]
+    # the merged events around the single-value ones that the templates decode in bulk
+    _events(run / "events.out.tfevents.1.host",
+            [dict(wall_time=999.0, file_version="brain.Event:2"), merged[0]]
+            + [_scalar("a", s, s / 2, 1000.0 + s) for s in range(20)] + [merged[1]])
+    monkeypatch.setattr(records, "scan_file", blocks_of(100))
+    monkeypatch.setattr(reader, "FEW_LEFT_BYTES", 0)
+    asm = _read_whole(run)
+    try:
+        assert len(asm.block_ends) == 1
+        assert [len(list(asm._pieces(asm.info[t]))) for t in "axy"] == [1, 1, 1]
+    finally:
+        asm.store.close()
+
+
 @pytest.mark.parametrize("chunk", [3, 7, 64])
 def test_held_batches_come_in_the_chunks_of_a_batch_per_block(tmp_path, monkeypatch, chunk):
     """Built, a held batch is cut where its blocks ended: chunks (so Parquet row groups) and

@@ -457,7 +457,11 @@ class RunAssembler(RestartRule):
         tag's few decoded points may be held over to be stored with the next block's (see
         :meth:`end_file`)."""
         self._find_purges()
+        # where the block ends, for held batches to be cut there (see _pieces): one end a
+        # block, its last row held in any batch
+        ends = []
         if self._bulk:
+            ends.append(max(int(b[0].max()) for b in self._bulk))
             self._store_bulk()
         held, held_bytes = {}, 0
         numbers = []
@@ -473,7 +477,9 @@ class RunAssembler(RestartRule):
                 continue
             self._store_piece(tag, bt, values)
         if numbers:
-            self._store_numbers(numbers)
+            ends.append(self._store_numbers(numbers))
+        if ends:
+            self.block_ends.append(max(ends))
         self._block = held
         self._summary_rows = []
         self._fast_rows = []
@@ -494,7 +500,6 @@ class RunAssembler(RestartRule):
         few numpy calls for all of them); its piece is what :meth:`_store_piece` would have
         stored. The other tags' columns join their points there."""
         bulk, self._bulk = self._bulk, []
-        self.block_ends.append(max(int(b[0].max()) for b in bulk))
         if len(bulk) == 1:
             seqs, steps, rows, tids, lengths, unit_col, columns = bulk[0]
         else:
@@ -555,12 +560,13 @@ class RunAssembler(RestartRule):
             self._store_batch(code, seqs[row_take], steps[row_take], rows[row_take],
                               [c for c, u in zip(columns, used.tolist(), strict=True) if u], pick)
 
-    def _store_numbers(self, numbers: list) -> None:
+    def _store_numbers(self, numbers: list) -> int:
         """Tags whose every point of the block is a number of one dtype, ``(tag, block tag,
         (values, code))``, decoded one event at a time, held in batches by dtype as the bulk
         decoders' are: stored as a piece per tag and block, an event of 100,000 values
         (``merge_all``'s, and every event file tbconvert writes of a run of that many tags)
-        cost a piece per tag and event, more than the points themselves."""
+        cost a piece per tag and event, more than the points themselves. Returns the last
+        read position of their rows."""
         by_code: dict = {}
         for tag, bt, (values, code) in numbers:
             by_code.setdefault(code, []).append((self.info[tag].tid, bt, values))
@@ -574,9 +580,7 @@ class RunAssembler(RestartRule):
                              [len(v) for _, _, v in items])
             top = max(top, int(seq.max()))
             self._hold_rows(code, seq, steps, walls, values, rows)
-        # where the block ended, for the held batches to be cut there (see _pieces)
-        if not self.block_ends or self.block_ends[-1] < top:
-            self.block_ends.append(top)
+        return top
 
     def _store_batch(self, code: int, seq, steps, rows, columns: list, pick) -> None:
         """Rows of ``columns`` as one batch (``pick``: which of their rows, None: all)."""
