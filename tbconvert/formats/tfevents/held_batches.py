@@ -103,5 +103,6 @@ class HeldBatches:
         uniq = rows[starts]
         bounds = np.append(starts, len(rows)).astype(np.int32)
         self.stored.add(group.key)
-        self.store.put(Batch(uniq, bounds, (seq, steps, walls, values), 3, ("values", code)),
-                       seq.nbytes * 3 + values.nbytes + 48 * len(uniq), key=group.key)
+        self.store.put_batch(Batch(uniq, bounds, (seq, steps, walls, values), 3,
+                                   ("values", code)),
+                             seq.nbytes * 3 + values.nbytes + 48 * len(uniq), key=group.key)

@@ -181,10 +181,10 @@ class PieceStore:
             self.spill()
         return key
 
-    def put_batch(self, batch: Batch, size: int) -> int:
-        """Store a :class:`Batch`; each of its series takes its piece with
-        ``take(key, tid)``."""
-        return self.put(batch, size)
+    def put_batch(self, batch: Batch, size: int, key: int | None = None) -> int:
+        """Store a :class:`Batch` (under ``key``, reserved, if given); each of its series
+        takes its piece with ``take(key, tid)``."""
+        return self.put(batch, size, key)
 
     def spill(self) -> None:
         """Move every piece held in memory to the file. A full disk or a file-size limit is
