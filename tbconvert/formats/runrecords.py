@@ -33,6 +33,6 @@ def checked(run: Run, report: Report, where: str) -> Run:
     if all(record.damage() is None for record in run.records):
         return run
     # (a second pass, and a copy, only for a run that holds damage)
-    kept = RecordLog(events(run, report, where),
-                     directory=getattr(run.records, "directory", None))
-    return replace(run, records=kept if isinstance(run.records, RecordLog) else tuple(kept))
+    kept = events(run, report, where)
+    return replace(run, records=RecordLog(kept, directory=run.records.directory)
+                   if isinstance(run.records, RecordLog) else tuple(kept))
