@@ -344,14 +344,14 @@ def _compare_differing(differing: list[tuple[str, str, int, int]], sides: list,
     rest = [k for k, lines in enumerate(told) if lines is None]
     for g in range(0, len(rest), GROUP):
         group = rest[g:g + GROUP]
+        wanted: dict[str, set[str]] = {}     # the group's series, to read again
+        for k in group:
+            wanted.setdefault(differing[k][0], set()).add(differing[k][1])
         fingerprints_ab = []
         for path, fmt, src in sides:
             if src.series is not None:
                 fingerprints_ab.append(src.series)
                 continue
-            wanted: dict[str, set[str]] = {}
-            for k in group:
-                wanted.setdefault(differing[k][0], set()).add(differing[k][1])
             fingerprints_ab.append(_fingerprints_of(path, fmt=fmt, options=options,
                                                     keep_walls=tol > 0, wanted=wanted))
         fa, fb = fingerprints_ab
