@@ -587,18 +587,12 @@ _TELLS_NOTHING = Report()
 
 def _same_manifest(old: dict, new: dict) -> bool:
     """Whether ``new`` says what ``old`` said, but for its generation."""
-    import json
-
-    from tbconvert.formats.parquet import MARKER_DIGEST
-    from tbconvert.incremental.manifest import RunState
-
-    def plain(obj):
-        return obj.value() if isinstance(obj, RunState) else str(obj)
+    from tbconvert.incremental.manifest import marker_digest
 
     def said(marker: dict) -> str:
-        sync = {k: v for k, v in marker["sync"].items() if k != "generation"}
-        return json.dumps({k: v for k, v in marker.items() if k not in ("sync", MARKER_DIGEST)}
-                          | {"sync": sync}, sort_keys=True, default=plain)
+        # (the digest of the canonical text, made a run at a time; it leaves out the digest)
+        return marker_digest(marker | {"sync": {k: v for k, v in marker["sync"].items()
+                                                if k != "generation"}})
     return said(old) == said(new)
 
 
