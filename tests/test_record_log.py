@@ -48,6 +48,19 @@ def test_records_come_back_in_order_from_memory_and_from_the_file(monkeypatch):
     assert log != tuple(recs[:-1]) and RecordLog() == () and not RecordLog()
 
 
+def test_a_log_extended_by_logs_holds_their_records_in_order(monkeypatch):
+    """Logs joined (a run read in parallel parts) take each other's bytes as they are."""
+    monkeypatch.setattr(recordlog, "SPILL_AT", 300)
+    recs = _records(60)
+    parts = [RecordLog(recs[:25]), RecordLog(recs[25:26]), RecordLog(), RecordLog(recs[26:])]
+    assert parts[0]._chunks and not parts[1]._chunks, "from the file and from memory"
+    joined = RecordLog(recs[:0])
+    for part in parts:
+        joined.extend(part)
+    assert len(joined) == 60 and joined._chunks
+    assert list(joined) == recs
+
+
 def test_a_log_pickles_its_records_or_once_handed_over_its_file(monkeypatch):
     monkeypatch.setattr(recordlog, "SPILL_AT", 300)
     recs = _records(40)

@@ -95,6 +95,15 @@ class RecordLog:
             self._spill()
 
     def extend(self, records: Iterable[RunRecord]) -> None:
+        if isinstance(records, RecordLog) and records is not self:
+            # another log's bytes as they are (the parts of a run read in parallel, joined),
+            # not each record decoded and framed again
+            for framed in records._framed():
+                self._buf += framed
+                if len(self._buf) >= SPILL_AT:
+                    self._spill()
+            self._count += len(records)
+            return
         for rec in records:
             self.append(rec)
 
@@ -102,6 +111,11 @@ class RecordLog:
         return self._count
 
     def __iter__(self) -> Iterator[RunRecord]:
+        for framed in self._framed():
+            yield from _records_of(framed)
+
+    def _framed(self) -> Iterator[bytes]:
+        """The framed records a chunk at a time: those in the file, then those held."""
         if self._chunks:
             f = self._open()
             at = 0
@@ -112,9 +126,9 @@ class RecordLog:
                     from tbconvert.errors import OutputError
                     raise OutputError(f"temporary file {self.path or tempfile.gettempdir()}: "
                                       "cut short while it was read back")
-                yield from _records_of(chunk)
+                yield chunk
                 at += size
-        yield from _records_of(bytes(self._buf))
+        yield bytes(self._buf)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
