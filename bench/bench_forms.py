@@ -41,7 +41,8 @@ import writers  # noqa: E402
 
 SCALAR_FORMS = ("mixed", "pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all",
                 "pytorch_layers", "tf2_layers")
-HISTOGRAM_FORMS = ("histo_legacy", "histo_tf2", "histo_legacy_layers", "histo_tf2_layers")
+HISTOGRAM_FORMS = ("histo_legacy", "histo_tf2", "histo_legacy_layers", "histo_tf2_layers",
+                   "histo_tf1_merge_all")
 IMAGE_FORMS = ("images_legacy", "images_tf2")
 LABELS = {
     "pytorch": "PyTorch scalars (`simple_value`)",
@@ -56,6 +57,8 @@ LABELS = {
     "tf2_layers": "TF2 scalars, a metric per layer (1,024 tags)",
     "histo_legacy_layers": "histograms, legacy, one per parameter (256 tags)",
     "histo_tf2_layers": "histograms, TF2 tensor, one per parameter (256 tags)",
+    "histo_tf1_merge_all": "histograms, TF1 `merge_all`: a histogram per parameter (256) and "
+                           "2 scalars in every event",
     "images_legacy": "images, legacy `Summary.Image` (PyTorch), 16×16 PNG",
     "images_tf2": "images, TF2 string tensor, 16×16 PNG",
 }

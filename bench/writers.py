@@ -129,6 +129,18 @@ def tf2_histogram_tensor(sample: np.ndarray, buckets: int = TF2_BUCKETS) -> np.n
     return np.stack([edges[:-1], edges[1:], counts.astype(np.float64)], axis=1)
 
 
+def merge_all_event(step: int, wall: float, scalars: dict, histograms: dict) -> bytes:
+    """TF1 ``merge_all`` of scalar and histogram ops: one event, a value per op (as in
+    ``fixtures/tf2_logdir/tf1_graph_mode``, whose graph also has an image op)."""
+    event_pb2, _ = _pb()
+    ev = event_pb2.Event(wall_time=wall, step=step)
+    for tag, v in scalars.items():
+        ev.summary.value.add(tag=tag, simple_value=float(v))
+    for tag, histo in histograms.items():
+        ev.summary.value.add(tag=tag).histo.CopyFrom(histo)
+    return ev.SerializeToString()
+
+
 def histo_tf2_event(step: int, wall: float, tag: str, tensor: np.ndarray) -> bytes:
     event_pb2, _ = _pb()
     ev = event_pb2.Event(wall_time=wall, step=step)
@@ -228,6 +240,22 @@ def histogram_run(run_dir: Path, form: str, points: int, tags=("weights", "grads
                     f.add(histo_tf2_event(s, wall, tag, tf2_histogram_tensor(sample)))
 
 
+def merge_all_histogram_run(run_dir: Path, points: int, tags=("v1/w", "v1/b"),
+                            scalars=TF1_TAGS[:2], seed: int = 0) -> None:
+    """TF1 ``merge_all`` of a model's summaries: every step one event holding its scalars
+    and a legacy histogram per parameter."""
+    rng = np.random.default_rng(seed)
+    edges = _tf_default_edges()
+    steps = points // (len(tags) + len(scalars))
+    vals = _values(steps * len(scalars), seed).reshape(steps, len(scalars))
+    with EventFile(run_dir, "tf1") as f:
+        for s in range(steps):
+            histos = {tag: legacy_histogram(rng.standard_normal(256) * (1 + s * 1e-3), edges)
+                      for tag in tags}
+            f.add(merge_all_event(s, WALL0 + 1 + s * 0.01,
+                                  dict(zip(scalars, vals[s], strict=True)), histos))
+
+
 def image_run(run_dir: Path, form: str, points: int, size: int = 16, seed: int = 0) -> None:
     pngs = [png(size, size, seed + i) for i in range(8)]
     library = "pytorch" if form == "legacy" else "tf2"
@@ -285,6 +313,8 @@ FORMS = {
     "tf2_layers": lambda d, n: scalar_run(d / "run", "tf2", n, tags=LAYER_TAGS),
     "histo_legacy_layers": lambda d, n: histogram_run(d / "run", "legacy", n, tags=LAYER_HISTOGRAM_TAGS),
     "histo_tf2_layers": lambda d, n: histogram_run(d / "run", "tf2", n, tags=LAYER_HISTOGRAM_TAGS),
+    "histo_tf1_merge_all": lambda d, n: merge_all_histogram_run(d / "run", n,
+                                                                tags=LAYER_HISTOGRAM_TAGS),
 }
 
 

@@ -148,12 +148,18 @@ def parquet_codecs(source) -> set[str]:
 @contextlib.contextmanager
 def protobuf_only():
     """Event files read record by record through protobuf and the legacy migration: the bulk
-    decoders, the templates of one record for a block's last few records and the small
-    messages read without protobuf all switched off (the oracle those paths are checked
-    against)."""
+    decoders, the templates of one record for a block's last few records, the legacy
+    histogram events and the small messages read without protobuf all switched off (the
+    oracle those paths are checked against)."""
     import pytest
 
-    from tbconvert.formats.tfevents import blob_templates, reader, small_messages, summary_templates
+    from tbconvert.formats.tfevents import (
+        blob_templates,
+        histo_records,
+        reader,
+        small_messages,
+        summary_templates,
+    )
     caches = (summary_templates._parse_metadata, summary_templates._metadata)
     mp = pytest.MonkeyPatch()
     mp.setattr(summary_templates, "MIN_GROUP", 1 << 62)
@@ -161,6 +167,7 @@ def protobuf_only():
     mp.setattr(reader, "FEW_LEFT", 0)
     mp.setattr(small_messages, "file_version", lambda *args: None)
     mp.setattr(small_messages, "summary_metadata", lambda raw: None)
+    mp.setattr(histo_records, "parse", lambda *args: None)
     for cache in caches:
         cache.cache_clear()
     try:

@@ -140,6 +140,21 @@ def test_tf1_histogram_value_is_the_legacy_form():
     assert ours[2][2] == [histo_value]
 
 
+def test_tf1_merge_all_of_scalars_and_histograms():
+    """merge_all's event of scalar and histogram ops: their values side by side, each as
+    TensorFlow 1 wrote it (the fixture's graph also has an image op, left out here)."""
+    real = skeleton(_fixture_event("tf2_logdir/tf1_graph_mode", "v1/w"))
+    values = real[2][2]
+    simple = next(v for v in values if any(f[:2] == (2, 5) for f in v[2]))
+    histo = next(v for v in values if any(f[:2] == (5, 2) for f in v[2]))
+    sample = np.random.default_rng(0).standard_normal(100)
+    ours = skeleton(writers.merge_all_event(
+        7, 1.5, {"v1/loss": 0.5},
+        {"v1/w": writers.legacy_histogram(sample, writers._tf_default_edges())}))
+    assert [f[:2] for f in ours] == [f[:2] for f in real]
+    assert ours[2][2] == [simple, histo]
+
+
 def test_tf2_histograms():
     real = _fixture_event("tf2_logdir/eager", "weights")
     sample = np.random.default_rng(0).standard_normal(1000)

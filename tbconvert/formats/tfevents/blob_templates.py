@@ -109,7 +109,7 @@ def _learn(buf: bytes) -> _Template | None:
             return None
         (height, width), blob = found
         head = (str(width).encode(), str(height).encode())
-        md = legacy._legacy_metadata("images", legacy._IMAGE_CONTENT, tag, "")
+        md = legacy.legacy_value_metadata("images", tag, legacy.IMAGE_CONTENT)
     else:
         found = _string_vector(buf, pstart, pend)
         if found is None:

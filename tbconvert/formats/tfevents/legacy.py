@@ -41,7 +41,7 @@ GRAPHS_PLUGIN = "graphs"
 TAGGED_RUN_METADATA_PLUGIN = "graph_tagged_run_metadata"
 
 # Serialized plugin data TensorBoard attaches to migrated legacy values.
-_IMAGE_CONTENT = b"\x10\x01"              # ImagePluginData{converted_to_tensor: true}
+IMAGE_CONTENT = b"\x10\x01"              # ImagePluginData{converted_to_tensor: true}
 _AUDIO_CONTENT = b"\x10\x0b\x18\x01"      # AudioPluginData{encoding: WAV, converted_to_tensor: true}
 
 NULL_TENSOR = (dt.DT_FLOAT, np.zeros((0,), dtype=np.float32))  # hparams values without a tensor
@@ -84,9 +84,10 @@ def legacy_metadata(plugin: str, value, content: bytes = b"") -> Metadata:
                             value.metadata.summary_description)
 
 
-def legacy_histogram_metadata(tag: str) -> Metadata:
-    """:func:`legacy_metadata` of a histogram value that carries no metadata of its own."""
-    return _legacy_metadata("histograms", b"", tag, "")
+def legacy_value_metadata(plugin: str, tag: str, content: bytes = b"") -> Metadata:
+    """:func:`legacy_metadata` of a value (a histogram, a ``simple_value``, an image) that
+    carries no metadata of its own."""
+    return _legacy_metadata(plugin, content, tag, "")
 
 
 @lru_cache(maxsize=4096)
@@ -164,7 +165,7 @@ def migrate_value(value, where: str = "value"):
         img = value.image
         data = dt.string_array([str(img.width).encode(), str(img.height).encode(),
                                 img.encoded_image_string])
-        return legacy_metadata("images", value, _IMAGE_CONTENT), (dt.DT_STRING, data)
+        return legacy_metadata("images", value, IMAGE_CONTENT), (dt.DT_STRING, data)
     if kind == "audio":
         # TensorBoard stores [[clip, label]] and then drops the label (rank > 1 is strided).
         return (legacy_metadata("audio", value, _AUDIO_CONTENT),

@@ -532,11 +532,27 @@ class TfeventsReader(Reader):
     @staticmethod
     def _histogram(asm: RunAssembler, seq: int, histogram) -> None:
         """A legacy histogram event read by :mod:`histo_records`, as :meth:`_event` takes it."""
-        wall, step, tag, lo, hi, limits, counts = histogram
-        asm.metadata(seq, tag, legacy.legacy_histogram_metadata(tag))
-        asm.point(seq, step, wall, tag,
-                  (dt.DT_FLOAT, legacy.migrated_histogram(limits, counts, lo, hi)))
-        asm.summary_event(seq, step, [tag])
+        wall, step, values = histogram
+        several = len(values) > 1
+        tags = []
+        for pos, value in enumerate(values):
+            kind, tag = value[:2]
+            if kind == histo_records.HISTOGRAM:
+                _, _, lo, hi, limits, counts = value
+                md = legacy.legacy_value_metadata("histograms", tag)
+                point = (dt.DT_FLOAT, legacy.migrated_histogram(limits, counts, lo, hi))
+            elif kind == histo_records.SCALAR:   # merge_all's scalars beside the histograms
+                md = legacy.legacy_value_metadata("scalars", tag)
+                point = (dt.DT_FLOAT, np.array(value[2], dtype=np.float32))
+            else:
+                _, _, width, height, image = value
+                md = legacy.legacy_value_metadata("images", tag, legacy.IMAGE_CONTENT)
+                point = (dt.DT_STRING, dt.string_array([str(width).encode(),
+                                                        str(height).encode(), image]))
+            asm.metadata(seq, tag, md)
+            asm.point(seq, step, wall, tag, point, pos if several else None)
+            tags.append(tag)
+        asm.summary_event(seq, step, tags)
 
     def _event(self, asm: RunAssembler, seq: int, event, path: Path) -> None:
         what = event.WhichOneof("what")
