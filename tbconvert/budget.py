@@ -104,5 +104,9 @@ def loads_json(text, where: str, *, max_depth: int = MAX_JSON_DEPTH):
     except (ValueError, TypeError) as exc:   # JSONDecodeError and UnicodeDecodeError
         raise CorruptDataError(f"{where}: not valid JSON ({exc})") from None
     if isinstance(obj, (dict, list)) and json_depth(obj) > max_depth:
-        raise CorruptDataError(f"{where}: JSON nested deeper than {max_depth} levels")
+        raise too_deep(where, max_depth)
     return obj
+
+
+def too_deep(where: str, max_depth: int = MAX_JSON_DEPTH) -> CorruptDataError:
+    return CorruptDataError(f"{where}: JSON nested deeper than {max_depth} levels")

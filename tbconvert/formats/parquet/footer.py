@@ -124,11 +124,7 @@ class _Encoder:
                 self.struct(value)
         elif ctype in (LIST, SET):
             etype, items = value
-            if len(items) < 15:
-                self.out.append(len(items) << 4 | etype)
-            else:
-                self.out.append(0xF0 | etype)
-                self.varint(len(items))
+            self.list_head(len(items), etype)
             if hasattr(items, "blocks"):    # structs encoded already, kept in a file
                 self.bulk(items)
                 return
@@ -143,6 +139,13 @@ class _Encoder:
             self.out += struct.pack("<d", value)
         else:
             raise ValueError(f"Thrift type {ctype} is not in a Parquet footer")
+
+    def list_head(self, size: int, etype: int) -> None:
+        if size < 15:
+            self.out.append(size << 4 | etype)
+        else:
+            self.out.append(0xF0 | etype)
+            self.varint(size)
 
     def bulk(self, data) -> None:
         """Bytes as they are: a bytes object, or an object giving them a block at a time
@@ -307,3 +310,144 @@ def put(fields: list, fid: int, ctype: int, value) -> None:
             return
     at = next((k for k, f in enumerate(fields) if f[0] > fid), len(fields))
     fields.insert(at, [fid, ctype, value])
+
+
+def _skip(data, pos: int, ctype: int) -> int:
+    """Where the value of type ``ctype`` at ``pos`` ends, nothing of it decoded (a footer's
+    row groups are thousands of small structs: made into lists, about 50 KB a row group)."""
+    if ctype in (TRUE, FALSE):
+        return pos
+    if ctype in _INTS:
+        while data[pos] & 0x80:
+            pos += 1
+        return pos + 1
+    if ctype == BINARY:
+        n, pos = _varint(data, pos)
+        if pos + n > len(data):
+            raise ValueError("binary runs past the footer")
+        return pos + n
+    if ctype == STRUCT:
+        while True:
+            head = data[pos]
+            pos += 1
+            if head == 0:
+                return pos
+            if not head >> 4:   # a field id of its own, after the type
+                pos = _skip(data, pos, I16)
+            pos = _skip(data, pos, head & 0x0F)
+    if ctype in (LIST, SET):
+        size, etype, pos = _list_head(data, pos)
+        if etype in (TRUE, FALSE):
+            return pos + size
+        for _ in range(size):
+            pos = _skip(data, pos, etype)
+        return pos
+    if ctype == I8:
+        return pos + 1
+    if ctype == DOUBLE:
+        return pos + 8
+    raise ValueError(f"Thrift type {ctype} is not in a Parquet footer")
+
+
+def _varint(data, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 70:
+            raise ValueError("varint too long")
+
+
+def _list_head(data, pos: int) -> tuple[int, int, int]:
+    head = data[pos]
+    size, etype = head >> 4, head & 0x0F
+    if size == 15:
+        size, pos = _varint(data, pos + 1)
+        return size, etype, pos
+    return size, etype, pos + 1
+
+
+def without_key(data, key: bytes) -> tuple[bytes, int, int] | None:
+    """The footer ``data`` (a whole footer, as :func:`read` reads it) without its key-value
+    entry ``key``, and where that entry's value lies in ``data``: a footer of the same file
+    otherwise, for Arrow to read without the archive's JSON (it holds two copies of every
+    value while the file is open). None if ``data`` has no such entry, has it more than
+    once, or does not decode."""
+    try:
+        return _without_key(data, key)
+    except (ValueError, IndexError, RecursionError):
+        return None
+
+
+def _without_key(data, key: bytes):
+    pos = last = 0
+    listed = None
+    while True:
+        head = data[pos]
+        pos += 1
+        if head == 0:
+            break
+        ctype, delta = head & 0x0F, head >> 4
+        if delta:
+            fid = last + delta
+        else:
+            fid, pos = _varint(data, pos)
+            fid = (fid >> 1) ^ -(fid & 1)
+        start = pos
+        pos = _skip(data, pos, ctype)
+        if fid == FILE_KEY_VALUE and ctype == LIST:
+            listed = start, pos
+        last = fid
+    if pos != len(data) or listed is None:
+        return None
+    start, end = listed
+    size, etype, pos = _list_head(data, start)
+    if etype != STRUCT:
+        return None
+    found = []
+    for _ in range(size):
+        entry = pos
+        fields = []
+        pos = _kv_fields(data, pos, fields)
+        k = next((v for fid, ctype, v in fields if fid == KV_KEY and ctype == BINARY), None)
+        if k is not None and data[k[0]:k[1]] == key:
+            value = next((v for fid, ctype, v in fields if fid == KV_VALUE and ctype == BINARY),
+                         None)
+            found.append((entry, pos, value))
+    if len(found) != 1 or found[0][2] is None:
+        return None
+    entry, entry_end, (lo, hi) = found[0]
+    enc = _Encoder()
+    enc.list_head(size - 1, STRUCT)
+    items = _list_head(data, start)[2]
+    return (bytes(data[:start]) + enc.out + data[items:entry] + data[entry_end:]), lo, hi
+
+
+def _kv_fields(data, pos: int, fields: list) -> int:
+    """The fields of the key-value struct at ``pos`` (binary ones as where their bytes
+    lie) into ``fields``; where it ends."""
+    last = 0
+    while True:
+        head = data[pos]
+        pos += 1
+        if head == 0:
+            return pos
+        ctype, delta = head & 0x0F, head >> 4
+        if delta:
+            fid = last + delta
+        else:
+            fid, pos = _varint(data, pos)
+            fid = (fid >> 1) ^ -(fid & 1)
+        if ctype == BINARY:
+            n, at = _varint(data, pos)
+            pos = at + n
+            if pos > len(data):
+                raise ValueError("binary runs past the footer")
+            fields.append((fid, ctype, (at, pos)))
+        else:
+            pos = _skip(data, pos, ctype)
+        last = fid

@@ -18,7 +18,7 @@ from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, rais
 from tbconvert.formats import packed, runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
-from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired
+from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired, keyvalue, metajson
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
@@ -84,7 +84,7 @@ def _open_part(path: Path) -> int:
 
 # Arrow's own limit on the strings of a footer it decodes, which the archive's JSON passes
 # for a run of more than about 650,000 records (its session logs and log messages).
-_ARROW_FOOTER_STRINGS = 100_000_000
+_ARROW_FOOTER_STRINGS = keyvalue.ARROW_FOOTER_STRINGS
 
 
 def _footer_strings_limit(fh) -> int:
@@ -117,26 +117,33 @@ def _open_local(path: Path):
 
 
 def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
+    apart = keyvalue.split(fh, S.METADATA_KEY)
     try:
-        pf = pq.ParquetFile(fh, page_checksum_verification=True,
-                            thrift_string_size_limit=_footer_strings_limit(fh))
+        if apart is None:
+            pf = pq.ParquetFile(fh, page_checksum_verification=True,
+                                thrift_string_size_limit=_footer_strings_limit(fh))
+        else:
+            pf = pq.ParquetFile(fh, page_checksum_verification=True, metadata=apart[0])
         pf = _parquet_file(fh, pf.metadata, set(pf.schema_arrow.names))
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
         raise CorruptDataError(
             f"{path}: not a readable Parquet file (damaged or not Parquet: {_one_line(exc)})") from None
     kv = pf.metadata.metadata or {}
-    raw = kv.get(S.METADATA_KEY)
+    raw = kv.get(S.METADATA_KEY) if apart is None else apart[1]
+    apart = None
     if raw is None:
         raise CorruptDataError(f"{path}: not a tbconvert Parquet archive (no tbconvert metadata)")
-    meta = budget.loads_json(raw, f"{path}: damaged tbconvert metadata")
+    actual = hashlib.sha256(raw).hexdigest().encode("ascii")
+    meta = metajson.loads(raw, f"{path}: damaged tbconvert metadata")
+    raw = None
     check_header(meta, path)
     # after the version check: a newer schema may protect its metadata differently
     digest = kv.get(S.DIGEST_KEY)
     if digest is None:
         checksum_failed(f"{path}: damaged tbconvert metadata (its checksum is missing)",
                         options, report, path=path)
-    elif digest != hashlib.sha256(raw).hexdigest().encode("ascii"):
+    elif digest != actual:
         checksum_failed(f"{path}: damaged tbconvert metadata (its checksum does not match)",
                         options, report, path=path)
     # The footer is not checksummed, and Arrow aborts the whole process (rather than
@@ -279,7 +286,8 @@ class ArchiveFile:
                 raise S.BadMetadata("runs and series must be lists")
             self.runs = [runrecords.checked(S.run_from_json(r, i), self.report, str(path))
                          for i, r in enumerate(runs)]
-            self.series = [S.series_from_json(e, i, len(self.runs)) for i, e in enumerate(series)]
+            self.series = series.checked(len(self.runs)) if isinstance(series, metajson.Entries) \
+                else [S.series_from_json(e, i, len(self.runs)) for i, e in enumerate(series)]
             self.row_groups = S.row_groups_from_json(meta.get(S.ROW_GROUPS_KEY))
         except S.BadMetadata as exc:
             raise CorruptDataError(f"{path}: damaged tbconvert metadata ({_one_line(exc)})") from None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Final
 
 import numpy as np
@@ -214,17 +215,41 @@ def run_from_json(obj, i: int = 0) -> Run:
 
 def series_from_json(obj, i: int, run_count: int) -> tuple:
     """``(run_index, tag, kind, metadata, scalar dtype or None)`` of ``series[i]``."""
+    run = _get(obj, "run", int, f"series[{i}]")
+    check_run(run, i, run_count)
+    return series_entry(obj, i)
+
+
+def check_run(run: int, i: int, run_count: int) -> None:
+    if not 0 <= run < run_count:
+        raise BadMetadata(f"series[{i}].run is {run}, but there are {run_count} runs")
+
+
+def series_entry(obj, i: int, names: dict | None = None) -> tuple:
+    """What :func:`series_from_json` gives, the run not checked against the runs (the list
+    of series may come first). ``names``: the plugin names met so far, the one string
+    of each kept for all the series of a plugin (a series entry is kept for as long as its
+    archive is read, for each of 100,000 series); a display name that is the tag is the
+    tag's string."""
     w = f"series[{i}]"
     run = _get(obj, "run", int, w)
-    if not 0 <= run < run_count:
-        raise BadMetadata(f"{w}.run is {run}, but there are {run_count} runs")
-    kind = _get(obj, "kind", str, w)
-    if kind not in KINDS:
-        raise BadMetadata(f"{w}.kind is {kind!r}, not one of {', '.join(KINDS)}")
+    kind = _KINDS.get(_get(obj, "kind", str, w))
+    if kind is None:
+        raise BadMetadata(f"{w}.kind is {obj['kind']!r}, not one of {', '.join(KINDS)}")
     dtype = None
     if kind == KIND_SCALAR:
         dtype = scalar_dtype(_get(obj, "value_dtype", str, w), w)
-    return run, _get(obj, "tag", str, w), kind, metadata_from_json(obj, w), dtype
+    tag = _get(obj, "tag", str, w)
+    md = metadata_from_json(obj, w)
+    if names is not None:
+        plugin = names.setdefault(md.plugin_name, md.plugin_name)
+        shown = tag if md.display_name == tag else md.display_name
+        if plugin is not md.plugin_name or shown is not md.display_name:
+            md = replace(md, plugin_name=plugin, display_name=shown)
+    return run, tag, kind, md, dtype
+
+
+_KINDS = {k: k for k in KINDS}
 
 
 def row_groups_from_json(obj) -> list[dict] | None:

@@ -1,0 +1,133 @@
+"""The archive's JSON read with its list of series an entry at a time.
+
+``json.loads`` of the JSON of 100,000 series makes a dict of nine values of each, 90 MB of
+Python objects at once, for entries the reader keeps as a tuple each. Here each entry of
+the list is made into its tuple as soon as it is read, and its dict let go.
+"""
+
+from __future__ import annotations
+
+import json
+from json.decoder import WHITESPACE
+
+from tbconvert import budget
+from tbconvert.formats.parquet import schema as S
+
+_DECODER = json.JSONDecoder()
+_SERIES = "series"
+
+
+class Entries(list):
+    """The archive's series, each as :func:`schema.series_entry` gives it, up to the first
+    that is damaged (``damaged``: its index and its JSON)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.damaged: tuple[int, object] | None = None
+        self.count = 0
+        self._names: dict = {}
+
+    def add(self, obj) -> None:
+        if self.damaged is None:
+            try:
+                self.append(S.series_entry(obj, self.count, self._names))
+            except S.BadMetadata:
+                self.damaged = self.count, obj
+                self._names = {}
+        self.count += 1
+
+    def checked(self, run_count: int) -> list:
+        """The entries, each of a run among ``run_count``: :class:`schema.BadMetadata` for
+        the first that is not, or is damaged, as :func:`schema.series_from_json` says it."""
+        for i, entry in enumerate(self):
+            S.check_run(entry[0], i, run_count)
+        if self.damaged is not None:
+            S.series_from_json(self.damaged[1], self.damaged[0], run_count)
+        self._names = {}
+        return self
+
+
+def loads(raw, where: str):
+    """``budget.loads_json(raw, where)``, but an object's ``"series"`` list as
+    :class:`Entries`. ``raw``: bytes, or a bytearray, emptied once read."""
+    try:
+        text = raw.decode(json.detect_encoding(raw), "surrogatepass")
+    except (UnicodeDecodeError, LookupError):
+        text = None
+    if text is not None:
+        if isinstance(raw, bytearray):
+            raw.clear()     # (the footer's bytes: of no use once decoded)
+        try:
+            found = _object(text)
+        except (ValueError, RecursionError):
+            found = None
+        if found is not None:
+            obj, depth = found
+            if depth > budget.MAX_JSON_DEPTH:
+                raise budget.too_deep(where, budget.MAX_JSON_DEPTH)
+            return obj
+    # not an object, or not JSON: the error (or value) json.loads gives
+    return budget.loads_json(raw if text is None else text, where)
+
+
+def _skip(text: str, i: int) -> int:
+    return WHITESPACE.match(text, i).end()
+
+
+def _object(text: str) -> tuple[dict, int] | None:
+    """The object ``text`` holds and its depth (counted as ``budget.json_depth`` counts
+    it), or None for another value; ValueError if it is not JSON."""
+    i = _skip(text, 0)
+    if text[i:i + 1] != "{":
+        return None
+    out: dict = {}
+    depth = 1
+    i = _skip(text, i + 1)
+    if text[i:i + 1] == "}":
+        i += 1
+    else:
+        while True:
+            key, i = _DECODER.raw_decode(text, i)
+            if not isinstance(key, str):
+                raise ValueError("a key that is not a string")
+            i = _skip(text, i)
+            if text[i:i + 1] != ":":
+                raise ValueError("no ':' after a key")
+            i = _skip(text, i + 1)
+            if key == _SERIES and text[i:i + 1] == "[":
+                value, i, deepest = _entries(text, i)
+                depth = max(depth, 2 + deepest)
+            else:
+                value, i = _DECODER.raw_decode(text, i)
+                depth = max(depth, 1 + budget.json_depth(value))
+            out[key] = value
+            i = _skip(text, i)
+            if text[i:i + 1] == "}":
+                i += 1
+                break
+            if text[i:i + 1] != ",":
+                raise ValueError("no ',' between values")
+            i = _skip(text, i + 1)
+    if _skip(text, i) != len(text):
+        raise ValueError("text after the object")
+    return out, depth
+
+
+def _entries(text: str, i: int) -> tuple[Entries, int, int]:
+    """The list at ``i`` (its ``[``) as :class:`Entries`, where it ends, and the depth of
+    its deepest item."""
+    entries = Entries()
+    deepest = 0
+    i = _skip(text, i + 1)
+    if text[i:i + 1] == "]":
+        return entries, i + 1, deepest
+    while True:
+        item, i = _DECODER.raw_decode(text, i)
+        deepest = max(deepest, budget.json_depth(item))
+        entries.add(item)
+        i = _skip(text, i)
+        if text[i:i + 1] == "]":
+            return entries, i + 1, deepest
+        if text[i:i + 1] != ",":
+            raise ValueError("no ',' between items")
+        i = _skip(text, i + 1)

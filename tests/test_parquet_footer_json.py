@@ -1,0 +1,169 @@
+"""The archive's JSON read apart from the rest of the footer (which Arrow reads), its list of
+series an entry at a time: the same metadata, entries and errors as a whole read gives."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_archives_roundtrip import write_sample
+
+from tbconvert import budget
+from tbconvert.errors import CorruptDataError
+from tbconvert.formats.parquet import footer as F
+from tbconvert.formats.parquet import keyvalue, metajson
+from tbconvert.formats.parquet import schema as S
+
+
+def _footer(data: bytes) -> bytes:
+    n = int.from_bytes(data[-8:-4], "little")
+    return data[-8 - n:-8]
+
+
+def _same_but_key(got: pq.FileMetaData, whole: pq.FileMetaData, key: bytes) -> None:
+    assert got.schema.equals(whole.schema)
+    assert got.num_rows == whole.num_rows and got.num_row_groups == whole.num_row_groups
+    for g in range(whole.num_row_groups):
+        assert got.row_group(g).to_dict() == whole.row_group(g).to_dict()
+    kv = dict(whole.metadata)
+    kv.pop(key)
+    assert (got.metadata or {}) == kv
+
+
+def _bits(table: pa.Table) -> list:
+    """The table's values, NaN equal to NaN."""
+    return [(col.is_null().to_pylist(), col.fill_null(0).to_numpy().view(np.int64).tolist())
+            if col.type == pa.float64() else col.to_pylist() for col in table.columns]
+
+
+def test_arrow_reads_the_footer_without_the_json(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 3)     # (row groups of every kind of column)
+    path = write_sample(tmp_path / "x.parquet")
+    whole = pq.read_metadata(path)
+    assert whole.num_row_groups > 15
+    with open(path, "rb") as fh:
+        metadata, value = keyvalue.split(fh, S.METADATA_KEY)
+        assert fh.tell() == 0
+    assert isinstance(value, bytearray) and bytes(value) == whole.metadata[S.METADATA_KEY]
+    _same_but_key(metadata, whole, S.METADATA_KEY)
+    # its values read through it, as through the whole footer
+    with open(path, "rb") as fh:
+        assert _bits(pq.ParquetFile(fh, metadata=metadata).read()) == _bits(pq.read_table(path))
+
+
+def _write(table, path, meta: dict) -> None:
+    with pq.ParquetWriter(path, table.schema, store_schema=False) as w:
+        w.write_table(table)
+        w.add_key_value_metadata(meta)
+
+
+def test_a_key_value_list_of_fifteen_entries_or_more_keeps_its_form(tmp_path):
+    table = pa.table({"a": [1, 2, 3]})
+    for n in (1, 14, 15, 16, 40):
+        meta = {f"k{i}": "v" * i for i in range(n)}
+        path = tmp_path / f"{n}.parquet"
+        _write(table, path, meta)
+        whole = pq.read_metadata(path)
+        for key in (b"k0", f"k{n - 1}".encode()):
+            data = _footer(path.read_bytes())
+            rest, lo, hi = F.without_key(data, key)
+            assert data[lo:hi] == whole.metadata[key]
+            with open(path, "rb") as fh:
+                metadata, value = keyvalue.split(fh, key)
+            assert bytes(value) == whole.metadata[key]
+            _same_but_key(metadata, whole, key)
+
+
+def test_footers_it_does_not_read_are_left_to_arrow(tmp_path):
+    table = pa.table({"a": [1, 2, 3]})
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(table, plain)
+    twice = tmp_path / "twice.parquet"
+    _write(table, twice, {"k": "1"})
+    data = _footer(twice.read_bytes())
+    fields = F.decode(data)
+    _, items = F.get(fields, F.FILE_KEY_VALUE)
+    F.put(fields, F.FILE_KEY_VALUE, F.LIST, (F.STRUCT, items + items))
+    assert F.without_key(data, b"k") is not None
+    assert F.without_key(F.encode(fields), b"k") is None          # the key twice
+    assert F.without_key(_footer(plain.read_bytes()), S.METADATA_KEY) is None
+    for cut in (1, 7, len(data) // 2, len(data) - 1):
+        assert F.without_key(data[:cut], b"k") is None
+        assert F.without_key(data[:cut] + b"\x00" * 5, b"k") is None
+    for raw in (b"", b"PAR1", b"PAR1" + b"\x00" * 20 + b"\xff\xff\xff\x00PAR1",
+                plain.read_bytes()):
+        assert keyvalue.split(io.BytesIO(raw), S.METADATA_KEY) is None
+
+
+def _entry(i, **edit):
+    entry = {"run": 0, "tag": f"t{i}", "kind": "scalar", "plugin_name": "scalars",
+             "plugin_content": "", "display_name": f"t{i}", "description": "",
+             "data_class": "scalar", "value_dtype": "float32"}
+    entry.update(edit)
+    return entry
+
+
+def _both(text, runs: int = 1):
+    """What the whole read and the entry-at-a-time read give for ``text``: the metadata
+    (series as entries) or the error message."""
+    out = []
+    for read in (budget.loads_json, metajson.loads):
+        try:
+            meta = read(text, "x")
+            series = meta.get("series") if isinstance(meta, dict) else None
+            if isinstance(series, metajson.Entries):
+                series = series.checked(runs)
+            elif isinstance(series, list):
+                series = [S.series_from_json(e, i, runs) for i, e in enumerate(series)]
+            out.append(meta if series is None else {**meta, "series": series})
+        except (CorruptDataError, S.BadMetadata) as exc:
+            out.append((type(exc), str(exc)))
+    return out
+
+
+def _s(*items: str, end: str = "]}") -> str:
+    """The text of an object whose series list holds ``items`` (JSON texts)."""
+    return '{"series":[' + ",".join(items) + end
+
+
+_E0, _E1 = json.dumps(_entry(0)), json.dumps(_entry(1))
+_ODD = json.dumps(_entry(1, kind="odd"))
+_NESTED = {n: "[" * n + "]" * n for n in (62, 63, 64, 70, 100_000)}
+
+
+@pytest.mark.parametrize("text", [
+    '{"format":"f","series":[]}',
+    ' \n{ "series" : [ ' + _E0 + " , " + _E1 + ' ] , "runs" : [1] }\t',
+    _s(_E0, end='],"series":[' + _E1 + "]}"),
+    '{"series":{"a":1}}', '{"series":null}', '[1,2]', '"text"', '{}', ' {} ',
+    _s(_E0, _ODD), _s(json.dumps(_entry(0, run=3)), _ODD, json.dumps(_entry(2))),
+    _s(_E0, json.dumps(_entry(1, kind="odd", run=5))), _s(json.dumps(_entry(0, run=True)), _E1),
+    _s(_E0, "7"), _s(_E0, _E1, end="]"), _s(_E0 + " " + _E1), _s(_E0, end=",]}"),
+    _s(_E0, _ODD, "7", end="}"),
+    '{"series":[]} x', '{"series" []}', '{1:2}', '{"a":1,}', '{"a":1 "b":2}', '',
+    _s(_NESTED[62]), _s(_NESTED[63]), _s(_NESTED[100_000]),
+    '{"a":' + _NESTED[63] + "}", '{"a":' + _NESTED[64] + "}", _s(_NESTED[70], end='], "b":1'),
+])
+def test_entries_read_one_at_a_time_are_those_of_the_whole_json(text):
+    for raw in (text.encode(), bytearray(text.encode()), b"\xef\xbb\xbf" + text.encode(),
+                text.encode("utf-16")):
+        whole, apart = _both(raw)
+        assert apart == whole
+
+
+def test_a_series_entry_keeps_one_string_of_each_plugin_and_its_tag_as_display_name():
+    text = json.dumps({"series": [_entry(i) for i in range(3)] + [_entry(3, display_name="d")]})
+    entries = metajson.loads(text.encode(), "x")["series"].checked(1)
+    assert [e[3].display_name for e in entries] == ["t0", "t1", "t2", "d"]
+    assert all(e[3].display_name is e[1] for e in entries[:3])
+    assert len({id(e[3].plugin_name) for e in entries}) == 1
+    assert len({id(e[2]) for e in entries}) == 1
+
+
+def test_the_footers_bytes_are_let_go_once_read():
+    raw = bytearray(json.dumps({"series": [_entry(0)]}).encode())
+    assert len(metajson.loads(raw, "x")["series"]) == 1 and raw == b""
