@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tbconvert import arrowpool, budget, sourcefiles
+from tbconvert import arrowpool, budget, malloc, sourcefiles
 from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
 from tbconvert.formats import packed, runrecords
@@ -116,6 +116,10 @@ def _open_local(path: Path):
     return fh
 
 
+# Archive JSON this long is handed back to the system once read.
+_GIVE_BACK_BYTES = 1 << 20
+
+
 def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
     apart = keyvalue.split(fh, S.METADATA_KEY)
     try:
@@ -135,8 +139,12 @@ def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.Par
     if raw is None:
         raise CorruptDataError(f"{path}: not a tbconvert Parquet archive (no tbconvert metadata)")
     actual = hashlib.sha256(raw).hexdigest().encode("ascii")
+    size = len(raw)
     meta = metajson.loads(raw, f"{path}: damaged tbconvert metadata")
     raw = None
+    if size >= _GIVE_BACK_BYTES:
+        # the JSON's bytes and text, freed: the command's glibc would keep them (see malloc)
+        malloc.give_back_free_heap()
     check_header(meta, path)
     # after the version check: a newer schema may protect its metadata differently
     digest = kv.get(S.DIGEST_KEY)
