@@ -17,6 +17,7 @@ from tbconvert.errors import CorruptDataError
 from tbconvert.formats.parquet import footer as F
 from tbconvert.formats.parquet import keyvalue, metajson
 from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.seriestable import SeriesTable
 
 
 def _footer(data: bytes) -> bytes:
@@ -116,7 +117,7 @@ def _both(text, runs: int = 1):
             meta = read(text, "x")
             series = meta.get("series") if isinstance(meta, dict) else None
             if isinstance(series, metajson.Entries):
-                series = series.checked(runs)
+                series = list(series.checked(runs))
             elif isinstance(series, list):
                 series = [S.series_from_json(e, i, runs) for i, e in enumerate(series)]
             out.append(meta if series is None else {**meta, "series": series})
@@ -155,15 +156,33 @@ def test_entries_read_one_at_a_time_are_those_of_the_whole_json(text):
         assert apart == whole
 
 
-def test_a_series_entry_keeps_one_string_of_each_plugin_and_its_tag_as_display_name():
-    text = json.dumps({"series": [_entry(i) for i in range(3)] + [_entry(3, display_name="d")]})
-    entries = metajson.loads(text.encode(), "x")["series"].checked(1)
-    assert [e[3].display_name for e in entries] == ["t0", "t1", "t2", "d"]
-    assert all(e[3].display_name is e[1] for e in entries[:3])
-    assert len({id(e[3].plugin_name) for e in entries}) == 1
-    assert len({id(e[2]) for e in entries}) == 1
+def test_the_series_table_gives_back_each_entry_as_it_was_put_in():
+    import numpy as np
+
+    from tbconvert.model import DataClass, Metadata
+    entries = [(0, "loss", "scalar", Metadata("scalars", b"", "loss", "", DataClass.SCALAR),
+                np.dtype("float32")),
+               (1, "acc", "scalar", Metadata("scalars", b"", "", "", DataClass.SCALAR),
+                np.dtype("float64")),
+               (1, "a\u00e9\U0001f600\ud800", "tensor",
+                Metadata("text", b"\x00\x01", "shown", "about it", DataClass.TENSOR), None),
+               (0, "", "blob_sequence", Metadata("images", b"", "", "", DataClass.BLOB_SEQUENCE),
+                None),
+               (2, "loss", "scalar", Metadata("scalars", b"", "loss", "", DataClass.SCALAR),
+                np.dtype("float32"))]
+    table = SeriesTable.of(entries)
+    table.done()
+    assert len(table) == 5 and list(table) == entries
+    assert [table[i] for i in (-1, -5)] == [entries[-1], entries[0]]
+    assert [table.run(i) for i in range(5)] == [0, 1, 1, 0, 2]
+    assert [table.kind(i) for i in range(5)] == [e[2] for e in entries]
+    with pytest.raises(IndexError):
+        table[5]
+    text = json.dumps({"series": [_entry(i) for i in range(3)]})
+    assert list(metajson.loads(text.encode(), "x")["series"].checked(1)) == \
+        [S.series_from_json(_entry(i), i, 1) for i in range(3)]
 
 
 def test_the_footers_bytes_are_let_go_once_read():
     raw = bytearray(json.dumps({"series": [_entry(0)]}).encode())
-    assert len(metajson.loads(raw, "x")["series"]) == 1 and raw == b""
+    assert len(metajson.loads(raw, "x")["series"].checked(1)) == 1 and raw == b""

@@ -1,8 +1,9 @@
 """The archive's JSON read with its list of series an entry at a time.
 
 ``json.loads`` of the JSON of 100,000 series makes a dict of nine values of each, 90 MB of
-Python objects at once, for entries the reader keeps as a tuple each. Here each entry of
-the list is made into its tuple as soon as it is read, and its dict let go.
+Python objects at once. Here each entry of the list goes into the reader's
+:class:`~tbconvert.formats.parquet.seriestable.SeriesTable` as soon as it is read, and its
+dict is let go.
 """
 
 from __future__ import annotations
@@ -12,39 +13,39 @@ from json.decoder import WHITESPACE
 
 from tbconvert import budget
 from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.seriestable import SeriesTable
 
 _DECODER = json.JSONDecoder()
 _SERIES = "series"
 
 
-class Entries(list):
-    """The archive's series, each as :func:`schema.series_entry` gives it, up to the first
-    that is damaged (``damaged``: its index and its JSON)."""
+class Entries:
+    """The archive's series, each put in ``table`` as :func:`schema.series_entry` gives it,
+    up to the first that is damaged (``damaged``: its index and its JSON)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self.table = SeriesTable()
         self.damaged: tuple[int, object] | None = None
         self.count = 0
-        self._names: dict = {}
 
     def add(self, obj) -> None:
         if self.damaged is None:
             try:
-                self.append(S.series_entry(obj, self.count, self._names))
+                self.table.append(S.series_entry(obj, self.count))
             except S.BadMetadata:
                 self.damaged = self.count, obj
-                self._names = {}
         self.count += 1
 
-    def checked(self, run_count: int) -> list:
-        """The entries, each of a run among ``run_count``: :class:`schema.BadMetadata` for
-        the first that is not, or is damaged, as :func:`schema.series_from_json` says it."""
-        for i, entry in enumerate(self):
-            S.check_run(entry[0], i, run_count)
+    def checked(self, run_count: int) -> SeriesTable:
+        """The table, each entry of a run among ``run_count``: :class:`schema.BadMetadata`
+        for the first that is not, or is damaged, as :func:`schema.series_from_json` says."""
+        table = self.table
+        for i in range(len(table)):
+            S.check_run(table.run(i), i, run_count)
         if self.damaged is not None:
             S.series_from_json(self.damaged[1], self.damaged[0], run_count)
-        self._names = {}
-        return self
+        table.done()
+        return table
 
 
 def loads(raw, where: str):

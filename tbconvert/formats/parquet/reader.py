@@ -23,6 +23,7 @@ from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
 from tbconvert.formats.parquet.rowstream import Rows
+from tbconvert.formats.parquet.seriestable import SeriesTable
 from tbconvert.formats.recordlog import RecordLog
 from tbconvert.model import (
     BlobSequenceSeries,
@@ -290,12 +291,16 @@ class ArchiveFile:
             self.experiment = S.experiment_from_json(meta.get("experiment"))
             runs = meta.get("runs")
             series = meta.get("series")
-            if not isinstance(runs, list) or not isinstance(series, list):
+            if not isinstance(runs, list) or not isinstance(series, (list, metajson.Entries)):
                 raise S.BadMetadata("runs and series must be lists")
             self.runs = [runrecords.checked(S.run_from_json(r, i), self.report, str(path))
                          for i, r in enumerate(runs)]
-            self.series = series.checked(len(self.runs)) if isinstance(series, metajson.Entries) \
-                else [S.series_from_json(e, i, len(self.runs)) for i, e in enumerate(series)]
+            if isinstance(series, metajson.Entries):
+                self.series = series.checked(len(self.runs))
+            else:
+                self.series = SeriesTable.of(S.series_from_json(e, i, len(self.runs))
+                                             for i, e in enumerate(series))
+                self.series.done()
             self.row_groups = S.row_groups_from_json(meta.get(S.ROW_GROUPS_KEY))
         except S.BadMetadata as exc:
             raise CorruptDataError(f"{path}: damaged tbconvert metadata ({_one_line(exc)})") from None
@@ -621,7 +626,7 @@ class ArchiveFile:
         ranges of at most :data:`packed.CHUNK_BYTES` of payload (a batch holds up to a
         row group)."""
         for s, e in zip(starts, ends, strict=True):
-            kind = self.series[int(sids[s])][2]
+            kind = self.series.kind(int(sids[s]))
             if kind == S.KIND_SCALAR or e - s < 2:
                 yield s, e
                 continue
@@ -635,9 +640,9 @@ class ArchiveFile:
         points (once the run's rows have been read)."""
         if self._unseen is None:    # the series never seen by the first call, by run
             self._unseen = {}
-            for sid, entry in enumerate(self.series):
+            for sid in range(len(self.series)):
                 if sid not in self.seen:
-                    self._unseen.setdefault(entry[0], []).append(sid)
+                    self._unseen.setdefault(self.series.run(sid), []).append(sid)
         return [_empty(self.runs[run_index].name, *self.series[sid][1:])
                 for sid in self._unseen.get(run_index, ()) if sid not in self.seen]
 

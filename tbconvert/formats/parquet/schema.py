@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Final
 
 import numpy as np
@@ -225,12 +224,9 @@ def check_run(run: int, i: int, run_count: int) -> None:
         raise BadMetadata(f"series[{i}].run is {run}, but there are {run_count} runs")
 
 
-def series_entry(obj, i: int, names: dict | None = None) -> tuple:
+def series_entry(obj, i: int) -> tuple:
     """What :func:`series_from_json` gives, the run not checked against the runs (the list
-    of series may come first). ``names``: the plugin names met so far, the one string
-    of each kept for all the series of a plugin (a series entry is kept for as long as its
-    archive is read, for each of 100,000 series); a display name that is the tag is the
-    tag's string."""
+    of series may come first)."""
     w = f"series[{i}]"
     run = _get(obj, "run", int, w)
     kind = _KINDS.get(_get(obj, "kind", str, w))
@@ -239,14 +235,7 @@ def series_entry(obj, i: int, names: dict | None = None) -> tuple:
     dtype = None
     if kind == KIND_SCALAR:
         dtype = scalar_dtype(_get(obj, "value_dtype", str, w), w)
-    tag = _get(obj, "tag", str, w)
-    md = metadata_from_json(obj, w)
-    if names is not None:
-        plugin = names.setdefault(md.plugin_name, md.plugin_name)
-        shown = tag if md.display_name == tag else md.display_name
-        if plugin is not md.plugin_name or shown is not md.display_name:
-            md = replace(md, plugin_name=plugin, display_name=shown)
-    return run, tag, kind, md, dtype
+    return run, _get(obj, "tag", str, w), kind, metadata_from_json(obj, w), dtype
 
 
 _KINDS = {k: k for k in KINDS}
