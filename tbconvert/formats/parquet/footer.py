@@ -314,7 +314,28 @@ def put(fields: list, fid: int, ctype: int, value) -> None:
 
 def _skip(data, pos: int, ctype: int) -> int:
     """Where the value of type ``ctype`` at ``pos`` ends, nothing of it decoded (a footer's
-    row groups are thousands of small structs: made into lists, about 50 KB a row group)."""
+    row groups are thousands of small structs: made into lists, about 50 KB a row group).
+    Integers and binaries are skipped here, not in a call each: most of a footer's fields."""
+    if ctype == STRUCT:
+        while True:
+            head = data[pos]
+            pos += 1
+            if head == 0:
+                return pos
+            if not head >> 4:   # a field id of its own, after the type
+                while data[pos] & 0x80:
+                    pos += 1
+                pos += 1
+            ctype = head & 0x0F
+            if ctype in _INTS:
+                while data[pos] & 0x80:
+                    pos += 1
+                pos += 1
+            elif ctype == BINARY:
+                n, pos = _varint(data, pos)
+                pos += n
+            elif ctype > FALSE:
+                pos = _skip(data, pos, ctype)
     if ctype in (TRUE, FALSE):
         return pos
     if ctype in _INTS:
@@ -323,18 +344,7 @@ def _skip(data, pos: int, ctype: int) -> int:
         return pos + 1
     if ctype == BINARY:
         n, pos = _varint(data, pos)
-        if pos + n > len(data):
-            raise ValueError("binary runs past the footer")
         return pos + n
-    if ctype == STRUCT:
-        while True:
-            head = data[pos]
-            pos += 1
-            if head == 0:
-                return pos
-            if not head >> 4:   # a field id of its own, after the type
-                pos = _skip(data, pos, I16)
-            pos = _skip(data, pos, head & 0x0F)
     if ctype in (LIST, SET):
         size, etype, pos = _list_head(data, pos)
         if etype in (TRUE, FALSE):

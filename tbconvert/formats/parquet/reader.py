@@ -264,7 +264,7 @@ class ArchiveFile:
         then only names it in messages."""
         self.path = path
         self.report = report
-        self.seen: set[int] = set()   # the series that rows were found for
+        self.seen = np.zeros(0, dtype=bool)     # the series that rows were found for
         self._unseen: dict | None = None
         if fh is None:
             fh = _open_local(path)
@@ -302,6 +302,8 @@ class ArchiveFile:
                                              for i, e in enumerate(series))
                 self.series.done()
             self.row_groups = S.row_groups_from_json(meta.get(S.ROW_GROUPS_KEY))
+            # (a flag a series: a set of 100,000 numbers took 7 MB)
+            self.seen = np.zeros(len(self.series), dtype=bool)
         except S.BadMetadata as exc:
             raise CorruptDataError(f"{path}: damaged tbconvert metadata ({_one_line(exc)})") from None
 
@@ -593,7 +595,7 @@ class ArchiveFile:
         if any(col[c].null_count for c in ("step", "wall_time", "hidden")):
             raise CorruptDataError("a row without a step, wall time or hidden flag")
         values = None
-        self.seen.update(sids[starts].tolist())
+        self.seen[sids[starts]] = True
         for s, e in self._cut(col, sids, starts, ends):
             run_index, tag, kind, md, dtype = self.series[int(sids[s])]
             common = dict(run=self.runs[run_index].name, tag=tag, metadata=md,
@@ -640,11 +642,10 @@ class ArchiveFile:
         points (once the run's rows have been read)."""
         if self._unseen is None:    # the series never seen by the first call, by run
             self._unseen = {}
-            for sid in range(len(self.series)):
-                if sid not in self.seen:
-                    self._unseen.setdefault(self.series.run(sid), []).append(sid)
+            for sid in np.flatnonzero(~self.seen).tolist():
+                self._unseen.setdefault(self.series.run(sid), []).append(sid)
         return [_empty(self.runs[run_index].name, *self.series[sid][1:])
-                for sid in self._unseen.get(run_index, ()) if sid not in self.seen]
+                for sid in self._unseen.get(run_index, ()) if not self.seen[sid]]
 
     @staticmethod
     def _scalars(col, values, s, e, dtype):
