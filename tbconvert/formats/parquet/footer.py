@@ -334,7 +334,7 @@ def _skip(data, pos: int, ctype: int) -> int:
             elif ctype == BINARY:
                 n, pos = _varint(data, pos)
                 pos += n
-            elif ctype > FALSE:
+            elif ctype not in (TRUE, FALSE):
                 pos = _skip(data, pos, ctype)
     if ctype in (TRUE, FALSE):
         return pos
