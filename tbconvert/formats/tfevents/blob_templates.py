@@ -172,9 +172,12 @@ def _string_vector(buf: bytes, start: int, end: int):
 
 
 def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, rest: np.ndarray,
-           min_group: int = MIN_GROUP):
+           min_group: int | None = None):
     """Decode what it can of the records ``rest``; returns ``(columns, still rest)``.
-    ``min_group``: the fewest records worth a template."""
+    ``min_group``: the fewest records worth a template (default :data:`MIN_GROUP`, read
+    when called, so that it can be switched off)."""
+    if min_group is None:
+        min_group = MIN_GROUP
     if len(rest) < min_group:
         return [], rest
     data = np.frombuffer(buf, dtype=np.uint8)

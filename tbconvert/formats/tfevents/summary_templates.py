@@ -305,15 +305,18 @@ def column_metadata(cols: TagColumns, tag: str | None = None) -> Metadata | None
 
 
 def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray | None = None,
-           min_group: int = MIN_GROUP):
+           min_group: int | None = None):
     """Split records into decoded columns and the indices left for protobuf.
 
     Returns ``(columns, rest)``: a list of :class:`TagColumns` (one per tag
     and field map; a multi-value map gives one per value, sharing ``index``)
     and a sorted int64 array of record indices that still need the general
     decoder. ``only``: the record indices to look at (default: all);
-    ``min_group``: the fewest records of one length worth a template.
+    ``min_group``: the fewest records of one length worth a template (default
+    :data:`MIN_GROUP`, read when called, so that it can be switched off).
     """
+    if min_group is None:
+        min_group = MIN_GROUP
     data = np.frombuffer(buf, dtype=np.uint8)
     columns: list[TagColumns] = []
     rest = [np.zeros(0, np.int64)]
