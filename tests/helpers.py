@@ -163,6 +163,7 @@ def protobuf_only():
     caches = (summary_templates._parse_metadata, summary_templates._metadata)
     mp = pytest.MonkeyPatch()
     mp.setattr(summary_templates, "MIN_GROUP", 1 << 62)
+    mp.setattr(summary_templates, "WIDE_BYTES", 1 << 62)
     mp.setattr(blob_templates, "MIN_GROUP", 1 << 62)
     mp.setattr(reader, "FEW_LEFT", 0)
     mp.setattr(small_messages, "file_version", lambda *args: None)

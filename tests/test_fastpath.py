@@ -81,8 +81,13 @@ def test_generated_forms_bulk_equals_protobuf(form, tmp_path, monkeypatch):
 def test_generated_forms_match_tensorboard(form, tmp_path):
     """The new layouts (metadata on every value, several values, [k, 3] tensors) as TensorBoard sees them."""
     writers.write_form(form, tmp_path, _points(form, 200))
-    view = tb_view(tmp_path)
-    ours = tbconvert.read(tmp_path, restarts="keep-all").series
+    _assert_tensorboard_view(tmp_path)
+
+
+def _assert_tensorboard_view(logdir: Path) -> None:
+    """Tags, metadata, steps, wall times and values of ``logdir`` as TensorBoard reads them."""
+    view = tb_view(logdir)
+    ours = tbconvert.read(logdir, restarts="keep-all").series
     assert sorted(view) == sorted(ours)
     for run, tags in view.items():
         assert sorted(tags["tags"]) == sorted(ours[run])
@@ -521,3 +526,110 @@ def test_legacy_histogram_from_packed_bytes_equals_elementwise(counts, lo, hi, u
     want = _histogram_elementwise(histo)
     assert got.shape == want.shape and got.dtype == want.dtype
     assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+# -- events of thousands of values: merge_all over a model of a summary per layer -------------
+
+_WIDE_KINDS = {
+    "simple": {"kind": "simple"},
+    "tensor": {"kind": "tensor_content", "dtype": (1, "<f4"), "shape": []},
+    "float_val": {"kind": "float_val"},
+    "double_val": {"kind": "double_val"},
+    "histogram": {"kind": "tensor_content", "dtype": (2, "<f8"), "shape": [4, 3]},
+}
+_SCALARS_MD = {"plugin": "scalars", "content": b"", "display": "", "desc": "", "data_class": 1}
+
+
+def _wide_run(run_dir: Path, n_values: int, steps, kinds=("simple",), meta_every: int = 0,
+              twice: bool = False, seed: int = 0) -> None:
+    """Events of ``n_values`` values each, a tag per layer, kinds in turn by runs of three;
+    metadata on every ``meta_every``-th value only; ``twice``: the last value's tag is the
+    first's again."""
+    from tensorboard.compat.proto import event_pb2
+    rng = np.random.default_rng(seed)
+    with writers.EventFile(run_dir, "tf1") as f:
+        for step in steps:
+            ev = event_pb2.Event(step=step, wall_time=1e9 + step / 3)
+            for k in range(n_values):
+                kind = kinds[k // 3 % len(kinds)]
+                tag = f"layer{0 if twice and k == n_values - 1 else k:05d}/{kind}"
+                md = _SCALARS_MD if meta_every and k % meta_every == 0 else None
+                _value(ev, {"tag": tag, "meta": md, "dtype": (1, "<f4"), "shape": [],
+                            **_WIDE_KINDS[kind]}, rng)
+            f.add(ev.SerializeToString())
+
+
+def test_an_event_of_5000_values_takes_the_bulk_path(tmp_path):
+    """More values than the writer puts in one event: a dozen such records fill a block,
+    fewer than a length group needs, and each decoded by protobuf cost ~25 us a value."""
+    _wide_run(tmp_path / "r", 5000, range(12))
+    assert _bulk_share(tmp_path) > 0.9
+    fast = _snapshot(tmp_path)
+    assert fast == _protobuf_only(tmp_path)
+    assert len(fast) - 3 == 5000
+
+
+@pytest.mark.parametrize("layout", ["mixed", "metadata on some", "a tag twice", "steps",
+                                    "one a block"])
+def test_wide_events_bulk_equals_protobuf(layout, tmp_path, monkeypatch):
+    """Events of thousands of values of mixed kinds, metadata on some values only, a tag twice
+    in one event, steps whose varints change the record's length (and none at step 0), and
+    a record a block, whose field map is carried from block to block."""
+    from tbconvert.formats.tfevents import reader
+    kinds, steps = ("simple",), range(5)
+    options = {}
+    if layout == "mixed":
+        kinds = tuple(_WIDE_KINDS)
+    elif layout == "metadata on some":
+        kinds, options["meta_every"] = ("simple", "tensor"), 7
+    elif layout == "a tag twice":
+        options["twice"] = True
+    elif layout == "steps":
+        steps = [0, 1, 126, 127, 128, 129, 16383, 16384, 16385, 1 << 40]
+    else:
+        kinds, steps = ("simple", "histogram"), range(8)
+        monkeypatch.setattr(reader.TfeventsReader, "block_size", 1 << 16)
+    _wide_run(tmp_path / "r", 4500, steps, kinds, **options)
+    fast = _snapshot(tmp_path)
+    assert fast == _protobuf_only(tmp_path)
+    if layout != "a tag twice":
+        assert _bulk_share(tmp_path) > 0.8
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(value_spec, min_size=1, max_size=8), pool=st.integers(1, 8),
+       events=st.lists(st.tuples(st.sampled_from(["small", "large", "negative", "absent"]),
+                                 st.booleans()), min_size=1, max_size=12),
+       seed=st.integers(0, 1000))
+def test_random_wide_events_bulk_equals_protobuf(values, pool, events, seed, tmp_path_factory):
+    """Any layout read the way wide records are (a template for a lone record, its map kept
+    for the next blocks, a record a block): as protobuf reads it. Tags from a small pool, so
+    that one may come twice in an event; a value's metadata may change between events."""
+    from tensorboard.compat.proto import event_pb2
+
+    from tbconvert.formats.tfevents import reader
+    rng = np.random.default_rng(seed)
+    logdir = tmp_path_factory.mktemp("w")
+    with writers.EventFile(logdir / "r", "tf1") as f:
+        for i, (steps, other_md) in enumerate(events):
+            ev = event_pb2.Event(step=_step(steps, i, rng), wall_time=1e9 + i)
+            for k, spec in enumerate(values):
+                meta = spec["meta"]
+                if other_md and meta is not None:
+                    meta = {**meta, "display": meta["display"][::-1] + "x"[:len(meta["display"])]}
+                _value(ev, {**spec, "tag": f"t{k % pool}", "meta": meta}, rng)
+            f.add(ev.SerializeToString())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(summary_templates, "WIDE_BYTES", 1)
+        mp.setattr(reader.TfeventsReader, "block_size", 64)
+        fast = _snapshot(logdir)
+        assert fast == _protobuf_only(logdir)
+
+
+def test_wide_events_match_tensorboard(tmp_path):
+    """Values of mixed kinds with metadata on some only, in events of thousands of values, as
+    TensorBoard sees them."""
+    _wide_run(tmp_path / "r", 4200, range(4), tuple(_WIDE_KINDS), meta_every=5)
+    assert _bulk_share(tmp_path) > 0.7
+    _assert_tensorboard_view(tmp_path)

@@ -298,8 +298,8 @@ def test_a_step_of_very_many_values_is_written_as_events_of_a_bounded_number(tmp
     (slow, and a piece per tag): events of a step hold at most EVENT_VALUES values, which
     TensorBoard reads alike (one step and wall time), framed the same in any pieces."""
     from tbconvert.formats.tfevents import summary_templates
-    # (the bound is what the reader's templates take)
-    assert events.EVENT_VALUES == summary_templates.MAX_VALUES
+    # (the bound is within what the reader's templates take)
+    assert events.EVENT_VALUES <= summary_templates.MAX_VALUES
     monkeypatch.setattr(events, "EVENT_VALUES", 2)
     src = _merge_all_logdir(tmp_path / "src", n_steps=40)
     out, _ = _convert(src, tmp_path)

@@ -367,17 +367,20 @@ class RunAssembler(RestartRule):
         col_rows = np.fromiter((len(c.index) for c in columns), np.int64, n)
         if all(c.tags is None for c in columns):
             unit_tags = [c.tag for c in columns]
+            unit_pos = [c.position for c in columns]
             lengths = col_rows
             unit_col = np.arange(n)
         else:
-            unit_tags, parts, counts = [], [], []
+            unit_tags, unit_pos, parts, counts = [], [], [], []
             for c in columns:
                 if c.tags is None:
                     unit_tags.append(c.tag)
+                    unit_pos.append(c.position)
                     parts.append(col_rows[len(counts):len(counts) + 1])
                     counts.append(1)
                 else:
                     unit_tags.extend(c.tags)
+                    unit_pos.extend(c.unit_positions())
                     parts.append(np.diff(c.bounds))
                     counts.append(len(c.tags))
             lengths = np.concatenate(parts)
@@ -389,10 +392,11 @@ class RunAssembler(RestartRule):
         tag_info = self._tag_info
         tids = []
         spans = None
-        for k, (tag, j) in enumerate(zip(unit_tags, unit_col.tolist(), strict=True)):
+        for k, (tag, j, pos) in enumerate(zip(unit_tags, unit_col.tolist(), unit_pos,
+                                              strict=True)):
             first = firsts[k]
             cols = columns[j]
-            info = tag_info(tag, first, cols.position)
+            info = tag_info(tag, first, pos)
             if numbers[j]:
                 # numbers: kept with the block's other numbers (see _store_bulk)
                 tids.append(info.tid)

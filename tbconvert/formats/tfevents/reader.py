@@ -61,7 +61,7 @@ class FileState:
     """What reading one file found; ``end`` and ``last`` let a later read resume after it."""
 
     __slots__ = ("records", "first_done", "reported", "damaged_records", "size", "end", "last",
-                 "partial_tail", "failed")
+                 "partial_tail", "failed", "learnt")
 
     def __init__(self, start: int = 0, size: int = 0) -> None:
         self.records = 0        # valid records so far
@@ -73,6 +73,8 @@ class FileState:
         self.last = None        # (offset, length) of the last valid record, frame included
         self.partial_tail = False   # the file ends inside a record still being written
         self.failed = False     # reading it failed (an I/O error) after ``end``
+        # field maps of its wide records (merge_all of a summary per layer), for later blocks
+        self.learnt = summary_templates.Learnt()
 
 
 # Records a block's bulk decoders may leave that are still tried with templates learnt from one
@@ -466,7 +468,7 @@ class TfeventsReader(Reader):
         state.last = (block.offset + int(starts[-1]) - records.HEADER,
                       int(lengths[-1]) + records.HEADER + records.FOOTER)
         state.end = sum(state.last)
-        columns, rest = summary_templates.decode(buf, starts, lengths)
+        columns, rest = summary_templates.decode(buf, starts, lengths, learnt=state.learnt)
         blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)
         if 0 < len(rest) <= FEW_LEFT:
             # A few records left, such as a file's first step (written without its step

@@ -32,11 +32,22 @@ from tbconvert.model import DataClass, Metadata
 
 MIN_GROUP = 16        # below this, protobuf is as fast and simpler
 MAX_TEMPLATES = 64    # field maps tried per record length before giving up on the rest
-MAX_VALUES = 4096     # values per event a template may hold (merge_all of a metric per layer)
 MAX_FAILURES = 4      # field maps that could not be learnt before a length group is left to protobuf
+# Values per event a template may hold: merge_all over a model of a summary per layer writes
+# 100,000 in one event, each ~25 us through protobuf, ~5 us to learn and well under 1 us to
+# read by template. A slot holds ~200 bytes, so a map of this many is ~25 MiB.
+MAX_VALUES = 1 << 17
+# A record this long is worth a template alone: learning it costs about what one protobuf
+# decoding does (every value of it Python objects), and a block holds only a few such records.
+# Up to a length of MAX_VALUES values of a few tens of bytes: a longer one (a model's graph,
+# an image) is no event of many values, and is not compared byte for byte nor kept.
+WIDE_BYTES = 1 << 16
+WIDE_MAX_BYTES = 8 << 20
+# What :class:`Learnt` keeps of the maps of wide records for the next blocks of a file.
+LEARNT_BYTES = 16 << 20
 
 
-@dataclass
+@dataclass(slots=True)
 class Slot:
     """Where one value of a templated event keeps its number(s)."""
 
@@ -62,6 +73,8 @@ class FieldMap:
     step_off: int          # -1: field absent (step 0)
     step_len: int
     slots: list = dc_field(default_factory=list)
+    # what is worked out of the slots once for every block a map is matched in (see Learnt)
+    derived: dict = dc_field(default_factory=dict, repr=False, compare=False)
 
     @property
     def tag(self) -> bytes:  # single-value field maps, kept for callers that predate slots
@@ -101,16 +114,48 @@ class TagColumns:
     tags: list | None = None
     bounds: np.ndarray | None = None
     position: int = 0      # the value's place in its event (several values: its slot)
+    positions: range | None = None   # with ``tags``: the place of each tag's value, if not one
 
     def split(self) -> list[TagColumns]:
         """A :class:`TagColumns` per tag."""
         if self.tags is None:
             return [self]
         b = self.bounds.tolist()
+        places = self.unit_positions()
         return [TagColumns(tag, self.simple, self.code, self.index[lo:hi], self.steps[lo:hi],
                            self.wall_times[lo:hi], self.values[lo:hi], self.metadata,
-                           position=self.position)
-                for tag, lo, hi in zip(self.tags, b[:-1], b[1:], strict=True)]
+                           position=place)
+                for tag, lo, hi, place in zip(self.tags, b[:-1], b[1:], places, strict=True)]
+
+    def unit_positions(self):
+        """The place in its event of the value of each tag of ``tags``."""
+        return self.positions if self.positions is not None else [self.position] * len(self.tags)
+
+
+class Learnt:
+    """Field maps of wide records learnt in earlier blocks of a file, by record length, with
+    the record each was learnt from: a block of such records may hold only one, and learning
+    a map of 100,000 values anew each time costs as much as decoding it. Matching a record
+    against a kept map is what matching it within its block is, so the result is the same."""
+
+    def __init__(self, limit: int = LEARNT_BYTES) -> None:
+        self.limit = limit
+        self.maps: dict[int, tuple[FieldMap, np.ndarray]] = {}
+
+    def get(self, length: int):
+        return self.maps.get(length)
+
+    def keep(self, length: int, field_map: FieldMap, template: np.ndarray) -> None:
+        self.maps.pop(length, None)
+        self.maps[length] = (field_map, template)
+        while sum(_held(m) for m in self.maps.values()) > self.limit and len(self.maps) > 1:
+            del self.maps[next(iter(self.maps))]     # the oldest goes
+
+
+def _held(kept) -> int:
+    """Rough bytes of a kept map: its record and ~200 bytes a slot."""
+    field_map, template = kept
+    return len(template) + 200 * len(field_map.slots)
 
 
 def _fields(buf: bytes, pos: int, end: int):
@@ -305,7 +350,7 @@ def column_metadata(cols: TagColumns, tag: str | None = None) -> Metadata | None
 
 
 def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray | None = None,
-           min_group: int | None = None):
+           min_group: int | None = None, learnt: Learnt | None = None):
     """Split records into decoded columns and the indices left for protobuf.
 
     Returns ``(columns, rest)``: a list of :class:`TagColumns` (one per tag
@@ -313,7 +358,8 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray
     and a sorted int64 array of record indices that still need the general
     decoder. ``only``: the record indices to look at (default: all);
     ``min_group``: the fewest records of one length worth a template (default
-    :data:`MIN_GROUP`, read when called, so that it can be switched off).
+    :data:`MIN_GROUP`; records of :data:`WIDE_BYTES` or more are worth one alone);
+    ``learnt``: maps of wide records kept from earlier blocks, tried first and kept for later.
     """
     if min_group is None:
         min_group = MIN_GROUP
@@ -323,7 +369,10 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray
     for length, members in _length_groups(lengths if only is None else lengths[only]):
         if only is not None:
             members = only[members]
-        if len(members) < min_group:
+        wide = WIDE_BYTES <= length <= WIDE_MAX_BYTES
+        least = 1 if wide else min_group
+        known = learnt.get(length) if learnt is not None and wide else None
+        if len(members) < least:
             rest.append(members)
             continue
         # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
@@ -333,17 +382,25 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray
         for _ in range(MAX_TEMPLATES):
             todo = np.flatnonzero(pending)
             # records that are not templatable (legacy histograms...) tend to come in whole groups
-            if len(todo) < min_group or failures >= MAX_FAILURES:
+            if len(todo) < max(least, 1) or failures >= MAX_FAILURES:
                 break
-            first = todo[0]
-            field_map = learn_field_map(rows[first].tobytes())
-            if field_map is None:
-                failures += 1
-                pending[first] = False
-                rest.append(members[first:first + 1])
-                continue
+            if known is not None:
+                (field_map, template), known = known, None
+            else:
+                first = todo[0]
+                template = rows[first]
+                # (a wide record is read where it is: a copy of every one learnt from would
+                # cost more than the reading)
+                field_map = learn_field_map(memoryview(template) if wide else template.tobytes())
+                if field_map is None:
+                    failures += 1
+                    pending[first] = False
+                    rest.append(members[first:first + 1])
+                    continue
+                if learnt is not None and wide:
+                    learnt.keep(int(length), field_map, template.copy())
             every = len(todo) == len(rows)   # spares a copy of the rows (the common case)
-            hits = _matches(rows if every else rows[todo], rows[first], field_map)
+            hits = _matches(rows if every else rows[todo], template, field_map)
             matched = todo[hits]
             pending[matched] = False
             same = every and len(matched) == len(rows)
@@ -368,6 +425,14 @@ def _length_groups(lengths: np.ndarray):
     return [(int(ordered[lo]), order[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+def _fixed_bytes(field_map: FieldMap, length: int) -> np.ndarray:
+    """True at each byte that every record of the map holds as its template does."""
+    fixed = field_map.derived.get("fixed")
+    if fixed is None or len(fixed) != length:
+        fixed = field_map.derived["fixed"] = ~_variable_bytes(field_map, length)
+    return fixed
+
+
 def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
     mask = np.zeros(length, dtype=bool)
     if field_map.wall_off >= 0:
@@ -383,12 +448,16 @@ def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
 
 
 def _matches(rows: np.ndarray, template: np.ndarray, field_map: FieldMap) -> np.ndarray:
-    fixed = np.flatnonzero(~_variable_bytes(field_map, rows.shape[1]))
+    length = rows.shape[1]
+    fixed = _fixed_bytes(field_map, length)
     ok = np.ones(len(rows), dtype=bool)
-    # in slices, so a wide record (a multi-value event, a histogram) never needs an (n x length) copy
-    for lo in range(0, len(fixed), 256):
-        cols = fixed[lo:lo + 256]
-        ok &= (rows[:, cols] == template[cols]).all(axis=1)
+    # rows a few at a time, so that a block's records are never compared in one (n x length)
+    # temporary, nor a wide record (100,000 values) column slice by column slice
+    step = max(1, (1 << 20) // max(length, 1))
+    for lo in range(0, len(rows), step):
+        differ = rows[lo:lo + step] != template
+        differ &= fixed
+        ok[lo:lo + step] = ~differ.any(axis=1)
     if field_map.step_off >= 0:
         step = rows[:, field_map.step_off:field_map.step_off + field_map.step_len]
         ok &= (step[:, :-1] & 0x80 != 0).all(axis=1) & (step[:, -1] & 0x80 == 0)
@@ -412,17 +481,60 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
     steps = steps.view(np.int64)
     walls = walls.astype(np.float64)
     out = []
-    for position, slot in enumerate(field_map.slots):
-        raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
-        values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
-        if slot.quiet:
-            values = dt.quieted(values)
-        out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
-                              steps, walls, values, slot.metadata, position=position))
+    runs = field_map.derived.get("alike")
+    if runs is None:
+        runs = field_map.derived["alike"] = _alike(field_map.slots)
+    for lo, hi in runs:
+        if hi - lo == 1:
+            slot = field_map.slots[lo]
+            raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
+            values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
+            if slot.quiet:
+                values = dt.quieted(values)
+            out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
+                                  steps, walls, values, slot.metadata, position=lo))
+        else:
+            out.append(_grouped(field_map.slots[lo:hi], lo, index, steps, walls, rows))
     if not field_map.any_tag:
         return out, np.zeros(0, np.int64)
     slot = field_map.slots[0]
     return _by_tag(out[0], rows[:, slot.tag_off:slot.tag_off + len(slot.tag)])
+
+
+def _kind(slot: Slot) -> tuple:
+    return (slot.value_size, slot.value_dtype, slot.shape, slot.code, slot.simple,
+            slot.metadata, slot.quiet)
+
+
+def _alike(slots: list) -> list:
+    """``(lo, hi)`` of each run of consecutive slots whose values are read alike and that
+    bring the same metadata: one column for all of them, in the slots' order."""
+    runs = []
+    lo = 0
+    for i in range(1, len(slots) + 1):
+        if i == len(slots) or _kind(slots[i]) != _kind(slots[lo]):
+            runs.append((lo, i))
+            lo = i
+    return runs
+
+
+def _grouped(slots: list, first: int, index: np.ndarray, steps: np.ndarray, walls: np.ndarray,
+             rows: np.ndarray) -> TagColumns:
+    """One grouped :class:`TagColumns` of slots alike (``first``: the place of the first in
+    its event): tag ``i`` holds the ``i``-th value of every record, a few numpy calls for
+    thousands of values where a column per value took a dozen calls each."""
+    n, k = len(index), len(slots)
+    head = slots[0]
+    offs = np.fromiter((s.value_off for s in slots), np.int64, k)
+    raw = rows[:, offs[:, None] + np.arange(head.value_size)]       # (n, k, size)
+    values = np.ascontiguousarray(raw.transpose(1, 0, 2)).view(head.value_dtype)
+    values = values.reshape((k * n,) + head.shape)
+    if head.quiet:
+        values = dt.quieted(values)
+    return TagColumns(head.tag.decode("utf-8"), head.simple, head.code, np.tile(index, k),
+                      np.tile(steps, k), np.tile(walls, k), values, head.metadata,
+                      [s.tag.decode("utf-8") for s in slots], np.arange(k + 1) * n,
+                      position=first, positions=range(first, first + k))
 
 
 def _by_tag(cols: TagColumns, tags: np.ndarray) -> tuple[list[TagColumns], np.ndarray]:
