@@ -825,7 +825,14 @@ class RunAssembler(RestartRule):
             return
         shape = container(md, kinds)
         pending, n, nbytes = [], 0, 0
-        for seq, steps, walls, kind, code, payload in self._pieces(info):
+        as_they_are = not fixups or shape[0] == "scalar"     # (numbers pass unchanged below)
+
+        def fits(rows: int, size: int) -> bool:
+            """Whether numbers of ``rows`` rows and ``size`` bytes (as counted below) join
+            the pending ones without making a chunk."""
+            return as_they_are and n + rows < CHUNK_POINTS and nbytes + size < CHUNK_BYTES
+
+        for seq, steps, walls, kind, code, payload in self._pieces(info, fits):
             if kind == "ragged":
                 kind, payload = "points", _unragged(code, *payload)
             if kind == "table" and (refit or info.has_none or shape[0] != "blobs"):
@@ -857,13 +864,19 @@ class RunAssembler(RestartRule):
         if pending:
             yield self._chunk(tag, md, shape, pending, purges)
 
-    def _pieces(self, info: _TagInfo):
-        """The tag's pieces, a held batch's cut where its blocks ended."""
+    def _pieces(self, info: _TagInfo, fits=None):
+        """The tag's pieces, a held batch's cut where its blocks ended. ``fits(rows, size)``:
+        whether numbers of that many rows and bytes would be in one chunk all the same,
+        cut or not (they are then given whole, which spares the cutting and the joining)."""
         grouped = self._held.stored if self._grouped is None else self._grouped
         ends = self._ends
         for key in info.pieces:
             piece = self.store.take(key, info.tid)
             if (key if self._grouped is None else key[:2]) not in grouped or len(piece[0]) < 2:
+                yield piece
+                continue
+            if fits is not None and piece[3] == "values" and \
+                    fits(len(piece[0]), piece[0].nbytes * 3 + piece[5].nbytes):
                 yield piece
                 continue
             if ends is None:
