@@ -633,3 +633,21 @@ def test_wide_events_match_tensorboard(tmp_path):
     _wide_run(tmp_path / "r", 4200, range(4), tuple(_WIDE_KINDS), meta_every=5)
     assert _bulk_share(tmp_path) > 0.7
     _assert_tensorboard_view(tmp_path)
+
+
+@pytest.mark.parametrize("width", [1, 5, 120, 121, 122, 127, 128, 200])
+def test_simple_value_slots_are_where_protobuf_put_them(width):
+    """The short way through a {tag, simple_value} value finds its fields where the walk
+    through the fields does, on both sides of a one-byte length."""
+    from tensorboard.compat.proto import event_pb2
+    ev = event_pb2.Event(step=3, wall_time=2.5)
+    for k in range(3):
+        ev.summary.value.add(tag=f"{k}" + "t" * (width - 1), simple_value=k / 3)
+    raw = ev.SerializeToString()
+    field_map = summary_templates.learn_field_map(raw)
+    assert [s.tag.decode() for s in field_map.slots] == [v.tag for v in ev.summary.value]
+    for slot, value in zip(field_map.slots, ev.summary.value, strict=True):
+        assert raw[slot.tag_off:slot.tag_off + len(slot.tag)] == slot.tag
+        assert np.frombuffer(raw, "<f4", 1, slot.value_off)[0] == np.float32(value.simple_value)
+        assert (slot.value_size, slot.shape, slot.code, slot.simple, slot.metadata, slot.quiet) \
+            == (4, (), 1, True, None, True)
