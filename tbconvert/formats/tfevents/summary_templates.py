@@ -43,7 +43,8 @@ MAX_VALUES = 1 << 17
 # an image) is no event of many values, and is not compared byte for byte nor kept.
 WIDE_BYTES = 1 << 16
 WIDE_MAX_BYTES = 8 << 20
-# What :class:`Learnt` keeps of the maps of wide records for the next blocks of a file.
+# What :class:`Learnt` keeps of the maps of wide records for the next blocks of a file, the
+# latest kept whatever its size (one of MAX_VALUES values is ~25 MiB).
 LEARNT_BYTES = 16 << 20
 
 
