@@ -320,31 +320,36 @@ def test_an_archive_of_many_series_is_read_beyond_its_imports_in_bounded_memory(
 
 
 LAYER_TAGS = 100_000
+# What 100,000 tags may add to the peak of the same command on 100 tags: 181 MiB (info) and
+# 158 MiB (-> Parquet) from a source checkout, where the whole peaks are 216 and 236 MiB;
+# 316 and 310 MiB when each value went through protobuf. The command's own start (Python,
+# numpy, pyarrow) takes 35-108 MiB depending on the environment (numpy's and Python's
+# versions), so the growth is what is bounded here; bench/RESULTS.md has the whole peaks.
+LAYER_GROWTH_MIB = 210
 
 
-@pytest.fixture(scope="module")
-def merge_all_of_layers(tmp_path_factory) -> Path:
-    """TF1's merge_all over a model of a summary per layer: every step one event of 100,000
-    simple values (records of 2.5 MB, one or two a read block), written as protobuf would."""
+def _merge_all_of_layers(logdir: Path, tags: int) -> Path:
+    """TF1's merge_all over a model of a summary per layer: every step one event of ``tags``
+    simple values (for 100,000: records of 2.5 MB, one or two a read block), written as
+    protobuf would."""
     import struct
 
     from tbconvert.formats.tfevents.encode import varint
     from tbconvert.formats.tfevents.records import frame
-    logdir = tmp_path_factory.mktemp("layers") / "run"
-    logdir.mkdir()
+    logdir.mkdir(parents=True)
     # Summary.value {tag, simple_value}: every tag of one length, so every value too
-    tags = np.frombuffer("".join(f"layer{k:06d}/mean" for k in range(LAYER_TAGS)).encode(),
-                         np.uint8).reshape(LAYER_TAGS, -1)
-    width = tags.shape[1]
-    values = np.zeros((LAYER_TAGS, width + 9), np.uint8)
+    names = np.frombuffer("".join(f"layer{k:06d}/mean" for k in range(tags)).encode(),
+                          np.uint8).reshape(tags, -1)
+    width = names.shape[1]
+    values = np.zeros((tags, width + 9), np.uint8)
     values[:, :4] = (0x0A, width + 7, 0x0A, width)
-    values[:, 4:4 + width] = tags
+    values[:, 4:4 + width] = names
     values[:, 4 + width] = 0x15
     rng = np.random.default_rng(0)
     with open(logdir / "events.out.tfevents.1700000000.host", "wb") as fh:
         fh.write(frame(b"\x09" + struct.pack("<d", 1.7e9) + b"\x1a\x0dbrain.Event:2"))
         for step in range(8):
-            values[:, -4:] = rng.random(LAYER_TAGS).astype("<f4").view(np.uint8).reshape(-1, 4)
+            values[:, -4:] = rng.random(tags).astype("<f4").view(np.uint8).reshape(-1, 4)
             summary = values.tobytes()
             head = b"\x09" + struct.pack("<d", 1.7e9 + step) + \
                 (b"\x10" + varint(step) if step else b"")
@@ -352,10 +357,19 @@ def merge_all_of_layers(tmp_path_factory) -> Path:
     return logdir
 
 
+@pytest.fixture(scope="module")
+def merge_all_of_layers(tmp_path_factory) -> tuple[Path, Path]:
+    """Logdirs of 100,000 and of 100 tags."""
+    root = tmp_path_factory.mktemp("layers")
+    return (_merge_all_of_layers(root / "many" / "run", LAYER_TAGS),
+            _merge_all_of_layers(root / "few" / "run", 100))
+
+
 @pytest.mark.parametrize("to", ["info", "o.parquet"])
 def test_events_of_100000_values(merge_all_of_layers, tmp_path, to):
-    # each decoded by protobuf, a value at a time: 351 MiB (and 73 s for 20 steps)
-    argv = ["info", merge_all_of_layers] if to == "info" else \
-        ["convert", merge_all_of_layers, tmp_path / to]
-    peak = peak_mib(*argv)
-    assert peak <= LIMIT_MIB, f"{to}: {peak} MiB"
+    def peak(logdir, name):
+        argv = ["info", logdir] if to == "info" else ["convert", logdir, tmp_path / name / to]
+        return peak_mib(*argv)
+    many, few = merge_all_of_layers
+    grown = peak(many, "many") - peak(few, "few")
+    assert grown <= LAYER_GROWTH_MIB, f"{to}: {grown} MiB more than for 100 tags"
