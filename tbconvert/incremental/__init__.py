@@ -371,23 +371,27 @@ class _Survey:
     sidecar: bool               # the source or the dataset has experiment facts (compared on
                                 # the full path: a facts file may have come, changed or gone)
     marker_parts: list = ()     # the manifest's parts (what a sync with nothing new keeps)
+    marker: dict | None = None  # the manifest, as manifest.load gives it (read once a sync)
 
 
-def _mark_missing_parts(dst: Path, known: dict) -> None:
-    """Mark an archived run with a part gone from the dataset (deleted, lost to a disk) to be
-    read whole again (``reread``, see :func:`~tbconvert.incremental.files.plan_files`): its
-    source still holds what the part held."""
+def _missing_parts(dst: Path):
+    """``mark(name, state)``, which marks an archived run with a part gone from the dataset
+    (deleted, lost to a disk) to be read whole again (``reread``, see
+    :func:`~tbconvert.incremental.files.plan_files`): its source still holds what the part
+    held. None when ``dst`` cannot be listed."""
     import os
     try:
         present = set(os.listdir(dst))
     except OSError:
-        return
-    for state in known.values():
+        return None
+
+    def mark(name, state) -> None:
         parts = state.get("parts") if isinstance(state, dict) else None
         gone = next((p for p in parts if p not in present), None) \
             if isinstance(parts, list) else None
         if gone is not None:
             state["reread"] = f"its part {gone} is missing from the dataset"
+    return mark
 
 
 def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
@@ -396,40 +400,47 @@ def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
     the sync then neither lists nor checks the files again. None when anything is unusual:
     the full path looks again and reports it. ``check_parts``: a run whose archived part is
     missing from ``dst`` (a local dataset) is read whole again."""
-    import json
-
     from tbconvert.formats.tfevents import event_files
+    from tbconvert.incremental import manifest, manifest_stream
     from tbconvert.incremental.files import plan_files
     try:
-        marker = json.loads((dst / MARKER_FILE).read_bytes())
-        state = marker["sync"]
-        known, generation = state["runs"], state["generation"]
-        if not isinstance(known, dict) or not isinstance(generation, int):
-            return None
         problems = []
         runs = event_files.discover(src, lambda kind, msg: problems.append(kind))
         if problems:
             return None
-        # A manifest changed since it was written must not decide what to remove: the full
-        # path refuses it, as every reader does.
-        from tbconvert.formats.parquet import MARKER_DIGEST, marker_digest
-        if marker.pop(MARKER_DIGEST, None) != marker_digest(marker):
-            return None
-        if check_parts:
-            _mark_missing_parts(dst, known)
         stored = [_stored_name(n) for n, _ in runs]
-        plans = {name: plan_files(files, known.get(key))
-                 for (name, files), key in zip(runs, stored, strict=True)}
-        parts = marker["parts"]
-        if not all(isinstance(p["file"], str) for p in parts):
+        by_key: dict = {}
+        for (name, files), key in zip(runs, stored, strict=True):
+            by_key.setdefault(key, []).append((name, files))
+        mark = _missing_parts(dst) if check_parts else None
+        found = {}
+
+        def plan(key, state) -> None:
+            # Planned from the state as parsed: the manifest keeps it as it was (a part
+            # found missing is marked again by the sync that reads the run).
+            if key in by_key:
+                if mark is not None:
+                    state = dict(state)
+                    mark(key, state)
+                for name, files in by_key[key]:
+                    found[name] = plan_files(files, state)
+        # (None for a manifest changed since it was written: the full path refuses it, as
+        # every reader does)
+        marker = manifest_stream.read(dst / MARKER_FILE, each=plan)
+        if marker is None or not manifest.well_formed(marker):
             return None
+        state = marker["sync"]
+        known, generation = state["runs"], state["generation"]
+        plans = {name: found[name] if name in found else plan_files(files, None)
+                 for name, files in runs}
+        parts = marker["parts"]
         facts = src.is_dir() and (src / event_files.EXPERIMENT_SIDECAR).exists() \
             or any(marker.get("experiment", {}).values())
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError,
             RecursionError):
         return None
     return _Survey(generation, runs, plans, len(set(stored)) == len(stored)
-                   and sorted(stored) == sorted(known), facts, parts)
+                   and sorted(stored) == sorted(known), facts, parts, marker)
 
 
 def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:
@@ -450,15 +461,25 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     from tbconvert.formats.tfevents.reader import TfeventsReader
     from tbconvert.incremental import manifest
     manifest = manifest if store is None else store      # the dataset's committing side
+    from tbconvert.incremental.manifest import usual
     from tbconvert.incremental.runs import RunTask, sync_run
-
-    marker = manifest.load(dst, report)
+    if survey is not None and survey.marker is not None and usual(dst, survey.marker):
+        marker = survey.marker      # (the store's manifest too: it is in the stage)
+        survey.marker = None
+    else:
+        marker = manifest.load(dst, report, each=None if store is not None
+                               else _missing_parts(dst))
     if store is not None:
         manifest.remove_garbage(dst, marker)
     # (locally, what a killed sync left goes at the end, with what this sync replaces: every
     # way out of a sync removes what its manifest does not name)
     state = marker["sync"]
     converted = set(state.pop("from_convert", ()))   # runs of a dataset written by convert
+    # Of the manifest, only its runs' states are kept (each let go of once its run's new
+    # state is made), what it says but for them, and the names of its parts: its parts list
+    # took as much room as the states.
+    said_before = _said(marker)
+    marker = {"named": {p["file"] for p in marker["parts"]}}
     generation = state["generation"] + 1
     report.generation = generation
     source = TfeventsReader(src, Options(), report)
@@ -476,10 +497,7 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                           f"{len(known)} runs out of {dst}; nothing was changed (is SRC "
                           "mounted and spelt right? To empty the dataset, delete it)")
     experiment = S.experiment_to_json(source.experiment())
-    if store is None and not plans:
-        # (the survey looked for missing parts already; an object store's parts are not here)
-        _mark_missing_parts(dst, known)
-    indices = {name: s["index"] for name, s in known.items()}
+    indices = {name: s.index for name, s in known.items()}
     next_index = max(indices.values(), default=-1) + 1
     tasks = []
     taken: dict = {}
@@ -502,11 +520,12 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         tasks.append(RunTask(
             name=name, logdir=logdir, files=[str(f) for f in files], dst=dst_text,
             part=part_name(indices[key], key, generation), experiment=experiment,
-            state=None if run_state is None else {k: v for k, v in run_state.items()
-                                                  if k not in ("index", "parts")},
+            state=run_state,
             plan=plans.get(name), merged=store is None))
     # the tasks name every file: the listing's paths go (the reader holds them too)
-    runs = taken = source = None
+    runs = taken = source = plans = None
+    if survey is not None:
+        survey.runs = survey.plans = None
     flusher = None
     try:
         if scheduler is None and store is None:
@@ -520,14 +539,15 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                     flusher.add(result.part, finish)
                 _slim(result)
                 # (what is left of the task is its run's name, for the outcome)
-                tasks[k].files = tasks[k].plan = None
+                task = tasks[k]
+                task.files = task.plan = task.state = task.part = None
             results = _run_here(tasks, jobs, written, workers)
         else:
             from tbconvert import cluster
             results = cluster.run_tasks(sync_run, tasks, scheduler=scheduler)
         kept = [_parts_after(task, result, known, generation, dst if store is None else None)
                 for task, result in zip(tasks, results, strict=True)]
-        due = [k for k, (_, _, plan) in enumerate(kept) if plan is not None]
+        due = [k for k, after in enumerate(kept) if after is not None and after[2] is not None]
         merged = _merge(dst, [kept[k][2] for k in due], experiment, workers)
     except BaseException:
         # interrupted or failed before anything was committed: the parts written so far
@@ -538,15 +558,19 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         raise
     # (a signal from here to the commit leaves the dataset as it was, too)
     try:
-        parts, runs_state, merged_away, merged_in = _outcome(
+        # (a sync that wrote a part changes the manifest: its runs are not compared)
+        compare = not converted and not any(r.part is not None and r.state is not None
+                                            for r in results)
+        parts, runs_state, merged_away, merged_in, same_runs = _outcome(
             tasks, results, kept, dict(zip(due, merged, strict=True)), known, indices, report,
-            converted)
+            converted, compare)
+        kept = None
         new_marker = {"format": S.FORMAT_NAME, "schema_version": S.SCHEMA_VERSION,
                       "experiment": experiment, "parts": parts,
                       "sync": {"generation": generation, "runs": runs_state}}
         written = [r.part for r in results if r.part is not None and r.state is not None
                    and r.part not in merged_away] + merged_in
-        if not written and not converted and _same_manifest(marker, new_marker):
+        if not written and compare and same_runs and _said(new_marker) == said_before:
             # Bytes were read but nothing came of them (a record still cut off at the end of
             # a file, read again): the dataset stays as it was, at its generation.
             if flusher is not None:
@@ -585,24 +609,25 @@ def _slim(result) -> None:
 _TELLS_NOTHING = Report()
 
 
-def _same_manifest(old: dict, new: dict) -> bool:
-    """Whether ``new`` says what ``old`` said, but for its generation."""
+def _said(marker: dict) -> str:
+    """The digest of what a manifest says but for its generation and its runs' states (those
+    are compared a run at a time, see _outcome): two manifests that say the same of both
+    say the same."""
     from tbconvert.incremental.manifest import marker_digest
-
-    def said(marker: dict) -> str:
-        # (the digest of the canonical text, made a run at a time; it leaves out the digest)
-        return marker_digest(marker | {"sync": {k: v for k, v in marker["sync"].items()
-                                                if k != "generation"}})
-    return said(old) == said(new)
+    return marker_digest(marker | {"sync": {k: v for k, v in marker["sync"].items()
+                                            if k not in ("generation", "runs")}})
 
 
 def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
-             report: SyncReport, converted: set) -> tuple[list, dict, set, list]:
+             report: SyncReport, converted: set,
+             compare: bool = False) -> tuple[list, dict, set, list, bool]:
     """The new manifest's parts and runs, from the runs' results and the merges (by task:
-    done or not); also the parts merging replaced and those it wrote. Counts it all in
-    ``report``; ``converted``: the runs of a dataset that ``convert`` wrote, which this
-    first sync replaces."""
-    from tbconvert.incremental.manifest import RunState, state_of
+    done or not); also the parts merging replaced and those it wrote, and (with ``compare``)
+    whether the runs' states are those of ``known``. Counts it all in ``report``;
+    ``converted``: the runs of a dataset that ``convert`` wrote, which this first sync
+    replaces. Each run's state in ``known`` is let go of once its new one is made."""
+    from tbconvert.incremental import compact
+    from tbconvert.incremental.manifest import RunState, canonical, state_of, state_of_run
     parts, runs_state = [], {}
     merged_away: set = set()
     merged_in: list = []
@@ -623,14 +648,20 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
         merged_away.update(run_parts[start:])
         merged_in.append(name)
         kept[k] = (run_parts[:start] + [name], weights[:start] + [sum(weights[start:])], None)
-    for k, (task, result, (run_parts, weights, _)) in enumerate(
-            zip(tasks, results, kept, strict=True)):
+    same = compare
+    for k, (task, result, after) in enumerate(zip(tasks, results, kept, strict=True)):
         report.extend(result.report.issues)
         report.new_bytes += result.new_bytes
         key = _stored_name(task.name)
         old = known.get(key)
         if result.state is None:        # a new run that could not be read
             continue
+        before = state_of(old) if after is None or same else None
+        if after is None:               # its parts as they were
+            run_parts = [] if before is None else list(before["parts"])
+            weights = [] if before is None else compact.weights_of(before)
+        else:
+            run_parts, weights, _ = after
         if result.part is not None:
             report.parts_written += 1
         if old is None and key in converted:
@@ -650,20 +681,25 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
         report.runs += 1
         report.series += result.series
         report.points.update(result.points)
-        state = dict(state_of(result.state), index=indices[key], parts=run_parts,
-                     weights=weights)
+        state = dict(state_of_run(before if result.state is old else result.state),
+                     index=indices[key], parts=run_parts, weights=weights)
         if k in reread:
             state["reread"] = reread[k]
         # (the result keeps the entry itself from here on: one copy of it held)
-        result.state = runs_state[key] = RunState(state)
+        result.state = runs_state[key] = new = RunState(state)
+        if same:
+            same = old is not None and (new == old or canonical(state) == canonical(before))
+        if old is not None:
+            known[key] = None
         parts.extend({"file": p, "run": key} for p in run_parts)
+    same = same and runs_state.keys() == known.keys()
     in_source = {_stored_name(t.name) for t in tasks}
     for name in sorted(set(known) | converted):
         if name not in runs_state and name not in in_source:
             report.runs_removed += 1
             report.add("run_removed", f"{name}: no longer in the source; taken out of the "
                        "dataset (as a full conversion would leave it out)", run=name, lost=False)
-    return parts, runs_state, merged_away, merged_in
+    return parts, runs_state, merged_away, merged_in, same
 
 
 def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
@@ -738,13 +774,14 @@ def _parts_after(task, result, known: dict, generation: int, local: Path | None)
     parts are not merged); see :mod:`tbconvert.incremental.compact`."""
     from tbconvert.incremental import compact
     from tbconvert.incremental.files import pending_name
-    old = known.get(_stored_name(task.name))
+    from tbconvert.incremental.manifest import state_of
     if result.state is None:
         return [], [], None
+    if result.part is None:
+        return None     # (its parts as they were: see _outcome)
+    old = state_of(known.get(_stored_name(task.name)))
     run_parts = [] if old is None else list(old["parts"])
     weights = [] if old is None else compact.weights_of(old)
-    if result.part is None:
-        return run_parts, weights, None
     if result.replaces:
         run_parts, weights = [], []
     run_parts.append(result.part)

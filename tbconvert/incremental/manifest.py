@@ -28,12 +28,19 @@ from tbconvert.incremental.files import PENDING_PREFIX
 _TMP_PREFIX = "_tbconvert.json.tmp-"
 
 
-def load(dst: Path, report) -> dict:
-    """The committed manifest; an empty one for a new dataset."""
+def load(dst: Path, report, each=None) -> dict:
+    """The committed manifest, each run's state a :class:`RunState`; an empty one for a new
+    dataset. ``each(name, state)``: called with every run's state as a dict before it is
+    kept (what it changes of it is kept)."""
     from tbconvert.formats.base import CHECKSUM_ADVICE, Options
     from tbconvert.formats.parquet.reader import read_marker
+    from tbconvert.incremental import manifest_stream
     if not (dst / MARKER_FILE).exists():
         return {"parts": [], "sync": {"generation": 0, "runs": {}}}
+    marker = manifest_stream.read(dst / MARKER_FILE, each)
+    if marker is not None and usual(dst, marker):
+        return marker
+    # not one read a run at a time: read whole, and what is wrong with it told
     try:
         marker = read_marker(dst, Options(), report)
     except CorruptDataError as exc:
@@ -61,8 +68,42 @@ def load(dst: Path, report) -> dict:
                 not isinstance(run.get("index"), int):
             raise CorruptDataError(f"{dst / MARKER_FILE}: damaged (bad state of run "
                                    f"{name!r}); sync into a new directory")
+    for name, run in state["runs"].items():
+        if each is not None:
+            each(name, run)
+        state["runs"][name] = RunState(run)
     marker["sync"] = state
     return marker
+
+
+def usual(dst: Path, marker: dict) -> bool:
+    """Whether a manifest read a run at a time passes what :func:`load` checks of one read
+    whole (the reader's checks of its header and parts, its sync state's)."""
+    from tbconvert.errors import TbconvertError
+    from tbconvert.formats.parquet.reader import check_header
+    try:
+        check_header(marker, dst / MARKER_FILE)
+    except TbconvertError:
+        return False
+    return well_formed(marker)
+
+
+def well_formed(marker: dict) -> bool:
+    """Whether a manifest's parts and sync state are what a sync reads (the checks of
+    :func:`usual` that need no pyarrow)."""
+    parts, state = marker.get("parts"), marker.get("sync")
+    if not isinstance(parts, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("file"), str) and _safe_part(p["file"])
+            for p in parts):
+        return False
+    return isinstance(state, dict) and isinstance(state.get("generation"), int) and \
+        isinstance(state.get("runs"), dict)
+
+
+def _safe_part(name: str) -> bool:
+    # (as the Parquet reader takes a part's name: in the dataset's directory, a part's prefix)
+    return not ("/" in name or "\\" in name or name in (".", "..")) and \
+        name.startswith(_PART_PREFIX)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -87,11 +128,19 @@ class RunState:
     go of) 256 KB of state per call, ten times the time of compressing an entry (50 us
     against 5, twice per run of every sync), for no smaller text."""
 
-    __slots__ = ("_deflated",)
+    __slots__ = ("_deflated", "index", "rules")
 
     def __init__(self, state: dict) -> None:
         deflate = zlib.compressobj(1, zlib.DEFLATED, -12, 2)
         self._deflated = deflate.compress(_json(state)) + deflate.flush()
+        # (what the sync needs of every run before it reads any, without decoding each)
+        self.index = state.get("index")
+        self.rules = state.get("rules", 1)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RunState) and other._deflated == self._deflated
+
+    __hash__ = None
 
     @property
     def text(self) -> bytes:
@@ -104,6 +153,28 @@ class RunState:
 def state_of(state):
     """A run's state as a dict (None stays None), from a :class:`RunState` or a dict."""
     return state.value() if isinstance(state, RunState) else state
+
+
+def state_of_run(state):
+    """:func:`state_of`, without the keys the sync gives a run's state anew when it commits
+    (its index and parts): what reading the run starts from, and answers."""
+    state = state_of(state)
+    if state is None or not ("index" in state or "parts" in state):
+        return state
+    return {k: v for k, v in state.items() if k not in ("index", "parts")}
+
+
+def canonical(obj) -> bytes:
+    """The text of ``obj`` in the form a manifest's digest is taken of."""
+    return _json(obj, sort=True)
+
+
+def named_parts(marker: dict) -> set:
+    """The part files ``marker`` names; it may be ``{"named": set of them}``, all a sync
+    keeps of the manifest it replaces."""
+    if "named" in marker:
+        return marker["named"]
+    return {p["file"] for p in marker.get("parts", [])}
 
 
 def _json(obj, sort: bool = False) -> bytes:
@@ -330,7 +401,7 @@ def remove_garbage(dst: Path, marker: dict, retire: bool = False) -> int:
     import time
 
     from tbconvert.incremental.lock import dead_draft
-    named = {p["file"] for p in marker.get("parts", [])}
+    named = named_parts(marker)
     removed = 0
     now = int(time.time())
     for entry in os.scandir(dst):

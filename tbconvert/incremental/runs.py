@@ -33,6 +33,7 @@ from tbconvert.formats.tfevents.assemble import RunAssembler
 from tbconvert.formats.tfevents.tagkinds import tag_container
 from tbconvert.incremental.files import file_entry as _file_entry
 from tbconvert.incremental.files import pending_name, plan_files
+from tbconvert.incremental.manifest import RunState, state_of_run
 from tbconvert.model import DataClass, Metadata, Run
 from tbconvert.report import Report
 
@@ -250,16 +251,26 @@ def _stale(state: dict | None) -> bool:
         code == dt.DT_BFLOAT16 for tag in state["tags"].values() for code, _ in tag["kinds"])
 
 
+def _rules(state) -> int:
+    """The rules a run's state (a dict or a RunState, not None) says its parts follow."""
+    return state.rules if isinstance(state, RunState) else state.get("rules", 1)
+
+
 def _sync_run(task: RunTask, report: Report, later: bool = False) -> RunResult:
-    why, reads = task.plan if task.plan is not None else plan_files(task.files, task.state)
-    if why is None and _stale(task.state):
+    if task.plan == (None, []) and (task.state is None or _rules(task.state) >= RULES):
+        # nothing new: the state goes back as it came (a sync of many runs decodes none
+        # of those it leaves alone)
+        return RunResult(task.name, task.state, report=report)
+    state = state_of_run(task.state)
+    why, reads = task.plan if task.plan is not None else plan_files(task.files, state)
+    if why is None and _stale(state):
         why = "an earlier tbconvert archived its bfloat16 scalars as their bit patterns"
         reads = [(Path(f), 0) for f in task.files]
     if why is None and not reads:
-        return RunResult(task.name, task.state, report=report)
+        return RunResult(task.name, state, report=report)
     reader = _reader(task, report)
     if why is None:
-        result = _tail(task, reader, reads, report, later)
+        result = _tail(task, state, reader, reads, report, later)
         if result is not None:
             return result
         why = "a restart hides points already archived, or new points change a series' form"
@@ -291,9 +302,10 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report,
                      series=n_series, points=points, report=report, finish=finish)
 
 
-def _tail(task: RunTask, reader, reads, report: Report, later: bool = False) -> RunResult | None:
-    """The new bytes as one more part; None when the run must be read whole instead."""
-    state = task.state
+def _tail(task: RunTask, state: dict, reader, reads, report: Report,
+          later: bool = False) -> RunResult | None:
+    """The new bytes as one more part (``state``: the run's, as archived); None when the run
+    must be read whole instead."""
     part = RunAssembler(task.name, detached=True)
     scratch = Report()
     reader.report = scratch

@@ -106,16 +106,16 @@ class StoreDataset:
 
     # -- the manifest operations (the stage path is what the sync passes as ``dst``) ------------
 
-    def load(self, dst: Path, report) -> dict:
+    def load(self, dst: Path, report, each=None) -> dict:
         from tbconvert.incremental import manifest
-        return manifest.load(dst, report)
+        return manifest.load(dst, report, each)
 
     def remove_garbage(self, dst: Path, marker: dict, retire: bool = False) -> int:
         """Delete the listed parts ``marker`` does not name (and drafts), here and in the stage.
         (Never retired: a store's readers list the prefix, which would show them.)"""
         from tbconvert.incremental import manifest
         manifest.remove_garbage(dst, marker)
-        named = {p["file"] for p in marker.get("parts", [])}
+        named = manifest.named_parts(marker)
         stray = [n for n in self.names if "/" not in n and (
             (_is_part(n) and n not in named) or n.startswith(PENDING_PREFIX))]
         self._delete(stray)
