@@ -10,14 +10,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_archives_roundtrip import write_sample
+from test_archives_roundtrip import assert_lossless, canon_series, read_all, write_sample
 
 from tbconvert import budget
 from tbconvert.errors import CorruptDataError
+from tbconvert.formats.base import Options
 from tbconvert.formats.parquet import footer as F
-from tbconvert.formats.parquet import keyvalue, metajson
+from tbconvert.formats.parquet import keyvalue, metajson, slices
 from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.reader import ArchiveFile
 from tbconvert.formats.parquet.seriestable import SeriesTable
+from tbconvert.report import Report
 
 
 def _footer(data: bytes) -> bytes:
@@ -54,6 +57,54 @@ def test_arrow_reads_the_footer_without_the_json(tmp_path, monkeypatch):
     # its values read through it, as through the whole footer
     with open(path, "rb") as fh:
         assert _bits(pq.ParquetFile(fh, metadata=metadata).read()) == _bits(pq.read_table(path))
+
+
+def _chunks(path) -> list:
+    exp, runs, chunks, order = read_all(path)
+    return [exp, runs, order, [[canon_series(c) for c in chunks[key]] for key in order]]
+
+
+def test_row_groups_read_a_slice_at_a_time_are_those_of_the_whole_footer(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 3)
+    path = write_sample(tmp_path / "x.parquet")
+    whole = pq.read_metadata(path)
+    assert whole.num_row_groups > 15
+    wholly = _chunks(path)
+    monkeypatch.setattr(slices, "SLICE_ROW_GROUPS", 4)
+    archive = ArchiveFile(path, Options(), Report())
+    try:
+        assert archive._slices is not None and archive.file.metadata.num_row_groups == 0
+        assert archive.group_count == whole.num_row_groups
+        # backwards too: each slice made again when its row groups are asked for
+        for g in reversed(range(whole.num_row_groups)):
+            assert archive.group_rows(g) == whole.row_group(g).num_rows
+            assert archive.row_group(g).to_dict() == whole.row_group(g).to_dict()
+        kv = dict(whole.metadata)
+        kv.pop(S.METADATA_KEY)
+        assert archive.file.metadata.metadata == kv
+        assert archive.file.schema.equals(whole.schema)
+    finally:
+        archive.close()
+    assert _chunks(path) == wholly
+    assert_lossless(path)
+
+
+def test_a_footer_of_few_row_groups_is_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "ROW_GROUP_ROWS", 3)
+    path = write_sample(tmp_path / "x.parquet")
+    monkeypatch.setattr(slices, "SLICE_ROW_GROUPS", pq.read_metadata(path).num_row_groups)
+    archive = ArchiveFile(path, Options(), Report())
+    try:
+        assert archive._slices is None
+    finally:
+        archive.close()
+    monkeypatch.setattr(slices, "SLICE_ROW_GROUPS", slices.SLICE_ROW_GROUPS - 1)
+    archive = ArchiveFile(path, Options(), Report())
+    try:
+        assert archive._slices is not None
+    finally:
+        archive.close()
 
 
 def _write(table, path, meta: dict) -> None:

@@ -396,7 +396,7 @@ def test_a_file_of_many_runs_keeps_no_memory_per_run(tmp_path, monkeypatch):
     try:
         assert [r.name for r in archive.runs] == [f"run{k:05d}" for k in range(runs)]
         assert len(archive.series) == 4 * runs
-        assert archive.file.metadata.num_row_groups == len(archive.row_groups) == runs
+        assert archive.group_count == len(archive.row_groups) == runs
         assert sum(len(chunk) for _, chunk in archive.chunks()) == 8 * runs
     finally:
         archive.close()

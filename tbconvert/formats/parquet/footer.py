@@ -381,21 +381,26 @@ def _list_head(data, pos: int) -> tuple[int, int, int]:
     return size, etype, pos + 1
 
 
-def without_key(data, key: bytes) -> tuple[bytes, int, int] | None:
+def without_key(data, key: bytes, groups=None) -> tuple[bytes, int, int] | None:
     """The footer ``data`` (a whole footer, as :func:`read` reads it) without its key-value
     entry ``key``, and where that entry's value lies in ``data``: a footer of the same file
     otherwise, for Arrow to read without the archive's JSON (it holds two copies of every
     value while the file is open). None if ``data`` has no such entry, has it more than
-    once, or does not decode."""
+    once, or does not decode.
+
+    ``groups`` (a list, or an ``array``), when given, gets where the footer's list of row
+    groups starts, then where each row group's struct starts and where the last ends, as
+    they lie in the footer returned (nothing when they do not lie there as in ``data``)."""
     try:
-        return _without_key(data, key)
+        return _without_key(data, key, groups)
     except (ValueError, IndexError, RecursionError):
         return None
 
 
-def _without_key(data, key: bytes):
+def _without_key(data, key: bytes, groups):
     pos = last = 0
     listed = None
+    found_groups = []
     while True:
         head = data[pos]
         pos += 1
@@ -408,13 +413,20 @@ def _without_key(data, key: bytes):
             fid, pos = _varint(data, pos)
             fid = (fid >> 1) ^ -(fid & 1)
         start = pos
-        pos = _skip(data, pos, ctype)
+        if groups is not None and fid == FILE_ROW_GROUPS and ctype == LIST:
+            # (one walk: the footer's row groups are most of it)
+            pos = _struct_starts(data, pos, found_groups)
+        else:
+            pos = _skip(data, pos, ctype)
         if fid == FILE_KEY_VALUE and ctype == LIST:
             listed = start, pos
         last = fid
     if pos != len(data) or listed is None:
         return None
     start, end = listed
+    if groups is not None and found_groups and found_groups[-1] <= start:
+        # (before the entry cut out: where they are in the footer returned)
+        groups.extend(found_groups)
     size, etype, pos = _list_head(data, start)
     if etype != STRUCT:
         return None
@@ -435,6 +447,20 @@ def _without_key(data, key: bytes):
     enc.list_head(size - 1, STRUCT)
     items = _list_head(data, start)[2]
     return (bytes(data[:start]) + enc.out + data[items:entry] + data[entry_end:]), lo, hi
+
+
+def _struct_starts(data, pos: int, starts: list) -> int:
+    """Skip the list at ``pos``; ``starts`` gets where it starts, then (a list of structs)
+    where each item starts and where the last ends."""
+    size, etype, items = _list_head(data, pos)
+    if etype != STRUCT:
+        return _skip(data, pos, LIST)
+    starts.append(pos)
+    starts.append(items)
+    for _ in range(size):
+        items = _skip(data, items, STRUCT)
+        starts.append(items)
+    return items
 
 
 def _kv_fields(data, pos: int, fields: list) -> int:

@@ -10,6 +10,7 @@ kept), and Arrow reads the rest of the footer.
 from __future__ import annotations
 
 import os
+from array import array
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +26,20 @@ def split(fh, key: bytes) -> tuple[pq.FileMetaData, bytearray] | None:
     ``key``, and that entry's value; None when the footer is not one this reads (damaged,
     encrypted, without the entry or with it twice: Arrow then reads it whole, and says what
     is wrong)."""
+    found = split_footer(fh, key)
+    if found is None:
+        return None
+    rest, data, _ = found
+    try:
+        metadata = metadata_of(rest)
+    except (OSError, pa.ArrowException, ValueError):
+        return None
+    return metadata, data
+
+
+def split_footer(fh, key: bytes) -> tuple[bytes, bytearray, array] | None:
+    """:func:`split`, the rest of the footer as its bytes, with where its row groups lie
+    (see :func:`footer.without_key`), Arrow not asked to read it."""
     try:
         data = _footer_bytes(fh)
     except (OSError, ValueError):
@@ -35,7 +50,8 @@ def split(fh, key: bytes) -> tuple[pq.FileMetaData, bytearray] | None:
         return None
     if data is None:
         return None
-    found = F.without_key(data, key)
+    groups = array("q")
+    found = F.without_key(data, key, groups)
     if found is None:
         return None
     rest, lo, hi = found
@@ -44,13 +60,14 @@ def split(fh, key: bytes) -> tuple[pq.FileMetaData, bytearray] | None:
         del data[:lo]
     except BufferError:     # (a file object that kept a view of them)
         data = data[lo:hi]
-    try:
-        metadata = pq.ParquetFile(
-            pa.BufferReader(F.MAGIC + rest + len(rest).to_bytes(4, "little") + F.MAGIC),
-            thrift_string_size_limit=max(ARROW_FOOTER_STRINGS, len(rest))).metadata
-    except (OSError, pa.ArrowException, ValueError):
-        return None
-    return metadata, data
+    return rest, data, groups
+
+
+def metadata_of(footer: bytes) -> pq.FileMetaData:
+    """Arrow's metadata of ``footer`` (the bytes of a ``FileMetaData``)."""
+    return pq.ParquetFile(
+        pa.BufferReader(F.MAGIC + footer + len(footer).to_bytes(4, "little") + F.MAGIC),
+        thrift_string_size_limit=max(ARROW_FOOTER_STRINGS, len(footer))).metadata
 
 
 def _footer_bytes(fh) -> bytearray | None:

@@ -18,7 +18,7 @@ from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, rais
 from tbconvert.formats import packed, runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
-from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired, keyvalue, metajson
+from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired, keyvalue, metajson, slices
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
@@ -121,14 +121,34 @@ def _open_local(path: Path):
 _GIVE_BACK_BYTES = 1 << 20
 
 
-def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.ParquetFile, dict]:
-    apart = keyvalue.split(fh, S.METADATA_KEY)
+def _split_footer(fh) -> tuple[pq.FileMetaData, bytearray, slices.Slices | None] | None:
+    """The footer of the archive open in ``fh`` as Arrow's metadata without the archive's
+    JSON (without its row groups too when it holds many: see :mod:`slices`), the JSON, and
+    the row groups' slices; None for a footer that Arrow is to read whole, as it is."""
+    apart = keyvalue.split_footer(fh, S.METADATA_KEY)
+    if apart is None:
+        return None
+    rest, value, groups = apart
+    sliced = slices.of(rest, groups)
+    try:
+        if sliced is not None and sliced.check():
+            return sliced.head(), value, sliced
+        return keyvalue.metadata_of(rest), value, None
+    except (OSError, pa.ArrowException, ValueError):
+        return None
+
+
+def _open_file(fh, path: Path, options: Options,
+               report: Report) -> tuple[pq.ParquetFile, dict, slices.Slices | None]:
+    apart = _split_footer(fh)
+    sliced = None
     try:
         if apart is None:
             pf = pq.ParquetFile(fh, page_checksum_verification=True,
                                 thrift_string_size_limit=_footer_strings_limit(fh))
         else:
             pf = pq.ParquetFile(fh, page_checksum_verification=True, metadata=apart[0])
+            sliced = apart[2]
         pf = _parquet_file(fh, pf.metadata, set(pf.schema_arrow.names))
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise_if_exhausted(exc)   # (out of memory or file handles: no damage)
@@ -164,7 +184,7 @@ def _open_file(fh, path: Path, options: Options, report: Report) -> tuple[pq.Par
         raise CorruptDataError(f"{path}: damaged archive: its Parquet schema is not the "
                                "one tbconvert writes (damaged file footer)")
     check_columns(pf.schema_arrow, path, S.COLUMNS if S.ROW_GROUPS_KEY in meta else _READ_COLUMNS)
-    return pf, meta
+    return pf, meta, sliced
 
 
 def _parquet_file(fh, metadata, names: set, buffered: bool = False) -> pq.ParquetFile:
@@ -269,12 +289,15 @@ class ArchiveFile:
         if fh is None:
             fh = _open_local(path)
         try:
-            self.file, meta = _open_file(fh, path, options, report)
+            self.file, meta, self._slices = _open_file(fh, path, options, report)
         except BaseException:
             fh.close()
             raise
         self._fh = fh
+        self._names = set(self.file.schema_arrow.names)
         self._buffered: pq.ParquetFile | None = None   # (see _reader)
+        # the slice of row groups read now (see slices): its number, file, buffered file
+        self._slice: list | None = None
         try:
             self._read_meta(meta)
         except BaseException:
@@ -282,7 +305,7 @@ class ArchiveFile:
             raise
 
     def close(self) -> None:
-        self._buffered = None
+        self._buffered = self._slice = None
         self.file.close(force=True)  # also its file handle (see _open_file)
 
     def _read_meta(self, meta: dict) -> None:
@@ -311,13 +334,12 @@ class ArchiveFile:
         """``(run_index, chunk)`` in row order. A damaged row group costs its rows (reported),
         not the rest of the file: every page carries a checksum, and every row group's
         decoded values are compared with the checksum written with them before any is used."""
-        meta = self.file.metadata
         recorded = self.row_groups
         if recorded is not None and not self._as_written(recorded):
             yield from self._regrouped(recorded)
             return
-        for group in range(meta.num_row_groups):
-            rows = meta.row_group(group).num_rows
+        for group in range(self.group_count):
+            rows = self.group_rows(group)
 
             def batches(group=group):
                 if recorded is None:
@@ -353,30 +375,65 @@ class ArchiveFile:
             lost = max(rows - done, 0)
             self.report.add("damaged_row_group", damaged(exc, lost), path=self.path, count=lost)
 
+    @property
+    def group_count(self) -> int:
+        """The file's row groups."""
+        if self._slices is None:
+            return self.file.metadata.num_row_groups
+        return self._slices.count
+
+    def group_rows(self, group: int) -> int:
+        if self._slices is None:
+            return self.file.metadata.row_group(group).num_rows
+        return self._slices.rows[group]
+
+    def row_group(self, group: int) -> pq.RowGroupMetaData:
+        pf, local = self._sliced(group)
+        return pf.metadata.row_group(local)
+
+    def _sliced(self, group: int) -> tuple[pq.ParquetFile, int]:
+        """The file as Arrow reads row group ``group`` of it, and that row group's number
+        there: the file of its slice, for a footer of many (see :mod:`slices`)."""
+        if self._slices is None:
+            return self.file, group
+        k, local = divmod(group, slices.SLICE_ROW_GROUPS)
+        if self._slice is None or self._slice[0] != k:
+            self._slice = None      # (the last slice's metadata let go before the next)
+            metadata = self._slices.metadata(k)
+            self._slice = [k, _parquet_file(self._fh, metadata, self._names), None]
+        return self._slice[1], local
+
     def _batches(self, group: int, columns):
         # Arrow's threads cost a small row group (a sync's part) more than they save
-        rg = self.file.metadata.row_group(group)
-        return self._reader(rg).iter_batches(batch_size=S.READ_BATCH_ROWS, row_groups=[group],
-                                             columns=columns,
-                                             use_threads=rg.num_rows > _THREADED_ROWS)
+        pf, local = self._reader(group)
+        rg = pf.metadata.row_group(local)
+        return pf.iter_batches(batch_size=S.READ_BATCH_ROWS, row_groups=[local],
+                               columns=columns, use_threads=rg.num_rows > _THREADED_ROWS)
 
-    def _reader(self, rg) -> pq.ParquetFile:
-        """The file as read for the row group ``rg``: a column chunk larger than
+    def _reader(self, group: int) -> tuple[pq.ParquetFile, int]:
+        """:meth:`_sliced`, but a row group with a column chunk larger than
         READ_WHOLE_BYTES is read through a buffer (the same file and settings otherwise)."""
+        pf, local = self._sliced(group)
+        rg = pf.metadata.row_group(local)
         if all(rg.column(c).total_compressed_size <= READ_WHOLE_BYTES
                for c in range(rg.num_columns)):
-            return self.file
+            return pf, local
+        if self._slice is not None:
+            if self._slice[2] is None:
+                self._slice[2] = _parquet_file(self._fh, pf.metadata, self._names,
+                                               buffered=True)
+            return self._slice[2], local
         if self._buffered is None:
-            self._buffered = _parquet_file(self._fh, self.file.metadata,
-                                           set(self.file.schema_arrow.names), buffered=True)
-        return self._buffered
+            self._buffered = _parquet_file(self._fh, self.file.metadata, self._names,
+                                           buffered=True)
+        return self._buffered, local
 
     def verified(self, group: int, expected: dict) -> list:
         """The row group's batches (every column), once their values match the recorded
         checksum (:class:`CorruptDataError` if they do not)."""
         # A row group larger than tbconvert writes (an archive from elsewhere) is read twice,
         # checked then decoded, rather than held in memory.
-        rg = self.file.metadata.row_group(group)
+        rg = self.row_group(group)
         keep = rg.total_byte_size <= 2 * S.ROW_GROUP_BYTES and rg.num_rows <= S.ROW_GROUP_ROWS
         digest = RowGroupDigest(S.COLUMNS)
         batches = []
@@ -393,8 +450,7 @@ class ArchiveFile:
 
     def _as_written(self, recorded: list) -> bool:
         """Whether the file's row groups are those the checksums were recorded for."""
-        meta = self.file.metadata
-        return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == \
+        return [self.group_rows(g) for g in range(self.group_count)] == \
             [g["rows"] for g in recorded]
 
     def _regrouped(self, recorded: list) -> Iterator[tuple[int, object]]:
@@ -461,7 +517,7 @@ class ArchiveFile:
         now split the rows; :class:`CorruptDataError` naming the file at the first that does
         not (for readers without a report: nothing damaged is ever given)."""
         recorded = self.row_groups
-        groups = self.file.metadata.num_row_groups
+        groups = self.group_count
         try:
             if recorded is None:    # an archive from before the checksums: its pages' CRCs
                 for group in range(groups):
@@ -566,7 +622,7 @@ class ArchiveFile:
     def _runs_in(self, group: int) -> str:
         """Which runs a row group held, from its statistics (when they survived)."""
         try:
-            rg = self.file.metadata.row_group(group)
+            rg = self.row_group(group)
             names = [rg.column(i).path_in_schema for i in range(rg.num_columns)]
             stats = rg.column(names.index("run")).statistics
             if stats is not None and stats.has_min_max:

@@ -19,10 +19,9 @@ class Rows:
     def __init__(self, archive, columns: list[str]) -> None:
         self._archive = archive
         self._columns = columns
-        meta = archive.file.metadata
         self._starts = [0]     # where each row group starts, as its footer says
-        for g in range(meta.num_row_groups):
-            self._starts.append(self._starts[-1] + meta.row_group(g).num_rows)
+        for g in range(archive.group_count):
+            self._starts.append(self._starts[-1] + archive.group_rows(g))
         self.total = self._starts[-1]
         self._pos: int | None = None    # the row the next batch starts at (None: seek)
         self._group = 0

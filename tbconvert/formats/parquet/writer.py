@@ -549,7 +549,7 @@ def merge_parts(files: list[Path], path: Path, experiment: Experiment, report: R
                 ids = np.array([sink.series_id_of(0, tag, kind, md, None if d is None else
                                                   np.dtype(d).name)
                                 for _, tag, kind, md, d in part.series], dtype=np.int32)
-                groups = part.file.metadata.num_row_groups
+                groups = part.group_count
                 if groups != len(part.row_groups):
                     raise CorruptDataError(f"{f}: {groups} row groups, "
                                            f"{len(part.row_groups)} written")
