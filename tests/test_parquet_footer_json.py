@@ -237,3 +237,24 @@ def test_the_series_table_gives_back_each_entry_as_it_was_put_in():
 def test_the_footers_bytes_are_let_go_once_read():
     raw = bytearray(json.dumps({"series": [_entry(0)]}).encode())
     assert len(metajson.loads(raw, "x")["series"].checked(1)) == 1 and raw == b""
+
+
+def test_an_archive_is_told_by_its_footer_without_arrow_reading_it(tmp_path, monkeypatch):
+    from tbconvert.formats.parquet import ParquetFormat
+    path = write_sample(tmp_path / "x.parquet")
+    data = path.read_bytes()
+    bare = tmp_path / "archive"
+    bare.write_bytes(data)
+    assert ParquetFormat.sniff(bare)
+    # the JSON's key twice: told by Arrow, as before
+    footer = _footer(data)
+    fields = F.decode(footer)
+    _, items = F.get(fields, F.FILE_KEY_VALUE)
+    F.put(fields, F.FILE_KEY_VALUE, F.LIST, (F.STRUCT, items + items))
+    twice = F.encode(fields)
+    bare.write_bytes(data[:-8 - len(footer)] + twice + len(twice).to_bytes(4, "little") + F.MAGIC)
+    assert F.without_key(twice, S.METADATA_KEY) is None
+    assert ParquetFormat.sniff(bare)
+    monkeypatch.setattr(keyvalue, "split_footer", lambda fh, key: None)
+    bare.write_bytes(data)
+    assert ParquetFormat.sniff(bare)

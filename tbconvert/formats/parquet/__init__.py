@@ -47,7 +47,10 @@ class ParquetFormat(Format):
                         return False
                     import pyarrow.parquet
 
-                    from tbconvert.formats.parquet import schema
+                    from tbconvert.formats.parquet import keyvalue, schema
+                    # (Arrow reading a footer of many row groups whole takes hundreds of MB)
+                    if keyvalue.split_footer(fh, schema.METADATA_KEY) is not None:
+                        return True
                     kv = pyarrow.parquet.read_metadata(fh).metadata or {}
                 return schema.METADATA_KEY in kv
         except Exception:  # noqa: BLE001 - sniffing never raises
