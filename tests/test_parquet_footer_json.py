@@ -19,6 +19,7 @@ from tbconvert.formats.parquet import footer as F
 from tbconvert.formats.parquet import keyvalue, metajson, slices
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.reader import ArchiveFile
+from tbconvert.formats.parquet.recorded import Recorded
 from tbconvert.formats.parquet.seriestable import SeriesTable
 from tbconvert.report import Report
 
@@ -205,6 +206,48 @@ def test_entries_read_one_at_a_time_are_those_of_the_whole_json(text):
                 text.encode("utf-16")):
         whole, apart = _both(raw)
         assert apart == whole
+
+
+def _group(rows=8, **edit):
+    crcs = {name: f"{k:08x}" + "0" * 32 for k, name in enumerate(S.COLUMNS)}
+    crcs.update(edit)
+    return json.dumps({"rows": rows, "crc32c": crcs})
+
+
+def _groups_both(text: bytes) -> list:
+    """:func:`_both` for the row groups an archive's JSON records."""
+    out = []
+    for read in (budget.loads_json, metajson.loads):
+        try:
+            meta = read(text, "x")
+            groups = meta.get(S.ROW_GROUPS_KEY)
+            if isinstance(groups, Recorded):
+                groups = list(groups.checked())
+                assert len(groups) == len(meta[S.ROW_GROUPS_KEY])
+            else:
+                groups = S.row_groups_from_json(groups)
+            out.append({**meta, S.ROW_GROUPS_KEY: groups})
+        except (CorruptDataError, S.BadMetadata) as exc:
+            out.append((type(exc), str(exc)))
+    return out
+
+
+def _g(*items: str, end: str = "]}") -> str:
+    return '{"format":"f","row_groups":[' + ",".join(items) + end
+
+
+@pytest.mark.parametrize("text", [
+    _g(), _g(_group(), _group(0)), '{"row_groups":null}', '{"row_groups":{"a":1}}',
+    _g(_group(run="ABCDEF01" + "0" * 32), _group(tag="xyz"), _group(step=""),
+       _group(value="0" * 41), _group(hidden="é" * 40)),    # kept as written
+    _g(_group(), _group(1 << 63), _group(1 << 70)), _g(_group(), _group(-1), _group()),
+    _g(_group(), "7", _group(rows=True)),
+    _g(_group(run=1)), _g(_group(), '{"rows":1}'), _g(_group(), _group(extra="0")),
+    _g(_group(), end="]"), _g(_group(), end=",]}"),
+])
+def test_row_groups_read_one_at_a_time_are_those_of_the_whole_json(text):
+    whole, apart = _groups_both(text.encode())
+    assert apart == whole
 
 
 def test_the_series_table_gives_back_each_entry_as_it_was_put_in():

@@ -446,7 +446,9 @@ def _without_key(data, key: bytes, groups):
     enc = _Encoder()
     enc.list_head(size - 1, STRUCT)
     items = _list_head(data, start)[2]
-    return (bytes(data[:start]) + enc.out + data[items:entry] + data[entry_end:]), lo, hi
+    with memoryview(data) as view:     # (one copy of the footer made, not four)
+        rest = b"".join((view[:start], enc.out, view[items:entry], view[entry_end:]))
+    return rest, lo, hi
 
 
 def _struct_starts(data, pos: int, starts: list) -> int:

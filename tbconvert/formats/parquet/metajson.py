@@ -1,9 +1,9 @@
-"""The archive's JSON read with its list of series an entry at a time.
+"""The archive's JSON read with its lists of series and row groups an entry at a time.
 
 ``json.loads`` of the JSON of 100,000 series makes a dict of nine values of each, 90 MB of
 Python objects at once. Here each entry of the list goes into the reader's
 :class:`~tbconvert.formats.parquet.seriestable.SeriesTable` as soon as it is read, and its
-dict is let go.
+dict is let go; so are the row groups it records (see :mod:`recorded`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from json.decoder import WHITESPACE
 
 from tbconvert import budget
 from tbconvert.formats.parquet import schema as S
+from tbconvert.formats.parquet.recorded import Recorded
 from tbconvert.formats.parquet.seriestable import SeriesTable
 
 _DECODER = json.JSONDecoder()
-_SERIES = "series"
 
 
 class Entries:
@@ -48,9 +48,14 @@ class Entries:
         return table
 
 
+# the lists of an archive's JSON read an item at a time, and what takes their items
+_STREAMED = {"series": Entries, S.ROW_GROUPS_KEY: Recorded}
+
+
 def loads(raw, where: str):
     """``budget.loads_json(raw, where)``, but an object's ``"series"`` list as
-    :class:`Entries`. ``raw``: bytes, or a bytearray, emptied once read."""
+    :class:`Entries`, its ``"row_groups"`` as :class:`recorded.Recorded`. ``raw``: bytes,
+    or a bytearray, emptied once read."""
     try:
         text = raw.decode(json.detect_encoding(raw), "surrogatepass")
     except (UnicodeDecodeError, LookupError):
@@ -95,8 +100,8 @@ def _object(text: str) -> tuple[dict, int] | None:
             if text[i:i + 1] != ":":
                 raise ValueError("no ':' after a key")
             i = _skip(text, i + 1)
-            if key == _SERIES and text[i:i + 1] == "[":
-                value, i, deepest = _entries(text, i)
+            if key in _STREAMED and text[i:i + 1] == "[":
+                value, i, deepest = _entries(text, i, _STREAMED[key]())
                 depth = max(depth, 2 + deepest)
             else:
                 value, i = _DECODER.raw_decode(text, i)
@@ -114,10 +119,9 @@ def _object(text: str) -> tuple[dict, int] | None:
     return out, depth
 
 
-def _entries(text: str, i: int) -> tuple[Entries, int, int]:
-    """The list at ``i`` (its ``[``) as :class:`Entries`, where it ends, and the depth of
-    its deepest item."""
-    entries = Entries()
+def _entries(text: str, i: int, entries):
+    """The list at ``i`` (its ``[``), each item given to ``entries.add``; ``entries``,
+    where the list ends, and the depth of its deepest item."""
     deepest = 0
     i = _skip(text, i + 1)
     if text[i:i + 1] == "]":

@@ -22,6 +22,7 @@ from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired, key
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
+from tbconvert.formats.parquet.recorded import Recorded
 from tbconvert.formats.parquet.rowstream import Rows
 from tbconvert.formats.parquet.seriestable import SeriesTable
 from tbconvert.formats.recordlog import RecordLog
@@ -324,7 +325,9 @@ class ArchiveFile:
                 self.series = SeriesTable.of(S.series_from_json(e, i, len(self.runs))
                                              for i, e in enumerate(series))
                 self.series.done()
-            self.row_groups = S.row_groups_from_json(meta.get(S.ROW_GROUPS_KEY))
+            recorded = meta.get(S.ROW_GROUPS_KEY)
+            self.row_groups = recorded.checked() if isinstance(recorded, Recorded) else \
+                S.row_groups_from_json(recorded)
             # (a flag a series: a set of 100,000 numbers took 7 MB)
             self.seen = np.zeros(len(self.series), dtype=bool)
         except S.BadMetadata as exc:

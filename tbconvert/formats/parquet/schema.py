@@ -247,15 +247,17 @@ def row_groups_from_json(obj) -> list[dict] | None:
         return None
     if not isinstance(obj, list):
         raise BadMetadata(f"{ROW_GROUPS_KEY} is not a list")
-    out = []
-    for i, g in enumerate(obj):
-        w = f"{ROW_GROUPS_KEY}[{i}]"
-        rows = _get(g, "rows", int, w)
-        crcs = _get(g, "crc32c", dict, w)
-        if rows < 0 or set(crcs) != set(COLUMNS) or not all(isinstance(v, str) for v in crcs.values()):
-            raise BadMetadata(f"{w} is damaged")
-        out.append({"rows": rows, "crc32c": crcs})
-    return out
+    return [row_group_from_json(g, i) for i, g in enumerate(obj)]
+
+
+def row_group_from_json(obj, i: int) -> dict:
+    """Recorded row group ``i``: its rows and the checksums of its columns."""
+    w = f"{ROW_GROUPS_KEY}[{i}]"
+    rows = _get(obj, "rows", int, w)
+    crcs = _get(obj, "crc32c", dict, w)
+    if rows < 0 or set(crcs) != set(COLUMNS) or not all(isinstance(v, str) for v in crcs.values()):
+        raise BadMetadata(f"{w} is damaged")
+    return {"rows": rows, "crc32c": crcs}
 
 
 def metadata_from_json(obj: dict, w: str = "series") -> Metadata:
