@@ -73,20 +73,24 @@ def test_row_groups_read_a_slice_at_a_time_are_those_of_the_whole_footer(tmp_pat
     assert whole.num_row_groups > 15
     wholly = _chunks(path)
     monkeypatch.setattr(slices, "SLICE_ROW_GROUPS", 4)
-    archive = ArchiveFile(path, Options(), Report())
-    try:
-        assert archive._slices is not None and archive.file.metadata.num_row_groups == 0
-        assert archive.group_count == whole.num_row_groups
-        # backwards too: each slice made again when its row groups are asked for
-        for g in reversed(range(whole.num_row_groups)):
-            assert archive.group_rows(g) == whole.row_group(g).num_rows
-            assert archive.row_group(g).to_dict() == whole.row_group(g).to_dict()
-        kv = dict(whole.metadata)
-        kv.pop(S.METADATA_KEY)
-        assert archive.file.metadata.metadata == kv
-        assert archive.file.schema.equals(whole.schema)
-    finally:
-        archive.close()
+    # a file read again where its row groups lie, and one without a descriptor (kept)
+    for fh in (None, io.BytesIO(path.read_bytes())):
+        archive = ArchiveFile(path, Options(), Report(), fh=fh)
+        try:
+            assert archive._slices is not None and archive.file.metadata.num_row_groups == 0
+            assert (archive._slices._groups is None) == (fh is None)
+            assert archive.group_count == whole.num_row_groups
+            # backwards too: each slice made again when its row groups are asked for
+            for g in reversed(range(whole.num_row_groups)):
+                assert archive.group_rows(g) == whole.row_group(g).num_rows
+                assert archive.row_group(g).to_dict() == whole.row_group(g).to_dict()
+            kv = dict(whole.metadata)
+            kv.pop(S.METADATA_KEY)
+            assert archive.file.metadata.metadata == kv
+            assert archive.file.schema.equals(whole.schema)
+            assert [b.num_rows for b in archive.verified_batches()]
+        finally:
+            archive.close()
     assert _chunks(path) == wholly
     assert_lossless(path)
 

@@ -29,7 +29,7 @@ def split(fh, key: bytes) -> tuple[pq.FileMetaData, bytearray] | None:
     found = split_footer(fh, key)
     if found is None:
         return None
-    rest, data, _ = found
+    rest, data, _, _ = found
     try:
         metadata = metadata_of(rest)
     except (OSError, pa.ArrowException, ValueError):
@@ -37,11 +37,13 @@ def split(fh, key: bytes) -> tuple[pq.FileMetaData, bytearray] | None:
     return metadata, data
 
 
-def split_footer(fh, key: bytes) -> tuple[bytes, bytearray, array] | None:
+def split_footer(fh, key: bytes) -> tuple[bytes, bytearray, array, int] | None:
     """:func:`split`, the rest of the footer as its bytes, with where its row groups lie
-    (see :func:`footer.without_key`), Arrow not asked to read it."""
+    (see :func:`footer.without_key`) and where the footer starts in the file, Arrow not
+    asked to read it."""
     try:
         data = _footer_bytes(fh)
+        start = fh.tell() - len(data) if data is not None else 0
     except (OSError, ValueError):
         data = None
     try:
@@ -60,7 +62,7 @@ def split_footer(fh, key: bytes) -> tuple[bytes, bytearray, array] | None:
         del data[:lo]
     except BufferError:     # (a file object that kept a view of them)
         data = data[lo:hi]
-    return rest, data, groups
+    return rest, data, groups, start
 
 
 def metadata_of(footer: bytes) -> pq.FileMetaData:

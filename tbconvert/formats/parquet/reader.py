@@ -129,8 +129,8 @@ def _split_footer(fh) -> tuple[pq.FileMetaData, bytearray, slices.Slices | None]
     apart = keyvalue.split_footer(fh, S.METADATA_KEY)
     if apart is None:
         return None
-    rest, value, groups = apart
-    sliced = slices.of(rest, groups)
+    rest, value, groups, start = apart
+    sliced = slices.of(rest, groups, fh, start)
     try:
         if sliced is not None and sliced.check():
             return sliced.head(), value, sliced
