@@ -399,7 +399,7 @@ class ArchiveFile:
         there: the file of its slice, for a footer of many (see :mod:`slices`)."""
         if self._slices is None:
             return self.file, group
-        k, local = divmod(group, slices.SLICE_ROW_GROUPS)
+        k, local = divmod(group, self._slices.size)
         if self._slice is None or self._slice[0] != k:
             self._slice = None      # (the last slice's metadata let go before the next)
             metadata = self._slices.metadata(k)

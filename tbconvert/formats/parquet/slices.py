@@ -40,6 +40,7 @@ class Slices:
         # a file without a descriptor (a remote one): its row groups kept
         self._groups = None if self._fd is not None else data[starts[0]:starts[-1]]
         self.count = len(starts) - 1
+        self.size = SLICE_ROW_GROUPS    # row groups a slice
         self.rows = array("q")  # each row group's rows (see check)
 
     def footer(self, first: int, end: int) -> bytes:
@@ -60,9 +61,9 @@ class Slices:
         return data
 
     def metadata(self, k: int) -> pq.FileMetaData:
-        """Arrow's metadata of slice ``k`` (row groups ``k * SLICE_ROW_GROUPS`` on)."""
-        first = k * SLICE_ROW_GROUPS
-        return metadata_of(self.footer(first, min(first + SLICE_ROW_GROUPS, self.count)))
+        """Arrow's metadata of slice ``k`` (row groups ``k * size`` on)."""
+        first = k * self.size
+        return metadata_of(self.footer(first, min(first + self.size, self.count)))
 
     def head(self) -> pq.FileMetaData:
         """Arrow's metadata of the footer without its row groups: its schema, key-value..."""
@@ -73,7 +74,7 @@ class Slices:
         group's rows; False if it does not read one (Arrow, reading the footer whole, then
         says what is wrong)."""
         rows = array("q")
-        for k in range((self.count + SLICE_ROW_GROUPS - 1) // SLICE_ROW_GROUPS):
+        for k in range((self.count + self.size - 1) // self.size):
             try:
                 meta = self.metadata(k)
             except (OSError, pa.ArrowException, ValueError):
