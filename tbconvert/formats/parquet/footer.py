@@ -372,6 +372,20 @@ def _varint(data, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
+def _field_head(data, pos: int, last: int) -> tuple[int | None, int, int]:
+    """``(type, field id, where its value starts)`` of the struct field whose header is at
+    ``pos`` (``last``: the id of the field before it); a type of None at the struct's end."""
+    head = data[pos]
+    pos += 1
+    if head == 0:
+        return None, 0, pos
+    delta = head >> 4
+    if delta:
+        return head & 0x0F, last + delta, pos
+    fid, pos = _varint(data, pos)
+    return head & 0x0F, (fid >> 1) ^ -(fid & 1), pos
+
+
 def _list_head(data, pos: int) -> tuple[int, int, int]:
     head = data[pos]
     size, etype = head >> 4, head & 0x0F
@@ -402,16 +416,9 @@ def _without_key(data, key: bytes, groups):
     listed = None
     found_groups = []
     while True:
-        head = data[pos]
-        pos += 1
-        if head == 0:
+        ctype, fid, pos = _field_head(data, pos, last)
+        if ctype is None:
             break
-        ctype, delta = head & 0x0F, head >> 4
-        if delta:
-            fid = last + delta
-        else:
-            fid, pos = _varint(data, pos)
-            fid = (fid >> 1) ^ -(fid & 1)
         start = pos
         if groups is not None and fid == FILE_ROW_GROUPS and ctype == LIST:
             # (one walk: the footer's row groups are most of it)
@@ -470,16 +477,9 @@ def _kv_fields(data, pos: int, fields: list) -> int:
     lie) into ``fields``; where it ends."""
     last = 0
     while True:
-        head = data[pos]
-        pos += 1
-        if head == 0:
+        ctype, fid, pos = _field_head(data, pos, last)
+        if ctype is None:
             return pos
-        ctype, delta = head & 0x0F, head >> 4
-        if delta:
-            fid = last + delta
-        else:
-            fid, pos = _varint(data, pos)
-            fid = (fid >> 1) ^ -(fid & 1)
         if ctype == BINARY:
             n, at = _varint(data, pos)
             pos = at + n
