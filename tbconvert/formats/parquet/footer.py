@@ -256,6 +256,14 @@ def add_key_value(path, key_value: dict[bytes, bytes]) -> None:
 
 def read(fh) -> tuple[list, int]:
     """The footer of the Parquet file open in ``fh`` and where it starts."""
+    start, length = span(fh)
+    fh.seek(start)
+    return decode(fh.read(length)), start
+
+
+def span(fh) -> tuple[int, int]:
+    """Where the footer of the Parquet file open in ``fh`` starts, and its length, as the
+    file's last eight bytes tell (CorruptDataError when they do not)."""
     fh.seek(0, 2)
     size = fh.tell()
     if size < 12:
@@ -265,9 +273,7 @@ def read(fh) -> tuple[list, int]:
     length = int.from_bytes(tail[:4], "little")
     if tail[4:] != MAGIC or length > size - 12:
         raise CorruptDataError("no Parquet footer at the end of the file")
-    start = size - 8 - length
-    fh.seek(start)
-    return decode(fh.read(length)), start
+    return size - 8 - length, length
 
 
 def copied(fields: list) -> list:

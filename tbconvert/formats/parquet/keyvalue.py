@@ -9,12 +9,12 @@ kept), and Arrow reads the rest of the footer.
 
 from __future__ import annotations
 
-import os
 from array import array
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tbconvert.errors import CorruptDataError
 from tbconvert.formats.parquet import footer as F
 
 # Arrow's own limit on the strings of a footer it decodes (see reader._footer_strings_limit)
@@ -73,16 +73,11 @@ def metadata_of(footer: bytes) -> pq.FileMetaData:
 
 
 def _footer_bytes(fh) -> bytearray | None:
-    fh.seek(0, os.SEEK_END)
-    size = fh.tell()
-    if size < 12:
+    try:
+        start, length = F.span(fh)
+    except CorruptDataError:
         return None
-    fh.seek(size - 8)
-    tail = fh.read(8)
-    length = int.from_bytes(tail[:4], "little")
-    if len(tail) != 8 or tail[4:] != F.MAGIC or length > size - 12:
-        return None
-    fh.seek(size - 8 - length)
+    fh.seek(start)
     if not hasattr(fh, "readinto"):
         data = bytearray(fh.read(length))
         return data if len(data) == length else None
