@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE))
 import writers  # noqa: E402
 
 SCALAR_FORMS = ("mixed", "pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all",
-                "pytorch_layers", "tf2_layers")
+                "pytorch_layers", "tf2_layers", "sweep")
 HISTOGRAM_FORMS = ("histo_legacy", "histo_tf2", "histo_legacy_layers", "histo_tf2_layers",
                    "histo_tf1_merge_all")
 IMAGE_FORMS = ("images_legacy", "images_tf2")
@@ -51,6 +51,7 @@ LABELS = {
     "keras": "Keras `epoch_*` scalars (train + validation runs)",
     "tf1_merge_all": "TF1 `merge_all` (8 `simple_value`s per event)",
     "mixed": "mixed logdir: 2 PyTorch runs + 2 TF2 runs",
+    "sweep": "a sweep: runs of 500 points (4 tags × 125 steps), half PyTorch, half TF2",
     "histo_legacy": "histograms, legacy `HistogramProto` (PyTorch)",
     "histo_tf2": "histograms, TF2 `[30, 3]` tensor",
     "pytorch_layers": "PyTorch scalars, a metric per layer (1,024 tags)",

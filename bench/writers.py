@@ -288,6 +288,18 @@ def mixed_logdir(logdir: Path, points: int) -> None:
     scalar_run(logdir / "tf2_b", "tf2", each, seed=4)
 
 
+# A hyperparameter sweep: many runs of a short training each (trials of Ray Tune, Optuna or a
+# grid of scripts), half written as PyTorch writes, half as TensorFlow 2 does.
+SWEEP_RUN_POINTS = 500
+
+
+def sweep_logdir(logdir: Path, points: int) -> None:
+    """Runs of SWEEP_RUN_POINTS points (4 tags x 125 steps) making ``points`` in all."""
+    for i in range(max(1, points // SWEEP_RUN_POINTS)):
+        library = "pytorch" if i % 2 == 0 else "tf2"
+        scalar_run(logdir / f"trial_{i:05d}", library, SWEEP_RUN_POINTS, seed=i)
+
+
 # A metric per parameter of a 32-layer transformer (1,024 tags of 33-55 characters), as
 # training scripts log gradient and weight norms per layer; and a histogram per parameter.
 LAYER_PARAMS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
@@ -309,6 +321,7 @@ FORMS = {
     "images_legacy": lambda d, n: image_run(d / "run", "legacy", n),
     "images_tf2": lambda d, n: image_run(d / "run", "tf2", n),
     "mixed": mixed_logdir,
+    "sweep": sweep_logdir,
     "pytorch_layers": lambda d, n: scalar_run(d / "run", "pytorch", n, tags=LAYER_TAGS),
     "tf2_layers": lambda d, n: scalar_run(d / "run", "tf2", n, tags=LAYER_TAGS),
     "histo_legacy_layers": lambda d, n: histogram_run(d / "run", "legacy", n, tags=LAYER_HISTOGRAM_TAGS),

@@ -68,7 +68,7 @@ def _points(form: str, points: int) -> int:
 
 @pytest.mark.parametrize("form", ["pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all",
                                   "histo_tf2", "histo_legacy", "histo_tf1_merge_all",
-                                  "images_legacy", "images_tf2", "mixed"])
+                                  "images_legacy", "images_tf2", "mixed", "sweep"])
 def test_generated_forms_bulk_equals_protobuf(form, tmp_path, monkeypatch):
     writers.write_form(form, tmp_path / form, _points(form, 400))
     assert _snapshot(tmp_path / form) == _protobuf_only(tmp_path / form)
