@@ -125,42 +125,7 @@ class _Encoder:
         self.out = bytearray()
 
     def varint(self, n: int) -> None:
-        while n > 0x7F:
-            self.out.append((n & 0x7F) | 0x80)
-            n >>= 7
-        self.out.append(n)
-
-    def zigzag(self, n: int) -> None:
-        self.varint((n << 1) ^ (n >> 63))
-
-    def value(self, ctype: int, value) -> None:
-        if ctype in _INTS:
-            self.zigzag(value)
-        elif ctype == BINARY:
-            self.varint(len(value))
-            self.bulk(value)
-        elif ctype == STRUCT:
-            if isinstance(value, Encoded):
-                self.out += value
-            else:
-                self.struct(value)
-        elif ctype in (LIST, SET):
-            etype, items = value
-            self.list_head(len(items), etype)
-            if hasattr(items, "blocks"):    # structs encoded already, kept in a file
-                self.bulk(items)
-                return
-            for item in items:
-                if etype in (TRUE, FALSE):
-                    self.out.append(TRUE if item else FALSE)
-                else:
-                    self.value(etype, item)
-        elif ctype == I8:
-            self.out += struct.pack("b", value)
-        elif ctype == DOUBLE:
-            self.out += struct.pack("<d", value)
-        else:
-            raise ValueError(f"Thrift type {ctype} is not in a Parquet footer")
+        _put_varint(self.out, n)
 
     def list_head(self, size: int, etype: int) -> None:
         if size < 15:
@@ -179,20 +144,94 @@ class _Encoder:
             self.out += data
 
     def struct(self, fields: list) -> None:
-        last = 0
-        for fid, ctype, value in fields:
-            if ctype in (TRUE, FALSE):
-                ctype = TRUE if value else FALSE
-            delta = fid - last
-            if 0 < delta <= 15:
-                self.out.append(delta << 4 | ctype)
+        _put_struct(self, self.out, fields)
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _put_struct(enc: _Encoder, out: bytearray, fields: list) -> None:
+    """Encode ``fields`` into ``out`` (the encoder's buffer, which it empties in place).
+
+    One loop over local names, as for decoding: a joined file encodes every row group's
+    struct of each run it copies."""
+    append = out.append
+    last = 0
+    for fid, ctype, value in fields:
+        if ctype == TRUE or ctype == FALSE:
+            ctype = TRUE if value else FALSE
+        delta = fid - last
+        if 0 < delta <= 15:
+            append(delta << 4 | ctype)
+        else:
+            append(ctype)
+            _put_varint(out, (fid << 1) ^ (fid >> 63))
+        last = fid
+        if ctype == I64 or ctype == I32 or ctype == I16:
+            n = (value << 1) ^ (value >> 63)
+            if n <= 0x7F:
+                append(n)
             else:
-                self.out.append(ctype)
-                self.zigzag(fid)
-            if ctype not in (TRUE, FALSE):
-                self.value(ctype, value)
-            last = fid
-        self.out.append(0)
+                _put_varint(out, n)
+        elif ctype == BINARY:
+            _put_varint(out, len(value))
+            if type(value) is bytes and len(value) < _DIRECT:    # (else see _FileEncoder)
+                out += value
+            else:
+                enc.bulk(value)
+        elif ctype == STRUCT:
+            if isinstance(value, Encoded):
+                out += value
+            else:
+                _put_struct(enc, out, value)
+        elif ctype == LIST or ctype == SET:
+            etype, items = value
+            enc.list_head(len(items), etype)
+            if hasattr(items, "blocks"):    # structs encoded already, kept in a file
+                enc.bulk(items)
+            elif etype == STRUCT:
+                for item in items:
+                    if isinstance(item, Encoded):
+                        out += item
+                    else:
+                        _put_struct(enc, out, item)
+            else:
+                for item in items:
+                    _put_value(enc, out, etype, item)
+        elif ctype != TRUE and ctype != FALSE:
+            _put_value(enc, out, ctype, value)
+    append(0)
+
+
+def _put_value(enc: _Encoder, out: bytearray, ctype: int, value) -> None:
+    """A list item, or a value of the rarer types of a struct's fields."""
+    if ctype in _INTS:
+        _put_varint(out, (value << 1) ^ (value >> 63))
+    elif ctype == BINARY:
+        _put_varint(out, len(value))
+        enc.bulk(value)
+    elif ctype == STRUCT:
+        if isinstance(value, Encoded):
+            out += value
+        else:
+            _put_struct(enc, out, value)
+    elif ctype in (TRUE, FALSE):
+        out.append(TRUE if value else FALSE)
+    elif ctype in (LIST, SET):
+        etype, items = value
+        enc.list_head(len(items), etype)
+        for item in items:
+            _put_value(enc, out, etype, item)
+    elif ctype == I8:
+        out += struct.pack("b", value)
+    elif ctype == DOUBLE:
+        out += struct.pack("<d", value)
+    else:
+        raise ValueError(f"Thrift type {ctype} is not in a Parquet footer")
 
 
 def decode(data: bytes) -> list:
@@ -255,7 +294,7 @@ class _FileEncoder(_Encoder):
     def flush(self) -> None:
         self.fh.write(self.out)
         self.size += len(self.out)
-        self.out = bytearray()
+        del self.out[:]     # (in place: the struct being encoded holds it)
 
 
 def write(fh, fields: list) -> None:
