@@ -95,6 +95,14 @@ def test_a_damaged_footer_is_a_clear_error(tmp_path, cut):
         F.read(io.BytesIO(b"PAR1" + b"\x00" * 20))
 
 
+def test_a_footer_of_structs_nested_without_end_is_a_clear_error():
+    # (thousands of levels: a crafted file, which must not end in a traceback)
+    with pytest.raises(CorruptDataError, match="nested deeper"):
+        F.decode(b"\x1c" * 5000 + b"\x00" * 5001)
+    with pytest.raises(ValueError):
+        F.decode_prefix(b"\x1c" * 5000, 0)
+
+
 def test_a_row_group_never_holds_two_runs(tmp_path):
     path = write_sample(tmp_path / "x.parquet")
     pf = pq.ParquetFile(path)

@@ -257,6 +257,8 @@ def decode_prefix(data: bytes, pos: int) -> tuple[list, int]:
         return _struct(data, pos)
     except (IndexError, struct.error) as exc:
         raise ValueError(str(exc)) from None
+    except RecursionError:
+        raise ValueError("structs nested deeper than a Parquet footer's") from None
     finally:
         if collecting:
             gc.enable()
