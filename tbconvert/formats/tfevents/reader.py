@@ -160,6 +160,26 @@ class _PositionedAssembler(RunAssembler):
         return chunk, positions
 
 
+def decode(buf, starts, lengths, learnt=None, files: int = 1):
+    """``(columns, blob columns, rest)``: the records decoded in bulk, and the indices of
+    those left to decode one by one. ``files``: how many files the records are of."""
+    columns, rest = summary_templates.decode(buf, starts, lengths, learnt=learnt)
+    blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)
+    if 0 < len(rest) <= FEW_LEFT * files:
+        # A few records left, such as a file's first step (written without its step
+        # field) or the short groups of a small file: templates learnt from them alone
+        # read them exactly and spare a short reading protobuf's import. Not a large one
+        # (a model's graph): learning copies the record, and there is nothing to gain.
+        small = lengths[rest] <= FEW_LEFT_BYTES
+        more, left = summary_templates.decode(buf, starts, lengths, only=rest[small],
+                                              min_group=1)
+        more_blobs, left = blob_templates.decode(buf, starts, lengths, left, min_group=1)
+        columns += more
+        blob_columns += more_blobs
+        rest = np.sort(np.concatenate((left, rest[~small])))
+    return columns, blob_columns, rest
+
+
 class TfeventsReader(Reader):
     """An event-file logdir (or a single event file) as runs of series."""
 
@@ -256,10 +276,10 @@ class TfeventsReader(Reader):
         if parts is not None and len(parts) > 1:
             yield from parallel.read_runs(self, parts, jobs)
         else:
-            for name, files in runs:
+            for name, read in self._reading(runs):
                 progress = RunProgress(self.options.progress)
                 try:
-                    asm = self.read_run(name, files, progress=progress)
+                    asm = read(progress)
                 except NOT_A_RUNS_FAULT:
                     raise
                 except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
@@ -270,6 +290,19 @@ class TfeventsReader(Reader):
                 run, series = asm.build()
                 yield RunData(run, progress.follow(series, asm.points_read))
         self.check_something_read()
+
+    def _reading(self, runs: list):
+        """``(name, read)`` of each run, ``read(progress)`` reading it: small runs
+        together (see :mod:`.small_runs`) when nothing here reads a file its own way."""
+        if self.value_hook is None and not self.defer_partial_tail and \
+                type(self)._read_file is TfeventsReader._read_file and len(runs) > 1:
+            from tbconvert.formats.tfevents import small_runs
+            sizes = [sum(source_size(f) for f in files) for _, files in runs]
+            yield from small_runs.plan(self, runs, sizes)
+            return
+        for name, files in runs:
+            yield name, lambda progress, name=name, files=files: \
+                self.read_run(name, files, progress=progress)
 
     def runs(self) -> list[tuple[str, list[Path]]]:
         """``(run name, event files)`` of every run the options select, in reading order."""
@@ -343,16 +376,18 @@ class TfeventsReader(Reader):
         self._read_files(asm, files)
         return asm
 
-    def _read_files(self, asm: RunAssembler, files: list[Path]) -> list[int]:
-        """Read ``files`` in order into ``asm``; the read position at the start of each (the
-        assembler's store is closed if reading fails)."""
+    def _read_files(self, asm: RunAssembler, files: list[Path], read=None) -> list[int]:
+        """Read ``files`` in order into ``asm`` (each with ``read(path, asm)``, by default
+        :meth:`_read_file`); the read position at the start of each (the assembler's store
+        is closed if reading fails)."""
         starts = []
+        read = self._read_file if read is None else read
         try:
             for path in files:
                 starts.append(asm.next_seq)
                 if path.name.endswith(event_files.PROFILE_EMPTY):
                     continue  # TensorBoard skips these placeholders when reading data
-                self._read_file(path, asm)
+                read(path, asm)
         except BaseException:
             asm.store.close()
             raise
@@ -402,13 +437,21 @@ class TfeventsReader(Reader):
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
             return None
+        return self.read_blocks(path, asm, size, start,
+                                records.scan_file(path, block_size=self.block_size, start=start))
+
+    def read_blocks(self, path: Path, asm: RunAssembler, size: int, start: int, blocks,
+                    decoded=None) -> FileState:
+        """Read the records of ``blocks`` (``path``'s from byte ``start``, of ``size``
+        bytes) into ``asm``; ``decoded``: what :meth:`decode` gave for the one block there is,
+        when its records were decoded with others (see :mod:`.small_runs`)."""
         seq_base = asm.next_seq
         state = FileState(start, size)
         told = len(self.report.issues)
         try:
-            for block in records.scan_file(path, block_size=self.block_size, start=start):
+            for block in blocks:
                 end = block.offset + len(block.buf)
-                self._read_block(path, asm, block, seq_base, state)
+                self._read_block(path, asm, block, seq_base, state, decoded)
                 del block     # (not held while the next one is read)
                 asm.end_block(last=False)
                 self._run_progress.read(end - state.reported)
@@ -441,7 +484,7 @@ class TfeventsReader(Reader):
         return state
 
     def _read_block(self, path: Path, asm: RunAssembler, block, seq_base: int,
-                    state: FileState) -> None:
+                    state: FileState, decoded=None) -> None:
         for d in block.damage:
             if self.defer_partial_tail and d.reason == "truncated record" and \
                     d.offset + d.length >= state.size:
@@ -468,20 +511,8 @@ class TfeventsReader(Reader):
         state.last = (block.offset + int(starts[-1]) - records.HEADER,
                       int(lengths[-1]) + records.HEADER + records.FOOTER)
         state.end = sum(state.last)
-        columns, rest = summary_templates.decode(buf, starts, lengths, learnt=state.learnt)
-        blob_columns, rest = blob_templates.decode(buf, starts, lengths, rest)
-        if 0 < len(rest) <= FEW_LEFT:
-            # A few records left, such as a file's first step (written without its step
-            # field) or the short groups of a small file: templates learnt from them alone
-            # read them exactly and spare a short reading protobuf's import. Not a large one
-            # (a model's graph): learning copies the record, and there is nothing to gain.
-            small = lengths[rest] <= FEW_LEFT_BYTES
-            more, left = summary_templates.decode(buf, starts, lengths, only=rest[small],
-                                                  min_group=1)
-            more_blobs, left = blob_templates.decode(buf, starts, lengths, left, min_group=1)
-            columns += more
-            blob_columns += more_blobs
-            rest = np.sort(np.concatenate((left, rest[~small])))
+        columns, blob_columns, rest = decoded if decoded is not None else \
+            decode(buf, starts, lengths, state.learnt)
         event_cls = decode_errors = None
         first = (np.inf, 0.0)   # (record index, wall time) of the first record that decoded
         histograms = self.value_hook is None     # a hook wants every value as protobuf's

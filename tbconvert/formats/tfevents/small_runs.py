@@ -1,0 +1,225 @@
+"""Small runs read together.
+
+A hyperparameter sweep is hundreds of runs of a few tens of kilobytes each. Read one at a
+time, each file pays the fixed cost of framing its records and of decoding them by
+template: about a millisecond a run, more than its bytes cost. Here the files of several
+small runs are framed and decoded as one buffer, and each file's records then go to its run
+as if it had been read on its own (:meth:`TfeventsReader.read_blocks`).
+
+The files are put together only when that cannot change what is read: every one a regular
+file read whole, and the records of the joined bytes tiling each file, from its first byte
+to its last, without damage. Framing then finds in each file exactly the records a reading
+of that file alone finds, and the bulk decoders are exact whatever records they are given.
+Anything else (damage, a file that changes, an error) leaves the runs to be read one by one,
+as usual, so that every problem is reported in the usual words.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from tbconvert import sourcefiles
+from tbconvert.errors import raise_if_exhausted
+from tbconvert.formats.tfevents import event_files, records
+from tbconvert.formats.tfevents.assemble import RunAssembler
+from tbconvert.formats.tfevents.blob_templates import BlobColumns
+from tbconvert.formats.tfevents.summary_templates import TagColumns
+
+# A run of at most this many bytes of event files is read with others ...
+SMALL_RUN_BYTES = 256 << 10
+# ... up to this many bytes at once (the decoded points of a group are held until its runs
+# are built).
+GROUP_BYTES = 4 << 20
+
+
+class _Apart(Exception):
+    """These files are not read together (see the module's notes)."""
+
+
+def plan(reader, runs: list, sizes: list[int]) -> Iterator[tuple[str, Callable]]:
+    """``(name, read)`` of every run in order, ``read(progress)`` giving its
+    assembler (as ``reader.read_run`` does); small runs are read in groups, a group when
+    its first run is asked for. ``sizes``: the bytes of each run's files."""
+    group: list[int] = []
+    held = 0
+
+    def flush():
+        nonlocal group, held
+        batch = _group(reader, [runs[k] for k in group]) if len(group) > 1 else None
+        for j, k in enumerate(group):
+            name, files = runs[k]
+            yield name, _reading(reader, name, files, batch, j)
+        group, held = [], 0
+
+    for k, size in enumerate(sizes):
+        if size > SMALL_RUN_BYTES:
+            yield from flush()
+            name, files = runs[k]
+            yield name, _reading(reader, name, files, None, 0)
+            continue
+        if group and held + size > GROUP_BYTES:
+            yield from flush()
+        group.append(k)
+        held += size
+    yield from flush()
+
+
+def _reading(reader, name: str, files: list[Path], batch: Group | None, j: int) -> Callable:
+    if batch is not None and batch.has(j):
+        return lambda progress: batch.read_run(j, progress)
+    return lambda progress: reader.read_run(name, files, progress=progress)
+
+
+def _group(reader, runs: list) -> Group | None:
+    try:
+        return Group(reader, runs)
+    except _Apart:
+        return None
+    except Exception as exc:  # noqa: BLE001 - each run is then read alone, and its fault told
+        raise_if_exhausted(exc)
+        return None
+
+
+def _whole(path: Path) -> bytes:
+    """The bytes of the regular file ``path``; :class:`_Apart` for anything unusual."""
+    try:
+        fd = sourcefiles.open_regular(path)
+    except OSError:
+        raise _Apart from None
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size + 1, 0) if size else b""
+    except OSError:
+        raise _Apart from None
+    finally:
+        os.close(fd)
+    if len(data) != size:           # growing or shrinking as it is read
+        raise _Apart
+    return data
+
+
+class Group:
+    """The files of several runs, framed and decoded as one buffer; each run then read from
+    them with :meth:`read_run`. A run whose files could not be taken reads as usual."""
+
+    def __init__(self, reader, runs: list) -> None:
+        from tbconvert.formats.tfevents.reader import decode
+        self.reader = reader
+        self.runs = runs
+        files: list[tuple[int, Path, bytes]] = []
+        for j, (_, paths) in enumerate(runs):
+            try:
+                taken = [(j, p, _whole(p)) for p in paths
+                         if not p.name.endswith(event_files.PROFILE_EMPTY)]
+            except _Apart:
+                continue
+            files.extend(taken)
+        if not files:
+            raise _Apart
+        sizes = np.array([len(d) for _, _, d in files], dtype=np.int64)
+        offsets = np.zeros(len(files) + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        buf = b"".join(d for _, _, d in files)
+        starts, lengths, damage = records.scan(buf)
+        heads = starts - records.HEADER
+        # record k of the buffer is of file f when bounds[f] <= k < bounds[f + 1]
+        bounds = np.searchsorted(heads, offsets)
+        frames = int(lengths.sum()) + len(lengths) * (records.HEADER + records.FOOTER)
+        whole = sizes > 0
+        if damage or frames != len(buf) or not np.array_equal(
+                heads[bounds[:-1][whole]], offsets[:-1][whole]):
+            raise _Apart
+        columns, blob_columns, rest = decode(buf, starts, lengths, files=len(files))
+        del buf
+        per_file: list[tuple[list, list, list]] = [([], [], []) for _ in files]
+        for cols in columns:
+            for f, part in _cut(cols, bounds, _tag_columns):
+                per_file[f][0].append(part)
+        for blobs in blob_columns:
+            for f, part in _cut(blobs, bounds, _blob_columns):
+                per_file[f][1].append(part)
+        cuts = np.searchsorted(rest, bounds)
+        self._files: dict[int, dict[Path, tuple]] = {}
+        for f, (j, path, data) in enumerate(files):
+            lo, hi = int(bounds[f]), int(bounds[f + 1])
+            block = records.Block(data, 0, starts[lo:hi] - offsets[f], lengths[lo:hi], [])
+            decoded = (per_file[f][0], per_file[f][1], rest[cuts[f]:cuts[f + 1]] - lo)
+            self._files.setdefault(j, {})[path] = (len(data), [block] if len(data) else [],
+                                                   decoded)
+
+    def has(self, j: int) -> bool:
+        return j in self._files
+
+    def read_run(self, j: int, progress) -> RunAssembler:
+        """Run ``j`` read from the group's records, as ``reader.read_run`` reads it."""
+        name, paths = self.runs[j]
+        held = self._files.pop(j)
+        reader = self.reader
+
+        def read(path: Path, asm: RunAssembler) -> None:
+            size, blocks, decoded = held.pop(path)
+            reader.read_blocks(path, asm, size, 0, blocks, decoded)
+        asm = RunAssembler(name, None)
+        reader._run_progress = progress
+        reader._read_files(asm, paths, read)
+        return asm
+
+
+def _cut(cols, bounds: np.ndarray, make) -> Iterator[tuple[int, object]]:
+    """``(file, columns)`` for each file some of ``cols``' rows are of: its rows, their
+    record indices counted from the file's first record. Grouped columns stay grouped,
+    their tags in order of each one's first record in the file (as decoding the file alone
+    orders them), each tag's rows in read order."""
+    index = np.asarray(cols.index, dtype=np.int64)
+    n = len(index)
+    if not n:
+        return
+    tags = getattr(cols, "tags", None)
+    tag_of = np.zeros(n, np.int64) if tags is None else \
+        np.repeat(np.arange(len(tags)), np.diff(cols.bounds))
+    fid = np.searchsorted(bounds, index, side="right") - 1
+    # rows by (file, tag), each such group's rows in read order ...
+    key = fid * (1 if tags is None else len(tags)) + tag_of
+    order = np.lexsort((index, key))
+    key = key[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    counts = np.diff(np.r_[starts, n])
+    # ... and the groups of a file in order of their first record
+    group_file = fid[order[starts]]
+    ranked = np.lexsort((index[order[starts]], group_file))
+    starts, counts, group_file = starts[ranked], counts[ranked], group_file[ranked]
+    moved = np.r_[0, np.cumsum(counts)[:-1]]
+    order = order[np.repeat(starts - moved, counts) + np.arange(n)]
+    group_tag = tag_of[order[moved]]
+    edges = np.flatnonzero(np.r_[True, group_file[1:] != group_file[:-1], True])
+    row = 0
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        f = int(group_file[a])
+        rows = int(counts[a:b].sum())
+        take = order[row:row + rows]
+        yield f, make(cols, take, index[take] - bounds[f], group_tag[a:b], counts[a:b])
+        row += rows
+
+
+def _tag_columns(cols: TagColumns, take, index, tags, counts) -> TagColumns:
+    part = TagColumns(cols.tag, cols.simple, cols.code, index, cols.steps[take],
+                      cols.wall_times[take], cols.values[take], cols.metadata,
+                      position=cols.position)
+    if cols.tags is not None:
+        tags = tags.tolist()
+        part.tags = [cols.tags[t] for t in tags]
+        part.tag = part.tags[0]
+        part.bounds = np.r_[0, np.cumsum(counts)].astype(np.int64)
+        if cols.positions is not None:
+            part.positions = [cols.positions[t] for t in tags]
+    return part
+
+
+def _blob_columns(cols: BlobColumns, take, index, tags, counts) -> BlobColumns:
+    blobs = cols.blobs
+    return BlobColumns(cols.tag, index, cols.steps[take], cols.wall_times[take], cols.head,
+                       [blobs[i] for i in take.tolist()], cols.metadata)
