@@ -69,28 +69,49 @@ class JoinedFile:
         # both files (a run's column chunks lie one after another: a copy per stretch, not
         # per chunk, saves a thousand system calls on a run of 6M points)
         self._pending: tuple | None = None
+        # how far the file being appended has been copied
+        self._src_pos = 0
 
     def append(self, src, replace: Replace | None = None) -> None:
         """Every row group of the Parquet file open in ``src``, in order (its footer is
         decoded anew here, so its structs are changed in place)."""
-        fields, _ = F.read(src)
+        fields, end = F.read(src)
         if self.template is None:
             self.template = fields
         elif F.get(fields, F.FILE_SCHEMA) != F.get(self.template, F.FILE_SCHEMA):
             raise ValueError("Parquet files of different schemas cannot be joined")
         _, groups = F.get(fields, F.FILE_ROW_GROUPS, (F.STRUCT, []))
+        self._src_pos = len(F.MAGIC)
         for g, group in enumerate(groups):
             self._append_group(src, g, group, replace)
+        self._copy_gap(src, end)
         self._flush_copy()
+
+    def _copy_gap(self, src, at: int) -> None:
+        """Copy what lies unlisted before ``at`` in ``src``: nothing in a file Arrow wrote
+        alone; the null stand-in of a payload chunk written beside it (:mod:`large`), which
+        the file written in one go holds there too."""
+        if at > self._src_pos:
+            self._copy(src, self._src_pos, at - self._src_pos)
+            self._src_pos = at
 
     def _append_group(self, src, g: int, group: list, replace: Replace | None) -> None:
         etype, chunks = F.get(group, F.RG_COLUMNS)
-        start = self.pos
+        start = None
         unc_delta = comp_delta = 0
-        for c, chunk in enumerate(chunks):
+        # in the order they lie: a payload chunk (see large.py) may lie after later columns
+        spans = [chunk_span(chunk) for chunk in chunks]
+        for c in sorted(range(len(chunks)), key=lambda k: spans[k][0]):
+            chunk = chunks[c]
+            at, size = spans[c]
+            if at < self._src_pos:
+                raise ValueError("column chunks that overlap")
+            self._copy_gap(src, at)
+            self._src_pos = at + size
+            if start is None:
+                start = self.pos
             new = replace(g, c, chunk, src) if replace is not None else None
             if new is None:
-                at, size = chunk_span(chunk)
                 chunks[c] = _moved(chunk, self.pos - at)
                 self._copy(src, at, size)
                 continue
@@ -108,7 +129,7 @@ class JoinedFile:
             if F.get(group, fid) is not None:
                 F.put(group, fid, F.I64, F.get(group, fid) + delta)
         if F.get(group, F.RG_FILE_OFFSET) is not None:
-            F.put(group, F.RG_FILE_OFFSET, F.I64, start)
+            F.put(group, F.RG_FILE_OFFSET, F.I64, self.pos if start is None else start)
         if F.get(group, F.RG_ORDINAL) is not None:
             F.put(group, F.RG_ORDINAL, F.I16, len(self.row_groups))
         self.rows += F.get(group, F.RG_NUM_ROWS)

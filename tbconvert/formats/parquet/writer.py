@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.parquet import MARKER_FILE, footer, join, pages, spool
+from tbconvert.formats.parquet import MARKER_FILE, footer, join, large, pages, spool
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
@@ -220,6 +220,8 @@ class _FileSink(_SeriesIds):
         # per row group, its series numbers as (numbers, counts) runs: kept for a run encoded
         # on its own, whose numbers the joined file moves (see _renumbering)
         self.series_runs: list | None = None
+        # the payload chunks written beside Arrow's, by (row group, column): see large.py
+        self._large: dict = {}
 
     def add(self, batch: pa.RecordBatch) -> None:
         for piece, size in _pieces(batch):
@@ -234,13 +236,26 @@ class _FileSink(_SeriesIds):
         self._bytes += size
         self._rows += n
 
+    def add_large(self, batch: pa.RecordBatch, payload: large.Payload) -> None:
+        """Add a row group of the one point ``batch`` holds (its payload column null),
+        whose payload is written as its own column chunk (see :mod:`large`)."""
+        self.flush()
+        self._buffer.append(batch)
+        self._rows = 1
+        table = self._take(payload)
+        self._writer.write_table(table, row_group_size=1)
+        del table
+        column = S.SCHEMA.get_field_index(payload.name)
+        self._large[(len(self.row_groups) - 1, column)] = large.write_chunk(self._fh, payload)
+
     def flush(self) -> None:
         table = self._take()
         if table is not None:
             self._write(table)
 
-    def _take(self) -> pa.Table | None:
-        """The buffered batches as the next row group, its digest recorded (None: none)."""
+    def _take(self, payload: large.Payload | None = None) -> pa.Table | None:
+        """The buffered batches as the next row group, its digest recorded (None: none);
+        ``payload``: the values of its payload column, which the batches hold as null."""
         if not self._buffer:
             return None
         table = pa.Table.from_batches(self._buffer, schema=S.SCHEMA)
@@ -250,6 +265,8 @@ class _FileSink(_SeriesIds):
             table = table.combine_chunks()
         digest = RowGroupDigest(S.COLUMNS)
         digest.update(table)
+        if payload is not None:
+            digest.columns[payload.name] = payload.digest()
         self.row_groups.append(digest.to_json())
         if self.series_runs is not None:
             self.series_runs.append(_runs_of(table.column("series")))
@@ -300,6 +317,8 @@ class _FileSink(_SeriesIds):
             self._writer.add_key_value_metadata(meta)
         self._writer.close()
         self._fh.close()
+        if self._large:
+            large.patch(self.path, self._large)
         if not small:
             footer.add_key_value(self.path, meta)
 
@@ -308,6 +327,8 @@ class _FileSink(_SeriesIds):
         self.flush()
         self._writer.close()
         self._fh.close()
+        if self._large:
+            large.patch(self.path, self._large)
 
     def discard(self) -> None:
         try:
@@ -500,6 +521,16 @@ def _series_id(sink: _FileSink, run_index: int, chunk: Series) -> int:
 
 def _batch_of(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.RecordBatch:
     return _shared_batch([chunk], [_series_id(sink, run_index, chunk)], run)
+
+
+def _payload_free(sink: _FileSink, run_index: int, chunk: Series, run: str) -> pa.RecordBatch:
+    """The batch of a lone point whose payload column :mod:`large` writes: that column
+    null, the others as :func:`_batch_of` makes them (without a copy of the payload)."""
+    cols = _rows_columns([chunk], [_series_id(sink, run_index, chunk)], run)
+    if isinstance(chunk, TensorSeries):
+        cols["tensor_dtype"] = C.dict_codes(np.asarray(chunk.dtypes, np.int32), dt.NAMES)
+        cols["tensor_shape"] = _shapes([np.asarray(chunk.tensors[0])], 1)
+    return _batch(cols, 1)
 
 
 def write_part(path: Path, experiment: Experiment, run: Run, series: Iterable[Series],
@@ -788,6 +819,12 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
             continue
         with_rows.add(piece.tag)
         for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
+            payload = large.payload_of(chunk)
+            if payload is not None:
+                add_short()
+                sink.add_large(_payload_free(sink, run_index, chunk, run.name), payload)
+                payload = None
+                continue
             sharing = _sharing(chunk)
             if sharing is None:
                 add_short()
