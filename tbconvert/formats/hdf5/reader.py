@@ -14,7 +14,7 @@ from tbconvert import dtypes as dt
 from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, raise_if_exhausted
 from tbconvert.formats import packed, runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
-from tbconvert.formats.hdf5 import heaps, schema, staged
+from tbconvert.formats.hdf5 import heaps, large, schema, staged
 from tbconvert.formats.hdf5.audit import (
     audit,
     check_dataset,
@@ -109,10 +109,10 @@ def check_root(f: h5py.File, path: Path) -> None:
         version = int(version)
     except (TypeError, ValueError):
         raise CorruptDataError(f"{path}: damaged archive (bad schema_version {version!r})") from None
-    if version > schema.SCHEMA_VERSION:
+    if version > schema.LATEST_VERSION:
         raise FormatError(
             f"{path}: written by a newer tbconvert (archive schema version {version}; this "
-            f"version reads up to {schema.SCHEMA_VERSION}); upgrade tbconvert to read it")
+            f"version reads up to {schema.LATEST_VERSION}); upgrade tbconvert to read it")
     if version < 1:
         raise CorruptDataError(f"{path}: damaged archive (bad schema_version {version})")
 
@@ -540,6 +540,12 @@ class Hdf5Reader(Reader):
         offsets = _offsets(s, "blob_offsets", n, blobs_ds.shape[0], "entries of its blobs")
         if not n:
             yield empty_series(BlobSequenceSeries, run, tag, md)
+        try:
+            apart = large.indices(s)
+        except _DAMAGE as exc:
+            raise_if_exhausted(exc)
+            raise _Damaged(str(exc) if isinstance(exc, ValueError) else
+                           f"its {large.GROUP} cannot be read") from None
         a = 0
         while a < n:
             window = offsets(a, min(n, a + 256))
@@ -556,12 +562,24 @@ class Hdf5Reader(Reader):
                     missing = _read(missing_ds, "blob_missing", start, stop)
                     blobs.extend(_blob_bytes(raw, missing))
                     raw = missing = None   # (while the chunk is used, a large blob is held once)
+                    for k in range(start, stop) if apart else ():
+                        if k in apart and blobs[k - lo] is not None:
+                            blobs[k - lo] = self._large_blob(s, apart[k])
                     size += sum(len(x) for x in blobs[start - lo:] if x is not None)
                 b = a + int(np.searchsorted(window, lo + len(blobs), side="right")) - 1
             cut = window[:b - a + 1] - lo
             yield BlobSequenceSeries(**self._common(base, run, tag, md, a, b),
                                      offsets=cut, blobs=blobs[:cut[-1]])
             a = b
+
+
+    def _large_blob(self, s, name: str) -> bytes:
+        try:
+            return large.read(s, name, self._fh)
+        except _DAMAGE as exc:
+            raise_if_exhausted(exc)
+            raise _Damaged(str(exc) if isinstance(exc, ValueError) else
+                           f"its {large.GROUP}/{name} cannot be read") from None
 
 
 # Blobs read from HDF5 at a time.

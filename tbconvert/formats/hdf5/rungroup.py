@@ -12,7 +12,7 @@ from h5py import h5a, h5d, h5g, h5p, h5s, h5t
 from tbconvert import budget
 from tbconvert import dtypes as dt
 from tbconvert.errors import UnsupportedError
-from tbconvert.formats.hdf5 import schema
+from tbconvert.formats.hdf5 import large, schema
 from tbconvert.formats.recordlog import in_slices
 from tbconvert.interrupts import deferred
 from tbconvert.model import BlobSequenceSeries, DataClass, Run, ScalarSeries, Series, TensorSeries
@@ -45,8 +45,9 @@ def check_names(chunk: Series) -> Series:
 
 
 def write_run_group(parent: h5py.Group, name: str, run: Run, series: Iterable[Series],
-                    writing: Callable) -> None:
-    """Write ``run`` and its chunks as the group ``parent[name]``.
+                    writing: Callable) -> int:
+    """Write ``run`` and its chunks as the group ``parent[name]``; how many of its blobs
+    were stored apart (:mod:`large`).
 
     HDF5 work is done inside ``writing()`` (interrupts held back: an exception inside
     HDF5's callbacks breaks it); reading the source between chunks stays interruptible.
@@ -78,6 +79,7 @@ def write_run_group(parent: h5py.Group, name: str, run: Run, series: Iterable[Se
                     _no_tensors(out, state)
             out.switch(None)
             g.create_dataset(schema.TAGS, data=np.array(tags, dtype=object), dtype=STR)
+        return out.large_blobs
     finally:
         with deferred():  # h5py objects released here, not wherever the collector runs
             out.switch(None)
@@ -102,6 +104,22 @@ def _chunk_rows(dtype: np.dtype, tail: tuple, rows_hint: int) -> int:
     row_bytes = max(1, dtype.itemsize * int(np.prod(tail, dtype=np.int64)))
     rows = max(1, min(schema.CHUNK_BYTES // row_bytes, 65536))
     return min(rows, max(1024, rows_hint)) if rows >= 1024 else rows
+
+
+def _chunk_tail(dtype: np.dtype, tail: tuple) -> tuple:
+    """The chunk's extent in a row's dimensions: the whole row, unless a row is a large
+    point (over large.LARGE_BLOB_BYTES), whose one chunk HDF5 would hold and compress whole
+    (twice the point at once): then chunks of about schema.CHUNK_BYTES, the last dimensions
+    kept whole where they fit."""
+    if dtype.itemsize * int(np.prod(tail, dtype=np.int64)) <= large.LARGE_BLOB_BYTES:
+        return tail
+    room = max(1, schema.CHUNK_BYTES // dtype.itemsize)
+    out = []
+    for d in reversed(tail):
+        take = max(1, min(d, room))
+        out.append(take)
+        room //= take
+    return tuple(reversed(out))
 
 
 class _Out:
@@ -130,6 +148,7 @@ class _Out:
         self._lcpl.set_create_intermediate_group(True)
         self._lcpl.set_char_encoding(h5t.CSET_ASCII)
         self.current: _SeriesState | None = None
+        self.large_blobs = 0    # how many went to datasets of their own (see large.py)
 
     def new_group(self, name: str):
         return h5g.create(self._sg, name.encode(), lcpl=self._lcpl, gcpl=self._gcpl)
@@ -181,8 +200,8 @@ class _Out:
             shuffle = not vlen and dtype.kind in "iufc" and dtype.itemsize > 1
             ftype, mtype = self.types(dtype)
             space = h5s.create_simple((n, *tail), (h5s.UNLIMITED, *tail))
-            got = self._recipes[key] = (ftype, mtype, space, self.dcpl((rows, *tail), shuffle),
-                                        vlen)
+            chunks = (rows, *(tail if vlen else _chunk_tail(dtype, tail)))
+            got = self._recipes[key] = (ftype, mtype, space, self.dcpl(chunks, shuffle), vlen)
         return got
 
     def attrs(self, oid, items) -> None:
@@ -368,8 +387,15 @@ def _append_chunk(out: _Out, state: _SeriesState, chunk: Series) -> None:
 def _append_blobs(out: _Out, state: _SeriesState, chunk: BlobSequenceSeries) -> None:
     if "blob_offsets" not in state.lengths:
         _append(out, state, "blob_offsets", np.zeros(1, np.int64))
-    _append(out, state, "blobs", _vlen([b"" if b is None else b for b in chunk.blobs]),
-            VLEN_BYTES)
+    kept = []
+    for k, b in enumerate(chunk.blobs):
+        if b is not None and len(b) > large.LARGE_BLOB_BYTES:
+            large.write(h5py.Group(state.gid), state.blob_count + k, b)
+            out.large_blobs += 1
+            b = b""
+        kept.append(b"" if b is None else b)
+    _append(out, state, "blobs", _vlen(kept), VLEN_BYTES)
+    del kept
     _append(out, state, "blob_missing", np.array([b is None for b in chunk.blobs], dtype=bool))
     _append(out, state, "blob_offsets", chunk.offsets[1:] + state.blob_count)
     state.blob_count += len(chunk.blobs)

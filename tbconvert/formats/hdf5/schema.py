@@ -21,7 +21,9 @@ See docs/archives.md.
                                little-endian bytes of numeric points); strings (m,) vlen uint8 +
                                string_offsets (n+1,) int64 (elements of DT_STRING points)
         kind "blob_sequence":  blobs (m,) vlen uint8, blob_missing (m,) bool (True = blob lost
-                               at the source), blob_offsets (n+1,) int64
+                               at the source), blob_offsets (n+1,) int64; version 2 only:
+                               large_blobs/<k> (size,) uint8, blob k stored apart (over
+                               16 MiB; its element in blobs is empty)
 
 Names never appear in HDF5 paths: groups are numbered and names are attributes.
 """
@@ -32,6 +34,9 @@ from typing import Final
 
 FORMAT_NAME: Final = "tbconvert-hdf5"
 SCHEMA_VERSION: Final = 1
+# The version of an archive that stores a large blob as a dataset of its own (large.py); the
+# newest this version reads.
+LATEST_VERSION: Final = 2
 
 ATTR_FORMAT: Final = "tbconvert_format"
 ATTR_VERSION: Final = "schema_version"

@@ -61,14 +61,17 @@ def stage(path: Path, run: Run, series: Iterable[Series]) -> dict:
             sink = FailSafeFile(path)
             f = h5py.File(sink, "w", libver=LIBVER)
             cap_metadata_cache(f)
-        write_run_group(f, GROUP, run, series, lambda: writing(sink))
+        large_blobs = write_run_group(f, GROUP, run, series, lambda: writing(sink))
         with writing(sink):
             f.close()
             f = None
         with deferred():
             crc, size = crc_of(sink.fd, 0)
             sink.close()
-        return {"bytes": size, "crc32c": crc}
+        info = {"bytes": size, "crc32c": crc}
+        if large_blobs:
+            info["large_blobs"] = large_blobs
+        return info
     except BaseException:
         with deferred():
             if f is not None:

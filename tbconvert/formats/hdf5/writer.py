@@ -12,7 +12,7 @@ import numpy as np
 
 from tbconvert.errors import OutputError, UnsupportedError
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.hdf5 import schema, staged
+from tbconvert.formats.hdf5 import large, schema, staged
 from tbconvert.formats.hdf5.rungroup import STR, check_run_name
 from tbconvert.formats.hdf5.seal import USERBLOCK, write_seal
 from tbconvert.formats.hdf5.sink import FailSafeFile, writing
@@ -46,6 +46,7 @@ class Hdf5Writer(Writer):
         self._sink: FailSafeFile | None = None
         self._scratch: Path | None = None
         self._run_names: list[str] = []
+        self._large_blobs = False    # a run stored a blob apart: see large.py
         self._file = self.guard(self._open)
 
     @deferred()
@@ -102,6 +103,8 @@ class Hdf5Writer(Writer):
         self.guard(lambda: staged.copy_staged(Path(path), info, run_name, self._file,
                                               schema.run_path(index), self._writing))
         self._run_names.append(run_name)
+        if isinstance(info, dict) and info.get("large_blobs"):
+            self._large_blobs = True
 
     def _writing(self):
         return writing(self._sink)
@@ -110,6 +113,8 @@ class Hdf5Writer(Writer):
         def finish():
             with self._writing():
                 if self._file is not None:
+                    if self._large_blobs:
+                        self._file.attrs[schema.ATTR_VERSION] = np.int64(large.VERSION)
                     self._file.create_dataset(schema.RUN_NAMES,
                                               data=np.array(self._run_names, dtype=object), dtype=STR)
                     self._file.close()
