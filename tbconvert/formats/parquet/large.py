@@ -75,6 +75,47 @@ class Payload:
         return [0] + [1] * (len(self.items) - 1), [2 if b is None else 3 for b in self.items]
 
 
+def split(chunk):
+    """``(piece, payload)`` of ``chunk`` in order: each large point alone with its
+    :class:`Payload`, the points between them as pieces with payload None (the chunk
+    itself when it holds no large point)."""
+    sizes = _sizes(chunk)
+    large = [] if sizes is None else np.flatnonzero(sizes > LARGE_BYTES).tolist()
+    if not large:
+        yield chunk, None
+        return
+    if len(chunk) == 1:
+        yield chunk, payload_of(chunk)
+        return
+    at = 0
+    for k in large:
+        if k > at:
+            yield chunk.take(np.arange(at, k)), None
+        point = chunk.take([k])
+        yield point, payload_of(point)
+        at = k + 1
+    if at < len(chunk):
+        yield chunk.take(np.arange(at, len(chunk))), None
+
+
+def _sizes(chunk) -> np.ndarray | None:
+    """The payload bytes of each point, or None where no point can be large."""
+    if isinstance(chunk, BlobSequenceSeries):
+        lengths = np.fromiter((0 if b is None else len(b) for b in chunk.blobs), np.int64,
+                              len(chunk.blobs))
+        if lengths.sum() <= LARGE_BYTES:
+            return None
+        ends = np.concatenate(([0], np.cumsum(lengths)))
+        return ends[chunk.offsets[1:]] - ends[chunk.offsets[:-1]]
+    if not isinstance(chunk, TensorSeries) or not len(chunk):
+        return None
+    if chunk.block is not None:
+        return np.full(len(chunk), chunk.block.nbytes // len(chunk), np.int64)
+    return np.fromiter((0 if code == dt.DT_STRING else np.asarray(a).nbytes
+                        for code, a in zip(chunk.dtypes.tolist(), chunk.tensors, strict=True)),
+                       np.int64, len(chunk))
+
+
 def payload_of(chunk) -> Payload | None:
     """The payload of a series of one point to write with :func:`write_chunk`, or None when
     it is not a lone large point of a kind written so (a string tensor goes to Arrow)."""

@@ -818,8 +818,8 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
             empty.setdefault(piece.tag, piece)
             continue
         with_rows.add(piece.tag)
-        for chunk in _slices(piece, S.WRITE_SLICE_ROWS):
-            payload = large.payload_of(chunk)
+        for chunk, payload in (part for whole in _slices(piece, S.WRITE_SLICE_ROWS)
+                               for part in large.split(whole)):
             if payload is not None:
                 add_short()
                 sink.add_large(_payload_free(sink, run_index, chunk, run.name), payload)
