@@ -4,6 +4,7 @@
     python bench/bench_memory.py --tags 100000 [--steps 3] [--read-hdf5] [--dir DIR]
     python bench/bench_memory.py --runs 5000 [--dir DIR]
     python bench/bench_memory.py --images 20000,80000 [--histograms 10000,40000] [--dir DIR]
+    python bench/bench_memory.py --point 92 [--dir DIR]
 
 One run of N float32 scalar points (5 tags, written by tbconvert's event-file
 writer), in ``--files`` event files. Each conversion runs in a fresh process as
@@ -24,6 +25,11 @@ writes them: the peak of converting them to each format, where what is kept per 
 ``--images N,M``: a run of N (then M) 64x64 images as PyTorch writes them, and with
 ``--histograms`` a run of legacy histograms: each conversion's peak (and ``media``'s, and the
 ``histograms`` table's, a row per bucket), where blobs and buckets held whole would show.
+
+``--point MB``: one run of a single point of MB megabytes, an image (TF2 image summary of
+incompressible bytes) and then a float32 tensor: the peak of converting it to each archive,
+each archive to the other and each back to event files, beside the same for a 1 KB point
+(what the command takes anyway). Issue #11's goal is 256 MiB for any of them.
 """
 
 from __future__ import annotations
@@ -189,6 +195,60 @@ def blobs_table(work: Path, images: list[int], histograms: list[int]) -> None:
         print(f"| {label} | " + " | ".join(cells.get(h, "") for h in heads) + " |")
 
 
+def _one_point_run(logdir: Path, kind: str, size: int) -> None:
+    """One event of one ``size``-byte point: an image (three strings: width, height, the
+    image's bytes) or a float32 tensor."""
+    from tensorboard.compat.proto import event_pb2
+
+    from tbconvert.formats.tfevents.records import frame
+    ev = event_pb2.Event(wall_time=1.7e9, step=1)
+    v = ev.summary.value.add(tag="big")
+    data = np.random.default_rng(1).bytes(size)
+    if kind == "image":
+        v.metadata.plugin_data.plugin_name = "images"
+        v.tensor.dtype = 7                                 # DT_STRING
+        v.tensor.tensor_shape.dim.add(size=3)
+        v.tensor.string_val.extend([b"8", b"8", data])
+    else:
+        v.metadata.plugin_data.plugin_name = "tensors"
+        v.tensor.dtype = 1                                 # DT_FLOAT
+        v.tensor.tensor_shape.dim.add(size=size // 4)
+        v.tensor.tensor_content = data[:size // 4 * 4]
+    logdir.mkdir(parents=True, exist_ok=True)
+    (logdir / "events.out.tfevents.1.host").write_bytes(frame(ev.SerializeToString()))
+
+
+def point_table(work: Path, megabytes: float) -> None:
+    """Each conversion's peak for one large point (an image, a tensor), and for a 1 KB one."""
+    size = int(megabytes * 1e6)
+    steps = [("event files -> Parquet", "logs", "o.parquet", "parquet"),
+             ("event files -> HDF5", "logs", "o.h5", "hdf5"),
+             ("Parquet -> HDF5", "o.parquet", "p.h5", "hdf5"),
+             ("HDF5 -> Parquet", "o.h5", "h.parquet", "parquet"),
+             ("Parquet -> event files", "o.parquet", "p_events", "tfevents"),
+             ("HDF5 -> event files", "o.h5", "h_events", "tfevents")]
+    heads = [f"{megabytes:g} MB image", f"{megabytes:g} MB tensor", "1 KB image"]
+    rows: dict[str, list[str]] = {}
+    for head, kind, n in zip(heads, ("image", "tensor", "image"), (size, size, 1000),
+                             strict=True):
+        where = work / f"point_{kind}_{n}"
+        if not (where / "logs").exists():
+            _one_point_run(where / "logs" / "train", kind, n)
+        for label, src, dst, fmt in steps:
+            try:
+                peak, secs = convert(where / src, where / dst, fmt)
+                cell = f"{peak:.0f} MiB ({secs:.1f} s)"
+            except subprocess.CalledProcessError as exc:
+                cell = f"failed ({exc.returncode})"
+            rows.setdefault(label, []).append(cell)
+            print(f"  {head} {label}: {cell}", flush=True)
+    print()
+    print("| one point | " + " | ".join(heads) + " |")
+    print("| --- |" + " --- |" * len(heads))
+    for label, cells in rows.items():
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
 def command_peak_mib(src: Path, dst: Path | None, fmt: str) -> float:
     """Peak of ``tbconvert convert SRC DST --to FMT`` (``dst`` None: ``tbconvert info SRC``)."""
     wide = ["--wide"] if fmt == "csv-wide" else []
@@ -228,8 +288,13 @@ def main() -> None:
                     help="sizes of a run of 64x64 images to measure instead, e.g. 20000,80000")
     ap.add_argument("--histograms", default="",
                     help="with --images: sizes of a run of legacy histograms, e.g. 10000,40000")
+    ap.add_argument("--point", type=float, default=None, metavar="MB",
+                    help="measure one point of this many MB (an image, a tensor) instead")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-memory-"))
+    if args.point is not None:
+        point_table(work, args.point)
+        return
     if args.images is not None:
         blobs_table(work, [int(n) for n in args.images.split(",") if n],
                     [int(n) for n in args.histograms.split(",") if n])

@@ -406,3 +406,31 @@ def test_an_archive_of_many_runs_is_read_without_its_whole_footer_in_arrow(tmp_p
     count, over = map(int, out.stdout.split())
     assert count == RUNS
     assert over <= 80, f"{over} MiB over the reader's imports"
+
+
+LARGE_POINT = 64 << 20
+# (source, destination) of each conversion measured for one large point: event files are
+# converted to both archives, each archive to the other and back to event files.
+_LARGE_POINT_STEPS = (("logs", "o.parquet"), ("logs", "o.h5"), ("o.parquet", "p.h5"),
+                      ("o.h5", "h.parquet"), ("o.h5", "h_e"), ("o.parquet", "p_e"))
+
+
+@pytest.mark.parametrize("make", [_image_run, _tensor_run], ids=["image", "tensor"])
+def test_one_large_point_to_and_from_archives_holds_few_copies_of_it(tmp_path, make):
+    # Arrow held the point's column, its encoded page and the page compressed, and HDF5 an
+    # image's heap collection and converted copy, then read all of it back to copy the
+    # staged run: four to six times the point (a 92 MB image: 450-590 MiB). Its payload is
+    # now written from the point's own bytes (a Parquet column chunk of its own, an HDF5
+    # dataset of its own), and what remains is reading it: the source's bytes and the
+    # decoded point, about twice the point (a 92 MB point: 192-270 MiB in all).
+    peaks = {}
+    for name, size in (("big", LARGE_POINT), ("small", 1 << 10)):
+        (tmp_path / name).mkdir()
+        make(tmp_path / name / "logs", size)
+        for src, dst in _LARGE_POINT_STEPS:
+            to = ["--to", "tfevents"] if dst.endswith("_e") else []
+            peaks[name, src, dst] = peak_mib("convert", tmp_path / name / src,
+                                             tmp_path / name / dst, *to)
+    over = {f"{src} -> {dst}": peaks["big", src, dst] - peaks["small", src, dst]
+            for src, dst in _LARGE_POINT_STEPS}
+    assert max(over.values()) <= 2.4 * (LARGE_POINT >> 20), f"MiB over a small point's: {over}"
