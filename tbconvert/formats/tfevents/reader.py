@@ -205,6 +205,9 @@ class TfeventsReader(Reader):
         # A record cut off by the end of the file is one still being written: when set, it
         # is left for a later read (FileState.partial_tail) instead of reported as lost.
         self.defer_partial_tail = False
+        # files of the run being read whose records were read with others' (see small_runs):
+        # {path: (size, start, blocks, decoded)}, what read_blocks takes
+        self.held: dict = {}
 
     def experiment(self) -> Experiment:
         sidecar = self.path / event_files.EXPERIMENT_SIDECAR
@@ -293,9 +296,9 @@ class TfeventsReader(Reader):
 
     def _reading(self, runs: list):
         """``(name, read)`` of each run, ``read(progress)`` reading it: small runs
-        together (see :mod:`.small_runs`) when nothing here reads a file its own way."""
-        if self.value_hook is None and not self.defer_partial_tail and \
-                type(self)._read_file is TfeventsReader._read_file and len(runs) > 1:
+        together (see :mod:`.small_runs`) unless their values go through a hook, or a
+        record still being written is left for later."""
+        if self.value_hook is None and not self.defer_partial_tail and len(runs) > 1:
             from tbconvert.formats.tfevents import small_runs
             sizes = [sum(source_size(f) for f in files) for _, files in runs]
             yield from small_runs.plan(self, runs, sizes)
@@ -376,18 +379,16 @@ class TfeventsReader(Reader):
         self._read_files(asm, files)
         return asm
 
-    def _read_files(self, asm: RunAssembler, files: list[Path], read=None) -> list[int]:
-        """Read ``files`` in order into ``asm`` (each with ``read(path, asm)``, by default
-        :meth:`_read_file`); the read position at the start of each (the assembler's store
-        is closed if reading fails)."""
+    def _read_files(self, asm: RunAssembler, files: list[Path]) -> list[int]:
+        """Read ``files`` in order into ``asm``; the read position at the start of each (the
+        assembler's store is closed if reading fails)."""
         starts = []
-        read = self._read_file if read is None else read
         try:
             for path in files:
                 starts.append(asm.next_seq)
                 if path.name.endswith(event_files.PROFILE_EMPTY):
                     continue  # TensorBoard skips these placeholders when reading data
-                read(path, asm)
+                self._read_file(path, asm)
         except BaseException:
             asm.store.close()
             raise
@@ -418,7 +419,11 @@ class TfeventsReader(Reader):
                              asm.positioned(series))
 
     def _read_file(self, path: Path, asm: RunAssembler) -> None:
-        self.read_file(path, asm)
+        held = self.held.pop(path, None)
+        if held is not None:
+            self.read_blocks(path, asm, *held)
+        else:
+            self.read_file(path, asm)
 
     def read_file(self, path: Path, asm: RunAssembler, start: int = 0) -> FileState | None:
         """Read the records of ``path`` from byte ``start`` (a record boundary) into ``asm``;

@@ -148,25 +148,22 @@ class Group:
             lo, hi = int(bounds[f]), int(bounds[f + 1])
             block = records.Block(data, 0, starts[lo:hi] - offsets[f], lengths[lo:hi], [])
             decoded = (per_file[f][0], per_file[f][1], rest[cuts[f]:cuts[f + 1]] - lo)
-            self._files.setdefault(j, {})[path] = (len(data), [block] if len(data) else [],
+            self._files.setdefault(j, {})[path] = (len(data), 0, [block] if len(data) else [],
                                                    decoded)
 
     def has(self, j: int) -> bool:
         return j in self._files
 
     def read_run(self, j: int, progress) -> RunAssembler:
-        """Run ``j`` read from the group's records, as ``reader.read_run`` reads it."""
+        """Run ``j`` read from the group's records, as ``reader.read_run`` reads it (its
+        ``_read_file`` takes the held records of each file)."""
         name, paths = self.runs[j]
-        held = self._files.pop(j)
         reader = self.reader
-
-        def read(path: Path, asm: RunAssembler) -> None:
-            size, blocks, decoded = held.pop(path)
-            reader.read_blocks(path, asm, size, 0, blocks, decoded)
-        asm = RunAssembler(name, None)
-        reader._run_progress = progress
-        reader._read_files(asm, paths, read)
-        return asm
+        reader.held = self._files.pop(j)
+        try:
+            return reader.read_run(name, paths, progress=progress)
+        finally:
+            reader.held = {}
 
 
 def _cut(cols, bounds: np.ndarray, make) -> Iterator[tuple[int, object]]:
