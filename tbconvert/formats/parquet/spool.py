@@ -73,6 +73,9 @@ class Pieces:
     def __len__(self) -> int:
         return self.size
 
+    def in_memory(self) -> bool:
+        return all(isinstance(p, bytes) for p in self.parts)
+
     def blocks(self) -> Iterator[bytes]:
         for part in self.parts:
             if isinstance(part, bytes):

@@ -175,12 +175,13 @@ def _key_value(sink, experiment: Experiment) -> dict[bytes, bytes]:
     runs[::2] = sink.runs
     parts = [head[:-2], *runs, b'],"series":', *sink.series_text(), b",",
              S.dumps({S.ROW_GROUPS_KEY: sink.row_groups})[1:]]
-    if all(isinstance(p, bytes) for p in parts):
+    pieces = spool.Pieces(parts)
+    if pieces.size <= _SMALL_FOOTER and all(isinstance(p, bytes) for p in parts):
         raw = b"".join(parts)
         return {S.METADATA_KEY: raw,
                 S.DIGEST_KEY: hashlib.sha256(raw).hexdigest().encode("ascii")}
-    # (a run's records are in a spool: the footer is written from it, see _close_with)
-    pieces = spool.Pieces(parts)
+    # Written from its pieces (see _close_with): a run's records may be in a spool, and
+    # the JSON of 100,000 series (about 18 MB) joined was held twice, pieces and text.
     return {S.METADATA_KEY: pieces, S.DIGEST_KEY: pieces.sha256().encode("ascii")}
 
 
@@ -310,7 +311,8 @@ class _FileSink(_SeriesIds):
         # it afterwards decodes the footer into Python objects, about 50 KB a row group
         small = size <= _SMALL_FOOTER or size < len(self.row_groups) * _FOOTER_BYTES_PER_GROUP
         if small and not isinstance(meta[S.METADATA_KEY], bytes):
-            small = size <= _SMALL_FOOTER
+            # (joined only here, for Arrow: a spooled run's records never are, past 1 MiB)
+            small = size <= _SMALL_FOOTER or meta[S.METADATA_KEY].in_memory()
             if small:
                 meta = {**meta, S.METADATA_KEY: b"".join(meta[S.METADATA_KEY].blocks())}
         if small:
