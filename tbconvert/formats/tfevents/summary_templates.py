@@ -17,6 +17,7 @@ have decoded.
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from functools import lru_cache
@@ -35,7 +36,7 @@ MAX_TEMPLATES = 64    # field maps tried per record length before giving up on t
 MAX_FAILURES = 4      # field maps that could not be learnt before a length group is left to protobuf
 # Values per event a template may hold: merge_all over a model of a summary per layer writes
 # 100,000 in one event, each ~25 us through protobuf, ~5 us to learn and well under 1 us to
-# read by template. A slot holds ~200 bytes, so a map of this many is ~25 MiB.
+# read by template. A slot is packed in ~50 bytes (see Slots), so a map of this many is ~6 MiB.
 MAX_VALUES = 1 << 17
 # A record this long is worth a template alone: learning it costs about what one protobuf
 # decoding does (every value of it Python objects), and a block holds only a few such records.
@@ -44,7 +45,7 @@ MAX_VALUES = 1 << 17
 WIDE_BYTES = 1 << 16
 WIDE_MAX_BYTES = 8 << 20
 # What :class:`Learnt` keeps of the maps of wide records for the next blocks of a file, the
-# latest kept whatever its size (one of MAX_VALUES values is ~25 MiB).
+# latest kept whatever its size (one of MAX_VALUES values is ~10 MiB with its record).
 LEARNT_BYTES = 16 << 20
 
 
@@ -66,6 +67,74 @@ class Slot:
     quiet: bool = False
 
 
+# What a slot shares with the values read alike (see _alike): all but its tag and offsets.
+_KIND_FIELDS = ("value_size", "value_dtype", "shape", "code", "simple", "metadata", "quiet")
+
+
+class Slots:
+    """The slots of a field map, packed: the tags' bytes in one buffer, offsets in arrays and
+    each slot's kind (what it shares with the values read alike) as a number. An event of
+    100,000 values held a :class:`Slot` each, ~250 bytes apiece with its tag and ints, for as
+    long as its map was kept: 25 MiB of the peak of reading TF1's ``merge_all`` of a model of
+    a summary per layer, and of scattered small objects the heap could not give back.
+    Indexing and iterating give :class:`Slot` objects."""
+
+    def __init__(self) -> None:
+        self.kinds: list[tuple] = []
+        self._kind_ids: dict[tuple, int] = {}
+        self.kind = array("i")
+        self.value_off = array("q")
+        self.tag_off = array("q")
+        self._tags = bytearray()
+        self._tag_ends = array("q")
+
+    def add(self, tag: bytes, value_off: int, kind: tuple, tag_off: int) -> None:
+        """A slot of ``kind`` (the values of :data:`_KIND_FIELDS`)."""
+        k = self._kind_ids.get(kind)
+        if k is None:
+            k = self._kind_ids[kind] = len(self.kinds)
+            self.kinds.append(kind)
+        self.kind.append(k)
+        self.value_off.append(value_off)
+        self.tag_off.append(tag_off)
+        self._tags += tag
+        self._tag_ends.append(len(self._tags))
+
+    def append(self, slot: Slot) -> None:
+        self.add(slot.tag, slot.value_off, _kind(slot), slot.tag_off)
+
+    def tag(self, i: int) -> bytes:
+        return bytes(self._tags[self._tag_ends[i - 1] if i else 0:self._tag_ends[i]])
+
+    def tags(self, lo: int, hi: int) -> list[str]:
+        """The tags of slots ``lo:hi`` as text (each checked UTF-8 when learnt)."""
+        ends = self._tag_ends[lo:hi].tolist()
+        starts = [self._tag_ends[lo - 1] if lo else 0, *ends[:-1]]
+        buf = self._tags
+        return [buf[a:b].decode("utf-8") for a, b in zip(starts, ends, strict=True)]
+
+    def nbytes(self) -> int:
+        return len(self._tags) + 36 * len(self.kind)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def __bool__(self) -> bool:
+        return len(self.kind) > 0
+
+    def __getitem__(self, i: int) -> Slot:
+        if i < 0:
+            i += len(self.kind)
+        if not 0 <= i < len(self.kind):
+            raise IndexError(i)
+        size, dtype, shape, code, simple, metadata, quiet = self.kinds[self.kind[i]]
+        return Slot(self.tag(i), self.value_off[i], size, dtype, shape, code, simple, metadata,
+                    self.tag_off[i], quiet)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self.kind)))
+
+
 @dataclass
 class FieldMap:
     """Where the varying fields of one record shape sit: wall time, step, and a slot per value."""
@@ -73,13 +142,13 @@ class FieldMap:
     wall_off: int          # -1: field absent (wall time 0.0)
     step_off: int          # -1: field absent (step 0)
     step_len: int
-    slots: list = dc_field(default_factory=list)
+    slots: Slots = dc_field(default_factory=Slots)
     # what is worked out of the slots once for every block a map is matched in (see Learnt)
     derived: dict = dc_field(default_factory=dict, repr=False, compare=False)
 
     @property
     def tag(self) -> bytes:  # single-value field maps, kept for callers that predate slots
-        return self.slots[0].tag
+        return self.slots.tag(0)
 
     @property
     def any_tag(self) -> bool:
@@ -87,7 +156,7 @@ class FieldMap:
         events of one value. A run that logs a metric per layer has thousands of tags of a
         few points each, which a map per tag would leave to protobuf one record at a time.
         In an event of several values, which tags share it is part of the template."""
-        return len(self.slots) == 1 and self.slots[0].tag_off >= 0
+        return len(self.slots) == 1 and self.slots.tag_off[0] >= 0
 
 
 @dataclass(slots=True)
@@ -154,9 +223,9 @@ class Learnt:
 
 
 def _held(kept) -> int:
-    """Rough bytes of a kept map: its record and ~200 bytes a slot."""
+    """Rough bytes of a kept map: its record and its slots."""
     field_map, template = kept
-    return len(template) + 200 * len(field_map.slots)
+    return len(template) + field_map.slots.nbytes()
 
 
 def _fields(buf: bytes, pos: int, end: int):
@@ -225,22 +294,26 @@ def _learn(buf: bytes) -> FieldMap | None:
     wall_off, step_off, step_len, summary = head
     field_map = FieldMap(wall_off, step_off, step_len)
     tags = set()
+    slots = field_map.slots
     for field, wire, start, end, _ in _fields(buf, *summary):
-        if (field, wire) != (1, 2) or len(field_map.slots) >= MAX_VALUES:
+        if (field, wire) != (1, 2) or len(slots) >= MAX_VALUES:
             return None
         slot = _slot(buf, start, end)
         # a tag twice in one event: which metadata wins is an ordering question; protobuf decides
-        if slot is None or slot.tag in tags:
+        if slot is None or slot[0] in tags:
             return None
-        tags.add(slot.tag)
-        field_map.slots.append(slot)
-    return field_map if field_map.slots else None
+        tags.add(slot[0])
+        slots.add(*slot)
+    return field_map if slots else None
 
 
 _F4 = np.dtype("<f4")
+_SIMPLE = (4, _F4, (), dt.DT_FLOAT, True, None, True)    # a simple_value's kind
 
 
-def _slot(buf: bytes, start: int, end: int) -> Slot | None:
+def _slot(buf: bytes, start: int, end: int) -> tuple | None:
+    """``(tag, value offset, kind, tag offset)`` of the value at ``start:end`` (see
+    :meth:`Slots.add`), or None if it is not templatable."""
     n = end - start - 7
     if 0 < n < 128 and buf[start] == 0x0A and buf[start + 1] == n and buf[start + n + 2] == 0x15:
         # {tag, simple_value}, the commonest value (thousands in a merge_all event): the
@@ -250,7 +323,7 @@ def _slot(buf: bytes, start: int, end: int) -> Slot | None:
             tag.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        return Slot(tag, start + n + 3, 4, _F4, (), dt.DT_FLOAT, True, None, start + 2, True)
+        return tag, start + n + 3, _SIMPLE, start + 2
     tag = value = metadata = None
     tag_off = -1
     quiet = False
@@ -276,7 +349,8 @@ def _slot(buf: bytes, start: int, end: int) -> Slot | None:
         tag.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return Slot(tag, *value, metadata, tag_off, quiet)
+    value_off, size, dtype, shape, code, simple = value
+    return tag, value_off, (size, dtype, shape, code, simple, metadata, quiet), tag_off
 
 
 def _shape(buf: bytes, start: int, end: int) -> tuple | None:
@@ -453,11 +527,15 @@ def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
         mask[field_map.wall_off:field_map.wall_off + 8] = True
     if field_map.step_off >= 0:
         mask[field_map.step_off:field_map.step_off + field_map.step_len] = True
-    for slot in field_map.slots:
-        mask[slot.value_off:slot.value_off + slot.value_size] = True
+    slots = field_map.slots
+    offs = np.frombuffer(slots.value_off, np.int64)
+    sizes = np.array([kind[0] for kind in slots.kinds], np.int64)[np.frombuffer(slots.kind,
+                                                                                 np.int32)]
+    for size in np.unique(sizes).tolist():
+        mask[(offs[sizes == size][:, None] + np.arange(size)).ravel()] = True
     if field_map.any_tag:
-        slot = field_map.slots[0]
-        mask[slot.tag_off:slot.tag_off + len(slot.tag)] = True
+        tag_off = slots.tag_off[0]
+        mask[tag_off:tag_off + len(slots.tag(0))] = True
     return mask
 
 
@@ -498,6 +576,7 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
     runs = field_map.derived.get("alike")
     if runs is None:
         runs = field_map.derived["alike"] = _alike(field_map.slots)
+    names = field_map.derived.setdefault("names", {})
     for lo, hi in runs:
         if hi - lo == 1:
             slot = field_map.slots[lo]
@@ -508,38 +587,39 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
             out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
                                   steps, walls, values, slot.metadata, position=lo))
         else:
-            out.append(_grouped(field_map.slots[lo:hi], lo, index, steps, walls, rows))
+            if (lo, hi) not in names:
+                # the same str objects every block: the reader keys its tags by them
+                names[lo, hi] = field_map.slots.tags(lo, hi)
+            out.append(_grouped(field_map.slots, lo, hi, names[lo, hi], index, steps, walls,
+                                rows))
     if not field_map.any_tag:
         return out, np.zeros(0, np.int64)
-    slot = field_map.slots[0]
-    return _by_tag(out[0], rows[:, slot.tag_off:slot.tag_off + len(slot.tag)])
+    tag_off = field_map.slots.tag_off[0]
+    return _by_tag(out[0], rows[:, tag_off:tag_off + len(field_map.slots.tag(0))])
 
 
 def _kind(slot: Slot) -> tuple:
-    return (slot.value_size, slot.value_dtype, slot.shape, slot.code, slot.simple,
-            slot.metadata, slot.quiet)
+    return tuple(getattr(slot, name) for name in _KIND_FIELDS)
 
 
-def _alike(slots: list) -> list:
+def _alike(slots: Slots) -> list:
     """``(lo, hi)`` of each run of consecutive slots whose values are read alike and that
     bring the same metadata: one column for all of them, in the slots' order."""
-    runs = []
-    lo = 0
-    for i in range(1, len(slots) + 1):
-        if i == len(slots) or _kind(slots[i]) != _kind(slots[lo]):
-            runs.append((lo, i))
-            lo = i
-    return runs
+    kinds = np.frombuffer(slots.kind, np.int32)
+    cuts = (np.flatnonzero(kinds[1:] != kinds[:-1]) + 1).tolist()
+    bounds = [0, *cuts, len(kinds)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def _grouped(slots: list, first: int, index: np.ndarray, steps: np.ndarray, walls: np.ndarray,
-             rows: np.ndarray) -> TagColumns:
-    """One grouped :class:`TagColumns` of slots alike (``first``: the place of the first in
-    its event): tag ``i`` holds the ``i``-th value of every record, a few numpy calls for
-    thousands of values where a column per value took a dozen calls each."""
-    n, k = len(index), len(slots)
-    head = slots[0]
-    offs = np.fromiter((s.value_off for s in slots), np.int64, k)
+def _grouped(slots: Slots, first: int, last: int, tags: list, index: np.ndarray,
+             steps: np.ndarray, walls: np.ndarray, rows: np.ndarray) -> TagColumns:
+    """One grouped :class:`TagColumns` of the slots ``first:last``, alike (``first``: the
+    place of the first in its event; ``tags``: theirs): tag ``i`` holds the ``i``-th value
+    of every record, a few numpy calls for thousands of values where a column per value
+    took a dozen calls each."""
+    n, k = len(index), last - first
+    head = slots[first]
+    offs = np.frombuffer(slots.value_off, np.int64)[first:last]
     raw = rows[:, offs[:, None] + np.arange(head.value_size)]       # (n, k, size)
     values = np.ascontiguousarray(raw.transpose(1, 0, 2)).view(head.value_dtype)
     values = values.reshape((k * n,) + head.shape)
@@ -547,7 +627,7 @@ def _grouped(slots: list, first: int, index: np.ndarray, steps: np.ndarray, wall
         values = dt.quieted(values)
     return TagColumns(head.tag.decode("utf-8"), head.simple, head.code, np.tile(index, k),
                       np.tile(steps, k), np.tile(walls, k), values, head.metadata,
-                      [s.tag.decode("utf-8") for s in slots], np.arange(k + 1) * n,
+                      tags, np.arange(k + 1) * n,
                       position=first, positions=range(first, first + k))
 
 
