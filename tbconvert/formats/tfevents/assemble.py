@@ -24,6 +24,7 @@ from array import array
 import numpy as np
 
 from tbconvert import dtypes as dt
+from tbconvert import malloc
 from tbconvert.formats.recordlog import RecordLog
 from tbconvert.formats.tfevents import legacy, summary_templates
 from tbconvert.formats.tfevents.held_batches import HeldBatches
@@ -60,6 +61,8 @@ CHUNK_BYTES = 16 << 20
 # tag in a 4 MiB block, and a stored piece per tag and block cost more than its points.
 HOLD_POINTS = 64
 HOLD_BYTES = 16 << 20
+# Tags of a run from which its building hands the heap's free memory back (see series)
+TRIM_TAGS = 10_000
 
 _NO_METADATA = (0, Metadata())
 
@@ -804,7 +807,14 @@ class RunAssembler(RestartRule):
         purges = PurgesByTag(self.purges)
         try:
             info = self.info
-            for tag in sorted(info, key=lambda t: (info[t].first_seq, info[t].first_pos)):
+            order = sorted(info, key=lambda t: (info[t].first_seq, info[t].first_pos))
+            if len(order) >= TRIM_TAGS or self.store.spilled():
+                # Reading left the heap's high-water mark behind (blocks of records, their
+                # columns, the tags' first objects), which glibc keeps for reuse: the
+                # writer's own state would come on top of it. Once a run, and only a
+                # large one: a sweep of thousands of small runs would pay for nothing.
+                malloc.give_back_free_heap()
+            for tag in order:
                 yield from self._tag_series(tag, purges(tag))
                 # taken: the keys go while the writer's own state of the run grows
                 info[tag].pieces = ()
@@ -957,6 +967,9 @@ class _JoinedStore:
     def spill(self) -> None:
         for store in self.stores:
             store.spill()
+
+    def spilled(self) -> bool:
+        return any(store.spilled() for store in self.stores)
 
     def close(self) -> None:
         for store in self.stores:

@@ -217,6 +217,10 @@ class PieceStore:
         self._mem.clear()
         self._held = 0
 
+    def spilled(self) -> bool:
+        """Whether pieces went to the file (the run was too large to hold)."""
+        return self._file is not None
+
     def _open(self):
         return open_spill(self, "tbconvert-run-")
 
