@@ -1,9 +1,12 @@
-"""The archive's JSON read with its lists of series and row groups an entry at a time.
+"""The archive's JSON read with its lists of series, row groups and run records an entry at
+a time.
 
 ``json.loads`` of the JSON of 100,000 series makes a dict of nine values of each, 90 MB of
 Python objects at once. Here each entry of the list goes into the reader's
 :class:`~tbconvert.formats.parquet.seriestable.SeriesTable` as soon as it is read, and its
-dict is let go; so are the row groups it records (see :mod:`recorded`).
+dict is let go; so are the row groups it records (see :mod:`recorded`), and each run's
+records (a run of a million session logs and log messages was 450 MB of dicts), which go
+to a :class:`~tbconvert.formats.recordlog.RecordLog`.
 """
 
 from __future__ import annotations
@@ -48,8 +51,39 @@ class Entries:
         return table
 
 
-# the lists of an archive's JSON read an item at a time, and what takes their items
-_STREAMED = {"series": Entries, S.ROW_GROUPS_KEY: Recorded}
+def _streamed(entries):
+    """A reader of a list whose items go to ``entries()`` one at a time (see _entries)."""
+    return lambda text, i: _entries(text, i, entries())
+
+
+def _runs(text: str, i: int):
+    """The list of runs at ``i`` (its ``[``), each run's records streamed (see
+    :class:`schema.StreamedRecords`); as :func:`_entries` gives."""
+    runs: list = []
+    deepest = 0
+    i = _skip(text, i + 1)
+    if text[i:i + 1] == "]":
+        return runs, i + 1, deepest
+    while True:
+        if text[i:i + 1] == "{":
+            records = _streamed(lambda: S.StreamedRecords(len(runs)))
+            item, i, depth = _members(text, i, {"records": records})
+        else:
+            item, i = _DECODER.raw_decode(text, i)
+            depth = budget.json_depth(item)
+        deepest = max(deepest, depth)
+        runs.append(item)
+        i = _skip(text, i)
+        if text[i:i + 1] == "]":
+            return runs, i + 1, deepest
+        if text[i:i + 1] != ",":
+            raise ValueError("no ',' between items")
+        i = _skip(text, i + 1)
+
+
+# the lists of an archive's JSON read an item at a time, and what reads them
+_STREAMED = {"series": _streamed(Entries), S.ROW_GROUPS_KEY: _streamed(Recorded),
+             "runs": _runs}
 
 
 def loads(raw, where: str):
@@ -86,6 +120,15 @@ def _object(text: str) -> tuple[dict, int] | None:
     i = _skip(text, 0)
     if text[i:i + 1] != "{":
         return None
+    out, i, depth = _members(text, i, _STREAMED)
+    if _skip(text, i) != len(text):
+        raise ValueError("text after the object")
+    return out, depth
+
+
+def _members(text: str, i: int, streamed: dict) -> tuple[dict, int, int]:
+    """The object at ``i`` (its ``{``), where it ends and its depth; a list under a key of
+    ``streamed`` is read by the function there."""
     out: dict = {}
     depth = 1
     i = _skip(text, i + 1)
@@ -100,8 +143,8 @@ def _object(text: str) -> tuple[dict, int] | None:
             if text[i:i + 1] != ":":
                 raise ValueError("no ':' after a key")
             i = _skip(text, i + 1)
-            if key in _STREAMED and text[i:i + 1] == "[":
-                value, i, deepest = _entries(text, i, _STREAMED[key]())
+            if key in streamed and text[i:i + 1] == "[":
+                value, i, deepest = streamed[key](text, i)
                 depth = max(depth, 2 + deepest)
             else:
                 value, i = _DECODER.raw_decode(text, i)
@@ -114,9 +157,7 @@ def _object(text: str) -> tuple[dict, int] | None:
             if text[i:i + 1] != ",":
                 raise ValueError("no ',' between values")
             i = _skip(text, i + 1)
-    if _skip(text, i) != len(text):
-        raise ValueError("text after the object")
-    return out, depth
+    return out, i, depth
 
 
 def _entries(text: str, i: int, entries):

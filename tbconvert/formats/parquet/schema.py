@@ -197,18 +197,52 @@ def experiment_from_json(obj) -> Experiment:
                       extra=dict(_get(obj, "extra", dict, w, optional=True, default={})))
 
 
+def record_from_json(r, where: str) -> RunRecord:
+    return RunRecord(kind=_get(r, "kind", str, where), step=_get(r, "step", int, where),
+                     wall_time=_get(r, "wall_time", float, where),
+                     payload=_unb64(_get(r, "payload", str, where), where + ".payload"))
+
+
+class StreamedRecords:
+    """The records of run ``index``, each put in a :class:`RecordLog` as its JSON is read
+    (see ``metajson``), up to the first that is damaged: :func:`run_from_json` reports that
+    one where it would report it of a list."""
+
+    def __init__(self, index: int) -> None:
+        self.log = RecordLog()
+        self.where = f"runs[{index}].records"
+        self.damaged: tuple[int, object] | None = None
+        self.count = 0
+
+    def add(self, obj) -> None:
+        if self.damaged is None:
+            try:
+                self.log.append(record_from_json(obj, f"{self.where}[{self.count}]"))
+            except BadMetadata:
+                self.damaged = self.count, obj
+                self.log.close()
+        self.count += 1
+
+    def checked(self) -> RecordLog:
+        if self.damaged is not None:
+            k, obj = self.damaged
+            record_from_json(obj, f"{self.where}[{k}]")
+        return self.log
+
+
 def run_from_json(obj, i: int = 0) -> Run:
     """The run ``obj`` lists; its records are taken out of ``obj`` (None in their place)."""
     w = f"runs[{i}]"
     start = _get(obj, "start_time", float, w, optional=True)
-    records = RecordLog()
-    listed = _get(obj, "records", list, w, optional=True, default=[])
-    for k, r in enumerate(listed):
-        rw = f"{w}.records[{k}]"
-        listed[k] = None    # (each record's JSON goes as its bytes come: a run may hold many)
-        records.append(RunRecord(kind=_get(r, "kind", str, rw), step=_get(r, "step", int, rw),
-                                 wall_time=_get(r, "wall_time", float, rw),
-                                 payload=_unb64(_get(r, "payload", str, rw), rw + ".payload")))
+    listed = obj.get("records")
+    if isinstance(listed, StreamedRecords):
+        records = listed.checked()
+    else:
+        records = RecordLog()
+        listed = _get(obj, "records", list, w, optional=True, default=[])
+        for k, r in enumerate(listed):
+            listed[k] = None    # (each record's JSON goes as its bytes come: a run may hold many)
+            records.append(record_from_json(r, f"{w}.records[{k}]"))
     return Run(name=_get(obj, "name", str, w), start_time=start, records=records)
 
 
