@@ -305,3 +305,40 @@ def test_an_archive_is_told_by_its_footer_without_arrow_reading_it(tmp_path, mon
     monkeypatch.setattr(keyvalue, "split_footer", lambda fh, key: None)
     bare.write_bytes(data)
     assert ParquetFormat.sniff(bare)
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 5, 8, 64])
+def test_the_json_read_a_window_at_a_time_is_the_json_read_whole(monkeypatch, window):
+    """Values cut by the end of the decoded window (numbers above all, and characters of
+    several bytes) are read as whole ones, runs' records included."""
+    import base64
+    monkeypatch.setattr(metajson, "WINDOW_BYTES", window)
+    records = [{"kind": "log_message", "step": k * 12345, "wall_time": 1.5e9 + k / 7,
+                "payload": base64.b64encode(f"é{k}".encode()).decode()} for k in range(40)]
+    meta = {"format": "tbconvert", "x": [1.5e-10, -0.0, 123456789012345, "ü€𝄞", None, True],
+            "runs": [{"name": "rün", "start_time": 1.25e9, "records": records},
+                     {"name": "b", "records": []}, 7],
+            "series": [_entry(i) for i in range(3)], "y": -12e+3}
+    for text in (json.dumps(meta), json.dumps(meta, ensure_ascii=False, indent=1)):
+        got = metajson.loads(text.encode(), "x")
+        assert {k: v for k, v in got.items() if k not in ("runs", "series")} == \
+            {k: v for k, v in meta.items() if k not in ("runs", "series")}
+        assert list(got["series"].checked(1)) == \
+            [S.series_from_json(_entry(i), i, 1) for i in range(3)]
+        run = S.run_from_json(got["runs"][0])
+        assert (run.name, run.start_time) == ("rün", 1.25e9)
+        assert list(run.records) == [S.record_from_json(r, "") for r in records]
+        assert got["runs"][2] == 7
+        assert len(S.run_from_json(got["runs"][1]).records) == 0
+
+
+def test_a_damaged_record_is_told_as_a_list_of_them_tells_it():
+    meta = {"runs": [{"name": "a", "records": [
+        {"kind": "k", "step": 1, "wall_time": 2.0, "payload": ""},
+        {"kind": "k", "step": "x", "wall_time": 2.0, "payload": ""}]}]}
+    streamed = metajson.loads(json.dumps(meta).encode(), "x")["runs"][0]
+    with pytest.raises(S.BadMetadata) as whole:
+        S.run_from_json(json.loads(json.dumps(meta))["runs"][0])
+    with pytest.raises(S.BadMetadata) as read:
+        S.run_from_json(streamed)
+    assert str(read.value) == str(whole.value) and "runs[0].records[1]" in str(read.value)

@@ -11,6 +11,7 @@ to a :class:`~tbconvert.formats.recordlog.RecordLog`.
 
 from __future__ import annotations
 
+import codecs
 import json
 from json.decoder import WHITESPACE
 
@@ -20,6 +21,10 @@ from tbconvert.formats.parquet.recorded import Recorded
 from tbconvert.formats.parquet.seriestable import SeriesTable
 
 _DECODER = json.JSONDecoder()
+# Bytes of the JSON decoded to text at a time (see _Cursor)
+WINDOW_BYTES = 1 << 20
+# Characters of a number that may follow what is read of it where the text is cut ("e-")
+_CUT_NUMBER = 2
 
 
 class Entries:
@@ -53,32 +58,36 @@ class Entries:
 
 def _streamed(entries):
     """A reader of a list whose items go to ``entries()`` one at a time (see _entries)."""
-    return lambda text, i: _entries(text, i, entries())
+    return lambda cur: _entries(cur, entries())
 
 
-def _runs(text: str, i: int):
-    """The list of runs at ``i`` (its ``[``), each run's records streamed (see
+def _runs(cur: _Cursor):
+    """The list of runs at the cursor (its ``[``), each run's records streamed (see
     :class:`schema.StreamedRecords`); as :func:`_entries` gives."""
     runs: list = []
     deepest = 0
-    i = _skip(text, i + 1)
-    if text[i:i + 1] == "]":
-        return runs, i + 1, deepest
+    cur.i += 1
+    cur.skip()
+    if cur.peek() == "]":
+        cur.i += 1
+        return runs, deepest
     while True:
-        if text[i:i + 1] == "{":
+        if cur.peek() == "{":
             records = _streamed(lambda: S.StreamedRecords(len(runs)))
-            item, i, depth = _members(text, i, {"records": records})
+            item, depth = _members(cur, {"records": records})
         else:
-            item, i = _DECODER.raw_decode(text, i)
+            item = cur.value()
             depth = budget.json_depth(item)
         deepest = max(deepest, depth)
         runs.append(item)
-        i = _skip(text, i)
-        if text[i:i + 1] == "]":
-            return runs, i + 1, deepest
-        if text[i:i + 1] != ",":
+        cur.skip()
+        if cur.peek() == "]":
+            cur.i += 1
+            return runs, deepest
+        if cur.peek() != ",":
             raise ValueError("no ',' between items")
-        i = _skip(text, i + 1)
+        cur.i += 1
+        cur.skip()
 
 
 # the lists of an archive's JSON read an item at a time, and what reads them
@@ -88,92 +97,158 @@ _STREAMED = {"series": _streamed(Entries), S.ROW_GROUPS_KEY: _streamed(Recorded)
 
 def loads(raw, where: str):
     """``budget.loads_json(raw, where)``, but an object's ``"series"`` list as
-    :class:`Entries`, its ``"row_groups"`` as :class:`recorded.Recorded`. ``raw``: bytes,
-    or a bytearray, emptied once read."""
+    :class:`Entries`, its ``"row_groups"`` as :class:`recorded.Recorded`, its runs' records
+    in record logs. ``raw``: bytes, or a bytearray, emptied once read."""
     try:
-        text = raw.decode(json.detect_encoding(raw), "surrogatepass")
-    except (UnicodeDecodeError, LookupError):
-        text = None
-    if text is not None:
-        if isinstance(raw, bytearray):
-            raw.clear()     # (the footer's bytes: of no use once decoded)
+        encoding = json.detect_encoding(raw)
+        codecs.getincrementaldecoder(encoding)
+    except LookupError:
+        encoding = None
+    if encoding is not None:
         try:
-            found = _object(text)
-        except (ValueError, RecursionError):
+            found = _object(_Cursor(raw, encoding))
+        except (ValueError, RecursionError):   # (UnicodeDecodeError too)
             found = None
         if found is not None:
+            if isinstance(raw, bytearray):
+                raw.clear()     # (the footer's bytes: of no use once read)
             obj, depth = found
             if depth > budget.MAX_JSON_DEPTH:
                 raise budget.too_deep(where, budget.MAX_JSON_DEPTH)
             return obj
     # not an object, or not JSON: the error (or value) json.loads gives
+    try:
+        text = raw.decode(encoding or "utf-8", "surrogatepass")
+    except (UnicodeDecodeError, LookupError):
+        text = None
     return budget.loads_json(raw if text is None else text, where)
 
 
-def _skip(text: str, i: int) -> int:
-    return WHITESPACE.match(text, i).end()
+class _Cursor:
+    """A place in the JSON text, which is decoded from ``raw`` a window at a time as the
+    reading reaches it, what is read of it let go: the text of a run of a million records
+    (140 MB) whole beside its bytes was half the peak of reading its archive.
+
+    A value is taken only where the window holds more text after it (or the text ends
+    there), so that no value cut by the window's end passes for a whole one (a number: of
+    ``1.5e10`` cut after the ``e``, ``1.5`` is read); a value cut so is read again over a
+    window twice as long."""
+
+    def __init__(self, raw, encoding: str) -> None:
+        self.raw = raw
+        self.fed = 0
+        self.decoder = codecs.getincrementaldecoder(encoding)("surrogatepass")
+        self.text = ""
+        self.i = 0
+
+    def more(self) -> bool:
+        """The window moved on past what is read, and at least as much again decoded onto
+        it; False at the end of the text."""
+        while self.fed < len(self.raw):
+            size = max(WINDOW_BYTES, 2 * (len(self.text) - self.i))
+            chunk = self.raw[self.fed:self.fed + size]
+            self.fed += len(chunk)
+            added = self.decoder.decode(chunk, self.fed >= len(self.raw))
+            if added:
+                self.text = self.text[self.i:] + added
+                self.i = 0
+                return True
+        return False
+
+    def peek(self) -> str:
+        """The character at the cursor ("" at the end)."""
+        while self.i >= len(self.text) and self.more():
+            pass
+        return self.text[self.i:self.i + 1]
+
+    def skip(self) -> None:
+        """Past whitespace."""
+        while True:
+            self.i = WHITESPACE.match(self.text, self.i).end()
+            if self.i < len(self.text) or not self.more():
+                return
+
+    def value(self):
+        """The JSON value at the cursor (ValueError: none), the cursor moved past it."""
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, self.i)
+            except ValueError:
+                if self.more():
+                    continue
+                raise
+            if end + _CUT_NUMBER < len(self.text) or not self.more():
+                self.i = end
+                return value
 
 
-def _object(text: str) -> tuple[dict, int] | None:
-    """The object ``text`` holds and its depth (counted as ``budget.json_depth`` counts
+def _object(cur: _Cursor) -> tuple[dict, int] | None:
+    """The object the text holds and its depth (counted as ``budget.json_depth`` counts
     it), or None for another value; ValueError if it is not JSON."""
-    i = _skip(text, 0)
-    if text[i:i + 1] != "{":
+    cur.skip()
+    if cur.peek() != "{":
         return None
-    out, i, depth = _members(text, i, _STREAMED)
-    if _skip(text, i) != len(text):
+    out, depth = _members(cur, _STREAMED)
+    cur.skip()
+    if cur.peek() != "":
         raise ValueError("text after the object")
     return out, depth
 
 
-def _members(text: str, i: int, streamed: dict) -> tuple[dict, int, int]:
-    """The object at ``i`` (its ``{``), where it ends and its depth; a list under a key of
-    ``streamed`` is read by the function there."""
+def _members(cur: _Cursor, streamed: dict) -> tuple[dict, int]:
+    """The object at the cursor (its ``{``) and its depth, the cursor moved past it; a list
+    under a key of ``streamed`` is read by the function there."""
     out: dict = {}
     depth = 1
-    i = _skip(text, i + 1)
-    if text[i:i + 1] == "}":
-        i += 1
-    else:
-        while True:
-            key, i = _DECODER.raw_decode(text, i)
-            if not isinstance(key, str):
-                raise ValueError("a key that is not a string")
-            i = _skip(text, i)
-            if text[i:i + 1] != ":":
-                raise ValueError("no ':' after a key")
-            i = _skip(text, i + 1)
-            if key in streamed and text[i:i + 1] == "[":
-                value, i, deepest = streamed[key](text, i)
-                depth = max(depth, 2 + deepest)
-            else:
-                value, i = _DECODER.raw_decode(text, i)
-                depth = max(depth, 1 + budget.json_depth(value))
-            out[key] = value
-            i = _skip(text, i)
-            if text[i:i + 1] == "}":
-                i += 1
-                break
-            if text[i:i + 1] != ",":
-                raise ValueError("no ',' between values")
-            i = _skip(text, i + 1)
-    return out, i, depth
-
-
-def _entries(text: str, i: int, entries):
-    """The list at ``i`` (its ``[``), each item given to ``entries.add``; ``entries``,
-    where the list ends, and the depth of its deepest item."""
-    deepest = 0
-    i = _skip(text, i + 1)
-    if text[i:i + 1] == "]":
-        return entries, i + 1, deepest
+    cur.i += 1
+    cur.skip()
+    if cur.peek() == "}":
+        cur.i += 1
+        return out, depth
     while True:
-        item, i = _DECODER.raw_decode(text, i)
+        key = cur.value()
+        if not isinstance(key, str):
+            raise ValueError("a key that is not a string")
+        cur.skip()
+        if cur.peek() != ":":
+            raise ValueError("no ':' after a key")
+        cur.i += 1
+        cur.skip()
+        if key in streamed and cur.peek() == "[":
+            value, deepest = streamed[key](cur)
+            depth = max(depth, 2 + deepest)
+        else:
+            value = cur.value()
+            depth = max(depth, 1 + budget.json_depth(value))
+        out[key] = value
+        cur.skip()
+        if cur.peek() == "}":
+            cur.i += 1
+            return out, depth
+        if cur.peek() != ",":
+            raise ValueError("no ',' between values")
+        cur.i += 1
+        cur.skip()
+
+
+def _entries(cur: _Cursor, entries):
+    """The list at the cursor (its ``[``), each item given to ``entries.add``; ``entries``
+    and the depth of its deepest item, the cursor moved past the list."""
+    deepest = 0
+    cur.i += 1
+    cur.skip()
+    if cur.peek() == "]":
+        cur.i += 1
+        return entries, deepest
+    while True:
+        item = cur.value()
         deepest = max(deepest, budget.json_depth(item))
         entries.add(item)
-        i = _skip(text, i)
-        if text[i:i + 1] == "]":
-            return entries, i + 1, deepest
-        if text[i:i + 1] != ",":
+        cur.skip()
+        if cur.peek() == "]":
+            cur.i += 1
+            return entries, deepest
+        if cur.peek() != ",":
             raise ValueError("no ',' between items")
-        i = _skip(text, i + 1)
+        cur.i += 1
+        cur.skip()
