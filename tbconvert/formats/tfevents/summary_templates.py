@@ -528,11 +528,16 @@ def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
     if field_map.step_off >= 0:
         mask[field_map.step_off:field_map.step_off + field_map.step_len] = True
     slots = field_map.slots
-    offs = np.frombuffer(slots.value_off, np.int64)
-    sizes = np.array([kind[0] for kind in slots.kinds], np.int64)[np.frombuffer(slots.kind,
-                                                                                 np.int32)]
-    for size in np.unique(sizes).tolist():
-        mask[(offs[sizes == size][:, None] + np.arange(size)).ravel()] = True
+    if len(slots) <= 16:
+        # (a map of a value or a few, learnt anew every block: numpy's calls cost more)
+        for off, k in zip(slots.value_off, slots.kind, strict=True):
+            mask[off:off + slots.kinds[k][0]] = True
+    else:
+        offs = np.frombuffer(slots.value_off, np.int64)
+        sizes = np.array([kind[0] for kind in slots.kinds],
+                         np.int64)[np.frombuffer(slots.kind, np.int32)]
+        for size in np.unique(sizes).tolist():
+            mask[(offs[sizes == size][:, None] + np.arange(size)).ravel()] = True
     if field_map.any_tag:
         tag_off = slots.tag_off[0]
         mask[tag_off:tag_off + len(slots.tag(0))] = True
