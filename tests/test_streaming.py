@@ -15,7 +15,7 @@ from oracle import assert_same_view, tb_view
 
 import tbconvert
 from tbconvert.errors import CorruptDataError
-from tbconvert.formats.tfevents import assemble, records, spill
+from tbconvert.formats.tfevents import assemble, records, small_runs, spill
 from tbconvert.formats.tfevents.reader import TfeventsReader
 from tbconvert.model import ScalarSeries, TensorSeries
 
@@ -46,6 +46,8 @@ def _snapshot(data):
 def tiny_blocks(monkeypatch):
     def use(k, spill_at=0, chunk_points=None):
         monkeypatch.setattr(records, "scan_file", blocks_of(k))
+        # every file through scan_file's blocks, not read whole with other small runs'
+        monkeypatch.setattr(small_runs, "SMALL_RUN_BYTES", -1)
         monkeypatch.setattr(spill, "SPILL_AT", spill_at)
         monkeypatch.setattr(spill.PieceStore.__init__, "__defaults__", (spill_at, None))
         if chunk_points:

@@ -442,18 +442,20 @@ class TfeventsReader(Reader):
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
             return None
-        return self.read_blocks(path, asm, size, start,
-                                records.scan_file(path, block_size=self.block_size, start=start))
+        return self.read_blocks(path, asm, size, start)
 
-    def read_blocks(self, path: Path, asm: RunAssembler, size: int, start: int, blocks,
+    def read_blocks(self, path: Path, asm: RunAssembler, size: int, start: int, blocks=None,
                     decoded=None) -> FileState:
-        """Read the records of ``blocks`` (``path``'s from byte ``start``, of ``size``
-        bytes) into ``asm``; ``decoded``: what :meth:`decode` gave for the one block there is,
-        when its records were decoded with others (see :mod:`.small_runs`)."""
+        """Read the records of ``path`` (of ``size`` bytes) from byte ``start`` into ``asm``:
+        its ``blocks`` when they were read already, with ``decoded``, what :meth:`decode`
+        gave for the one block there is when its records were decoded with others' (see
+        :mod:`.small_runs`)."""
         seq_base = asm.next_seq
         state = FileState(start, size)
         told = len(self.report.issues)
         try:
+            if blocks is None:
+                blocks = records.scan_file(path, block_size=self.block_size, start=start)
             for block in blocks:
                 end = block.offset + len(block.buf)
                 self._read_block(path, asm, block, seq_base, state, decoded)
