@@ -239,3 +239,26 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def series_snapshot(data) -> dict:
+    """Every series of ``data`` (what ``tbconvert.read`` gives) as plain values, for equality:
+    each run's start time and tags in order, each series' class, metadata, steps, wall times,
+    hidden flags and values (tensors as ``oracle.canonical`` gives them)."""
+    import numpy as np
+    from oracle import canonical
+    out = {}
+    for run, tags in data.series.items():
+        out[(run, "start")] = data.runs[run].start_time
+        out[(run, "order")] = list(tags)     # tags in order of first appearance
+        for tag, s in tags.items():
+            common = (type(s).__name__, s.metadata, s.steps.tobytes(), s.wall_times.tobytes(),
+                      None if s.hidden is None else np.asarray(s.hidden).tobytes())
+            if hasattr(s, "values"):
+                payload = (s.values.dtype.str, s.values.tobytes())
+            elif hasattr(s, "tensors"):
+                payload = (s.dtypes.tobytes(), [canonical(t) for t in s.tensors])
+            else:
+                payload = (s.offsets.tobytes(), list(s.blobs))
+            out[(run, tag)] = common + (payload,)
+    return out

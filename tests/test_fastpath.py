@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import BENCH, FIXTURES, LOGDIRS, on_path, protobuf_only
+from helpers import BENCH, FIXTURES, LOGDIRS, on_path, protobuf_only, series_snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import canonical, tb_view
@@ -26,21 +26,8 @@ import writers  # noqa: E402
 
 def _snapshot(logdir: Path) -> dict:
     data = tbconvert.read(logdir, restarts="keep-all")
-    out = {"report": sorted((i.kind, i.message) for i in data.report.issues)}
-    for run, tags in data.series.items():
-        out[(run, "start")] = data.runs[run].start_time
-        out[(run, "order")] = list(tags)     # tags in order of first appearance
-        for tag, s in tags.items():
-            common = (type(s).__name__, s.metadata, s.steps.tobytes(), s.wall_times.tobytes(),
-                      None if s.hidden is None else np.asarray(s.hidden).tobytes())
-            if hasattr(s, "values"):
-                payload = (s.values.dtype.str, s.values.tobytes())
-            elif hasattr(s, "tensors"):
-                payload = (s.dtypes.tobytes(), [canonical(t) for t in s.tensors])
-            else:
-                payload = (s.offsets.tobytes(), list(s.blobs))
-            out[(run, tag)] = common + (payload,)
-    return out
+    return {"report": sorted((i.kind, i.message) for i in data.report.issues),
+            **series_snapshot(data)}
 
 
 def _protobuf_only(logdir: Path) -> dict:

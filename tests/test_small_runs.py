@@ -6,10 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
-from helpers import BENCH, FIXTURES, LOGDIRS, on_path
-from oracle import canonical
+from helpers import BENCH, FIXTURES, LOGDIRS, on_path, series_snapshot
 
 import tbconvert
 from tbconvert.formats.tfevents import records, small_runs
@@ -20,24 +18,11 @@ import writers  # noqa: E402
 
 def _snapshot(logdir: Path) -> dict:
     data = tbconvert.read(logdir, restarts="keep-all")
-    out = {"report": [(i.kind, i.message, i.run) for i in data.report.issues],
-           "runs": list(data.series)}
-    for run, tags in data.series.items():
-        out[(run, "start")] = data.runs[run].start_time
-        out[(run, "records")] = [(r.kind, r.step, r.wall_time, r.payload)
-                                 for r in data.runs[run].records]
-        out[(run, "order")] = list(tags)
-        for tag, s in tags.items():
-            common = (type(s).__name__, s.metadata, s.steps.tobytes(), s.wall_times.tobytes(),
-                      None if s.hidden is None else np.asarray(s.hidden).tobytes())
-            if hasattr(s, "values"):
-                payload = (s.values.dtype.str, s.values.tobytes())
-            elif hasattr(s, "tensors"):
-                payload = (s.dtypes.tobytes(), [canonical(t) for t in s.tensors])
-            else:
-                payload = (s.offsets.tobytes(), list(s.blobs))
-            out[(run, tag)] = common + (payload,)
-    return out
+    return {"report": [(i.kind, i.message, i.run) for i in data.report.issues],
+            "runs": list(data.series),
+            "records": {run: [(r.kind, r.step, r.wall_time, r.payload)
+                              for r in data.runs[run].records] for run in data.runs},
+            **series_snapshot(data)}
 
 
 @pytest.fixture

@@ -65,29 +65,14 @@ def _runs(cur: _Cursor):
     """The list of runs at the cursor (its ``[``), each run's records streamed (see
     :class:`schema.StreamedRecords`); as :func:`_entries` gives."""
     runs: list = []
-    deepest = 0
-    cur.i += 1
-    cur.skip()
-    if cur.peek() == "]":
-        cur.i += 1
-        return runs, deepest
-    while True:
-        if cur.peek() == "{":
-            records = _streamed(lambda: S.StreamedRecords(len(runs)))
-            item, depth = _members(cur, {"records": records})
-        else:
+
+    def run():
+        if cur.peek() != "{":
             item = cur.value()
-            depth = budget.json_depth(item)
-        deepest = max(deepest, depth)
-        runs.append(item)
-        cur.skip()
-        if cur.peek() == "]":
-            cur.i += 1
-            return runs, deepest
-        if cur.peek() != ",":
-            raise ValueError("no ',' between items")
-        cur.i += 1
-        cur.skip()
+            return item, budget.json_depth(item)
+        records = _streamed(lambda: S.StreamedRecords(len(runs)))
+        return _members(cur, {"records": records})
+    return runs, _items(cur, run, runs.append)
 
 
 # the lists of an archive's JSON read an item at a time, and what reads them
@@ -234,20 +219,30 @@ def _members(cur: _Cursor, streamed: dict) -> tuple[dict, int]:
 def _entries(cur: _Cursor, entries):
     """The list at the cursor (its ``[``), each item given to ``entries.add``; ``entries``
     and the depth of its deepest item, the cursor moved past the list."""
+    def item():
+        value = cur.value()
+        return value, budget.json_depth(value)
+    return entries, _items(cur, item, entries.add)
+
+
+def _items(cur: _Cursor, item, add) -> int:
+    """Walk the list at the cursor (its ``[``): each item read by ``item()`` (the item and
+    its depth) and given to ``add``; the depth of the deepest, the cursor moved past the
+    list."""
     deepest = 0
     cur.i += 1
     cur.skip()
     if cur.peek() == "]":
         cur.i += 1
-        return entries, deepest
+        return deepest
     while True:
-        item = cur.value()
-        deepest = max(deepest, budget.json_depth(item))
-        entries.add(item)
+        value, depth = item()
+        deepest = max(deepest, depth)
+        add(value)
         cur.skip()
         if cur.peek() == "]":
             cur.i += 1
-            return entries, deepest
+            return deepest
         if cur.peek() != ",":
             raise ValueError("no ',' between items")
         cur.i += 1
