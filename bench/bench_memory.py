@@ -235,11 +235,7 @@ def point_table(work: Path, megabytes: float) -> None:
         if not (where / "logs").exists():
             _one_point_run(where / "logs" / "train", kind, n)
         for label, src, dst, fmt in steps:
-            try:
-                peak, secs = convert(where / src, where / dst, fmt)
-                cell = f"{peak:.0f} MiB ({secs:.1f} s)"
-            except subprocess.CalledProcessError as exc:
-                cell = f"failed ({exc.returncode})"
+            cell = _cell(where / src, where / dst, fmt, digits=1)
             rows.setdefault(label, []).append(cell)
             print(f"  {head} {label}: {cell}", flush=True)
     print()
@@ -260,6 +256,15 @@ def command_peak_mib(src: Path, dst: Path | None, fmt: str) -> float:
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
     return int(out.strip().splitlines()[-1]) / 1024
+
+
+def _cell(src: Path, dst: Path | None, fmt: str, api: bool = False, digits: int = 0) -> str:
+    """A table cell: the conversion's peak and time, or how it failed."""
+    try:
+        peak, secs = convert(src, dst, fmt, api)
+    except subprocess.CalledProcessError as exc:
+        return f"failed ({exc.returncode})"
+    return f"{peak:.0f} MiB ({secs:.{digits}f} s)"
 
 
 def convert(src: Path, dst: Path | None, fmt: str, api: bool = False) -> tuple[float, float]:
@@ -321,11 +326,7 @@ def main() -> None:
         for label, s, d, fmt in steps:
             if args.api and fmt == "csv-wide":
                 continue    # (the command's option)
-            try:
-                peak, secs = convert(s, d, fmt, args.api)
-                cell = f"{peak:.0f} MiB ({secs:.0f} s)"
-            except subprocess.CalledProcessError as exc:
-                cell = f"failed ({exc.returncode})"
+            cell = _cell(s, d, fmt, args.api)
             rows.setdefault(label, []).append(cell)
             print(f"  {label}: {cell}", flush=True)
     print()
