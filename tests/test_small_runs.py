@@ -85,10 +85,12 @@ def test_small_runs_of_every_form_read_together_as_alone(tmp_path, groups, monke
         tmp_path.with_name("alone.parquet").read_bytes()
 
 
-def test_groups_are_cut_by_size_and_large_runs_read_alone(tmp_path, groups, monkeypatch):
+@pytest.mark.parametrize("limit", [("GROUP_BYTES", 64 << 10), ("GROUP_FILES", 4)])
+def test_groups_are_cut_by_size_and_large_runs_read_alone(tmp_path, groups, monkeypatch,
+                                                          limit):
     _sweep(tmp_path)
     writers.scalar_run(tmp_path / "r05", "pytorch", 20_000, seed=99)   # now a large run
-    monkeypatch.setattr(small_runs, "GROUP_BYTES", 64 << 10)
+    monkeypatch.setattr(small_runs, *limit)
     together = _snapshot(tmp_path)
     assert groups["groups"] > 1 and groups["runs"] < 18
     assert together == _alone(tmp_path, monkeypatch)
