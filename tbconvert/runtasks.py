@@ -173,7 +173,7 @@ def worth_splitting(reader, writer, jobs: int) -> bool:
     from tbconvert.formats.tfevents import reader as tfevents_reader
     jobs = processes(jobs)
     return (jobs > 1 and splits(reader, writer) and len(reader.runs()) > 1
-            and reader.source_size() >= tfevents_reader.PARALLEL_MIN_BYTES)
+            and reader.parallel_size() >= tfevents_reader.PARALLEL_MIN_BYTES)
 
 
 def copy_in_tasks(reader, writer, report: Report, *, scheduler: str | None = None) -> None:
