@@ -263,10 +263,15 @@ DEATH_PROBE = textwrap.dedent('''
     import json, os, sys
 
     def die_on_two(item):
+        import time
         from tbconvert import workers
         workers.progress().advance(item)
         if item == 2:
             os._exit(3)
+        # as a conversion's work goes on after it reports what it read: a report goes to
+        # the leading process through the worker's queue thread, and one put just before
+        # the result may arrive after the pool is stopped (every one of them, now and then)
+        time.sleep(0.05)
         return item * 10, os.getppid()
 
     class Counting:
