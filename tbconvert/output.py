@@ -14,6 +14,7 @@ import errno
 import os
 import shutil
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -206,14 +207,15 @@ class ScratchDir:
     def __init__(self, beside: Path) -> None:
         beside = Path(beside)
         self.path = beside.parent / _tmp_name(beside.name, f"stage-{uuid.uuid4().hex[:12]}")
+        _PENDING.add(self)      # first: a signal right after the mkdir still removes it
         try:
             self.path.mkdir()
         except OSError as exc:
+            _PENDING.discard(self)
             raise OutputError(f"cannot write in {beside.parent}: {exc.strerror or exc}") from None
-        _PENDING.add(self)
 
     def remove(self) -> None:
-        _remove(self.path)
+        _remove(self.path, settle=True)
         _PENDING.discard(self)
 
     abort = remove
@@ -386,10 +388,17 @@ def _rename_noreplace(a: Path, b: Path) -> bool:
     return True
 
 
-def _remove(path: Path) -> None:
+def _remove(path: Path, settle: bool = False) -> None:
+    """Remove ``path``, whatever it is. With ``settle``, a directory that a file still being
+    closed by a stopping thread or process kept from going is tried again for a moment."""
     try:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
+            tries = 50 if settle else 0
+            while tries and os.path.lexists(path):
+                time.sleep(0.02)
+                shutil.rmtree(path, ignore_errors=True)
+                tries -= 1
         elif _exists(path):
             path.unlink()
     except OSError:

@@ -355,6 +355,8 @@ class Workers:
         # known to be gone (one it reaped first can still look alive to a join below).
         manager = getattr(self.pool, "_executor_manager_thread", None)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        # (a pool that was starting workers in another thread has them all once it is shut)
+        processes |= set((getattr(self.pool, "_processes", None) or {}).values())
         for proc in processes:
             if proc.is_alive():
                 proc.terminate()
