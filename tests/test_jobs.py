@@ -410,16 +410,21 @@ def test_a_run_that_cannot_be_read_costs_only_itself_in_tasks(fmt, tmp_path, mon
         assert _event_files_by_name(tmp_path / "one") == _event_files_by_name(tmp_path / "two")
 
 
-@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".h5"])
-def test_staged_runs_give_the_bytes_of_one_writer(suffix, tmp_path, monkeypatch):
+@pytest.mark.parametrize("suffix,share", [(".parquet", None), (".parquet", 1000),
+                                          (".parquet", -1), (".csv", None), (".h5", None)])
+def test_staged_runs_give_the_bytes_of_one_writer(suffix, share, tmp_path, monkeypatch):
     """A single-file output from runs written apart (staged) and added in run order is the
-    file one writer writes: row groups of one run each, series numbered across runs, big
-    batches cut into row groups, non-scalar series, points hidden by a restart."""
+    file one writer writes: short runs sharing row groups, longer ones with row groups of
+    their own, series numbered across runs, big batches cut into row groups, non-scalar
+    series, points hidden by a restart."""
     from tbconvert import runtasks
     from tbconvert.api import open_reader
     from tbconvert.formats.parquet import schema as S
+    from tbconvert.formats.parquet import shared
     monkeypatch.setattr(S, "ROW_GROUP_ROWS", 700)      # tasks run here, so this holds there
     monkeypatch.setattr(S, "ROW_GROUP_BYTES", 40_000)
+    if share is not None:
+        monkeypatch.setattr(shared, "RUN_ROWS", share)
     src = tmp_path / "logs"
     scalar_logdir(src / "a", runs=2, points=1500, tags=3)
     for name in ("torch_logdir", "tf2_logdir"):

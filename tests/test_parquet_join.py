@@ -103,14 +103,32 @@ def test_a_footer_of_structs_nested_without_end_is_a_clear_error():
         F.decode_prefix(b"\x1c" * 5000, 0)
 
 
-def test_a_row_group_never_holds_two_runs(tmp_path):
+@pytest.mark.parametrize("share", [-1, 10, 30, 1 << 16])
+def test_short_runs_share_row_groups_and_longer_ones_have_their_own(tmp_path, monkeypatch,
+                                                                     share):
+    """A run of at most ``shared.RUN_ROWS`` rows goes into the row group being filled; a
+    longer one starts a row group and ends it. A run's rows stay together, in run order."""
+    from tbconvert.formats.parquet import shared
+    monkeypatch.setattr(shared, "RUN_ROWS", share)
     path = write_sample(tmp_path / "x.parquet")
     pf = pq.ParquetFile(path)
-    runs = [set(pf.read_row_group(g, columns=["run"]).column(0).to_pylist())
-            for g in range(pf.num_row_groups)]
-    assert all(len(r) == 1 for r in runs)
-    with_points = [run.name for run, chunks in sample_runs() if any(len(c) for c in chunks)]
-    assert len({next(iter(r)) for r in runs}) == len(with_points) > 2
+    groups = [pf.read_row_group(g, columns=["run"]).column(0).to_pylist()
+              for g in range(pf.num_row_groups)]
+    rows = {run.name: sum(len(c) for c in chunks) for run, chunks in sample_runs()}
+    with_points = [name for name, n in rows.items() if n]
+    assert [name for g in groups for name in dict.fromkeys(g)] == with_points
+    for g in groups:
+        names = list(dict.fromkeys(g))
+        if len(names) > 1:
+            assert all(rows[name] <= share for name in names), names
+    for name in with_points:
+        if rows[name] > share:      # its row groups hold it alone
+            assert [g for g in groups if name in g] == [[name] * rows[name]]
+    shares = [g for g in groups if len(set(g)) > 1]
+    neighbours = any(rows[a] <= share and rows[b] <= share
+                     for a, b in zip(with_points, with_points[1:], strict=False))
+    assert bool(shares) == neighbours
+    assert neighbours == (share == 1 << 16)   # (the sample's runs: 24, 32, 4 rows)
 
 
 def _direct(path, runs) -> None:
@@ -167,15 +185,24 @@ def _runs(draw):
     return runs
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
+@settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(runs=_runs(), rows=st.sampled_from([16, 100, 1 << 18]))
-def test_runs_encoded_apart_join_into_the_bytes_of_one_writer(tmp_path_factory, runs, rows):
-    """Any runs: none, empty ones, series of every kind, row groups cut inside a run; the
-    series numbers of every run after the first are encoded anew in the joined file."""
+@given(runs=_runs(), rows=st.sampled_from([16, 100, 1 << 18]),
+       share=st.sampled_from([-1, 50, 200, 1 << 16]), segment=st.sampled_from([1, 2, 256]),
+       loose=st.sampled_from([2, 64]))
+def test_runs_encoded_apart_join_into_the_bytes_of_one_writer(tmp_path_factory, runs, rows,
+                                                              share, segment, loose):
+    """Any runs: none, empty ones, series of every kind, row groups cut inside a run, short
+    runs sharing row groups across segments of the file; the series numbers of every run
+    after the first are encoded anew in the joined file."""
+    from tbconvert.formats.parquet import shared
+    from tbconvert.formats.parquet import writer as parquet_writer
     tmp = tmp_path_factory.mktemp("join")
     mp = pytest.MonkeyPatch()
     mp.setattr(S, "ROW_GROUP_ROWS", rows)
+    mp.setattr(shared, "RUN_ROWS", share)
+    mp.setattr(parquet_writer, "SEGMENT_RUNS", segment)
+    mp.setattr(parquet_writer, "_LOOSE_PIECES", loose)
     try:
         _direct(tmp / "one.parquet", runs)
         _joined(tmp / "two.parquet", runs, tmp)
@@ -303,9 +330,10 @@ def test_joined_runs_move_their_series_in_place_or_encode_them(tmp_path, monkeyp
     chunks moved where they lie, or (where that cannot be done) encoded anew."""
     from test_archives_roundtrip import sample_runs
 
-    from tbconvert.formats.parquet import pages
+    from tbconvert.formats.parquet import pages, shared
     from tbconvert.formats.parquet import writer as parquet_writer
     monkeypatch.setattr(S, "ROW_GROUP_ROWS", 4)
+    monkeypatch.setattr(shared, "RUN_ROWS", -1)     # every run its own row groups
     calls = {"moved": 0, "encoded": 0}
     real_move, real_encode = pages.moved_int32_chunk, parquet_writer._series_chunk
 
@@ -375,10 +403,11 @@ def test_a_file_of_many_runs_keeps_no_memory_per_run(tmp_path, monkeypatch):
     past the memory bound."""
     import tracemalloc
 
-    from tbconvert.formats.parquet import columns
+    from tbconvert.formats.parquet import columns, shared
     from tbconvert.formats.parquet import writer as parquet_writer
     from tbconvert.formats.parquet.reader import ArchiveFile
     monkeypatch.setattr(parquet_writer, "SEGMENT_RUNS", 10)
+    monkeypatch.setattr(shared, "RUN_ROWS", -1)   # a row group a run: the most footer
     path = tmp_path / "many.parquet"
     writer = ParquetWriter(path, Options(), Report())
     writer.write_experiment(Experiment(name="e"))

@@ -91,6 +91,17 @@ def const_dict(value: str, n: int, index_type=np.int32) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(index, _one_string(value))
 
 
+def some_strings(values: tuple[str, ...]) -> pa.Array:
+    """A dictionary of ``values``: the tags of each run of a sweep are the same few, kept
+    (a few at a time: a run of 100,000 tags has batches of thousands)."""
+    return _few_strings(values) if len(values) <= 64 else strings(values)
+
+
+@functools.lru_cache(maxsize=256)
+def _few_strings(values: tuple[str, ...]) -> pa.Array:
+    return strings(values)
+
+
 @functools.lru_cache(maxsize=4096)
 def _one_string(value: str) -> pa.Array:
     """A dictionary of one value (Arrow arrays are immutable: shared by every batch of a

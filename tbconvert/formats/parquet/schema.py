@@ -77,6 +77,7 @@ ROW_GROUP_ROWS: Final = 1 << 18       # ... and at most this many rows
 READ_BATCH_ROWS: Final = 1 << 16
 WRITE_SLICE_ROWS: Final = 1 << 16     # points turned into Arrow columns at a time
 COMBINE_BYTES: Final = 1 << 20        # a row group of many batches below this is made one
+COMBINE_BATCH_BYTES: Final = 64 << 10  # ... as is one of batches of less than this on average
 DICTIONARY_COLUMNS: Final = ["run", "tag", "data_class", "plugin_name", "series", "tensor_dtype"]
 COLUMN_ENCODING: Final = {"step": "DELTA_BINARY_PACKED", "wall_time": "BYTE_STREAM_SPLIT",
                           "value": "BYTE_STREAM_SPLIT"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import itertools
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.parquet import MARKER_FILE, footer, join, large, pages, spool
+from tbconvert.formats.parquet import MARKER_FILE, footer, join, large, pages, shared, spool
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
@@ -193,6 +194,8 @@ def _run_text(run: Run, where: Path):
     return text.value()
 
 
+# Tiny batches a row group being filled holds before they are made one (see add_piece).
+_LOOSE_PIECES = 64
 # The largest archive JSON that Arrow writes into a footer itself (see _FileSink._close_with).
 _SMALL_FOOTER = 1 << 20
 # Beside a run encoded on its own (stage_run), the file of its JSON when that is long.
@@ -215,8 +218,9 @@ class _FileSink(_SeriesIds):
             self._fh.close()
             raise
         self._buffer: list[pa.RecordBatch] = []
-        self._bytes = 0
-        self._rows = 0
+        self._bytes = self._rows = 0
+        self._pieces = 0    # batches added to the row group being filled
+        self._loose = 0     # ... of which the last ones, not yet compacted (see add_piece)
         self.row_groups: list[dict] = []
         # per row group, its series numbers as (numbers, counts) runs: kept for a run encoded
         # on its own, whose numbers the joined file moves (see _renumbering)
@@ -236,6 +240,16 @@ class _FileSink(_SeriesIds):
         self._buffer.append(batch)
         self._bytes += size
         self._rows += n
+        self._pieces += 1
+        self._loose += 1
+        if self._loose >= _LOOSE_PIECES and self._combined():
+            # Thousands of tiny runs sharing a row group: a batch object each (about 2 KB)
+            # would grow with them. The batches since the last compaction are made one, as
+            # the whole row group will be (a copy of few rows each time).
+            loose = self._buffer[-self._loose:]
+            joined = pa.Table.from_batches(loose, schema=S.SCHEMA).combine_chunks()
+            self._buffer[-self._loose:] = joined.to_batches()
+            self._loose = 0
 
     def add_large(self, batch: pa.RecordBatch, payload: large.Payload) -> None:
         """Add a row group of the one point ``batch`` holds (its payload column null),
@@ -249,6 +263,17 @@ class _FileSink(_SeriesIds):
         column = S.SCHEMA.get_field_index(payload.name)
         self._large[(len(self.row_groups) - 1, column)] = large.write_chunk(self._fh, payload)
 
+    def unfilled(self) -> tuple:
+        """The row group being filled, taken out (see :meth:`refill`): the rows of short runs
+        that a next segment of the file goes on filling."""
+        held = (self._buffer, self._bytes, self._rows, self._pieces, self._loose)
+        self._buffer, self._bytes, self._rows, self._pieces, self._loose = [], 0, 0, 0, 0
+        return held
+
+    def refill(self, held: tuple) -> None:
+        assert not self._buffer
+        self._buffer, self._bytes, self._rows, self._pieces, self._loose = held
+
     def flush(self) -> None:
         table = self._take()
         if table is not None:
@@ -260,9 +285,7 @@ class _FileSink(_SeriesIds):
         if not self._buffer:
             return None
         table = pa.Table.from_batches(self._buffer, schema=S.SCHEMA)
-        if len(self._buffer) > 1 and self._bytes <= S.COMBINE_BYTES:
-            # Arrow's writer and the digest cost about as much per chunk as per byte
-            # for short batches (a sync's few points per series): one chunk a column.
+        if len(self._buffer) > 1 and self._combined():
             table = table.combine_chunks()
         digest = RowGroupDigest(S.COLUMNS)
         digest.update(table)
@@ -272,9 +295,15 @@ class _FileSink(_SeriesIds):
         if self.series_runs is not None:
             self.series_runs.append(_runs_of(table.column("series")))
         self._buffer = []
-        self._bytes = 0
-        self._rows = 0
+        self._bytes = self._rows = self._pieces = self._loose = 0
         return table
+
+    def _combined(self) -> bool:
+        """Whether the row group being filled is made one chunk a column: Arrow's writer and
+        the digest cost about as much per chunk as per byte for short batches (a sync's few
+        points per series, the short runs sharing a row group)."""
+        return self._pieces > 1 and (self._bytes <= S.COMBINE_BYTES or
+                                     self._bytes < self._pieces * S.COMBINE_BATCH_BYTES)
 
     def _write(self, table: pa.Table) -> None:
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
@@ -361,13 +390,14 @@ def _slices(chunk: Series, rows: int):
 
 def _names(names: list[str], lengths: list[int], index_type=np.int32) -> pa.DictionaryArray:
     """``names[k]`` ``lengths[k]`` times, dictionary-encoded."""
-    if len(names) == 1:
-        return C.const_dict(names[0], lengths[0], index_type)
+    first = names[0]
+    if names.count(first) == len(names):    # one plugin, one data class: the usual case
+        return C.const_dict(first, sum(lengths), index_type)
     position: dict[str, int] = {}
     codes = np.array([position.setdefault(name, len(position)) for name in names],
                      dtype=index_type)
     index = C.fixed(np.repeat(codes, lengths), pa.from_numpy_dtype(np.dtype(index_type)))
-    return pa.DictionaryArray.from_arrays(index, C.strings(list(position)))
+    return pa.DictionaryArray.from_arrays(index, C.some_strings(tuple(position)))
 
 
 def _joined_column(arrays: list, dtype) -> np.ndarray:
@@ -397,8 +427,17 @@ def _rows_columns(chunks: list[Series], sids: list[int], run: str) -> dict:
 
 
 def _batch(cols: dict, n: int) -> pa.RecordBatch:
-    arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in S.SCHEMA]
+    nulls = _nulls(n)
+    arrays = [nulls[k] if (col := cols.get(name)) is None else col
+              for k, name in enumerate(S.COLUMNS)]
     return pa.RecordBatch.from_arrays(arrays, schema=S.SCHEMA)
+
+
+@functools.lru_cache(maxsize=8)
+def _nulls(n: int) -> list:
+    """A column of ``n`` nulls of each type of the schema (Arrow arrays are immutable: the
+    runs of a sweep, of one length each, share them)."""
+    return [pa.nulls(n, f.type) for f in S.SCHEMA]
 
 
 def scalars_batch(chunks: list[ScalarSeries], sids: list[int], run: str) -> pa.RecordBatch:
@@ -614,7 +653,8 @@ def _with_series(batch: pa.RecordBatch, ids: np.ndarray) -> pa.RecordBatch:
 class _JoinedSink:
     """One Parquet file joined from runs that were each encoded on their own (``stage_run``,
     maybe in other processes): the bytes :class:`_FileSink` writes for the same runs, since
-    a row group never holds two runs. A run's series are numbered from 0 where it was
+    a longer run's row groups hold it alone (short runs are added to a segment's row group
+    being filled: see :mod:`shared`). A run's series are numbered from 0 where it was
     encoded; here its ``series`` column chunks are encoded anew with the file's numbers.
     What the footer lists of every run (its JSON, its series', its row groups' entries and
     checksums) waits in spools beside the file, not in memory: a file may hold any number
@@ -796,20 +836,30 @@ def _shared_batch(chunks: list[Series], sids: list[int], run: str) -> pa.RecordB
     return tensors_batch(chunks, sids, run)
 
 
-def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool = True) -> None:
-    """Encode ``run`` into ``sink``; ``end`` False leaves its last row group buffered (the
-    sink's closing writes it: see :meth:`_FileSink.close_later`)."""
+def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool = True,
+                stage: bool = False) -> shared.RunRows:
+    """Encode ``run`` into ``sink`` (a short run shares the row group being filled: see
+    :mod:`shared`); ``end`` False leaves a longer run's last row group buffered (the sink's
+    closing writes it: see :meth:`_FileSink.close_later`); ``stage`` leaves a short run's
+    rows out of the sink, in what is returned: what the run's rows became."""
     run_index = len(sink.runs)
-    sink.runs.append(_run_text(run, Path(sink.path).parent))
+    text = _run_text(run, Path(sink.path).parent)
+    sink.runs.append(text)
+    # (a run of very many records, its JSON spooled, keeps row groups of its own)
+    out = shared.RunRows(sink, can_share=isinstance(text, bytes))
     short: list[Series] = []
     sids: list[int] = []
     key = None
     rows = size = 0
 
+    def add(batch: pa.RecordBatch) -> None:
+        for piece, piece_size in _pieces(batch):
+            out.add(piece, piece_size)
+
     def add_short() -> None:
         nonlocal rows, size
         if short:
-            sink.add(_shared_batch(short, sids, run.name))
+            add(_shared_batch(short, sids, run.name))
             short.clear()
             sids.clear()
             rows = size = 0
@@ -824,13 +874,14 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
                                for part in large.split(whole)):
             if payload is not None:
                 add_short()
+                out.own()
                 sink.add_large(_payload_free(sink, run_index, chunk, run.name), payload)
                 payload = None
                 continue
             sharing = _sharing(chunk)
             if sharing is None:
                 add_short()
-                sink.add(_batch_of(sink, run_index, chunk, run.name))
+                add(_batch_of(sink, run_index, chunk, run.name))
                 continue
             if short and (sharing[0] != key or rows + len(chunk) > S.WRITE_SLICE_ROWS
                           or size + sharing[1] > SHARED_BATCH_BYTES):
@@ -850,10 +901,10 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
     for tag, piece in empty.items():
         if tag not in with_rows:
             _series_id(sink, run_index, piece)
-    # A row group holds one run: then a run encoded on its own (stage_run) has the row
-    # groups it has in the file, and runs encoded apart join into the same bytes.
-    if end:
-        sink.flush()
+    # A longer run's row groups hold it alone: then a run encoded on its own (stage_run)
+    # has the row groups it has in the file, and runs encoded apart join into the same bytes.
+    out.end(flush=end, keep=stage)
+    return out
 
 
 # The most runs one Arrow writer encodes into a Parquet file (see ParquetWriter._next_segment).
@@ -907,24 +958,42 @@ class ParquetWriter(Writer):
         """Join the runs written so far to the output, and write the next ones to a segment
         of their own: Arrow holds each row group's metadata until its file is closed (15 to
         40 KB a run of few series), so one writer for thousands of runs grew without bound.
-        The bytes are those of one writer (a row group never holds two runs)."""
-        from tbconvert.output import ScratchDir
+        The bytes are those of one writer: a longer run's row groups hold it alone, and the
+        row group that short runs were filling goes on in the next segment."""
         if self._segment is None:
             # the first runs, written straight into the output, become its first segment
-            self._scratch = ScratchDir(self.path)
             first = self._sink
+            held = first.unfilled()
             first.close_bare()
-            first.path = self._scratch.path / "segment-0.parquet"
+            first.path = self._scratch_dir() / "segment-0.parquet"
             os.replace(self.out.tmp, first.path)
             self._sink = _JoinedSink(self.out.tmp)
-            done = first
+            self._sink.append_segment(first)
+            os.unlink(first.path)
         else:
-            done = self._segment
-            done.close_bare()
+            held = self._end_segment(carry=True)
+        self._new_segment().refill(held)
+
+    def _scratch_dir(self) -> Path:
+        from tbconvert.output import ScratchDir
+        if self._scratch is None:
+            self._scratch = ScratchDir(self.path)
+        return self._scratch.path
+
+    def _new_segment(self) -> _FileSink:
+        self._segment = _FileSink(self._scratch_dir() / f"segment-{len(self._sink.runs)}.parquet")
+        self._segment.first_id = len(self._sink.series)
+        return self._segment
+
+    def _end_segment(self, carry: bool) -> tuple | None:
+        """Join the segment to the output; ``carry``: its unfilled row group is taken out
+        and returned, for the next segment to go on filling."""
+        done, self._segment = self._segment, None
+        held = done.unfilled() if carry else None
+        done.close_bare()
         self._sink.append_segment(done)
         os.unlink(done.path)
-        self._segment = _FileSink(self._scratch.path / f"segment-{len(self._sink.runs)}.parquet")
-        self._segment.first_id = len(self._sink.series)
+        return held
 
     def next_part(self, run: str) -> str:
         """The name the next run's part gets; :meth:`adopt_part` lists it once written
@@ -941,7 +1010,12 @@ class ParquetWriter(Writer):
         sink = _FileSink(path)
         sink.series_runs = []
         try:
-            _write_into(sink, run, series)
+            rows = _write_into(sink, run, series, stage=True)
+            if rows.shared:
+                # rows for the leading process to add to the row group it fills
+                sink.discard()
+                return {"run": sink.runs[0], "series": sink.series_json(),
+                        "shared": shared.stage(path, rows.held)}
             sink.close_bare()
             text = sink.runs[0]
             if not isinstance(text, bytes):
@@ -959,11 +1033,27 @@ class ParquetWriter(Writer):
                 "series_runs": sink.series_runs}
 
     def append_staged(self, path: Path, info: dict, run_name: str) -> None:
-        """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it."""
+        """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it:
+        a short run's rows to the row group being filled (in a segment of the file: see
+        :meth:`_next_segment`), a longer run's row groups copied as they are."""
         def append():
             if self._sink is None:
                 self._sink = _JoinedSink(self.out.tmp)
-            self._sink.append(path, info)
+            if "shared" not in info:
+                if self._segment is not None:
+                    self._end_segment(carry=False)
+                self._sink.append(path, info)
+                return
+            if self._segment is not None and len(self._segment.runs) >= SEGMENT_RUNS:
+                held = self._end_segment(carry=True)
+                self._new_segment().refill(held)
+            segment = self._segment or self._new_segment()
+            run_index = len(segment.runs)
+            offset = segment.first_id + len(segment.series)
+            segment.runs.append(info["run"])
+            segment.series.extend(dict(s, run=run_index) for s in info["series"])
+            for piece, size in shared.staged(path, info["shared"], offset):
+                segment.add_piece(piece, size)
         self.guard(append)
 
     def adopt_part(self, file: str, run: str) -> None:
