@@ -31,9 +31,9 @@ class RunRows:
     """The row pieces of one run on their way into ``sink``: held while the run may still
     share its row group (:attr:`shared`), added to the sink as they come once it cannot."""
 
-    def __init__(self, sink, can_share: bool = True) -> None:
+    def __init__(self, sink) -> None:
         self.sink = sink
-        self.shared = can_share
+        self.shared = True
         self.held: list[tuple[pa.RecordBatch, int]] = []   # (piece, its Arrow bytes)
         self._rows = self._bytes = 0
 

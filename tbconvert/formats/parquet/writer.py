@@ -843,10 +843,8 @@ def _write_into(sink: _FileSink, run: Run, series: Iterable[Series], end: bool =
     closing writes it: see :meth:`_FileSink.close_later`); ``stage`` leaves a short run's
     rows out of the sink, in what is returned: what the run's rows became."""
     run_index = len(sink.runs)
-    text = _run_text(run, Path(sink.path).parent)
-    sink.runs.append(text)
-    # (a run of very many records, its JSON spooled, keeps row groups of its own)
-    out = shared.RunRows(sink, can_share=isinstance(text, bytes))
+    sink.runs.append(_run_text(run, Path(sink.path).parent))
+    out = shared.RunRows(sink)
     short: list[Series] = []
     sids: list[int] = []
     key = None
@@ -1014,9 +1012,10 @@ class ParquetWriter(Writer):
             if rows.shared:
                 # rows for the leading process to add to the row group it fills
                 sink.discard()
-                return {"run": sink.runs[0], "series": sink.series_json(),
-                        "shared": shared.stage(path, rows.held)}
-            sink.close_bare()
+                info = {"shared": shared.stage(path, rows.held)}
+            else:
+                sink.close_bare()
+                info = {"row_groups": sink.row_groups, "series_runs": sink.series_runs}
             text = sink.runs[0]
             if not isinstance(text, bytes):
                 # a run of very many records: its JSON waits beside the part, not in the pickle
@@ -1029,8 +1028,7 @@ class ParquetWriter(Writer):
         except BaseException:
             sink.discard()
             raise
-        return {"run": text, "series": sink.series_json(), "row_groups": sink.row_groups,
-                "series_runs": sink.series_runs}
+        return {"run": text, "series": sink.series_json(), **info}
 
     def append_staged(self, path: Path, info: dict, run_name: str) -> None:
         """Add a run :meth:`stage_run` wrote, as :meth:`write_run` would have written it:
@@ -1050,7 +1048,17 @@ class ParquetWriter(Writer):
             segment = self._segment or self._new_segment()
             run_index = len(segment.runs)
             offset = segment.first_id + len(segment.series)
-            segment.runs.append(info["run"])
+            text = info["run"]
+            if isinstance(text, dict):
+                # a run of very many records: its JSON's file, which goes with the task's
+                # other files before the segment is joined
+                source = path.with_name(text["file"])
+                text = spool.Text(self._scratch_dir())
+                for block in spool.FileText(source).blocks():
+                    text.add(block)
+                text = text.value()
+                source.unlink()
+            segment.runs.append(text)
             segment.series.extend(dict(s, run=run_index) for s in info["series"])
             for piece, size in shared.staged(path, info["shared"], offset):
                 segment.add_piece(piece, size)
@@ -1072,9 +1080,7 @@ class ParquetWriter(Writer):
                 if self._sink is None:      # no run: a file of no rows
                     self._sink = _FileSink(self.out.tmp)
                 if self._segment is not None:
-                    self._segment.close_bare()
-                    self._sink.append_segment(self._segment)
-                    self._segment = None
+                    self._end_segment(carry=False)
                 self._sink.close(self._experiment)
                 if self._scratch is not None:
                     self._scratch.remove()
