@@ -130,8 +130,10 @@ def _check_expansion(decoded: int, tp, encoded_at_least: int, where: str) -> Non
         budget.check_expansion(decoded, tp.ByteSize(), where)
 
 
-def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
+def proto_to_array(tp, where: str = "tensor", content=None) -> tuple[int, np.ndarray]:
     """Decode a ``TensorProto`` into ``(code, array)``; unknown types stay raw.
+    ``content``: its ``tensor_content``, read apart from ``tp`` (a large payload, see
+    :mod:`tbconvert.formats.tfevents.large_records`); only a numeric tensor takes one.
 
     Contents that do not match the shape raise :class:`TensorDecodeError` (the
     caller may keep the raw bytes). A shape no real tensor has (more than
@@ -140,6 +142,8 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
     :class:`~tbconvert.errors.CorruptDataError` before anything is allocated.
     """
     code = int(tp.dtype)
+    if content is not None and (code == DT_STRING or code not in _TABLE):
+        raise TensorDecodeError(f"a {NAMES.get(code, code)} tensor holds no tensor_content")
     if code == DT_STRING:
         dims = tp.tensor_shape.dim
         vals = tp.string_val
@@ -160,7 +164,8 @@ def proto_to_array(tp, where: str = "tensor") -> tuple[int, np.ndarray]:
         raise TensorDecodeError(f"tensor has an unknown dimension in shape {list(shape)}")
     n = math.prod(shape)
     np_dtype, field_name = _TABLE[code]
-    content = tp.tensor_content if code != DT_STRING else b""
+    if content is None:
+        content = tp.tensor_content if code != DT_STRING else b""
     _check_expansion(n * (STRING_ELEMENT_BYTES if code == DT_STRING else np_dtype.itemsize),
                      tp, len(content), f"{where} of shape {list(shape)}")
     if code == DT_STRING:

@@ -141,8 +141,9 @@ def migrate_histogram(histo, where: str = "histogram") -> np.ndarray:
     return migrated_histogram(limits, counts, histo.min, histo.max)
 
 
-def migrate_value(value, where: str = "value"):
-    """A ``Summary.Value`` as ``(metadata or None, (code, array) or None)``.
+def migrate_value(value, where: str = "value", content=None):
+    """A ``Summary.Value`` as ``(metadata or None, (code, array) or None)``; ``content``: its
+    tensor's ``tensor_content`` read apart (see :func:`dtypes.proto_to_array`).
 
     Legacy values get TensorBoard's fresh metadata; tensor values keep theirs
     (``None`` when the value carries none). A value no real summary holds raises
@@ -152,7 +153,7 @@ def migrate_value(value, where: str = "value"):
     kind = value.WhichOneof("value")
     if kind == "tensor":
         md = metadata_from_proto(value.metadata) if value.HasField("metadata") else None
-        point = dt.proto_to_array(value.tensor, where)
+        point = dt.proto_to_array(value.tensor, where, content)
         if md is not None and md.plugin_name == "audio":
             check_audio(point, where)
         return md, point

@@ -32,6 +32,7 @@ from tbconvert.formats.tfevents import (
     blob_templates,
     event_files,
     histo_records,
+    large_records,
     legacy,
     records,
     small_messages,
@@ -555,23 +556,41 @@ class TfeventsReader(Reader):
                 continue
             if event_cls is None:
                 event_cls, decode_errors = _protobuf()
-            try:
-                # (a view: a slice would copy the record, which may be a large image)
-                event = event_cls.FromString(memoryview(buf)[s:s + n])
-                if len(starts) == 1 and n >= LET_GO_BYTES:
-                    # A large record alone in its block (an image, a model's graph) is in the
-                    # parsed event now: the block's copy goes before the value is decoded,
-                    # which makes a third.
+            where = f"{path}: record at byte {block.offset + s - records.HEADER}"
+            decoded = None
+            if histograms and len(starts) == 1 and n >= large_records.PAYLOAD_BYTES and \
+                    block.read_at is not None:
+                large = large_records.prepare(buf, s, n, event_cls)
+                if large is not None:
+                    # the payload is read again on its own once the block's bytes are gone
                     block.buf = buf = b""
-            except decode_errors:
-                self.report.add("corrupt_record",
-                                f"{path}: record at byte {block.offset + s - records.HEADER}: "
-                                "checksums fine but not an Event; skipped",
-                                path=path, run=asm.name)
-                continue
+                    point = large.point(block.read_at, block.offset)
+                    if point is not None:
+                        decoded = {large.spot.value: point}
+                        event = large.event
+                    else:
+                        buf, s = large.record(block.read_at, block.offset), 0
+                        if buf is None:
+                            self.report.add("corrupt_record", f"{where}: changed while it was "
+                                            "read; skipped", path=path, run=asm.name)
+                            continue
+            if decoded is None:
+                try:
+                    # (a view: a slice would copy the record, which may be a large image)
+                    event = event_cls.FromString(memoryview(buf)[s:s + n])
+                    if len(starts) == 1 and n >= LET_GO_BYTES:
+                        # A large record alone in its block (a model's graph) is in the
+                        # parsed event now: the block's copy goes before the value is
+                        # decoded, which makes a third.
+                        block.buf = buf = b""
+                except decode_errors:
+                    self.report.add("corrupt_record",
+                                    f"{where}: checksums fine but not an Event; skipped",
+                                    path=path, run=asm.name)
+                    continue
             if i < first[0]:
                 first = (i, event.wall_time)
-            self._event(asm, base + 2 * i, event, path)
+            self._event(asm, base + 2 * i, event, path, decoded)
         asm.fast_columns(base, columns)
         for cols in columns:
             if len(cols.index) and cols.index[0] < first[0]:
@@ -610,7 +629,9 @@ class TfeventsReader(Reader):
             tags.append(tag)
         asm.summary_event(seq, step, tags)
 
-    def _event(self, asm: RunAssembler, seq: int, event, path: Path) -> None:
+    def _event(self, asm: RunAssembler, seq: int, event, path: Path,
+               decoded: dict | None = None) -> None:
+        """``decoded``: points of its values already decoded, by their index (a large one)."""
         what = event.WhichOneof("what")
         step, wall = int(event.step), float(event.wall_time)
         if what == "summary":
@@ -625,7 +646,8 @@ class TfeventsReader(Reader):
                 tag = (value.tag or value.node_name) if value.HasField("tensor") else value.tag
                 where = f"{path}: {asm.name}/{tag} step {step}"
                 try:
-                    md, point = legacy.migrate_value(value, where)
+                    md, point = decoded[pos] if decoded and pos in decoded else \
+                        legacy.migrate_value(value, where)
                 except dt.TensorDecodeError as exc:
                     self.report.add("undecodable_tensor", f"{where}: {exc}; kept as raw bytes",
                                     path=path, run=asm.name, tag=tag, lost=False)

@@ -65,6 +65,7 @@ import errno
 import functools
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -645,7 +646,8 @@ class Block:
 
     ``starts``/``lengths`` locate payloads inside ``buf``; ``offset`` is the file
     offset of ``buf[0]``; ``damage`` offsets are file offsets. A record never
-    straddles two blocks.
+    straddles two blocks. ``read_at(offset, size)`` reads the file's bytes again while
+    the block is being read (None where there is no file to read).
     """
 
     buf: bytes
@@ -653,6 +655,7 @@ class Block:
     starts: np.ndarray
     lengths: np.ndarray
     damage: list[Damage]
+    read_at: Callable[[int, int], bytes] | None = None
 
 
 def scan_file(path, *, block_size: int = BLOCK_SIZE, max_record: int = MAX_RECORD,
@@ -667,10 +670,17 @@ def scan_file(path, *, block_size: int = BLOCK_SIZE, max_record: int = MAX_RECOR
     from tbconvert import sourcefiles
     block_size = max(int(block_size), 64)
     fd = sourcefiles.open_regular(path)
+
+    def read_at(offset: int, k: int) -> bytes:
+        if fd is None:      # (kept past the end: the number may be another file's by now)
+            raise OSError(errno.EBADF, "the event file was closed")
+        return _pread(fd, k, offset)
+
     try:
-        yield from _blocks(fd, os.fstat(fd).st_size, block_size, max_record, start)
+        yield from _blocks(fd, os.fstat(fd).st_size, block_size, max_record, start, read_at)
     finally:
-        os.close(fd)
+        opened, fd = fd, None
+        os.close(opened)
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
@@ -703,7 +713,8 @@ def _size_now(fd: int) -> int | None:
         return None
 
 
-def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0):
+def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0,
+            read_at=None):
     pos = start
     want = block_size
     searching = False      # the last block stopped inside a search for an anchor
@@ -754,7 +765,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0
         for d in damage:
             d.offset += pos
         searching = sc.searching
-        block = Block(buf, pos, starts, lengths, damage)
+        block = Block(buf, pos, starts, lengths, damage, read_at)
         # the block alone holds its bytes, so that a reader can let a large record's go early
         del buf, sc
         yield block
