@@ -29,6 +29,8 @@ SPILL_AT = 32 << 20
 # Bytes of a spilled batch read at a time (the rows of the series asking, and of the next).
 READ_AHEAD = 256 << 10
 AHEAD_BUDGET = 8 << 20
+# A spilled piece this large is unpickled from the file (small ones: from their bytes, faster).
+_LOAD_FROM_FILE = 1 << 20
 
 
 class Batch:
@@ -260,6 +262,10 @@ class PieceStore:
         start, length = where
         f = self._open()
         f.seek(start)
+        if length >= _LOAD_FROM_FILE:
+            # the unpickler reads a large buffer (an image) straight into its object, where
+            # the pickle's bytes read first would be a second copy of it
+            return pickle.load(f)
         return pickle.loads(f.read(length))
 
     def _read_rows(self, batch: Batch, a: int, b: int) -> tuple[int, list]:
