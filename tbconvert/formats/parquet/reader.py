@@ -18,7 +18,15 @@ from tbconvert.errors import CorruptDataError, FormatError, TbconvertError, rais
 from tbconvert.formats import packed, runrecords
 from tbconvert.formats.base import Options, Reader, checksum_failed
 from tbconvert.formats.mismatch import not_this_format
-from tbconvert.formats.parquet import MARKER_FILE, SYNC_NAMES, find_retired, keyvalue, metajson, slices
+from tbconvert.formats.parquet import (
+    MARKER_FILE,
+    SYNC_NAMES,
+    find_retired,
+    keyvalue,
+    large_read,
+    metajson,
+    slices,
+)
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import RowGroupDigest
@@ -347,7 +355,8 @@ class ArchiveFile:
             def batches(group=group):
                 if recorded is None:
                     return self._batches(group, _READ_COLUMNS)
-                return self.verified(group, recorded[group])
+                return self._large_point(group, recorded[group]) or \
+                    self.verified(group, recorded[group])
 
             def damaged(exc, lost, group=group, rows=rows) -> str:
                 return (f"{self.path}: row group {group} is damaged ({_one_line(exc)}); "
@@ -360,8 +369,10 @@ class ArchiveFile:
         ``damaged(exc, lost)``."""
         done = 0
         try:
-            for batch in _letting_go(batches()):
-                decoded = self._decode(batch)
+            given = batches()
+            large = getattr(given, "large", None)
+            for batch in _letting_go(given):
+                decoded = self._decode(batch, large)
                 if batch.get_total_buffer_size() >= _LARGE_BATCH_BYTES:
                     # a large point (an image): decoded at once, and Arrow's batch let go
                     # before it is used, rather than held along with its copy
@@ -450,6 +461,36 @@ class ArchiveFile:
         if problem:
             raise CorruptDataError(f"its values do not match their checksum: {problem}")
         return batches if keep else self._batches(group, list(S.COLUMNS))
+
+    def _large_point(self, group: int, expected: dict) -> large_read.Batches | None:
+        """:meth:`verified` for decoding, of a row group holding a lone large point whose
+        payload chunk :mod:`large_read` reads (the batch's column a stand-in for it); None
+        for any other row group."""
+        pf, local = self._reader(group)
+        found = large_read.find(pf, local)
+        column = None if found is None else large_read.read(self._fh, found)
+        if column is None:
+            return None
+        others = [name for name in S.COLUMNS if name != column.name]
+        digest = RowGroupDigest(others)
+        batches = large_read.Batches()
+        for batch in self._batches(group, others):
+            digest.update(batch)
+            if digest.rows > expected["rows"]:
+                break
+            batches.append(batch)
+        digest.names.append(column.name)
+        digest.columns[column.name] = column.digest()
+        problem = digest.mismatch(expected)
+        if problem:
+            raise CorruptDataError(f"its values do not match their checksum: {problem}")
+        field = pf.schema_arrow.field(column.name)
+        for k, batch in enumerate(batches):
+            at = list(S.COLUMNS).index(column.name)
+            batches[k] = batch.add_column(at, field, column.stand_in(field.type)) \
+                if batch.num_rows else batch.add_column(at, field, pa.nulls(0, field.type))
+        batches.large = column
+        return batches
 
     def _as_written(self, recorded: list) -> bool:
         """Whether the file's row groups are those the checksums were recorded for."""
@@ -635,7 +676,8 @@ class ArchiveFile:
             pass
         return ""
 
-    def _decode(self, batch: pa.RecordBatch):
+    def _decode(self, batch: pa.RecordBatch, large: large_read.LargeColumn | None = None):
+        """``large``: the payload column the batch holds a stand-in for (its one row)."""
         n = batch.num_rows
         if n == 0:
             return
@@ -665,9 +707,11 @@ class ArchiveFile:
                         values = C.to_numbers(col["value"])
                     chunk = ScalarSeries(**common, values=self._scalars(col, values, s, e, dtype))
                 elif kind == S.KIND_TENSOR:
-                    chunk = self._tensors(col, s, e, common)
+                    chunk = self._tensors(col, s, e, common, large)
                 else:
                     seqs = col["blobs"].slice(s, e - s).to_pylist()
+                    if large is not None and large.listed and seqs:
+                        seqs = [large.items]
                     if any(q is None for q in seqs):
                         raise ValueError("blob-sequence point without a blobs list")
                     chunk = BlobSequenceSeries.from_sequences(**common, sequences=seqs)
@@ -732,7 +776,7 @@ class ArchiveFile:
                     out[i] = np.frombuffer(raw, dtype=dtype.newbyteorder("<"))[0]
         return out
 
-    def _tensors(self, col, s, e, common) -> TensorSeries:
+    def _tensors(self, col, s, e, common, large=None) -> TensorSeries:
         k = e - s
         names = col["tensor_dtype"].slice(s, k).to_pylist()
         shapes = col["tensor_shape"].slice(s, k).to_pylist()
@@ -740,7 +784,10 @@ class ArchiveFile:
         strings = col["tensor_strings"].slice(s, k)
         valid = C.validity_of(content)
         offsets = _binary_offsets(content)
-        data = packed.owned(content.buffers()[2], int(offsets[0]), int(offsets[-1]))
+        if large is not None and not large.listed:
+            data = large.content()      # (read on its own: not copied again)
+        else:
+            data = packed.owned(content.buffers()[2], int(offsets[0]), int(offsets[-1]))
         offsets = (offsets - offsets[0]).tolist()
         codes = np.empty(k, dtype=np.int32)
         tensors = []
