@@ -215,3 +215,22 @@ def test_a_payload_changed_after_its_record_was_checked_is_not_taken(tmp_path):
     assert large.record(read_from(framed), 0) == raw
     md, (code, arr) = large.point(read_from(framed), 0)
     assert code == 1 and arr.tobytes() == _event(_floats).summary.value[0].tensor.tensor_content
+
+
+def test_large_values_written_from_their_pieces_give_protobufs_bytes(tmp_path, monkeypatch):
+    """A large value goes to the writer's sorter as its pieces, a sorted run of its own; the
+    event file is the one written with every value made by protobuf and sorted in memory."""
+    import tbconvert
+    events = [_event(_scalar, step=s) for s in range(40)]
+    events[10] = _event(_image, step=10)
+    events[20] = _event(_scalar, _floats, step=20)
+    events.insert(30, _event(_legacy_image, step=29))
+    logdir = _write(tmp_path / "src", [e.SerializeToString() for e in events])
+    tbconvert.convert(logdir, tmp_path / "fast", to_format="tfevents", jobs=1)
+    from tbconvert.formats.tfevents import large_values
+    with monkeypatch.context() as m:
+        m.setattr(large_values, "LARGE_PAYLOAD_BYTES", 1 << 62)
+        tbconvert.convert(logdir, tmp_path / "whole", to_format="tfevents", jobs=1)
+    (fast,), (whole,) = [list((tmp_path / d).rglob("*tfevents*")) for d in ("fast", "whole")]
+    assert fast.read_bytes() == whole.read_bytes()
+    assert len(fast.read_bytes()) > 3 * SIZE

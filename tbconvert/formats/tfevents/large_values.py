@@ -50,6 +50,13 @@ def value_bytes(value, code: int, arr, tensor_cls) -> bytes | None:
     """The bytes of the ``Summary.Value`` ``value`` (its tag and metadata set, nothing else)
     once ``value.tensor`` holds ``(code, arr)`` as :func:`dtypes.array_to_proto` puts it;
     None when the payload is small (or not of a form built here): protobuf's way then."""
+    pieces = value_pieces(value, code, arr, tensor_cls)
+    return None if pieces is None else b"".join(pieces)
+
+
+def value_pieces(value, code: int, arr, tensor_cls) -> list | None:
+    """:func:`value_bytes` as the pieces they are joined from, the payload's own buffers
+    among them (written one after the other, the point is not copied)."""
     arr = np.asarray(arr)
     pieces = _payload(code, arr)
     if pieces is None:
@@ -64,4 +71,4 @@ def value_bytes(value, code: int, arr, tensor_cls) -> bytes | None:
     if not rest.startswith(tag) or (after and after[0] != _VALUE_METADATA << 3 | 2):
         return None
     size = sum(len(p) for p in tensor)
-    return b"".join([tag, _key(_VALUE_TENSOR, size), *tensor, after])
+    return [tag, _key(_VALUE_TENSOR, size), *tensor, after]

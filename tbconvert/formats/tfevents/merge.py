@@ -50,6 +50,18 @@ class _SortedRun:
             f.write(memoryview(np.ascontiguousarray(part.data)))   # (no copy of a large value)
             a = b
 
+    def append_pieces(self, columns: tuple, pieces: list) -> None:
+        """One entry (its ``columns``, in :data:`_COLUMNS`' order) whose data is ``pieces``
+        one after the other, written as they are."""
+        f = self.file
+        size = sum(len(memoryview(p).cast("B")) for p in pieces)
+        f.write(_HEAD.pack(1, size))
+        for value, (_, dtype) in zip(columns, _COLUMNS, strict=True):
+            f.write(np.array([value], dtype).tobytes())
+        f.write(np.array([0, size], np.int64).tobytes())
+        for p in pieces:
+            f.write(p)
+
     def rewind(self) -> None:
         self.file.seek(0)
 
@@ -97,6 +109,19 @@ class Sorter:
         self._held(0)
         if self.pending_bytes >= self.buffer_bytes:
             self._spill()
+
+    def add_pieces(self, key: float, tag: int, idx: int, step: int, wall: float, kind: int,
+                   pieces: list) -> None:
+        """One entry whose data (a large value) is ``pieces``: a sorted run of its own,
+        written from them, so that they are never joined in memory."""
+        size = sum(len(memoryview(p).cast("B")) for p in pieces)
+        if self.pending:
+            self._spill()
+        run = _SortedRun(self.directory)
+        run.append_pieces((key, tag, idx, step, wall, kind), pieces)
+        self.runs.append(run)
+        self.spills += 1
+        self.total_bytes += size + COLUMN_BYTES
 
     def _sorted_pending(self) -> Entries:
         parts = self.pending

@@ -284,11 +284,20 @@ class RunFile:
         # then holds are of one width each, which it moves and frames a matrix at a time.
         slow = np.flatnonzero(idx == 0) if scalar else np.arange(n)
         if len(slow):
-            kinds, blobs = [], []
+            kinds, blobs, kept = [], [], []
             for i in slow.tolist():
-                kind, blob = self._point(st, s, i, int(idx[i]), float(walls[i]))
+                kind, blob = self._point(st, s, i, int(idx[i]), float(walls[i]),
+                                         pieces=not scalar)
+                if isinstance(blob, list):
+                    # a large value goes to the sorter as its pieces: joined, it would be a
+                    # second copy of the point while the point is held
+                    self.sorter.add_pieces(float(keys[i]), st.order, int(idx[i]),
+                                           int(s.steps[i]), float(walls[i]), kind, blob)
+                    continue
                 kinds.append(kind)
                 blobs.append(blob)
+                kept.append(i)
+            slow = slow[kept] if len(kept) < len(slow) else slow
             e = Entries.from_list(keys[slow], st.order, idx[slow], s.steps[slow], walls[slow],
                                   np.array(kinds, np.uint8), blobs)
             if scalar:
@@ -503,8 +512,10 @@ class RunFile:
             return fixed
         return walls
 
-    def _point(self, st: _Tag, s: Series, i: int, j: int, wall: float) -> tuple[int, bytes]:
-        """One point as (EVENT, Event payload) or (VALUE, Summary.Value bytes)."""
+    def _point(self, st: _Tag, s: Series, i: int, j: int, wall: float,
+               pieces: bool = False) -> tuple[int, bytes]:
+        """One point as (EVENT, Event payload) or (VALUE, Summary.Value bytes); ``pieces``:
+        a large value may come as the list of pieces its bytes are (see large_values)."""
         step = int(s.steps[i])
         if st.special is not None and isinstance(s, BlobSequenceSeries):
             seq = s.sequence(i)
@@ -532,9 +543,9 @@ class RunFile:
                 code, arr = dt.DT_STRING, self._blob_array(s, i)
             else:
                 code, arr = int(s.dtypes[i]), s.tensors[i]
-            whole = large_values.value_bytes(value, code, arr, self.tensor_pb2.TensorProto)
-            if whole is not None:
-                return VALUE, whole
+            parts = large_values.value_pieces(value, code, arr, self.tensor_pb2.TensorProto)
+            if parts is not None:
+                return VALUE, parts if pieces else b"".join(parts)
             dt.array_to_proto(code, arr, self.tensor_pb2.TensorProto, into=value.tensor)
         return VALUE, value.SerializeToString()
 
