@@ -168,7 +168,9 @@ def test_one_large_point_is_written_to_event_files_holding_few_copies_of_it(tmp_
     peaks = [peak_mib("convert", tmp_path / name, tmp_path / f"{name}_e", "--to", "tfevents")
              for name in ("big", "small")]
     over = peaks[0] - peaks[1]
-    assert over <= 3 * (size >> 20), f"{over} MiB over a small point's peak"
+    # Read and written now with one copy of it at a time (large_records, and the sorter
+    # taking a large value in pieces).
+    assert over <= 1.5 * (size >> 20), f"{over} MiB over a small point's peak"
 
 
 @pytest.mark.parametrize("make", [_image_run, _tensor_run], ids=["image", "tensor"])
@@ -188,7 +190,9 @@ def test_one_large_point_goes_from_parquet_to_event_files_holding_few_copies_of_
         peaks.append(peak_mib("convert", tmp_path / f"{name}.parquet", tmp_path / f"{name}_e",
                               "--to", "tfevents"))
     over = peaks[0] - peaks[1]
-    assert over <= 2.5 * (size >> 20), f"{over} MiB over a small point's peak"
+    # Now its payload chunk is read apart (parquet/large_read) and the writer takes the
+    # value in pieces: about once the point.
+    assert over <= 1.5 * (size >> 20), f"{over} MiB over a small point's peak"
 
 
 RECORDS = 300_000
@@ -463,4 +467,5 @@ def test_one_large_point_to_and_from_archives_holds_few_copies_of_it(tmp_path, m
                                              tmp_path / name / dst, *to)
     over = {f"{src} -> {dst}": peaks["big", src, dst] - peaks["small", src, dst]
             for src, dst in _LARGE_POINT_STEPS}
-    assert max(over.values()) <= 2.4 * (LARGE_POINT >> 20), f"MiB over a small point's: {over}"
+    # Read once too now (tfevents/large_records, parquet/large_read): about once the point.
+    assert max(over.values()) <= 1.5 * (LARGE_POINT >> 20), f"MiB over a small point's: {over}"
