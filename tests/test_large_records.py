@@ -226,6 +226,9 @@ def test_large_values_written_from_their_pieces_give_protobufs_bytes(tmp_path, m
     events[20] = _event(_scalar, _floats, step=20)
     events.insert(30, _event(_legacy_image, step=29))
     logdir = _write(tmp_path / "src", [e.SerializeToString() for e in events])
+    from tbconvert.formats.tfevents.runfile import RunFile
+    # (values that fill the sorter's buffer alone go in pieces: a buffer below SIZE)
+    monkeypatch.setitem(RunFile.__init__.__kwdefaults__, "buffer_bytes", SIZE // 2)
     tbconvert.convert(logdir, tmp_path / "fast", to_format="tfevents", jobs=1)
     from tbconvert.formats.tfevents import large_values
     with monkeypatch.context() as m:

@@ -289,11 +289,15 @@ class RunFile:
                 kind, blob = self._point(st, s, i, int(idx[i]), float(walls[i]),
                                          pieces=not scalar)
                 if isinstance(blob, list):
-                    # a large value goes to the sorter as its pieces: joined, it would be a
-                    # second copy of the point while the point is held
-                    self.sorter.add_pieces(float(keys[i]), st.order, int(idx[i]),
-                                           int(s.steps[i]), float(walls[i]), kind, blob)
-                    continue
+                    if sum(len(memoryview(p).cast("B")) for p in blob) >= \
+                            self.sorter.buffer_bytes:
+                        # a value that fills the sorter's buffer alone goes to it as its
+                        # pieces: joined, it would be a second copy of the point while the
+                        # point is held (smaller ones share sorted runs with others)
+                        self.sorter.add_pieces(float(keys[i]), st.order, int(idx[i]),
+                                               int(s.steps[i]), float(walls[i]), kind, blob)
+                        continue
+                    blob = b"".join(blob)
                 kinds.append(kind)
                 blobs.append(blob)
                 kept.append(i)
