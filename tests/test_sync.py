@@ -866,6 +866,56 @@ def test_new_records_checked_one_by_one_find_a_damaged_payload(tmp_path):
     assert full_rows(dst) == full_rows(full)
 
 
+def _states(dst: Path) -> dict:
+    """Each run's files in the manifest, but for their modification times."""
+    runs = json.loads((dst / "_tbconvert.json").read_text())["sync"]["runs"]
+    return {name: [{k: v for k, v in f.items() if k != "mtime"} for f in state["files"]]
+            for name, state in runs.items()}
+
+
+def test_new_bytes_of_many_runs_read_together_are_read_as_each_alone(tmp_path):
+    """The new bytes of the runs of one sync are framed and decoded together, save those
+    that do not tile their file (a record still being written, damage): the dataset, the
+    manifest's files and what is told are those of a sync of each run on its own."""
+    together, alone = tmp_path / "together", tmp_path / "alone"
+    for root in (together, alone):
+        for name in "abcde":
+            e = Events(root / "logs" / name / "events.out.tfevents.1.host")
+            if name == "e":
+                e.write(session_start(0))
+            e.write_many(scalar(s) for s in range(20))
+        sync(root / "logs", root / "archive")
+
+    def grow(root: Path, name: str) -> None:
+        e = Events.existing(root / "logs" / name / "events.out.tfevents.1.host")
+        at = e.path.stat().st_size
+        if name == "e":         # a restart hiding archived points: read whole again
+            e.write(session_start(15))
+        e.write_many(scalar(s, tags=("loss", "acc", name)) for s in range(20, 40))
+        if name == "b":         # a record still being written
+            e.write(scalar(40), cut=11)
+        if name == "c":         # a flipped byte in a new record's payload
+            data = bytearray(e.path.read_bytes())
+            data[at + 30] ^= 0x40
+            e.path.write_bytes(bytes(data))
+
+    told = []
+    for name in "abcde":
+        grow(alone, name)
+        r = sync(alone / "logs", alone / "archive")
+        told += [(i.kind, i.run) for i in r.issues]
+    for name in "abcde":
+        grow(together, name)
+    r = sync(together / "logs", together / "archive")
+    assert (r.runs_extended, r.runs_rearchived) == (4, 1), r.summary()
+    assert [(i.kind, i.run) for i in r.issues] == told
+    assert ("corrupt_record", "c") in told
+    assert _states(together / "archive") == _states(alone / "archive")
+    assert full_rows(together / "archive") == full_rows(alone / "archive")
+    # (not TensorBoard's view: it stops reading c at the damaged record)
+    check(together / "logs", together / "archive", tmp_path, view=False)
+
+
 def test_reading_resumes_at_a_record_boundary(tmp_path):
     """scan_file(start=...) finds exactly the records a whole scan finds after that offset,
     and a reader told to leave a cut-off last record for later does not report it."""

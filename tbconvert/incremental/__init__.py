@@ -741,10 +741,11 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
                               [sizes[k] + RUN_COST_BYTES for k in busy], workers,
                               lost=runs.unreadable, on_result=arrived, ahead=RUN_COST_BYTES,
                               share_fn=runs.sync_share)
-    for k, task in enumerate(tasks):
-        if results[k] is None:      # here: every run, or those with nothing new
-            results[k] = here(task)
-            on_result(k, results[k])
+    # here: every run, or those with nothing new
+    left = [k for k, result in enumerate(results) if result is None]
+    for k, held in zip(left, runs.held_tails([tasks[k] for k in left]), strict=True):
+        results[k] = here(tasks[k], held=held)
+        on_result(k, results[k])
     return results
 
 

@@ -78,13 +78,14 @@ def load_for_workers() -> None:
     import tbconvert.formats.tfevents.reader  # noqa: F401
 
 
-def sync_run(task: RunTask, later: bool = False) -> RunResult:
+def sync_run(task: RunTask, later: bool = False, held: dict | None = None) -> RunResult:
     """Read what is new in one run and write it as a part; never raises for bad input.
     ``later``: the part may be left to finish in the result's ``finish`` (Arrow then writes
-    it in another thread while this one reads the next run)."""
+    it in another thread while this one reads the next run). ``held``: the records of its
+    new bytes, read with other runs' (see :func:`held_tails`)."""
     report = Report()
     try:
-        return _sync_run(task, report, later)
+        return _sync_run(task, report, later, held)
     except NOT_A_RUNS_FAULT:
         raise
     except Exception as exc:  # noqa: BLE001 - one bad run must not cost the others
@@ -93,11 +94,11 @@ def sync_run(task: RunTask, later: bool = False) -> RunResult:
         return unreadable(task, f"could not be read ({why})", report)
 
 
-def sync_run_here(leader: int, task: RunTask) -> RunResult:
+def sync_run_here(leader: int, task: RunTask, held: dict | None = None) -> RunResult:
     """``sync_run`` for the process ``leader``, which finishes the parts it is left;
     anywhere else (a worker running the task again) the part is complete."""
     import os
-    return sync_run(task, later=os.getpid() == leader)
+    return sync_run(task, later=os.getpid() == leader, held=held)
 
 
 def sync_share(tasks: list[RunTask]) -> list[RunResult]:
@@ -112,8 +113,8 @@ def sync_share(tasks: list[RunTask]) -> list[RunResult]:
     flusher = Flusher(Path(tasks[0].dst))
     results = []
     try:
-        for task in tasks:
-            result = sync_run(task)
+        for task, held in zip(tasks, held_tails(tasks), strict=True):
+            result = sync_run(task, held=held)
             if result.part is not None and result.state is not None:
                 flusher.add(result.part)
                 result.flushed = True
@@ -126,6 +127,70 @@ def sync_share(tasks: list[RunTask]) -> list[RunResult]:
     finally:
         flusher.close()
     return results
+
+
+def held_tails(tasks: list[RunTask]):
+    """For each task in order, the records of its run's new bytes when they were read with
+    those of the tasks around it (None: its run reads them itself). The new bytes of each
+    sync's runs are mostly a few kilobytes, whose framing and decoding cost more a run than
+    the bytes themselves: read as one buffer (see :mod:`~tbconvert.formats.tfevents.small_runs`),
+    a group at a time, when its first task comes up."""
+    from tbconvert.formats.tfevents.small_runs import GROUP_BYTES, GROUP_FILES
+    group: list[list] = []
+    held = files = 0
+
+    def flush():
+        nonlocal group, held, files
+        found = _read_together(group) if len(group) > 1 else {}
+        for k in range(len(group)):
+            yield found.get(k)
+        group, held, files = [], 0, 0
+
+    for task in tasks:
+        reads = _tail_reads(task)
+        size = None if reads is None else sum(n for _, _, n in reads)
+        if size is None or size > SMALL_PART_BYTES:
+            yield from flush()
+            yield None
+            continue
+        if group and (held + size > GROUP_BYTES or files + len(reads) > GROUP_FILES):
+            yield from flush()
+        group.append(reads)
+        held += size
+        files += len(reads)
+    yield from flush()
+
+
+def _tail_reads(task: RunTask) -> list | None:
+    """``[(file, start, new bytes)]`` of a task whose plan reads only the new bytes of its
+    run; None for any other (its run may be read whole)."""
+    import os
+    if task.plan is None or task.plan[0] is not None or not task.plan[1]:
+        return None
+    reads = []
+    for path, start in task.plan[1]:
+        if Path(path).name.endswith(event_files.PROFILE_EMPTY):
+            continue
+        try:
+            reads.append((Path(path), start, max(os.stat(path).st_size - start, 0)))
+        except OSError:
+            return None
+    return reads
+
+
+def _read_together(group: list[list]) -> dict:
+    """:func:`~tbconvert.formats.tfevents.small_runs.held_records` of the reads of each run
+    of ``group`` (by its index); nothing when they are not read together, so that each run
+    reads, and tells, as usual."""
+    from tbconvert.formats.tfevents import small_runs
+    try:
+        return small_runs.held_records([(k, path, start) for k, reads in enumerate(group)
+                                        for path, start, _ in reads], apart=True)
+    except small_runs.Apart:
+        return {}
+    except Exception as exc:  # noqa: BLE001 - each run then reads alone, and tells its fault
+        raise_if_exhausted(exc)
+        return {}
 
 
 def unreadable(task: RunTask, why: str, report: Report | None = None) -> RunResult:
@@ -172,14 +237,23 @@ def _defer_tail(path: Path, last_file) -> bool:
         return True
 
 
-def _read(reader, asm: RunAssembler, reads, last_file) -> tuple[dict, int]:
+def _read(reader, asm: RunAssembler, reads, last_file,
+          held: dict | None = None) -> tuple[dict, int]:
     """Read ``reads`` into ``asm``: per file, ``(size, end, last)``; and the bytes read.
     ``end`` is where a later sync reads on: a record cut off at the end that may still be
-    finished (see _defer_tail) is read again then; one told as lost is not."""
+    finished (see _defer_tail) is read again then; one told as lost is not. ``held``: the
+    records of some of the files, read already (see :func:`held_tails`)."""
     found, total = {}, 0
     try:
         for path, start in reads:
             reader.defer_partial_tail = _defer_tail(path, last_file)
+            taken = held.get(path) if held else None
+            if taken is not None and taken[1] == start:
+                size = taken[0]
+                st = reader.read_blocks(path, asm, *taken)
+                total += size - start
+                found[path] = (st.size, max(st.end, st.size), st.last)
+                continue
             try:
                 size = path.stat().st_size
             except OSError:
@@ -256,7 +330,8 @@ def _rules(state) -> int:
     return state.rules if isinstance(state, RunState) else state.get("rules", 1)
 
 
-def _sync_run(task: RunTask, report: Report, later: bool = False) -> RunResult:
+def _sync_run(task: RunTask, report: Report, later: bool = False,
+              held: dict | None = None) -> RunResult:
     if task.plan == (None, []) and (task.state is None or _rules(task.state) >= RULES):
         # nothing new: the state goes back as it came (a sync of many runs decodes none
         # of those it leaves alone)
@@ -270,7 +345,7 @@ def _sync_run(task: RunTask, report: Report, later: bool = False) -> RunResult:
         return RunResult(task.name, state, report=report)
     reader = _reader(task, report)
     if why is None:
-        result = _tail(task, state, reader, reads, report, later)
+        result = _tail(task, state, reader, reads, report, later, held)
         if result is not None:
             return result
         why = "a restart hides points already archived, or new points change a series' form"
@@ -303,13 +378,13 @@ def _whole(task: RunTask, reader, reads, why: str, report: Report,
 
 
 def _tail(task: RunTask, state: dict, reader, reads, report: Report,
-          later: bool = False) -> RunResult | None:
+          later: bool = False, held: dict | None = None) -> RunResult | None:
     """The new bytes as one more part (``state``: the run's, as archived); None when the run
     must be read whole instead."""
     part = RunAssembler(task.name, detached=True)
     scratch = Report()
     reader.report = scratch
-    found, total = _read(reader, part, reads, task.files[-1])
+    found, total = _read(reader, part, reads, task.files[-1], held)
     # What the archived files ended with settles the conditions of the new part's first events.
     before = RunAssembler.resumed(task.name, state)
     run = RunAssembler.joined(task.name, [before, part])

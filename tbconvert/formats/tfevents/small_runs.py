@@ -38,7 +38,7 @@ GROUP_BYTES = 4 << 20
 GROUP_FILES = 256
 
 
-class _Apart(Exception):
+class Apart(Exception):
     """These files are not read together (see the module's notes)."""
 
 
@@ -80,53 +80,68 @@ def _reading(reader, name: str, files: list[Path], batch: Group | None, j: int) 
 def _group(reader, runs: list) -> Group | None:
     try:
         return Group(reader, runs)
-    except _Apart:
+    except Apart:
         return None
     except Exception as exc:  # noqa: BLE001 - each run is then read alone, and its fault told
         raise_if_exhausted(exc)
         return None
 
 
-def _whole(path: Path) -> bytes:
-    """The bytes of the regular file ``path``; :class:`_Apart` for anything unusual."""
+def _tail(path: Path, start: int) -> bytes:
+    """The bytes of the regular file ``path`` from ``start`` to its end; :class:`Apart` for
+    anything unusual."""
     try:
         fd = sourcefiles.open_regular(path)
     except OSError:
-        raise _Apart from None
+        raise Apart from None
     try:
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size + 1, 0) if size else b""
+        if size < start:
+            raise Apart
+        data = os.pread(fd, size - start + 1, start) if size > start else b""
     except OSError:
-        raise _Apart from None
+        raise Apart from None
     finally:
         os.close(fd)
-    if len(data) != size:           # growing or shrinking as it is read
-        raise _Apart
+    if len(data) != size - start:           # growing or shrinking as it is read
+        raise Apart
     return data
 
 
-class Group:
-    """The files of several runs, framed and decoded as one buffer; each run then read from
-    them with :meth:`read_run`. A run whose files could not be taken reads as usual."""
-
-    def __init__(self, reader, runs: list) -> None:
-        from tbconvert.formats.tfevents.reader import decode
-        self.reader = reader
-        self.runs = runs
-        files: list[tuple[int, Path, bytes]] = []
-        for j, (_, paths) in enumerate(runs):
-            try:
-                taken = [(j, p, _whole(p)) for p in paths
-                         if not p.name.endswith(event_files.PROFILE_EMPTY)]
-            except _Apart:
-                continue
-            files.extend(taken)
-        if not files:
-            raise _Apart
-        sizes = np.array([len(d) for _, _, d in files], dtype=np.int64)
-        offsets = np.zeros(len(files) + 1, np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        buf = b"".join(d for _, _, d in files)
+def held_records(items: list[tuple[object, Path, int]],
+                 apart: bool = False) -> dict[object, dict[Path, tuple]]:
+    """The bytes ``[start, end)`` of the files ``(key, path, start)`` framed and decoded as
+    one buffer, each ``start`` where a record begins: per key, ``{path: (size, start,
+    blocks, decoded)}`` as :meth:`TfeventsReader.read_blocks` takes them (the reader's
+    ``held``). A key any of whose files could not be taken is left out (its files read as
+    usual); :class:`Apart` when none could, or their records do not tile every file.
+    ``apart``: each file is framed on its own, and a key whose records do not tile one of
+    its files is left out, the others still read together (see :func:`_frames`)."""
+    from tbconvert.formats.tfevents.reader import decode
+    files: list[tuple[object, Path, int, bytes]] = []
+    taken: dict = {}
+    for key, path, start in items:
+        if taken.get(key) is False:
+            continue
+        try:
+            data = _tail(path, start)
+        except Apart:
+            taken[key] = False
+            continue
+        taken[key] = True
+        files.append((key, path, start, data))
+    files = [f for f in files if taken[f[0]]]
+    if apart:
+        files, starts, lengths, bounds = _frames(files)
+    if not files:
+        raise Apart
+    sizes = np.array([len(f[3]) for f in files], dtype=np.int64)
+    offsets = np.zeros(len(files) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    buf = b"".join(f[3] for f in files)
+    if apart:
+        starts = starts + np.repeat(offsets[:-1], np.diff(bounds))
+    else:
         starts, lengths, damage = records.scan(buf)
         heads = starts - records.HEADER
         # record k of the buffer is of file f when bounds[f] <= k < bounds[f + 1]
@@ -135,24 +150,62 @@ class Group:
         whole = sizes > 0
         if damage or frames != len(buf) or not np.array_equal(
                 heads[bounds[:-1][whole]], offsets[:-1][whole]):
-            raise _Apart
-        columns, blob_columns, rest = decode(buf, starts, lengths, files=len(files))
-        del buf
-        per_file: list[tuple[list, list, list]] = [([], [], []) for _ in files]
-        for cols in columns:
-            for f, part in _cut(cols, bounds, _tag_columns):
-                per_file[f][0].append(part)
-        for blobs in blob_columns:
-            for f, part in _cut(blobs, bounds, _blob_columns):
-                per_file[f][1].append(part)
-        cuts = np.searchsorted(rest, bounds)
-        self._files: dict[int, dict[Path, tuple]] = {}
-        for f, (j, path, data) in enumerate(files):
-            lo, hi = int(bounds[f]), int(bounds[f + 1])
-            block = records.Block(data, 0, starts[lo:hi] - offsets[f], lengths[lo:hi], [])
-            decoded = (per_file[f][0], per_file[f][1], rest[cuts[f]:cuts[f + 1]] - lo)
-            self._files.setdefault(j, {})[path] = (len(data), 0, [block] if len(data) else [],
-                                                   decoded)
+            raise Apart
+    columns, blob_columns, rest = decode(buf, starts, lengths, files=len(files))
+    del buf
+    per_file: list[tuple[list, list]] = [([], []) for _ in files]
+    for cols in columns:
+        for f, part in _cut(cols, bounds, _tag_columns):
+            per_file[f][0].append(part)
+    for blobs in blob_columns:
+        for f, part in _cut(blobs, bounds, _blob_columns):
+            per_file[f][1].append(part)
+    cuts = np.searchsorted(rest, bounds)
+    out: dict[object, dict[Path, tuple]] = {}
+    for f, (key, path, start, data) in enumerate(files):
+        lo, hi = int(bounds[f]), int(bounds[f + 1])
+        block = records.Block(data, start, starts[lo:hi] - offsets[f], lengths[lo:hi], [])
+        decoded = (per_file[f][0], per_file[f][1], rest[cuts[f]:cuts[f + 1]] - lo)
+        out.setdefault(key, {})[path] = (start + len(data), start, [block] if data else [],
+                                         decoded)
+    return out
+
+
+def _frames(files: list) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+    """Each file's records framed on its own (the framing of unlike files joined, such as
+    the new bytes of runs of different writers, took twice as long as of each alone): the
+    files whose records tile them, and of those, every record's start in its own bytes, its
+    length, and the bounds of each file's records (``bounds[f]:bounds[f + 1]``). A key with
+    a file that does not tile (a record still being written at its end, damage) is left
+    out whole: its run reads, and tells, as usual."""
+    framed, dropped = [], set()
+    for f in files:
+        starts, lengths, damage = records.scan(f[3])
+        frames = int(lengths.sum()) + len(lengths) * (records.HEADER + records.FOOTER)
+        if damage or frames != len(f[3]):
+            dropped.add(f[0])
+        else:
+            framed.append((f, starts, lengths))
+    framed = [x for x in framed if x[0][0] not in dropped]
+    counts = np.array([len(x[1]) for x in framed], dtype=np.int64)
+    bounds = np.zeros(len(framed) + 1, np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    empty = np.zeros(0, np.int64)
+    return ([x[0] for x in framed],
+            np.concatenate([x[1] for x in framed]) if framed else empty,
+            np.concatenate([x[2] for x in framed]) if framed else empty, bounds)
+
+
+class Group:
+    """The files of several runs, framed and decoded as one buffer; each run then read from
+    them with :meth:`read_run`. A run whose files could not be taken reads as usual."""
+
+    def __init__(self, reader, runs: list) -> None:
+        self.reader = reader
+        self.runs = runs
+        self._files = held_records([(j, p, 0) for j, (_, paths) in enumerate(runs)
+                                    for p in paths
+                                    if not p.name.endswith(event_files.PROFILE_EMPTY)])
 
     def has(self, j: int) -> bool:
         return j in self._files
