@@ -125,6 +125,20 @@ def generation(dataset: Path) -> int:
         return -1
 
 
+def archived_sizes(dataset: Path) -> dict | None:
+    """Where the manifest notes each event file archived to (by run and name); None while
+    it cannot be read (being replaced)."""
+    try:
+        runs = json.loads((dataset / "_tbconvert.json").read_text())["sync"]["runs"]
+        return {(run, f["name"]): f["end"] for run, state in runs.items() for f in state["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def source_sizes(logs: Path) -> dict:
+    return {(f.parent.name, f.name): f.stat().st_size for f in logs.glob("*/*tfevents*")}
+
+
 def watch_rounds(logs: Path, dataset: Path, grow, repeat: int,
                  every: float = 0.2) -> tuple[list[float], list[float], float]:
     """``sync --watch EVERY`` following ``repeat`` appends (``grow()``): the rounds' own durations as the
@@ -174,6 +188,10 @@ def watch_rounds(logs: Path, dataset: Path, grow, repeat: int,
             wait_for(lambda mark=mark, seen=seen: any(mark in line for line in lines[seen:]))
             line = next(line for line in lines[seen:] if mark in line)
             rounds.append(float(re.search(r"round \d+ \(([\d.]+) s\)", line).group(1)))
+        # A round may begin while an append is still being written (some runs' new points
+        # on disk, others' not yet) and leave the rest to the next round: the process is
+        # stopped once the dataset holds every point, for the check against convert.
+        wait_for(lambda: archived_sizes(dataset) == source_sizes(logs))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
