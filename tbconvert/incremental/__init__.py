@@ -549,6 +549,14 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         kept = [_parts_after(task, result, known, generation, dst if store is None else None)
                 for task, result in zip(tasks, results, strict=True)]
         due = [k for k, after in enumerate(kept) if after is not None and after[2] is not None]
+        if due and flusher is not None:
+            # A large part whose last row group a flushing thread is still writing is not
+            # whole yet: merged now, it would be taken for a damaged one (kept as it is, and
+            # its run read whole again by the next sync).
+            try:
+                flusher.wait()
+            except OSError:
+                pass        # (told by publish, which waits for the flushes again)
         merged = _merge(dst, [kept[k][2] for k in due], experiment, workers)
     except BaseException:
         # interrupted or failed before anything was committed: the parts written so far
