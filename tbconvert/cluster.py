@@ -249,14 +249,17 @@ def _feed(fn, items, ctx, progress_queue, pool_size, retries, lost, results, tak
 def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
                   lost: Callable[[Any, str], Any],
                   on_result: Callable[[int, Any], None] | None = None,
-                  ahead: int = 0, share_fn: Callable[[list], list] | None = None) -> list:
+                  ahead: int = 0, share_fn: Callable[[list], list] | None = None,
+                  own_fn: Callable[[list], Any] | None = None) -> list:
     """``[fn(item) for item in items]``, the items split by ``sizes`` into one share for this
     process and one for each worker of ``pool`` (a :class:`~tbconvert.kept.KeptWorkers`,
     kept by the caller from one call to the next); ``ahead``: the work this process has
     besides its share, in the units of ``sizes``. A worker gets its whole share in one
     message and answers once: many small items gain from a second core, where handing them
     over one at a time would cost more than they take. ``share_fn(share)``, if given, is
-    what a worker runs for its share instead (it answers ``[fn(item) for item in share]``).
+    what a worker runs for its share instead (it answers ``[fn(item) for item in share]``);
+    ``own_fn(share)``, what this process runs for its own (it yields ``fn(item)`` of each
+    item in turn).
     The items of a worker that died are run again as :func:`run_tasks` runs them (``lost``
     for one that still cannot finish); the pool then starts new workers on its next use."""
     from tbconvert.kept import Lost
@@ -283,8 +286,10 @@ def run_in_shares(fn: Callable[[Any], Any], items: list, sizes: list, pool, *,
                 handed.append((worker, share))
             except Lost:
                 again.extend(share)
-        for k in shares[0]:
-            store(k, fn(items[k]))
+        own = [items[k] for k in shares[0]]
+        for k, result in zip(shares[0], map(fn, own) if own_fn is None else own_fn(own),
+                             strict=True):
+            store(k, result)
         for worker, share in handed:
             try:
                 answers = pool.receive(worker)

@@ -748,12 +748,13 @@ def _run_here(tasks: list, jobs: int, on_result, workers=None) -> list:
         cluster.run_in_shares(here, [tasks[k] for k in busy],
                               [sizes[k] + RUN_COST_BYTES for k in busy], workers,
                               lost=runs.unreadable, on_result=arrived, ahead=RUN_COST_BYTES,
-                              share_fn=runs.sync_share)
+                              share_fn=runs.sync_share,
+                              own_fn=functools.partial(runs.run_share, here))
     # here: every run, or those with nothing new
     left = [k for k, result in enumerate(results) if result is None]
-    for k, held in zip(left, runs.held_tails([tasks[k] for k in left]), strict=True):
-        results[k] = here(tasks[k], held=held)
-        on_result(k, results[k])
+    for k, result in zip(left, runs.run_share(here, [tasks[k] for k in left]), strict=True):
+        results[k] = result
+        on_result(k, result)
     return results
 
 

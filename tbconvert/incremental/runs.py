@@ -113,8 +113,7 @@ def sync_share(tasks: list[RunTask]) -> list[RunResult]:
     flusher = Flusher(Path(tasks[0].dst))
     results = []
     try:
-        for task, held in zip(tasks, held_tails(tasks), strict=True):
-            result = sync_run(task, held=held)
+        for result in run_share(sync_run, tasks):
             if result.part is not None and result.state is not None:
                 flusher.add(result.part)
                 result.flushed = True
@@ -127,6 +126,13 @@ def sync_share(tasks: list[RunTask]) -> list[RunResult]:
     finally:
         flusher.close()
     return results
+
+
+def run_share(run, tasks: list[RunTask]):
+    """``run(task, held=...)`` of each task in turn, yielded as it is done, the new bytes of
+    their runs read together (see :func:`held_tails`)."""
+    for task, held in zip(tasks, held_tails(tasks), strict=True):
+        yield run(task, held=held)
 
 
 def held_tails(tasks: list[RunTask]):
