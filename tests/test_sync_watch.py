@@ -38,9 +38,9 @@ def _wait(what, proc, timeout: float = 60.0, poll: float = 0.05):
     raise AssertionError("the watching sync did not get there in time")
 
 
-def _start(*args) -> subprocess.Popen:
+def _start(*args, stderr=subprocess.PIPE) -> subprocess.Popen:
     return subprocess.Popen([*cli_argv(), "sync", *map(str, args)], cwd=CLI_CWD, env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def _stop(proc: subprocess.Popen, signum=signal.SIGTERM) -> tuple[int, str]:
@@ -181,11 +181,13 @@ def test_watch_stopped_during_a_round_keeps_the_last_complete_one(tmp_path):
 def test_watch_skips_held_rounds_reports_failed_ones_and_stops_on_ctrl_c(tmp_path):
     src, dst = tmp_path / "logs", tmp_path / "archive"
     # the logdir is not there yet (training not started): rounds fail, the loop goes on
-    proc = _start(src, dst, "--watch", "0.1")
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err_file:
+        proc = _start(src, dst, "--watch", "0.1", stderr=err_file)
     sleeper = None
     try:
-        time.sleep(1.0)
-        assert proc.poll() is None
+        # (waited for, not slept: a busy machine starts the command late)
+        _wait(lambda: "round 1" in log.read_text(), proc)
         Events(src / "a" / "events.out.tfevents.1.host").write_many(
             scalar(s) for s in range(10))
         _wait(lambda: _generation(dst), proc)
@@ -195,7 +197,8 @@ def test_watch_skips_held_rounds_reports_failed_ones_and_stops_on_ctrl_c(tmp_pat
             {"host": socket.gethostname(), "pid": sleeper.pid, "time": time.time()}))
         time.sleep(0.6)
         (dst / LOCK_FILE).unlink()
-        code, err = _stop(proc, signal.SIGINT)
+        code, _ = _stop(proc, signal.SIGINT)
+        err = log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
