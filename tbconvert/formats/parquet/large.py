@@ -23,6 +23,7 @@ import numpy as np
 from tbconvert import dtypes as dt
 from tbconvert.formats.parquet import footer as F
 from tbconvert.formats.parquet.digest import ColumnDigest, _crc
+from tbconvert.formats.parquet.pages import DATA_PAGE, PLAIN, RLE, signed_crc
 from tbconvert.model import BlobSequenceSeries, TensorSeries
 
 # A lone point whose payload is over this: below it a point may share its row group with
@@ -31,8 +32,8 @@ LARGE_BYTES = 32 << 20
 # The payload is checksummed and written in pieces of this size: no piece is copied whole.
 _PIECE = 1 << 20
 
-# parquet.thrift: page and encoding enums, PageHeader, DataPageHeader, ColumnMetaData fields
-_DATA_PAGE, _PLAIN, _RLE, _UNCOMPRESSED = 0, 0, 3, 0
+# parquet.thrift: the codec enum and ColumnMetaData fields (pages' are in :mod:`pages`)
+_UNCOMPRESSED = 0
 _CM_ENCODINGS, _CM_CODEC, _CM_NUM_VALUES = 2, 4, 5
 _CM_STATISTICS, _CM_ENCODING_STATS, _CM_SIZE_STATISTICS = 12, 13, 16
 
@@ -171,10 +172,9 @@ def write_chunk(fh, payload: Payload) -> dict:
         for a in range(0, len(b), _PIECE):
             crc = zlib.crc32(b[a:a + _PIECE], crc)
     header = F.encode([
-        [1, F.I32, _DATA_PAGE], [2, F.I32, size], [3, F.I32, size],
-        [4, F.I32, crc - (1 << 32) if crc >= 1 << 31 else crc],
-        [5, F.STRUCT, [[1, F.I32, len(defs)], [2, F.I32, _PLAIN], [3, F.I32, _RLE],
-                       [4, F.I32, _RLE]]]])
+        [1, F.I32, DATA_PAGE], [2, F.I32, size], [3, F.I32, size], [4, F.I32, signed_crc(crc)],
+        [5, F.STRUCT, [[1, F.I32, len(defs)], [2, F.I32, PLAIN], [3, F.I32, RLE],
+                       [4, F.I32, RLE]]]])
     fh.write(header)
     fh.write(levels)
     for b in present:
@@ -194,14 +194,14 @@ def _chunk(arrow_chunk: list, written: dict) -> list:
     chunk = F.copied(arrow_chunk)
     meta = F.get(chunk, F.CC_META)
     meta[:] = [f for f in meta if f[0] not in (F.CM_DICTIONARY_PAGE_OFFSET, _CM_STATISTICS)]
-    F.put(meta, _CM_ENCODINGS, F.LIST, (F.I32, [_RLE, _PLAIN]))
+    F.put(meta, _CM_ENCODINGS, F.LIST, (F.I32, [RLE, PLAIN]))
     F.put(meta, _CM_CODEC, F.I32, _UNCOMPRESSED)
     F.put(meta, _CM_NUM_VALUES, F.I64, written["values"])
     F.put(meta, F.CM_UNCOMPRESSED_SIZE, F.I64, written["size"])
     F.put(meta, F.CM_COMPRESSED_SIZE, F.I64, written["size"])
     F.put(meta, F.CM_DATA_PAGE_OFFSET, F.I64, written["at"])
     F.put(meta, _CM_ENCODING_STATS, F.LIST,
-          (F.STRUCT, [[[1, F.I32, _DATA_PAGE], [2, F.I32, _PLAIN], [3, F.I32, 1]]]))
+          (F.STRUCT, [[[1, F.I32, DATA_PAGE], [2, F.I32, PLAIN], [3, F.I32, 1]]]))
     if F.get(meta, _CM_SIZE_STATISTICS) is not None:
         F.put(meta, _CM_SIZE_STATISTICS, F.STRUCT, [
             [1, F.I64, written["bytes"]], [2, F.LIST, (F.I64, written["rep"])],

@@ -22,15 +22,26 @@ import pyarrow as pa
 
 from tbconvert.formats.parquet import footer as F
 from tbconvert.formats.parquet import large
+from tbconvert.formats.parquet.pages import (
+    DATA_PAGE,
+    DPH_DEF,
+    DPH_ENCODING,
+    DPH_REP,
+    DPH_VALUES,
+    PH_COMPRESSED,
+    PH_CRC,
+    PH_DATA,
+    PH_TYPE,
+    PH_UNCOMPRESSED,
+    PLAIN,
+    RLE,
+    signed_crc,
+)
 
 # A value this large is read into its own object (smaller ones from the page's first bytes).
 _OWN_READ = 1 << 20
 # The page's bytes read at a time for its header, levels and small values.
 _HEAD_READ = 64 << 10
-# parquet.thrift: PageHeader and DataPageHeader fields, page type and encodings
-_PH_TYPE, _PH_UNCOMPRESSED, _PH_COMPRESSED, _PH_CRC, _PH_DATA = 1, 2, 3, 4, 5
-_DPH_VALUES, _DPH_ENCODING, _DPH_DEF, _DPH_REP = 1, 2, 3, 4
-_DATA_PAGE, _PLAIN, _RLE = 0, 0, 3
 _COLUMNS = {"tensor_content": False, "blobs.list.element": True}    # path: a list column
 
 
@@ -131,14 +142,7 @@ def _levels(page: _Page, count: int, width: int) -> list:
     data = page.take(size)
     out, pos = [], 0
     while pos < len(data) and len(out) < count:
-        head, shift = 0, 0
-        while True:
-            b = data[pos]
-            pos += 1
-            head |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        head, pos = F._varint(data, pos)
         if head & 1:
             raise ValueError("bit-packed levels")
         value = int.from_bytes(data[pos:pos + (width + 7) // 8], "little")
@@ -163,12 +167,12 @@ def _read(fh, name: str, listed: bool, at: int, size: int, values: int) -> Large
     page = _Page(fh, at, at + size)
     head = page.take(min(size, _HEAD_READ), count=False)
     header, pos = F.decode_prefix(head, 0)
-    data = F.get(header, _PH_DATA)
-    length = F.get(header, _PH_COMPRESSED)
-    if F.get(header, _PH_TYPE) != _DATA_PAGE or data is None or F.get(header, _PH_CRC) is None \
-            or F.get(header, _PH_UNCOMPRESSED) != length or pos + length != size \
-            or F.get(data, _DPH_VALUES) != values or F.get(data, _DPH_ENCODING) != _PLAIN \
-            or F.get(data, _DPH_DEF) != _RLE or (listed and F.get(data, _DPH_REP) != _RLE):
+    data = F.get(header, PH_DATA)
+    length = F.get(header, PH_COMPRESSED)
+    if F.get(header, PH_TYPE) != DATA_PAGE or data is None or F.get(header, PH_CRC) is None \
+            or F.get(header, PH_UNCOMPRESSED) != length or pos + length != size \
+            or F.get(data, DPH_VALUES) != values or F.get(data, DPH_ENCODING) != PLAIN \
+            or F.get(data, DPH_DEF) != RLE or (listed and F.get(data, DPH_REP) != RLE):
         return None
     page.pos = at + pos
     if listed:
@@ -183,6 +187,6 @@ def _read(fh, name: str, listed: bool, at: int, size: int, values: int) -> Large
     top = 3 if listed else 1
     items = [page.take(int.from_bytes(page.take(4), "little")) if d == top else None
              for d in defs]
-    if page.pos != page.end or (page.crc ^ 0x80000000) - 0x80000000 != F.get(header, _PH_CRC):
+    if page.pos != page.end or signed_crc(page.crc) != F.get(header, PH_CRC):
         return None
     return LargeColumn(name, listed, items)

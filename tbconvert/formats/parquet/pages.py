@@ -24,7 +24,9 @@ from tbconvert.formats.parquet import footer as F
 
 # field ids and values of parquet.thrift
 PH_TYPE, PH_UNCOMPRESSED, PH_COMPRESSED, PH_CRC, PH_DATA = 1, 2, 3, 4, 5
+DPH_VALUES, DPH_ENCODING, DPH_DEF, DPH_REP = 1, 2, 3, 4
 DATA_PAGE, DICTIONARY_PAGE = 0, 2
+PLAIN, RLE = 0, 3               # encodings
 DPH_STATISTICS = 5
 CM_TYPE, CM_CODEC, CM_STATISTICS = 1, 4, 12
 ST_BOUNDS = (1, 2, 5, 6)        # max, min (deprecated) and max_value, min_value
@@ -60,7 +62,7 @@ def moved_int32_chunk(raw: bytes, chunk: list, offset: int,
         new_head = F.copied(head)
         F.put(new_head, PH_COMPRESSED, F.I32, len(page))
         if F.get(head, PH_CRC) is not None:
-            F.put(new_head, PH_CRC, F.I32, _signed(zlib.crc32(page)))
+            F.put(new_head, PH_CRC, F.I32, signed_crc(zlib.crc32(page)))
         out = [F.encode(new_head), page]
         grown = len(out[0]) + len(page) - (pos + size)
         header_grown = len(out[0]) - pos
@@ -127,5 +129,6 @@ def _move_bounds(stats: list, offset: int) -> bool:
     return True
 
 
-def _signed(crc: int) -> int:
+def signed_crc(crc: int) -> int:
+    """A CRC-32 as a page header holds it (a signed 32-bit field)."""
     return crc - (1 << 32) if crc >= 1 << 31 else crc
