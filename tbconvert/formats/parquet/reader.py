@@ -450,17 +450,22 @@ class ArchiveFile:
         rg = self.row_group(group)
         keep = rg.total_byte_size <= 2 * S.ROW_GROUP_BYTES and rg.num_rows <= S.ROW_GROUP_ROWS
         digest = RowGroupDigest(S.COLUMNS)
+        batches = self._digested(group, list(S.COLUMNS), digest, expected, keep)
+        _check(digest, expected)
+        return batches if keep else self._batches(group, list(S.COLUMNS))
+
+    def _digested(self, group: int, names: list, digest: RowGroupDigest, expected: dict,
+                  keep: bool = True) -> list:
+        """The row group's batches of the columns ``names``, each added to ``digest`` as it is
+        read (none past the rows recorded in ``expected``); kept with ``keep``."""
         batches = []
-        for batch in self._batches(group, list(S.COLUMNS)):
+        for batch in self._batches(group, names):
             digest.update(batch)
             if digest.rows > expected["rows"]:
                 break
             if keep:
                 batches.append(batch)
-        problem = digest.mismatch(expected)
-        if problem:
-            raise CorruptDataError(f"its values do not match their checksum: {problem}")
-        return batches if keep else self._batches(group, list(S.COLUMNS))
+        return batches
 
     def _large_point(self, group: int, expected: dict) -> large_read.Batches | None:
         """:meth:`verified` for decoding, of a row group holding a lone large point whose
@@ -473,20 +478,13 @@ class ArchiveFile:
             return None
         others = [name for name in S.COLUMNS if name != column.name]
         digest = RowGroupDigest(others)
-        batches = large_read.Batches()
-        for batch in self._batches(group, others):
-            digest.update(batch)
-            if digest.rows > expected["rows"]:
-                break
-            batches.append(batch)
+        batches = large_read.Batches(self._digested(group, others, digest, expected))
         digest.names.append(column.name)
         digest.columns[column.name] = column.digest()
-        problem = digest.mismatch(expected)
-        if problem:
-            raise CorruptDataError(f"its values do not match their checksum: {problem}")
+        _check(digest, expected)
         field = pf.schema_arrow.field(column.name)
+        at = S.SCHEMA.get_field_index(column.name)
         for k, batch in enumerate(batches):
-            at = list(S.COLUMNS).index(column.name)
             batches[k] = batch.add_column(at, field, column.stand_in(field.type)) \
                 if batch.num_rows else batch.add_column(at, field, pa.nulls(0, field.type))
         batches.large = column
@@ -820,6 +818,13 @@ class ArchiveFile:
         if block is not None:
             return TensorSeries.of_block(**common, code=int(codes[0]), block=block)
         return TensorSeries(**common, dtypes=codes, tensors=tuple(tensors))
+
+
+def _check(digest: RowGroupDigest, expected: dict) -> None:
+    """:class:`CorruptDataError` when a row group's values do not match their checksum."""
+    problem = digest.mismatch(expected)
+    if problem:
+        raise CorruptDataError(f"its values do not match their checksum: {problem}")
 
 
 def _binary_offsets(arr: pa.Array) -> np.ndarray:
