@@ -52,22 +52,22 @@ class RunRows:
         if self.shared:
             self.shared = False
             self.sink.flush()
-            held, self.held = self.held, []
-            for piece, size in held:
-                self.sink.add_piece(piece, size)
+            self._give()
 
     def end(self, flush: bool, keep: bool = False) -> None:
         """The run is over: a short one joins the row group being filled (unless ``keep``:
         its pieces stay in :attr:`held`); a long one ends its last row group (``flush``) or
         leaves it to the sink's closing."""
         if self.shared:
-            if keep:
-                return
-            held, self.held = self.held, []
-            for piece, size in held:
-                self.sink.add_piece(piece, size)
+            if not keep:
+                self._give()
         elif flush:
             self.sink.flush()
+
+    def _give(self) -> None:
+        held, self.held = self.held, []
+        for piece, size in held:
+            self.sink.add_piece(piece, size)
 
 
 def stage(path: Path, held: list[tuple[pa.RecordBatch, int]]) -> list[int]:

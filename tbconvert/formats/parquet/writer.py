@@ -1059,8 +1059,7 @@ class ParquetWriter(Writer):
                 self._sink.append(path, info)
                 return
             if self._segment is not None and len(self._segment.runs) >= SEGMENT_RUNS:
-                held = self._end_segment(carry=True)
-                self._new_segment().refill(held)
+                self._next_segment()
             segment = self._segment or self._new_segment()
             run_index = len(segment.runs)
             offset = segment.first_id + len(segment.series)
