@@ -146,9 +146,8 @@ def held_records(items: list[tuple[object, Path, int]],
         heads = starts - records.HEADER
         # record k of the buffer is of file f when bounds[f] <= k < bounds[f + 1]
         bounds = np.searchsorted(heads, offsets)
-        frames = int(lengths.sum()) + len(lengths) * (records.HEADER + records.FOOTER)
         whole = sizes > 0
-        if damage or frames != len(buf) or not np.array_equal(
+        if damage or _framed(lengths) != len(buf) or not np.array_equal(
                 heads[bounds[:-1][whole]], offsets[:-1][whole]):
             raise Apart
     columns, blob_columns, rest = decode(buf, starts, lengths, files=len(files))
@@ -171,6 +170,12 @@ def held_records(items: list[tuple[object, Path, int]],
     return out
 
 
+def _framed(lengths: np.ndarray) -> int:
+    """The bytes that records of payloads ``lengths`` take with their framing: all of a
+    buffer's when they tile it."""
+    return int(lengths.sum()) + len(lengths) * (records.HEADER + records.FOOTER)
+
+
 def _frames(files: list) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
     """Each file's records framed on its own (the framing of unlike files joined, such as
     the new bytes of runs of different writers, took twice as long as of each alone): the
@@ -181,8 +186,7 @@ def _frames(files: list) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
     framed, dropped = [], set()
     for f in files:
         starts, lengths, damage = records.scan(f[3])
-        frames = int(lengths.sum()) + len(lengths) * (records.HEADER + records.FOOTER)
-        if damage or frames != len(f[3]):
+        if damage or _framed(lengths) != len(f[3]):
             dropped.add(f[0])
         else:
             framed.append((f, starts, lengths))
