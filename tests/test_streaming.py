@@ -513,3 +513,42 @@ def test_a_spilled_store_comes_back_from_a_worker_process(tmp_path):
     assert [int(store.take(k)[0]) for k in range(3)] == [0, 1, 2]
     store.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_spilled_pieces_come_back_as_they_went(tmp_path):
+    """Pieces spilled raw (arrays' bytes in the file, the rest kept) or pickled (whatever
+    raw cannot hold) come back equal, of the same types, dtypes and shapes, and writable."""
+    rng = np.random.default_rng(5)
+    pieces = [
+        (np.arange(10, dtype=np.int64), rng.random(10), "ragged", 1,
+         (rng.random((6, 3)).astype(np.float32), np.arange(3, dtype=np.int64))),
+        (np.zeros(0, np.int64), 2.5, None, [b"x" * 300, b"y", 7.5, True]),
+        (np.zeros(3), np.float64(2.5), "a numpy scalar: pickled"),
+        rng.random((2, 3, 4)).astype(">f8"),
+        (np.arange(12).reshape(3, 4)[:, 1], "not contiguous: pickled"),
+        (np.array([b"a", None], dtype=object), "objects: pickled"),
+        (np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")]), "fields: pickled"),
+        (b"z" * (spill._LOAD_FROM_FILE + 1), {"a dict": "pickled"}),
+        (np.array(3.0), ()),
+        "a bare string",
+    ]
+    store = spill.PieceStore(limit=0, directory=str(tmp_path))
+    keys = [store.put(p, 1) for p in pieces]
+    assert store.spilled()
+    raw = [w for w in store._where.values() if isinstance(w, spill._Raw)]
+    assert len(raw) == 5    # the first three, the 0-d array's and the bare string
+
+    def same(a, b):
+        assert type(a) is type(b)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape and b.flags.writeable
+            assert a.tolist() == b.tolist() if a.dtype.hasobject else a.tobytes() == b.tobytes()
+        elif isinstance(a, (tuple, list)):
+            assert len(a) == len(b)
+            for x, y in zip(a, b, strict=True):
+                same(x, y)
+        else:
+            assert a == b
+    for key, piece in zip(keys, pieces, strict=True):
+        same(piece, store.take(key))
+    store.close()
