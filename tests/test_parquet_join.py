@@ -189,13 +189,13 @@ def _runs(draw):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(runs=_runs(), rows=st.sampled_from([16, 100, 1 << 18]),
        share=st.sampled_from([-1, 50, 200, 1 << 16]), segment=st.sampled_from([1, 2, 256]),
-       loose=st.sampled_from([2, 64]))
+       loose=st.sampled_from([2, 64]), split=st.sampled_from([1 << 40, 1]))
 def test_runs_encoded_apart_join_into_the_bytes_of_one_writer(tmp_path_factory, runs, rows,
-                                                              share, segment, loose):
+                                                              share, segment, loose, split):
     """Any runs: none, empty ones, series of every kind, row groups cut inside a run, short
-    runs sharing row groups across segments of the file; the series numbers of every run
-    after the first are encoded anew in the joined file."""
-    from tbconvert.formats.parquet import shared
+    runs sharing row groups across segments of the file, payload columns encoded in halves;
+    the series numbers of every run after the first are encoded anew in the joined file."""
+    from tbconvert.formats.parquet import halves, shared
     from tbconvert.formats.parquet import writer as parquet_writer
     tmp = tmp_path_factory.mktemp("join")
     mp = pytest.MonkeyPatch()
@@ -203,6 +203,7 @@ def test_runs_encoded_apart_join_into_the_bytes_of_one_writer(tmp_path_factory, 
     mp.setattr(shared, "RUN_ROWS", share)
     mp.setattr(parquet_writer, "SEGMENT_RUNS", segment)
     mp.setattr(parquet_writer, "_LOOSE_PIECES", loose)
+    mp.setattr(halves, "SPLIT_BYTES", split)
     try:
         _direct(tmp / "one.parquet", runs)
         _joined(tmp / "two.parquet", runs, tmp)

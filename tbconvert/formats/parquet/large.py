@@ -211,14 +211,16 @@ def _chunk(arrow_chunk: list, written: dict) -> list:
 
 def patch(path, chunks: dict) -> None:
     """Make the footer of the Parquet file ``path`` list the chunks ``chunks`` (``{(row
-    group, column): what write_chunk gave}``) in place of those Arrow wrote there."""
+    group, column): what write_chunk gave, or a ColumnChunk struct}``) in place of those
+    Arrow wrote there."""
     with open(path, "r+b") as fh:
         fields, start = F.read(fh)
         _, groups = F.get(fields, F.FILE_ROW_GROUPS)
         for (g, c), written in chunks.items():
             etype, columns = F.get(groups[g], F.RG_COLUMNS)
             old = columns[c]
-            new = columns[c] = _chunk(old, written)
+            # (a ColumnChunk struct made already: a payload encoded in halves, see halves.py)
+            new = columns[c] = written if isinstance(written, list) else _chunk(old, written)
             for fid, size in ((F.RG_TOTAL_BYTE_SIZE, F.CM_UNCOMPRESSED_SIZE),
                               (F.RG_TOTAL_COMPRESSED_SIZE, F.CM_COMPRESSED_SIZE)):
                 if F.get(groups[g], fid) is not None:

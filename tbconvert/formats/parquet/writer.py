@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.parquet import MARKER_FILE, footer, join, large, pages, shared, spool
+from tbconvert.formats.parquet import MARKER_FILE, footer, halves, join, large, pages, shared, spool
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
@@ -227,6 +227,7 @@ class _FileSink(_SeriesIds):
     def __init__(self, path: Path, compress: bool = True) -> None:
         super().__init__()
         self.path = path
+        self._compress = compress
         self._fh = buffered_sink(path)
         try:
             self._writer = parquet_writer(self._fh, compress=compress)
@@ -322,7 +323,16 @@ class _FileSink(_SeriesIds):
                                      self._bytes < self._pieces * S.COMBINE_BATCH_BYTES)
 
     def _write(self, table: pa.Table) -> None:
-        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        n = table.num_rows
+        c = halves.column_to_split(table, self._compress)
+        if c is None:
+            self._writer.write_table(table, row_group_size=max(n, 1))
+        else:
+            field = table.schema.field(c)
+            finish = halves.begin(table.column(c), field, parquet_writer)
+            self._writer.write_table(table.set_column(c, field, pa.nulls(n, field.type)),
+                                     row_group_size=n)
+            self._large[(len(self.row_groups) - 1, c)] = halves.write(self._fh, finish())
         del table
         arrowpool.release()
 
