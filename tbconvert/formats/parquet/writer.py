@@ -19,7 +19,17 @@ import pyarrow.parquet as pq
 from tbconvert import arrowpool
 from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
-from tbconvert.formats.parquet import MARKER_FILE, footer, halves, join, large, pages, shared, spool
+from tbconvert.formats.parquet import (
+    MARKER_FILE,
+    background,
+    footer,
+    halves,
+    join,
+    large,
+    pages,
+    shared,
+    spool,
+)
 from tbconvert.formats.parquet import columns as C
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.digest import ColumnDigest, RowGroupDigest
@@ -244,6 +254,7 @@ class _FileSink(_SeriesIds):
         self.series_runs: list | None = None
         # the payload chunks written beside Arrow's, by (row group, column): see large.py
         self._large: dict = {}
+        self._writing = background.Writing()
 
     def add(self, batch: pa.RecordBatch) -> None:
         for piece, size in _pieces(batch):
@@ -253,7 +264,7 @@ class _FileSink(_SeriesIds):
         """Add a batch of at most a row group (``size``: its Arrow bytes)."""
         n = batch.num_rows
         if self._bytes + size > S.ROW_GROUP_BYTES or self._rows + n > S.ROW_GROUP_ROWS:
-            self.flush()
+            self.flush(more=True)
         self._buffer.append(batch)
         self._bytes += size
         self._rows += n
@@ -272,6 +283,7 @@ class _FileSink(_SeriesIds):
         """Add a row group of the one point ``batch`` holds (its payload column null),
         whose payload is written as its own column chunk (see :mod:`large`)."""
         self.flush()
+        self._writing.wait()
         self._buffer.append(batch)
         self._rows = 1
         table = self._take(payload)
@@ -291,10 +303,11 @@ class _FileSink(_SeriesIds):
         assert not self._buffer
         self._buffer, self._bytes, self._rows, self._pieces, self._loose = held
 
-    def flush(self) -> None:
+    def flush(self, more: bool = False) -> None:
+        """Write the row group being filled (``more``: its rows go on in the next one)."""
         table = self._take()
         if table is not None:
-            self._write(table)
+            self._writing.start(self._write, table, len(self.row_groups) - 1, not more)
 
     def _take(self, payload: large.Payload | None = None) -> pa.Table | None:
         """The buffered batches as the next row group, its digest recorded (None: none);
@@ -322,9 +335,13 @@ class _FileSink(_SeriesIds):
         return self._pieces > 1 and (self._bytes <= S.COMBINE_BYTES or
                                      self._bytes < self._pieces * S.COMBINE_BATCH_BYTES)
 
-    def _write(self, table: pa.Table) -> None:
+    def _write(self, table: pa.Table, group: int, halved: bool = True) -> None:
+        """Write ``table`` as row group ``group`` (in a thread of its own: see
+        :mod:`background`). ``halved``: its payload column may be encoded in halves on two
+        cores (see :mod:`halves`); not while the next row group of the same rows is being
+        made on the other, where it cost more than it saved."""
         n = table.num_rows
-        c = halves.column_to_split(table, self._compress)
+        c = halves.column_to_split(table, self._compress and halved)
         if c is None:
             self._writer.write_table(table, row_group_size=max(n, 1))
         else:
@@ -332,7 +349,7 @@ class _FileSink(_SeriesIds):
             finish = halves.begin(table.column(c), field, parquet_writer)
             self._writer.write_table(table.set_column(c, field, pa.nulls(n, field.type)),
                                      row_group_size=n)
-            self._large[(len(self.row_groups) - 1, c)] = halves.write(self._fh, finish())
+            self._large[(group, c)] = halves.write(self._fh, finish())
         del table
         arrowpool.release()
 
@@ -345,12 +362,14 @@ class _FileSink(_SeriesIds):
         encoding the last row group and writing it and the footer, which it does without
         the GIL) is the call returned, for another thread to make while this one reads on."""
         table = self._take()
+        group = len(self.row_groups) - 1
         meta = _key_value(self, experiment)
 
         def finish() -> None:
             try:
+                self._writing.wait()
                 if table is not None:
-                    self._write(table)
+                    self._write(table, group)
                 self._close_with(meta)
             except BaseException:
                 self.discard()
@@ -361,6 +380,7 @@ class _FileSink(_SeriesIds):
         """Close the file, the archive's metadata ``meta`` in its footer: a small one (a
         sync's part) Arrow writes itself, without the GIL; a large one is added after Arrow
         has closed the file (the same bytes), as Arrow would hold several copies of it."""
+        self._writing.wait()
         size = len(meta[S.METADATA_KEY])
         # Arrow holds about four copies of the metadata while it writes the footer; adding
         # it afterwards decodes the footer into Python objects, about 50 KB a row group
@@ -382,12 +402,17 @@ class _FileSink(_SeriesIds):
     def close_bare(self) -> None:
         """Close without the archive's metadata: a run encoded for :class:`_JoinedSink`."""
         self.flush()
+        self._writing.wait()
         self._writer.close()
         self._fh.close()
         if self._large:
             large.patch(self.path, self._large)
 
     def discard(self) -> None:
+        try:
+            self._writing.wait(held=True)
+        except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
+            pass
         try:
             self._writer.close()
         except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
