@@ -21,7 +21,6 @@ from tbconvert import dtypes as dt
 from tbconvert.formats.base import Options, Writer
 from tbconvert.formats.parquet import (
     MARKER_FILE,
-    background,
     footer,
     halves,
     join,
@@ -254,7 +253,6 @@ class _FileSink(_SeriesIds):
         self.series_runs: list | None = None
         # the payload chunks written beside Arrow's, by (row group, column): see large.py
         self._large: dict = {}
-        self._writing = background.Writing()
 
     def add(self, batch: pa.RecordBatch) -> None:
         for piece, size in _pieces(batch):
@@ -283,7 +281,6 @@ class _FileSink(_SeriesIds):
         """Add a row group of the one point ``batch`` holds (its payload column null),
         whose payload is written as its own column chunk (see :mod:`large`)."""
         self.flush()
-        self._writing.wait()
         self._buffer.append(batch)
         self._rows = 1
         table = self._take(payload)
@@ -307,7 +304,7 @@ class _FileSink(_SeriesIds):
         """Write the row group being filled (``more``: its rows go on in the next one)."""
         table = self._take()
         if table is not None:
-            self._writing.start(self._write, table, len(self.row_groups) - 1, not more)
+            self._write(table, len(self.row_groups) - 1, halved=not more)
 
     def _take(self, payload: large.Payload | None = None) -> pa.Table | None:
         """The buffered batches as the next row group, its digest recorded (None: none);
@@ -336,10 +333,8 @@ class _FileSink(_SeriesIds):
                                      self._bytes < self._pieces * S.COMBINE_BATCH_BYTES)
 
     def _write(self, table: pa.Table, group: int, halved: bool = True) -> None:
-        """Write ``table`` as row group ``group`` (in a thread of its own: see
-        :mod:`background`). ``halved``: its payload column may be encoded in halves on two
-        cores (see :mod:`halves`); not while the next row group of the same rows is being
-        made on the other, where it cost more than it saved."""
+        """Write ``table`` as row group ``group``. ``halved``: its payload column may be
+        encoded in halves on two cores (see :mod:`halves`)."""
         n = table.num_rows
         c = halves.column_to_split(table, self._compress and halved)
         if c is None:
@@ -367,7 +362,6 @@ class _FileSink(_SeriesIds):
 
         def finish() -> None:
             try:
-                self._writing.wait()
                 if table is not None:
                     self._write(table, group)
                 self._close_with(meta)
@@ -380,7 +374,6 @@ class _FileSink(_SeriesIds):
         """Close the file, the archive's metadata ``meta`` in its footer: a small one (a
         sync's part) Arrow writes itself, without the GIL; a large one is added after Arrow
         has closed the file (the same bytes), as Arrow would hold several copies of it."""
-        self._writing.wait()
         size = len(meta[S.METADATA_KEY])
         # Arrow holds about four copies of the metadata while it writes the footer; adding
         # it afterwards decodes the footer into Python objects, about 50 KB a row group
@@ -402,17 +395,12 @@ class _FileSink(_SeriesIds):
     def close_bare(self) -> None:
         """Close without the archive's metadata: a run encoded for :class:`_JoinedSink`."""
         self.flush()
-        self._writing.wait()
         self._writer.close()
         self._fh.close()
         if self._large:
             large.patch(self.path, self._large)
 
     def discard(self) -> None:
-        try:
-            self._writing.wait(held=True)
-        except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
-            pass
         try:
             self._writer.close()
         except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
