@@ -97,3 +97,16 @@ def test_damage_in_either_half_costs_its_row_group_only(both, tmp_path, half):
     got = tbconvert.read(damaged, restarts="keep-all")
     assert got.report.issues
     assert any(got.series.values())
+
+
+def test_other_readers_read_split_chunks_as_arrow_does(both):
+    """DuckDB and Polars read the halves' pages (a chunk of pages of two files) as they read
+    the chunk Arrow encodes whole."""
+    _, whole, split = both
+    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars")
+    query = "select run, tag, step, wall_time, tensor_content, blobs from '{}'"
+    assert sorted(duckdb.sql(query.format(split)).fetchall(), key=repr) == \
+        sorted(duckdb.sql(query.format(whole)).fetchall(), key=repr)
+    columns = ["run", "tag", "step", "tensor_content", "blobs"]
+    assert pl.read_parquet(split, columns=columns).equals(pl.read_parquet(whole, columns=columns))
