@@ -559,11 +559,12 @@ def _span_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bool:
         width = int(lengths[a:a + p].sum()) + p * (HEADER + FOOTER)
         top = int(starts[a]) - HEADER - first
         matrix = span[top:top + rows * width].reshape(rows, width)
-        head = 0
-        for k in lengths[a:a + p].tolist():
-            for col in (head + HEADER - FOOTER, head + HEADER + k):
-                matrix[:, col:col + 4] = _reset(matrix[:, col:col + 4])
-            head += HEADER + k + FOOTER
+        # every CRC slot of a period at once: the bytes of its 2p slots, 4 each, per row
+        k = lengths[a:a + p].astype(np.int64)
+        heads = np.concatenate(([0], np.cumsum(k + HEADER + FOOTER)[:-1]))
+        slots = (np.stack((heads + HEADER - FOOTER, heads + HEADER + k), axis=1).reshape(-1, 1)
+                 + np.arange(4)).reshape(-1)
+        matrix[:, slots] = _reset(matrix[:, slots].reshape(-1, 4)).reshape(rows, -1)
         covered[a:a + rows * p] = True
     rest = np.flatnonzero(~covered)
     if len(rest):
