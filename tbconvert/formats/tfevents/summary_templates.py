@@ -521,6 +521,24 @@ def _fixed_bytes(field_map: FieldMap, length: int) -> np.ndarray:
     return fixed
 
 
+# Fixed bytes in at most this many stretches, and at most this share of a record, are
+# compared stretch by stretch; others as whole rows, masked.
+_MAX_STRETCHES = 16
+_MAX_FIXED_SHARE = 0.5
+
+
+def _fixed_stretches(field_map: FieldMap, fixed: np.ndarray) -> list | None:
+    """``[(start, end)]`` of the stretches of ``fixed`` bytes, when comparing them alone
+    pays (see :data:`_MAX_STRETCHES`), else None."""
+    key = ("stretches", len(fixed))
+    if key not in field_map.derived:
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], fixed.view(np.int8), [0]))))
+        pairs = list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+        pays = len(pairs) <= _MAX_STRETCHES and fixed.sum() <= _MAX_FIXED_SHARE * len(fixed)
+        field_map.derived[key] = pairs if pays else None
+    return field_map.derived[key]
+
+
 def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
     mask = np.zeros(length, dtype=bool)
     if field_map.wall_off >= 0:
@@ -547,11 +565,20 @@ def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
 def _matches(rows: np.ndarray, template: np.ndarray, field_map: FieldMap) -> np.ndarray:
     length = rows.shape[1]
     fixed = _fixed_bytes(field_map, length)
+    stretches = _fixed_stretches(field_map, fixed)
     ok = np.ones(len(rows), dtype=bool)
     # rows a few at a time, so that a block's records are never compared in one (n x length)
     # temporary, nor a wide record (100,000 values) column slice by column slice
     step = max(1, (1 << 20) // max(length, 1))
     for lo in range(0, len(rows), step):
+        if stretches is not None:
+            # only the fixed bytes are compared: a histogram's or an image's record is
+            # mostly its values
+            block = rows[lo:lo + step]
+            good = ok[lo:lo + step]
+            for a, b in stretches:
+                good &= (block[:, a:b] == template[a:b]).all(axis=1)
+            continue
         differ = rows[lo:lo + step] != template
         differ &= fixed
         ok[lo:lo + step] = ~differ.any(axis=1)
