@@ -87,8 +87,14 @@ def lists(child: pa.Array, lengths: np.ndarray, type_: pa.DataType,
 
 def const_dict(value: str, n: int, index_type=np.int32) -> pa.DictionaryArray:
     """``value`` n times, dictionary-encoded."""
-    index = fixed(np.zeros(n, dtype=index_type), pa.from_numpy_dtype(np.dtype(index_type)))
-    return pa.DictionaryArray.from_arrays(index, _one_string(value))
+    return pa.DictionaryArray.from_arrays(_zeros(n, np.dtype(index_type)), _one_string(value))
+
+
+@functools.lru_cache(maxsize=16)
+def _zeros(n: int, index_type: np.dtype) -> pa.Array:
+    """An index column of ``n`` zeros (immutable: the runs of a sweep, of one length each,
+    and their constant columns share it)."""
+    return fixed(np.zeros(n, dtype=index_type), pa.from_numpy_dtype(index_type))
 
 
 def some_strings(values: tuple[str, ...]) -> pa.Array:
