@@ -52,11 +52,11 @@ def column_to_split(table: pa.Table, compressed: bool) -> int | None:
     return None
 
 
-def begin(column: pa.ChunkedArray, field: pa.Field, encoder) -> Callable[[], list]:
+def begin(column: pa.ChunkedArray, field: pa.Field, encode) -> Callable[[], list]:
     """Start encoding the first half of the column's rows (see :data:`_SHARE`) in another thread;
     the call returned encodes the second half in this one and gives both as ``[(pages, ColumnChunk
-    struct)]``. ``encoder(out, schema)`` is the archive's Parquet writer (which encodes some
-    of its columns as it would within the whole)."""
+    struct)]``. ``encode(column, field)`` gives a column's chunk as the archive's writer
+    encodes it within the whole (``writer.column_chunk``)."""
     n = len(column)
     cut = n * _SHARE[0] // _SHARE[1]
     halves = [column.slice(0, cut), column.slice(cut)]
@@ -65,7 +65,7 @@ def begin(column: pa.ChunkedArray, field: pa.Field, encoder) -> Callable[[], lis
 
     def one(k: int) -> None:
         try:
-            out[k] = _encoded(halves[k], field, encoder)
+            out[k] = _encoded(halves[k], field, encode)
         except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
             failed.append(exc)
     helper = Thread(one, name="tbconvert-parquet-half", args=(0,))
@@ -82,22 +82,12 @@ def begin(column: pa.ChunkedArray, field: pa.Field, encoder) -> Callable[[], lis
     return finish
 
 
-def _encoded(half: pa.ChunkedArray, field: pa.Field, encoder) -> tuple[pa.Buffer, list]:
-    schema = pa.schema([field])
-    sink = pa.BufferOutputStream()
-    writer = encoder(sink, schema)
-    writer.write_table(pa.table([half], schema=schema), row_group_size=max(len(half), 1))
-    writer.close()
-    raw = sink.getvalue()
-    fields, _ = F.read(pa.BufferReader(raw))
-    _, groups = F.get(fields, F.FILE_ROW_GROUPS)
-    _, chunks = F.get(groups[0], F.RG_COLUMNS)
-    chunk = chunks[0]
+def _encoded(half: pa.ChunkedArray, field: pa.Field, encode) -> tuple[pa.Buffer, list]:
+    pages, chunk, _ = encode(half, field)
     meta = F.get(chunk, F.CC_META)
     if F.get(meta, F.CM_DICTIONARY_PAGE_OFFSET) or F.get(meta, _CM_STATISTICS) is not None:
         raise AssertionError("a payload column is written without dictionary or statistics")
-    at = F.get(meta, F.CM_DATA_PAGE_OFFSET)
-    return raw.slice(at, F.get(meta, F.CM_COMPRESSED_SIZE)), chunk
+    return pages, chunk
 
 
 def write(fh, halves: list) -> list:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import itertools
 import json
 import os
@@ -304,7 +303,7 @@ class _FileSink(_SeriesIds):
         """Write the row group being filled (``more``: its rows go on in the next one)."""
         table = self._take()
         if table is not None:
-            self._write(table, len(self.row_groups) - 1, halved=not more)
+            self._write(table, halved=not more)
 
     def _take(self, payload: large.Payload | None = None) -> pa.Table | None:
         """The buffered batches as the next row group, its digest recorded (None: none);
@@ -332,8 +331,8 @@ class _FileSink(_SeriesIds):
         return self._pieces > 1 and (self._bytes <= S.COMBINE_BYTES or
                                      self._bytes < self._pieces * S.COMBINE_BATCH_BYTES)
 
-    def _write(self, table: pa.Table, group: int, halved: bool = True) -> None:
-        """Write ``table`` as row group ``group``. ``halved``: its payload column may be
+    def _write(self, table: pa.Table, halved: bool = True) -> None:
+        """Write ``table``, the last row group taken. ``halved``: its payload column may be
         encoded in halves on two cores (see :mod:`halves`)."""
         n = table.num_rows
         c = halves.column_to_split(table, self._compress and halved)
@@ -341,10 +340,10 @@ class _FileSink(_SeriesIds):
             self._writer.write_table(table, row_group_size=max(n, 1))
         else:
             field = table.schema.field(c)
-            finish = halves.begin(table.column(c), field, parquet_writer)
+            finish = halves.begin(table.column(c), field, column_chunk)
             self._writer.write_table(table.set_column(c, field, pa.nulls(n, field.type)),
                                      row_group_size=n)
-            self._large[(group, c)] = halves.write(self._fh, finish())
+            self._large[(len(self.row_groups) - 1, c)] = halves.write(self._fh, finish())
         del table
         arrowpool.release()
 
@@ -357,13 +356,12 @@ class _FileSink(_SeriesIds):
         encoding the last row group and writing it and the footer, which it does without
         the GIL) is the call returned, for another thread to make while this one reads on."""
         table = self._take()
-        group = len(self.row_groups) - 1
         meta = _key_value(self, experiment)
 
         def finish() -> None:
             try:
                 if table is not None:
-                    self._write(table, group)
+                    self._write(table)
                 self._close_with(meta)
             except BaseException:
                 self.discard()
@@ -820,19 +818,26 @@ def _renumbering(offset: int, digests: list[dict], runs: list) -> join.Replace:
 def _series_chunk(moved: pa.Array):
     """The ``series`` column chunk of a row group of the series numbers ``moved``, encoded:
     its bytes, its footer entry and where it starts in the file that entry describes."""
-    field = S.SCHEMA.field("series")
+    return column_chunk(moved, S.SCHEMA.field("series"))
+
+
+def column_chunk(column, field: pa.Field) -> tuple[pa.Buffer, list, int]:
+    """The column ``column`` (the archive's ``field``) encoded as one column chunk, as the
+    archive's writer encodes it within the whole: :func:`only_chunk` of a Parquet file of
+    that column alone."""
+    schema = pa.schema([field])
     out = pa.BufferOutputStream()
-    writer = parquet_writer(out, pa.schema([field]))
-    writer.write_table(pa.table([moved], schema=pa.schema([field])),
-                       row_group_size=max(len(moved), 1))
+    writer = parquet_writer(out, schema)
+    writer.write_table(pa.table([column], schema=schema), row_group_size=max(len(column), 1))
     writer.close()
-    return only_chunk(out.getvalue().to_pybytes())
+    return only_chunk(out.getvalue())
 
 
-def only_chunk(raw: bytes) -> tuple[bytes, list, int]:
-    """The column chunk of the Parquet file ``raw`` of one column and one row group: its
-    bytes, its footer entry and where it starts in the file."""
-    fields, _ = footer.read(io.BytesIO(raw))
+def only_chunk(raw) -> tuple[bytes, list, int]:
+    """The column chunk of the Parquet file ``raw`` (bytes, or a ``pa.Buffer``: its chunk is
+    then a slice of it, not a copy) of one column and one row group: its bytes, its footer
+    entry and where it starts in the file."""
+    fields, _ = footer.read(pa.BufferReader(raw))
     _, groups = footer.get(fields, footer.FILE_ROW_GROUPS)
     _, chunks = footer.get(groups[0], footer.RG_COLUMNS)
     at, size = join.chunk_span(chunks[0])
