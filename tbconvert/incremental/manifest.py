@@ -126,13 +126,17 @@ class RunState:
     kept deflated: a run's entry repeats its tags' names and keys, and takes a third of the
     room. Raw deflate with a 4 KB window and a small hash: zlib's defaults set up (and let
     go of) 256 KB of state per call, ten times the time of compressing an entry (50 us
-    against 5, twice per run of every sync), for no smaller text."""
+    against 5, twice per run of every sync), for no smaller text.
+
+    The text is the canonical form (keys sorted) that the manifest's digest is taken of, so
+    that the digest, computed when a manifest is read and again when one is written, takes
+    each run's text as it is rather than decoding and encoding it again."""
 
     __slots__ = ("_deflated", "index", "rules")
 
     def __init__(self, state: dict) -> None:
         deflate = zlib.compressobj(1, zlib.DEFLATED, -12, 2)
-        self._deflated = deflate.compress(_json(state)) + deflate.flush()
+        self._deflated = deflate.compress(canonical(state)) + deflate.flush()
         # (what the sync needs of every run before it reads any, without decoding each)
         self.index = state.get("index")
         self.rules = state.get("rules", 1)
@@ -195,14 +199,10 @@ def _object(items: dict, sort: bool, value_pieces):
 def marker_pieces(marker: dict, sort: bool = False):
     """The compact JSON text of a manifest in pieces (``sort``: the canonical form its
     digest is taken of), each run's :class:`RunState` written from its text: the text of
-    ``json.dumps`` on the same manifest of dicts, without all of it held at once."""
+    ``json.dumps`` on the same manifest of dicts, each run's state in canonical form (as a
+    RunState holds it), without all of it held at once."""
     def run(key, value):
-        if not isinstance(value, RunState):
-            yield _json(value, sort)
-        elif sort:
-            yield _json(value.value(), sort)
-        else:
-            yield value.text
+        yield value.text if isinstance(value, RunState) else canonical(value)
 
     def sync(key, value):
         if key == "runs" and isinstance(value, dict):
