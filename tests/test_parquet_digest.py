@@ -69,6 +69,24 @@ def test_fast_paths_digest_as_the_plain_definition(n):
             assert fast.hexdigest() == plain.hexdigest(), (column.type, len(piece))
 
 
+def test_constant_streams_taken_from_memory_digest_as_computed(monkeypatch):
+    """The CRCs of constant streams (valid slots, nulls, one value repeated) are kept from one
+    row group to the next: taken from memory, they are what computing them gives, whether the
+    memo is empty, warm or full."""
+    monkeypatch.setattr(digest, "_MEMO", {})
+    monkeypatch.setattr(digest, "_MEMO_SIZE", 5)
+    rng = np.random.default_rng(7)
+    for n in (3, 1000, 3, 64):
+        columns = list(_columns(n, rng)) + [_const("x" * 300, n), _const("run", n, np.int8)]
+        for _ in range(2):
+            for column in columns:
+                plain, fast = PlainDigest(), digest.ColumnDigest()
+                plain.update(column)
+                fast.update(column)
+                assert fast.hexdigest() == plain.hexdigest(), (column.type, n)
+        assert len(digest._MEMO) <= 5
+
+
 def _const(value: str, n: int, index=np.int32) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, index)), pa.array([value]))
 

@@ -262,6 +262,39 @@ def test_legacy_out_of_order_purge_and_new_file_order(tmp_path):
     check(src, dst, tmp_path)
 
 
+def test_the_tags_of_one_purging_event_are_those_the_general_rule_finds(tmp_path, monkeypatch,
+                                                                       fixtures_dir):
+    """A sync's new bytes start with an event that may purge archived points: the set of its
+    tags is found on its own, and is the set the rule for many events finds."""
+    from tbconvert.formats.tfevents.purges import RestartRule
+    general = RestartRule._tag_sets
+    asked = []
+
+    def both(self, wanted):
+        for seq in wanted[:20].tolist():
+            sets = self.purges.tag_sets()
+            one = sets[int(self._tag_set_of(seq)[0])]
+            many = sets[int(self._tag_sets_of_many(np.array([seq], np.int64))[0])]
+            assert one == many, (seq, one, many)
+            asked.append(one)
+        return general(self, wanted)
+    monkeypatch.setattr(RestartRule, "_tag_sets", both)
+    test_legacy_out_of_order_purge_and_new_file_order(tmp_path / "legacy")
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    for name in ("torch_logdir", "tf2_logdir"):
+        shutil.copytree(fixtures_dir / name, src / name)
+    files = sorted(f for f in src.rglob("*tfevents*") if f.is_file())
+    whole = [f.read_bytes() for f in files]
+    for f, data in zip(files, whole, strict=True):
+        f.write_bytes(data[:len(data) // 3])
+    sync(src, dst)
+    for f, data in zip(files, whole, strict=True):
+        f.write_bytes(data)
+    sync(src, dst)
+    check(src, dst, tmp_path)
+    assert any(len(tags) > 1 for tags in asked)
+
+
 def test_fixture_logdirs_sync_to_what_convert_writes(tmp_path, fixtures_dir):
     for name in ("torch_logdir", "tensorboardx_logdir", "tf2_logdir"):
         dst = tmp_path / name

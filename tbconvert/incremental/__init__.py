@@ -532,13 +532,17 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             # each part flushed to disk while the next runs are read
             flusher = manifest.Flusher(dst)
             same_points: dict = {}
+            # (a sync of a few runs holds their states as they are: compressing each one
+            # here, and again once its index and parts are added, cost more than a run's
+            # reading of a few new points)
+            slim_states = len(tasks) > SLIM_RUNS
 
             def written(k, result) -> None:
                 if result.part is not None and result.state is not None and \
                         not result.flushed:
                     finish, result.finish = result.finish, None
                     flusher.add(result.part, finish)
-                _slim(result, same_points)
+                _slim(result, same_points, slim_states)
                 # (what is left of the task is its run's name, for the outcome)
                 task = tasks[k]
                 task.files = task.plan = task.state = task.part = None
@@ -603,12 +607,12 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
     manifest.remove_garbage(dst, new_marker, retire=True)
 
 
-def _slim(result, same_points: dict) -> None:
-    """Keep less of a run's result until the sync commits: its state as JSON text, and no
-    report of its own when it tells nothing (the first sync of 20,000 runs held every
-    run's state and report as Python objects, about 5 KB a run)."""
+def _slim(result, same_points: dict, states: bool = True) -> None:
+    """Keep less of a run's result until the sync commits: its state as JSON text (with
+    ``states``), and no report of its own when it tells nothing (the first sync of 20,000
+    runs held every run's state and report as Python objects, about 5 KB a run)."""
     from tbconvert.incremental.manifest import RunState
-    if isinstance(result.state, dict):
+    if states and isinstance(result.state, dict):
         result.state = RunState(result.state)
     if not result.report.issues:
         result.report = _TELLS_NOTHING
@@ -618,6 +622,8 @@ def _slim(result, same_points: dict) -> None:
     result.points = same_points.setdefault(points, points)
 # the report of every result that tells nothing (see _slim): only its issues are read
 _TELLS_NOTHING = Report()
+# A sync of more runs than this holds their new states compressed until it commits.
+SLIM_RUNS = 256
 
 
 def _said(marker: dict) -> str:

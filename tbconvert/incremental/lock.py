@@ -26,6 +26,7 @@ FOREIGN_STALE_SECONDS = 48 * 3600
 
 
 _DRAFT = ".draft-"
+_DRAFTS = f"{LOCK_FILE}{_DRAFT}"
 
 
 def _host_tag() -> str:
@@ -36,7 +37,10 @@ def _host_tag() -> str:
 def dead_draft(name: str) -> bool:
     """Whether ``name`` in a dataset is the draft of a lock whose process, on this host, was
     killed while it took the lock (its ``finally`` never ran): garbage."""
-    prefix = f"{LOCK_FILE}{_DRAFT}{_host_tag()}-"
+    # (asked of every name in the dataset, every sync: the host's name only for a draft's)
+    if not name.startswith(_DRAFTS):
+        return False
+    prefix = f"{_DRAFTS}{_host_tag()}-"
     if not name.startswith(prefix):
         return False
     pid = name[len(prefix):].split("-", 1)[0]

@@ -146,12 +146,20 @@ def validity_of(arr: pa.Array) -> np.ndarray:
 def numpy_type(t: pa.DataType) -> np.dtype:
     """The little-endian numpy type of an Arrow number type (``to_pandas_dtype`` would ask
     pyarrow's pandas shim, which imports pandas); TypeError for any other type."""
+    dtype = _NUMPY_TYPES.get(t.id)
+    if dtype is not None:
+        return dtype
     width = t.bit_width // 8
     for test, kind in ((pa.types.is_signed_integer, "i"), (pa.types.is_unsigned_integer, "u"),
                        (pa.types.is_floating, "f")):
         if test(t):
-            return np.dtype(f"<{kind}{width}")
+            # (a number type's id tells its width too)
+            dtype = _NUMPY_TYPES[t.id] = np.dtype(f"<{kind}{width}")
+            return dtype
     raise TypeError(f"no numpy type for {t}")
+
+
+_NUMPY_TYPES: dict = {}
 
 
 def stored_values(arr: pa.Array) -> np.ndarray:

@@ -23,6 +23,30 @@ def _crc(crc: int, data) -> int:
     return crc32c(memoryview(data).cast("B"), crc) if len(data) else crc
 
 
+# The CRCs (from zero) of streams that a key tells whole: ``n`` valid slots, ``n`` nulls of a
+# type, one value ``n`` times. A row group's constant columns (run, data class, plugin, the
+# tensor columns of scalars) are these, and most row groups of a sync are the same length.
+_MEMO: dict = {}
+_MEMO_SIZE = 512
+
+
+def _memo(crc: int, key, make) -> int:
+    """``_crc(crc, make())``, from memory when ``crc`` is 0 and ``key`` was seen."""
+    if crc:
+        return _crc(crc, make())
+    value = _MEMO.get(key)
+    if value is None:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        value = _MEMO[key] = _crc(0, make())
+    return value
+
+
+def _valid_crc(crc: int, n: int) -> int:
+    """The validity stream of ``n`` valid slots added to ``crc``."""
+    return _memo(crc, ("valid", n), lambda: np.ones(n, np.uint8))
+
+
 def _offsets(arr) -> np.ndarray:
     """The ``len + 1`` value offsets of a (sliced) binary or list array."""
     buf = arr.buffers()[1]
@@ -35,6 +59,11 @@ def _offsets(arr) -> np.ndarray:
 def _is_binary(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) \
         or pa.types.is_large_string(t)
+
+
+def _is_number(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` holds numbers or booleans."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
 
 
 def _width(t: pa.DataType) -> int:
@@ -88,11 +117,14 @@ class ColumnDigest:
 
     def update(self, arr) -> None:
         if isinstance(arr, pa.ChunkedArray):
-            if arr.num_chunks > 1 and self._fast_chunked(arr):
+            if arr.num_chunks == 1:
+                arr = arr.chunk(0)
+            else:
+                if arr.num_chunks and self._fast_chunked(arr):
+                    return
+                for piece in arr.chunks:
+                    self.update(piece)
                 return
-            for piece in arr.chunks:
-                self.update(piece)
-            return
         if self._fast(arr):
             return
         if pa.types.is_dictionary(arr.type):
@@ -123,11 +155,16 @@ class ColumnDigest:
     # tag, plugin name) or all null (the tensor columns of a scalar series).
 
     def _fast(self, arr) -> bool:
-        n = len(arr)
-        if n and arr.null_count == n and _spans_nothing(arr):
-            self._all_null(arr.type, n)
+        n, nulls, t = len(arr), arr.null_count, arr.type
+        if n and nulls == n and _spans_nothing(arr):
+            self._all_null(t, n)
             return True
-        return pa.types.is_dictionary(arr.type) and self._dictionary(arr)
+        if not nulls and _is_number(t):
+            c = self.crcs
+            c[0] = _valid_crc(c[0], n)
+            c[1] = _crc(c[1], _fixed_values(arr, None))
+            return True
+        return pa.types.is_dictionary(t) and self._dictionary(arr)
 
     def _fast_chunked(self, arr: pa.ChunkedArray) -> bool:
         """A row group of many small batches (a sync's part: a few points of each series)
@@ -142,56 +179,59 @@ class ColumnDigest:
         if arr.null_count:
             return False
         t = arr.type
-        if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+        if _is_number(t):
             c = self.crcs
-            c[0] = _crc(c[0], np.ones(n, np.uint8))
+            c[0] = _valid_crc(c[0], n)
             for piece in arr.chunks:
                 c[1] = _crc(c[1], _fixed_values(piece, None))
             return True
         if not pa.types.is_dictionary(t) or not _is_binary(t.value_type):
             return False
-        values = {_only_value(piece, np.ones(len(piece), np.uint8))
-                  for piece in arr.chunks if len(piece)}
+        values = {_only_value(piece, None) for piece in arr.chunks if len(piece)}
         if len(values) != 1 or None in values:
             return False
-        self._repeated(np.ones(n, np.uint8), values.pop())
+        self._repeated(n, None, values.pop())
         return True
 
     def _all_null(self, t: pa.DataType, n: int) -> None:
         c = self.crcs
-        c[0] = _crc(c[0], bytes(n))
+        c[0] = _memo(c[0], ("null", n), lambda: bytes(n))
         if pa.types.is_dictionary(t):
             t = t.value_type
         if _is_binary(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
-            c[1] = _crc(c[1], _minus_ones(n))
+            c[1] = _memo(c[1], ("lengths", -1, n), lambda: _minus_ones(n))
         else:
-            c[1] = _crc(c[1], bytes(n * _width(t)))
+            width = _width(t)
+            c[1] = _memo(c[1], ("zeros", n * width), lambda: bytes(n * width))
 
     def _dictionary(self, arr: pa.DictionaryArray) -> bool:
         """A dictionary column of strings whose valid slots all hold one value, or whose
         values come in a few stretches (the tags of short series sharing a row group)."""
         if not _is_binary(arr.dictionary.type):
             return False
-        valid = C.validity_of(arr.indices)
+        valid = C.validity_of(arr.indices) if arr.indices.null_count else None
         value = _only_value(arr, valid)
         if value is not None:
-            self._repeated(valid, value)
+            self._repeated(len(arr), valid, value)
             return True
         return self._stretches(arr, valid)
 
-    def _stretches(self, arr: pa.DictionaryArray, valid: np.ndarray) -> bool:
+    # In the methods below, ``valid`` is the validity of each slot, None when every slot
+    # holds a value.
+
+    def _stretches(self, arr: pa.DictionaryArray, valid: np.ndarray | None) -> bool:
         # From the codes: ``dictionary_decode`` imports pyarrow.compute, 27 ms in a fresh
         # process (a sync command), for a column of a few tags.
         words = arr.dictionary.to_pylist()
         if not words or None in words:
             return False
         codes = _fixed_values(arr.indices, None).astype(np.int64)
-        live = valid.view(bool)
-        if arr.indices.null_count:
+        live = None if valid is None else valid.view(bool)
+        if live is not None:
             codes = np.where(live, codes, 0)     # a null slot's code may be anything
         if len(codes) and (codes.min() < 0 or codes.max() >= len(words)):
             return False
-        live_codes = codes[live]
+        live_codes = codes if live is None else codes[live]
         cuts = np.flatnonzero(live_codes[1:] != live_codes[:-1]) + 1
         if len(cuts) >= _MAX_STRETCHES:
             return False
@@ -200,35 +240,51 @@ class ColumnDigest:
         bounds = [0, *cuts.tolist(), len(live_codes)] if len(live_codes) else [0]
         firsts = live_codes[bounds[:-1]].tolist()
         c = self.crcs
-        c[0] = _crc(c[0], valid)
-        c[1] = _crc(c[1], np.where(live, sizes[codes], np.int64(-1)))
+        if live is None:
+            c[0] = _valid_crc(c[0], len(codes))
+            c[1] = _crc(c[1], sizes[codes])
+        else:
+            c[0] = _crc(c[0], valid)
+            c[1] = _crc(c[1], np.where(live, sizes[codes], np.int64(-1)))
         c[2] = _crc(c[2], b"".join(words[k] * (b - a)
                                    for k, a, b in zip(firsts, bounds[:-1], bounds[1:],
                                                       strict=True)))
         return True
 
-    def _repeated(self, valid: np.ndarray, value: bytes) -> None:
-        """The streams of a string column whose valid slots all hold ``value``."""
+    def _repeated(self, n: int, valid: np.ndarray | None, value: bytes) -> None:
+        """The streams of a string column of ``n`` slots whose valid ones all hold ``value``."""
         c = self.crcs
-        live = int(np.count_nonzero(valid))
-        c[0] = _crc(c[0], valid)
-        lengths = np.where(valid.view(bool), np.int64(len(value)), np.int64(-1)) \
-            if live < len(valid) else np.full(len(valid), len(value), np.int64)
-        c[1] = _crc(c[1], lengths)
-        c[2] = _crc(c[2], value * live)
+        live = n if valid is None else int(np.count_nonzero(valid))
+        if live < n:
+            c[0] = _crc(c[0], valid)
+            c[1] = _crc(c[1], np.where(valid.view(bool), np.int64(len(value)), np.int64(-1)))
+        else:
+            c[0] = _valid_crc(c[0], n)
+            c[1] = _memo(c[1], ("lengths", len(value), n),
+                         lambda: np.full(n, len(value), np.int64))
+        c[2] = _memo(c[2], ("value", value, live), lambda: value * live) \
+            if len(value) <= _MEMO_VALUE_BYTES else _crc(c[2], value * live)
 
     def hexdigest(self) -> str:
         return "".join(f"{x:08x}" for x in self.crcs)
 
 # More stretches of one value than this: the column is decoded instead.
 _MAX_STRETCHES = 256
+# A repeated value longer than this is not kept as a key of the memo.
+_MEMO_VALUE_BYTES = 256
 
 
-def _only_value(arr: pa.DictionaryArray, valid: np.ndarray) -> bytes | None:
-    """The one value the valid slots of a dictionary column hold (None: several, or none)."""
+def _only_value(arr: pa.DictionaryArray, valid: np.ndarray | None) -> bytes | None:
+    """The one value the valid slots of a dictionary column hold (None: several, or none);
+    ``valid`` None: every slot is."""
     codes = _fixed_values(arr.indices, None)
-    live = codes if arr.indices.null_count == 0 else codes[valid.view(bool)]
-    if not len(live) or live.min() != live.max():
+    live = codes if valid is None else codes[valid.view(bool)]
+    if not len(live):
+        return None
+    if len(arr.dictionary) == 1:
+        if live.any():      # (a code out of the dictionary)
+            return None
+    elif live.min() != live.max():
         return None
     value = arr.dictionary[int(live[0])].as_py()
     return value.encode("utf-8") if isinstance(value, str) else value
@@ -244,6 +300,10 @@ class RowGroupDigest:
 
     def update(self, batch) -> None:
         self.rows += batch.num_rows
+        if batch.schema.names == self.names:
+            for name, column in zip(self.names, batch.columns, strict=True):
+                self.columns[name].update(column)
+            return
         for name in self.names:
             self.columns[name].update(batch.column(batch.schema.get_field_index(name)))
 

@@ -146,9 +146,27 @@ class RestartRule:
         sids = self._tag_sets(np.array([seq for seq, _ in hits], dtype=np.int64)).tolist()
         return [(seq, step, sets[sid]) for (seq, step), sid in zip(hits, sids, strict=True)]
 
+    def _tag_set_of(self, seq: int) -> np.ndarray:
+        """:meth:`_tag_sets` of one event (a sync's new bytes: their first event, which
+        purges whatever the archived ones hold at a later step)."""
+        tags = {tag for s, _, tag in self._summary_rows if s == seq and tag is not None}
+        for fseqs, _, tag in self._fast_rows:
+            hit = fseqs == seq
+            if isinstance(tag, str):
+                if hit.any():
+                    tags.add(tag)
+            else:
+                tags.update(self._tag_names[t] for t in np.unique(tag[hit]).tolist())
+        return np.array([self.purges.set_id(frozenset(tags))], dtype=np.int32)
+
     def _tag_sets(self, wanted: np.ndarray) -> np.ndarray:
         """The purge log's set id of the tags of each of the block's summary events read at
         ``wanted`` (sorted, distinct)."""
+        if len(wanted) == 1:
+            return self._tag_set_of(int(wanted[0]))
+        return self._tag_sets_of_many(wanted)
+
+    def _tag_sets_of_many(self, wanted: np.ndarray) -> np.ndarray:
         names: list[str] = []         # the tags met, by number (-1: a row without a tag)
         numbers: dict[str, int] = {}
 
