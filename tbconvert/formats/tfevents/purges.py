@@ -66,6 +66,8 @@ class RestartRule:
         log (a block of old files whose steps go back at every event made as many tuples,
         each with a set of tags, while it ended)."""
         none = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
+        if self._modern_block():
+            return none
         seq_parts = [np.array([r[0] for r in self._summary_rows], dtype=np.int64)]
         step_parts = [np.array([r[1] for r in self._summary_rows], dtype=np.int64)]
         for seqs, steps, _ in self._fast_rows:
@@ -110,6 +112,29 @@ class RestartRule:
         if len(wanted) != len(hits):
             sids = sids[np.searchsorted(wanted, hits)]
         return ev_seq[hits], ev_step[hits], sids
+
+    def _modern_block(self) -> bool:
+        """Whether every event of the block (all of them in bulk columns) follows a file
+        version record of 2 or more, where steps going back purge nothing: then only the
+        block's last step is noted (most blocks of every writer of today)."""
+        versions = self.versions
+        if self._summary_rows or not self._fast_rows or not versions or \
+                any(v < 2 for _, v in versions):
+            return False
+        first_version = versions[0][0]
+        last_seq = last_step = None
+        for seqs, steps, _ in self._fast_rows:
+            if not len(seqs):
+                continue
+            if int(seqs.min()) <= first_version:
+                return False
+            k = int(seqs.argmax())
+            if last_seq is None or int(seqs[k]) > last_seq:
+                last_seq, last_step = int(seqs[k]), int(steps[k])
+        if last_seq is None:
+            return False
+        self._last_step = last_step
+        return True
 
     def _legacy_accumulator_purges(self):
         """The out-of-order rule of TensorBoard's legacy ``EventAccumulator`` (tbparse's reader):
