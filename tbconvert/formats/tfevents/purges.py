@@ -121,19 +121,13 @@ class RestartRule:
         if self._summary_rows or not self._fast_rows or not versions or \
                 any(v < 2 for _, v in versions):
             return False
-        first_version = versions[0][0]
-        last_seq = last_step = None
-        for seqs, steps, _ in self._fast_rows:
-            if not len(seqs):
-                continue
-            if int(seqs.min()) <= first_version:
-                return False
-            k = int(seqs.argmax())
-            if last_seq is None or int(seqs[k]) > last_seq:
-                last_seq, last_step = int(seqs[k]), int(steps[k])
-        if last_seq is None:
+        parts = self._fast_rows
+        seqs = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
+        if not len(seqs) or int(seqs.min()) <= versions[0][0]:
             return False
-        self._last_step = last_step
+        k = int(seqs.argmax())
+        self._last_step = int(parts[0][1][k] if len(parts) == 1 else
+                              np.concatenate([p[1] for p in parts])[k])
         return True
 
     def _legacy_accumulator_purges(self):
