@@ -48,6 +48,10 @@ def _columns(n: int, rng):
     yield pa.array([list(range(int(k))) if v else None
                     for k, v in zip(rng.integers(0, 4, n), valid, strict=True)],
                    pa.list_(pa.int64()))
+    # 64-bit offsets (Arrow's large types: not the archive's, but a digest of any column)
+    yield pa.array([b"y" * int(k) if v else None
+                    for k, v in zip(rng.integers(0, 4, n), valid, strict=True)], pa.large_binary())
+    yield pa.nulls(n, pa.large_list(pa.int64()))
     # null slots that still span bytes (no writer of ours makes these)
     yield pa.Array.from_buffers(pa.binary(), 2, [pa.py_buffer(np.zeros(1, np.uint8)),
                                                  pa.py_buffer(np.array([0, 2, 3], np.int32)),
@@ -58,7 +62,7 @@ def _columns(n: int, rng):
 def test_fast_paths_digest_as_the_plain_definition(n):
     rng = np.random.default_rng(n)
     columns = list(_columns(n, rng))
-    assert len(columns) == 18
+    assert len(columns) == 20
     for column in columns:
         m = len(column)
         for piece in (column, column.slice(min(3, m), max(0, m - 5)), column.slice(m // 2),

@@ -50,10 +50,13 @@ def _valid_crc(crc: int, n: int) -> int:
 def _offsets(arr) -> np.ndarray:
     """The ``len + 1`` value offsets of a (sliced) binary or list array."""
     buf = arr.buffers()[1]
-    width = 8 if pa.types.is_large_binary(arr.type) or pa.types.is_large_list(arr.type) \
-        or pa.types.is_large_string(arr.type) else 4
-    dtype = np.int64 if width == 8 else np.int32
+    dtype = np.int64 if arr.type.id in _LARGE_IDS else np.int32
     return np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr) + 1)[arr.offset:]
+
+
+# (the type ids of the binary and list types with 64-bit offsets)
+_LARGE_IDS = frozenset(t.id for t in (pa.large_binary(), pa.large_string(),
+                                      pa.large_list(pa.int8())))
 
 
 def _is_binary(t: pa.DataType) -> bool:
@@ -266,7 +269,9 @@ class ColumnDigest:
             if len(value) <= _MEMO_VALUE_BYTES else _crc(c[2], value * live)
 
     def hexdigest(self) -> str:
-        return "".join(f"{x:08x}" for x in self.crcs)
+        return _HEX.format(*self.crcs)
+
+_HEX = "{:08x}" * 5
 
 # More stretches of one value than this: the column is decoded instead.
 _MAX_STRETCHES = 256
