@@ -591,7 +591,6 @@ def _scratch_copy(span: np.ndarray) -> np.ndarray:
 
 _SCRATCH = threading.local()
 _SCRATCH_MIN = 1 << 20
-_SCRATCH_MAX = 64 << 20
 
 
 def _reset(slots: np.ndarray) -> np.ndarray:
@@ -654,6 +653,9 @@ def _length_crcs_ok(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
 
 BLOCK_SIZE = 4 << 20   # larger blocks cost memory (numpy temporaries per record) and no speed
 LOOKAHEAD = 1 << 20    # read past a block's own bytes (see the module's docstring)
+# A span larger than a block and its lookahead (a large record's) gets a copy of its own in
+# _span_ok, let go of at once: kept, it would stay in memory for the rest of the conversion.
+_SCRATCH_MAX = BLOCK_SIZE + LOOKAHEAD
 # The largest record read: a GraphDef may legitimately take tens of MiB; protobuf
 # messages stop at 2 GiB.
 MAX_RECORD = 2 << 30
