@@ -644,7 +644,7 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
     ``converted``: the runs of a dataset that ``convert`` wrote, which this first sync
     replaces. Each run's state in ``known`` is let go of once its new one is made."""
     from tbconvert.incremental import compact
-    from tbconvert.incremental.manifest import RunState, canonical, state_of, state_of_run
+    from tbconvert.incremental.manifest import RunState, state_of, state_of_run
     parts, runs_state = [], {}
     merged_away: set = set()
     merged_in: list = []
@@ -705,7 +705,8 @@ def _outcome(tasks, results, kept, merged: dict, known: dict, indices: dict,
         # (the result keeps the entry itself from here on: one copy of it held)
         result.state = runs_state[key] = new = RunState(state)
         if same:
-            same = old is not None and (new == old or canonical(state) == canonical(before))
+            # (both hold their state's canonical text: equal texts, equal states)
+            same = old is not None and new == old
         if old is not None:
             known[key] = None
         parts.extend({"file": p, "run": key} for p in run_parts)

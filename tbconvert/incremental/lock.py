@@ -25,8 +25,7 @@ LOCK_FILE = "_tbconvert.lock"
 FOREIGN_STALE_SECONDS = 48 * 3600
 
 
-_DRAFT = ".draft-"
-_DRAFTS = f"{LOCK_FILE}{_DRAFT}"
+_DRAFTS = f"{LOCK_FILE}.draft-"     # (the start of every lock draft's name)
 
 
 def _host_tag() -> str:
@@ -92,7 +91,7 @@ class Lock:
         first, then linked to the lock's name, which fails if a lock is there: a lock created
         empty and filled in after would, if its process were killed in between, be an
         unreadable lock that no one can tell from a live one."""
-        draft = self.path.with_name(f"{LOCK_FILE}{_DRAFT}{_host_tag()}-{os.getpid()}-"
+        draft = self.path.with_name(f"{_DRAFTS}{_host_tag()}-{os.getpid()}-"
                                     f"{uuid.uuid4().hex[:8]}")
         try:
             try:

@@ -271,8 +271,8 @@ class ColumnDigest:
     def hexdigest(self) -> str:
         return _HEX.format(*self.crcs)
 
-_HEX = "{:08x}" * 5
 
+_HEX = "{:08x}" * 5
 # More stretches of one value than this: the column is decoded instead.
 _MAX_STRETCHES = 256
 # A repeated value longer than this is not kept as a key of the memo.
