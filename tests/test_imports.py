@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import CLI_CWD, FIXTURES, cli_env
@@ -219,6 +220,10 @@ def test_an_install_without_dependencies_is_told_all_it_lacks(monkeypatch):
     monkeypatch.setattr(base, "_source_tree", lambda: None)     # as installed from the wheel
     said = base._missing("tfevents", "protobuf", ModuleNotFoundError("No module named 'google'"))
     assert f"not installed for {sys.executable} (nor are tensorboard, tqdm)" in said, said
+    # the copy that ran is named: an install made without the dependencies is found by it
+    home = Path(base.__file__).resolve().parents[2]
+    assert f"(nor are tensorboard, tqdm), which runs the tbconvert installed in {home}:" \
+        in said, said
     assert said.endswith(f"{sys.executable} -m pip install protobuf tensorboard tqdm, or "
                          "reinstall tbconvert with its dependencies"), said
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "7.1")

@@ -420,9 +420,13 @@ def _missing(fmt: str, library: str, exc: ImportError) -> str:
                 f"install {library}, or reinstall tbconvert")
     missing = [library] + [d for d in _dependencies() if d != library and not _importable(d)]
     also = f" (nor are {', '.join(missing[1:])})" if len(missing) > 1 else ""
-    said = (f"{head}: it is not installed for {python}{also}: {python} -m pip install "
-            f"{' '.join(missing)}, or reinstall tbconvert with its dependencies")
     tree = _source_tree()
+    # An installed copy without its dependencies (``pip install --no-deps`` or ``--target``,
+    # a copy on PYTHONPATH) is named, so that the user sees which install lacks them.
+    where = "" if tree is not None else \
+        f", which runs the tbconvert installed in {Path(__file__).resolve().parents[2]}"
+    said = (f"{head}: it is not installed for {python}{also}{where}: {python} -m pip install "
+            f"{' '.join(missing)}, or reinstall tbconvert with its dependencies")
     if tree is not None:
         said += (f"; this tbconvert is the source tree in {tree}, which Python takes before an "
                  "installed copy when it runs there: run the tbconvert command of the "
