@@ -166,7 +166,11 @@ def test_a_changed_manifest_is_refused_even_when_nothing_is_new(tmp_path):
     _same_as_convert(TORCH, dst, tmp_path)
 
 
-def test_a_missing_part_has_its_run_read_whole_again(tmp_path):
+@pytest.mark.parametrize("looked_up", [256, 0], ids=["looked-up", "listed"])
+def test_a_missing_part_has_its_run_read_whole_again(tmp_path, monkeypatch, looked_up):
+    """(Parts are looked up one by one, or past LOOKED_UP_PARTS found in one listing.)"""
+    import tbconvert.incremental
+    monkeypatch.setattr(tbconvert.incremental, "LOOKED_UP_PARTS", looked_up)
     logs, dst = tmp_path / "logs", tmp_path / "archive"
     shutil.copytree(TORCH, logs)
     tbconvert.sync(logs, dst)

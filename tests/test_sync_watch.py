@@ -269,6 +269,42 @@ def test_sync_watch_in_the_library(tmp_path):
         tbconvert.sync_watch(src, dst, -1, rounds=1)
 
 
+def test_watch_rounds_look_through_the_whole_dataset_only_at_sweeps(tmp_path, monkeypatch):
+    """A long watch keeps two minutes of retired parts, thousands of names: between sweeps
+    (every SWEEP_SECONDS, the first round's too) a round looks only at the names it may
+    leave (the parts it replaces, writes and merges), which it retires or removes at once;
+    what it did not leave (a killed sync's part) waits for the next sweep."""
+    import shutil
+
+    from tbconvert.incremental import compact, manifest
+    monkeypatch.setattr(compact, "FANOUT", 2)       # rounds 2 and 4 merge
+    monkeypatch.setattr(manifest, "SWEEP_SECONDS", 3600)
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(10))
+    seen: list = []
+    stray = dst / "part-00099-gone-g0001.parquet"
+
+    def grow(seconds):
+        if len(seen) == 1:
+            shutil.copy(next(dst.glob("part-*.parquet")), stray)
+        a.write_many(scalar(s) for s in range(10 + 5 * len(seen), 15 + 5 * len(seen)))
+
+    tbconvert.sync_watch(src, dst, 0.0, rounds=4, sleep=grow, on_round=seen.append)
+    assert [r.error for r in seen] == [None] * 4
+    assert sum(r.report.parts_merged for r in seen) >= 2
+    named = {p["file"] for p in json.loads((dst / "_tbconvert.json").read_text())["parts"]}
+    parts = {p.name for p in dst.glob("part-*.parquet")}
+    assert parts == named | {stray.name}
+    assert list(dst.glob("_retired-*.gone")) and _leftovers(dst) == []
+    check(src, dst, tmp_path, view=False)
+    # the next watch's first round sweeps: the stray part goes, expired retired parts too
+    monkeypatch.setattr(manifest, "RETIRE_SECONDS", -1)
+    tbconvert.sync_watch(src, dst, 0.0, rounds=1)
+    assert {p.name for p in dst.glob("part-*.parquet")} == named
+    assert not list(dst.glob("_retired-*")) and _leftovers(dst) == []
+
+
 def test_sync_watch_with_kept_workers_writes_what_one_process_writes(tmp_path, monkeypatch):
     """``jobs=2``: a worker started once takes a share of every round's runs, however few
     points are new, and of the runs whose small parts are merged; killed between two rounds,

@@ -15,6 +15,7 @@ dataset as it was. A lock file keeps a second sync off the same dataset.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,10 +125,11 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
 
 
 def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_options,
-          jobs: int, workers=None, allow_pickle: bool = False) -> SyncReport:
+          jobs: int, workers=None, allow_pickle: bool = False, sweeps=None) -> SyncReport:
     """:func:`sync`; ``workers`` (a :class:`~tbconvert.kept.KeptWorkers` pool kept between
     syncs, as :func:`~tbconvert.incremental.watch.sync_watch` keeps one) take a share of
-    the runs of a small sync too."""
+    the runs of a small sync too; ``sweeps`` (a watch's :class:`manifest.Sweeps`) tells when
+    the whole dataset is next looked through for garbage."""
     from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)
     if remote.is_remote(src) or remote.is_remote(dst):
@@ -148,10 +150,11 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
             survey = _survey(src, dst)
             if not _nothing_new(survey, report):
                 _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs,
-                             workers=workers)
+                             workers=workers, sweeps=sweeps)
             else:
                 from tbconvert.incremental import manifest
-                manifest.remove_garbage(dst, {"parts": survey.marker_parts})
+                manifest.remove_garbage(dst, {"parts": survey.marker_parts}, left=(),
+                                        sweeps=sweeps)
     report.outputs.append(str(dst))
     return report
 
@@ -378,20 +381,46 @@ def _missing_parts(dst: Path):
     """``mark(name, state)``, which marks an archived run with a part gone from the dataset
     (deleted, lost to a disk) to be read whole again (``reread``, see
     :func:`~tbconvert.incremental.files.plan_files`): its source still holds what the part
-    held. None when ``dst`` cannot be listed."""
+    held. Parts that cannot be looked at count as there."""
     import os
-    try:
-        present = set(os.listdir(dst))
-    except OSError:
-        return None
+    listed: set | None = None
+    looked = 0
+
+    def there(part) -> bool:
+        # The first parts are looked up one by one, the rest in one listing: a watch's
+        # dataset holds thousands of retired parts besides a few named ones.
+        nonlocal listed, looked
+        if not isinstance(part, str) or "/" in part or os.sep in part:
+            return True
+        if listed is None and looked < LOOKED_UP_PARTS:
+            looked += 1
+            try:
+                os.lstat(os.path.join(dst, part))
+            except FileNotFoundError:
+                return False
+            except OSError:
+                pass
+            return True
+        if listed is None:
+            try:
+                listed = set(os.listdir(dst))
+            except OSError:
+                listed = _ANY
+        return listed is _ANY or part in listed
 
     def mark(name, state) -> None:
         parts = state.get("parts") if isinstance(state, dict) else None
-        gone = next((p for p in parts if p not in present), None) \
+        gone = next((p for p in parts if not there(p)), None) \
             if isinstance(parts, list) else None
         if gone is not None:
             state["reread"] = f"its part {gone} is missing from the dataset"
     return mark
+
+
+# (a dataset that cannot be listed: every part counts as there)
+_ANY: set = set()
+# Parts of a sync's runs looked up one by one before the dataset is listed instead.
+LOOKED_UP_PARTS = 256
 
 
 def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
@@ -454,12 +483,14 @@ def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:
 
 
 def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None,
-                 survey: _Survey | None = None, jobs: int = 1, workers=None) -> None:
+                 survey: _Survey | None = None, jobs: int = 1, workers=None,
+                 sweeps=None) -> None:
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
     from tbconvert.formats.tfevents.reader import TfeventsReader
     from tbconvert.incremental import manifest
+    from tbconvert.incremental.files import pending_name
     manifest = manifest if store is None else store      # the dataset's committing side
     from tbconvert.incremental.manifest import usual
     from tbconvert.incremental.runs import RunTask, sync_run
@@ -562,6 +593,9 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             except OSError:
                 pass        # (told by publish, which waits for the flushes again)
         merged = _merge(dst, [kept[k][2] for k in due], experiment, workers)
+        # what this sync may leave behind: the parts it replaces, those it wrote and merged
+        left = set(marker["named"]) | {pending_name(name) for name in itertools.chain(
+            (r.part for r in results if r.part is not None), (kept[k][2][1] for k in due))}
     except BaseException:
         # interrupted or failed before anything was committed: the parts written so far
         # (merged ones too) go
@@ -590,7 +624,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
                 flusher.close()
             report.generation = generation - 1
             if store is None:
-                manifest.remove_garbage(dst, marker)   # (what a killed sync left, as ever)
+                # (what a killed sync left, as ever)
+                manifest.remove_garbage(dst, marker, left=left, sweeps=sweeps)
             return
         if flusher is not None:
             for name in merged_in:
@@ -604,7 +639,10 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
             flusher.close()
         manifest.remove_garbage(dst, manifest.load(dst, Report()))
         raise
-    manifest.remove_garbage(dst, new_marker, retire=True)
+    if store is None:
+        manifest.remove_garbage(dst, new_marker, retire=True, left=left, sweeps=sweeps)
+    else:
+        manifest.remove_garbage(dst, new_marker, retire=True)
 
 
 def _slim(result, same_points: dict, states: bool = True) -> None:
