@@ -16,7 +16,7 @@ from tbconvert import budget
 from tbconvert.errors import CorruptDataError
 from tbconvert.formats.base import Options
 from tbconvert.formats.parquet import footer as F
-from tbconvert.formats.parquet import keyvalue, metajson, slices
+from tbconvert.formats.parquet import keyvalue, metajson, reader, slices
 from tbconvert.formats.parquet import schema as S
 from tbconvert.formats.parquet.reader import ArchiveFile
 from tbconvert.formats.parquet.recorded import Recorded
@@ -68,6 +68,7 @@ def _chunks(path) -> list:
 def test_row_groups_read_a_slice_at_a_time_are_those_of_the_whole_footer(tmp_path,
                                                                          monkeypatch):
     monkeypatch.setattr(S, "ROW_GROUP_ROWS", 3)
+    monkeypatch.setattr(reader, "WHOLE_FOOTER_BYTES", 0)
     path = write_sample(tmp_path / "x.parquet")
     whole = pq.read_metadata(path)
     assert whole.num_row_groups > 15
@@ -97,6 +98,7 @@ def test_row_groups_read_a_slice_at_a_time_are_those_of_the_whole_footer(tmp_pat
 
 def test_a_footer_of_few_row_groups_is_read_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(S, "ROW_GROUP_ROWS", 3)
+    monkeypatch.setattr(reader, "WHOLE_FOOTER_BYTES", 0)
     path = write_sample(tmp_path / "x.parquet")
     monkeypatch.setattr(slices, "SLICE_ROW_GROUPS", pq.read_metadata(path).num_row_groups)
     archive = ArchiveFile(path, Options(), Report())
@@ -110,6 +112,21 @@ def test_a_footer_of_few_row_groups_is_read_whole(tmp_path, monkeypatch):
         assert archive._slices is not None
     finally:
         archive.close()
+
+
+def test_a_short_footer_is_read_whole_by_arrow_with_the_same_outcome(tmp_path, monkeypatch):
+    """A footer of at most WHOLE_FOOTER_BYTES (a sync's part) goes to Arrow as it is; the
+    archive reads the same as with its JSON cut out first."""
+    path = write_sample(tmp_path / "x.parquet")
+    monkeypatch.setattr(reader, "WHOLE_FOOTER_BYTES", len(_footer(path.read_bytes())))
+    split = []
+    monkeypatch.setattr(keyvalue, "split_footer",
+                        lambda fh, key, real=keyvalue.split_footer: split.append(1) or real(fh, key))
+    wholly = _chunks(path)
+    assert not split
+    monkeypatch.setattr(reader, "WHOLE_FOOTER_BYTES", 0)
+    assert _chunks(path) == wholly and split
+    assert_lossless(path)
 
 
 def _write(table, path, meta: dict) -> None:
