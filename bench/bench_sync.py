@@ -23,9 +23,10 @@ Rows give wall time and CPU time (user + system, of this process and of the proc
 waited for: a conversion's reading processes count). After the timings the dataset is
 checked to hold exactly the rows of the full conversion. Prints a markdown table.
 
-``--rounds N`` also times N in-process syncs in a row, each after ``--new`` more points (a
-long ``sync --watch``), once with a run's small parts merged as they pile up and once with
-merging turned off: the rounds' median, mean and slowest, and the parts at the end.
+``--rounds N`` also times N rounds of ``tbconvert.sync_watch`` in a row, each after ``--new``
+more points (a long ``sync --watch``), once with a run's small parts merged as they pile up
+and once with merging turned off: the rounds' median (also of the last tenth: whether
+rounds slow down as the watch goes on), mean and slowest, and the parts at the end.
 """
 
 from __future__ import annotations
@@ -202,11 +203,13 @@ def watch_rounds(logs: Path, dataset: Path, grow, repeat: int,
 
 
 def many_rounds(base: Path, runs: int, points: int, new: int, count: int,
-                merging: bool) -> tuple[list[float], int]:
-    """``count`` in-process syncs, each after ``new`` more points, as a long ``--watch``
-    makes them (a fresh logdir and dataset): each sync's wall time, and the dataset's
-    parts at the end. ``merging`` False turns the merging of small parts off (a fan-out
-    no run reaches), to show what it costs and saves."""
+                merging: bool) -> tuple[list[float], int, int]:
+    """``count`` rounds of ``tbconvert.sync_watch`` (``jobs=0``: a worker kept for the
+    other core, as ``sync --watch`` keeps it), each after ``new`` more points (a fresh
+    logdir and dataset): each round's duration, the dataset's parts at the end and the
+    files in its directory (retired parts wait there two minutes). ``merging`` False turns
+    the merging of small parts off (a fan-out no run reaches), to show what it costs and
+    saves."""
     import tbconvert
     from tbconvert.incremental import compact
     logs, dataset = base / f"logs_rounds{int(merging)}", base / f"rounds{int(merging)}"
@@ -214,16 +217,24 @@ def many_rounds(base: Path, runs: int, points: int, new: int, count: int,
     tbconvert.sync(logs, dataset)
     saved = compact.FANOUT
     compact.FANOUT = saved if merging else 1 << 62
-    times = []
+    appended = [0]
+
+    def grow(_seconds=None) -> None:
+        append(logs, runs, points, new, appended[0])
+        appended[0] += 1
+
+    seen: list = []
     try:
-        for k in range(count):
-            append(logs, runs, points, new, k)
-            times.append(timed(lambda: tbconvert.sync(logs, dataset))[0])
+        grow()
+        tbconvert.sync_watch(logs, dataset, 0, rounds=count, sleep=grow, on_round=seen.append,
+                             jobs=0)
     finally:
         compact.FANOUT = saved
+    assert all(r.error is None and r.skipped is None for r in seen)
     parts = len(json.loads((dataset / "_tbconvert.json").read_text())["parts"])
+    files = len(os.listdir(dataset))
     assert rows(dataset) == rows(_converted(logs, base / f"full_rounds{int(merging)}"))
-    return times, parts
+    return [r.seconds for r in seen], parts, files
 
 
 def _converted(logs: Path, out: Path) -> Path:
@@ -375,14 +386,18 @@ def main() -> None:
               "included)")
         print("\nthe synced dataset holds the same rows as the full conversion: yes")
         if a.rounds:
-            print(f"\n{a.rounds} in-process syncs in a row, each after {new:,} new points:\n")
-            print("| small parts | median s | mean s | slowest s | parts at the end |")
-            print("| --- | ---: | ---: | ---: | ---: |")
+            print(f"\n{a.rounds} rounds of `tbconvert.sync_watch(jobs=0)` in a row, each "
+                  f"after {new:,} new points:\n")
+            print("| small parts | median s | median of the last tenth s | mean s | slowest s "
+                  "| parts at the end | files in the dataset |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
             for merging in (False, True):
-                times, parts = many_rounds(base, a.runs, a.points, new, a.rounds, merging)
+                times, parts, files = many_rounds(base, a.runs, a.points, new, a.rounds,
+                                                  merging)
                 print(f"| {'merged' if merging else 'kept (merging off)'} | "
-                      f"{sorted(times)[len(times) // 2]:.3f} | {sum(times) / len(times):.3f} "
-                      f"| {max(times):.3f} | {parts} |")
+                      f"{median(times):.4f} | {median(times[-max(1, len(times) // 10):]):.4f} "
+                      f"| {sum(times) / len(times):.4f} | {max(times):.3f} | {parts} "
+                      f"| {files} |")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
