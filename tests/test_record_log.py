@@ -184,8 +184,9 @@ def test_arrows_limit_on_footer_strings_is_raised_to_the_footers_length(tmp_path
     length = int.from_bytes(data[-8:-4], "little")
     monkeypatch.setattr(reader, "_ARROW_FOOTER_STRINGS", 1000)
     with open(tmp_path / "a.parquet", "rb") as fh:
-        assert reader._footer_strings_limit(fh) == length > 1000 and fh.tell() == 0
+        assert reader._strings_limit(reader._footer_length(fh)) == length > 1000 and \
+            fh.tell() == 0
     (tmp_path / "b.parquet").write_bytes(b"not parquet")
     with open(tmp_path / "b.parquet", "rb") as fh:
-        assert reader._footer_strings_limit(fh) == 1000
+        assert reader._strings_limit(reader._footer_length(fh)) == 1000
     assert len(tbconvert.read(tmp_path / "a.parquet").runs["run0"].records) == 300

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from tbconvert.errors import CorruptDataError
 from tbconvert.formats.parquet import footer as F
 
-# Arrow's own limit on the strings of a footer it decodes (see reader._footer_strings_limit)
+# Arrow's own limit on the strings of a footer it decodes (see reader._strings_limit)
 ARROW_FOOTER_STRINGS = 100_000_000
 
 

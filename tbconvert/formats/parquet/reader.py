@@ -97,11 +97,10 @@ def _open_part(path: Path) -> int:
 _ARROW_FOOTER_STRINGS = keyvalue.ARROW_FOOTER_STRINGS
 
 
-def _footer_strings_limit(fh) -> int:
-    """Arrow's limit on a footer's strings, raised to the footer's length: the strings a
-    footer holds cannot be longer than itself, and a tbconvert archive's JSON may pass
-    Arrow's own limit (reading it then costs several times its size)."""
-    length = _footer_length(fh)
+def _strings_limit(length: int | None) -> int:
+    """Arrow's limit on the strings of a footer of ``length`` bytes (None: not known), raised
+    to that length: the strings a footer holds cannot be longer than itself, and a tbconvert
+    archive's JSON may pass Arrow's own limit (reading it then costs several times its size)."""
     return _ARROW_FOOTER_STRINGS if length is None else max(_ARROW_FOOTER_STRINGS, length)
 
 
@@ -167,8 +166,7 @@ def _open_file(fh, path: Path, options: Options,
     try:
         if apart is None:
             pf = pq.ParquetFile(fh, page_checksum_verification=True,
-                                thrift_string_size_limit=max(_ARROW_FOOTER_STRINGS,
-                                                             length or 0))
+                                thrift_string_size_limit=_strings_limit(length))
         else:
             pf = pq.ParquetFile(fh, page_checksum_verification=True, metadata=apart[0])
             sliced = apart[2]
