@@ -458,6 +458,27 @@ def test_ctrl_c_just_as_the_lock_is_taken_leaves_no_lock(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == []
 
 
+def test_ctrl_c_just_as_the_lock_is_released_leaves_no_lock(tmp_path, monkeypatch):
+    """A signal that lands as the release begins, before it holds signals back (a watch
+    stopped with SIGTERM as a round ends), still ends with the lock removed."""
+    from tbconvert.incremental.lock import Lock
+    from tbconvert.report import Report
+    real = Lock._uninterrupted
+    calls = []
+
+    def interrupted_once_held(self):
+        calls.append(self._held)
+        if self._held and calls.count(True) == 1:
+            raise KeyboardInterrupt      # (as the signal's handler raises it there)
+        return real(self)
+
+    monkeypatch.setattr(Lock, "_uninterrupted", interrupted_once_held)
+    with pytest.raises(KeyboardInterrupt), Lock(tmp_path, Report()):
+        assert [p.name for p in tmp_path.iterdir()] == ["_tbconvert.lock"]
+    assert [p.name for p in tmp_path.iterdir()] == []
+    assert calls == [False, True, True]
+
+
 def test_destination_that_is_not_a_dataset_is_refused(tmp_path):
     src = tmp_path / "logs"
     Events(src / "a" / "events.out.tfevents.1.host").write(scalar(0))

@@ -247,7 +247,13 @@ class Lock:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.release()
+        try:
+            self.release()
+        except BaseException:
+            # Ctrl-C or SIGTERM landed as the release began, before its signals were held
+            # back (see _uninterrupted): the lock still goes, then the signal's error goes on.
+            self.release()
+            raise
         if self.left_behind and isinstance(exc, StorageError):
             shown = getattr(self, "shown", self.path)
             raise StorageError(f"{exc}; the dataset's lock {shown} could not be removed: the "
