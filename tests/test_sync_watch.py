@@ -346,10 +346,13 @@ def test_sync_watch_with_kept_workers_writes_what_one_process_writes(tmp_path, m
 
 def test_a_kept_workers_share_flushes_its_own_parts(tmp_path, monkeypatch):
     """``sync_share`` (what a kept worker runs for its share): the results of ``sync_run``,
-    every part flushed to disk before it answers and said to be, so the leading process
-    does not flush them again; when a flush fails, none is said to be."""
+    each part flushed to disk by a thread while the next run is read. A part whose flush was
+    done when the share answers is said to be flushed, so the leading process does not
+    flush it again; the answer does not wait for the others (nor for a flush that failed),
+    said not to be, which the leading process flushes."""
     import copy
     import dataclasses
+    import threading
 
     from tbconvert.incremental import runs
     from tbconvert.incremental.files import pending_name
@@ -387,11 +390,73 @@ def test_a_kept_workers_share_flushes_its_own_parts(tmp_path, monkeypatch):
     assert parts_of(shared) == expected
     assert [dataclasses.replace(r, flushed=False, report=None) for r in shared] == \
         [dataclasses.replace(r, report=None) for r in alone]
-    assert [r.flushed for r in shared] == [r.part is not None for r in shared]
-    assert sorted(flushed) == sorted(str(dst / pending_name(p)) for p in expected)
+    said = {str(dst / pending_name(r.part)) for r in shared if r.flushed}
+    assert all(r.part is not None for r in shared if r.flushed)
+    assert said <= set(flushed)
+
+    # flushes that are not done when the share is: its answer does not wait for them
+    go_on = threading.Event()
+
+    def slow(fd):
+        go_on.wait(60)
+        return fsync(fd)
+    monkeypatch.setattr(os, "fsync", slow)
+    try:
+        assert [r.flushed for r in runs.sync_share(tasks)] == [False] * 3
+    finally:
+        go_on.set()
 
     def failing(fd):
         raise OSError(5, "Input/output error")
     monkeypatch.setattr(os, "fsync", failing)
     assert [r.flushed for r in runs.sync_share(tasks)] == [False] * 3
     assert runs.sync_share([]) == []
+
+
+def test_a_watch_round_takes_the_manifest_it_committed_until_another_writer_changes_it(
+        tmp_path, monkeypatch):
+    """A round takes the manifest the watch's last round committed from memory while the
+    file is still that one; a sync from elsewhere between rounds (a new file renamed in) or
+    an edit in place makes the next round read it from disk, and what it reads counts."""
+    from tbconvert.incremental import manifest_stream
+    reads: list = []
+    real_read = manifest_stream.read
+
+    def counted(path, each=None):
+        reads.append(path)
+        return real_read(path, each)
+    monkeypatch.setattr(manifest_stream, "read", counted)
+    src, dst = tmp_path / "logs", tmp_path / "archive"
+    a = Events(src / "a" / "events.out.tfevents.1.host")
+    a.write_many(scalar(s) for s in range(10))
+    seen: list = []
+    read_before: list = []
+
+    def grow(seconds):
+        k = len(seen)
+        read_before.append(len(reads))
+        a.write_many(scalar(s) for s in range(10 * k, 10 * k + 10))
+        if k == 2:      # another sync commits between two rounds
+            Events(src / "b" / "events.out.tfevents.1.host").write_many(
+                scalar(s) for s in range(5))
+            tbconvert.sync(src, dst)
+        if k == 4:      # the manifest rewritten in place, byte for byte: still read again
+            marker = dst / "_tbconvert.json"
+            text = marker.read_bytes()
+            time.sleep(0.01)
+            with open(marker, "r+b") as fh:
+                fh.write(text)
+
+    tbconvert.sync_watch(src, dst, 0.0, rounds=6, sleep=grow, on_round=seen.append)
+    assert [r.error for r in seen] == [None] * 6
+    read_before.append(len(reads))
+    # rounds 2, 4, 6 took the manifest from memory; round 3 read the one the other sync
+    # committed (which took the new points: the round found nothing new, at the other
+    # sync's generation) and kept it for round 4; round 5 read the one edited in place
+    new_reads = [b - a for a, b in zip(read_before, read_before[1:], strict=False)]
+    assert new_reads == [0, 2, 0, 1, 0], new_reads   # (round 3: the other sync read it too)
+    generations = [r.report.generation for r in seen]
+    assert seen[2].report.parts_written == 0
+    assert generations[2:4] == [generations[1] + 1, generations[1] + 2]
+    assert _generation(dst) == generations[-1]
+    check(src, dst, tmp_path, view=False)

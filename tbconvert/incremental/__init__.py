@@ -125,11 +125,13 @@ def sync(src, dst, *, scheduler: str | None = None, break_lock: bool = False,
 
 
 def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_options,
-          jobs: int, workers=None, allow_pickle: bool = False, sweeps=None) -> SyncReport:
+          jobs: int, workers=None, allow_pickle: bool = False, sweeps=None,
+          committed=None) -> SyncReport:
     """:func:`sync`; ``workers`` (a :class:`~tbconvert.kept.KeptWorkers` pool kept between
     syncs, as :func:`~tbconvert.incremental.watch.sync_watch` keeps one) take a share of
     the runs of a small sync too; ``sweeps`` (a watch's :class:`manifest.Sweeps`) tells when
-    the whole dataset is next looked through for garbage."""
+    the whole dataset is next looked through for garbage; ``committed`` (a watch's
+    :class:`manifest.Committed`) keeps the manifest a round commits for the next round."""
     from tbconvert import remote
     src, dst = remote.localize(src), remote.localize(dst)
     if remote.is_remote(src) or remote.is_remote(dst):
@@ -147,10 +149,10 @@ def _sync(src, dst, scheduler, break_lock: bool, report: SyncReport, storage_opt
     with made_in_place(dst):
         _prepare_destination(dst)
         with Lock(dst, report, break_lock=break_lock):
-            survey = _survey(src, dst)
+            survey = _survey(src, dst, committed=committed)
             if not _nothing_new(survey, report):
                 _sync_locked(src, dst, scheduler, report, survey=survey, jobs=jobs,
-                             workers=workers, sweeps=sweeps)
+                             workers=workers, sweeps=sweeps, committed=committed)
             else:
                 from tbconvert.incremental import manifest
                 manifest.remove_garbage(dst, {"parts": survey.marker_parts}, left=(),
@@ -423,12 +425,14 @@ _ANY: set = set()
 LOOKED_UP_PARTS = 256
 
 
-def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
+def _survey(src: Path, dst: Path, check_parts: bool = True,
+            committed=None) -> _Survey | None:
     """The listing and every run's plan, told from the manifest and the files' sizes and
     checksums alone (no numpy, no pyarrow: a sync run often, finding nothing, stays cheap);
     the sync then neither lists nor checks the files again. None when anything is unusual:
     the full path looks again and reports it. ``check_parts``: a run whose archived part is
-    missing from ``dst`` (a local dataset) is read whole again."""
+    missing from ``dst`` (a local dataset) is read whole again. ``committed``: a watch's
+    :class:`~tbconvert.incremental.manifest.Committed`, the manifest its last round wrote."""
     from tbconvert.formats.tfevents import event_files
     from tbconvert.incremental import manifest, manifest_stream
     from tbconvert.incremental.files import plan_files
@@ -453,9 +457,17 @@ def _survey(src: Path, dst: Path, check_parts: bool = True) -> _Survey | None:
                     mark(key, state)
                 for name, files in by_key[key]:
                     found[name] = plan_files(files, state)
-        # (None for a manifest changed since it was written: the full path refuses it, as
-        # every reader does)
-        marker = manifest_stream.read(dst / MARKER_FILE, each=plan)
+        marker = None if committed is None else committed.take(dst)
+        if marker is not None:
+            for key, state in marker["sync"]["runs"].items():
+                plan(key, state.value())
+        else:
+            seen = None if committed is None else committed.look(dst)
+            # (None for a manifest changed since it was written: the full path refuses it,
+            # as every reader does)
+            marker = manifest_stream.read(dst / MARKER_FILE, each=plan)
+            if seen is not None and marker is not None and manifest.well_formed(marker):
+                committed.keep(dst, marker, seen)
         if marker is None or not manifest.well_formed(marker):
             return None
         state = marker["sync"]
@@ -484,7 +496,7 @@ def _nothing_new(survey: _Survey | None, report: SyncReport) -> bool:
 
 def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None,
                  survey: _Survey | None = None, jobs: int = 1, workers=None,
-                 sweeps=None) -> None:
+                 sweeps=None, committed=None) -> None:
     from tbconvert.formats.base import Options
     from tbconvert.formats.parquet import schema as S
     from tbconvert.formats.parquet.writer import part_name
@@ -634,6 +646,8 @@ def _sync_locked(src: Path, dst: Path, scheduler, report: SyncReport, store=None
         else:    # an object store's manifest publishes in its own way, without a flusher
             manifest.publish(dst, written)
         manifest.commit(dst, new_marker)
+        if committed is not None and store is None:
+            committed.keep(dst, new_marker)
     except BaseException:
         if flusher is not None:
             flusher.close()

@@ -103,28 +103,28 @@ def sync_run_here(leader: int, task: RunTask, held: dict | None = None) -> RunRe
 
 def sync_share(tasks: list[RunTask]) -> list[RunResult]:
     """``sync_run`` of each task, as a kept worker runs its share of a round: each part is
-    flushed to disk by a thread of this process while the next run is read, and the answer
-    waits until every one is. Flushed by the leading process instead, the parts of a share
-    that arrive together would be flushed one after another at the end of the round, when
-    nothing else is left to do (after a pause a flush takes 1-2 ms on a common disk)."""
+    flushed to disk by a thread of this process while the next run is read. Flushed by the
+    leading process instead, the parts of a share that arrive together would be flushed one
+    after another at the end of the round, when nothing else is left to do (after a pause
+    a flush takes 1-2 ms on a common disk). The answer does not wait for the flushes still
+    going on (the last part's, mostly): those parts go back as not flushed, and the leading
+    process flushes them beside its own last ones (a flush that failed here, too, and is
+    then told)."""
     from tbconvert.incremental.manifest import Flusher
     if not tasks:
         return []
     flusher = Flusher(Path(tasks[0].dst))
-    results = []
+    results, flushes = [], []
     try:
         for result in run_share(sync_run, tasks):
             if result.part is not None and result.state is not None:
-                flusher.add(result.part)
-                result.flushed = True
+                flushes.append((result, flusher.add(result.part)))
             results.append(result)
-        try:
-            flusher.wait()
-        except OSError:     # the leading process flushes them again, and tells what failed
-            for result in results:
-                result.flushed = False
+        for result, future in flushes:
+            result.flushed = future.done() and not future.cancelled() and \
+                future.exception() is None
     finally:
-        flusher.close()
+        flusher.close(wait=False)
     return results
 
 

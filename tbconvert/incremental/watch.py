@@ -107,8 +107,8 @@ def _kept_workers(src, dst, options: dict):
 
 def _rounds(src, dst, every, on_round, rounds, break_lock, sleep, pool, options) -> int:
     from tbconvert.incremental import SyncReport, _sync
-    from tbconvert.incremental.manifest import Sweeps
-    sweeps = Sweeps()
+    from tbconvert.incremental.manifest import Committed, Sweeps
+    sweeps, committed = Sweeps(), Committed()
     number = 0
     while rounds is None or number < rounds:
         number += 1
@@ -118,7 +118,8 @@ def _rounds(src, dst, every, on_round, rounds, break_lock, sleep, pool, options)
             done.report = _sync(src, dst, options.get("scheduler"),
                                 break_lock and number == 1, SyncReport(),
                                 options.get("storage_options"), options.get("jobs", 1), pool,
-                                allow_pickle=options.get("allow_pickle", False), sweeps=sweeps)
+                                allow_pickle=options.get("allow_pickle", False), sweeps=sweeps,
+                                committed=committed)
         except SyncLocked as exc:
             done.skipped = str(exc)
         except TbconvertError as exc:
