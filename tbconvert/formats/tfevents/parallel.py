@@ -36,6 +36,7 @@ from typing import NamedTuple
 from tbconvert import scratch, workers
 from tbconvert.errors import OutputError, in_words
 from tbconvert.formats.base import source_size
+from tbconvert.formats.tfevents.reader import Segments
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import RunData
 from tbconvert.report import Report
@@ -51,38 +52,86 @@ _WAIT = 0.2
 RETRIES = 2
 
 class Part(NamedTuple):
-    """Consecutive files of one run, read by one worker."""
+    """Consecutive files of one run, or segments of a large one (see
+    :class:`~tbconvert.formats.tfevents.reader.Segments`), read by one worker."""
 
     run: int              # index of the run in reading order
     name: str
-    files: list[Path]
+    files: list           # paths, and Segments
     first: bool           # holds the run's first file
     last: bool            # holds the run's last file
 
     @property
     def key(self) -> tuple[int, str]:
-        return self.run, str(self.files[0]) if self.files else ""
+        if not self.files:
+            return self.run, ""
+        head = self.files[0]
+        return self.run, (f"{head.path}@{head.start}" if isinstance(head, Segments)
+                          else str(head))
 
 
 def plan(runs, jobs: int) -> list[Part]:
-    """The parts to read ``runs`` in: a run of several files large enough for it is cut into
-    up to ``2 * jobs`` parts of consecutive files (files differ in how long they take to
-    read; a worker done early takes the next part)."""
+    """The parts to read ``runs`` in: a run of several files, or of a file large enough to
+    be read in segments, is cut into up to ``2 * jobs`` parts of consecutive files and
+    segments (they differ in how long they take to read; a worker done early takes the next
+    part)."""
     parts: list[Part] = []
     for index, (name, files) in enumerate(runs):
-        sizes = [source_size(f) for f in files] if len(files) > 1 else [0] * len(files)
-        target = max(PART_MIN_BYTES, sum(sizes) / (2 * jobs))
-        groups: list[list[Path]] = [[]]
+        pieces = _pieces(files)
+        target = max(PART_MIN_BYTES, sum(size for _, size in pieces) / (2 * jobs))
+        groups: list[list] = [[]]
         held = 0
-        for path, size in zip(files, sizes, strict=True):
+        for piece, size in pieces:
             if groups[-1] and held >= target:
                 groups.append([])
                 held = 0
-            groups[-1].append(path)
+            groups[-1].append(piece)
             held += size
         for k, group in enumerate(groups):
-            parts.append(Part(index, name, group, k == 0, k == len(groups) - 1))
+            parts.append(Part(index, name, _joined_segments(group), k == 0,
+                              k == len(groups) - 1))
     return parts
+
+
+def _pieces(files: list[Path]) -> list[tuple]:
+    """``(file or segment, bytes)`` of a run's files in order, each large file's segments
+    apart (a run of one small file: one piece, its size not looked up)."""
+    from tbconvert.formats.tfevents.reader import SEGMENT_MIN_BYTES, segments_of
+    if len(files) == 1 and source_size(files[0]) < SEGMENT_MIN_BYTES:
+        return [(files[0], 0)]
+    pieces: list[tuple] = []
+    for path in files:
+        size = source_size(path)
+        cuts = segments_of(path, size) if size >= SEGMENT_MIN_BYTES else []
+        if len(cuts) < 2:
+            pieces.append((path, size))
+            continue
+        for start, stop in cuts:
+            pieces.append((Segments(path, start, (stop,)),
+                           (size if stop is None else stop) - start))
+    return pieces
+
+
+def _joined_segments(group: list) -> list:
+    """A part's pieces, the consecutive segments of one file as one :class:`Segments`."""
+    out: list = []
+    for piece in group:
+        if isinstance(piece, Segments) and out and isinstance(out[-1], Segments) and \
+                out[-1].path == piece.path:
+            out[-1] = out[-1]._replace(stops=out[-1].stops + piece.stops)
+        else:
+            out.append(piece)
+    return out
+
+
+def _landed(parts: list[Part], ends: list) -> bool:
+    """Whether each part that begins inside a file begins where the part before it ended
+    (else a record ran across the cut, and the run is read again in one go)."""
+    for k in range(1, len(parts)):
+        head = parts[k].files[0] if parts[k].files else None
+        if isinstance(head, Segments) and head.start and ends[k - 1] != head.start:
+            return False
+    return True
 
 
 def _read(root, options, name, files, spill_dir, detached=False):
@@ -106,7 +155,7 @@ def _read(root, options, name, files, spill_dir, detached=False):
         result = in_words(exc)
     counters = (reader.files_with_bytes, reader.valid_records, reader.damaged_event_files,
                 progress.size, progress.sent)
-    return result, report.issues, counters
+    return result, report.issues, counters, reader.stopped
 
 
 def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
@@ -132,7 +181,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 progress.advance(n)
 
     def discard(results) -> None:
-        for result, _, _ in results:
+        for result, *_ in results:
             if isinstance(result, RunAssembler):
                 result.store.close()
 
@@ -144,6 +193,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
             todo = collections.deque(parts)
             lost: set[int] = set()     # runs whose reading process died
             done: list = []            # results of the current run's parts so far
+            done_parts: list = []      # and those parts
             # After a worker died, the parts its pool held are read again one at a time: the
             # pool cannot tell which one it was reading, and only a part read alone can be
             # blamed (a kill from outside costs a rereading, not a run).
@@ -198,7 +248,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                             run=part.name)
                         lost.add(part.run)
                         discard(done)
-                        done = []
+                        done, done_parts = [], []
                         suspects.discard(part.key)
                         held = held[1:]
                     suspects.update(p.key for p in held)
@@ -210,24 +260,31 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 fill()
                 sent += outcome[2][4]
                 done.append(outcome)
+                done_parts.append(part)
                 if not part.last:
                     continue
                 results, done = done, []
-                failed = [k for k, (r, _, _) in enumerate(results) if isinstance(r, str)]
+                run_parts, done_parts = done_parts, []
+                failed = [k for k, (r, *_) in enumerate(results) if isinstance(r, str)]
+                if not failed and not _landed(run_parts, [r[3] for r in results]):
+                    # a record ran across a cut: read in one go here, as one process reads
+                    discard(results)
+                    yield _read_here(reader, part.name, run_parts, progress, drain)
+                    continue
                 if failed:
                     # one reader would have stopped at the failing part: what the parts after
                     # it found is not reported
                     discard(results)
                     results = results[:failed[0] + 1]
                 files_with_bytes, valid, damaged, size, sent = (sum(c) for c in zip(
-                    *(counters for _, _, counters in results), strict=True))
-                for _, issues, _ in results:
+                    *(counters for _, _, counters, _ in results), strict=True))
+                for _, issues, *_ in results:
                     reader.report.extend(issues)
                 reader.files_with_bytes += files_with_bytes
                 reader.valid_records += valid
                 reader.damaged_event_files += damaged
                 run_progress = RunProgress(progress, sent=sent, size=size)
-                for result, _, _ in results:
+                for result, *_ in results:
                     if isinstance(result, OutputError):
                         discard(results)
                         raise OutputError(str(result))
@@ -237,7 +294,7 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                                       run=part.name)
                     run_progress.done()
                     continue
-                asms = [r for r, _, _ in results]
+                asms = [r for r, *_ in results]
                 asm = asms[0] if len(asms) == 1 else RunAssembler.joined(part.name, asms)
                 run, series = asm.build()
                 yield RunData(run, run_progress.follow(series, asm.points_read, tick=drain))
@@ -250,3 +307,19 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
             # result went back can still be on its way when the worker is stopped, and lost.
             if progress is not None and sent > received:
                 progress.advance(sent - received)
+
+
+def _read_here(reader, name: str, parts: list[Part], progress, tick) -> RunData:
+    """The run whose ``parts`` were read apart, read again in this process from its first
+    file to its last, as one process reads it (what its parts told is let go of)."""
+    from tbconvert.formats.tfevents.reader import RunProgress
+    files: list[Path] = []
+    for part in parts:
+        for item in part.files:
+            path = item.path if isinstance(item, Segments) else item
+            if not files or files[-1] != path:
+                files.append(path)
+    run_progress = RunProgress(progress)
+    asm = reader.read_run(name, files, progress=run_progress)
+    run, series = asm.build()
+    return RunData(run, run_progress.follow(series, asm.points_read, tick=tick))

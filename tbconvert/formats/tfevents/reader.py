@@ -14,6 +14,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class FileState:
     """What reading one file found; ``end`` and ``last`` let a later read resume after it."""
 
     __slots__ = ("records", "first_done", "reported", "damaged_records", "size", "end", "last",
-                 "partial_tail", "failed", "learnt")
+                 "partial_tail", "failed", "learnt", "stopped")
 
     def __init__(self, start: int = 0, size: int = 0) -> None:
         self.records = 0        # valid records so far
@@ -76,6 +77,17 @@ class FileState:
         self.failed = False     # reading it failed (an I/O error) after ``end``
         # field maps of its wide records (merge_all of a summary per layer), for later blocks
         self.learnt = summary_templates.Learnt()
+        self.stopped = start    # where reading stopped (a segment's end, see read_segments)
+
+
+class Segments(NamedTuple):
+    """Consecutive segments of one event file (see :func:`records.segment_starts`), read as
+    :meth:`TfeventsReader.read_segments` reads them: from ``start``, where one begins, to
+    the end of each segment in ``stops`` in turn (None: the end of the file)."""
+
+    path: Path
+    start: int
+    stops: tuple
 
 
 # Records a block's bulk decoders may leave that are still tried with templates learnt from one
@@ -87,6 +99,19 @@ LET_GO_BYTES = 1 << 20      # a record this large, alone in its block, lets the 
 
 # Below this much input, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
+# An event file of at least SEGMENT_MIN_BYTES is read in segments of about SEGMENT_BYTES,
+# whatever the number of processes (so that the run is the same, byte for byte), which
+# processes may read apart.
+SEGMENT_BYTES = 16 << 20
+SEGMENT_MIN_BYTES = 64 << 20
+
+
+def segments_of(path: Path, size: int) -> list[tuple[int, int | None]]:
+    """The segments ``(start, stop)`` the event file ``path`` of ``size`` bytes is read in
+    (one, ``(0, None)``, for a file under SEGMENT_MIN_BYTES)."""
+    starts = [0] if size < SEGMENT_MIN_BYTES else \
+        records.segment_starts(path, size, SEGMENT_BYTES)
+    return list(zip(starts, [*starts[1:], None], strict=True))
 
 
 class RunProgress:
@@ -210,6 +235,9 @@ class TfeventsReader(Reader):
         # files of the run being read whose records were read with others' (see small_runs):
         # {path: (size, start, blocks, decoded)}, what read_blocks takes
         self.held: dict = {}
+        # where the last segments read (read_segments) ended: a part of a run read in
+        # another process tells its leader where the segments after its own must begin
+        self.stopped: int | None = None
 
     def experiment(self) -> Experiment:
         sidecar = self.path / event_files.EXPERIMENT_SIDECAR
@@ -403,6 +431,9 @@ class TfeventsReader(Reader):
         try:
             for path in files:
                 starts.append(asm.next_seq)
+                if isinstance(path, Segments):
+                    self._read_given_segments(path, asm)
+                    continue
                 if path.name.endswith(event_files.PROFILE_EMPTY):
                     continue  # TensorBoard skips these placeholders when reading data
                 self._read_file(path, asm)
@@ -442,9 +473,8 @@ class TfeventsReader(Reader):
         else:
             self.read_file(path, asm)
 
-    def read_file(self, path: Path, asm: RunAssembler, start: int = 0) -> FileState | None:
-        """Read the records of ``path`` from byte ``start`` (a record boundary) into ``asm``;
-        None when the file could not be opened."""
+    def _size_of(self, path: Path, asm: RunAssembler) -> int | None:
+        """The size of the event file ``path`` (None: it is not read, and that is told)."""
         try:
             st = os.stat(path)
             # Only regular files: a FIFO would block forever and /dev/zero never ends.
@@ -452,42 +482,109 @@ class TfeventsReader(Reader):
                 self.report.add("not_a_regular_file",
                                 f"{path}: not a regular file (a pipe, device or socket); skipped",
                                 path=path, run=asm.name)
-                return
-            size = st.st_size
+                return None
+            return st.st_size
         except OSError as exc:
             raise_if_exhausted(exc)
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped",
                             path=path, run=asm.name)
             return None
+
+    def read_file(self, path: Path, asm: RunAssembler, start: int = 0) -> FileState | None:
+        """Read the records of ``path`` from byte ``start`` (a record boundary) into ``asm``
+        (from its start: in segments, when it is large); None when the file could not be
+        opened."""
+        size = self._size_of(path, asm)
+        if size is None:
+            return None
+        if start == 0 and size >= SEGMENT_MIN_BYTES:
+            cuts = segments_of(path, size)
+            if len(cuts) > 1:
+                return self.read_segments(path, asm, size, 0, [stop for _, stop in cuts])
         return self.read_blocks(path, asm, size, start)
 
+    def _read_given_segments(self, item: Segments, asm: RunAssembler) -> None:
+        size = self._size_of(item.path, asm)
+        if size is not None:
+            self.read_segments(item.path, asm, size, item.start, item.stops)
+
+    def read_segments(self, path: Path, asm: RunAssembler, size: int, start: int,
+                      stops) -> FileState:
+        """Read ``path`` from ``start`` to the end of each segment in ``stops`` (None: the
+        end of the file) as :meth:`read_blocks` reads a file of its own: the points it holds
+        over are stored at the segment's end, and the next segment's sequence numbers follow
+        on. So segments read in other processes and joined in order
+        (``RunAssembler.joined``) give the same run. A segment that ends past the next cut
+        (a record runs across it, or damage) has the next one start where it ended.
+        ``self.stopped``: where the last one ended."""
+        whole = FileState(start, size)
+        told = len(self.report.issues)
+        pos = start
+        for stop in stops:
+            if stop is not None and pos >= stop:
+                continue
+            state = self.read_blocks(path, asm, size, pos, stop=stop, whole=False)
+            whole.records += state.records
+            whole.damaged_records |= state.damaged_records
+            if state.records:
+                whole.end, whole.last = state.end, state.last
+            whole.partial_tail, whole.failed = state.partial_tail, state.failed
+            pos = whole.stopped = state.stopped
+            if state.failed or pos >= size:
+                break
+        self.stopped = pos
+        self._counted(path, asm, size, start, whole, told)
+        return whole
+
     def read_blocks(self, path: Path, asm: RunAssembler, size: int, start: int, blocks=None,
-                    decoded=None) -> FileState:
+                    decoded=None, stop: int | None = None, whole: bool = True) -> FileState:
         """Read the records of ``path`` (of ``size`` bytes) from byte ``start`` into ``asm``:
         its ``blocks`` when they were read already, with ``decoded``, what :meth:`decode`
         gave for the one block there is when its records were decoded with others' (see
-        :mod:`.small_runs`)."""
+        :mod:`.small_runs`). ``stop``: the records that begin before it (a segment, see
+        :meth:`read_segments`; ``whole`` False: the caller counts the file)."""
         seq_base = asm.next_seq
         state = FileState(start, size)
         told = len(self.report.issues)
         try:
             if blocks is None:
-                blocks = records.scan_file(path, block_size=self.block_size, start=start)
+                blocks = records.scan_file(path, block_size=self.block_size, start=start) \
+                    if stop is None else records.scan_file(
+                        path, block_size=self.block_size, start=start, stop=stop)
             for block in blocks:
+                # (a segment counts its own bytes only: the next one's are read ahead here)
                 end = block.offset + len(block.buf)
+                if stop is not None:
+                    end = min(end, stop)
+                if block.end is not None:
+                    state.stopped = block.end
                 self._read_block(path, asm, block, seq_base, state, decoded)
                 del block     # (not held while the next one is read)
                 asm.end_block(last=False)
-                self._run_progress.read(end - state.reported)
-                state.reported = end
+                if end > state.reported:
+                    self._run_progress.read(end - state.reported)
+                    state.reported = end
         except OSError as exc:
             raise_if_exhausted(exc)
             state.failed = True
             self.report.add("unreadable_file", f"{path}: cannot be read ({exc.strerror}); skipped "
                             "the rest of it", path=path, run=asm.name)
         asm.end_file()
-        if size > state.reported:
-            self._run_progress.read(size - state.reported)
+        done = size if stop is None else min(max(stop, state.stopped), size)
+        if done > state.reported:
+            self._run_progress.read(done - state.reported)
+            state.reported = done
+        if whole:
+            self._counted(path, asm, size, start, state, told)
+        if not state.records:
+            return state
+        asm.next_seq = seq_base + 2 * state.records + 2
+        return state
+
+    def _counted(self, path: Path, asm: RunAssembler, size: int, start: int,
+                 state: FileState, told: int) -> None:
+        """Count the file read (from ``start``) in the reader's totals, and tell when none
+        of its bytes were records (``told``: the issues there were before it was read)."""
         if size:
             self.files_with_bytes += 1
         self.damaged_event_files += state.damaged_records
@@ -503,9 +600,6 @@ class TfeventsReader(Reader):
                 self.report.add("not_an_event_file",
                                 f"{path}: not an event file (no valid record in {size} bytes); "
                                 "skipped", path=path, run=asm.name)
-            return state
-        asm.next_seq = seq_base + 2 * state.records + 2
-        return state
 
     def _read_block(self, path: Path, asm: RunAssembler, block, seq_base: int,
                     state: FileState, decoded=None) -> None:

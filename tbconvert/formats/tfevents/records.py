@@ -214,7 +214,8 @@ class _Scanner:
     ``searching`` after ``run`` says the same of where this one stopped.
     """
 
-    def __init__(self, buf, peek=None, own=None, eof=None, searching=False) -> None:
+    def __init__(self, buf, peek=None, own=None, eof=None, searching=False,
+                 limit=None) -> None:
         self.buf = buf
         self.n = len(buf)
         self.data = np.frombuffer(buf, dtype=np.uint8)
@@ -226,6 +227,10 @@ class _Scanner:
         # after them are lookahead, so a record or a search near the edge is still judged
         # with the bytes that follow it.
         self.own = self.n if own is None or self.final else own
+        # ``limit``: no record starting at or after this buffer offset is taken (the end of
+        # a segment of the file, see :func:`segment_starts`); None: any
+        self.limit = limit
+        self.limited = False
         self.damage: list[Damage] = []
         self.need = 0
         self.searching = searching
@@ -248,10 +253,20 @@ class _Scanner:
         # a record takes 16 bytes at least.
         own = self.own // (HEADER + FOOTER)
         batch = max(own, _FIRST_BATCH) if own <= _WHOLE_BATCH else _FIRST_BATCH
-        while pos < self.own:
+        limit = self.limit
+        while pos < self.own and (limit is None or pos < limit):
             self.searching = False
             starts, lengths = record_chain.walk(buf, pos, batch)
             ok = _valid_prefix(data, mv, starts, lengths)
+            if limit is not None and ok:
+                within = int(np.searchsorted(starts[:ok], limit + HEADER))
+                if within < ok:
+                    # the records from the limit on are the next segment's
+                    if within:
+                        out_starts.append(starts[:within])
+                        out_lengths.append(lengths[:within])
+                        pos = int(starts[within - 1] + lengths[within - 1]) + FOOTER
+                    break
             if ok:
                 out_starts.append(starts[:ok])
                 out_lengths.append(lengths[:ok])
@@ -266,6 +281,8 @@ class _Scanner:
             if nxt is None:
                 break
             pos = nxt
+        # (the rest of the buffer, past the limit, is left: the end of the file too)
+        self.limited = limit is not None and pos >= limit
         if not out_starts:
             return _EMPTY, _EMPTY, self.damage, pos
         return np.concatenate(out_starts), np.concatenate(out_lengths), self.damage, pos
@@ -678,16 +695,19 @@ class Block:
     lengths: np.ndarray
     damage: list[Damage]
     read_at: Callable[[int, int], bytes] | None = None
+    end: int | None = None      # the file offset where the next block starts
 
 
 def scan_file(path, *, block_size: int = BLOCK_SIZE, max_record: int = MAX_RECORD,
-              start: int = 0):
+              start: int = 0, stop: int | None = None):
     """Yield :class:`Block` objects covering the file at ``path`` in file order.
 
     Only regular files are read (:class:`tbconvert.sourcefiles.NotRegularFile`
     otherwise); memory stays within ``block_size`` plus the largest valid record.
     ``start`` must be where a record begins (the end of one read before, for a file
-    that grows).
+    that grows). ``stop``: the blocks end where the records that begin before it do (a
+    segment of the file, see :func:`segment_starts`; the last block's ``end`` says where:
+    ``stop`` itself unless a record runs across it, or damage does).
     """
     from tbconvert import sourcefiles
     block_size = max(int(block_size), 64)
@@ -699,10 +719,66 @@ def scan_file(path, *, block_size: int = BLOCK_SIZE, max_record: int = MAX_RECOR
         return _pread(fd, k, offset)
 
     try:
-        yield from _blocks(fd, os.fstat(fd).st_size, block_size, max_record, start, read_at)
+        yield from _blocks(fd, os.fstat(fd).st_size, block_size, max_record, start, read_at,
+                           stop)
     finally:
         opened, fd = fd, None
         os.close(opened)
+
+
+def segment_starts(path, size: int, every: int) -> list[int]:
+    """Where the file at ``path`` (``size`` bytes) is cut into segments of about ``every``
+    bytes, for their records to be read apart (on several cores: a single large event file
+    is most runs' only one): 0, then for each further multiple of ``every`` the first record
+    found at or after it as a damaged stretch is searched past (a header and a payload that
+    check out, and another header right after). A file under twice ``every`` is not cut.
+    The cuts depend on the file's bytes alone, so that every reader, in one process or
+    several, reads the same segments. A cut inside a record (event records held as data)
+    is found out by the segment before it, which then reads on past it (see
+    :meth:`~tbconvert.formats.tfevents.reader.TfeventsReader.read_segments`)."""
+    starts = [0]
+    if size < 2 * every:
+        return starts
+    from tbconvert import sourcefiles
+    fd = sourcefiles.open_regular(path)
+    try:
+        for target in range(every, size - every // 2, every):
+            if target <= starts[-1]:
+                continue
+            buf = _pread(fd, min(_CUT_WINDOW, size - target), target)
+            final = target + len(buf) >= size
+
+            def peek(i: int, k: int, base: int = target) -> bytes:
+                return _pread(fd, k, base + i) if base + i < size else b""
+
+            cut = _first_record(_Scanner(buf, None if final else peek, len(buf), size - target))
+            if cut is not None:
+                starts.append(target + cut)
+    finally:
+        os.close(fd)
+    return starts
+
+
+# The bytes searched for the first record after a cut: a record larger than this that runs
+# across the cut's place leaves the file uncut there.
+_CUT_WINDOW = 256 << 10
+
+
+def _first_record(sc: _Scanner) -> int | None:
+    """The offset of the first record in the scanner's buffer whose header and payload
+    check out and which another header follows (None: none)."""
+    pos = 0
+    while pos < sc.n:
+        p, found = sc._resync(pos, sc.n)
+        if not found:
+            return None
+        length = sc._header_len(p)
+        end = p + HEADER + length
+        if end + FOOTER <= sc.n and _U32.unpack_from(sc.buf, end)[0] == \
+                masked_crc32c(sc.mv[p + HEADER:end]):
+            return p
+        pos = p + 1
+    return None
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
@@ -736,11 +812,11 @@ def _size_now(fd: int) -> int | None:
 
 
 def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0,
-            read_at=None):
+            read_at=None, stop: int | None = None):
     pos = start
     want = block_size
     searching = False      # the last block stopped inside a search for an anchor
-    while pos < size:
+    while pos < size and (stop is None or pos < stop):
         data_at = _next_data(fd, pos, size)
         if data_at >= size and data_at - pos >= HEADER:
             now = _size_now(fd)
@@ -748,13 +824,15 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0
                 # no data after ``pos`` because the file ends there now: it was cut short
                 # while it was read (a hole would leave its size as it was)
                 yield Block(b"", pos, _EMPTY, _EMPTY, [Damage(
-                    pos, size - pos, f"the file was cut to {now} bytes while it was read")])
+                    pos, size - pos, f"the file was cut to {now} bytes while it was read")],
+                    end=size)
                 return
         if data_at - pos >= HEADER:
             # A hole reads as zeros, and no record starts at twelve zero bytes.
             skip_to = size if data_at >= size else data_at - (HEADER - 1)
             yield Block(b"", pos, _EMPTY, _EMPTY,
-                        [Damage(pos, skip_to - pos, "zero bytes (a hole in a sparse file)")])
+                        [Damage(pos, skip_to - pos, "zero bytes (a hole in a sparse file)")],
+                        end=skip_to)
             pos = skip_to
             searching = False
             continue
@@ -768,9 +846,10 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0
         def peek(i: int, k: int, base: int = base) -> bytes:
             return _pread(fd, k, base + i) if base + i < size else b""
 
-        sc = _Scanner(buf, None if final else peek, want, size - pos, searching)
+        sc = _Scanner(buf, None if final else peek, want, size - pos, searching,
+                      None if stop is None else stop - pos)
         starts, lengths, damage, consumed = sc.run()
-        if final:
+        if final and not sc.limited:
             consumed = len(buf)
         if consumed == 0:
             # The first record needs more than this block: verify it before holding it.
@@ -778,7 +857,8 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0
             if sc.need:
                 verdict = _verify_streaming(fd, pos, sc.need, max_record)
                 if verdict is not None:
-                    yield Block(b"", pos, _EMPTY, _EMPTY, [Damage(pos, sc.need, verdict)])
+                    yield Block(b"", pos, _EMPTY, _EMPTY, [Damage(pos, sc.need, verdict)],
+                                end=pos + sc.need)
                     pos += sc.need
                     want = block_size
                     continue
@@ -787,7 +867,7 @@ def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0
         for d in damage:
             d.offset += pos
         searching = sc.searching
-        block = Block(buf, pos, starts, lengths, damage, read_at)
+        block = Block(buf, pos, starts, lengths, damage, read_at, pos + consumed)
         # the block alone holds its bytes, so that a reader can let a large record's go early
         del buf, sc
         yield block
