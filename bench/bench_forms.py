@@ -13,8 +13,9 @@ process, reads it as ``tbconvert info`` does and converts it to Parquet (after
 one untimed call, best of two, or of five when a call takes under 0.5 s: a few
 milliseconds lost to another process are much of a 0.1 s conversion). Then both run as whole commands,
 interpreter start and imports included: ``tbconvert info`` (best of three)
-and TensorBoard's same read in a Python process of its own (once), so that
-command is compared with command. Besides wall times, the CPU time of this
+and ``tbconvert convert DIR out.parquet`` (best of three: every core, as the
+command's ``--jobs`` default), beside TensorBoard's same read in a Python process of its
+own (once), so that command is compared with command. Besides wall times, the CPU time of this
 process (every thread) is taken for TensorBoard's read and for the
 conversion to Parquet: on a machine shared with other work, wall times swing
 with the load, CPU times much less. Prints a markdown table for
@@ -198,24 +199,29 @@ def main() -> None:
             parquet, parquet_cpu = best_of_both(tries(to_parquet, logdir, out)[0], to_parquet,
                                                 logdir, out)
             command = min(tbconvert_cmd("info", str(logdir)) for _ in range(3))
+            converted = min(tbconvert_cmd("convert", str(logdir), str(out), "--force", "-q")
+                            for _ in range(3))
             tb_command = float("nan") if args.skip_tensorboard else tensorboard_cmd(logdir)
             rows.append((form, count or n, size, tb, info, parquet, command, tb_command, tb_cpu,
-                         parquet_cpu))
+                         parquet_cpu, converted))
             print(f"{form}: {count or n} points, {size / 1e6:.1f} MB, TensorBoard {tb:.2f} s "
                   f"(CPU {tb_cpu:.2f} s), read {info:.2f} s, parquet {parquet:.2f} s "
-                  f"(CPU {parquet_cpu:.2f} s), info command {command:.2f} s, TensorBoard "
-                  f"command {tb_command:.2f} s", file=sys.stderr, flush=True)
+                  f"(CPU {parquet_cpu:.2f} s), info command {command:.2f} s, convert command "
+                  f"{converted:.2f} s, TensorBoard command {tb_command:.2f} s", file=sys.stderr,
+                  flush=True)
             shutil.rmtree(logdir)
     print("| form | points | event files (MB) | EventMultiplexer (s) | tbconvert read (s) | ratio "
           "| → Parquet (s) | ratio | `tbconvert info` command (s) | ratio | TensorBoard as a "
-          "command (s) | command ratio | CPU: EventMultiplexer (s) | CPU: → Parquet (s) "
-          "| CPU ratio |")
+          "command (s) | command ratio | `tbconvert convert` → Parquet command (s) | command "
+          "ratio | CPU: EventMultiplexer (s) | CPU: → Parquet (s) | CPU ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| ---: | ---: |")
-    for form, n, size, tb, info, parquet, command, tb_command, tb_cpu, parquet_cpu in rows:
+          "| ---: | ---: | ---: | ---: |")
+    for (form, n, size, tb, info, parquet, command, tb_command, tb_cpu, parquet_cpu,
+         converted) in rows:
         print(f"| {LABELS[form]} | {n:,} | {size / 1e6:.1f} | {tb:.2f} | {info:.2f} | {tb / info:.1f}× "
               f"| {parquet:.2f} | {tb / parquet:.1f}× | {command:.2f} | {tb / command:.1f}× "
               f"| {tb_command:.2f} | {tb_command / command:.1f}× "
+              f"| {converted:.2f} | {tb_command / converted:.1f}× "
               f"| {tb_cpu:.2f} | {parquet_cpu:.2f} | {tb_cpu / parquet_cpu:.1f}× |")
 
 

@@ -5,7 +5,9 @@ workers instead: :mod:`tbconvert.runtasks`. What is here serves single-file
 destinations and the files of one large run.)
 
 The work is cut into *parts*: a run, or, for a run whose files are large
-enough to share, consecutive files of it (a single file is never cut). Each
+enough to share, consecutive files of it; an event file large enough is read in
+segments (see :func:`~tbconvert.formats.tfevents.records.segment_starts`),
+which parts may share out, in one process as in several. Each
 worker reads one part at a time, by path, into a
 :class:`~tbconvert.formats.tfevents.assemble.RunAssembler` whose pieces go to a
 spill file in a temporary directory of this process; the assembler (small: the
@@ -16,7 +18,10 @@ this process, ever writes. Workers report issues and progress; both are merged
 here in run order. The parts of a run are joined in file order
 (:meth:`~tbconvert.formats.tfevents.assemble.RunAssembler.joined`), which
 settles TensorBoard's restart rule across the files exactly as one reader
-going through them all would.
+going through them all would (each segment of a file is read as a file of its
+own, by one process too). A part that begins at a cut must begin where the part
+before it ended: a cut that fell inside a record (event records held as data in
+a record, say) is found so, and the run is then read again in this process.
 
 How workers start and stop: :mod:`tbconvert.workers`.
 """
@@ -269,7 +274,8 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 if not failed and not _landed(run_parts, [r[3] for r in results]):
                     # a record ran across a cut: read in one go here, as one process reads
                     discard(results)
-                    yield _read_here(reader, part.name, run_parts, progress, drain)
+                    yield _read_here(reader, part.name, run_parts, progress, drain,
+                                     sum(counters[4] for _, _, counters, _ in results))
                     continue
                 if failed:
                     # one reader would have stopped at the failing part: what the parts after
@@ -309,9 +315,10 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                 progress.advance(sent - received)
 
 
-def _read_here(reader, name: str, parts: list[Part], progress, tick) -> RunData:
+def _read_here(reader, name: str, parts: list[Part], progress, tick, sent: int) -> RunData:
     """The run whose ``parts`` were read apart, read again in this process from its first
-    file to its last, as one process reads it (what its parts told is let go of)."""
+    file to its last, as one process reads it (what its parts told is let go of; the
+    progress they ``sent`` is not told again)."""
     from tbconvert.formats.tfevents.reader import RunProgress
     files: list[Path] = []
     for part in parts:
@@ -319,7 +326,7 @@ def _read_here(reader, name: str, parts: list[Part], progress, tick) -> RunData:
             path = item.path if isinstance(item, Segments) else item
             if not files or files[-1] != path:
                 files.append(path)
-    run_progress = RunProgress(progress)
+    run_progress = RunProgress(progress, sent=sent)
     asm = reader.read_run(name, files, progress=run_progress)
     run, series = asm.build()
     return RunData(run, run_progress.follow(series, asm.points_read, tick=tick))

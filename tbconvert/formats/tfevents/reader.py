@@ -109,8 +109,12 @@ SEGMENT_MIN_BYTES = 64 << 20
 def segments_of(path: Path, size: int) -> list[tuple[int, int | None]]:
     """The segments ``(start, stop)`` the event file ``path`` of ``size`` bytes is read in
     (one, ``(0, None)``, for a file under SEGMENT_MIN_BYTES)."""
-    starts = [0] if size < SEGMENT_MIN_BYTES else \
-        records.segment_starts(path, size, SEGMENT_BYTES)
+    starts = [0]
+    if size >= SEGMENT_MIN_BYTES:
+        try:
+            starts = records.segment_starts(path, size, SEGMENT_BYTES)
+        except OSError as exc:      # (read whole: reading it tells what is wrong)
+            raise_if_exhausted(exc)
     return list(zip(starts, [*starts[1:], None], strict=True))
 
 
@@ -533,7 +537,8 @@ class TfeventsReader(Reader):
             if state.failed or pos >= size:
                 break
         self.stopped = pos
-        self._counted(path, asm, size, start, whole, told)
+        # (a file whose segments several processes read counts once: where it begins)
+        self._counted(path, asm, size if start == 0 else 0, start, whole, told)
         return whole
 
     def read_blocks(self, path: Path, asm: RunAssembler, size: int, start: int, blocks=None,

@@ -745,23 +745,50 @@ def segment_starts(path, size: int, every: int) -> list[int]:
         for target in range(every, size - every // 2, every):
             if target <= starts[-1]:
                 continue
-            buf = _pread(fd, min(_CUT_WINDOW, size - target), target)
-            final = target + len(buf) >= size
+            # Large records (a merge_all of a histogram per layer: MiBs each) are hopped
+            # over from the last cut, by their headers; else the first record is searched
+            # for a window at a time, up to half a segment on.
+            hop = _hop(fd, starts[-1], target, size)
+            if hop is not None:
+                if hop < size:
+                    starts.append(hop)
+                continue
+            at = target
+            while at < min(target + every // 2, size):
+                buf = _pread(fd, min(_CUT_WINDOW, size - at), at)
+                final = at + len(buf) >= size
 
-            def peek(i: int, k: int, base: int = target) -> bytes:
-                return _pread(fd, k, base + i) if base + i < size else b""
+                def peek(i: int, k: int, base: int = at) -> bytes:
+                    return _pread(fd, k, base + i) if base + i < size else b""
 
-            cut = _first_record(_Scanner(buf, None if final else peek, len(buf), size - target))
-            if cut is not None:
-                starts.append(target + cut)
+                cut = _first_record(_Scanner(buf, None if final else peek, len(buf), size - at))
+                if cut is not None:
+                    starts.append(at + cut)
+                    break
+                at += len(buf) - HEADER
     finally:
         os.close(fd)
     return starts
 
 
-# The bytes searched for the first record after a cut: a record larger than this that runs
-# across the cut's place leaves the file uncut there.
+# The bytes searched for the first record after a cut at once.
 _CUT_WINDOW = 256 << 10
+# Records hopped over by their headers before a cut is searched for instead.
+_CUT_HOPS = 64
+
+
+def _hop(fd: int, pos: int, target: int, size: int) -> int | None:
+    """From the record at ``pos``, the start of the first record at or after ``target``,
+    going from header to header (each length's checksum checked); None when that takes
+    more than _CUT_HOPS records, or a header does not check out."""
+    for _ in range(_CUT_HOPS):
+        if pos >= target:
+            return pos
+        head = _pread(fd, HEADER, pos)
+        if len(head) < HEADER or _U32.unpack_from(head, 8)[0] != masked_crc32c(head[:8]):
+            return None
+        pos += HEADER + _U64.unpack_from(head)[0] + FOOTER
+    return pos if pos >= target else None
 
 
 def _first_record(sc: _Scanner) -> int | None:
@@ -774,11 +801,22 @@ def _first_record(sc: _Scanner) -> int | None:
             return None
         length = sc._header_len(p)
         end = p + HEADER + length
-        if end + FOOTER <= sc.n and _U32.unpack_from(sc.buf, end)[0] == \
-                masked_crc32c(sc.mv[p + HEADER:end]):
+        if end + FOOTER <= sc.n:
+            payload, footer = sc.mv[p + HEADER:end], sc.buf[end:end + FOOTER]
+        elif sc.peek is not None and length <= _CUT_RECORD:
+            # (a record longer than what was read for the search: read it now)
+            payload = sc.peek(p + HEADER, length + FOOTER)
+            payload, footer = payload[:length], payload[length:]
+        else:
+            payload = footer = b""
+        if len(footer) == FOOTER and _U32.unpack(footer)[0] == masked_crc32c(payload):
             return p
         pos = p + 1
     return None
+
+
+# The largest record looked at whole after a cut (a larger one leaves the file uncut there).
+_CUT_RECORD = 64 << 20
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
