@@ -538,7 +538,7 @@ class TfeventsReader(Reader):
                 break
         self.stopped = pos
         # (a file whose segments several processes read counts once: where it begins)
-        self._counted(path, asm, size if start == 0 else 0, start, whole, told)
+        self._counted(path, asm, size, start, whole, told, counts_file=start == 0)
         return whole
 
     def read_blocks(self, path: Path, asm: RunAssembler, size: int, start: int, blocks=None,
@@ -587,14 +587,15 @@ class TfeventsReader(Reader):
         return state
 
     def _counted(self, path: Path, asm: RunAssembler, size: int, start: int,
-                 state: FileState, told: int) -> None:
+                 state: FileState, told: int, counts_file: bool = True) -> None:
         """Count the file read (from ``start``) in the reader's totals, and tell when none
-        of its bytes were records (``told``: the issues there were before it was read)."""
-        if size:
+        of its bytes were records (``told``: the issues there were before it was read;
+        ``counts_file`` False: the file is counted, and told of, by whoever read its start)."""
+        if size and counts_file:
             self.files_with_bytes += 1
         self.damaged_event_files += state.damaged_records
         self.valid_records += state.records
-        if size > start and not state.records:
+        if counts_file and size > start and not state.records:
             if not start and not state.partial_tail and not state.failed:
                 if not state.damaged_records:
                     # no record header checked out: what its blocks told of their bytes

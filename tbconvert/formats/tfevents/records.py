@@ -747,14 +747,15 @@ def segment_starts(path, size: int, every: int) -> list[int]:
                 continue
             # Large records (a merge_all of a histogram per layer: MiBs each) are hopped
             # over from the last cut, by their headers; else the first record is searched
-            # for a window at a time, up to half a segment on.
+            # for a window at a time, up to _CUT_SEARCH bytes on (damage, or bytes that are
+            # no records at all, cost the search no more than that a cut).
             hop = _hop(fd, starts[-1], target, size)
             if hop is not None:
                 if hop < size:
                     starts.append(hop)
                 continue
             at = target
-            while at < min(target + every // 2, size):
+            while at < min(target + min(every // 2, _CUT_SEARCH), size):
                 buf = _pread(fd, min(_CUT_WINDOW, size - at), at)
                 final = at + len(buf) >= size
 
@@ -771,8 +772,9 @@ def segment_starts(path, size: int, every: int) -> list[int]:
     return starts
 
 
-# The bytes searched for the first record after a cut at once.
+# The bytes searched for the first record after a cut at once, and in all.
 _CUT_WINDOW = 256 << 10
+_CUT_SEARCH = 4 << 20
 # Records hopped over by their headers before a cut is searched for instead.
 _CUT_HOPS = 64
 
