@@ -457,6 +457,7 @@ def _survey(src: Path, dst: Path, check_parts: bool = True,
                     mark(key, state)
                 for name, files in by_key[key]:
                     found[name] = plan_files(files, state)
+        seen = None     # who the manifest file was, when it is read from disk for a watch
         marker = None if committed is None else committed.take(dst)
         if marker is not None:
             for key, state in marker["sync"]["runs"].items():
@@ -466,10 +467,10 @@ def _survey(src: Path, dst: Path, check_parts: bool = True,
             # (None for a manifest changed since it was written: the full path refuses it,
             # as every reader does)
             marker = manifest_stream.read(dst / MARKER_FILE, each=plan)
-            if seen is not None and marker is not None and manifest.well_formed(marker):
-                committed.keep(dst, marker, seen)
         if marker is None or not manifest.well_formed(marker):
             return None
+        if seen is not None:    # (read from the file: kept for the watch's next round)
+            committed.keep(dst, marker, seen)
         state = marker["sync"]
         known, generation = state["runs"], state["generation"]
         plans = {name: found[name] if name in found else plan_files(files, None)

@@ -100,14 +100,12 @@ def plan(runs, jobs: int) -> list[Part]:
 
 def _pieces(files: list[Path]) -> list[tuple]:
     """``(file or segment, bytes)`` of a run's files in order, each large file's segments
-    apart (a run of one small file: one piece, its size not looked up)."""
-    from tbconvert.formats.tfevents.reader import SEGMENT_MIN_BYTES, segments_of
-    if len(files) == 1 and source_size(files[0]) < SEGMENT_MIN_BYTES:
-        return [(files[0], 0)]
+    apart."""
+    from tbconvert.formats.tfevents.reader import segments_of
     pieces: list[tuple] = []
     for path in files:
         size = source_size(path)
-        cuts = segments_of(path, size) if size >= SEGMENT_MIN_BYTES else []
+        cuts = segments_of(path, size)
         if len(cuts) < 2:
             pieces.append((path, size))
             continue

@@ -501,10 +501,9 @@ class TfeventsReader(Reader):
         size = self._size_of(path, asm)
         if size is None:
             return None
-        if start == 0 and size >= SEGMENT_MIN_BYTES:
-            cuts = segments_of(path, size)
-            if len(cuts) > 1:
-                return self.read_segments(path, asm, size, 0, [stop for _, stop in cuts])
+        cuts = segments_of(path, size) if start == 0 else ()
+        if len(cuts) > 1:
+            return self.read_segments(path, asm, size, 0, [stop for _, stop in cuts])
         return self.read_blocks(path, asm, size, start)
 
     def _read_given_segments(self, item: Segments, asm: RunAssembler) -> None:
@@ -590,12 +589,12 @@ class TfeventsReader(Reader):
                  state: FileState, told: int, counts_file: bool = True) -> None:
         """Count the file read (from ``start``) in the reader's totals, and tell when none
         of its bytes were records (``told``: the issues there were before it was read;
-        ``counts_file`` False: the file is counted, and told of, by whoever read its start)."""
+        ``counts_file`` False: the file is counted by whoever read its start)."""
         if size and counts_file:
             self.files_with_bytes += 1
         self.damaged_event_files += state.damaged_records
         self.valid_records += state.records
-        if counts_file and size > start and not state.records:
+        if size > start and not state.records:
             if not start and not state.partial_tail and not state.failed:
                 if not state.damaged_records:
                     # no record header checked out: what its blocks told of their bytes
