@@ -8,6 +8,7 @@ hypothesis-generated events.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,20 @@ def _bulk_share(logdir: Path) -> float:
     return done / total
 
 
+# Records read both ways: short ones copied whole (the default for records under
+# summary_templates.GATHER_BYTES), and every one gathered a range of its bytes at a time.
+GATHERING = pytest.mark.parametrize("gather", [None, 0], ids=["default", "gathered"])
+
+
+@contextlib.contextmanager
+def _gathering(gather):
+    """Records decoded with ``summary_templates.GATHER_BYTES`` at ``gather`` (None: as it is)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if gather is not None:
+            mp.setattr(summary_templates, "GATHER_BYTES", gather)
+        yield
+
+
 def _points(form: str, points: int) -> int:
     """``points``, or a few steps of a form whose every event holds hundreds of values."""
     return 258 * 5 if form == "histo_tf1_merge_all" else points
@@ -56,9 +71,11 @@ def _points(form: str, points: int) -> int:
 @pytest.mark.parametrize("form", ["pytorch", "tensorboardx", "tf2", "keras", "tf1_merge_all",
                                   "histo_tf2", "histo_legacy", "histo_tf1_merge_all",
                                   "images_legacy", "images_tf2", "mixed", "sweep"])
-def test_generated_forms_bulk_equals_protobuf(form, tmp_path, monkeypatch):
+@GATHERING
+def test_generated_forms_bulk_equals_protobuf(form, gather, tmp_path, monkeypatch):
     writers.write_form(form, tmp_path / form, _points(form, 400))
-    assert _snapshot(tmp_path / form) == _protobuf_only(tmp_path / form)
+    with _gathering(gather):
+        assert _snapshot(tmp_path / form) == _protobuf_only(tmp_path / form)
     if not form.startswith("histo_") or form == "histo_tf2":
         assert _bulk_share(tmp_path / form) > 0.9
 
@@ -227,7 +244,8 @@ def _step(mode, i, rng):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=st.lists(event_spec, min_size=1, max_size=4), seed=st.integers(0, 1000),
        version=st.sampled_from(["brain.Event:2", "brain.Event:1"]))
-def test_random_events_bulk_equals_protobuf(events, seed, version, tmp_path_factory):
+@GATHERING
+def test_random_events_bulk_equals_protobuf(events, seed, version, gather, tmp_path_factory):
     """Version 1 files turn on TensorBoard's out-of-order purge, which reads steps of whole events."""
     from tensorboard.compat.proto import event_pb2
     rng = np.random.default_rng(seed)
@@ -243,8 +261,8 @@ def test_random_events_bulk_equals_protobuf(events, seed, version, tmp_path_fact
                 for v in spec["values"]:
                     _value(ev, v, rng)
                 f.add(ev.SerializeToString())
-    fast = _snapshot(logdir)
-    assert fast == _protobuf_only(logdir)
+    with _gathering(gather):
+        assert _snapshot(logdir) == _protobuf_only(logdir)
 
 
 @pytest.mark.parametrize("code,np_dtype", _DTYPES)
@@ -334,7 +352,8 @@ def test_merge_all_of_a_thousand_tags_takes_the_bulk_path(tmp_path):
     assert len(fast) - 3 == len(names)   # besides the report, the start time and the order
 
 
-def test_a_tag_that_is_no_utf8_among_many_is_left_to_protobuf(tmp_path):
+@GATHERING
+def test_a_tag_that_is_no_utf8_among_many_is_left_to_protobuf(gather, tmp_path):
     """Protobuf refuses an event whose tag is not UTF-8: the records of that tag alone go to
     it (and are reported as it reports them), the others of their field map stay in bulk."""
     rng = np.random.default_rng(1)
@@ -345,8 +364,9 @@ def test_a_tag_that_is_no_utf8_among_many_is_left_to_protobuf(tmp_path):
                 if k == 7:
                     raw = _with_tag_bytes(raw, "t07", b"t\xff\xfe")
                 f.add(raw)
-    fast = _snapshot(tmp_path)
-    assert fast == _protobuf_only(tmp_path)
+    with _gathering(gather):
+        fast = _snapshot(tmp_path)
+        assert fast == _protobuf_only(tmp_path)
     assert ("r", "t06") in fast and ("r", "t07") not in fast
     assert sum(k == "corrupt_record" for k, _ in fast["report"]) == 30
 
@@ -364,7 +384,8 @@ tag_pool = st.one_of(
        value=value_spec, second=st.one_of(st.none(), value_spec),
        steps=st.sampled_from(["small", "large", "negative", "mixed", "absent"]),
        seed=st.integers(0, 1000))
-def test_random_tags_bulk_equals_protobuf(pool, picks, value, second, steps, seed,
+@GATHERING
+def test_random_tags_bulk_equals_protobuf(pool, picks, value, second, steps, seed, gather,
                                           tmp_path_factory):
     """Events of one layout whose tags vary from event to event (any bytes, some not UTF-8,
     often of one length), one or two values an event: both paths read the same."""
@@ -389,7 +410,8 @@ def test_random_tags_bulk_equals_protobuf(pool, picks, value, second, steps, see
                     continue
                 payload = _with_tag_bytes(payload, placeholder, raw)
             f.add(payload)
-    assert _snapshot(logdir) == _protobuf_only(logdir)
+    with _gathering(gather):
+        assert _snapshot(logdir) == _protobuf_only(logdir)
 
 
 # -- record framing and legacy histograms -------------------------------------------------------
@@ -589,7 +611,9 @@ def test_wide_events_bulk_equals_protobuf(layout, tmp_path, monkeypatch):
        events=st.lists(st.tuples(st.sampled_from(["small", "large", "negative", "absent"]),
                                  st.booleans()), min_size=1, max_size=12),
        seed=st.integers(0, 1000))
-def test_random_wide_events_bulk_equals_protobuf(values, pool, events, seed, tmp_path_factory):
+@GATHERING
+def test_random_wide_events_bulk_equals_protobuf(values, pool, events, seed, gather,
+                                                 tmp_path_factory):
     """Any layout read the way wide records are (a template for a lone record, its map kept
     for the next blocks, a record a block): as protobuf reads it. Tags from a small pool, so
     that one may come twice in an event; a value's metadata may change between events."""
@@ -607,7 +631,7 @@ def test_random_wide_events_bulk_equals_protobuf(values, pool, events, seed, tmp
                     meta = {**meta, "display": meta["display"][::-1] + "x"[:len(meta["display"])]}
                 _value(ev, {**spec, "tag": f"t{k % pool}", "meta": meta}, rng)
             f.add(ev.SerializeToString())
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, _gathering(gather):
         mp.setattr(summary_templates, "WIDE_BYTES", 1)
         mp.setattr(reader.TfeventsReader, "block_size", 64)
         fast = _snapshot(logdir)

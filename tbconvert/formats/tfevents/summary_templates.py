@@ -437,6 +437,66 @@ def column_metadata(cols: TagColumns, tag: str | None = None) -> Metadata | None
     return _metadata(cols.tag if tag is None else tag, cols.simple, cols.metadata)
 
 
+# Records of at least this many bytes are gathered a range of columns at a time; shorter
+# ones are copied whole once (each gather costs a pass over the rows, whatever its width).
+GATHER_BYTES = 256
+
+
+class _Rows:
+    """Records of one length as the rows of a matrix. A wide record's (a histogram's or an
+    image's: mostly values, copied again when they are taken out) bytes are gathered from
+    the block a range of columns at a time, the matrix never made: copying whole records
+    cost as much as the rest of decoding them. Short records are copied whole, once."""
+
+    __slots__ = ("data", "starts", "length", "_matrix")
+
+    def __init__(self, data: np.ndarray, starts: np.ndarray, length: int,
+                 matrix: np.ndarray | None = None) -> None:
+        self.data, self.starts, self.length = data, starts, length
+        if matrix is None and length < GATHER_BYTES:
+            # (a zero-copy window view indexed: no (n x length) index matrix is built)
+            matrix = windows(data, length)[starts]
+        self._matrix = matrix
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def wide(self) -> bool:
+        return self._matrix is None
+
+    def take(self, which) -> _Rows:
+        """The rows ``which`` (indices, or a slice)."""
+        matrix = None if self._matrix is None else self._matrix[which]
+        return _Rows(self.data, self.starts[which], self.length, matrix)
+
+    def row(self, i: int) -> np.ndarray:
+        """Row ``i``."""
+        if self._matrix is not None:
+            return self._matrix[i]
+        s = int(self.starts[i])
+        return self.data[s:s + self.length]
+
+    def peek(self, a: int, b: int) -> np.ndarray:
+        """Bytes ``a:b`` of every row, maybe a view."""
+        if self._matrix is not None:
+            return self._matrix[:, a:b]
+        if b <= a or not len(self.starts):
+            return np.zeros((len(self.starts), max(b - a, 0)), np.uint8)
+        return windows(self.data[a:], b - a)[self.starts]
+
+    def columns(self, a: int, b: int) -> np.ndarray:
+        """Bytes ``a:b`` of every row, an ``(n, b - a)`` array of their own."""
+        return np.ascontiguousarray(self.peek(a, b)) if self._matrix is not None else \
+            self.peek(a, b)
+
+    def gather(self, offsets: np.ndarray) -> np.ndarray:
+        """Bytes ``offsets`` (an array of any shape) of every row: ``(n, *offsets.shape)``."""
+        if self._matrix is not None:
+            return self._matrix[:, offsets]
+        return self.data[self.starts.reshape((-1,) + (1,) * offsets.ndim) + offsets]
+
+
 def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray | None = None,
            min_group: int | None = None, learnt: Learnt | None = None):
     """Split records into decoded columns and the indices left for protobuf.
@@ -463,8 +523,7 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray
         if len(members) < least:
             rest.append(members)
             continue
-        # Rows of a zero-copy window view: no (n x length) index matrix is ever built.
-        rows = windows(data, int(length))[starts[members]]
+        rows = _Rows(data, starts[members], int(length))
         pending = np.ones(len(members), dtype=bool)
         failures = 0
         for _ in range(MAX_TEMPLATES):
@@ -476,7 +535,7 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray
                 (field_map, template), known = known, None
             else:
                 first = todo[0]
-                template = rows[first]
+                template = rows.row(first)
                 # (a wide record is read where it is: a copy of every one learnt from would
                 # cost more than the reading)
                 field_map = learn_field_map(memoryview(template) if wide else template.tobytes())
@@ -487,12 +546,12 @@ def decode(buf: bytes, starts: np.ndarray, lengths: np.ndarray, only: np.ndarray
                     continue
                 if learnt is not None and wide:
                     learnt.keep(int(length), field_map, template.copy())
-            every = len(todo) == len(rows)   # spares a copy of the rows (the common case)
-            hits = _matches(rows if every else rows[todo], template, field_map)
+            every = len(todo) == len(rows)
+            hits = _matches(rows if every else rows.take(todo), template, field_map)
             matched = todo[hits]
             pending[matched] = False
             same = every and len(matched) == len(rows)
-            found, refused = _columns(field_map, members[matched], rows if same else rows[matched])
+            found, refused = _columns(field_map, members[matched], rows if same else rows.take(matched))
             columns.extend(found)
             if len(refused):
                 rest.append(refused)
@@ -562,8 +621,8 @@ def _variable_bytes(field_map: FieldMap, length: int) -> np.ndarray:
     return mask
 
 
-def _matches(rows: np.ndarray, template: np.ndarray, field_map: FieldMap) -> np.ndarray:
-    length = rows.shape[1]
+def _matches(rows: _Rows, template: np.ndarray, field_map: FieldMap) -> np.ndarray:
+    length = rows.length
     fixed = _fixed_bytes(field_map, length)
     stretches = _fixed_stretches(field_map, fixed)
     ok = np.ones(len(rows), dtype=bool)
@@ -571,36 +630,50 @@ def _matches(rows: np.ndarray, template: np.ndarray, field_map: FieldMap) -> np.
     # temporary, nor a wide record (100,000 values) column slice by column slice
     step = max(1, (1 << 20) // max(length, 1))
     for lo in range(0, len(rows), step):
+        part = rows if lo == 0 and step >= len(rows) else rows.take(slice(lo, lo + step))
         if stretches is not None:
-            # only the fixed bytes are compared: a histogram's or an image's record is
-            # mostly its values
-            block = rows[lo:lo + step]
+            # only the fixed bytes are gathered and compared: a histogram's or an image's
+            # record is mostly its values
             good = ok[lo:lo + step]
             for a, b in stretches:
-                good &= (block[:, a:b] == template[a:b]).all(axis=1)
+                good &= (part.peek(a, b) == template[a:b]).all(axis=1)
             continue
-        differ = rows[lo:lo + step] != template
+        differ = part.peek(0, length) != template
         differ &= fixed
         ok[lo:lo + step] = ~differ.any(axis=1)
     if field_map.step_off >= 0:
-        step = rows[:, field_map.step_off:field_map.step_off + field_map.step_len]
+        step = rows.peek(field_map.step_off, field_map.step_off + field_map.step_len)
         ok &= (step[:, :-1] & 0x80 != 0).all(axis=1) & (step[:, -1] & 0x80 == 0)
     return np.flatnonzero(ok)
 
 
-def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
+def _columns(field_map: FieldMap, index: np.ndarray, rows: _Rows):
     """``(columns, refused)``: the matched records' columns, a :class:`TagColumns` per
     value (per tag and value when the map takes any tag), and the record indices whose tag
     is no UTF-8 (protobuf refuses those events: it is left to say so)."""
+    names = bounds = None
+    refused = np.zeros(0, np.int64)
+    if field_map.any_tag:
+        # grouped by tag first, so that the values are gathered once, in their final order
+        tag_off = field_map.slots.tag_off[0]
+        order, names, bounds, bad = _tag_groups(
+            rows.peek(tag_off, tag_off + len(field_map.slots.tag(0))))
+        if len(bad):
+            refused = np.sort(index[bad])
+        if names is not None and not names:
+            return [], refused
+        if order is not None and rows.wide:
+            rows, index, order = rows.take(order), index[order], None
     n = len(index)
     if field_map.wall_off >= 0:
-        walls = np.ascontiguousarray(rows[:, field_map.wall_off:field_map.wall_off + 8]).view("<f8")[:, 0]
+        walls = rows.columns(field_map.wall_off, field_map.wall_off + 8).view("<f8")[:, 0]
     else:
         walls = np.zeros(n, np.float64)
     steps = np.zeros(n, dtype=np.uint64)
     if field_map.step_off >= 0:
+        raw = rows.peek(field_map.step_off, field_map.step_off + field_map.step_len)
         for j in range(field_map.step_len):
-            byte = rows[:, field_map.step_off + j].astype(np.uint64) & np.uint64(0x7F)
+            byte = raw[:, j].astype(np.uint64) & np.uint64(0x7F)
             steps |= byte << np.uint64(7 * j)
     steps = steps.view(np.int64)
     walls = walls.astype(np.float64)
@@ -608,26 +681,34 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: np.ndarray):
     runs = field_map.derived.get("alike")
     if runs is None:
         runs = field_map.derived["alike"] = _alike(field_map.slots)
-    names = field_map.derived.setdefault("names", {})
+    tags = field_map.derived.setdefault("names", {})
     for lo, hi in runs:
         if hi - lo == 1:
             slot = field_map.slots[lo]
-            raw = np.ascontiguousarray(rows[:, slot.value_off:slot.value_off + slot.value_size])
+            raw = rows.columns(slot.value_off, slot.value_off + slot.value_size)
             values = raw.view(slot.value_dtype).reshape((n,) + slot.shape)
             if slot.quiet:
                 values = dt.quieted(values)
             out.append(TagColumns(slot.tag.decode("utf-8"), slot.simple, slot.code, index,
                                   steps, walls, values, slot.metadata, position=lo))
         else:
-            if (lo, hi) not in names:
+            if (lo, hi) not in tags:
                 # the same str objects every block: the reader keys its tags by them
-                names[lo, hi] = field_map.slots.tags(lo, hi)
-            out.append(_grouped(field_map.slots, lo, hi, names[lo, hi], index, steps, walls,
+                tags[lo, hi] = field_map.slots.tags(lo, hi)
+            out.append(_grouped(field_map.slots, lo, hi, tags[lo, hi], index, steps, walls,
                                 rows))
-    if not field_map.any_tag:
-        return out, np.zeros(0, np.int64)
-    tag_off = field_map.slots.tag_off[0]
-    return _by_tag(out[0], rows[:, tag_off:tag_off + len(field_map.slots.tag(0))])
+    if not field_map.any_tag or names is None:
+        return out, refused
+    cols = out[0]
+    if bounds is None:
+        cols.tag = names[0]
+        return [cols], refused
+    if order is not None:
+        # (short records: their few columns are put in order, not the records)
+        cols = TagColumns(cols.tag, cols.simple, cols.code, cols.index[order], cols.steps[order],
+                          cols.wall_times[order], cols.values[order], cols.metadata)
+    return [TagColumns(names[0], cols.simple, cols.code, cols.index, cols.steps,
+                       cols.wall_times, cols.values, cols.metadata, names, bounds)], refused
 
 
 def _kind(slot: Slot) -> tuple:
@@ -644,7 +725,7 @@ def _alike(slots: Slots) -> list:
 
 
 def _grouped(slots: Slots, first: int, last: int, tags: list, index: np.ndarray,
-             steps: np.ndarray, walls: np.ndarray, rows: np.ndarray) -> TagColumns:
+             steps: np.ndarray, walls: np.ndarray, rows: _Rows) -> TagColumns:
     """One grouped :class:`TagColumns` of the slots ``first:last``, alike (``first``: the
     place of the first in its event; ``tags``: theirs): tag ``i`` holds the ``i``-th value
     of every record, a few numpy calls for thousands of values where a column per value
@@ -652,7 +733,7 @@ def _grouped(slots: Slots, first: int, last: int, tags: list, index: np.ndarray,
     n, k = len(index), last - first
     head = slots[first]
     offs = np.frombuffer(slots.value_off, np.int64)[first:last]
-    raw = rows[:, offs[:, None] + np.arange(head.value_size)]       # (n, k, size)
+    raw = rows.gather(offs[:, None] + np.arange(head.value_size))   # (n, k, size)
     values = np.ascontiguousarray(raw.transpose(1, 0, 2)).view(head.value_dtype)
     values = values.reshape((k * n,) + head.shape)
     if head.quiet:
@@ -663,17 +744,20 @@ def _grouped(slots: Slots, first: int, last: int, tags: list, index: np.ndarray,
                       position=first, positions=range(first, first + k))
 
 
-def _by_tag(cols: TagColumns, tags: np.ndarray) -> tuple[list[TagColumns], np.ndarray]:
-    """Group the columns of records of one map but several tags (``tags``: each record's tag
-    bytes, one length) by tag, tags in order of first appearance: one :class:`TagColumns`
-    (grouped when there are several tags), and the records whose tag is no UTF-8."""
+def _tag_groups(tags: np.ndarray):
+    """How records of one map but any tag (``tags``: each one's tag bytes, one length) group
+    by tag, tags in order of first record, each tag's records in read order: ``(order,
+    names, bounds, refused)``, the records' order by tag (None: as they are), the tags that
+    are UTF-8 (None: there are no records), where each tag's records begin and end in that
+    order (None: one tag), and the places of the records whose tag is no UTF-8."""
     n, width = tags.shape
-    if n == 0 or bool((tags == tags[0]).all()):
-        name = _tag_text(tags[0].tobytes()) if n else cols.tag
-        if name is None:
-            return [], cols.index
-        cols.tag = name
-        return [cols], np.zeros(0, np.int64)
+    none = np.zeros(0, np.int64)
+    if n == 0:
+        return None, None, None, none
+    if bool((tags == tags[0]).all()):
+        name = _tag_text(tags[0].tobytes())
+        return (None, [name], None, none) if name is not None else \
+            (None, [], None, np.arange(n))
     keys = np.ascontiguousarray(tags).view(f"V{width}")[:, 0]
     _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
                                           return_counts=True)
@@ -684,22 +768,17 @@ def _by_tag(cols: TagColumns, tags: np.ndarray) -> tuple[list[TagColumns], np.nd
     rank[by_first] = np.arange(len(first))
     order = np.argsort(rank[inverse], kind="stable")
     counts = counts[by_first]
-    raw = tags[first[by_first]]
-    names = [_tag_text(r.tobytes()) for r in raw]
-    refused = np.zeros(0, np.int64)
+    names = [_tag_text(r.tobytes()) for r in tags[first[by_first]]]
+    refused = none
     if None in names:
         bad = np.array([name is None for name in names])
-        refused = np.sort(cols.index[order[np.repeat(bad, counts)]])
+        refused = order[np.repeat(bad, counts)]
         order = order[np.repeat(~bad, counts)]
         counts = counts[~bad]
         names = [name for name in names if name is not None]
-        if not names:
-            return [], refused
     bounds = np.zeros(len(names) + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
-    return [TagColumns(names[0], cols.simple, cols.code, cols.index[order], cols.steps[order],
-                       cols.wall_times[order], cols.values[order], cols.metadata,
-                       names, bounds)], refused
+    return order, names, bounds, refused
 
 
 def _tag_text(raw: bytes) -> str | None:
