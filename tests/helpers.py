@@ -204,8 +204,8 @@ def blocks_of(k: int):
     block (monkeypatch it in): reading across many blocks, whatever the file's size."""
     from tbconvert.formats.tfevents import records
 
-    def scan_file(path, *, block_size=records.BLOCK_SIZE, start=0):
-        assert start == 0, "this stand-in reads whole files only"
+    def scan_file(path, *, block_size=records.BLOCK_SIZE, start=0, stop=None):
+        assert start == 0 and stop is None, "this stand-in reads whole files only"
         buf = Path(path).read_bytes()
         starts, lengths, damage = records.scan(buf)
         if not len(starts):

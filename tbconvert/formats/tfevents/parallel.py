@@ -41,7 +41,7 @@ from typing import NamedTuple
 from tbconvert import scratch, workers
 from tbconvert.errors import OutputError, in_words
 from tbconvert.formats.base import source_size
-from tbconvert.formats.tfevents.reader import Segments
+from tbconvert.formats.tfevents.reader import RunProgress, Segments, TfeventsReader, segments_of
 from tbconvert.formats.tfevents.spill import PieceStore
 from tbconvert.model import RunData
 from tbconvert.report import Report
@@ -101,7 +101,6 @@ def plan(runs, jobs: int) -> list[Part]:
 def _pieces(files: list[Path]) -> list[tuple]:
     """``(file or segment, bytes)`` of a run's files in order, each large file's segments
     apart."""
-    from tbconvert.formats.tfevents.reader import segments_of
     pieces: list[tuple] = []
     for path in files:
         size = source_size(path)
@@ -140,7 +139,6 @@ def _landed(parts: list[Part], ends: list) -> bool:
 def _read(root, options, name, files, spill_dir, detached=False):
     """In a worker: read one part of a run. Returns (assembler or error text, issues,
     counters)."""
-    from tbconvert.formats.tfevents.reader import RunProgress, TfeventsReader
     report = Report()
     reader = TfeventsReader(root, options, report)
     progress = RunProgress(workers.progress())
@@ -164,7 +162,6 @@ def _read(root, options, name, files, spill_dir, detached=False):
 def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
     """``reader.iter_runs()`` for the runs ``parts`` cut up, read by ``jobs`` processes."""
     from tbconvert.formats.tfevents.assemble import RunAssembler
-    from tbconvert.formats.tfevents.reader import RunProgress
     progress = reader.options.progress
     options = dataclasses.replace(reader.options, progress=None, jobs=1)
     ctx = workers.context()
@@ -317,7 +314,6 @@ def _read_here(reader, name: str, parts: list[Part], progress, tick, sent: int) 
     """The run whose ``parts`` were read apart, read again in this process from its first
     file to its last, as one process reads it (what its parts told is let go of; the
     progress they ``sent`` is not told again)."""
-    from tbconvert.formats.tfevents.reader import RunProgress
     files: list[Path] = []
     for part in parts:
         for item in part.files:

@@ -552,9 +552,8 @@ class TfeventsReader(Reader):
         told = len(self.report.issues)
         try:
             if blocks is None:
-                blocks = records.scan_file(path, block_size=self.block_size, start=start) \
-                    if stop is None else records.scan_file(
-                        path, block_size=self.block_size, start=start, stop=stop)
+                blocks = records.scan_file(path, block_size=self.block_size, start=start,
+                                           stop=stop)
             for block in blocks:
                 # (a segment counts its own bytes only: the next one's are read ahead here)
                 end = block.offset + len(block.buf)
