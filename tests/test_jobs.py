@@ -3,6 +3,7 @@ with the same report; interrupting stops the workers and leaves nothing behind."
 
 import hashlib
 import os
+import queue as queue_module
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,34 @@ def test_jobs_output_is_byte_identical(fmt, tmp_path, always_parallel):
     assert [i.message for i in one.issues] == [i.message for i in two.issues]
     assert any(i.kind == "corrupt_record" for i in one.issues)
     assert (one.runs, one.series, one.points) == (two.runs, two.series, two.points)
+
+
+@pytest.mark.parametrize("lose", ["every", "every other"])
+@pytest.mark.parametrize("fmt", ["tbdev", "parquet"])   # runs read in parts, runs in tasks
+def test_progress_lost_on_its_way_from_workers_is_still_counted_once(fmt, lose, tmp_path,
+                                                                      always_parallel,
+                                                                      monkeypatch):
+    # A worker stopped at the end can take its last reports with it (its queue sends from a
+    # thread of its own): the leading process counts what the workers said they sent, over
+    # every run, not only the last one.
+    from tbconvert import workers
+    taken = workers.ProgressQueues.get_nowait
+    seen = []
+
+    def lossy(self):
+        n = taken(self)
+        seen.append(n)
+        if lose == "every" or len(seen) % 2:
+            raise queue_module.Empty
+        return n
+
+    monkeypatch.setattr(workers.ProgressQueues, "get_nowait", lossy)
+    src = scalar_logdir(tmp_path / "logs", runs=4, points=2000)
+    progress = counting_progress()
+    tbconvert.convert(src, tmp_path / f"o{SUFFIX[fmt]}", to_format=fmt, jobs=2,
+                      progress=progress)
+    assert seen   # reports were sent, and lost
+    assert progress.done == progress.total > 0
 
 
 def test_jobs_reads_every_run(tmp_path, always_parallel):

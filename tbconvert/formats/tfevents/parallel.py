@@ -277,14 +277,14 @@ def read_runs(reader, parts: list[Part], jobs: int) -> Iterator[RunData]:
                     # it found is not reported
                     discard(results)
                     results = results[:failed[0] + 1]
-                files_with_bytes, valid, damaged, size, sent = (sum(c) for c in zip(
+                files_with_bytes, valid, damaged, size, run_sent = (sum(c) for c in zip(
                     *(counters for _, _, counters, _ in results), strict=True))
                 for _, issues, *_ in results:
                     reader.report.extend(issues)
                 reader.files_with_bytes += files_with_bytes
                 reader.valid_records += valid
                 reader.damaged_event_files += damaged
-                run_progress = RunProgress(progress, sent=sent, size=size)
+                run_progress = RunProgress(progress, sent=run_sent, size=size)
                 for result, *_ in results:
                     if isinstance(result, OutputError):
                         discard(results)
