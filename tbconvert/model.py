@@ -393,7 +393,26 @@ def joined_block(chunks: Sequence[TensorSeries]) -> tuple[int, np.ndarray] | Non
     if not all(b.dtype == first.dtype and b.shape[1:] == first.shape[1:] and c.dtypes[0] == code
                for b, c in zip(blocks, chunks, strict=True)):
         return None
-    return code, first if len(blocks) == 1 else np.concatenate(blocks)
+    if len(blocks) == 1:
+        return code, first
+    together = _adjacent(blocks)
+    return code, together if together is not None else np.concatenate(blocks)
+
+
+def _adjacent(blocks: list) -> np.ndarray | None:
+    """The rows of ``blocks`` (of one dtype and row shape) as one view, when they lie one
+    after another in one array (a reader that built them so): no copy of them all."""
+    base = blocks[0].base
+    if not isinstance(base, np.ndarray) or not base.flags.c_contiguous:
+        return None
+    first = at = blocks[0].__array_interface__["data"][0]
+    for b in blocks:
+        if b.base is not base or not b.flags.c_contiguous or \
+                b.__array_interface__["data"][0] != at:
+            return None
+        at += b.nbytes
+    return np.ndarray((sum(len(b) for b in blocks), *blocks[0].shape[1:]), blocks[0].dtype,
+                      buffer=base, offset=first - base.__array_interface__["data"][0])
 
 
 def as_tensor_series(series: Series) -> TensorSeries:

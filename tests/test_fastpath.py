@@ -605,6 +605,46 @@ def test_wide_events_bulk_equals_protobuf(layout, tmp_path, monkeypatch):
         assert _bulk_share(tmp_path) > 0.8
 
 
+@pytest.mark.parametrize("layout", ["metadata on every value", "metadata every other step"])
+@GATHERING
+def test_histograms_of_many_tags_held_over_blocks_bulk_equals_protobuf(layout, gather, tmp_path,
+                                                                       monkeypatch):
+    """TF2 histograms of many tags (one per parameter), read in small blocks: each tag's points
+    are held over several blocks and stored at once, the tags' arrays sharing one. With the
+    metadata on every other step only, each tag's records take two templates, so its points
+    of a block come out of read order and are put back in order within the shared array."""
+    from tensorboard.compat.proto import event_pb2
+
+    from tbconvert.formats.tfevents import assemble, reader
+    monkeypatch.setattr(reader.TfeventsReader, "block_size", 1 << 16)
+    rng = np.random.default_rng(3)
+    with writers.EventFile(tmp_path / "r", "tf2") as f:
+        for step in range(12):
+            for k in range(40):
+                raw = writers.histo_tf2_event(step, 1e9 + step + k / 100, f"layer{k:02d}/w",
+                                              rng.random((30, 3)))
+                if layout != "metadata on every value" and step % 2:
+                    ev = event_pb2.Event.FromString(raw)
+                    ev.summary.value[0].ClearField("metadata")
+                    raw = ev.SerializeToString()
+                f.add(raw)
+    stored = []
+    real = assemble.RunAssembler._store_stack
+
+    def spy(self, info, cols, stack=None):
+        seqs = np.concatenate([c[0] for c in cols])
+        stored.append((stack is not None, len(cols), bool((np.diff(seqs) < 0).any())))
+        return real(self, info, cols, stack)
+
+    monkeypatch.setattr(assemble.RunAssembler, "_store_stack", spy)
+    with _gathering(gather):
+        fast = _snapshot(tmp_path)
+    assert any(shared and n > 1 for shared, n, _ in stored)     # the case this test is for
+    if layout != "metadata on every value":
+        assert any(shared and unordered for shared, _, unordered in stored)
+    assert fast == _protobuf_only(tmp_path)
+
+
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=st.lists(value_spec, min_size=1, max_size=8), pool=st.integers(1, 8),

@@ -13,7 +13,7 @@ import pytest
 
 import tbconvert
 from tbconvert import dtypes as dt
-from tbconvert.model import DataClass, Metadata, Run, TensorSeries, concat
+from tbconvert.model import DataClass, Metadata, Run, TensorSeries, concat, joined_block
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HISTO = Metadata("histograms", b"", "", "", DataClass.TENSOR)
@@ -52,6 +52,52 @@ def test_block_follows_take_and_concat():
     assert other.block is None and len(other.tensors) == 5
     mixed = concat([s, _series(np.zeros((1, 2, 3), np.float32), code=dt.DT_FLOAT, start=4)])
     assert mixed.block is None and list(mixed.dtypes[-2:]) == [dt.DT_DOUBLE, dt.DT_FLOAT]
+
+
+def test_blocks_side_by_side_in_one_array_are_joined_without_a_copy():
+    base = np.arange(5 * 2 * 3, dtype=np.float64).reshape(5, 2, 3)
+    code, joined = joined_block([_series(base[0:2]), _series(base[2:4], start=2),
+                                 _series(base[4:5], start=4)])
+    assert code == dt.DT_DOUBLE and np.shares_memory(joined, base)
+    assert np.array_equal(joined, base)
+    # anything else is copied together: out of order, a gap, another array, not contiguous
+    for parts in ([base[2:5], base[0:2]], [base[0:2], base[3:5]], [base[0:2], base[2:5].copy()],
+                  [base[::2], base[1:2]], [base[1:3], base[3:5, ::-1]]):
+        _, joined = joined_block([_series(p, start=10 * k) for k, p in enumerate(parts)])
+        assert not np.shares_memory(joined, base)
+        assert np.array_equal(joined, np.concatenate(parts))
+
+
+def test_histograms_per_parameter_convert_to_the_same_bytes_with_their_arrays_shared(
+        tmp_path, monkeypatch):
+    """A reader that puts many tags' arrays side by side in one (see assemble._store_stacks)
+    lets the writer take them as one; the file is the one joining copies would give."""
+    from tbconvert import model
+    from tbconvert.formats.tfevents import reader
+    monkeypatch.setattr(reader.TfeventsReader, "block_size", 1 << 16)
+    rng = np.random.default_rng(2)
+    md = Metadata("histograms", b"", "", "", DataClass.TENSOR)
+    with tbconvert.open_writer(tmp_path / "logs", format="tfevents") as w:
+        steps = np.arange(10)
+        w.write_run(Run("r", 1e9), iter([
+            TensorSeries.of_block(run="r", tag=f"layer{k:02d}/w", metadata=md, steps=steps,
+                                  wall_times=1e9 + steps + k / 100, hidden=None,
+                                  code=dt.DT_DOUBLE, block=rng.random((10, 30, 3)))
+            for k in range(40)]))
+    shared = []
+    real = model._adjacent
+
+    def spy(blocks):
+        found = real(blocks)
+        shared.append(found is not None)
+        return found
+
+    monkeypatch.setattr(model, "_adjacent", spy)
+    tbconvert.convert(tmp_path / "logs", tmp_path / "shared.parquet")
+    assert any(shared)
+    monkeypatch.setattr(model, "_adjacent", lambda blocks: None)
+    tbconvert.convert(tmp_path / "logs", tmp_path / "copied.parquet")
+    assert (tmp_path / "shared.parquet").read_bytes() == (tmp_path / "copied.parquet").read_bytes()
 
 
 @pytest.mark.parametrize("block, codes", [

@@ -120,6 +120,11 @@ def _one_stack(cols: list) -> bool:
                and c[4].shape[1:] == first.shape[1:] for c in cols[1:])
 
 
+def _stack_only(bt) -> bool:
+    """Whether a tag's points of the block are all in bulk columns that join into one array."""
+    return not bt.seq and not bt.tables and _one_stack(bt.cols)
+
+
 def _unragged(code: int, array: np.ndarray, lengths: np.ndarray) -> list:
     """The points :func:`_ragged` packed, as views of its array."""
     ends = np.cumsum(lengths).tolist()
@@ -393,27 +398,47 @@ class RunAssembler(RestartRule):
         numbers = [type(c.values) is np.ndarray and c.values.ndim == 1 for c in columns]
         first_md = self.first_metadata
         tag_info = self._tag_info
-        tids = []
+        block = self._block
+        unit_tids, tids = [], []
         spans = None
+        as_arrays: dict = {}    # a column's steps and wall times, as the block keeps them
         for k, (tag, j, pos) in enumerate(zip(unit_tags, unit_col.tolist(), unit_pos,
                                               strict=True)):
             first = firsts[k]
             cols = columns[j]
-            info = tag_info(tag, first, pos)
+            tid = tag_info(tag, first, pos).tid
+            unit_tids.append(tid)
             if numbers[j]:
                 # numbers: kept with the block's other numbers (see _store_bulk)
-                tids.append(info.tid)
+                tids.append(tid)
             else:
+                # what _columns does, without a call and a look at the tag's facts per unit
+                # (hundreds of tags a block: a histogram per parameter)
                 if spans is None:
                     spans = _unit_spans(lengths, col_rows, unit_col)
                 start, end, lo, hi = spans[k]
-                self._columns(tag, seqs[start:end], cols.steps[lo:hi], cols.wall_times[lo:hi],
-                              cols.code, cols.values[lo:hi])
+                arrays = as_arrays.get(j)
+                if arrays is None:
+                    arrays = as_arrays[j] = (np.asarray(cols.steps, dtype=np.int64),
+                                             np.asarray(cols.wall_times, dtype=np.float64))
+                bt = block.get(tag)
+                if bt is None:
+                    bt = block[tag] = _BlockTag()
+                bt.cols.append((seqs[start:end], arrays[0][lo:hi], arrays[1][lo:hi], cols.code,
+                                cols.values[lo:hi]))
             known = first_md.get(tag)
             if known is None or known[0] > first:
                 md = summary_templates.column_metadata(cols, tag)
                 if md is not None:
                     self.metadata(first, tag, md)
+        if spans is not None:
+            # the rows of every unit that is no number, at once, as numbers' are below
+            rows = np.repeat(np.array(unit_tids, dtype=np.int64), lengths)
+            other = np.repeat(~np.array(numbers)[unit_col], lengths)
+            steps = np.concatenate([as_arrays[j][0] if j in as_arrays else c.steps
+                                    for j, c in enumerate(columns)], dtype=np.int64,
+                                   casting="unsafe")
+            self._fast_rows.append((seqs[other], steps[other], rows[other]))
         if not tids:
             return
         if len(tids) < len(unit_tags):
@@ -471,7 +496,7 @@ class RunAssembler(RestartRule):
             ends.append(max(int(b[0].max()) for b in self._bulk))
             self._store_bulk()
         held, held_bytes = {}, 0
-        numbers = []
+        numbers, stacks = [], []
         for tag, bt in self._block.items():
             values = None if bt.tables else self._as_values(bt)
             if values is not None and _value_dtype(values[1]) == values[0].dtype:
@@ -482,7 +507,12 @@ class RunAssembler(RestartRule):
                 held[tag] = bt
                 held_bytes += size
                 continue
+            if _stack_only(bt):
+                stacks.append((tag, bt))
+                continue
             self._store_piece(tag, bt, values)
+        if stacks:
+            self._store_stacks(stacks)
         if numbers:
             ends.append(self._store_numbers(numbers))
         if ends:
@@ -497,8 +527,14 @@ class RunAssembler(RestartRule):
         """Store what :meth:`end_block` held over: a file read to its end leaves nothing
         behind (a part of a run read elsewhere is handed over whole)."""
         held, self._block = self._block, {}
+        stacks = []
         for tag, bt in held.items():
-            self._store_piece(tag, bt)
+            if _stack_only(bt):
+                stacks.append((tag, bt))
+            else:
+                self._store_piece(tag, bt)
+        if stacks:
+            self._store_stacks(stacks)
         self._held.close_all()
 
     def _store_bulk(self) -> None:
@@ -633,10 +669,11 @@ class RunAssembler(RestartRule):
         """Store the tag's points of the block as one piece (``values``: what
         :meth:`_as_values` gives of them, where it is known already)."""
         info = self.info[tag]
-        if info.pieces and info.pieces[-1] in self._held.open_keys:
-            # the tag's rows held in a group come before this piece's: none may join them
-            self._held.close(info.pieces[-1])
+        if _stack_only(bt):
+            self._store_stack(info, bt.cols)
+            return
         n_slow = len(bt.seq)
+        self._close_held(info)
         groups = bt.cols + bt.tables
         if not n_slow and len(groups) == 1:
             # one column or table and nothing else (a histogram per parameter: hundreds of
@@ -690,6 +727,73 @@ class RunAssembler(RestartRule):
             payload = _ragged(points) or ("points", None, points)
         self.points_read += len(seq)
         info.pieces.append(self.store.put((seq, steps, walls) + payload, size))
+
+    def _close_held(self, info: _TagInfo) -> None:
+        if info.pieces and info.pieces[-1] in self._held.open_keys:
+            # the tag's rows held in a group come before this piece's: none may join them
+            self._held.close(info.pieces[-1])
+
+    def _store_stacks(self, stacks: list) -> None:
+        """``(tag, block tag)`` of tags whose points of the block are stacks (see
+        :meth:`_store_stack`), stored in the order their series will come in; those of one
+        dtype and row shape that follow each other, each in several columns to be copied
+        together, are copied into one array: a writer given their series one after another
+        then takes their rows as one (:func:`~tbconvert.model.joined_block`) instead of
+        copying them together again."""
+        info = self.info
+        stacks.sort(key=lambda item: (info[item[0]].first_seq, info[item[0]].first_pos))
+        def joins(cols: list, first: np.ndarray) -> bool:
+            # (only columns that are copied together anyway: one column is kept as it is)
+            return len(cols) > 1 and cols[0][4].dtype == first.dtype and \
+                cols[0][4].shape[1:] == first.shape[1:]
+
+        k = 0
+        while k < len(stacks):
+            first = stacks[k][1].cols[0][4]
+            end = k + 1
+            if joins(stacks[k][1].cols, first):
+                while end < len(stacks) and joins(stacks[end][1].cols, first):
+                    end += 1
+            if end - k == 1:
+                tag, bt = stacks[k]
+                self._store_stack(info[tag], bt.cols)
+            else:
+                rows = [sum(len(c[4]) for c in bt.cols) for _, bt in stacks[k:end]]
+                shared = np.empty((sum(rows), *first.shape[1:]), dtype=first.dtype)
+                at = 0
+                for (tag, bt), n in zip(stacks[k:end], rows, strict=True):
+                    out = shared[at:at + n]
+                    np.concatenate([c[4] for c in bt.cols], out=out)
+                    self._store_stack(info[tag], bt.cols, out)
+                    at += n
+            k = end
+
+    def _store_stack(self, info: _TagInfo, cols: list, stack: np.ndarray | None = None) -> None:
+        """:meth:`_store_piece` of a tag whose points of the block are bulk columns of tensors
+        of one dtype, enum and shape (a histogram per parameter: hundreds of such tags a
+        block), in fewer steps: one array of them, as that method stores them (``stack``:
+        the columns' rows already put together, and kept in that array)."""
+        self._close_held(info)
+        code = cols[0][3]
+        if len(cols) == 1:
+            seq, steps, walls = (np.array(cols[0][k], dtype=t)
+                                 for k, t in enumerate((np.int64, np.int64, np.float64)))
+        else:
+            seq, steps, walls = (np.concatenate([c[k] for c in cols]) for k in range(3))
+        given = stack is not None
+        if not given:
+            stack = cols[0][4] if len(cols) == 1 else np.concatenate([c[4] for c in cols])
+        if not bool((seq[1:] >= seq[:-1]).all()):
+            order = np.argsort(seq, kind="stable")
+            seq, steps, walls = seq[order], steps[order], walls[order]
+            if given:
+                stack[...] = stack[order]      # (in its shared array)
+            else:
+                stack = stack[order]
+        info.add_kind((code, min(stack.ndim - 1, NDIMN)))
+        self.points_read += len(seq)
+        info.pieces.append(self.store.put((seq, steps, walls, "stack", code, stack),
+                                          seq.nbytes * 3 + stack.nbytes + 100 * len(seq)))
 
     @staticmethod
     def _as_values(bt: _BlockTag):
