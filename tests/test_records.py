@@ -347,6 +347,42 @@ def test_scan_file_blocks_find_what_scan_finds(tmp_path, monkeypatch, block_size
     assert sum(n for _, n in bdamage) == sum(d.length for d in damage)
 
 
+@pytest.mark.parametrize("block_size", [4096, 20_000, 1 << 20])
+def test_scan_file_blocks_of_wide_records_find_what_scan_finds(tmp_path, block_size):
+    """Records of a few hundred bytes each (histograms, images) are read in blocks of twice
+    the size; damage and garbage anywhere: blocks change nothing."""
+    rng = np.random.default_rng(block_size)
+    parts = [records.frame(rng.bytes(int(rng.integers(300, 1500)))) for _ in range(400)]
+    for k in sorted(rng.integers(20, 400, 4).tolist(), reverse=True):
+        parts.insert(k, rng.bytes(int(rng.integers(1, 90))))
+    buf = bytearray(b"".join(parts))
+    for p in rng.integers(len(buf) // 10, len(buf), 6).tolist():
+        buf[p] ^= 0x10
+    buf = bytes(buf)
+    assert records._wide_records(buf[:records._PROBE])
+    path = tmp_path / "events.out.tfevents.1.x"
+    path.write_bytes(buf)
+    starts, lengths, damage = records.scan(buf)
+    payloads, bdamage = _blocks_as_scan(path, block_size=block_size)
+    assert payloads == _payloads(buf, starts, lengths)
+    assert sum(n for _, n in bdamage) == sum(d.length for d in damage)
+    first = next(records.scan_file(path, block_size=block_size))
+    assert first.end > block_size or first.end >= len(buf)     # a wide block
+
+
+@pytest.mark.parametrize("lengths, wide", [
+    ([20] + [800] * 30, True),            # a file version record, then histograms
+    ([20] + [40] * 500, False),           # scalars
+    ([20] + [800] * 5, False),            # too few records to tell
+    ([20] + [100_000] * 8, False),        # events of thousands of values
+])
+def test_wide_records_are_told_by_their_length_fields(lengths, wide):
+    head = b"".join(records.frame(bytes(n)) for n in lengths)[:records._PROBE]
+    assert records._wide_records(head) == wide
+    # a length field of garbage ends the guess there
+    assert not records._wide_records(struct.pack("<Q", 1 << 40) + head)
+
+
 def test_scan_file_reads_a_record_larger_than_the_block(tmp_path):
     big = os.urandom(3 << 20)
     buf = records.frame(b"a") + records.frame(big) + records.frame(b"b")
