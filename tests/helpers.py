@@ -241,6 +241,36 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
         proc.wait()
 
 
+def launch_tensorboard(logdir: Path, log_path: Path, *flags: str) -> subprocess.Popen:
+    """A real ``tensorboard`` serving ``logdir`` on 127.0.0.1, on a port it picks itself
+    (``--port 0``: a port found free here could be taken by another process, such as the
+    Rust data server of another TensorBoard, before this one binds it); its output in
+    ``log_path``. :func:`tensorboard_base` tells where it listens."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
+                                 "--host", "127.0.0.1", "--port", "0", *flags],
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+def tensorboard_base(proc: subprocess.Popen, log_path: Path, timeout: float = 60) -> str:
+    """``http://127.0.0.1:PORT`` of a server :func:`launch_tensorboard` started, once it has
+    bound its port (it says where then); the test fails if it exits or takes longer."""
+    import re
+    import time
+
+    import pytest
+    deadline = time.monotonic() + timeout
+    while True:
+        found = re.search(rb" at (http://127\.0\.0\.1:\d+)/", log_path.read_bytes())
+        if found:
+            return found.group(1).decode()
+        if proc.poll() is not None:
+            pytest.fail("tensorboard exited: " + log_path.read_text(errors="replace")[-2000:])
+        if time.monotonic() > deadline:
+            pytest.fail(f"tensorboard did not listen within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 def series_snapshot(data) -> dict:
     """Every series of ``data`` (what ``tbconvert.read`` gives) as plain values, for equality:
     each run's start time and tags in order, each series' class, metadata, steps, wall times,

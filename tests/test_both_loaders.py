@@ -23,8 +23,6 @@ import io
 import json
 import math
 import struct
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -36,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, LOGDIRS
-from test_tbdev_server import SAMPLES, _free_port
+from helpers import FIXTURES, LOGDIRS, launch_tensorboard, stop_process, tensorboard_base
+from test_tbdev_server import SAMPLES
 
 import tbconvert
 from tbconvert.cli import main
@@ -55,29 +53,17 @@ class TensorBoard:
 
     def __init__(self, logdir: Path, load_fast: bool) -> None:
         self.load_fast = load_fast
-        port = _free_port()
-        self.base = f"http://127.0.0.1:{port}"
+        self.base = ""      # known once it listens (wait_ready)
         self.log_path = logdir.parent / f"tensorboard-{logdir.name}-{load_fast}.log"
-        self.log = open(self.log_path, "wb")
-        argv = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
-                "--host", "127.0.0.1", "--port", str(port),
-                f"--load_fast={'true' if load_fast else 'false'}", "--reload_interval", "0",
-                "--samples_per_plugin", SAMPLE_FLAGS]
+        flags = [f"--load_fast={'true' if load_fast else 'false'}", "--reload_interval", "0",
+                 "--samples_per_plugin", SAMPLE_FLAGS]
         if not load_fast:
             # loads everything before serving (allowed only with --reload_interval 0)
-            argv += ["--reload_task", "blocking"]
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+            flags += ["--reload_task", "blocking"]
+        self.proc = launch_tensorboard(logdir, self.log_path, *flags)
 
     def stop(self) -> None:
-        try:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        finally:
-            self.log.close()
+        stop_process(self.proc)
 
     def get(self, path: str, **params) -> tuple[bytes, str]:
         url = self.base + path + ("?" + urllib.parse.urlencode(params) if params else "")
@@ -94,10 +80,11 @@ class TensorBoard:
             return json.loads(resp.read())
 
     def wait_ready(self) -> None:
+        if not self.base:
+            self.base = tensorboard_base(self.proc, self.log_path)
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
-                self.log.flush()
                 pytest.fail("tensorboard exited: " + self.log_path.read_text()[-2000:])
             try:
                 env = self.json("/data/environment")

@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -18,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, run_tbconvert, stop_process
+from helpers import FIXTURES, launch_tensorboard, run_tbconvert, stop_process, tensorboard_base
 
 import tbconvert
 from tbconvert.verify import compare
@@ -145,28 +142,19 @@ def test_the_command_tells_where_the_files_went(tmp_path):
     _same_files(logs / "train", tmp_path / "out" / "train", _carried())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _projector_view(logdir: Path, log: Path) -> dict:
     """What a real TensorBoard server on ``logdir`` shows in its projector: the runs with
     embeddings, each run's config, and each embedding's tensor and metadata bytes."""
-    port = _free_port()
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
-             "127.0.0.1", "--port", str(port), "--load_fast=false", "--reload_interval", "0",
-             "--reload_task", "blocking"], stdout=fh, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/data/plugin/projector"
+    proc = launch_tensorboard(logdir, log, "--load_fast=false", "--reload_interval", "0",
+                              "--reload_task", "blocking")
+    base = ""
 
     def get(path: str, **params) -> bytes:
         query = "?" + urllib.parse.urlencode(params) if params else ""
         with urllib.request.urlopen(base + path + query, timeout=30) as resp:
             return resp.read()
     try:
+        base = tensorboard_base(proc, log) + "/data/plugin/projector"
         deadline = time.monotonic() + 60
         while True:
             assert proc.poll() is None, log.read_text()[-2000:]

@@ -12,9 +12,6 @@ import base64
 import contextlib
 import io
 import json
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -23,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import stop_process
+from helpers import launch_tensorboard, stop_process, tensorboard_base
 
 from tbconvert.cli import main
 
@@ -38,12 +35,6 @@ SAMPLES = ",".join(f"{p}=100000" for p in (
 
 def _lines(name: str) -> list[dict]:
     return [json.loads(line) for line in (EXPORT / name).read_text().splitlines() if line.strip()]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -71,21 +62,15 @@ def server(tmp_path_factory):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         assert main(["tbdev-export", str(EXPORT), "-o", str(logdir)]) == 0, err.getvalue()
-    port = _free_port()
-    log = open(logdir.parent / "tensorboard.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
-         "--host", "127.0.0.1", "--port", str(port), "--load_fast=false",
-         "--reload_interval", "0", "--reload_task", "blocking", "--samples_per_plugin", SAMPLES],
-        stdout=log, stderr=subprocess.STDOUT)
+    log = logdir.parent / "tensorboard.log"
+    proc = launch_tensorboard(logdir, log, "--load_fast=false", "--reload_interval", "0",
+                              "--reload_task", "blocking", "--samples_per_plugin", SAMPLES)
     try:
-        srv = Server(f"http://127.0.0.1:{port}")
+        srv = Server(tensorboard_base(proc, log))
         deadline = time.monotonic() + 50
         while True:
             if proc.poll() is not None:
-                log.flush()
-                pytest.fail("tensorboard exited: "
-                            + (logdir.parent / "tensorboard.log").read_text()[-2000:])
+                pytest.fail("tensorboard exited: " + log.read_text()[-2000:])
             try:
                 srv.json("/data/runs")
                 break
@@ -96,7 +81,6 @@ def server(tmp_path_factory):
         yield srv
     finally:
         stop_process(proc)
-        log.close()
 
 
 def test_runs_in_order_of_their_first_point(server):
