@@ -29,20 +29,24 @@ def free_port() -> int:
 
 
 def start_moto() -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("moto server exited at start")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, port
-        except OSError:
-            time.sleep(0.1)
-    stop(proc)
-    raise RuntimeError("moto server did not start within 60 s")
+    # a port found free can be taken by another process before moto binds it: moto then
+    # exits at start, and is started again on another port
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                                 str(port)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return proc, port
+            except OSError:
+                time.sleep(0.1)
+        if proc.poll() is None:
+            stop(proc)
+            raise RuntimeError("moto server did not start within 60 s")
+    raise RuntimeError("moto server exited at start, three times")
 
 
 def stop(proc: subprocess.Popen) -> None:
