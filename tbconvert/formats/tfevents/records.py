@@ -865,8 +865,8 @@ def _size_now(fd: int) -> int | None:
 
 def _blocks(fd: int, size: int, block_size: int, max_record: int, start: int = 0,
             read_at=None, stop: int | None = None):
-    if _wide_records(_pread(fd, min(_PROBE, size - start), start)):
-        block_size *= WIDE_BLOCKS
+    if size - start > block_size and _wide_records(_pread(fd, _PROBE, start)):
+        block_size *= WIDE_BLOCKS       # (a file of one block reads as one either way)
     pos = start
     want = block_size
     searching = False      # the last block stopped inside a search for an anchor
