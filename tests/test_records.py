@@ -338,13 +338,19 @@ def test_scan_file_blocks_find_what_scan_finds(tmp_path, monkeypatch, block_size
     buf = bytearray(b"".join(parts))
     for p in rng.integers(0, len(buf), 6).tolist():
         buf[p] ^= 0x10
-    buf = bytes(buf)
+    _blocks_find_what_scan_finds(tmp_path, bytes(buf), block_size)
+
+
+def _blocks_find_what_scan_finds(tmp_path, buf: bytes, block_size: int):
+    """The file of ``buf`` read in blocks gives the records and damage one scan gives; the
+    file's path."""
     path = tmp_path / "events.out.tfevents.1.x"
     path.write_bytes(buf)
     starts, lengths, damage = records.scan(buf)
     payloads, bdamage = _blocks_as_scan(path, block_size=block_size)
     assert payloads == _payloads(buf, starts, lengths)
     assert sum(n for _, n in bdamage) == sum(d.length for d in damage)
+    return path
 
 
 @pytest.mark.parametrize("block_size", [4096, 20_000, 1 << 20])
@@ -360,12 +366,7 @@ def test_scan_file_blocks_of_wide_records_find_what_scan_finds(tmp_path, block_s
         buf[p] ^= 0x10
     buf = bytes(buf)
     assert records._wide_records(buf[:records._PROBE])
-    path = tmp_path / "events.out.tfevents.1.x"
-    path.write_bytes(buf)
-    starts, lengths, damage = records.scan(buf)
-    payloads, bdamage = _blocks_as_scan(path, block_size=block_size)
-    assert payloads == _payloads(buf, starts, lengths)
-    assert sum(n for _, n in bdamage) == sum(d.length for d in damage)
+    path = _blocks_find_what_scan_finds(tmp_path, buf, block_size)
     first = next(records.scan_file(path, block_size=block_size))
     assert first.end > block_size or first.end >= len(buf)     # a wide block
 
