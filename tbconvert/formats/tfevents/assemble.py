@@ -269,8 +269,8 @@ class RunAssembler(RestartRule):
         self._block: dict[str, _BlockTag] = {}
         # summary events of the block: (seq, step, tag) rows, several for a multi-value event
         self._summary_rows: list[tuple[int, int, str]] = []
-        # bulk-decoded points of the block: (seqs, steps, tag), or (seqs, steps, tid of each
-        # row) for _fast_columns' numbers
+        # bulk-decoded points of the block: (seqs, steps, tag) of blobs, or (seqs, steps, tid
+        # of each row) of _fast_columns' rows (numbers and tensors apart)
         self._fast_rows: list[tuple[np.ndarray, np.ndarray, str | np.ndarray]] = []
         # 1-D bulk columns of the block, (tag, seqs, TagColumns): stored together, as batches
         self._bulk: list = []
@@ -412,8 +412,8 @@ class RunAssembler(RestartRule):
                 # numbers: kept with the block's other numbers (see _store_bulk)
                 tids.append(tid)
             else:
-                # what _columns does, without a call and a look at the tag's facts per unit
-                # (hundreds of tags a block: a histogram per parameter)
+                # tensors: the unit's rows join its tag's points of the block (its facts were
+                # looked at above; hundreds of tags a block: a histogram per parameter)
                 if spans is None:
                     spans = _unit_spans(lengths, col_rows, unit_col)
                 start, end, lo, hi = spans[k]
@@ -471,17 +471,6 @@ class RunAssembler(RestartRule):
         bt.tables.append((seqs, steps, np.asarray(cols.wall_times, dtype=np.float64), table))
         self._fast_rows.append((seqs, steps, cols.tag))
         self.metadata(int(seqs[0]), cols.tag, cols.metadata)
-
-    def _columns(self, tag: str, seqs, steps, walls, code: int, values) -> None:
-        """Points of one dtype and shape as columns (the shared entry of every bulk decoder);
-        ``values`` has one row per point."""
-        if not len(seqs):
-            return
-        seqs = np.asarray(seqs, dtype=np.int64)
-        steps = np.asarray(steps, dtype=np.int64)
-        self._tag(tag, int(seqs[0])).cols.append(
-            (seqs, steps, np.asarray(walls, dtype=np.float64), code, values))
-        self._fast_rows.append((seqs, steps, tag))
 
     # -- one block done ----------------------------------------------------------------------
     def end_block(self, last: bool = True) -> None:
