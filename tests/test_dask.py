@@ -208,7 +208,6 @@ def test_a_run_whose_task_kills_every_worker_is_reported_and_the_others_finish(t
 def test_a_scheduler_lost_while_the_tasks_run_is_one_line_and_exit_12(tmp_path):
     """The scheduler's process killed mid-conversion: one line (no Dask traceback), exit 12,
     no output."""
-    import socket
 
     class Hold(distributed.WorkerPlugin):
         """Each conversion task notes that it started, then waits (defined here: sent by
@@ -226,16 +225,15 @@ def test_a_scheduler_lost_while_the_tasks_run_is_one_line_and_exit_12(tmp_path):
                 time.sleep(60)
                 return real(task)
             runtasks.convert_run = convert_run
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    address = f"tcp://127.0.0.1:{port}"
+    # on a port it picks itself (one found free here could be taken first), told in its file
+    where = tmp_path / "scheduler.json"
     scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
-                                  "--host", "127.0.0.1", "--port", str(port),
-                                  "--dashboard-address", "127.0.0.1:0"],
+                                  "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
+                                  str(where), "--dashboard-address", "127.0.0.1:0"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     worker = proc = None
     try:
+        address = _scheduler_address(scheduler, where)
         with distributed.Client(address, timeout=60) as client:
             client.register_plugin(Hold(str(tmp_path / "started")))
             worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
@@ -328,6 +326,19 @@ def test_a_tasks_own_connection_error_is_not_told_as_a_lost_scheduler(cluster):
                       retries=0, progress=None, sizes=None, lost=None)
     assert not isinstance(caught.value, tbconvert.errors.ClusterError)
     assert str(caught.value).startswith("a task on the cluster failed: ConnectionRefusedError")
+
+def _scheduler_address(scheduler: subprocess.Popen, where: Path) -> str:
+    """The address a scheduler started with ``--scheduler-file where`` listens at."""
+    import json
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return json.loads(where.read_text())["address"]
+        except (OSError, ValueError, KeyError):
+            assert scheduler.poll() is None, "the scheduler exited at start"
+            assert time.monotonic() < deadline, "the scheduler did not start within 60 s"
+            time.sleep(0.1)
+
 
 def _cli() -> list:
     from helpers import cli_argv
