@@ -485,7 +485,7 @@ class RunAssembler(RestartRule):
             ends.append(max(int(b[0].max()) for b in self._bulk))
             self._store_bulk()
         held, held_bytes = {}, 0
-        numbers, stacks = [], []
+        numbers, stored = [], []
         for tag, bt in self._block.items():
             values = None if bt.tables else self._as_values(bt)
             if values is not None and _value_dtype(values[1]) == values[0].dtype:
@@ -496,12 +496,8 @@ class RunAssembler(RestartRule):
                 held[tag] = bt
                 held_bytes += size
                 continue
-            if _stack_only(bt):
-                stacks.append((tag, bt))
-                continue
-            self._store_piece(tag, bt, values)
-        if stacks:
-            self._store_stacks(stacks)
+            stored.append((tag, bt, values))
+        self._store_tags(stored)
         if numbers:
             ends.append(self._store_numbers(numbers))
         if ends:
@@ -516,15 +512,21 @@ class RunAssembler(RestartRule):
         """Store what :meth:`end_block` held over: a file read to its end leaves nothing
         behind (a part of a run read elsewhere is handed over whole)."""
         held, self._block = self._block, {}
+        self._store_tags([(tag, bt, _UNKNOWN) for tag, bt in held.items()])
+        self._held.close_all()
+
+    def _store_tags(self, items: list) -> None:
+        """Store each ``(tag, block tag, values)`` as a piece: those whose points are one
+        stack of tensors together (:meth:`_store_stacks`), the others one by one
+        (:meth:`_store_piece`, ``values`` as it takes them)."""
         stacks = []
-        for tag, bt in held.items():
+        for tag, bt, values in items:
             if _stack_only(bt):
                 stacks.append((tag, bt))
             else:
-                self._store_piece(tag, bt)
+                self._store_piece(tag, bt, values)
         if stacks:
             self._store_stacks(stacks)
-        self._held.close_all()
 
     def _store_bulk(self) -> None:
         """The block's 1-D bulk columns: a tag whose every point of the block is such a
@@ -656,17 +658,14 @@ class RunAssembler(RestartRule):
 
     def _store_piece(self, tag: str, bt: _BlockTag, values=_UNKNOWN) -> None:
         """Store the tag's points of the block as one piece (``values``: what
-        :meth:`_as_values` gives of them, where it is known already)."""
+        :meth:`_as_values` gives of them, where it is known already); points that are one
+        stack of tensors go to :meth:`_store_stack` instead."""
         info = self.info[tag]
-        if _stack_only(bt):
-            self._store_stack(info, bt.cols)
-            return
         n_slow = len(bt.seq)
         self._close_held(info)
         groups = bt.cols + bt.tables
         if not n_slow and len(groups) == 1:
-            # one column or table and nothing else (a histogram per parameter: hundreds of
-            # such tags a block), taken as it is
+            # one column or table and nothing else, taken as it is
             seq = np.array(groups[0][0], dtype=np.int64)
             steps = np.array(groups[0][1], dtype=np.int64)
             walls = np.array(groups[0][2], dtype=np.float64)
@@ -694,12 +693,6 @@ class RunAssembler(RestartRule):
         elif values is not None:
             payload = ("values", values[1], values[0] if in_order else values[0][order])
             size = seq.nbytes * 3 + values[0].nbytes
-        elif not bt.points and not bt.tables and _one_stack(bt.cols):
-            # tensors of one shape decoded in bulk stay one array: a point is a row of it
-            stack = bt.cols[0][4] if len(bt.cols) == 1 else \
-                np.concatenate([c[4] for c in bt.cols])
-            payload = ("stack", bt.cols[0][3], stack if in_order else stack[order])
-            size = seq.nbytes * 3 + stack.nbytes + 100 * len(seq)
         else:
             points = list(bt.points)
             for c in bt.cols:
