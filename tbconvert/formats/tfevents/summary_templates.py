@@ -703,12 +703,12 @@ def _columns(field_map: FieldMap, index: np.ndarray, rows: _Rows):
     if bounds is None:
         cols.tag = names[0]
         return [cols], refused
+    rows_of = (cols.index, cols.steps, cols.wall_times, cols.values)
     if order is not None:
         # (short records: their few columns are put in order, not the records)
-        cols = TagColumns(cols.tag, cols.simple, cols.code, cols.index[order], cols.steps[order],
-                          cols.wall_times[order], cols.values[order], cols.metadata)
-    return [TagColumns(names[0], cols.simple, cols.code, cols.index, cols.steps,
-                       cols.wall_times, cols.values, cols.metadata, names, bounds)], refused
+        rows_of = tuple(a[order] for a in rows_of)
+    return [TagColumns(names[0], cols.simple, cols.code, *rows_of, cols.metadata, names,
+                       bounds)], refused
 
 
 def _kind(slot: Slot) -> tuple:
