@@ -163,7 +163,10 @@ def _in_processes(fn, items, jobs, retries, progress, lost, share=False, sizes=N
                 k = take()
                 if k is None:
                     break
-                results[k] = fn(items[k])
+                try:
+                    results[k] = fn(items[k])
+                finally:
+                    workers.flush_progress()
             feeder.wait()
         finally:
             stop.set()

@@ -156,11 +156,43 @@ class ProgressQueues:
 
 
 class _QueueProgress:
+    """Progress passed on to ``queue``, gathered: a report each (a pickle, a lock, a wake-up
+    of the queue's thread and a write) cost a sweep's small runs more than their reading
+    (about ten reports a run). What is gathered goes at most every :data:`PROGRESS_EVERY`
+    seconds, and when the task ends (:func:`flush_progress`)."""
+
     def __init__(self, queue) -> None:
         self.queue = queue
 
     def advance(self, n: int) -> None:
-        self.queue.put(n)
+        global _unsent
+        _unsent += n
+        if time.monotonic() - _sent_at >= PROGRESS_EVERY:
+            flush_progress()
+
+
+# What this process's progress reports hold that was not yet put in the queue, and when
+# the last one went.
+_unsent = 0
+_sent_at = 0.0
+PROGRESS_EVERY = 0.05
+
+
+def flush_progress() -> None:
+    """Put what this process's progress gathered in the queue it reports to."""
+    global _unsent, _sent_at
+    if _unsent and _progress_queue is not None:
+        n, _unsent = _unsent, 0
+        _sent_at = time.monotonic()
+        _progress_queue.put(n)
+
+
+def _reported(fn, *args):
+    """``fn(*args)`` in a worker, its progress all passed on when it returns."""
+    try:
+        return fn(*args)
+    finally:
+        flush_progress()
 
 
 def progress():
@@ -174,10 +206,12 @@ def reporting_to(queue):
     """``with reporting_to(queue):`` work done in this process reports its progress to
     ``queue`` (anything with ``put``), as a worker's does."""
     global _progress_queue
+    flush_progress()
     saved, _progress_queue = _progress_queue, queue
     try:
         yield
     finally:
+        flush_progress()
         _progress_queue = saved
 
 
@@ -342,7 +376,7 @@ class Workers:
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init,
                                                 initargs=(queue, os.getpid(), _own_process()))
             with forking:
-                future = self.pool.submit(fn, *args)
+                future = self.pool.submit(_reported, fn, *args)
             self.processes.update((getattr(self.pool, "_processes", None) or {}).values())
             return future
 

@@ -130,25 +130,3 @@ def test_a_run_that_cannot_be_read_whole_is_read_alone(tmp_path, groups, monkeyp
     assert groups == {"groups": 1, "runs": 17}
     assert together == _alone(tmp_path, monkeypatch)
     assert any(kind == "not_a_regular_file" for kind, _, _ in together["report"])
-
-
-def test_small_runs_are_not_worth_worker_processes(tmp_path, monkeypatch):
-    """A sweep's runs cost less read together in one process than a task each: only runs
-    too large to be read with others count towards what --jobs reads in parallel."""
-    from tbconvert import runtasks
-    from tbconvert.api import open_reader, open_writer
-    from tbconvert.formats.tfevents import reader as tfevents_reader
-    _sweep(tmp_path / "logs")
-    monkeypatch.setattr(tfevents_reader, "PARALLEL_MIN_BYTES", 1)
-
-    def splits() -> bool:
-        report = tbconvert.Report()
-        reader = open_reader(tmp_path / "logs", report=report)
-        with reader, open_writer(tmp_path / "out.parquet", report=report) as writer:
-            worth = runtasks.worth_splitting(reader, writer, jobs=2)
-            writer.abort()
-        return worth, reader.parallel_size()
-    assert splits() == (False, 0)
-    writers.scalar_run(tmp_path / "logs" / "long", "pytorch", 20_000, seed=5)
-    worth, size = splits()
-    assert worth and size == sum(p.stat().st_size for p in (tmp_path / "logs" / "long").iterdir())

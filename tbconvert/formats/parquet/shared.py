@@ -14,6 +14,7 @@ group it fills; a longer run as the Parquet file of its own row groups).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -83,8 +84,6 @@ def stage(path: Path, held: list[tuple[pa.RecordBatch, int]]) -> list[int]:
 def staged(path: Path, sizes: list[int], offset: int):
     """``(piece, size)`` of a run :func:`stage` wrote, its series numbers moved up by
     ``offset`` (a run encoded on its own numbers its series from 0)."""
-    column = S.SCHEMA.get_field_index("series")
-    field = S.SCHEMA.field(column)
     with pa.OSFile(str(path), "rb") as source:    # (a short run: read whole)
         reader = pa.ipc.open_stream(source.read_buffer())
         if reader.schema != S.SCHEMA:
@@ -93,11 +92,79 @@ def staged(path: Path, sizes: list[int], offset: int):
         for batch in reader:
             if k >= len(sizes):
                 raise ValueError(f"{path}: more pieces than were staged")
-            if offset:
-                ids = C.to_numbers(batch.column(column)) + np.int32(offset)
-                batch = batch.set_column(column, field, C.fixed(ids.astype(np.int32),
-                                                                pa.int32()))
-            yield batch, sizes[k]
+            yield _moved(batch, offset), sizes[k]
             k += 1
         if k != len(sizes):
             raise ValueError(f"{path}: fewer pieces than were staged")
+
+
+def _moved(batch: pa.RecordBatch, offset: int) -> pa.RecordBatch:
+    """The batch's series numbers moved up by ``offset``."""
+    if not offset:
+        return batch
+    column = S.SCHEMA.get_field_index("series")
+    ids = C.to_numbers(batch.column(column)) + np.int32(offset)
+    return batch.set_column(column, S.SCHEMA.field(column),
+                            C.fixed(ids.astype(np.int32), pa.int32()))
+
+
+class GroupStage:
+    """The short runs of a group of runs converted by one task, staged one after another in
+    one Arrow stream (a file each cost more than the run's encoding). It appears under its
+    name once the group's runs are all in it (:meth:`finish`)."""
+
+    def __init__(self, path: Path, tmp: Path) -> None:
+        """``tmp``: where it is written until then."""
+        self.path, self._tmp = Path(path), Path(tmp)
+        self.name = self.path.name
+        self._out = self._stream = None
+
+    def add(self, held: list[tuple[pa.RecordBatch, int]]) -> list[int]:
+        """:func:`stage` into the group's stream."""
+        if self._stream is None:
+            # (buffered: Arrow writes each message in several small writes)
+            self._out = pa.BufferedOutputStream(pa.OSFile(str(self._tmp), "wb"), 1 << 20)
+            self._stream = pa.ipc.new_stream(self._out, S.SCHEMA)
+        for piece, _ in held:
+            self._stream.write_batch(piece)
+        return [size for _, size in held]
+
+    def finish(self) -> None:
+        if self._stream is not None:
+            self._close()
+            os.replace(self._tmp, self.path)
+
+    def discard(self) -> None:
+        try:
+            self._close()
+        finally:
+            self._tmp.unlink(missing_ok=True)
+
+    def _close(self) -> None:
+        stream, out, self._stream, self._out = self._stream, self._out, None, None
+        try:
+            if stream is not None:
+                stream.close()
+        finally:
+            if out is not None:
+                out.close()
+
+
+class GroupStaged:
+    """A :class:`GroupStage` read back, run after run in the order they were staged."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        with pa.OSFile(str(path), "rb") as source:    # (short runs: read whole)
+            self._reader = pa.ipc.open_stream(source.read_buffer())
+        if self._reader.schema != S.SCHEMA:
+            raise ValueError(f"{path}: staged runs of another schema")
+
+    def take(self, sizes: list[int], offset: int):
+        """``(piece, size)`` of the next run, as :func:`staged` gives them."""
+        for size in sizes:
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                raise ValueError(f"{self.path}: fewer pieces than were staged") from None
+            yield _moved(batch, offset), size

@@ -232,16 +232,15 @@ _FOOTER_BYTES_PER_GROUP = 12_000
 class _FileSink(_SeriesIds):
     """One Parquet file being written: buffers record batches into byte-capped row groups."""
 
-    def __init__(self, path: Path, compress: bool = True) -> None:
+    def __init__(self, path: Path, compress: bool = True, lazy: bool = False) -> None:
+        """``lazy``: the file is opened only once rows are written to it (a run staged for
+        :class:`_JoinedSink` whose rows go to the row group the output fills writes none)."""
         super().__init__()
         self.path = path
         self._compress = compress
-        self._fh = buffered_sink(path)
-        try:
-            self._writer = parquet_writer(self._fh, compress=compress)
-        except BaseException:
-            self._fh.close()
-            raise
+        self._fh = self._writer = None
+        if not lazy:
+            self._open()
         self._buffer: list[pa.RecordBatch] = []
         self._bytes = self._rows = 0
         self._pieces = 0    # batches added to the row group being filled
@@ -252,6 +251,15 @@ class _FileSink(_SeriesIds):
         self.series_runs: list | None = None
         # the payload chunks written beside Arrow's, by (row group, column): see large.py
         self._large: dict = {}
+
+    def _open(self) -> None:
+        fh = buffered_sink(self.path)
+        try:
+            self._writer = parquet_writer(fh, compress=self._compress)
+        except BaseException:
+            fh.close()
+            raise
+        self._fh = fh
 
     def add(self, batch: pa.RecordBatch) -> None:
         for piece, size in _pieces(batch):
@@ -280,6 +288,8 @@ class _FileSink(_SeriesIds):
         """Add a row group of the one point ``batch`` holds (its payload column null),
         whose payload is written as its own column chunk (see :mod:`large`)."""
         self.flush()
+        if self._writer is None:
+            self._open()
         self._buffer.append(batch)
         self._rows = 1
         table = self._take(payload)
@@ -334,6 +344,8 @@ class _FileSink(_SeriesIds):
     def _write(self, table: pa.Table, halved: bool = True) -> None:
         """Write ``table``, the last row group taken. ``halved``: its payload column may be
         encoded in halves on two cores (see :mod:`halves`)."""
+        if self._writer is None:
+            self._open()
         n = table.num_rows
         c = halves.column_to_split(table, self._compress and halved)
         if c is None:
@@ -381,6 +393,8 @@ class _FileSink(_SeriesIds):
             small = size <= _SMALL_FOOTER or meta[S.METADATA_KEY].in_memory()
             if small:
                 meta = {**meta, S.METADATA_KEY: b"".join(meta[S.METADATA_KEY].blocks())}
+        if self._writer is None:
+            self._open()
         if small:
             self._writer.add_key_value_metadata(meta)
         self._writer.close()
@@ -393,12 +407,16 @@ class _FileSink(_SeriesIds):
     def close_bare(self) -> None:
         """Close without the archive's metadata: a run encoded for :class:`_JoinedSink`."""
         self.flush()
+        if self._writer is None:
+            self._open()
         self._writer.close()
         self._fh.close()
         if self._large:
             large.patch(self.path, self._large)
 
     def discard(self) -> None:
+        if self._writer is None:
+            return
         try:
             self._writer.close()
         except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
@@ -971,6 +989,7 @@ class ParquetWriter(Writer):
         # in a scratch directory, each joined to the output once full (see _next_segment)
         self._segment: _FileSink | None = None
         self._scratch = None
+        self._staged: shared.GroupStaged | None = None   # the staged group being added
 
     def write_experiment(self, experiment: Experiment) -> None:
         self._experiment = experiment
@@ -1043,20 +1062,30 @@ class ParquetWriter(Writer):
         return part_name(len(self._parts), run)
 
     @staticmethod
+    def group_stage(path: Path, tmp: Path) -> shared.GroupStage:
+        """Where :meth:`stage_run` puts the rows of the short runs of a group of runs
+        converted together (see :class:`~tbconvert.runtasks.RunGroup`)."""
+        return shared.GroupStage(path, tmp)
+
+    @staticmethod
     def stage_run(path: Path, run: Run, series: Iterable[Series], report: Report,
-                  options: Options) -> dict:
+                  options: Options, group: shared.GroupStage | None = None) -> dict:
         """One run encoded on its own into the new Parquet file ``path`` (maybe in another
-        process), for :meth:`append_staged` to copy into the output."""
+        process), for :meth:`append_staged` to copy into the output; a short run's rows go
+        to ``group`` (its group's :meth:`group_stage`), when given, and ``path`` is then
+        not made (a file cost more than such a run's encoding)."""
         arrowpool.choose()
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never another's
-        sink = _FileSink(path)
+        if group is None:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never another's
+        sink = _FileSink(path, lazy=True)
         sink.series_runs = []
         try:
             rows = _write_into(sink, run, series, stage=True)
             if rows.shared:
                 # rows for the leading process to add to the row group it fills
                 sink.discard()
-                info = {"shared": shared.stage(path, rows.held)}
+                info = {"shared": shared.stage(path, rows.held)} if group is None else \
+                    {"shared": group.add(rows.held), "group": group.name}
             else:
                 sink.close_bare()
                 info = {"row_groups": sink.row_groups, "series_runs": sink.series_runs}
@@ -1103,9 +1132,25 @@ class ParquetWriter(Writer):
                 source.unlink()
             segment.runs.append(text)
             segment.series.extend(dict(s, run=run_index) for s in info["series"])
-            for piece, size in shared.staged(path, info["shared"], offset):
+            pieces = self._group_staged(path.with_name(info["group"])).take(
+                info["shared"], offset) if "group" in info else \
+                shared.staged(path, info["shared"], offset)
+            for piece, size in pieces:
                 segment.add_piece(piece, size)
         self.guard(append)
+
+    def _group_staged(self, path: Path) -> shared.GroupStaged:
+        """The staged group at ``path``, read on from where its last run ended (the runs of a
+        group come one after another); the group before it is let go of, and its file."""
+        if self._staged is None or self._staged.path != path:
+            self._let_go_of_staged()
+            self._staged = shared.GroupStaged(path)
+        return self._staged
+
+    def _let_go_of_staged(self) -> None:
+        if self._staged is not None:
+            done, self._staged = self._staged, None
+            done.path.unlink(missing_ok=True)
 
     def adopt_part(self, file: str, run: str) -> None:
         self._parts.append({"file": file, "run": run})
@@ -1120,6 +1165,7 @@ class ParquetWriter(Writer):
                 with open(self.out.tmp / MARKER_FILE, "x", encoding="utf-8") as fh:
                     json.dump(marker, fh, ensure_ascii=False, indent=1)
             else:
+                self._let_go_of_staged()
                 if self._sink is None:      # no run: a file of no rows
                     self._sink = _FileSink(self.out.tmp)
                 if self._segment is not None:
@@ -1131,6 +1177,7 @@ class ParquetWriter(Writer):
         self.guard(finish)
 
     def abort(self) -> None:
+        self._let_go_of_staged()
         if self._segment is not None:
             self._segment.discard()
             self._segment = None

@@ -380,6 +380,14 @@ class TfeventsReader(Reader):
         from tbconvert.formats.tfevents.small_runs import SMALL_RUN_BYTES
         return sum(size for size in self.run_sizes() if size > SMALL_RUN_BYTES)
 
+    def task_size(self) -> int:
+        """What converting the runs in tasks has to do (:mod:`tbconvert.runtasks`, which
+        gives small runs out in groups), in bytes of a large run's reading: a small run
+        costs its bytes and :data:`.small_runs.SMALL_RUN_COST` more."""
+        from tbconvert.formats.tfevents.small_runs import SMALL_RUN_BYTES, SMALL_RUN_COST
+        return sum(size + (SMALL_RUN_COST if size <= SMALL_RUN_BYTES else 0)
+                   for size in self.run_sizes())
+
     def plugin_source(self):
         """The files of TensorBoard's plugins beside the runs read (see
         :mod:`.plugin_copy`)."""

@@ -36,45 +36,59 @@ SMALL_RUN_BYTES = 256 << 10
 # one group took 70 MiB more than read alone).
 GROUP_BYTES = 4 << 20
 GROUP_FILES = 256
+# What a small run costs beyond its bytes, read and written with others, in bytes of a
+# large run's reading (a sweep's runs of 27 KB took 0.7 ms each, as long as 80 KB of a
+# large run).
+SMALL_RUN_COST = 48 << 10
 
 
 class Apart(Exception):
     """These files are not read together (see the module's notes)."""
 
 
+def groups(sizes: list[int], files: list[int], cap: int = GROUP_BYTES) -> list[list[int]]:
+    """The runs of ``sizes`` bytes in ``files`` event files each, in order, as groups of
+    run indices: consecutive small runs together, up to ``cap`` bytes (at most
+    :data:`GROUP_BYTES`) and :data:`GROUP_FILES` files a group; a larger run alone."""
+    cap = min(cap, GROUP_BYTES)
+    out: list[list[int]] = []
+    held = count = 0
+    small = False
+    for k, size in enumerate(sizes):
+        if size > SMALL_RUN_BYTES:
+            out.append([k])
+            small = False
+            continue
+        if not small or held + size > cap or count + files[k] > GROUP_FILES:
+            out.append([])
+            held = count = 0
+            small = True
+        out[-1].append(k)
+        held += size
+        count += files[k]
+    return out
+
+
 def plan(reader, runs: list, sizes: list[int]) -> Iterator[tuple[str, Callable]]:
     """``(name, read)`` of every run in order, ``read(progress)`` giving its
     assembler (as ``reader.read_run`` does); small runs are read in groups, a group when
     its first run is asked for. ``sizes``: the bytes of each run's files."""
-    group: list[int] = []
-    held = files = 0
-
-    def flush():
-        nonlocal group, held, files
-        batch = _group(reader, [runs[k] for k in group]) if len(group) > 1 else None
+    for group in groups(sizes, [len(files) for _, files in runs]):
+        batch = together(reader, [runs[k] for k in group])
         for j, k in enumerate(group):
             name, paths = runs[k]
             yield name, _reading(reader, name, paths, batch, j)
-        group, held, files = [], 0, 0
-
-    for k, size in enumerate(sizes):
-        if size > SMALL_RUN_BYTES:
-            yield from flush()
-            name, paths = runs[k]
-            yield name, _reading(reader, name, paths, None, 0)
-            continue
-        if group and (held + size > GROUP_BYTES or files + len(runs[k][1]) > GROUP_FILES):
-            yield from flush()
-        group.append(k)
-        held += size
-        files += len(runs[k][1])
-    yield from flush()
 
 
 def _reading(reader, name: str, files: list[Path], batch: Group | None, j: int) -> Callable:
     if batch is not None and batch.has(j):
         return lambda progress: batch.read_run(j, progress)
     return lambda progress: reader.read_run(name, files, progress=progress)
+
+
+def together(reader, runs: list) -> Group | None:
+    """The runs ``(name, files)`` read together, None when they are read one by one."""
+    return _group(reader, runs) if len(runs) > 1 else None
 
 
 def _group(reader, runs: list) -> Group | None:
@@ -214,11 +228,12 @@ class Group:
     def has(self, j: int) -> bool:
         return j in self._files
 
-    def read_run(self, j: int, progress) -> RunAssembler:
+    def read_run(self, j: int, progress, reader=None) -> RunAssembler:
         """Run ``j`` read from the group's records, as ``reader.read_run`` reads it (its
-        ``_read_file`` takes the held records of each file)."""
+        ``_read_file`` takes the held records of each file); ``reader``: another than the
+        group's (a run's own, whose report and counts are the run's alone)."""
         name, paths = self.runs[j]
-        reader = self.reader
+        reader = reader or self.reader
         reader.held = self._files.pop(j)
         try:
             return reader.read_run(name, paths, progress=progress)
