@@ -128,10 +128,11 @@ def test_a_group_whose_process_keeps_dying_costs_only_the_run_that_kills_it(tmp_
     real = cluster.run_tasks
     calls = []
 
-    def in_workers_only(fn, items, **kw):
+    def run_tasks(fn, items, **kw):
         calls.append([type(item).__name__ for item in items])
-        return real(fn, items, **{**kw, "share": False})
-    monkeypatch.setattr(cluster, "run_tasks", in_workers_only)
+        assert not kw["share"]    # (the leading process adds staged runs to the output)
+        return real(fn, items, **kw)
+    monkeypatch.setattr(cluster, "run_tasks", run_tasks)
     report = tbconvert.convert(src, tmp_path / "out.parquet", jobs=2)
     assert calls == [["RunGroup"] * 3, ["RunTask"] * 2]
     lost = [(i.run, i.message) for i in report.issues if i.kind == "unreadable_run"]
