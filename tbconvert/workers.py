@@ -285,8 +285,9 @@ def _forking_workers():
 
 
 def _init(progress_queue, parent: int, own_process: bool = False) -> None:
-    global _progress_queue
+    global _progress_queue, _unsent
     _progress_queue = progress_queue
+    _unsent = 0     # (a forked worker starts with what its parent had gathered)
     _leave_stops_to_the_leader()
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     if own_process:

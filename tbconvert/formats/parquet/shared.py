@@ -8,8 +8,9 @@ group being filled, after the short runs before it; a longer run starts a row gr
 own and ends it. The rule looks at the rows alone, so a file is the same whichever way its
 runs were encoded: one writer, segments of a many-run file (the rows of an unfinished row
 group move on to the next segment), or workers of ``--jobs N`` (a short run comes back as
-its Arrow batches, :func:`stage` / :func:`staged`, for the leading process to add to the row
-group it fills; a longer run as the Parquet file of its own row groups).
+its Arrow batches, :func:`stage` / :func:`staged`, or the short runs of a group of runs
+converted together in one stream, :class:`GroupStage`, for the leading process to add to the
+row group it fills; a longer run as the Parquet file of its own row groups).
 """
 
 from __future__ import annotations
