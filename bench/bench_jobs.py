@@ -1,12 +1,14 @@
 """Converting with ``--jobs 1`` and ``--jobs 2``, side by side in one run.
 
-    python bench/bench_jobs.py [--points 250000] [--dir DIR]
+    python bench/bench_jobs.py [--points 250000] [--dir DIR] [--sweep RUNS]
 
 Two logdirs of four event files each. In the first, four runs: two written as
 PyTorch writes scalars (``simple_value``, no metadata), two as TensorFlow 2
 does (a DT_FLOAT tensor with its metadata on every value). In the second, the
 same four files are one run (a training resumed three times: each file goes on
-from the steps of the one before).
+from the steps of the one before). ``--sweep RUNS`` adds a third: a hyperparameter sweep of
+RUNS small runs (500 points each, half PyTorch, half TF2), which ``--jobs`` gives to its
+workers in groups of runs read together.
 Destinations of one part per run (``parquet-dir``: a Parquet directory dataset, and
 ``tfevents``) have each run read *and written* in a worker process; the others are
 written by the one writer in the main process, the workers only reading.
@@ -174,6 +176,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--dir", type=Path, default=None, help="keep the generated logdir here")
     ap.add_argument("--four-runs-only", action="store_true", help="leave out the single run")
+    ap.add_argument("--sweep", type=int, default=0, help="also a sweep of this many runs")
     ap.add_argument("--formats", default="parquet,parquet-dir,hdf5,csv,tfevents",
                     help="destinations (parquet-dir: a directory dataset, one part per run)")
     args = ap.parse_args()
@@ -183,12 +186,19 @@ def main() -> None:
     size = sum(p.stat().st_size for p in sources[0][1].rglob("*") if p.is_file())
     print(f"4 event files x {args.points:,} points ({size / 2**20:.0f} MiB), "
           f"{os.cpu_count()} cores\n")
+    sources = sources[:1 if args.four_runs_only else 2]
+    if args.sweep:
+        sweep = work / f"sweep_{args.sweep}"
+        if not (sweep / "done").exists():
+            writers.sweep_logdir(sweep, args.sweep * writers.SWEEP_RUN_POINTS)
+            (sweep / "done").write_text("")
+        sources.append((f"a sweep of {args.sweep:,} runs", sweep))
     print("| logdir | destination | --jobs 1 | --jobs 2 | speed-up | paired speed-up "
           "| CPU --jobs 1 | CPU --jobs 2 | load average | same bytes |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     suffix = {"parquet": ".parquet", "parquet-dir": "", "hdf5": ".h5", "csv": ".csv",
               "tfevents": ""}
-    for label, src in sources[:1 if args.four_runs_only else 2]:
+    for label, src in sources:
         if label == "4 runs":
             ceiling_row(work, src, args.repeat)
         for fmt in args.formats.split(","):

@@ -140,3 +140,27 @@ def test_a_group_whose_process_keeps_dying_costs_only_the_run_that_kills_it(tmp_
                            "runs were read")]
     assert (tmp_path / "out.parquet").read_bytes() == (tmp_path / "alone.parquet").read_bytes()
     assert (report.runs, report.points) == (alone.runs, alone.points)
+
+
+@pytest.mark.parametrize("sendfile", [True, False])
+def test_a_staged_range_of_rows_is_copied_whole(tmp_path, monkeypatch, sendfile):
+    """A run's rows in its group's CSV staging file: from where they start to where they end,
+    with the kernel's copy or without it (a file system that refuses it)."""
+    import errno
+
+    from tbconvert.formats.csv import writer as csv_writer
+    if not sendfile:
+        def refused(*args):
+            raise OSError(errno.EINVAL, "not here")
+        monkeypatch.setattr(os, "sendfile", refused)
+    source = tmp_path / "group"
+    data = bytes(range(256)) * 5000
+    source.write_bytes(data)
+    with open(tmp_path / "out", "wb") as fh:
+        fh.write(b"head,")
+        csv_writer._append_file(fh, source, 1000, 1_200_000)
+        csv_writer._append_file(fh, source, 7, 9)
+        csv_writer._append_file(fh, source)
+    assert (tmp_path / "out").read_bytes() == b"head," + data[1000:1_200_000] + data[7:9] + data
+    with open(tmp_path / "out2", "wb") as fh, pytest.raises(OSError, match="ended early"):
+        csv_writer._append_file(fh, source, 0, len(data) + 1)

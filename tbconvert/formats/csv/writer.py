@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -49,6 +48,7 @@ class CsvWriter(Writer):
         self._out = AtomicOutput(self.path, force=options.force, directory=False)
         self._wide = WideRows(report) if options.wide else None
         self._file = None
+        self._group: Path | None = None     # the staged group being added
         # long-form rows depend on their run only, so runs can be written apart and joined
         self.run_parts = None if options.wide else "staged"
         self.guard(self._open)
@@ -71,15 +71,35 @@ class CsvWriter(Writer):
         _report_others(run, others, self.report)
 
     @staticmethod
+    def group_stage(path: Path, tmp: Path) -> GroupFile:
+        """Where :meth:`stage_run` puts the rows of a group of runs converted together (see
+        :class:`~tbconvert.runtasks.RunGroup`)."""
+        return GroupFile(path, tmp)
+
+    @staticmethod
     def stage_run(path: Path, run: Run, series: Iterable[Series], report: Report,
-                  options: Options) -> None:
+                  options: Options, group: GroupFile | None = None) -> dict | None:
         """One run's rows, written on its own into the new file ``path`` (maybe in another
-        process), for :meth:`append_staged` to add: long-form rows depend on their run only."""
+        process), for :meth:`append_staged` to add: long-form rows depend on their run only.
+        With ``group`` (its group's :meth:`group_stage`) they go there instead, after the
+        group's runs before it, and ``path`` is not made (a file cost a sweep's small run more
+        than its rows)."""
         arrowpool.choose()
+        keep_all = options.restarts == "keep-all"
+        if group is not None:
+            return group.add(lambda fh: _write_long(fh, run, series, report, keep_all))
         with open(path, "xb") as fh:
-            _write_long(fh, run, series, report, options.restarts == "keep-all")
+            _write_long(fh, run, series, report, keep_all)
+        return None
 
     def append_staged(self, path: Path, info, run_name: str) -> None:
+        if isinstance(info, dict) and "group" in info:
+            source = path.with_name(info["group"])
+            if self._group is not None and self._group != source:
+                self._group.unlink(missing_ok=True)     # (its runs are all in)
+            self._group = source
+            self.guard(lambda: _append_file(self._file, source, info["start"], info["end"]))
+            return
         self.guard(lambda: _append_file(self._file, path))
 
     def close(self) -> None:
@@ -143,12 +163,15 @@ def _write_long(fh, run: Run, series: Iterable[Series], report: Report, mark_hid
     _report_others(run, others, report)
 
 
-def _append_file(fh, path: Path) -> None:
-    """The bytes of ``path`` at the end of the open file ``fh``."""
+def _append_file(fh, path: Path, start: int = 0, end: int | None = None) -> None:
+    """The bytes of ``path`` (from ``start`` to ``end``: the end of the file when None) at
+    the end of the open file ``fh``."""
     fh.flush()
     with open(path, "rb") as src:
-        size = os.fstat(src.fileno()).st_size
-        sent, out = 0, fh.fileno()
+        size = os.fstat(src.fileno()).st_size if end is None else end
+        if size > os.fstat(src.fileno()).st_size:
+            raise OSError(errno.EIO, f"{path}: the staged rows ended early")
+        sent, out = start, fh.fileno()
         try:
             while sent < size:
                 n = os.sendfile(out, src.fileno(), sent, size - sent)
@@ -156,6 +179,46 @@ def _append_file(fh, path: Path) -> None:
                     raise OSError(errno.EIO, f"{path}: the staged rows ended early")
                 sent += n
         except (AttributeError, OSError) as exc:
-            if sent or getattr(exc, "errno", None) not in (errno.EINVAL, errno.ENOSYS, None):
+            if sent > start or getattr(exc, "errno", None) not in (errno.EINVAL, errno.ENOSYS,
+                                                                   None):
                 raise
-            shutil.copyfileobj(src, fh, 1 << 20)
+            src.seek(start)
+            left = size - start
+            while left > 0:
+                block = src.read(min(left, 1 << 20))
+                if not block:
+                    raise OSError(errno.EIO, f"{path}: the staged rows ended early") from None
+                fh.write(block)
+                left -= len(block)
+
+
+class GroupFile:
+    """The rows of the runs of a group converted by one task, one run after another in one
+    file; it appears under its name once all are in (:meth:`finish`)."""
+
+    def __init__(self, path: Path, tmp: Path) -> None:
+        """``tmp``: where it is written until then."""
+        self.path, self._tmp = Path(path), Path(tmp)
+        self._fh = None
+
+    def add(self, write) -> dict:
+        """``write(fh)`` of a run's rows; where they lie, for :meth:`CsvWriter.append_staged`."""
+        if self._fh is None:
+            self._fh = open(self._tmp, "xb")
+        start = self._fh.tell()
+        write(self._fh)
+        return {"group": self.path.name, "start": start, "end": self._fh.tell()}
+
+    def finish(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+            os.replace(self._tmp, self.path)
+
+    def discard(self) -> None:
+        try:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+        finally:
+            self._tmp.unlink(missing_ok=True)
