@@ -308,15 +308,17 @@ def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None
                 appender.arrived(result.index, result)
 
     items = _items(tasks, sizes, scheduler, options.jobs)
-    # This process converts runs beside its workers, unless it adds staged runs to the output
-    # as they come: in one process, the two took turns at the interpreter's lock, and a
-    # sweep's groups of runs took 1.8 times the CPU time here that they took in a worker.
+    # This process converts runs beside its workers, unless it adds a sweep's staged runs to
+    # the output as they come: in one process, the two took turns at the interpreter's lock,
+    # and groups of small runs took 1.8 times the CPU time here that they took in a worker
+    # (large runs, few and each mostly Arrow's or h5py's work, went as fast either way).
+    share = appender is None or not any(isinstance(item, RunGroup) for item in items)
     try:
         found = cluster.run_tasks(
             _convert_item, items, scheduler=scheduler, jobs=options.jobs, progress=counted,
             sizes=[sum(sizes[t.index] for t in _tasks_of(item)) for item in items],
             lost=lambda item, why: None if isinstance(item, RunGroup) else [lost(item, why)],
-            share=appender is None, on_result=arrived)
+            share=share, on_result=arrived)
         # a group whose processes kept dying: its runs again, each alone, so that only the
         # one that kills its process is lost
         again = [t for item, r in zip(items, found, strict=True) if r is None
@@ -325,7 +327,7 @@ def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None
             found += cluster.run_tasks(
                 _convert_item, again, jobs=options.jobs, progress=counted,
                 sizes=[sizes[t.index] for t in again],
-                lost=lambda task, why: [lost(task, why)], share=appender is None,
+                lost=lambda task, why: [lost(task, why)], share=share,
                 on_result=arrived)
         if appender is not None:
             appender.finish()

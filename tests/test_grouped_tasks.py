@@ -130,7 +130,7 @@ def test_a_group_whose_process_keeps_dying_costs_only_the_run_that_kills_it(tmp_
 
     def run_tasks(fn, items, **kw):
         calls.append([type(item).__name__ for item in items])
-        assert not kw["share"]    # (the leading process adds staged runs to the output)
+        assert not kw["share"]    # (the leading process adds the staged runs to the output)
         return real(fn, items, **kw)
     monkeypatch.setattr(cluster, "run_tasks", run_tasks)
     report = tbconvert.convert(src, tmp_path / "out.parquet", jobs=2)
