@@ -313,22 +313,22 @@ def _run(reader, writer, report, scheduler, kind, experiment, runs, out) -> None
     # and groups of small runs took 1.8 times the CPU time here that they took in a worker
     # (large runs, few and each mostly Arrow's or h5py's work, went as fast either way).
     share = appender is None or not any(isinstance(item, RunGroup) for item in items)
-    try:
-        found = cluster.run_tasks(
+
+    def run(items: list) -> list:
+        return cluster.run_tasks(
             _convert_item, items, scheduler=scheduler, jobs=options.jobs, progress=counted,
             sizes=[sum(sizes[t.index] for t in _tasks_of(item)) for item in items],
             lost=lambda item, why: None if isinstance(item, RunGroup) else [lost(item, why)],
             share=share, on_result=arrived)
+
+    try:
+        found = run(items)
         # a group whose processes kept dying: its runs again, each alone, so that only the
         # one that kills its process is lost
         again = [t for item, r in zip(items, found, strict=True) if r is None
                  for t in item.tasks]
         if again:
-            found += cluster.run_tasks(
-                _convert_item, again, jobs=options.jobs, progress=counted,
-                sizes=[sizes[t.index] for t in again],
-                lost=lambda task, why: [lost(task, why)], share=share,
-                on_result=arrived)
+            found += run(again)
         if appender is not None:
             appender.finish()
     except BaseException:
